@@ -1,0 +1,480 @@
+//! A bounded single-producer single-consumer ring that also works between
+//! processes in shared memory.
+//!
+//! `#[repr(C)]`, indices rather than pointers, power-of-two capacity `N`, head
+//! and tail on their own cache lines ([`CachePadded`]), and each side keeps a
+//! cached copy of the other side's index so that the shared line is touched only
+//! when the cached one says the ring looks full (producer) or empty (consumer).
+//! Indices run freely and wrap; `index & (N - 1)` is the slot.
+//!
+//! In one process, [`Ring::split`] hands out a [`Producer`] and a [`Consumer`]
+//! (`Send`, not `Sync`) and freezes the ring while they live. Between processes,
+//! each side attaches its own handle to the ring in the mapping with the
+//! `unsafe` [`Ring::producer`] / [`Ring::consumer`].
+//!
+//! Elements are `Copy` plain data: nothing is dropped, and a ring in shared
+//! memory must use a `T` valid for every bit pattern (`zerocopy::FromBytes`),
+//! because the other process is not trusted to have written a valid `T`.
+#![allow(unsafe_code)]
+
+use core::{cell::Cell, fmt, marker::PhantomData, mem::MaybeUninit};
+
+use crate::{
+    pad::CachePadded,
+    sync::{
+        UnsafeCell,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+/// `push` on a full ring: the value comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushError<T> {
+    /// The ring is full.
+    Full(T),
+}
+
+impl<T> PushError<T> {
+    /// The value that was not pushed.
+    pub fn into_inner(self) -> T {
+        match self {
+            PushError::Full(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Display for PushError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ring is full")
+    }
+}
+
+impl<T: fmt::Debug> core::error::Error for PushError<T> {}
+
+/// `pop` on an empty ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PopError {
+    /// The ring is empty.
+    Empty,
+}
+
+impl fmt::Display for PopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ring is empty")
+    }
+}
+
+impl core::error::Error for PopError {}
+
+/// The ring itself: place it in a `static`, a `Box`, or shared memory.
+#[repr(C)]
+pub struct Ring<T, const N: usize> {
+    /// Next index to read; written by the consumer only.
+    head: CachePadded<AtomicUsize>,
+    /// Next index to write; written by the producer only.
+    tail: CachePadded<AtomicUsize>,
+    slots: [UnsafeCell<MaybeUninit<T>>; N],
+}
+
+// SAFETY: the ring hands each slot to exactly one side at a time (the producer
+// owns `tail..head+N`, the consumer `head..tail`), and the index hand-over is
+// Release/Acquire; `T: Send` is all that crosses threads.
+unsafe impl<T: Send, const N: usize> Sync for Ring<T, N> {}
+// SAFETY: as above; the ring owns its `T`s.
+unsafe impl<T: Send, const N: usize> Send for Ring<T, N> {}
+
+impl<T, const N: usize> fmt::Debug for Ring<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ring")
+            .field("capacity", &N)
+            .field("head", &self.head.load(Ordering::Relaxed))
+            .field("tail", &self.tail.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<T: Copy, const N: usize> Ring<T, N> {
+    const MASK: usize = {
+        assert!(N.is_power_of_two(), "ring capacity must be a power of two");
+        N - 1
+    };
+
+    /// An empty ring. `const`, so it can live in a `static`.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        let _ = Self::MASK;
+        Ring {
+            head: CachePadded::new(AtomicUsize::new(0)),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            slots: [const { UnsafeCell::new(MaybeUninit::uninit()) }; N],
+        }
+    }
+
+    /// An empty ring.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        let _ = Self::MASK;
+        Ring {
+            head: CachePadded::new(AtomicUsize::new(0)),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            slots: core::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
+        }
+    }
+
+    /// Makes an empty ring in place, in memory that may hold anything (a fresh
+    /// shared-memory mapping), and returns it.
+    ///
+    /// # Safety
+    /// `this` must be valid for writes of `Self`, aligned, and not accessed by
+    /// anyone else until this returns; it must stay valid for `'a`.
+    #[cfg(not(loom))]
+    pub unsafe fn init_in_place<'a>(this: *mut Self) -> &'a Self {
+        let _ = Self::MASK;
+        // SAFETY: the caller guarantees `this` is valid, aligned and exclusive;
+        // only the two index fields are written, the slots may stay uninitialised.
+        unsafe {
+            core::ptr::addr_of_mut!((*this).head).write(CachePadded::new(AtomicUsize::new(0)));
+            core::ptr::addr_of_mut!((*this).tail).write(CachePadded::new(AtomicUsize::new(0)));
+            &*this
+        }
+    }
+
+    /// Capacity.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Elements in the ring now (a snapshot; exact only while neither side runs).
+    pub fn len(&self) -> usize {
+        let tail = self.tail.load(Ordering::Acquire);
+        let head = self.head.load(Ordering::Acquire);
+        tail.wrapping_sub(head).min(N)
+    }
+
+    /// Whether the ring is empty now (a snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Splits the ring into its two ends; the ring cannot be used otherwise while
+    /// they live.
+    pub fn split(&mut self) -> (Producer<'_, T, N>, Consumer<'_, T, N>) {
+        let ring: &Self = self;
+        // SAFETY: `&mut self` proves no other handle exists, and exactly one
+        // producer and one consumer are made here.
+        unsafe { (ring.producer(), ring.consumer()) }
+    }
+
+    /// Attaches the producing end (one process of a shared-memory pair).
+    ///
+    /// # Safety
+    /// At most one producer may exist for this ring at a time, in any process.
+    pub unsafe fn producer(&self) -> Producer<'_, T, N> {
+        Producer {
+            ring: self,
+            tail: self.tail.load(Ordering::Relaxed),
+            cached_head: Cell::new(self.head.load(Ordering::Acquire)),
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// Attaches the consuming end.
+    ///
+    /// # Safety
+    /// At most one consumer may exist for this ring at a time, in any process.
+    pub unsafe fn consumer(&self) -> Consumer<'_, T, N> {
+        Consumer {
+            ring: self,
+            head: self.head.load(Ordering::Relaxed),
+            cached_tail: Cell::new(self.tail.load(Ordering::Acquire)),
+            _not_sync: PhantomData,
+        }
+    }
+
+    #[inline]
+    fn slot(&self, index: usize) -> &UnsafeCell<MaybeUninit<T>> {
+        let i = index & Self::MASK;
+        debug_assert!(i < N);
+        &self.slots[i]
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: Copy, const N: usize> Default for Ring<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The producing end.
+pub struct Producer<'a, T, const N: usize> {
+    ring: &'a Ring<T, N>,
+    /// Our own tail (the shared one is only ever written by us).
+    tail: usize,
+    /// Last head we read from the shared line.
+    cached_head: Cell<usize>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// SAFETY: a producer is one end of the ring; moving it to another thread moves
+// the right to push, and `T: Send` values go with it. `Cell` keeps it `!Sync`.
+unsafe impl<T: Send, const N: usize> Send for Producer<'_, T, N> {}
+
+impl<T, const N: usize> fmt::Debug for Producer<'_, T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Producer")
+            .field("tail", &self.tail)
+            .finish()
+    }
+}
+
+impl<T: Copy, const N: usize> Producer<'_, T, N> {
+    /// Free slots. Refreshes the cached head only when the cache says fewer than
+    /// `want` are free.
+    #[inline]
+    fn free(&self, want: usize) -> usize {
+        let free = N.saturating_sub(self.tail.wrapping_sub(self.cached_head.get()));
+        if free >= want {
+            return free;
+        }
+        // SYNC POINT with the Release store of `head` in `Consumer::pop*`: slots
+        // below the new head have been read and may be overwritten.
+        self.cached_head.set(self.ring.head.load(Ordering::Acquire));
+        // A head past our tail can only come from a broken peer: treat as full.
+        N.saturating_sub(self.tail.wrapping_sub(self.cached_head.get()))
+    }
+
+    /// Free slots now.
+    pub fn slots(&self) -> usize {
+        self.free(N)
+    }
+
+    /// Pushes one value, or hands it back when the ring is full.
+    ///
+    /// # Errors
+    /// [`PushError::Full`] with the value.
+    #[inline]
+    pub fn push(&mut self, value: T) -> Result<(), PushError<T>> {
+        if self.free(1) == 0 {
+            return Err(PushError::Full(value));
+        }
+        // SAFETY: slot `tail` is free (below `head + N`), so the consumer does not
+        // read it until we publish `tail + 1` below.
+        self.ring
+            .slot(self.tail)
+            .with_mut(|p| unsafe { (*p).write(value) });
+        self.tail = self.tail.wrapping_add(1);
+        // SYNC POINT with the Acquire load of `tail` in `Consumer::available`.
+        self.ring.tail.store(self.tail, Ordering::Release);
+        Ok(())
+    }
+
+    /// Pushes as many values of `src` as fit, with one index publish; returns how
+    /// many were pushed.
+    #[inline]
+    pub fn push_slice(&mut self, src: &[T]) -> usize {
+        let n = src.len().min(self.free(src.len()));
+        if n == 0 {
+            return 0;
+        }
+        for (k, v) in src[..n].iter().enumerate() {
+            let i = self.tail.wrapping_add(k);
+            // SAFETY: the `n` slots from `tail` are free (checked above) and not
+            // visible to the consumer before the publish below.
+            self.ring.slot(i).with_mut(|p| unsafe { (*p).write(*v) });
+        }
+        self.tail = self.tail.wrapping_add(n);
+        // SYNC POINT with the Acquire load of `tail` in `Consumer::available`.
+        self.ring.tail.store(self.tail, Ordering::Release);
+        n
+    }
+}
+
+/// The consuming end.
+pub struct Consumer<'a, T, const N: usize> {
+    ring: &'a Ring<T, N>,
+    /// Our own head.
+    head: usize,
+    /// Last tail we read from the shared line.
+    cached_tail: Cell<usize>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// SAFETY: as for `Producer`.
+unsafe impl<T: Send, const N: usize> Send for Consumer<'_, T, N> {}
+
+impl<T, const N: usize> fmt::Debug for Consumer<'_, T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Consumer")
+            .field("head", &self.head)
+            .finish()
+    }
+}
+
+impl<T: Copy, const N: usize> Consumer<'_, T, N> {
+    /// Readable elements, refreshing the cached tail only when the cache says
+    /// fewer than `want` are there. Never more than `N`, even if a broken peer
+    /// in shared memory wrote a wild tail.
+    #[inline]
+    fn available(&self, want: usize) -> usize {
+        let avail = self.cached_tail.get().wrapping_sub(self.head);
+        if avail >= want && avail <= N {
+            return avail;
+        }
+        // SYNC POINT with the Release store of `tail` in `Producer::push*`: slots
+        // below the new tail are fully written.
+        self.cached_tail.set(self.ring.tail.load(Ordering::Acquire));
+        self.cached_tail.get().wrapping_sub(self.head).min(N)
+    }
+
+    /// Elements ready now.
+    pub fn slots(&self) -> usize {
+        self.available(N)
+    }
+
+    /// A copy of the oldest element, without removing it.
+    #[inline]
+    pub fn peek(&self) -> Option<T> {
+        if self.available(1) == 0 {
+            return None;
+        }
+        // SAFETY: slot `head` was written and published by the producer, which
+        // does not overwrite it before we advance `head`.
+        Some(
+            self.ring
+                .slot(self.head)
+                .with(|p| unsafe { (*p).assume_init() }),
+        )
+    }
+
+    /// Removes the oldest element.
+    ///
+    /// # Errors
+    /// [`PopError::Empty`].
+    #[inline]
+    pub fn pop(&mut self) -> Result<T, PopError> {
+        if self.available(1) == 0 {
+            return Err(PopError::Empty);
+        }
+        // SAFETY: as in `peek`.
+        let v = self
+            .ring
+            .slot(self.head)
+            .with(|p| unsafe { (*p).assume_init() });
+        self.head = self.head.wrapping_add(1);
+        // SYNC POINT with the Acquire load of `head` in `Producer::free`.
+        self.ring.head.store(self.head, Ordering::Release);
+        Ok(v)
+    }
+
+    /// Pops up to `dst.len()` elements into `dst` with one index publish; returns
+    /// how many.
+    #[inline]
+    pub fn pop_slice(&mut self, dst: &mut [T]) -> usize {
+        let n = dst.len().min(self.available(dst.len()));
+        if n == 0 {
+            return 0;
+        }
+        for (k, d) in dst[..n].iter_mut().enumerate() {
+            let i = self.head.wrapping_add(k);
+            // SAFETY: the `n` slots from `head` are published (checked above).
+            *d = self.ring.slot(i).with(|p| unsafe { (*p).assume_init() });
+        }
+        self.head = self.head.wrapping_add(n);
+        // SYNC POINT with the Acquire load of `head` in `Producer::free`.
+        self.ring.head.store(self.head, Ordering::Release);
+        n
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod test {
+    extern crate std;
+    use std::{boxed::Box, thread, vec::Vec};
+
+    use super::*;
+
+    #[test]
+    fn full_hands_value_back_and_order_is_fifo() {
+        let mut ring = Ring::<u32, 4>::new();
+        let (mut p, mut c) = ring.split();
+        for i in 0..4 {
+            p.push(i).unwrap();
+        }
+        assert_eq!(p.push(99), Err(PushError::Full(99)));
+        assert_eq!(p.slots(), 0);
+        assert_eq!(c.peek(), Some(0));
+        assert_eq!(c.pop(), Ok(0));
+        p.push(4).unwrap();
+        let mut out = [0; 8];
+        assert_eq!(c.pop_slice(&mut out), 4);
+        assert_eq!(&out[..4], &[1, 2, 3, 4]);
+        assert_eq!(c.pop(), Err(PopError::Empty));
+        assert_eq!(p.push_slice(&[7, 8, 9, 10, 11, 12]), 4);
+        assert_eq!(c.slots(), 4);
+    }
+
+    #[test]
+    fn two_threads_deliver_everything_in_order() {
+        const COUNT: u64 = if cfg!(miri) { 200 } else { 200_000 };
+        let mut ring = Box::new(Ring::<u64, 64>::new());
+        let (mut p, mut c) = ring.split();
+        thread::scope(|s| {
+            s.spawn(move || {
+                let mut i = 0;
+                let mut batch = Vec::new();
+                while i < COUNT {
+                    batch.clear();
+                    batch.extend(i..(i + 7).min(COUNT));
+                    let n = p.push_slice(&batch);
+                    i += n as u64;
+                    if n == 0 {
+                        thread::yield_now();
+                    }
+                }
+            });
+            let mut expect = 0;
+            let mut buf = [0u64; 16];
+            while expect < COUNT {
+                let n = c.pop_slice(&mut buf);
+                for v in &buf[..n] {
+                    assert_eq!(*v, expect);
+                    expect += 1;
+                }
+                if n == 0 {
+                    thread::yield_now();
+                }
+            }
+        });
+        assert!(ring.is_empty());
+    }
+
+    #[test]
+    fn init_in_place_over_garbage() {
+        let mut mem = Box::new(core::mem::MaybeUninit::<Ring<u64, 8>>::uninit());
+        // SAFETY: fill the storage with garbage bytes to model a dirty mapping.
+        unsafe {
+            core::ptr::write_bytes(
+                mem.as_mut_ptr().cast::<u8>(),
+                0xA5,
+                core::mem::size_of::<Ring<u64, 8>>(),
+            )
+        };
+        // SAFETY: the box is valid, aligned and ours alone.
+        let ring = unsafe { Ring::init_in_place(mem.as_mut_ptr()) };
+        assert!(ring.is_empty());
+        // SAFETY: one producer and one consumer in this test.
+        let (mut p, mut c) = unsafe { (ring.producer(), ring.consumer()) };
+        p.push(5).unwrap();
+        assert_eq!(c.pop(), Ok(5));
+    }
+
+    #[test]
+    fn wild_tail_from_broken_peer_is_clamped() {
+        let ring = Ring::<u64, 8>::new();
+        ring.tail.store(1_000_000, Ordering::Relaxed);
+        // SAFETY: single consumer.
+        let c = unsafe { ring.consumer() };
+        assert!(c.slots() <= 8);
+    }
+}

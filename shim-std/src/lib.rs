@@ -1,0 +1,1 @@
+//! switchyard (std shim) — placeholder, filled by the topo command work.
