@@ -17,7 +17,7 @@
 //! because the other process is not trusted to have written a valid `T`.
 #![allow(unsafe_code)]
 
-use core::{cell::Cell, fmt, marker::PhantomData, mem::MaybeUninit};
+use core::{cell::Cell, fmt, mem::MaybeUninit};
 
 use crate::{
     pad::CachePadded,
@@ -174,7 +174,6 @@ impl<T: Copy, const N: usize> Ring<T, N> {
             ring: self,
             tail: self.tail.load(Ordering::Relaxed),
             cached_head: Cell::new(self.head.load(Ordering::Acquire)),
-            _not_sync: PhantomData,
         }
     }
 
@@ -187,7 +186,6 @@ impl<T: Copy, const N: usize> Ring<T, N> {
             ring: self,
             head: self.head.load(Ordering::Relaxed),
             cached_tail: Cell::new(self.tail.load(Ordering::Acquire)),
-            _not_sync: PhantomData,
         }
     }
 
@@ -213,11 +211,11 @@ pub struct Producer<'a, T, const N: usize> {
     tail: usize,
     /// Last head we read from the shared line.
     cached_head: Cell<usize>,
-    _not_sync: PhantomData<Cell<()>>,
 }
 
 // SAFETY: a producer is one end of the ring; moving it to another thread moves
-// the right to push, and `T: Send` values go with it. `Cell` keeps it `!Sync`.
+// the right to push, and `T: Send` values go with it. The `Cell` index cache
+// keeps it `!Sync`.
 unsafe impl<T: Send, const N: usize> Send for Producer<'_, T, N> {}
 
 impl<T, const N: usize> fmt::Debug for Producer<'_, T, N> {
@@ -297,7 +295,6 @@ pub struct Consumer<'a, T, const N: usize> {
     head: usize,
     /// Last tail we read from the shared line.
     cached_tail: Cell<usize>,
-    _not_sync: PhantomData<Cell<()>>,
 }
 
 // SAFETY: as for `Producer`.

@@ -476,7 +476,8 @@ impl PinnedSelector<'_, '_> {
             }
         }
         let Some(i) = chosen.or(first_healthy) else {
-            if forbid && ids.len() > 1 {
+            // Forbid is the reason only if a fallback would have been healthy.
+            if forbid && ids[1..].iter().any(|&t| healthy(t)) {
                 return Err(SelectError::DowngradeForbidden {
                     dst,
                     class,

@@ -1,0 +1,374 @@
+//! Route policy: exhaustive checks over every class × health × load × length band
+//! × downgrade policy, exact decisions from DESIGN.md, and a property test over
+//! random role layouts (missing transports, several rails).
+#![cfg(all(feature = "alloc", not(loom)))]
+
+use proptest::prelude::*;
+use switchyard_core::{
+    class::{PathClass, TransportId},
+    route::{
+        Downgrade, Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles,
+        UnreachableReason,
+    },
+    topology::{Shape, Topology, TopologyBox},
+};
+
+const SHM: u8 = 0;
+const RDMA: u8 = 1;
+const TCP: u8 = 2;
+const THRESHOLD: u32 = 8192;
+
+fn t(i: u8) -> TransportId {
+    TransportId::new(i).unwrap()
+}
+
+/// Peer p of PE 0 has class `CLASSES[p]`.
+const CLASSES: [PathClass; 5] = [
+    PathClass::Local,
+    PathClass::Shm,
+    PathClass::Near,
+    PathClass::Routed,
+    PathClass::Unreachable,
+];
+
+fn default_roles() -> TransportRoles {
+    TransportRoles {
+        shm: Some(t(SHM)),
+        rdma: Some(t(RDMA)),
+        stream: [Some(t(TCP)), None, None, None],
+    }
+}
+
+struct Fixture {
+    store: TopologyBox,
+    shape: Shape,
+}
+
+impl Fixture {
+    fn new(n_transports: u8) -> Self {
+        let shape = Shape {
+            me: 0,
+            n_pes: 5,
+            n_transports,
+            load_hints: true,
+        };
+        Fixture {
+            store: TopologyBox::new(shape, 2),
+            shape,
+        }
+    }
+    fn topo(&self) -> Topology<'_> {
+        Topology::new(self.store.mem(), self.shape, |p| CLASSES[p as usize]).unwrap()
+    }
+}
+
+fn set_bits(topo: &Topology<'_>, peer: u32, health: u8, load: u8) {
+    for tr in 0..topo.shape().n_transports {
+        topo.set_health(t(tr), peer, health & (1 << tr) != 0);
+        topo.set_overloaded(t(tr), peer, load & (1 << tr) != 0);
+    }
+}
+
+fn check_invariants(
+    policy: &Policy,
+    class: PathClass,
+    len: u32,
+    health: u8,
+    load: u8,
+    got: Result<Route, SelectError>,
+) {
+    let healthy = |x: TransportId| health & (1 << x.index()) != 0;
+    let over = |x: TransportId| load & (1 << x.index()) != 0;
+    let cands: Vec<TransportId> = policy.candidates(class, len).collect();
+    let forbid = policy.config().downgrade[class.index()] == Downgrade::Forbid;
+    let allowed: Vec<TransportId> = if forbid {
+        cands.iter().copied().take(1).collect()
+    } else {
+        cands.clone()
+    };
+    let ctx =
+        format!("class {class} len {len} health {health:03b} load {load:03b} forbid {forbid}");
+    match got {
+        Ok(r) => {
+            assert!(healthy(r.transport), "unhealthy transport chosen: {ctx}");
+            assert_eq!(r.class, class, "{ctx}");
+            assert!(
+                allowed.contains(&r.transport),
+                "not an allowed candidate: {ctx}"
+            );
+            assert_eq!(r.downgraded, r.transport != cands[0], "{ctx}");
+            let rdma = policy.config().roles.rdma;
+            if class == PathClass::Near {
+                if let Some(rdma) = rdma {
+                    if healthy(rdma) && !over(rdma) {
+                        assert_eq!(
+                            r.transport, rdma,
+                            "NEAR must use verbs while it is healthy: {ctx}"
+                        );
+                    }
+                }
+            }
+            // The first healthy candidate that is not overloaded wins, if any.
+            if let Some(best) = allowed.iter().copied().find(|&x| healthy(x) && !over(x)) {
+                assert_eq!(r.transport, best, "{ctx}");
+            } else {
+                let first = allowed.iter().copied().find(|&x| healthy(x)).unwrap();
+                assert_eq!(r.transport, first, "load never fails a message: {ctx}");
+            }
+        }
+        Err(SelectError::Unreachable {
+            reason, class: c, ..
+        }) => {
+            assert_eq!(c, class);
+            assert!(
+                !allowed.iter().any(|&x| healthy(x)),
+                "Unreachable although an allowed candidate is healthy: {ctx}"
+            );
+            if class == PathClass::Unreachable {
+                assert_eq!(reason, UnreachableReason::NoLink);
+            }
+        }
+        Err(SelectError::DowngradeForbidden { preferred, .. }) => {
+            assert!(forbid, "{ctx}");
+            assert_eq!(preferred, cands[0]);
+            assert!(!healthy(cands[0]), "{ctx}");
+            assert!(
+                cands.iter().any(|&x| healthy(x)),
+                "should have been Unreachable: {ctx}"
+            );
+        }
+        Err(e) => panic!("unexpected {e:?}: {ctx}"),
+    }
+}
+
+#[test]
+fn exhaustive_class_health_load_band_downgrade() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    let mut cases = 0;
+    for dg in [
+        Downgrade::Allow,
+        Downgrade::AllowAndCount,
+        Downgrade::Forbid,
+    ] {
+        let policy = Policy::new(PolicyConfig {
+            roles: default_roles(),
+            short_threshold: THRESHOLD,
+            downgrade: [dg; 5],
+            ..PolicyConfig::default()
+        });
+        let mut sel = Selector::new(&topo, policy, 0).unwrap();
+        for (peer, &class) in CLASSES.iter().enumerate() {
+            for health in 0..8u8 {
+                for load in 0..8u8 {
+                    set_bits(&topo, peer as u32, health, load);
+                    for len in [0, 8, THRESHOLD - 1, THRESHOLD, 1 << 20] {
+                        for op in [Op::Put, Op::Get, Op::Atomic, Op::FetchingAtomic] {
+                            let got = sel.select(peer as u32, len, op);
+                            check_invariants(sel.policy(), class, len, health, load, got);
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 3 * 5 * 8 * 8 * 5 * 4);
+}
+
+/// The decisions DESIGN.md spells out, one by one.
+#[test]
+fn design_rules() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    let policy = Policy::new(PolicyConfig {
+        roles: default_roles(),
+        short_threshold: THRESHOLD,
+        ..PolicyConfig::default()
+    });
+    let mut sel = Selector::new(&topo, policy, 0).unwrap();
+    let all = 0b111;
+    let pick = |sel: &mut Selector<'_>, peer: u32, health: u8, load: u8, len: u32| {
+        set_bits(&topo, peer, health, load);
+        sel.select(peer, len, Op::Put)
+            .map(|r| r.transport.index() as u8)
+    };
+    let (short, long) = (64, 1 << 20);
+    // 1. LOCAL/SHM → shared memory.
+    assert_eq!(pick(&mut sel, 0, all, 0, short), Ok(SHM));
+    assert_eq!(pick(&mut sel, 1, all, 0, long), Ok(SHM));
+    // 2. NEAR → verbs; TCP only when verbs is unhealthy.
+    assert_eq!(pick(&mut sel, 2, all, 0, short), Ok(RDMA));
+    assert_eq!(pick(&mut sel, 2, all, 0, long), Ok(RDMA));
+    assert_eq!(pick(&mut sel, 2, all & !(1 << RDMA), 0, short), Ok(TCP));
+    // 3. ROUTED: short → TCP, long → verbs, else TCP.
+    assert_eq!(pick(&mut sel, 3, all, 0, short), Ok(TCP));
+    assert_eq!(pick(&mut sel, 3, all, 0, long), Ok(RDMA));
+    assert_eq!(pick(&mut sel, 3, all & !(1 << RDMA), 0, long), Ok(TCP));
+    //    SHM with shared memory down falls back the same way.
+    assert_eq!(pick(&mut sel, 1, all & !(1 << SHM), 0, short), Ok(TCP));
+    assert_eq!(pick(&mut sel, 1, all & !(1 << SHM), 0, long), Ok(RDMA));
+    assert_eq!(pick(&mut sel, 1, 1 << TCP, 0, long), Ok(TCP));
+    // 4. Over the watermark yields to the next healthy one; never fails for load.
+    assert_eq!(pick(&mut sel, 2, all, 1 << RDMA, short), Ok(TCP));
+    assert_eq!(pick(&mut sel, 2, 1 << RDMA, 1 << RDMA, short), Ok(RDMA));
+    // 5. Nothing healthy → Unreachable with the reason, and UNREACHABLE ≠ ROUTED.
+    assert_eq!(
+        pick(&mut sel, 3, 0, 0, short),
+        Err(SelectError::Unreachable {
+            dst: 3,
+            class: PathClass::Routed,
+            reason: UnreachableReason::NoHealthyTransport
+        })
+    );
+    assert_eq!(
+        pick(&mut sel, 4, all, 0, short),
+        Err(SelectError::Unreachable {
+            dst: 4,
+            class: PathClass::Unreachable,
+            reason: UnreachableReason::NoLink
+        })
+    );
+    assert_eq!(
+        sel.select(5, 8, Op::Put),
+        Err(SelectError::InvalidPe { dst: 5, n_pes: 5 })
+    );
+}
+
+#[test]
+fn downgrade_policies_count_and_forbid() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    let mut downgrade = [Downgrade::Allow; 5];
+    downgrade[PathClass::Near.index()] = Downgrade::Forbid;
+    downgrade[PathClass::Routed.index()] = Downgrade::AllowAndCount;
+    let policy = Policy::new(PolicyConfig {
+        roles: default_roles(),
+        short_threshold: THRESHOLD,
+        downgrade,
+        ..PolicyConfig::default()
+    });
+    let mut sel = Selector::new(&topo, policy, 0).unwrap();
+    set_bits(&topo, 2, 1 << TCP, 0);
+    assert_eq!(
+        sel.select(2, 64, Op::Put),
+        Err(SelectError::DowngradeForbidden {
+            dst: 2,
+            class: PathClass::Near,
+            preferred: t(RDMA)
+        })
+    );
+    set_bits(&topo, 3, 1 << TCP, 0);
+    for _ in 0..3 {
+        let r = sel.select(3, 1 << 20, Op::Put).unwrap();
+        assert!(r.downgraded);
+        assert_eq!(r.transport, t(TCP));
+    }
+    assert_eq!(sel.downgrades()[PathClass::Routed.index()], 3);
+    assert_eq!(sel.downgrades()[PathClass::Near.index()], 0);
+}
+
+#[test]
+fn context_ids_unique_per_pe_across_lanes() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    let policy = Policy::new(PolicyConfig {
+        roles: default_roles(),
+        ..PolicyConfig::default()
+    });
+    set_bits(&topo, 2, 0b111, 0);
+    let mut a = Selector::new(&topo, policy, 0).unwrap();
+    let mut b = Selector::new(&topo, policy, 1).unwrap();
+    assert!(
+        Selector::new(&topo, policy, 2).is_err(),
+        "two reader slots only"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..1000 {
+        assert!(seen.insert(a.select(2, 8, Op::Put).unwrap().context));
+        assert!(seen.insert(b.select(2, 8, Op::Put).unwrap().context));
+    }
+    // Failed selects consume no id.
+    assert!(a.select(4, 8, Op::Put).is_err());
+    assert_eq!(a.decisions(), 1000);
+}
+
+#[test]
+fn fetching_atomics_are_not_retried_elsewhere_by_default() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    set_bits(&topo, 2, 0b111, 0);
+    let policy = Policy::new(PolicyConfig {
+        roles: default_roles(),
+        ..PolicyConfig::default()
+    });
+    let mut sel = Selector::new(&topo, policy, 0).unwrap();
+    assert!(sel.select(2, 8, Op::Put).unwrap().retry_allowed);
+    assert!(!sel.select(2, 8, Op::FetchingAtomic).unwrap().retry_allowed);
+}
+
+#[test]
+fn health_flip_is_seen_by_next_select_on_another_thread() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    set_bits(&topo, 2, 0b111, 0);
+    let policy = Policy::new(PolicyConfig {
+        roles: default_roles(),
+        ..PolicyConfig::default()
+    });
+    let v0 = topo.version();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut sel = Selector::new(&topo, policy, 1).unwrap();
+            assert_eq!(sel.select(2, 64, Op::Put).unwrap().transport, t(RDMA));
+        })
+        .join()
+        .unwrap();
+        topo.set_health(t(RDMA), 2, false);
+        s.spawn(|| {
+            let mut sel = Selector::new(&topo, policy, 1).unwrap();
+            assert_eq!(sel.select(2, 64, Op::Put).unwrap().transport, t(TCP));
+        });
+    });
+    assert_eq!(topo.version(), v0, "a health flip swaps no version");
+}
+
+fn arb_role() -> impl Strategy<Value = Option<u8>> {
+    prop_oneof![Just(None), (0u8..4).prop_map(Some)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    /// Random role layouts (missing transports, two rails, ids beyond the
+    /// configured transports) and random health/load: invariants hold.
+    #[test]
+    fn invariants_hold_for_any_roles(
+        shm in arb_role(), rdma in arb_role(), s0 in arb_role(), s1 in arb_role(),
+        health in 0u8..16, load in 0u8..16, len in 0u32..20_000, threshold in 1u32..16_384,
+        dg in prop_oneof![Just(Downgrade::Allow), Just(Downgrade::AllowAndCount), Just(Downgrade::Forbid)],
+    ) {
+        let fx = Fixture::new(4);
+        let topo = fx.topo();
+        let roles = TransportRoles {
+            shm: shm.map(t), rdma: rdma.map(t), stream: [s0.map(t), s1.map(t), None, None],
+        };
+        let policy = Policy::new(PolicyConfig { roles, short_threshold: threshold, downgrade: [dg; 5], ..PolicyConfig::default() });
+        let mut sel = Selector::new(&topo, policy, 0).unwrap();
+        for peer in 0..5u32 {
+            set_bits(&topo, peer, health, load);
+            let class = CLASSES[peer as usize];
+            let got = sel.select(peer, len, Op::Put);
+            if policy.candidates(class, len).next().is_none() {
+                let want = if class == PathClass::Unreachable {
+                    UnreachableReason::NoLink
+                } else {
+                    UnreachableReason::NoTransportConfigured
+                };
+                let ok = matches!(got, Err(SelectError::Unreachable { reason, .. }) if reason == want);
+                prop_assert!(ok, "expected Unreachable({:?}), got {:?}", want, got);
+            } else {
+                check_invariants(&policy, class, len, health, load, got);
+            }
+        }
+    }
+}
