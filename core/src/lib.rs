@@ -78,6 +78,8 @@
     clippy::undocumented_unsafe_blocks,
     clippy::unnecessary_safety_comment
 )]
+// Unit tests use std freely.
+#![cfg_attr(test, allow(clippy::std_instead_of_alloc, clippy::std_instead_of_core))]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;

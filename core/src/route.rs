@@ -123,11 +123,12 @@ impl Candidates {
     };
 
     fn push(&mut self, t: Option<TransportId>) {
-        if let Some(t) = t {
-            if !self.as_slice().contains(&t) && (self.len as usize) < MAX_TRANSPORTS {
-                self.ids[self.len as usize] = t;
-                self.len += 1;
-            }
+        if let Some(t) = t
+            && !self.as_slice().contains(&t)
+            && (self.len as usize) < MAX_TRANSPORTS
+        {
+            self.ids[self.len as usize] = t;
+            self.len += 1;
         }
     }
 

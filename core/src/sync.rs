@@ -5,7 +5,6 @@
 //! tests in `tests/loom.rs` see every atomic access of the versioned
 //! topology and the rings. `.clippy.toml` bans the raw atomic types outside
 //! this module (CONVENTIONS.md §9, after crossbeam's `mod primitive`).
-#![allow(clippy::disallowed_types)]
 
 /// Atomic types and fences (`core::sync::atomic`, or loom's under `cfg(loom)`).
 pub mod atomic {

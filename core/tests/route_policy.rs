@@ -98,15 +98,15 @@ fn check_invariants(
             );
             assert_eq!(r.downgraded, r.transport != cands[0], "{ctx}");
             let rdma = policy.config().roles.rdma;
-            if class == PathClass::Near {
-                if let Some(rdma) = rdma {
-                    if healthy(rdma) && !over(rdma) {
-                        assert_eq!(
-                            r.transport, rdma,
-                            "NEAR must use verbs while it is healthy: {ctx}"
-                        );
-                    }
-                }
+            if class == PathClass::Near
+                && let Some(rdma) = rdma
+                && healthy(rdma)
+                && !over(rdma)
+            {
+                assert_eq!(
+                    r.transport, rdma,
+                    "NEAR must use verbs while it is healthy: {ctx}"
+                );
             }
             // The first healthy candidate that is not overloaded wins, if any.
             if let Some(best) = allowed.iter().copied().find(|&x| healthy(x) && !over(x)) {

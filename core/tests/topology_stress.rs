@@ -29,7 +29,6 @@ fn class_of(version: u32, peer: u32) -> PathClass {
 }
 
 #[test]
-#[allow(clippy::disallowed_types)]
 fn readers_only_ever_see_whole_versions() {
     let shape = Shape {
         me: 0,
