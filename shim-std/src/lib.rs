@@ -1,1 +1,54 @@
-//! switchyard (std shim) — placeholder, filled by the topo command work.
+//! # switchyard
+//!
+//! The `std` side of switchyard, a transport-routing data plane for SHMEM-style
+//! one-sided communication. The allocation-free data path (topology rows, route
+//! selection, wire format, rings) lives in the `no_std` crate
+//! [`switchyard_core`]; this crate holds what needs the operating system, and the
+//! `switchyard` command.
+//!
+//! ## What exists now
+//!
+//! * [`hostlist`]: Slurm-style hostlist expansion (`node[01-04]`, `n[1,3,5-7]`),
+//!   bounded so hostile input cannot exhaust memory.
+//! * [`topo`]: cluster topology files (Slurm `topology.conf` or TOML) parsed into a
+//!   [`topo::ClusterSpec`], which gives every PE its
+//!   [`Locality`](switchyard_core::class::Locality) and every pair of PEs its
+//!   [`PathClass`](switchyard_core::class::PathClass).
+//! * [`cli`]: the `switchyard` command. `switchyard topo [FILE]` prints the class
+//!   matrix of a job, `--as PE` that PE's transport for each peer and message
+//!   size (through the real [`switchyard_core::route::Selector`]), and what the
+//!   topology costs in memory; `--json` for machines.
+//!
+//! ## What comes later
+//!
+//! Bootstrap (rank and size from the launcher, the card exchange), the
+//! `switchyard run` launcher, configuration, progress threads, metrics, and the
+//! glue that binds the shm, socket and verbs drivers to the core.
+//!
+//! ## Example
+//!
+//! ```
+//! use switchyard::topo::{Format, parse_topology};
+//! use switchyard_core::class::PathClass;
+//!
+//! let spec = parse_topology(
+//!     "SwitchName=leaf0 Nodes=node[01-02]\n\
+//!      SwitchName=leaf1 Nodes=node[03-04]\n\
+//!      SwitchName=spine Switches=leaf[0-1]\n",
+//!     Format::Auto,
+//! )?;
+//! let pes_per_node = 2;
+//! assert_eq!(spec.localities(pes_per_node)?.len(), 8);
+//! assert_eq!(spec.class_of(pes_per_node, 0, 1), PathClass::Shm);
+//! assert_eq!(spec.class_of(pes_per_node, 0, 2), PathClass::Near);
+//! assert_eq!(spec.class_of(pes_per_node, 0, 4), PathClass::Routed);
+//! # Ok::<(), switchyard::topo::TopoFileError>(())
+//! ```
+//!
+//! MSRV: 1.89 (the workspace's `rust-version`).
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod hostlist;
+pub mod topo;

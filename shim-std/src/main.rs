@@ -1,1 +1,33 @@
-fn main() {}
+//! The `switchyard` command: a thin wrapper around [`switchyard::cli::run`].
+
+use std::{
+    io::{ErrorKind, Write},
+    process::ExitCode,
+};
+
+use switchyard::cli::{self, Output};
+
+fn main() -> ExitCode {
+    let out = match std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string())
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(args) => cli::run(&args),
+        Err(bad) => Output::usage_error(format_args!("argument {bad:?} is not valid UTF-8")),
+    };
+    // Write without println!: a closed pipe (`switchyard topo | head`) is not a
+    // reason to panic.
+    let wrote = std::io::stdout()
+        .lock()
+        .write_all(out.stdout.as_bytes())
+        .and_then(|()| std::io::stdout().flush());
+    let _ = std::io::stderr().lock().write_all(out.stderr.as_bytes());
+    match wrote {
+        Err(e) if e.kind() != ErrorKind::BrokenPipe => {
+            let _ = writeln!(std::io::stderr(), "switchyard: cannot write output: {e}");
+            ExitCode::from(1)
+        }
+        _ => ExitCode::from(out.code),
+    }
+}
