@@ -23,8 +23,7 @@ use core::fmt;
 
 use crate::{
     class::{MAX_TRANSPORTS, PathClass, TransportId},
-    sync::atomic::Ordering,
-    topology::{Pinned, Reader, Topology},
+    topology::{Pinned, Reader, RowView, Topology},
 };
 
 /// Which transport id plays which role. The core names roles, never drivers.
@@ -143,19 +142,41 @@ impl Candidates {
     }
 }
 
-/// A route policy with its candidate lists computed.
+/// A decision table entry: a transport id in bits 0..3, "downgraded" in bit 6,
+/// "valid" in bit 7.
+const ENTRY_VALID: u8 = 1 << 7;
+const ENTRY_DOWNGRADED: u8 = 1 << 6;
+const ENTRY_ID: u8 = 0x0F;
+/// One entry per subset of the [`MAX_TRANSPORTS`] transports.
+const MASKS: usize = 1 << MAX_TRANSPORTS;
+
+/// A route policy with its decisions computed.
+///
+/// [`Policy::new`] walks the candidate list of every (class, length band) for
+/// every subset of usable transports once and stores the outcome, so a select is
+/// a handful of loads and one table lookup, with no branch that depends on the
+/// health bits or the candidate order (which random traffic would mispredict).
+/// The table is 2,560 bytes and stays in L1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     config: PolicyConfig,
     /// `[class][band]`, band 0 short, 1 long. Unreachable has no candidates.
-    table: [[Candidates; 2]; 5],
+    candidates: [[Candidates; 2]; 5],
+    /// `[class][band][usable mask]` → entry.
+    table: [[[u8; MASKS]; 2]; 5],
+    /// `[class][band][fetching]`: whether a route may be retried on another transport.
+    retry: [[[bool; 2]; 2]; 5],
+    /// `[class]`: whether downgrades are counted.
+    count: [bool; 5],
+    /// Whether any class counts downgrades.
+    counting: bool,
 }
 
 impl Policy {
-    /// Computes the candidate lists for `config`.
+    /// Computes the candidate lists and decisions for `config`.
     pub fn new(config: PolicyConfig) -> Policy {
         let r = &config.roles;
-        let mut table = [[Candidates::EMPTY; 2]; 5];
+        let mut candidates = [[Candidates::EMPTY; 2]; 5];
         for (band, long) in [(0, false), (1, true)] {
             // LOCAL / SHM: shared memory, then the rule-3 fallback.
             let mut same_node = Candidates::EMPTY;
@@ -167,13 +188,13 @@ impl Policy {
                 same_node.push_all(&r.stream);
                 same_node.push(r.rdma);
             }
-            table[PathClass::Local.index()][band] = same_node;
-            table[PathClass::Shm.index()][band] = same_node;
+            candidates[PathClass::Local.index()][band] = same_node;
+            candidates[PathClass::Shm.index()][band] = same_node;
             // NEAR: RDMA, then stream rails.
             let mut near = Candidates::EMPTY;
             near.push(r.rdma);
             near.push_all(&r.stream);
-            table[PathClass::Near.index()][band] = near;
+            candidates[PathClass::Near.index()][band] = near;
             // ROUTED: short → stream first; long → RDMA first.
             let mut routed = Candidates::EMPTY;
             if long {
@@ -183,9 +204,43 @@ impl Policy {
                 routed.push_all(&r.stream);
                 routed.push(r.rdma);
             }
-            table[PathClass::Routed.index()][band] = routed;
+            candidates[PathClass::Routed.index()][band] = routed;
         }
-        Policy { config, table }
+
+        let mut table = [[[0u8; MASKS]; 2]; 5];
+        let mut retry = [[[false; 2]; 2]; 5];
+        let mut count = [false; 5];
+        for class in 0..5 {
+            let rule = config.downgrade[class];
+            let forbid = rule == Downgrade::Forbid;
+            count[class] = rule == Downgrade::AllowAndCount;
+            for band in 0..2 {
+                let ids = candidates[class][band].as_slice();
+                let allowed = if forbid {
+                    &ids[..ids.len().min(1)]
+                } else {
+                    ids
+                };
+                // Retrying elsewhere needs somewhere else to go.
+                let alternatives = !forbid && ids.len() > 1;
+                retry[class][band] = [alternatives, alternatives && config.retry_fetching_atomics];
+                for (mask, entry) in table[class][band].iter_mut().enumerate() {
+                    if let Some(i) = allowed.iter().position(|t| mask & (1 << t.index()) != 0) {
+                        let downgraded = if i > 0 { ENTRY_DOWNGRADED } else { 0 };
+                        *entry = ENTRY_VALID | downgraded | allowed[i].0;
+                    }
+                }
+            }
+        }
+        let counting = count.iter().any(|&c| c);
+        Policy {
+            config,
+            candidates,
+            table,
+            retry,
+            count,
+            counting,
+        }
     }
 
     /// The configuration this policy was built from.
@@ -196,7 +251,33 @@ impl Policy {
     /// The transports tried for `class` and a message of `len` bytes, in order.
     pub fn candidates(&self, class: PathClass, len: u32) -> impl Iterator<Item = TransportId> + '_ {
         let band = (len >= self.config.short_threshold) as usize;
-        self.table[class.index()][band].as_slice().iter().copied()
+        self.candidates[class.index()][band]
+            .as_slice()
+            .iter()
+            .copied()
+    }
+
+    /// Why nothing was selected for `class`/`band` with `healthy` transports.
+    #[cold]
+    fn explain(&self, dst: u32, class: PathClass, band: usize, healthy: usize) -> SelectError {
+        let ids = self.candidates[class.index()][band].as_slice();
+        let reason = if class == PathClass::Unreachable {
+            UnreachableReason::NoLink
+        } else if ids.is_empty() {
+            UnreachableReason::NoTransportConfigured
+        } else if self.config.downgrade[class.index()] == Downgrade::Forbid
+            && ids[1..].iter().any(|t| healthy & (1 << t.index()) != 0)
+        {
+            // Forbid is the reason only if a fallback would have been healthy.
+            return SelectError::DowngradeForbidden {
+                dst,
+                class,
+                preferred: ids[0],
+            };
+        } else {
+            UnreachableReason::NoHealthyTransport
+        };
+        SelectError::Unreachable { dst, class, reason }
     }
 }
 
@@ -377,12 +458,15 @@ impl<'a> Selector<'a> {
     /// cannot reuse the older slot while it lives.
     #[inline]
     pub fn pin(&mut self) -> PinnedSelector<'_, 'a> {
+        let pinned = self.reader.pin();
         PinnedSelector {
-            pinned: self.reader.pin(),
+            view: pinned.view(),
+            pinned,
             policy: &self.policy,
             pe: self.pe,
             lane_bits: self.lane_bits,
-            counter: &mut self.counter,
+            counter: self.counter,
+            counter_home: &mut self.counter,
             downgrades: &mut self.downgrades,
         }
     }
@@ -401,11 +485,23 @@ impl<'a> Selector<'a> {
 #[derive(Debug)]
 pub struct PinnedSelector<'s, 'a> {
     pinned: Pinned<'s, 'a>,
+    view: RowView<'a>,
     policy: &'s Policy,
     pe: u32,
     lane_bits: u64,
-    counter: &'s mut u64,
+    /// This batch's counter, kept by value so a loop of selects keeps it in a
+    /// register instead of a store-to-load chain through the selector; written
+    /// back on drop.
+    counter: u64,
+    counter_home: &'s mut u64,
     downgrades: &'s mut [u64; 5],
+}
+
+impl Drop for PinnedSelector<'_, '_> {
+    #[inline]
+    fn drop(&mut self) {
+        *self.counter_home = self.counter;
+    }
 }
 
 impl PinnedSelector<'_, '_> {
@@ -429,82 +525,41 @@ impl PinnedSelector<'_, '_> {
     /// [`SelectError::Unreachable`] when nothing allowed is healthy;
     /// [`SelectError::DowngradeForbidden`] when the first choice is unhealthy and
     /// the class forbids a fallback.
-    #[inline]
+    #[inline(always)]
     pub fn select(&mut self, dst: u32, len: u32, op: Op) -> Result<Route, SelectError> {
-        let Some(class) = self.pinned.class(dst) else {
-            let n_pes = self.pinned.topology().shape().n_pes;
-            return Err(SelectError::InvalidPe { dst, n_pes });
-        };
-        let cfg = &self.policy.config;
-        let band = (len >= cfg.short_threshold) as usize;
-        let cands = &self.policy.table[class.index()][band];
-        let ids = cands.as_slice();
-        if ids.is_empty() {
-            let reason = if class == PathClass::Unreachable {
-                UnreachableReason::NoLink
-            } else {
-                UnreachableReason::NoTransportConfigured
-            };
-            return Err(SelectError::Unreachable { dst, class, reason });
-        }
-        let n_t = self.pinned.topology().shape().n_transports as usize;
-        let load = self.pinned.topology().shape().load_hints;
-        let (words, bit) = self.pinned.link_group(dst);
-        let healthy = |t: TransportId| {
-            t.index() < n_t && (words[t.index()].load(Ordering::Relaxed) >> bit) & 1 != 0
-        };
-        let over = |t: TransportId| {
-            load && t.index() < n_t
-                && (words[n_t + t.index()].load(Ordering::Relaxed) >> bit) & 1 != 0
-        };
-        let forbid = cfg.downgrade[class.index()] == Downgrade::Forbid;
-
-        // First healthy candidate not over its watermark; else first healthy one.
-        let mut first_healthy = None;
-        let mut chosen = None;
-        for (i, &t) in ids.iter().enumerate() {
-            if forbid && i > 0 {
-                break;
-            }
-            if healthy(t) {
-                if !over(t) {
-                    chosen = Some(i);
-                    break;
-                }
-                if first_healthy.is_none() {
-                    first_healthy = Some(i);
-                }
-            }
-        }
-        let Some(i) = chosen.or(first_healthy) else {
-            // Forbid is the reason only if a fallback would have been healthy.
-            if forbid && ids[1..].iter().any(|&t| healthy(t)) {
-                return Err(SelectError::DowngradeForbidden {
-                    dst,
-                    class,
-                    preferred: ids[0],
-                });
-            }
-            return Err(SelectError::Unreachable {
+        let view = self.view;
+        let Some(ci) = view.class_index(dst) else {
+            return Err(SelectError::InvalidPe {
                 dst,
-                class,
-                reason: UnreachableReason::NoHealthyTransport,
+                n_pes: view.n_pes,
             });
         };
-        let downgraded = i > 0;
-        if downgraded && cfg.downgrade[class.index()] == Downgrade::AllowAndCount {
-            self.downgrades[class.index()] += 1;
+        let policy = self.policy;
+        let band = (len >= policy.config.short_threshold) as usize;
+        let (healthy, over) = view.link_masks(dst);
+        let decisions = &policy.table[ci][band];
+        let mut entry = decisions[(healthy & !over) & (MASKS - 1)];
+        if entry & ENTRY_VALID == 0 {
+            // Every usable candidate is over its watermark (load never fails a
+            // message), or nothing is usable at all.
+            entry = decisions[healthy & (MASKS - 1)];
+            if entry & ENTRY_VALID == 0 {
+                return Err(policy.explain(dst, PathClass::ALL[ci], band, healthy));
+            }
         }
-        let seq = self.lane_bits | (*self.counter & ((1 << CONTEXT_COUNTER_BITS) - 1));
-        *self.counter += 1;
-        let retry_allowed = match op {
-            Op::FetchingAtomic => cfg.retry_fetching_atomics && ids.len() > 1 && !forbid,
-            _ => ids.len() > 1 && !forbid,
-        };
+        let downgraded = entry & ENTRY_DOWNGRADED != 0;
+        // The outer test is a per-policy constant (predicted perfectly); inside,
+        // no branch on whether this destination was downgraded (random traffic
+        // would mispredict it): adding zero is cheaper.
+        if policy.counting {
+            self.downgrades[ci] += (downgraded & policy.count[ci]) as u64;
+        }
+        let seq = self.lane_bits | (self.counter & ((1 << CONTEXT_COUNTER_BITS) - 1));
+        self.counter += 1;
         Ok(Route {
-            transport: ids[i],
-            class,
-            retry_allowed,
+            transport: TransportId(entry & ENTRY_ID),
+            class: PathClass::ALL[ci],
+            retry_allowed: policy.retry[ci][band][(op == Op::FetchingAtomic) as usize],
             downgraded,
             context: ContextId { pe: self.pe, seq },
         })

@@ -525,11 +525,6 @@ impl<'a> Pinned<'_, 'a> {
         self.reader.topo.mem.slots[self.current & 1]
     }
 
-    #[inline]
-    pub(crate) fn topology(&self) -> &Topology<'a> {
-        &self.reader.topo
-    }
-
     /// The class of `peer` in this version, `None` when `peer` is out of range.
     #[inline]
     pub fn class(&self, peer: u32) -> Option<PathClass> {
@@ -543,13 +538,19 @@ impl<'a> Pinned<'_, 'a> {
         }
     }
 
-    /// The health and load words of `peer`'s group, and the bit of `peer` in them.
+    /// The row, link bits and shape of this version, flattened for the hot path.
     #[inline]
-    pub(crate) fn link_group(&self, peer: u32) -> (&'a [AtomicUsize], usize) {
+    pub(crate) fn view(&self) -> RowView<'a> {
         let t = &self.reader.topo;
-        let p = peer as usize;
-        let start = (p / WORD_BITS) * t.stride;
-        (&t.mem.links[start..start + t.stride], p % WORD_BITS)
+        RowView {
+            row: self.row(),
+            links: t.mem.links,
+            stride: t.stride,
+            n_transports: t.shape.n_transports as usize,
+            load_hints: t.shape.load_hints,
+            me: t.shape.me,
+            n_pes: t.shape.n_pes,
+        }
     }
 }
 
@@ -560,6 +561,69 @@ impl Drop for Pinned<'_, '_> {
         // SYNC POINT with the Acquire fence in `TopologyWriter::try_update`: our
         // reads of the old slot happen before the writer's next writes to it.
         r.topo.mem.readers[r.index].store(READER_IDLE, Ordering::Release);
+    }
+}
+
+/// A pinned version's data with every indirection resolved, so that a select
+/// reads the class word and the link words straight away.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowView<'a> {
+    row: &'a [AtomicUsize],
+    links: &'a [AtomicUsize],
+    stride: usize,
+    n_transports: usize,
+    load_hints: bool,
+    pub(crate) me: u32,
+    pub(crate) n_pes: u32,
+}
+
+impl RowView<'_> {
+    /// The class of `peer` as a [`PathClass::index`] (0 `Local` … 4
+    /// `Unreachable`), without branching on the row content; `None` when `peer`
+    /// is out of range.
+    #[inline(always)]
+    pub(crate) fn class_index(&self, peer: u32) -> Option<usize> {
+        if peer >= self.n_pes {
+            return None;
+        }
+        let code = row_code(self.row, peer) + 1;
+        Some(if peer == self.me { 0 } else { code })
+    }
+
+    /// `peer`'s transports as two masks (bit `t` for transport `t`): usable now
+    /// (health bit set) and over the load watermark (0 without load hints).
+    /// `peer` must be in range.
+    #[inline(always)]
+    pub(crate) fn link_masks(&self, peer: u32) -> (usize, usize) {
+        let p = peer as usize;
+        let start = (p / WORD_BITS) * self.stride;
+        let bit = p % WORD_BITS;
+        let n = self.n_transports;
+        let Some(words) = self.links.get(start..start + self.stride) else {
+            return (0, 0);
+        };
+        let healthy = gather(&words[..n], bit);
+        let over = if self.load_hints {
+            gather(&words[n..], bit)
+        } else {
+            0
+        };
+        (healthy, over)
+    }
+}
+
+/// Bit `bit` of each word, as a mask (bit `i` from word `i`). Unrolled for the
+/// usual transport counts; the match is on a per-job constant, so it predicts
+/// perfectly.
+#[inline(always)]
+fn gather(words: &[AtomicUsize], bit: usize) -> usize {
+    let b = |w: &AtomicUsize, i: usize| ((w.load(Ordering::Relaxed) >> bit) & 1) << i;
+    match words {
+        [a] => b(a, 0),
+        [a, c] => b(a, 0) | b(c, 1),
+        [a, c, d] => b(a, 0) | b(c, 1) | b(d, 2),
+        [a, c, d, e] => b(a, 0) | b(c, 1) | b(d, 2) | b(e, 3),
+        _ => words.iter().enumerate().fold(0, |m, (i, w)| m | b(w, i)),
     }
 }
 

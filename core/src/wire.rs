@@ -350,7 +350,8 @@ impl<T: AsRef<[u8]>> Frame<T> {
     /// more: the start of the next frame of a stream).
     ///
     /// # Errors
-    /// [`FrameError::Truncated`].
+    /// [`FrameError::Truncated`], or [`FrameError::PayloadTooLarge`] for a
+    /// declared payload over [`MAX_PAYLOAD`] (which no buffer may satisfy).
     pub fn check_len(&self) -> Result<(), FrameError> {
         let b = self.buffer.as_ref();
         let Some((h, _)) = Header::ref_from_prefix(b).ok() else {
@@ -359,7 +360,11 @@ impl<T: AsRef<[u8]>> Frame<T> {
                 got: b.len(),
             });
         };
-        let need = HEADER_LEN + h.payload_len.get().min(MAX_PAYLOAD) as usize;
+        let declared = h.payload_len.get();
+        if declared > MAX_PAYLOAD {
+            return Err(FrameError::PayloadTooLarge(declared));
+        }
+        let need = HEADER_LEN + declared as usize;
         if b.len() < need {
             return Err(FrameError::Truncated { need, got: b.len() });
         }
@@ -789,6 +794,21 @@ mod test {
             Frame::new_checked(&buf[..n]),
             Err(FrameError::BadCrc { .. })
         ));
+    }
+
+    #[test]
+    fn check_len_refuses_oversized_declarations() {
+        // Found by review of the fuzz target: a frame declaring more than
+        // MAX_PAYLOAD in a buffer big enough for MAX_PAYLOAD passed check_len and
+        // then payload() panicked.
+        extern crate std;
+        let mut buf = std::vec![0u8; HEADER_LEN + MAX_PAYLOAD as usize];
+        buf[44..48].copy_from_slice(&(MAX_PAYLOAD + 1).to_le_bytes());
+        let f = Frame::new_unchecked(&buf[..]);
+        assert_eq!(
+            f.check_len(),
+            Err(FrameError::PayloadTooLarge(MAX_PAYLOAD + 1))
+        );
     }
 
     #[test]
