@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what switchyard needs on a fresh Debian machine (run as root, or with
+# sudo available). Idempotent: what is already there is skipped.
+#
+#   system packages   build tools, pkg-config, git, curl (apt-get)
+#   Rust              stable with rustfmt and clippy (rustup; installed if absent)
+#   optional          the thumbv7em-none-eabihf target (no_std build check), a
+#                     nightly toolchain with miri (cargo-fuzz, miri), cargo-fuzz
+#
+# Optional parts that cannot be installed are reported and skipped; the test
+# script says which checks it skipped because of them.
+set -uo pipefail
+
+log() { printf '[setup] %s\n' "$*"; }
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+
+if command -v apt-get >/dev/null 2>&1; then
+  need=()
+  for p in build-essential pkg-config git curl ca-certificates iproute2; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    log "apt-get install ${need[*]}"
+    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
+      || { log "apt-get failed"; exit 1; }
+  fi
+fi
+
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  log "installing Rust (rustup, stable)"
+  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy || { log "rustup failed"; exit 1; }
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+if command -v rustup >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || log "could not add rustfmt/clippy components"
+  rustup target list --installed 2>/dev/null | grep -q thumbv7em-none-eabihf \
+    || rustup target add thumbv7em-none-eabihf >/dev/null 2>&1 \
+    || log "thumbv7em-none-eabihf target unavailable: the bare-metal no_std build will be skipped"
+  if rustup toolchain list | grep -q '^nightly'; then
+    rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1 || log "miri unavailable on nightly"
+  else
+    rustup toolchain install nightly --profile minimal -c miri,rust-src >/dev/null 2>&1 \
+      || log "no nightly toolchain: fuzzing uses RUSTC_BOOTSTRAP=1 on stable, miri is skipped"
+  fi
+fi
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  log "cargo install cargo-fuzz"
+  cargo install cargo-fuzz --locked -q >/dev/null 2>&1 || log "cargo-fuzz could not be installed: the fuzz smoke will be skipped"
+fi
+log "done"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# switchyard's test command: installs what is missing (.ci/setup.sh), then runs
+# every check CI runs, each bounded in time, and ends with one summary line.
+#
+#   FUZZ_SECONDS   seconds per fuzz target in the smoke run (default 20)
+#   SKIP_SETUP=1   do not run .ci/setup.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+
+if [ "${SKIP_SETUP:-0}" != 1 ]; then
+  bash .ci/setup.sh || { echo "setup failed"; exit 1; }
+fi
+
+passed=0; failed=0; skipped=0; failures=()
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  printf '\n=== %s\n' "$name"
+  if timeout --kill-after=10 "$limit" "$@"; then
+    passed=$((passed + 1)); printf -- '--- ok: %s (%ds)\n' "$name" $((SECONDS - t0))
+  else
+    local rc=$?
+    failed=$((failed + 1)); failures+=("$name (exit $rc)")
+    printf -- '--- FAILED: %s (exit %d, %ds)\n' "$name" "$rc" $((SECONDS - t0))
+  fi
+}
+skip() { skipped=$((skipped + 1)); printf '\n=== %s\n--- skipped: %s\n' "$1" "$2"; }
+
+has_nightly() { rustup toolchain list 2>/dev/null | grep -q '^nightly'; }
+has_miri() { has_nightly && cargo +nightly miri --version >/dev/null 2>&1; }
+
+step "cargo fmt --check" 300 cargo fmt --all -- --check
+step "atomics only through the loom shim" 60 bash .ci/check-atomics.sh
+step "cargo clippy (workspace, all targets, all features)" 1500 \
+  cargo clippy --workspace --all-targets --all-features -- -D warnings
+step "cargo test --workspace" 1500 cargo test --workspace
+step "core unit tests without default features" 600 cargo test -p switchyard-core --no-default-features --lib
+step "core feature combinations (none, alloc, std)" 600 bash -c '
+  set -e
+  cargo check -q -p switchyard-core --no-default-features
+  cargo check -q -p switchyard-core --no-default-features --features alloc
+  cargo check -q -p switchyard-core --no-default-features --features std'
+if rustup target list --installed 2>/dev/null | grep -q thumbv7em-none-eabihf; then
+  step "core on bare metal (thumbv7em-none-eabihf, no_std, no alloc)" 600 \
+    cargo build -q -p switchyard-core --no-default-features --target thumbv7em-none-eabihf
+  step "core on bare metal with alloc" 600 \
+    cargo build -q -p switchyard-core --no-default-features --features alloc --target thumbv7em-none-eabihf
+else
+  skip "core on bare metal" "thumbv7em-none-eabihf target not installed (no_std still built on the host above)"
+fi
+step "rustdoc (-D warnings)" 900 env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
+step "loom models (LOOM_MAX_PREEMPTIONS=3)" 900 env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+  cargo test -q -p switchyard-core --features std --test loom --release --target-dir target/loom
+if has_miri; then
+  step "miri (core lib + no-alloc test, strict provenance)" 1500 env MIRIFLAGS="-Zmiri-strict-provenance" \
+    cargo +nightly miri test -q -p switchyard-core --features std --lib --test no_alloc --target-dir target/miri
+else
+  skip "miri" "no nightly toolchain with miri"
+fi
+step "benches compile and run once" 1200 cargo test -q --benches -p switchyard-benches
+if cargo fuzz --version >/dev/null 2>&1; then
+  step "fuzz smoke (${FUZZ_SECONDS:-20}s per target)" 1500 env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" bash fuzz/smoke.sh
+else
+  skip "fuzz smoke" "cargo-fuzz not installed"
+fi
+step "tool smoke: switchyard topo" 600 bash .ci/smoke-tools.sh
+
+printf '\n=== summary\n'
+for f in "${failures[@]+"${failures[@]}"}"; do printf 'FAILED: %s\n' "$f"; done
+[ "$skipped" -gt 0 ] && printf '%d check(s) skipped (see above)\n' "$skipped"
+printf 'ci: %d passed, %d failed\n' "$passed" "$failed"
+[ "$failed" -eq 0 ]
