@@ -17,7 +17,7 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 
 if command -v apt-get >/dev/null 2>&1; then
   need=()
-  for p in build-essential pkg-config git curl ca-certificates iproute2; do
+  for p in build-essential pkg-config git curl ca-certificates iproute2 python3; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then

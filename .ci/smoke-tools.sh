@@ -8,7 +8,7 @@ sy=target/debug/switchyard
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-run() { echo "+ switchyard $*"; timeout 60 "$sy" "$@"; }
+run() { echo "+ switchyard $*" >&2; timeout 60 "$sy" "$@"; }
 
 run topo | tee "$out/topo.txt"
 grep -q 'NEAR' "$out/topo.txt"

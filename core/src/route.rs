@@ -7,7 +7,7 @@
 //! 2. `NEAR` → RDMA if healthy; a stream (TCP) rail is not a candidate while RDMA
 //!    is healthy and under its load watermark.
 //! 3. `ROUTED`, or the preferred transport unhealthy → fallback: messages shorter
-//!    than [`Policy::short_threshold`] take a stream rail, longer ones RDMA if
+//!    than [`PolicyConfig::short_threshold`] take a stream rail, longer ones RDMA if
 //!    healthy, else a stream rail.
 //! 4. A preferred transport over its load watermark yields to the next healthy
 //!    one that is not (if every healthy one is over, the first healthy one is used:
