@@ -10,6 +10,7 @@
 pub mod atomic {
     #[cfg(not(loom))]
     pub use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence};
+
     #[cfg(loom)]
     pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence};
 }
