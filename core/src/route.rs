@@ -142,11 +142,15 @@ impl Candidates {
     }
 }
 
-/// A decision table entry: a transport id in bits 0..3, "downgraded" in bit 6,
-/// "valid" in bit 7.
+/// A decision table entry: the transport id in bits 0..=2, "may retry
+/// elsewhere" for non-fetching ops in bit 3 and for fetching atomics in bit 4,
+/// "downgraded" in bit 6, "valid" in bit 7. Everything a `Route` needs besides
+/// the class comes from this one byte.
 const ENTRY_VALID: u8 = 1 << 7;
 const ENTRY_DOWNGRADED: u8 = 1 << 6;
-const ENTRY_ID: u8 = 0x0F;
+const ENTRY_RETRY: u8 = 1 << 3;
+const ENTRY_ID: u8 = 0x07;
+static_assertions::const_assert!(MAX_TRANSPORTS <= ENTRY_ID as usize + 1);
 /// One entry per subset of the [`MAX_TRANSPORTS`] transports.
 const MASKS: usize = 1 << MAX_TRANSPORTS;
 
@@ -164,8 +168,6 @@ pub struct Policy {
     candidates: [[Candidates; 2]; 5],
     /// `[class][band][usable mask]` → entry.
     table: [[[u8; MASKS]; 2]; 5],
-    /// `[class][band][fetching]`: whether a route may be retried on another transport.
-    retry: [[[bool; 2]; 2]; 5],
     /// `[class]`: whether downgrades are counted.
     count: [bool; 5],
     /// Whether any class counts downgrades.
@@ -208,7 +210,6 @@ impl Policy {
         }
 
         let mut table = [[[0u8; MASKS]; 2]; 5];
-        let mut retry = [[[false; 2]; 2]; 5];
         let mut count = [false; 5];
         for class in 0..5 {
             let rule = config.downgrade[class];
@@ -223,11 +224,13 @@ impl Policy {
                 };
                 // Retrying elsewhere needs somewhere else to go.
                 let alternatives = !forbid && ids.len() > 1;
-                retry[class][band] = [alternatives, alternatives && config.retry_fetching_atomics];
+                let fetching_retry = alternatives && config.retry_fetching_atomics;
+                let retry = (alternatives as u8 * ENTRY_RETRY)
+                    | (fetching_retry as u8 * (ENTRY_RETRY << 1));
                 for (mask, entry) in table[class][band].iter_mut().enumerate() {
                     if let Some(i) = allowed.iter().position(|t| mask & (1 << t.index()) != 0) {
                         let downgraded = if i > 0 { ENTRY_DOWNGRADED } else { 0 };
-                        *entry = ENTRY_VALID | downgraded | allowed[i].0;
+                        *entry = ENTRY_VALID | downgraded | retry | allowed[i].0;
                     }
                 }
             }
@@ -237,7 +240,6 @@ impl Policy {
             config,
             candidates,
             table,
-            retry,
             count,
             counting,
         }
@@ -559,7 +561,7 @@ impl PinnedSelector<'_, '_> {
         Ok(Route {
             transport: TransportId(entry & ENTRY_ID),
             class: PathClass::ALL[ci],
-            retry_allowed: policy.retry[ci][band][(op == Op::FetchingAtomic) as usize],
+            retry_allowed: entry & (ENTRY_RETRY << (op == Op::FetchingAtomic) as u8) != 0,
             downgraded,
             context: ContextId { pe: self.pe, seq },
         })
