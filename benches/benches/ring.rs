@@ -180,9 +180,7 @@ fn ring(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+    config = switchyard_benches::criterion_config();
     targets = ring
 }
 criterion_main!(benches);

@@ -21,10 +21,7 @@
 //! After criterion, a quick `Instant` cross-check prints ns/select and the
 //! hashmap/bitmap ratio.
 
-use std::{
-    hint::black_box,
-    time::{Duration, Instant},
-};
+use std::{hint::black_box, time::Instant};
 
 use criterion::{Criterion, Throughput};
 use switchyard_benches::{
@@ -331,9 +328,7 @@ fn main() {
         "select: no N×N matrix baseline at 1M PEs (10^12 pairs × 2 bits = 250 GB); \
          the matrix runs at 4096 PEs only"
     );
-    let mut c = Criterion::default()
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500))
+    let mut c = switchyard_benches::criterion_config()
         .sample_size(30)
         .configure_from_args();
     let mut rows = Vec::new();

@@ -7,7 +7,7 @@
 //!
 //! No reader is pinned while the writer runs, so `try_update` never has to wait.
 
-use std::{hint::black_box, time::Duration};
+use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use switchyard_benches::{class_of, topology, topology_box};
@@ -62,9 +62,7 @@ fn topo(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+    config = switchyard_benches::criterion_config();
     targets = topo
 }
 criterion_main!(benches);

@@ -11,7 +11,7 @@
 //! Throughput is in payload bytes (`Throughput::Bytes`); the 64-byte header of a
 //! frame is not counted.
 
-use std::{hint::black_box, time::Duration};
+use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use switchyard_core::{
@@ -109,9 +109,7 @@ fn crc(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+    config = switchyard_benches::criterion_config();
     targets = wire, crc
 }
 criterion_main!(benches);

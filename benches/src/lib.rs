@@ -28,8 +28,9 @@
 //! Neither baseline models load bits, so the real path is built without them
 //! ([`Shape::load_hints`] false): same decision, different layout.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
+use criterion::Criterion;
 use switchyard_core::{
     class::{InterSwitch, Locality, PathClass, TransportId, class_between},
     route::{Policy, PolicyConfig, TransportRoles},
@@ -327,4 +328,12 @@ pub fn measuring() -> bool {
         test |= a == "--test";
     }
     bench && !test
+}
+
+/// The criterion configuration every bench here uses: short enough that the
+/// whole suite runs in about two minutes on two cores.
+pub fn criterion_config() -> Criterion {
+    Criterion::default()
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500))
 }

@@ -39,6 +39,13 @@ fn default_roles() -> TransportRoles {
     }
 }
 
+fn default_policy() -> Policy {
+    Policy::new(PolicyConfig {
+        roles: default_roles(),
+        ..PolicyConfig::default()
+    })
+}
+
 struct Fixture {
     store: TopologyBox,
     shape: Shape,
@@ -272,10 +279,7 @@ fn downgrade_policies_count_and_forbid() {
 fn context_ids_unique_per_pe_across_lanes() {
     let fx = Fixture::new(3);
     let topo = fx.topo();
-    let policy = Policy::new(PolicyConfig {
-        roles: default_roles(),
-        ..PolicyConfig::default()
-    });
+    let policy = default_policy();
     set_bits(&topo, 2, 0b111, 0);
     let mut a = Selector::new(&topo, policy, 0).unwrap();
     let mut b = Selector::new(&topo, policy, 1).unwrap();
@@ -298,10 +302,7 @@ fn fetching_atomics_are_not_retried_elsewhere_by_default() {
     let fx = Fixture::new(3);
     let topo = fx.topo();
     set_bits(&topo, 2, 0b111, 0);
-    let policy = Policy::new(PolicyConfig {
-        roles: default_roles(),
-        ..PolicyConfig::default()
-    });
+    let policy = default_policy();
     let mut sel = Selector::new(&topo, policy, 0).unwrap();
     assert!(sel.select(2, 8, Op::Put).unwrap().retry_allowed);
     assert!(!sel.select(2, 8, Op::FetchingAtomic).unwrap().retry_allowed);
@@ -312,10 +313,7 @@ fn health_flip_is_seen_by_next_select_on_another_thread() {
     let fx = Fixture::new(3);
     let topo = fx.topo();
     set_bits(&topo, 2, 0b111, 0);
-    let policy = Policy::new(PolicyConfig {
-        roles: default_roles(),
-        ..PolicyConfig::default()
-    });
+    let policy = default_policy();
     let v0 = topo.version();
     std::thread::scope(|s| {
         s.spawn(|| {
