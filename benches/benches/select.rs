@@ -213,7 +213,7 @@ fn run_size(c: &mut Criterion, n_pes: u32, label: &str, with_matrix: bool, rows:
     let policy = policy();
     let store = topology_box(ME, n_pes, 2);
     let topo = topology(&store, ME, n_pes);
-    let mut sel = Selector::new(&topo, policy, 0).expect("a free reader slot");
+    let mut sel = Selector::new(&topo, policy).expect("a free reader slot");
     let mut hm = HashMapTopology::new(ME, n_pes, &policy);
     let mut mx = with_matrix.then(|| MatrixTopology::new(ME, n_pes, &policy));
     let q = Queries::new(n_pes, 0x5EED ^ n_pes as u64);

@@ -59,7 +59,7 @@
 //! }
 //! let roles = TransportRoles { shm: Some(shm), rdma: Some(rdma), stream: [Some(tcp), None, None, None] };
 //! let policy = Policy::new(PolicyConfig { roles, ..PolicyConfig::default() });
-//! let mut sel = Selector::new(&topo, policy, 0)?;
+//! let mut sel = Selector::new(&topo, policy)?;
 //!
 //! assert_eq!(sel.select(2, 64, Op::Put)?.transport, rdma);
 //! topo.set_health(rdma, 2, false); // the verbs link to PE 2 failed

@@ -12,12 +12,17 @@
 //! each side attaches its own handle to the ring in the mapping with the
 //! `unsafe` [`Ring::producer`] / [`Ring::consumer`].
 //!
-//! Elements are `Copy` plain data: nothing is dropped, and a ring in shared
-//! memory must use a `T` valid for every bit pattern (`zerocopy::FromBytes`),
-//! because the other process is not trusted to have written a valid `T`.
+//! Elements are `Copy` plain data: nothing is dropped. Every slot is
+//! initialised (zeroed) when the ring is made, by [`Ring::new`] or
+//! [`Ring::init_in_place`], and the shared-memory attach functions require
+//! `T: zerocopy::FromBytes` (valid for every bit pattern): a broken or hostile
+//! peer process can then make us read wrong values, never an invalid `T`, and
+//! the index clamps keep every access inside the ring.
 #![allow(unsafe_code)]
 
 use core::{cell::Cell, fmt, mem::MaybeUninit};
+
+use zerocopy::FromBytes;
 
 use crate::{
     pad::CachePadded,
@@ -99,14 +104,16 @@ impl<T: Copy, const N: usize> Ring<T, N> {
         N - 1
     };
 
-    /// An empty ring. `const`, so it can live in a `static`.
+    /// An empty ring with zeroed slots. `const`, so it can live in a `static`.
+    /// A large ring built this way passes through the stack; put big ones in a
+    /// `static`, or build them in place with [`init_in_place`](Self::init_in_place).
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         let _ = Self::MASK;
         Ring {
             head: CachePadded::new(AtomicUsize::new(0)),
             tail: CachePadded::new(AtomicUsize::new(0)),
-            slots: [const { UnsafeCell::new(MaybeUninit::uninit()) }; N],
+            slots: [const { UnsafeCell::new(MaybeUninit::zeroed()) }; N],
         }
     }
 
@@ -117,12 +124,12 @@ impl<T: Copy, const N: usize> Ring<T, N> {
         Ring {
             head: CachePadded::new(AtomicUsize::new(0)),
             tail: CachePadded::new(AtomicUsize::new(0)),
-            slots: core::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
+            slots: core::array::from_fn(|_| UnsafeCell::new(MaybeUninit::zeroed())),
         }
     }
 
     /// Makes an empty ring in place, in memory that may hold anything (a fresh
-    /// shared-memory mapping), and returns it.
+    /// shared-memory mapping): zeroes all of it (indices and slots) and returns it.
     ///
     /// # Safety
     /// `this` must be valid for writes of `Self`, aligned, and not accessed by
@@ -130,11 +137,11 @@ impl<T: Copy, const N: usize> Ring<T, N> {
     #[cfg(not(loom))]
     pub unsafe fn init_in_place<'a>(this: *mut Self) -> &'a Self {
         let _ = Self::MASK;
-        // SAFETY: the caller guarantees `this` is valid, aligned and exclusive;
-        // only the two index fields are written, the slots may stay uninitialised.
+        // SAFETY: the caller guarantees `this` is valid, aligned and exclusive.
+        // All-zero bytes are a valid `Ring`: indices 0, and slots are
+        // `MaybeUninit`, here initialised to zero bytes.
         unsafe {
-            core::ptr::addr_of_mut!((*this).head).write(CachePadded::new(AtomicUsize::new(0)));
-            core::ptr::addr_of_mut!((*this).tail).write(CachePadded::new(AtomicUsize::new(0)));
+            core::ptr::write_bytes(this, 0, 1);
             &*this
         }
     }
@@ -146,8 +153,10 @@ impl<T: Copy, const N: usize> Ring<T, N> {
 
     /// Elements in the ring now (a snapshot; exact only while neither side runs).
     pub fn len(&self) -> usize {
-        let tail = self.tail.load(Ordering::Acquire);
+        // Head first: it only grows toward the tail, so a later tail can only
+        // make the difference larger, never report an almost empty ring as full.
         let head = self.head.load(Ordering::Acquire);
+        let tail = self.tail.load(Ordering::Acquire);
         tail.wrapping_sub(head).min(N)
     }
 
@@ -160,16 +169,12 @@ impl<T: Copy, const N: usize> Ring<T, N> {
     /// they live.
     pub fn split(&mut self) -> (Producer<'_, T, N>, Consumer<'_, T, N>) {
         let ring: &Self = self;
-        // SAFETY: `&mut self` proves no other handle exists, and exactly one
-        // producer and one consumer are made here.
-        unsafe { (ring.producer(), ring.consumer()) }
+        // `&mut self` proves no other handle exists, and exactly one producer
+        // and one consumer are made here, both in this process.
+        (ring.make_producer(), ring.make_consumer())
     }
 
-    /// Attaches the producing end (one process of a shared-memory pair).
-    ///
-    /// # Safety
-    /// At most one producer may exist for this ring at a time, in any process.
-    pub unsafe fn producer(&self) -> Producer<'_, T, N> {
+    fn make_producer(&self) -> Producer<'_, T, N> {
         Producer {
             ring: self,
             tail: self.tail.load(Ordering::Relaxed),
@@ -177,11 +182,7 @@ impl<T: Copy, const N: usize> Ring<T, N> {
         }
     }
 
-    /// Attaches the consuming end.
-    ///
-    /// # Safety
-    /// At most one consumer may exist for this ring at a time, in any process.
-    pub unsafe fn consumer(&self) -> Consumer<'_, T, N> {
+    fn make_consumer(&self) -> Consumer<'_, T, N> {
         Consumer {
             ring: self,
             head: self.head.load(Ordering::Relaxed),
@@ -194,6 +195,29 @@ impl<T: Copy, const N: usize> Ring<T, N> {
         let i = index & Self::MASK;
         debug_assert!(i < N);
         &self.slots[i]
+    }
+}
+
+impl<T: Copy + FromBytes, const N: usize> Ring<T, N> {
+    /// Attaches the producing end (one process of a shared-memory pair).
+    ///
+    /// # Safety
+    /// At most one producer may exist for this ring at a time, in any process,
+    /// and the memory must stay mapped while it lives. The ring must have been
+    /// made by [`new`](Self::new) or [`init_in_place`](Self::init_in_place). A
+    /// peer that breaks the protocol (writes indices or slots it does not own)
+    /// races with us: we may then read torn or stale values, which `FromBytes`
+    /// makes merely wrong, never invalid; indices are clamped to the ring.
+    pub unsafe fn producer(&self) -> Producer<'_, T, N> {
+        self.make_producer()
+    }
+
+    /// Attaches the consuming end.
+    ///
+    /// # Safety
+    /// As for [`producer`](Self::producer), with "consumer".
+    pub unsafe fn consumer(&self) -> Consumer<'_, T, N> {
+        self.make_consumer()
     }
 }
 
@@ -212,11 +236,6 @@ pub struct Producer<'a, T, const N: usize> {
     /// Last head we read from the shared line.
     cached_head: Cell<usize>,
 }
-
-// SAFETY: a producer is one end of the ring; moving it to another thread moves
-// the right to push, and `T: Send` values go with it. The `Cell` index cache
-// keeps it `!Sync`.
-unsafe impl<T: Send, const N: usize> Send for Producer<'_, T, N> {}
 
 impl<T, const N: usize> fmt::Debug for Producer<'_, T, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -297,9 +316,6 @@ pub struct Consumer<'a, T, const N: usize> {
     cached_tail: Cell<usize>,
 }
 
-// SAFETY: as for `Producer`.
-unsafe impl<T: Send, const N: usize> Send for Consumer<'_, T, N> {}
-
 impl<T, const N: usize> fmt::Debug for Consumer<'_, T, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Consumer")
@@ -335,8 +351,10 @@ impl<T: Copy, const N: usize> Consumer<'_, T, N> {
         if self.available(1) == 0 {
             return None;
         }
-        // SAFETY: slot `head` was written and published by the producer, which
-        // does not overwrite it before we advance `head`.
+        // SAFETY: every slot is initialised (zeroed at creation); slot `head` was
+        // published by the producer, which does not overwrite it before we
+        // advance `head` (a peer breaking that protocol can only give us a wrong
+        // value of a `FromBytes` type, see `Ring::consumer`).
         Some(
             self.ring
                 .slot(self.head)

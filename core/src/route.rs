@@ -78,6 +78,14 @@ pub enum Op {
     Atomic,
 }
 
+impl Op {
+    /// Whether the op is an atomic (not idempotent: see [`PolicyConfig::retry_atomics`]).
+    #[inline]
+    pub const fn is_atomic(self) -> bool {
+        matches!(self, Op::FetchingAtomic | Op::Atomic)
+    }
+}
+
 /// Policy settings, as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyConfig {
@@ -90,10 +98,11 @@ pub struct PolicyConfig {
     pub load_watermark: LoadWatermark,
     /// Per class ([`PathClass::index`]) downgrade behaviour.
     pub downgrade: [Downgrade; 5],
-    /// Whether a fetching atomic may be retried on another transport. Off by
-    /// default: if the first transport applied it and only the reply was lost, a
-    /// retry elsewhere would apply it twice.
-    pub retry_fetching_atomics: bool,
+    /// Whether an atomic (fetching or not) may be retried on another transport.
+    /// Off by default: atomics are not idempotent, and if the first transport
+    /// applied one and only the ack or reply was lost, a retry elsewhere would
+    /// apply it twice. Puts and gets may always be retried.
+    pub retry_atomics: bool,
 }
 
 impl Default for PolicyConfig {
@@ -103,7 +112,7 @@ impl Default for PolicyConfig {
             short_threshold: 8192,
             load_watermark: LoadWatermark { per_mille: 750 },
             downgrade: [Downgrade::Allow; 5],
-            retry_fetching_atomics: false,
+            retry_atomics: false,
         }
     }
 }
@@ -143,7 +152,7 @@ impl Candidates {
 }
 
 /// A decision table entry: the transport id in bits 0..=2, "may retry
-/// elsewhere" for non-fetching ops in bit 3 and for fetching atomics in bit 4,
+/// elsewhere" for puts and gets in bit 3 and for atomics in bit 4,
 /// "downgraded" in bit 6, "valid" in bit 7. Everything a `Route` needs besides
 /// the class comes from this one byte.
 const ENTRY_VALID: u8 = 1 << 7;
@@ -224,9 +233,9 @@ impl Policy {
                 };
                 // Retrying elsewhere needs somewhere else to go.
                 let alternatives = !forbid && ids.len() > 1;
-                let fetching_retry = alternatives && config.retry_fetching_atomics;
-                let retry = (alternatives as u8 * ENTRY_RETRY)
-                    | (fetching_retry as u8 * (ENTRY_RETRY << 1));
+                let atomic_retry = alternatives && config.retry_atomics;
+                let retry =
+                    (alternatives as u8 * ENTRY_RETRY) | (atomic_retry as u8 * (ENTRY_RETRY << 1));
                 for (mask, entry) in table[class][band].iter_mut().enumerate() {
                     if let Some(i) = allowed.iter().position(|t| mask & (1 << t.index()) != 0) {
                         let downgraded = if i > 0 { ENTRY_DOWNGRADED } else { 0 };
@@ -403,7 +412,16 @@ pub struct Selector<'a> {
     pe: u32,
     lane_bits: u64,
     counter: u64,
+    /// `counter` when this selector was made.
+    first: u64,
     downgrades: [u64; 5],
+}
+
+impl Drop for Selector<'_> {
+    fn drop(&mut self) {
+        // The next selector on this reader slot continues the sequence.
+        self.reader.save_counter(self.counter);
+    }
 }
 
 /// Why a selector could not be made.
@@ -411,30 +429,73 @@ pub struct Selector<'a> {
 pub enum SelectorError {
     /// Every reader slot of the topology is taken.
     NoReaderSlot,
+    /// A role names a transport id the topology keeps no health bits for: it
+    /// could never be selected.
+    RoleOutOfRange {
+        /// The role (`"shm"`, `"rdma"` or `"stream"`).
+        role: &'static str,
+        /// The id given.
+        id: TransportId,
+        /// Transports the topology has.
+        n_transports: u8,
+    },
 }
 
 impl fmt::Display for SelectorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("every reader slot of the topology is taken")
+        match self {
+            Self::NoReaderSlot => f.write_str("every reader slot of the topology is taken"),
+            Self::RoleOutOfRange {
+                role,
+                id,
+                n_transports,
+            } => write!(
+                f,
+                "the {role} role is transport {id}, but the topology has {n_transports} transports"
+            ),
+        }
     }
 }
 
 impl core::error::Error for SelectorError {}
 
 impl<'a> Selector<'a> {
-    /// A selector for `topo` with `policy`. `lane` (0..=255) goes into every
-    /// context id, so that several selectors of one PE never issue the same id.
+    /// A selector for `topo` with `policy`, on a free reader slot of `topo`.
+    ///
+    /// Context ids are unique per PE over the topology's life: the slot's index
+    /// is the lane (top 8 bits of [`ContextId::seq`]), and the slot keeps the
+    /// counter when a selector is dropped, for the next one on that slot.
     ///
     /// # Errors
-    /// [`SelectorError::NoReaderSlot`] when every reader slot is taken.
-    pub fn new(topo: &Topology<'a>, policy: Policy, lane: u8) -> Result<Self, SelectorError> {
+    /// [`SelectorError::NoReaderSlot`] when every reader slot is taken;
+    /// [`SelectorError::RoleOutOfRange`] when the policy names a transport the
+    /// topology has no health bits for.
+    pub fn new(topo: &Topology<'a>, policy: Policy) -> Result<Self, SelectorError> {
+        let n_transports = topo.shape().n_transports;
+        let r = &policy.config.roles;
+        let roles = [("shm", r.shm), ("rdma", r.rdma)]
+            .into_iter()
+            .chain(r.stream.iter().map(|&t| ("stream", t)));
+        for (role, id) in roles {
+            if let Some(id) = id
+                && id.index() >= n_transports as usize
+            {
+                return Err(SelectorError::RoleOutOfRange {
+                    role,
+                    id,
+                    n_transports,
+                });
+            }
+        }
         let reader = topo.reader().ok_or(SelectorError::NoReaderSlot)?;
+        let counter = reader.saved_counter();
         Ok(Selector {
             pe: topo.shape().me,
+            lane_bits: (reader.index() as u64) << CONTEXT_COUNTER_BITS,
             reader,
             policy,
-            lane_bits: (lane as u64) << CONTEXT_COUNTER_BITS,
-            counter: 0,
+            counter,
+            first: counter,
             downgrades: [0; 5],
         })
     }
@@ -450,9 +511,9 @@ impl<'a> Selector<'a> {
         self.downgrades
     }
 
-    /// Decisions made so far.
+    /// Decisions made by this selector.
     pub fn decisions(&self) -> u64 {
-        self.counter
+        self.counter - self.first
     }
 
     /// Enters the published topology version for a batch of selects. Hold the
@@ -473,7 +534,10 @@ impl<'a> Selector<'a> {
         }
     }
 
-    /// One select with its own pin: for callers outside a batch.
+    /// One select with its own pin: for callers outside a batch. Each pin costs
+    /// a store and a full fence (about as much as a select); a loop of selects
+    /// should take one [`pin`](Self::pin) and call
+    /// [`PinnedSelector::select`] on it.
     ///
     /// # Errors
     /// See [`PinnedSelector::select`].
@@ -561,7 +625,7 @@ impl PinnedSelector<'_, '_> {
         Ok(Route {
             transport: TransportId(entry & ENTRY_ID),
             class: PathClass::ALL[ci],
-            retry_allowed: entry & (ENTRY_RETRY << (op == Op::FetchingAtomic) as u8) != 0,
+            retry_allowed: entry & (ENTRY_RETRY << op.is_atomic() as u8) != 0,
             downgraded,
             context: ContextId { pe: self.pe, seq },
         })

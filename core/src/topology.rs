@@ -35,7 +35,7 @@ use core::fmt;
 use crate::{
     class::{InterSwitch, Locality, MAX_TRANSPORTS, PathClass, TransportId, class_between},
     pad::CachePadded,
-    sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence},
 };
 
 const WORD_BITS: usize = usize::BITS as usize;
@@ -86,7 +86,7 @@ impl Footprint {
             class_row: class_words(n_pes) * word,
             health,
             load: if load_hints { health } else { 0 },
-            readers: readers * core::mem::size_of::<CachePadded<AtomicUsizePlaceholder>>(),
+            readers: readers * core::mem::size_of::<CachePadded<ReaderSlotPlaceholder>>(),
         }
     }
 
@@ -101,8 +101,9 @@ impl Footprint {
     }
 }
 
-// `size_of` of a loom atomic is not the real one; the footprint is about real builds.
-type AtomicUsizePlaceholder = usize;
+// `size_of` of loom atomics is not the real one; the footprint is about real
+// builds. A reader slot is well under a cache line, so it pads to one either way.
+type ReaderSlotPlaceholder = [usize; 2];
 
 /// Link state of one (transport, peer), as drivers report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +149,10 @@ pub enum LayoutError {
     },
     /// No reader slots.
     NoReaders,
+    /// More than [`MAX_READERS`] reader slots.
+    TooManyReaders(usize),
+    /// The memory already holds a published topology.
+    AlreadyInitialized,
 }
 
 impl fmt::Display for LayoutError {
@@ -171,6 +176,10 @@ impl fmt::Display for LayoutError {
                 write!(f, "{what} has {got} words, expected {expected}")
             }
             Self::NoReaders => f.write_str("at least one reader slot is needed"),
+            Self::TooManyReaders(n) => {
+                write!(f, "{n} reader slots, at most {MAX_READERS} are supported")
+            }
+            Self::AlreadyInitialized => f.write_str("the memory already holds a topology"),
         }
     }
 }
@@ -212,6 +221,51 @@ impl Default for TopologyControl {
     }
 }
 
+/// One reader's line: what it announces to the writer, and the context-id
+/// counter of the selector using it, kept across selectors so that a PE never
+/// issues the same context id twice.
+#[derive(Debug)]
+pub struct ReaderSlot {
+    /// `READER_FREE`, `READER_IDLE`, or the `current` word the reader entered.
+    announce: AtomicUsize,
+    /// Next context-id counter, low and high halves (32-bit atomics only, so
+    /// the core builds for targets without `AtomicU64`).
+    seq_lo: AtomicU32,
+    seq_hi: AtomicU32,
+}
+
+impl ReaderSlot {
+    /// A free slot.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        ReaderSlot {
+            announce: AtomicUsize::new(READER_FREE),
+            seq_lo: AtomicU32::new(0),
+            seq_hi: AtomicU32::new(0),
+        }
+    }
+
+    /// A free slot.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        ReaderSlot {
+            announce: AtomicUsize::new(READER_FREE),
+            seq_lo: AtomicU32::new(0),
+            seq_hi: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Default for ReaderSlot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Most reader slots a topology may have: a reader's index is the lane of the
+/// context ids its selector issues (8 bits).
+pub const MAX_READERS: usize = 256;
+
 /// The memory of one PE's topology, borrowed from whoever owns it (a `static`, a
 /// shared mapping, or [`TopologyBox`] with the `alloc` feature).
 #[derive(Debug, Clone, Copy)]
@@ -222,8 +276,9 @@ pub struct TopologyMem<'a> {
     pub slots: [&'a [AtomicUsize]; 2],
     /// Health (and load) bits, [`link_words`].
     pub links: &'a [AtomicUsize],
-    /// One announcement line per reader (selector) that may read concurrently.
-    pub readers: &'a [CachePadded<AtomicUsize>],
+    /// One line per reader (selector) that may read concurrently, at most
+    /// [`MAX_READERS`].
+    pub readers: &'a [CachePadded<ReaderSlot>],
 }
 
 /// Shape of a topology: who owns the row, job size, transports.
@@ -250,20 +305,24 @@ pub struct Topology<'a> {
 }
 
 impl<'a> Topology<'a> {
-    /// Lays a topology over `mem`: class slot 0 gets `class_of(peer)` for every
-    /// peer (the owner's own entry is `Local` whatever it says), every health and
-    /// load bit is cleared, and version 1 is published.
-    ///
-    /// Call it before any reader or writer exists (it is the set-up step).
+    /// Lays a topology over fresh `mem`: class slot 0 gets `class_of(peer)` for
+    /// every peer (the owner's own entry is `Local` whatever it says), every
+    /// health and load bit is cleared, and version 1 is published. Once only:
+    /// further handles to the same memory are copies of the returned one.
     ///
     /// # Errors
-    /// [`LayoutError`] when a slice does not match `shape`.
+    /// [`LayoutError`] when a slice does not match `shape`, or
+    /// [`LayoutError::AlreadyInitialized`] when `mem` already holds a topology
+    /// (laying it again would pull it from under its readers).
     pub fn new(
         mem: TopologyMem<'a>,
         shape: Shape,
         mut class_of: impl FnMut(u32) -> PathClass,
     ) -> Result<Self, LayoutError> {
         validate(&mem, &shape)?;
+        if mem.control.current.load(Ordering::Acquire) != 0 {
+            return Err(LayoutError::AlreadyInitialized);
+        }
         let stride = shape.n_transports as usize * if shape.load_hints { 2 } else { 1 };
         let topo = Topology { mem, shape, stride };
         fill_row(mem.slots[0], shape.n_pes, &mut class_of);
@@ -271,7 +330,9 @@ impl<'a> Topology<'a> {
             w.store(0, Ordering::Relaxed);
         }
         for r in mem.readers {
-            r.store(READER_FREE, Ordering::Relaxed);
+            r.announce.store(READER_FREE, Ordering::Relaxed);
+            r.seq_lo.store(0, Ordering::Relaxed);
+            r.seq_hi.store(0, Ordering::Relaxed);
         }
         // SYNC POINT with the Acquire loads of `current` in `Selector::pin` and
         // `TopologyWriter::try_update`: the row written above is visible to them.
@@ -311,7 +372,9 @@ impl<'a> Topology<'a> {
 
     /// Sets or clears the health bit of (`t`, `peer`) with one atomic
     /// read-modify-write and returns the previous value (`None` when `t` or `peer`
-    /// is out of range). The next select on any thread sees it.
+    /// is out of range). No version swap: selects on every thread see it as soon
+    /// as the cache line reaches them (at once on this thread; on others by the
+    /// next select after any synchronisation with this one).
     #[inline]
     pub fn set_health(&self, t: TransportId, peer: u32, up: bool) -> Option<bool> {
         let (w, bit) = self.link_bit(t, peer, false)?;
@@ -379,17 +442,18 @@ impl<'a> Topology<'a> {
     /// Claims a free reader slot, or `None` when all are taken.
     pub fn reader(&self) -> Option<Reader<'a>> {
         self.mem.readers.iter().enumerate().find_map(|(i, r)| {
-            r.compare_exchange(
-                READER_FREE,
-                READER_IDLE,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .ok()
-            .map(|_| Reader {
-                topo: *self,
-                index: i,
-            })
+            r.announce
+                .compare_exchange(
+                    READER_FREE,
+                    READER_IDLE,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .ok()
+                .map(|_| Reader {
+                    topo: *self,
+                    index: i,
+                })
         })
     }
 }
@@ -431,6 +495,9 @@ fn validate(mem: &TopologyMem<'_>, s: &Shape) -> Result<(), LayoutError> {
     if mem.readers.is_empty() {
         return Err(LayoutError::NoReaders);
     }
+    if mem.readers.len() > MAX_READERS {
+        return Err(LayoutError::TooManyReaders(mem.readers.len()));
+    }
     Ok(())
 }
 
@@ -457,7 +524,8 @@ fn row_code(row: &[AtomicUsize], peer: u32) -> usize {
 }
 
 /// A claimed reader slot. Each thread that selects routes holds one (through
-/// [`Selector`](crate::route::Selector)); `Send`, not `Sync`.
+/// [`Selector`](crate::route::Selector)); [`pin`](Reader::pin) takes `&mut self`,
+/// so one reader is never inside two versions at once.
 #[derive(Debug)]
 pub struct Reader<'a> {
     topo: Topology<'a>,
@@ -471,16 +539,41 @@ impl<'a> Reader<'a> {
         &self.topo
     }
 
+    /// This reader's slot index, unique among the live readers (below
+    /// [`MAX_READERS`]).
+    #[inline]
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The context-id counter saved in this slot by the last selector that used it.
+    pub fn saved_counter(&self) -> u64 {
+        let r = &self.topo.mem.readers[self.index];
+        u64::from(r.seq_lo.load(Ordering::Relaxed))
+            | u64::from(r.seq_hi.load(Ordering::Relaxed)) << 32
+    }
+
+    /// Saves the context-id counter in this slot for the next selector that
+    /// claims it (the slot's release and claim order it with that selector).
+    pub fn save_counter(&self, counter: u64) {
+        let r = &self.topo.mem.readers[self.index];
+        r.seq_lo.store(counter as u32, Ordering::Relaxed);
+        r.seq_hi.store((counter >> 32) as u32, Ordering::Relaxed);
+    }
+
     /// Enters the published version. Wait-free: one store, one fence, one or two
     /// loads. The returned guard may be held across many lookups; the writer cannot
     /// reuse its slot until the guard is dropped, so hold it for a batch, not
     /// forever.
     #[inline]
     pub fn pin(&mut self) -> Pinned<'_, 'a> {
-        let ann = &self.topo.mem.readers[self.index];
+        let ann = &self.topo.mem.readers[self.index].announce;
         let control = &self.topo.mem.control.current;
         let seen = control.load(Ordering::Relaxed);
-        ann.store(seen, Ordering::Relaxed);
+        // Release: if the writer's scan reads this announcement, our reads made
+        // under the previous pin happen before its writes (a plain store would
+        // not continue the release sequence of the IDLE store in `Pinned::drop`).
+        ann.store(seen, Ordering::Release);
         // SYNC POINT with the SeqCst fence in `TopologyWriter::try_update`: either
         // the writer's scan sees this announcement, or the load below sees the
         // writer's latest publish (Dekker pattern, both sides fenced).
@@ -491,7 +584,7 @@ impl<'a> Reader<'a> {
         if now != seen {
             // Announce what we actually read so the writer is not held back by an
             // older version than necessary (either value is safe).
-            ann.store(now, Ordering::Relaxed);
+            ann.store(now, Ordering::Release);
         }
         Pinned {
             reader: self,
@@ -502,7 +595,9 @@ impl<'a> Reader<'a> {
 
 impl Drop for Reader<'_> {
     fn drop(&mut self) {
-        self.topo.mem.readers[self.index].store(READER_FREE, Ordering::Release);
+        self.topo.mem.readers[self.index]
+            .announce
+            .store(READER_FREE, Ordering::Release);
     }
 }
 
@@ -560,7 +655,9 @@ impl Drop for Pinned<'_, '_> {
         let r = self.reader;
         // SYNC POINT with the Acquire fence in `TopologyWriter::try_update`: our
         // reads of the old slot happen before the writer's next writes to it.
-        r.topo.mem.readers[r.index].store(READER_IDLE, Ordering::Release);
+        r.topo.mem.readers[r.index]
+            .announce
+            .store(READER_IDLE, Ordering::Release);
     }
 }
 
@@ -673,7 +770,7 @@ impl<'a> TopologyWriter<'a> {
         // reader that announced after this fence loads our last publish.
         fence(Ordering::SeqCst);
         for (i, r) in mem.readers.iter().enumerate() {
-            let a = r.load(Ordering::Relaxed);
+            let a = r.announce.load(Ordering::Relaxed);
             if a > READER_IDLE && a != current {
                 return Err(UpdateError::ReadersOnOldVersion { reader: i });
             }
@@ -812,8 +909,14 @@ impl<'a> Update<'_, 'a> {
         if !self.dirty {
             return (self.current >> 1) as u32;
         }
-        let next_version = (self.current >> 1).wrapping_add(1).max(1);
-        let next = (next_version << 1) | ((self.current & 1) ^ 1);
+        // Versions count in the word's upper bits and wrap (after 2^31 updates on
+        // 32-bit targets); a published word is never 0 or 1, the values that
+        // mean "free" and "idle" in a reader's announcement.
+        let mut word = (self.current & !1).wrapping_add(2);
+        if word < 2 {
+            word = 2;
+        }
+        let next = word | ((self.current & 1) ^ 1);
         // SYNC POINT with the Acquire load in `Reader::pin`.
         self.writer
             .topo
@@ -821,7 +924,7 @@ impl<'a> Update<'_, 'a> {
             .control
             .current
             .store(next, Ordering::Release);
-        next_version as u32
+        (next >> 1) as u32
     }
 }
 
@@ -832,7 +935,7 @@ pub struct TopologyBox {
     control: alloc::boxed::Box<TopologyControl>,
     slots: [alloc::boxed::Box<[AtomicUsize]>; 2],
     links: alloc::boxed::Box<[AtomicUsize]>,
-    readers: alloc::boxed::Box<[CachePadded<AtomicUsize>]>,
+    readers: alloc::boxed::Box<[CachePadded<ReaderSlot>]>,
 }
 
 #[cfg(feature = "alloc")]
@@ -856,7 +959,7 @@ impl TopologyBox {
                 shape.load_hints,
             )),
             readers: (0..readers)
-                .map(|_| CachePadded::new(AtomicUsize::new(READER_FREE)))
+                .map(|_| CachePadded::new(ReaderSlot::new()))
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
         }
@@ -1048,6 +1151,55 @@ mod test {
             Topology::new(store.mem(), bad, |_| PathClass::Near).unwrap_err(),
             LayoutError::Transports(9)
         );
+    }
+
+    #[test]
+    fn laying_a_topology_twice_is_refused() {
+        let shape = Shape {
+            me: 0,
+            n_pes: 10,
+            n_transports: 1,
+            load_hints: false,
+        };
+        let store = TopologyBox::new(shape, 1);
+        let topo = Topology::new(store.mem(), shape, |_| PathClass::Near).unwrap();
+        let mut r = topo.reader().unwrap();
+        let g = r.pin();
+        assert_eq!(
+            Topology::new(store.mem(), shape, |_| PathClass::Unreachable).unwrap_err(),
+            LayoutError::AlreadyInitialized
+        );
+        assert_eq!(
+            g.class(3),
+            Some(PathClass::Near),
+            "the live topology is untouched"
+        );
+    }
+
+    #[test]
+    fn version_wrap_never_publishes_free_or_idle_words() {
+        let shape = Shape {
+            me: 0,
+            n_pes: 10,
+            n_transports: 1,
+            load_hints: false,
+        };
+        let store = TopologyBox::new(shape, 1);
+        let topo = Topology::new(store.mem(), shape, |_| PathClass::Near).unwrap();
+        // The last version before the counter wraps, in slot 1.
+        store.control.current.store(usize::MAX, Ordering::Relaxed);
+        let mut w = topo.writer().unwrap();
+        let mut u = w.try_update().unwrap();
+        u.set_class(2, PathClass::Routed);
+        u.publish();
+        let word = store.control.current.load(Ordering::Relaxed);
+        assert!(
+            word > READER_IDLE,
+            "published word {word} reads as a free or idle reader"
+        );
+        assert_eq!(word & 1, 0, "the update went to the other slot");
+        let mut r = topo.reader().unwrap();
+        assert_eq!(r.pin().class(2), Some(PathClass::Routed));
     }
 
     #[test]

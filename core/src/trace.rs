@@ -195,6 +195,11 @@ impl<const N: usize> TraceRing<N> {
 
     /// Record number `n`, if it is still in the ring and not being overwritten.
     pub fn read(&self, n: usize) -> Option<TraceRecord> {
+        // SYNC POINT with the Release store of `head` in `TraceWriter::record`.
+        let head = self.head.load(Ordering::Acquire);
+        if n >= head || head - n > N {
+            return None; // not written yet, or overwritten
+        }
         let slot = &self.slots[n & Self::MASK];
         let want = done_stamp(n);
         // SYNC POINT with the Release store of the stamp in `TraceWriter::record`.
@@ -302,6 +307,8 @@ mod test {
         assert_eq!(ring.read(3), None, "overwritten");
         assert_eq!(ring.read(19), Some(rec(19)));
         assert_eq!(ring.read(20), None, "not written yet");
+        assert_eq!(ring.read(0x7fff_ffff), None, "far future");
+        assert_eq!(ring.read(19 + (1 << 31)), None, "stamp alias of record 19");
         assert_eq!(out[0].path_class(), Some(PathClass::Near));
     }
 

@@ -247,6 +247,14 @@ pub enum FrameError {
         /// Span.
         span: u32,
     },
+    /// An atomic whose offset is not a multiple of its width: the target would
+    /// run a misaligned (split-lock, or faulting) hardware atomic.
+    Misaligned {
+        /// Offset.
+        offset: u64,
+        /// Width of the atomic.
+        span: u32,
+    },
     /// `offset + span` beyond the target's heap.
     OutOfBounds {
         /// Offset.
@@ -296,6 +304,12 @@ impl fmt::Display for FrameError {
             Self::PayloadTooLarge(n) => write!(f, "payload of {n} bytes exceeds {MAX_PAYLOAD}"),
             Self::OffsetOverflow { offset, span } => {
                 write!(f, "offset {offset} + span {span} overflows")
+            }
+            Self::Misaligned { offset, span } => {
+                write!(
+                    f,
+                    "atomic of {span} bytes at offset {offset} is not aligned"
+                )
             }
             Self::OutOfBounds {
                 offset,
@@ -520,6 +534,10 @@ fn validate_header(h: &Header) -> Result<(), FrameError> {
         offset
             .checked_add(span as u64)
             .ok_or(FrameError::OffsetOverflow { offset, span })?;
+        // An atomic's span is 4 or 8 here (checked above).
+        if op == FrameOp::Atomic && !offset.is_multiple_of(span as u64) {
+            return Err(FrameError::Misaligned { offset, span });
+        }
     } else if h.offset.get() != 0 {
         return Err(FrameError::ReservedBits);
     }
@@ -794,6 +812,29 @@ mod test {
             Frame::new_checked(&buf[..n]),
             Err(FrameError::BadCrc { .. })
         ));
+    }
+
+    #[test]
+    fn misaligned_atomics_are_refused() {
+        let mut buf = [0u8; 128];
+        let f = HeaderFields {
+            op: FrameOp::Atomic as u8,
+            aux: AtomicKind::FetchAdd as u8,
+            span: 8,
+            offset: 3,
+            ..HeaderFields::default()
+        };
+        let n = encode(&mut buf, &f, &[0; ATOMIC_PAYLOAD as usize], true).unwrap();
+        assert_eq!(
+            Frame::new_checked(&buf[..n]).unwrap_err(),
+            FrameError::Misaligned { offset: 3, span: 8 }
+        );
+        let f = HeaderFields { offset: 16, ..f };
+        let n = encode(&mut buf, &f, &[0; ATOMIC_PAYLOAD as usize], true).unwrap();
+        assert_eq!(
+            Frame::new_checked(&buf[..n]).unwrap().check_heap(24),
+            Ok(16..24)
+        );
     }
 
     #[test]

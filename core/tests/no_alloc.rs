@@ -82,7 +82,7 @@ fn data_path_does_not_allocate() {
         roles,
         ..PolicyConfig::default()
     });
-    let mut sel = Selector::new(&topo, policy, 0).unwrap();
+    let mut sel = Selector::new(&topo, policy).unwrap();
     let mut writer = topo.writer().unwrap();
     let mut ring = Box::new(Ring::<u64, 1024>::new());
     let trace = Box::new(TraceRing::<256>::new());

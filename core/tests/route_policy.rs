@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use switchyard_core::{
     class::{PathClass, TransportId},
     route::{
-        Downgrade, Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles,
-        UnreachableReason,
+        Downgrade, Op, Policy, PolicyConfig, Route, SelectError, Selector, SelectorError,
+        TransportRoles, UnreachableReason,
     },
     topology::{Shape, Topology, TopologyBox},
 };
@@ -164,7 +164,7 @@ fn exhaustive_class_health_load_band_downgrade() {
             downgrade: [dg; 5],
             ..PolicyConfig::default()
         });
-        let mut sel = Selector::new(&topo, policy, 0).unwrap();
+        let mut sel = Selector::new(&topo, policy).unwrap();
         for (peer, &class) in CLASSES.iter().enumerate() {
             for health in 0..8u8 {
                 for load in 0..8u8 {
@@ -193,7 +193,7 @@ fn design_rules() {
         short_threshold: THRESHOLD,
         ..PolicyConfig::default()
     });
-    let mut sel = Selector::new(&topo, policy, 0).unwrap();
+    let mut sel = Selector::new(&topo, policy).unwrap();
     let all = 0b111;
     let pick = |sel: &mut Selector<'_>, peer: u32, health: u8, load: u8, len: u32| {
         set_bits(&topo, peer, health, load);
@@ -255,7 +255,7 @@ fn downgrade_policies_count_and_forbid() {
         downgrade,
         ..PolicyConfig::default()
     });
-    let mut sel = Selector::new(&topo, policy, 0).unwrap();
+    let mut sel = Selector::new(&topo, policy).unwrap();
     set_bits(&topo, 2, 1 << TCP, 0);
     assert_eq!(
         sel.select(2, 64, Op::Put),
@@ -276,36 +276,85 @@ fn downgrade_policies_count_and_forbid() {
 }
 
 #[test]
-fn context_ids_unique_per_pe_across_lanes() {
+fn context_ids_unique_per_pe_across_lanes_and_selector_lifetimes() {
     let fx = Fixture::new(3);
     let topo = fx.topo();
     let policy = default_policy();
     set_bits(&topo, 2, 0b111, 0);
-    let mut a = Selector::new(&topo, policy, 0).unwrap();
-    let mut b = Selector::new(&topo, policy, 1).unwrap();
-    assert!(
-        Selector::new(&topo, policy, 2).is_err(),
-        "two reader slots only"
-    );
     let mut seen = std::collections::HashSet::new();
-    for _ in 0..1000 {
-        assert!(seen.insert(a.select(2, 8, Op::Put).unwrap().context));
-        assert!(seen.insert(b.select(2, 8, Op::Put).unwrap().context));
+    {
+        let mut a = Selector::new(&topo, policy).unwrap();
+        let mut b = Selector::new(&topo, policy).unwrap();
+        assert_eq!(
+            Selector::new(&topo, policy).unwrap_err(),
+            SelectorError::NoReaderSlot,
+            "two reader slots only"
+        );
+        for _ in 0..1000 {
+            assert!(seen.insert(a.select(2, 8, Op::Put).unwrap().context));
+            assert!(seen.insert(b.select(2, 8, Op::Put).unwrap().context));
+        }
+        // Failed selects consume no id.
+        assert!(a.select(4, 8, Op::Put).is_err());
+        assert_eq!(a.decisions(), 1000);
     }
-    // Failed selects consume no id.
-    assert!(a.select(4, 8, Op::Put).is_err());
-    assert_eq!(a.decisions(), 1000);
+    // New selectors on the same slots continue the sequences: no id repeats.
+    for _ in 0..3 {
+        let mut c = Selector::new(&topo, policy).unwrap();
+        for _ in 0..100 {
+            assert!(
+                seen.insert(c.select(2, 8, Op::Put).unwrap().context),
+                "context id reused"
+            );
+        }
+        assert_eq!(c.decisions(), 100);
+    }
 }
 
 #[test]
-fn fetching_atomics_are_not_retried_elsewhere_by_default() {
+fn atomics_are_not_retried_elsewhere_by_default() {
     let fx = Fixture::new(3);
     let topo = fx.topo();
     set_bits(&topo, 2, 0b111, 0);
-    let policy = default_policy();
-    let mut sel = Selector::new(&topo, policy, 0).unwrap();
+    let mut sel = Selector::new(&topo, default_policy()).unwrap();
     assert!(sel.select(2, 8, Op::Put).unwrap().retry_allowed);
+    assert!(sel.select(2, 8, Op::Get).unwrap().retry_allowed);
     assert!(!sel.select(2, 8, Op::FetchingAtomic).unwrap().retry_allowed);
+    assert!(
+        !sel.select(2, 8, Op::Atomic).unwrap().retry_allowed,
+        "add/xor are not idempotent"
+    );
+    drop(sel);
+    let policy = Policy::new(PolicyConfig {
+        roles: default_roles(),
+        retry_atomics: true,
+        ..PolicyConfig::default()
+    });
+    let mut sel = Selector::new(&topo, policy).unwrap();
+    assert!(sel.select(2, 8, Op::Atomic).unwrap().retry_allowed);
+    assert!(sel.select(2, 8, Op::FetchingAtomic).unwrap().retry_allowed);
+}
+
+#[test]
+fn roles_without_health_bits_are_refused() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    let roles = TransportRoles {
+        rdma: Some(t(5)),
+        ..default_roles()
+    };
+    let policy = Policy::new(PolicyConfig {
+        roles,
+        ..PolicyConfig::default()
+    });
+    assert_eq!(
+        Selector::new(&topo, policy).unwrap_err(),
+        SelectorError::RoleOutOfRange {
+            role: "rdma",
+            id: t(5),
+            n_transports: 3
+        }
+    );
 }
 
 #[test]
@@ -317,14 +366,14 @@ fn health_flip_is_seen_by_next_select_on_another_thread() {
     let v0 = topo.version();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let mut sel = Selector::new(&topo, policy, 1).unwrap();
+            let mut sel = Selector::new(&topo, policy).unwrap();
             assert_eq!(sel.select(2, 64, Op::Put).unwrap().transport, t(RDMA));
         })
         .join()
         .unwrap();
         topo.set_health(t(RDMA), 2, false);
         s.spawn(|| {
-            let mut sel = Selector::new(&topo, policy, 1).unwrap();
+            let mut sel = Selector::new(&topo, policy).unwrap();
             assert_eq!(sel.select(2, 64, Op::Put).unwrap().transport, t(TCP));
         });
     });
@@ -337,8 +386,8 @@ fn arb_role() -> impl Strategy<Value = Option<u8>> {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-    /// Random role layouts (missing transports, two rails, ids beyond the
-    /// configured transports) and random health/load: invariants hold.
+    /// Random role layouts (missing transports, two rails) and random
+    /// health/load: invariants hold.
     #[test]
     fn invariants_hold_for_any_roles(
         shm in arb_role(), rdma in arb_role(), s0 in arb_role(), s1 in arb_role(),
@@ -351,7 +400,7 @@ proptest! {
             shm: shm.map(t), rdma: rdma.map(t), stream: [s0.map(t), s1.map(t), None, None],
         };
         let policy = Policy::new(PolicyConfig { roles, short_threshold: threshold, downgrade: [dg; 5], ..PolicyConfig::default() });
-        let mut sel = Selector::new(&topo, policy, 0).unwrap();
+        let mut sel = Selector::new(&topo, policy).unwrap();
         for peer in 0..5u32 {
             set_bits(&topo, peer, health, load);
             let class = CLASSES[peer as usize];

@@ -561,7 +561,7 @@ fn routes(job: &Job, me: u32, threshold: u32, down: &[Transport]) -> Result<AsVi
         short_threshold: threshold,
         ..PolicyConfig::default()
     });
-    let Ok(mut selector) = Selector::new(&topo, policy, 0) else {
+    let Ok(mut selector) = Selector::new(&topo, policy) else {
         // A fresh topology with one reader slot always has a free one.
         return Err(TopoCliError::Layout(LayoutError::NoReaders));
     };
