@@ -4,12 +4,14 @@
 #
 #   system packages   build tools, pkg-config, git, curl (apt-get)
 #   Rust              stable with rustfmt and clippy (rustup; installed if absent)
-#   optional          the thumbv7em-none-eabihf target (no_std build check), a
-#                     nightly toolchain with miri (cargo-fuzz, miri), cargo-fuzz
+#   optional          the thumbv7em-none-eabihf target (no_std build check), the
+#                     MSRV toolchain (rust-version in Cargo.toml), a nightly
+#                     toolchain with miri (cargo-fuzz, miri), cargo-fuzz
 #
 # Optional parts that cannot be installed are reported and skipped; the test
 # script says which checks it skipped because of them.
 set -uo pipefail
+cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*"; }
 SUDO=""
@@ -41,6 +43,11 @@ if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed 2>/dev/null | grep -q thumbv7em-none-eabihf \
     || rustup target add thumbv7em-none-eabihf >/dev/null 2>&1 \
     || log "thumbv7em-none-eabihf target unavailable: the bare-metal no_std build will be skipped"
+  msrv=$(grep -m1 '^rust-version' Cargo.toml 2>/dev/null | cut -d'"' -f2)
+  if [ -n "$msrv" ] && ! rustup toolchain list | grep -q "^$msrv"; then
+    rustup toolchain install "$msrv" --profile minimal >/dev/null 2>&1 \
+      || log "could not install the MSRV toolchain $msrv: the MSRV check will be skipped"
+  fi
   if rustup toolchain list | grep -q '^nightly'; then
     rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1 || log "miri unavailable on nightly"
   else

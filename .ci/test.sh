@@ -58,6 +58,13 @@ if rustup target list --installed 2>/dev/null | grep -q thumbv7em-none-eabihf; t
 else
   skip "core on bare metal" "thumbv7em-none-eabihf target not installed (no_std still built on the host above)"
 fi
+msrv=$(grep -m1 '^rust-version' Cargo.toml | cut -d'"' -f2)
+if rustup toolchain list 2>/dev/null | grep -q "^$msrv"; then
+  step "MSRV: cargo +$msrv check (workspace, all targets)" 900 \
+    cargo "+$msrv" check -q --workspace --all-targets --target-dir target/msrv
+else
+  skip "MSRV check" "toolchain $msrv not installed"
+fi
 step "rustdoc (-D warnings)" 900 env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
 step "loom models (LOOM_MAX_PREEMPTIONS=3)" 900 env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
   cargo test -q -p switchyard-core --features std --test loom --release --target-dir target/loom
