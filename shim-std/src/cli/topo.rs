@@ -7,7 +7,8 @@ use serde::Serialize;
 use switchyard_core::{
     class::{PathClass, TransportId},
     route::{
-        Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles, UnreachableReason,
+        Op, Policy, PolicyConfig, Route, SelectError, Selector, SelectorError, TransportRoles,
+        UnreachableReason,
     },
     topology::{Footprint, LayoutError, Shape, Topology, TopologyBox},
 };
@@ -178,6 +179,9 @@ pub enum TopoCliError {
     /// The core refused the topology layout (a bug if it happens).
     #[error("cannot lay out the topology: {0}")]
     Layout(#[from] LayoutError),
+    /// The route selector could not be made (a bug if it happens).
+    #[error("route selector: {0}")]
+    Selector(#[from] SelectorError),
 }
 
 /// Parsed `switchyard topo` arguments.
@@ -561,10 +565,7 @@ fn routes(job: &Job, me: u32, threshold: u32, down: &[Transport]) -> Result<AsVi
         short_threshold: threshold,
         ..PolicyConfig::default()
     });
-    let Ok(mut selector) = Selector::new(&topo, policy) else {
-        // A fresh topology with one reader slot always has a free one.
-        return Err(TopoCliError::Layout(LayoutError::NoReaders));
-    };
+    let mut selector = Selector::new(&topo, policy)?;
     let mut sel = selector.pin();
     let merged = job.n_pes > MATRIX_LIMIT;
     let mut rows: Vec<RouteRow> = Vec::new();
