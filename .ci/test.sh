@@ -29,7 +29,7 @@ step() {
 skip() { skipped=$((skipped + 1)); printf '\n=== %s\n--- skipped: %s\n' "$1" "$2"; }
 
 has_nightly() { rustup toolchain list 2>/dev/null | grep -q '^nightly'; }
-has_miri() { has_nightly && cargo +nightly miri --version >/dev/null 2>&1; }
+has_miri() { has_nightly && cargo +nightly miri --version >/dev/null 2>&1 && rustup +nightly component list --installed 2>/dev/null | grep -q '^rust-src'; }
 
 # Stable rustfmt warns once per file that it ignores the nightly-only import
 # options of rustfmt.toml; the nightly check below applies them.
@@ -73,8 +73,14 @@ if has_miri; then
     cargo +nightly miri test -q -p switchyard-core --features std --lib --test no_alloc --target-dir target/miri
   step "miri (core lib, tree borrows)" 1500 env MIRIFLAGS="-Zmiri-tree-borrows" \
     cargo +nightly miri test -q -p switchyard-core --features std --lib --target-dir target/miri
+  # ThreadSanitizer over the threaded tests (ring, trace ring, versioned
+  # topology stress); halt_on_error turns the first race into a failure.
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  step "TSAN (core lib + versioned-topology stress)" 1500 env RUSTFLAGS="-Zsanitizer=thread" \
+    TSAN_OPTIONS="halt_on_error=1" cargo +nightly test -q -Zbuild-std --target "$host" \
+    -p switchyard-core --features std --lib --test topology_stress --target-dir target/tsan
 else
-  skip "miri" "no nightly toolchain with miri"
+  skip "miri and TSAN" "no nightly toolchain with miri and rust-src"
 fi
 step "benches compile and run once" 1200 cargo test -q --benches -p switchyard-benches
 if cargo fuzz --version >/dev/null 2>&1; then
