@@ -983,6 +983,16 @@ mod test {
 
     use super::*;
 
+    /// Ten PEs, one transport, no load bits: enough for the protocol tests.
+    fn small_shape() -> Shape {
+        Shape {
+            me: 0,
+            n_pes: 10,
+            n_transports: 1,
+            load_hints: false,
+        }
+    }
+
     fn t(i: u8) -> TransportId {
         TransportId::new(i).unwrap()
     }
@@ -1048,12 +1058,7 @@ mod test {
 
     #[test]
     fn writer_waits_for_readers_on_old_version() {
-        let shape = Shape {
-            me: 0,
-            n_pes: 10,
-            n_transports: 1,
-            load_hints: false,
-        };
+        let shape = small_shape();
         let store = TopologyBox::new(shape, 2);
         let topo = Topology::new(store.mem(), shape, |_| PathClass::Near).unwrap();
         let mut r = topo.reader().unwrap();
@@ -1123,12 +1128,7 @@ mod test {
 
     #[test]
     fn layout_errors() {
-        let shape = Shape {
-            me: 0,
-            n_pes: 10,
-            n_transports: 1,
-            load_hints: false,
-        };
+        let shape = small_shape();
         let store = TopologyBox::new(shape, 1);
         let bad = Shape {
             n_pes: 1000,
@@ -1155,12 +1155,7 @@ mod test {
 
     #[test]
     fn laying_a_topology_twice_is_refused() {
-        let shape = Shape {
-            me: 0,
-            n_pes: 10,
-            n_transports: 1,
-            load_hints: false,
-        };
+        let shape = small_shape();
         let store = TopologyBox::new(shape, 1);
         let topo = Topology::new(store.mem(), shape, |_| PathClass::Near).unwrap();
         let mut r = topo.reader().unwrap();
@@ -1178,12 +1173,7 @@ mod test {
 
     #[test]
     fn version_wrap_never_publishes_free_or_idle_words() {
-        let shape = Shape {
-            me: 0,
-            n_pes: 10,
-            n_transports: 1,
-            load_hints: false,
-        };
+        let shape = small_shape();
         let store = TopologyBox::new(shape, 1);
         let topo = Topology::new(store.mem(), shape, |_| PathClass::Near).unwrap();
         // The last version before the counter wraps, in slot 1.
