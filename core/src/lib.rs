@@ -13,6 +13,7 @@
 //! | [`wire`] | the 64-byte frame header and its checked decoding |
 //! | [`crc`] | CRC32C |
 //! | [`ring`] | the SPSC ring (also across processes in shared memory) |
+//! | [`shared_ring`] | a ring in a shared mapping behind a checked header (`create`, `attach`) |
 //! | [`credit`] | credit-based flow control |
 //! | [`trace`] | the route trace ring |
 //!
@@ -30,7 +31,7 @@
 //! ## Features
 //!
 //! * *(none, the default)*: `no_std`, no `alloc`.
-//! * `alloc`: [`topology::TopologyBox`], owned storage allocated once at set-up.
+//! * `alloc`: `topology::TopologyBox`, owned storage allocated once at set-up.
 //! * `std`: `alloc` plus hardware CRC32C detected at run time.
 //!
 //! MSRV: 1.89 (the workspace's `rust-version`).
@@ -95,6 +96,7 @@ pub mod credit;
 pub mod pad;
 pub mod ring;
 pub mod route;
+pub mod shared_ring;
 pub mod sync;
 pub mod topology;
 pub mod trace;

@@ -267,7 +267,7 @@ impl Default for ReaderSlot {
 pub const MAX_READERS: usize = 256;
 
 /// The memory of one PE's topology, borrowed from whoever owns it (a `static`, a
-/// shared mapping, or [`TopologyBox`] with the `alloc` feature).
+/// shared mapping, or `TopologyBox` with the `alloc` feature).
 #[derive(Debug, Clone, Copy)]
 pub struct TopologyMem<'a> {
     /// Control words.
