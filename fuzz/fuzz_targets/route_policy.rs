@@ -165,7 +165,9 @@ fuzz_target!(|input: Input| {
     let policy = Policy::new(config);
     let mut sel = match Selector::new(&topo, policy) {
         Ok(sel) => sel,
-        Err(SelectorError::RoleOutOfRange { id, n_transports, .. }) => {
+        Err(SelectorError::RoleOutOfRange {
+            id, n_transports, ..
+        }) => {
             // A role without health bits could never be selected: refused.
             assert!(id.index() >= usize::from(n_transports));
             return;
@@ -287,9 +289,7 @@ fn check(
                 r.context.seq & ((1 << CONTEXT_COUNTER_BITS) - 1),
                 *successes
             );
-            let retry = cands.len() > 1
-                && !forbid
-                && (!op.is_atomic() || cfg.retry_atomics);
+            let retry = cands.len() > 1 && !forbid && (!op.is_atomic() || cfg.retry_atomics);
             assert_eq!(r.retry_allowed, retry);
         }
         Err(SelectError::Unreachable {
