@@ -16,6 +16,7 @@
 //! | [`shared_ring`] | a ring in a shared mapping behind a checked header (`create`, `attach`) |
 //! | [`credit`] | credit-based flow control |
 //! | [`trace`] | the route trace ring |
+//! | [`transport`] | the transport contract every driver implements (non-blocking, clock-free) |
 //!
 //! The transport drivers (shared memory, TCP, RDMA verbs) live in their own
 //! crates and depend on this one; nothing here names them.
@@ -100,4 +101,5 @@ pub mod shared_ring;
 pub mod sync;
 pub mod topology;
 pub mod trace;
+pub mod transport;
 pub mod wire;

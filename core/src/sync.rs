@@ -8,9 +8,15 @@
 
 /// Atomic types and fences (`core::sync::atomic`, or loom's under `cfg(loom)`).
 pub mod atomic {
+    /// 64-bit atomics, where the target has them (drivers' atomics on mapped
+    /// heaps; thumbv7em has none).
+    #[cfg(all(not(loom), target_has_atomic = "64"))]
+    pub use core::sync::atomic::AtomicU64;
     #[cfg(not(loom))]
     pub use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence};
 
+    #[cfg(all(loom, target_has_atomic = "64"))]
+    pub use loom::sync::atomic::AtomicU64;
     #[cfg(loom)]
     pub use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering, fence};
 }

@@ -1,18 +1,655 @@
 //! # switchyard-shm: the POSIX shared-memory transport of switchyard
 //!
-//! **Not implemented yet.** This crate reserves its place in the workspace (it
-//! depends on `switchyard-core` only, as every driver must); the driver itself
-//! arrives with its own issue. Nothing here can move data today.
-#![no_std]
+//! Every PE creates one shared-memory object holding a control block and its
+//! symmetric heap ([`Segment`]); PEs on the same node map each other's objects
+//! ([`Segment::attach`]) and then:
+//!
+//! * **put** is a copy into the peer's mapping, **get** a copy out of it;
+//! * **atomics** are the CPU's atomic instructions on the mapping (`lock xadd`,
+//!   `lock cmpxchg` on x86-64), so they are atomic with respect to every other
+//!   PE's atomics on the same word, whatever transport issued them locally;
+//! * **fence** is a Release fence and **quiet** a SeqCst fence: once a store
+//!   instruction has executed, the coherent cache makes it visible to every
+//!   other core, so completion at the target is the local store's completion.
+//!
+//! Bounds are checked on every operation against the heap length the target
+//! wrote in its own control block: an out-of-bounds operation fails with
+//! [`ShmError::OutOfBounds`] and writes nothing.
+//!
+//! ## Memory ordering, at each sync point
+//!
+//! * Data written by puts, then a flag written by a put after `quiet` (or
+//!   `fence`): the fence orders the data stores before the flag store; the
+//!   target's Acquire load of the flag (`wait_until`) then sees the data. Puts
+//!   of exactly 4 or 8 aligned bytes are single atomic stores, so a flag is
+//!   never torn.
+//! * Atomics are `AcqRel` (fetching) or `Release` (set): an atomic after puts
+//!   publishes them, like a flag.
+//! * A get is a plain copy preceded by an Acquire fence, so it sees everything
+//!   published to this PE before it.
+//!
+//! ## Liveness
+//!
+//! [`ShmTransport::progress`] checks, at most every millisecond, whether the
+//! creator of one peer object still exists (round robin, `kill(pid, 0)`); a
+//! dead peer turns to [`LinkState::Error`] and every later operation toward it
+//! fails with [`ShmError::PeerDead`], so waits fail instead of hanging.
+//!
+//! The libc calls live in one `sys` module; raw-pointer copies and atomics on
+//! the mappings in this file and `segment.rs`, each with its `SAFETY` comment.
 #![deny(missing_docs)]
-#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
-/// Whether this driver is implemented in this build. Always `false` for now, so
-/// that callers can report the transport as unavailable with a reason.
-pub const IMPLEMENTED: bool = false;
+mod segment;
+mod sys;
 
-/// Why the transport is unavailable in this build.
-pub const UNAVAILABLE_REASON: &str = "the POSIX shared-memory transport is not implemented yet";
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
 
-/// The path-class encoding this driver speaks (re-exported for its future cards).
+pub use segment::{
+    HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, SHM_DIR, Segment, SegmentConfig,
+    meminfo, object_name, object_prefix, remove_stale,
+};
+/// The path-class encoding this driver speaks.
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;
+use switchyard_core::{
+    route::ContextId,
+    sync::atomic::{AtomicU32, AtomicU64, Ordering, fence},
+    transport::{
+        AtomicOp, AtomicWidth, DeviceInfo, ErrorKind, Instant, LinkState, PollResult, ProbeReport,
+        Ticket, Transport, TransportError,
+    },
+    wire::AtomicKind,
+};
+
+/// Whether this driver is implemented in this build.
+pub const IMPLEMENTED: bool = true;
+
+/// Errors of the shared-memory transport.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShmError {
+    /// The heap size is zero or too large for this machine's address space.
+    #[error("heap size {size} is not usable (zero, or too large to map)")]
+    BadHeapSize {
+        /// The size asked for.
+        size: u64,
+    },
+    /// Creating or sizing the own object failed.
+    #[error("cannot create shared-memory object {}: {source}", path.display())]
+    Create {
+        /// The object.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Mapping the own object failed (often: the tmpfs is too small).
+    #[error("cannot map {len} bytes of {}: {source}", path.display())]
+    Map {
+        /// The object.
+        path: PathBuf,
+        /// Bytes asked for.
+        len: usize,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Opening or mapping a peer's object failed.
+    #[error("cannot attach shared-memory object {}: {source}", path.display())]
+    Attach {
+        /// The object.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A peer's object is not what the bootstrap announced.
+    #[error("shared-memory object {} is not usable: {why}", path.display())]
+    BadObject {
+        /// The object.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The PE is outside the job.
+    #[error("PE {pe} is not part of this job ({n_pes} PEs)")]
+    InvalidPe {
+        /// The PE.
+        pe: u32,
+        /// Job size.
+        n_pes: u32,
+    },
+    /// No object address is known for the peer (not on this node).
+    #[error("PE {pe} is not reachable over shared memory (no object announced)")]
+    NoAddress {
+        /// The PE.
+        pe: u32,
+    },
+    /// The peer is not connected yet.
+    #[error("PE {pe} is not connected over shared memory")]
+    NotConnected {
+        /// The PE.
+        pe: u32,
+    },
+    /// The peer's process is gone.
+    #[error("PE {pe} (pid {pid}) is dead")]
+    PeerDead {
+        /// The PE.
+        pe: u32,
+        /// Its process.
+        pid: u32,
+    },
+    /// The range is outside the heap; nothing was written or read.
+    #[error("[{offset}, +{len}) is outside PE {pe}'s {heap_len}-byte heap")]
+    OutOfBounds {
+        /// The PE whose heap.
+        pe: u32,
+        /// Offset asked for.
+        offset: u64,
+        /// Length asked for.
+        len: u64,
+        /// The heap's length.
+        heap_len: u64,
+    },
+    /// The address is not aligned for an atomic of this width.
+    #[error("offset {offset} of PE {pe} is not {align}-byte aligned for an atomic")]
+    Misaligned {
+        /// The PE.
+        pe: u32,
+        /// Offset asked for.
+        offset: u64,
+        /// Alignment required.
+        align: u64,
+    },
+    /// The destination buffer of a get does not match the ticket.
+    #[error("get buffer of {got} bytes for a {want}-byte get")]
+    BufferLength {
+        /// The ticket's length.
+        want: u32,
+        /// The buffer's.
+        got: usize,
+    },
+}
+
+impl TransportError for ShmError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ShmError::OutOfBounds { .. } | ShmError::BufferLength { .. } => ErrorKind::OutOfBounds,
+            ShmError::Misaligned { .. } => ErrorKind::Misaligned,
+            ShmError::InvalidPe { .. } | ShmError::NoAddress { .. } => ErrorKind::InvalidPe,
+            ShmError::PeerDead { .. } | ShmError::NotConnected { .. } => ErrorKind::PeerDown,
+            ShmError::BadHeapSize { .. }
+            | ShmError::Create { .. }
+            | ShmError::Map { .. }
+            | ShmError::Attach { .. }
+            | ShmError::BadObject { .. } => ErrorKind::Fatal,
+        }
+    }
+
+    fn peer(&self) -> Option<u32> {
+        match self {
+            ShmError::InvalidPe { pe, .. }
+            | ShmError::NoAddress { pe }
+            | ShmError::NotConnected { pe }
+            | ShmError::PeerDead { pe, .. }
+            | ShmError::OutOfBounds { pe, .. }
+            | ShmError::Misaligned { pe, .. } => Some(*pe),
+            _ => None,
+        }
+    }
+}
+
+/// Result of this crate.
+pub type Result<T> = std::result::Result<T, ShmError>;
+
+/// How often (in ns of the caller's clock) progress checks one peer's process.
+const LIVENESS_PERIOD_NS: u64 = 1_000_000;
+
+#[derive(Debug)]
+enum Peer {
+    /// Not on this node, or not announced.
+    Unknown,
+    /// Announced, not mapped yet.
+    Named(PathBuf),
+    /// Mapped.
+    Mapped(Mapped),
+    /// Mapped, then found dead.
+    Dead(Mapped),
+}
+
+/// The shared-memory transport of one PE: its own [`Segment`] and the
+/// mappings of its same-node peers.
+#[derive(Debug)]
+pub struct ShmTransport {
+    job_id: u64,
+    me: u32,
+    own: Segment,
+    peers: Box<[Peer]>,
+    next_check: u64,
+    cursor: u32,
+}
+
+impl ShmTransport {
+    /// Wraps this PE's own segment for a job of `n_pes`.
+    ///
+    /// # Errors
+    ///
+    /// [`ShmError::InvalidPe`] when `me >= n_pes`.
+    pub fn new(own: Segment, job_id: u64, me: u32, n_pes: u32) -> Result<ShmTransport> {
+        if me >= n_pes {
+            return Err(ShmError::InvalidPe { pe: me, n_pes });
+        }
+        Ok(ShmTransport {
+            job_id,
+            me,
+            own,
+            peers: (0..n_pes).map(|_| Peer::Unknown).collect(),
+            next_check: 0,
+            cursor: 0,
+        })
+    }
+
+    /// Records where `pe`'s object is (from its bootstrap card).
+    ///
+    /// # Errors
+    ///
+    /// [`ShmError::InvalidPe`].
+    pub fn set_address(&mut self, pe: u32, path: &Path) -> Result<()> {
+        let slot = self.slot(pe)?;
+        *slot = Peer::Named(path.to_path_buf());
+        Ok(())
+    }
+
+    /// This PE's segment.
+    pub fn segment(&self) -> &Segment {
+        &self.own
+    }
+
+    /// Start of this PE's own heap. Use with care: other PEs write to it at any
+    /// time; access it only through raw-pointer copies and atomics.
+    pub fn local_heap(&self) -> (*mut u8, u64) {
+        let m = self.own.mapped();
+        (m.heap_ptr(), m.heap_len())
+    }
+
+    fn n_pes(&self) -> u32 {
+        self.peers.len() as u32
+    }
+
+    fn slot(&mut self, pe: u32) -> Result<&mut Peer> {
+        let n_pes = self.n_pes();
+        self.peers
+            .get_mut(pe as usize)
+            .ok_or(ShmError::InvalidPe { pe, n_pes })
+    }
+
+    /// The mapping of `pe` (own one for `me`), checked for liveness.
+    #[inline]
+    fn mapping(&self, pe: u32) -> Result<&Mapped> {
+        if pe == self.me {
+            return Ok(self.own.mapped());
+        }
+        match self.peers.get(pe as usize) {
+            Some(Peer::Mapped(m)) => Ok(m),
+            Some(Peer::Dead(m)) => Err(ShmError::PeerDead { pe, pid: m.pid() }),
+            Some(Peer::Named(_)) => Err(ShmError::NotConnected { pe }),
+            Some(Peer::Unknown) => Err(ShmError::NoAddress { pe }),
+            None => Err(ShmError::InvalidPe {
+                pe,
+                n_pes: self.n_pes(),
+            }),
+        }
+    }
+
+    /// Pointer to `[offset, offset+len)` of `pe`'s heap, bounds checked.
+    #[inline]
+    fn range(&self, pe: u32, offset: u64, len: u64) -> Result<*mut u8> {
+        let m = self.mapping(pe)?;
+        let heap_len = m.heap_len();
+        match offset.checked_add(len) {
+            Some(end) if end <= heap_len => {
+                // SAFETY: `offset + len <= heap_len`, so the pointer stays inside
+                // the heap of a live mapping.
+                Ok(unsafe { m.heap_ptr().add(offset as usize) })
+            }
+            _ => Err(ShmError::OutOfBounds {
+                pe,
+                offset,
+                len,
+                heap_len,
+            }),
+        }
+    }
+
+    /// Copies `len` bytes from `src` to `dst`, as single atomic stores when the
+    /// copy is one aligned word (so a flag is never torn).
+    ///
+    /// # Safety
+    ///
+    /// Both ranges are valid for `len` bytes (in live mappings or buffers) and
+    /// do not overlap.
+    #[inline]
+    unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+        if len == 8 && (dst as usize).is_multiple_of(8) {
+            // SAFETY: 8 valid bytes at `src` (caller); unaligned read allowed.
+            let v = unsafe { src.cast::<u64>().read_unaligned() };
+            // SAFETY: `dst` is 8-aligned and valid for 8 bytes (caller) in a
+            // mapping that outlives this call.
+            unsafe { AtomicU64::from_ptr(dst.cast()) }.store(v, Ordering::Relaxed);
+        } else if len == 4 && (dst as usize).is_multiple_of(4) {
+            // SAFETY: as above, for 4 bytes.
+            let v = unsafe { src.cast::<u32>().read_unaligned() };
+            // SAFETY: as above, for 4 bytes.
+            unsafe { AtomicU32::from_ptr(dst.cast()) }.store(v, Ordering::Relaxed);
+        } else {
+            // SAFETY: valid, non-overlapping ranges (caller).
+            unsafe { core::ptr::copy_nonoverlapping(src, dst, len) };
+        }
+    }
+
+    fn check_liveness(&mut self) -> bool {
+        let n = self.n_pes();
+        for _ in 0..n {
+            self.cursor = (self.cursor + 1) % n;
+            let pe = self.cursor;
+            if let Peer::Mapped(m) = &self.peers[pe as usize] {
+                if !sys::process_alive(m.pid()) {
+                    let old = core::mem::replace(&mut self.peers[pe as usize], Peer::Unknown);
+                    if let Peer::Mapped(m) = old {
+                        self.peers[pe as usize] = Peer::Dead(m);
+                    }
+                    return true;
+                }
+                return false;
+            }
+        }
+        false
+    }
+
+    fn atomic_now(&mut self, pe: u32, offset: u64, op: AtomicOp) -> Result<u64> {
+        let w = op.width.bytes() as u64;
+        if !offset.is_multiple_of(w) {
+            return Err(ShmError::Misaligned {
+                pe,
+                offset,
+                align: w,
+            });
+        }
+        let p = self.range(pe, offset, w)?;
+        let (operand, compare) = (op.width.truncate(op.operand), op.width.truncate(op.compare));
+        // The heap is page aligned, so an aligned offset is an aligned address.
+        let old = match op.width {
+            AtomicWidth::W64 => {
+                // SAFETY: `p` is 8-aligned (heap page aligned, offset checked),
+                // in bounds (checked by `range`) of a mapping that lives in
+                // `self`; other PEs touch the word only with atomics or copies.
+                let a = unsafe { AtomicU64::from_ptr(p.cast()) };
+                atomic_rmw64(a, op.kind, operand, compare)
+            }
+            AtomicWidth::W32 => {
+                // SAFETY: as above, 4-aligned and 4 bytes in bounds.
+                let a = unsafe { AtomicU32::from_ptr(p.cast()) };
+                u64::from(atomic_rmw32(a, op.kind, operand as u32, compare as u32))
+            }
+        };
+        Ok(old)
+    }
+}
+
+// SYNC POINT (all of them): fetching ops are AcqRel so that an atomic both
+// publishes this PE's earlier puts and sees what the previous writer published;
+// `Set` is a Release store, `Fetch` an Acquire load.
+fn atomic_rmw64(a: &AtomicU64, kind: AtomicKind, operand: u64, compare: u64) -> u64 {
+    match kind {
+        AtomicKind::FetchAdd => a.fetch_add(operand, Ordering::AcqRel),
+        AtomicKind::CompareSwap => {
+            match a.compare_exchange(compare, operand, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) | Err(v) => v,
+            }
+        }
+        AtomicKind::Swap => a.swap(operand, Ordering::AcqRel),
+        AtomicKind::Fetch => a.load(Ordering::Acquire),
+        AtomicKind::Set => {
+            a.store(operand, Ordering::Release);
+            0
+        }
+        AtomicKind::FetchAnd => a.fetch_and(operand, Ordering::AcqRel),
+        AtomicKind::FetchOr => a.fetch_or(operand, Ordering::AcqRel),
+        AtomicKind::FetchXor => a.fetch_xor(operand, Ordering::AcqRel),
+    }
+}
+
+fn atomic_rmw32(a: &AtomicU32, kind: AtomicKind, operand: u32, compare: u32) -> u32 {
+    match kind {
+        AtomicKind::FetchAdd => a.fetch_add(operand, Ordering::AcqRel),
+        AtomicKind::CompareSwap => {
+            match a.compare_exchange(compare, operand, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) | Err(v) => v,
+            }
+        }
+        AtomicKind::Swap => a.swap(operand, Ordering::AcqRel),
+        AtomicKind::Fetch => a.load(Ordering::Acquire),
+        AtomicKind::Set => {
+            a.store(operand, Ordering::Release);
+            0
+        }
+        AtomicKind::FetchAnd => a.fetch_and(operand, Ordering::AcqRel),
+        AtomicKind::FetchOr => a.fetch_or(operand, Ordering::AcqRel),
+        AtomicKind::FetchXor => a.fetch_xor(operand, Ordering::AcqRel),
+    }
+}
+
+impl Transport for ShmTransport {
+    type Error = ShmError;
+
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn connect(&mut self, pe: u32) -> Result<()> {
+        if pe == self.me {
+            return Ok(());
+        }
+        let job = self.job_id;
+        let slot = self.slot(pe)?;
+        match slot {
+            Peer::Mapped(_) => Ok(()),
+            Peer::Dead(m) => Err(ShmError::PeerDead { pe, pid: m.pid() }),
+            Peer::Unknown => Err(ShmError::NoAddress { pe }),
+            Peer::Named(path) => {
+                let m = Segment::attach(path, job, pe)?;
+                *slot = Peer::Mapped(m);
+                Ok(())
+            }
+        }
+    }
+
+    fn state(&self, pe: u32) -> LinkState {
+        match self.mapping(pe) {
+            Ok(_) => LinkState::Up,
+            Err(ShmError::PeerDead { .. }) => LinkState::Error,
+            Err(_) => LinkState::Down,
+        }
+    }
+
+    fn heap_len(&self, pe: u32) -> Option<u64> {
+        self.mapping(pe).ok().map(Mapped::heap_len)
+    }
+
+    #[inline]
+    fn put(&mut self, pe: u32, offset: u64, src: &[u8], _ctx: ContextId) -> Result<()> {
+        let dst = self.range(pe, offset, src.len() as u64)?;
+        // SAFETY: `dst` is valid for `src.len()` bytes (checked by `range`);
+        // `src` is a caller's buffer, which cannot overlap a heap: the heaps are
+        // only reachable through raw pointers.
+        unsafe { Self::copy(src.as_ptr(), dst, src.len()) };
+        Ok(())
+    }
+
+    fn put_from_heap(
+        &mut self,
+        pe: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u32,
+        _ctx: ContextId,
+    ) -> Result<()> {
+        let me = self.me;
+        let src = self.range(me, local_offset, u64::from(len))?;
+        let dst = self.range(pe, offset, u64::from(len))?;
+        if pe == me {
+            // SAFETY: both in bounds of the own heap; `copy` handles overlap.
+            unsafe { core::ptr::copy(src, dst, len as usize) };
+        } else {
+            // SAFETY: in bounds of two different mappings (checked above).
+            unsafe { Self::copy(src, dst, len as usize) };
+        }
+        Ok(())
+    }
+
+    fn get_start(&mut self, pe: u32, offset: u64, len: u32, ctx: ContextId) -> Result<Ticket> {
+        self.range(pe, offset, u64::from(len))?;
+        Ok(Ticket {
+            peer: pe,
+            offset,
+            len,
+            slot: 0,
+            atomic: None,
+            context: ctx,
+        })
+    }
+
+    #[inline]
+    fn get_poll(&mut self, t: &Ticket, dst: &mut [u8]) -> Result<bool> {
+        if dst.len() != t.len as usize {
+            return Err(ShmError::BufferLength {
+                want: t.len,
+                got: dst.len(),
+            });
+        }
+        let src = self.range(t.peer, t.offset, u64::from(t.len))?;
+        // SYNC POINT with the Release fences/atomics of the writers: what was
+        // published to this PE before is seen by the copy.
+        fence(Ordering::Acquire);
+        // SAFETY: `src` valid for `len` bytes (checked), `dst` a caller buffer
+        // of that length that cannot overlap a heap.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        Ok(true)
+    }
+
+    fn get_into_heap(
+        &mut self,
+        pe: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u32,
+        ctx: ContextId,
+    ) -> Result<()> {
+        fence(Ordering::Acquire);
+        let me = self.me;
+        let src = self.range(pe, offset, u64::from(len))?;
+        let dst = self.range(me, local_offset, u64::from(len))?;
+        let _ = ctx;
+        // SAFETY: both ranges in bounds (checked); `copy` allows overlap when
+        // `pe == me`.
+        unsafe { core::ptr::copy(src, dst, len as usize) };
+        Ok(())
+    }
+
+    fn atomic_start(
+        &mut self,
+        pe: u32,
+        offset: u64,
+        op: AtomicOp,
+        ctx: ContextId,
+    ) -> Result<Ticket> {
+        // Shared memory completes at once; the old value rides in the ticket.
+        let old = self.atomic_now(pe, offset, op)?;
+        Ok(Ticket {
+            peer: pe,
+            offset,
+            len: op.width.bytes() as u32,
+            slot: 0,
+            atomic: Some(AtomicOp { compare: old, ..op }),
+            context: ctx,
+        })
+    }
+
+    #[inline]
+    fn atomic_poll(&mut self, t: &Ticket) -> Result<Option<u64>> {
+        Ok(t.atomic.map(|op| op.compare))
+    }
+
+    #[inline]
+    fn fence(&mut self) -> Result<()> {
+        // SYNC POINT with the Acquire loads of the targets (`wait_until`, get):
+        // stores before the fence are visible before stores after it.
+        fence(Ordering::Release);
+        Ok(())
+    }
+
+    #[inline]
+    fn quiet_poll(&mut self) -> Result<bool> {
+        // Every store has executed; SeqCst orders them before anything later,
+        // including loads (which a Release fence would not).
+        fence(Ordering::SeqCst);
+        Ok(true)
+    }
+
+    fn progress(&mut self, now: Instant) -> PollResult {
+        if now.nanos < self.next_check {
+            return PollResult::Idle;
+        }
+        self.next_check = now.nanos.saturating_add(LIVENESS_PERIOD_NS);
+        if self.check_liveness() {
+            PollResult::Busy
+        } else {
+            PollResult::Idle
+        }
+    }
+
+    fn close(&mut self) -> Result<()> {
+        for p in self.peers.iter_mut() {
+            *p = Peer::Unknown;
+        }
+        Ok(())
+    }
+}
+
+/// What this machine offers for shared memory: `/dev/shm` (a writable tmpfs)
+/// and, if mounted, a hugetlbfs with its free pages.
+pub fn probe() -> ProbeReport {
+    let mut devices = Vec::new();
+    let mut why_not = None;
+    match statvfs_summary(Path::new(SHM_DIR)) {
+        Ok((total, free)) => devices.push(DeviceInfo {
+            name: SHM_DIR.into(),
+            detail: format!("tmpfs, {} MiB free of {} MiB", free >> 20, total >> 20),
+        }),
+        Err(e) => why_not = Some(format!("{SHM_DIR} is not usable: {e}")),
+    }
+    if let (Some(free), Some(total)) = (meminfo("HugePages_Free"), meminfo("HugePages_Total")) {
+        devices.push(DeviceInfo {
+            name: "hugepages".into(),
+            detail: format!("{free} of {total} 2 MiB pages free"),
+        });
+    }
+    ProbeReport {
+        name: "shm",
+        available: why_not.is_none(),
+        why_not,
+        devices,
+    }
+}
+
+fn statvfs_summary(dir: &Path) -> io::Result<(u64, u64)> {
+    // Create and remove a probe file: proves the directory is writable.
+    let probe = dir.join(format!(".switchyard-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    let _ = std::fs::remove_file(&probe);
+    sys::statvfs(dir)
+}

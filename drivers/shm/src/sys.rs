@@ -1,0 +1,153 @@
+//! Every libc call of the driver, behind small safe wrappers (CONVENTIONS.md §7).
+#![allow(unsafe_code)]
+
+use std::{fs::File, io, os::fd::AsRawFd, ptr::NonNull};
+
+/// Turns a libc return value of `-1` into `io::Error::last_os_error()`.
+fn cvt<T: PartialEq + From<i8>>(r: T) -> io::Result<T> {
+    if r == T::from(-1) {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A shared mapping of a whole file, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mmap {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value; moving it to
+// another thread moves nothing but the pointer. Access goes through raw-pointer
+// copies and atomics whose safety the callers document.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Maps `len` bytes of `file` read-write and shared. `populate` pre-faults
+    /// the pages so the first touch is not on the data path.
+    pub(crate) fn map(file: &File, len: usize, populate: bool) -> io::Result<Mmap> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
+        }
+        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: a fresh mapping chosen by the kernel (addr null) of a file we
+        // hold open; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
+        Ok(Mmap { base, len })
+    }
+
+    /// Start of the mapping.
+    #[inline]
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly what mmap returned and nothing
+        // borrowed from the mapping outlives `self` (callers hold raw pointers
+        // only while they hold the `Mmap`).
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// Whether process `pid` exists (it may belong to another user: EPERM also
+/// means alive).
+pub(crate) fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission; no signal is
+    // delivered.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// This process's id.
+pub(crate) fn pid() -> u32 {
+    std::process::id()
+}
+
+/// This process's real user id.
+pub(crate) fn uid() -> u32 {
+    // SAFETY: getuid cannot fail and has no preconditions.
+    unsafe { libc::getuid() }
+}
+
+/// Asks the kernel to place the pages of `[addr, addr+len)` on NUMA `node`
+/// (preferred, not strict: allocation still succeeds when the node is full).
+pub(crate) fn mbind_preferred(map: &Mmap, node: u32) -> io::Result<()> {
+    const MPOL_PREFERRED: libc::c_long = 1;
+    let bits = usize::BITS;
+    if node >= 64 * bits {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "NUMA node out of range",
+        ));
+    }
+    let mut mask = [0usize; 64];
+    mask[(node / bits) as usize] |= 1 << (node % bits);
+    // SAFETY: the range is our own mapping; `mask` outlives the call and its
+    // bit count (maxnode) matches its size.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            map.as_ptr(),
+            map.len(),
+            MPOL_PREFERRED,
+            mask.as_ptr(),
+            (mask.len() as libc::c_ulong) * libc::c_ulong::from(bits),
+            0 as libc::c_uint,
+        )
+    };
+    cvt(r).map(|_| ())
+}
+
+/// (total, available) bytes of the filesystem holding `dir`.
+pub(crate) fn statvfs(dir: &std::path::Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path with a NUL byte"))?;
+    let mut st = core::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid C string and `st` points to writable storage of
+    // the right type, which statvfs fills on success.
+    let r = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    cvt(r)?;
+    // SAFETY: statvfs returned 0, so it initialized `st`.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::useless_conversion)] // c_ulong is u32 on 32-bit targets
+    let (frsize, blocks, avail) = (
+        u64::from(st.f_frsize),
+        u64::from(st.f_blocks),
+        u64::from(st.f_bavail),
+    );
+    Ok((blocks * frsize, avail * frsize))
+}
