@@ -4,7 +4,7 @@
 # `std::sync::atomic` there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-hits=$(grep -rnE '(core|std)::sync::atomic' core/src drivers/*/src --include='*.rs' | grep -v '^core/src/sync.rs:' || true)
+hits=$(grep -rnE '(^|[^_[:alnum:]])(core|std)::sync::atomic' core/src drivers/*/src --include='*.rs' | grep -v '^core/src/sync.rs:' || true)
 if [ -n "$hits" ]; then
   echo "raw atomics outside core/src/sync.rs (use switchyard_core::sync::atomic):"
   echo "$hits"
