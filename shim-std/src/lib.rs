@@ -14,6 +14,10 @@
 //!   [`topo::ClusterSpec`], which gives every PE its
 //!   [`Locality`](switchyard_core::class::Locality) and every pair of PEs its
 //!   [`PathClass`](switchyard_core::class::PathClass).
+//! * [`config`]: run-time configuration from built-in defaults, a named
+//!   template (`trading`, `storage`, `ai`), a TOML file and `SWITCHYARD_*`
+//!   variables, each value with its source; errors name key, value and what was
+//!   expected.
 //! * [`cli`]: the `switchyard` command. `switchyard topo [FILE]` prints the class
 //!   matrix of a job, `--as PE` that PE's transport for each peer and message
 //!   size (through the real [`switchyard_core::route::Selector`]), and what the
@@ -22,7 +26,7 @@
 //! ## What comes later
 //!
 //! Bootstrap (rank and size from the launcher, the card exchange), the
-//! `switchyard run` launcher, configuration, progress threads, metrics, and the
+//! `switchyard run` launcher, progress threads, metrics, and the
 //! glue that binds the shm, socket and verbs drivers to the core.
 //!
 //! ## Example
@@ -50,5 +54,6 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod config;
 pub mod hostlist;
 pub mod topo;

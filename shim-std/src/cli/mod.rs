@@ -5,6 +5,7 @@
 //! Exit status: 0 on success, 2 on a usage error or bad input (a message on
 //! stderr, never a panic).
 
+pub mod info;
 pub mod topo;
 
 /// Exit status for bad usage or bad input.
@@ -46,17 +47,19 @@ pub const USAGE: &str = "\
 switchyard: transport-routing data plane for SHMEM-style one-sided communication
 
 Usage:
+  switchyard info [OPTIONS]          show transports, devices, machine facts and the configuration
   switchyard topo [FILE] [OPTIONS]   show the path classes and routes of a topology
   switchyard --help                  this text
   switchyard --version               the version
 
-Run `switchyard topo --help` for the topo options.
-More commands (run, info, perf) are coming.
+Run `switchyard <command> --help` for a command's options.
+More commands (run, perf) are coming.
 ";
 
 /// Runs the command line `args` (without the program name).
 pub fn run(args: &[String]) -> Output {
     match args.first().map(String::as_str) {
+        Some("info") => info::run(&args[1..]),
         Some("topo") => topo::run(&args[1..]),
         Some("-h" | "--help" | "help") => Output::ok(USAGE.into()),
         Some("-V" | "--version") => {
