@@ -8,6 +8,9 @@
 //!
 //! ## What exists now
 //!
+//! * [`bootstrap`]: rank, size and job id from the launcher, Open MPI, Slurm or
+//!   PMI variables, and the rendezvous where every PE posts its [`bootstrap::Card`]
+//!   and gets everyone's (an allgather), then barriers; every wait bounded.
 //! * [`hostlist`]: Slurm-style hostlist expansion (`node[01-04]`, `n[1,3,5-7]`),
 //!   bounded so hostile input cannot exhaust memory.
 //! * [`topo`]: cluster topology files (Slurm `topology.conf` or TOML) parsed into a
@@ -53,6 +56,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod bootstrap;
 pub mod cli;
 pub mod config;
 pub mod hostlist;
