@@ -25,12 +25,16 @@
 //!   matrix of a job, `--as PE` that PE's transport for each peer and message
 //!   size (through the real [`switchyard_core::route::Selector`]), and what the
 //!   topology costs in memory; `--json` for machines.
+//! * [`launch`]: the `switchyard run` launcher as a library: starts N PEs on this
+//!   machine with the environment contract (`SWITCHYARD_RANK`, `SWITCHYARD_ROOT`,
+//!   ...), pins them, tags their output, fails fast, forwards signals and removes
+//!   the job's shared-memory objects afterwards.
 //!
 //! ## What comes later
 //!
-//! Bootstrap (rank and size from the launcher, the card exchange), the
-//! `switchyard run` launcher, progress threads, metrics, and the
-//! glue that binds the shm, socket and verbs drivers to the core.
+//! Bootstrap (rank and size from the launcher, the card exchange), progress
+//! threads, metrics, and the glue that binds the shm, socket and verbs drivers
+//! to the core.
 //!
 //! ## Example
 //!
@@ -60,4 +64,5 @@ pub mod bootstrap;
 pub mod cli;
 pub mod config;
 pub mod hostlist;
+pub mod launch;
 pub mod topo;

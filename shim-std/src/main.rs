@@ -1,4 +1,5 @@
-//! The `switchyard` command: a thin wrapper around [`switchyard::cli::run`].
+//! The `switchyard` command: a thin wrapper around [`switchyard::cli::run`]
+//! (and [`switchyard::launch::main`] for `switchyard run`, which streams).
 
 use std::{
     io::{ErrorKind, Write},
@@ -13,6 +14,11 @@ fn main() -> ExitCode {
         .map(|a| a.into_string())
         .collect::<Result<Vec<_>, _>>()
     {
+        // `run` streams its PEs' output as it comes, so it is not buffered
+        // through `cli::run`.
+        Ok(args) if args.first().is_some_and(|a| a == "run") => {
+            return switchyard::launch::main(&args[1..]);
+        }
         Ok(args) => cli::run(&args),
         Err(bad) => Output::usage_error(format_args!("argument {bad:?} is not valid UTF-8")),
     };

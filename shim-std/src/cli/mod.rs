@@ -47,13 +47,15 @@ pub const USAGE: &str = "\
 switchyard: transport-routing data plane for SHMEM-style one-sided communication
 
 Usage:
+  switchyard run -n N [OPTIONS] -- PROGRAM [ARGS...]
+                                     start N PEs of PROGRAM on this machine
   switchyard info [OPTIONS]          show transports, devices, machine facts and the configuration
   switchyard topo [FILE] [OPTIONS]   show the path classes and routes of a topology
   switchyard --help                  this text
   switchyard --version               the version
 
 Run `switchyard <command> --help` for a command's options.
-More commands (run, perf) are coming.
+More commands (perf) are coming.
 ";
 
 /// Runs the command line `args` (without the program name).
