@@ -523,7 +523,7 @@ impl LaunchError {
 /// POSIX shared-memory object of job `job_id` (the shm driver names its objects
 /// `<prefix><pe>`; this must stay in step with its `object_prefix`).
 pub fn shm_object_prefix(job_id: u64) -> String {
-    format!("switchyard-{job_id:016x}-")
+    switchyard_shm::object_prefix(job_id)
 }
 
 /// Deletes every object of job `job_id` in `dir` (normally [`SHM_DIR`]), that
@@ -640,24 +640,25 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
     }
     drop(signals);
 
-    let shm_removed = match remove_shm_objects(Path::new(SHM_DIR), job_id) {
-        Ok(0) => 0,
-        Ok(n) => {
-            note(format_args!(
-                "removed {n} leftover shared-memory object(s) of job {job_id:016x} \
-                 ({SHM_DIR}/{}*)",
+    // Normal objects, and huge-page ones when the heap was put there.
+    let mut shm_removed = 0;
+    for dir in [SHM_DIR, switchyard_shm::HUGE_DIR] {
+        match remove_shm_objects(Path::new(dir), job_id) {
+            Ok(0) => {}
+            Ok(n) => {
+                note(format_args!(
+                    "removed {n} leftover shared-memory object(s) of job {job_id:016x} \
+                     ({dir}/{}*)",
+                    shm_object_prefix(job_id)
+                ));
+                shm_removed += n;
+            }
+            Err(e) => note(format_args!(
+                "cannot remove the shared-memory objects {dir}/{}*: {e}",
                 shm_object_prefix(job_id)
-            ));
-            n
+            )),
         }
-        Err(e) => {
-            note(format_args!(
-                "cannot remove the shared-memory objects {SHM_DIR}/{}*: {e}",
-                shm_object_prefix(job_id)
-            ));
-            0
-        }
-    };
+    }
     result?;
     Ok(JobOutcome {
         job_id,

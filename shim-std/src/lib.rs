@@ -63,6 +63,9 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod hostlist;
 pub mod launch;
+pub mod perf;
+mod sys;
 pub mod topo;

@@ -19,6 +19,9 @@ fn main() -> ExitCode {
         Ok(args) if args.first().is_some_and(|a| a == "run") => {
             return switchyard::launch::main(&args[1..]);
         }
+        Ok(args) if args.first().is_some_and(|a| a == "perf") => {
+            return switchyard::perf::main(&args[1..]);
+        }
         Ok(args) => cli::run(&args),
         Err(bad) => Output::usage_error(format_args!("argument {bad:?} is not valid UTF-8")),
     };

@@ -1,1 +1,3 @@
-//! Helpers for the integration tests.
+//! Helpers for the integration tests, and the driver conformance suite.
+
+pub mod conformance;

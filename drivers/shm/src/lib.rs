@@ -351,6 +351,39 @@ impl ShmTransport {
         }
     }
 
+    /// An Acquire load of the word at `offset` of this PE's own heap: what
+    /// `wait_until` polls. Other PEs' puts of exactly 4 or 8 aligned bytes and
+    /// their atomics are single atomic stores, so the word is never torn.
+    ///
+    /// # Errors
+    ///
+    /// [`ShmError::OutOfBounds`], [`ShmError::Misaligned`].
+    #[inline]
+    pub fn load_acquire(&self, offset: u64, width: AtomicWidth) -> Result<u64> {
+        let w = width.bytes() as u64;
+        if !offset.is_multiple_of(w) {
+            return Err(ShmError::Misaligned {
+                pe: self.me,
+                offset,
+                align: w,
+            });
+        }
+        let p = self.range(self.me, offset, w)?;
+        // SYNC POINT with the Release fences and stores of the writers (`fence`,
+        // `quiet_poll`, atomics): what they published before is seen after.
+        Ok(match width {
+            // SAFETY: in bounds (checked by `range`) and aligned (the heap is page
+            // aligned, the offset checked) in the own mapping, which `self` keeps
+            // alive; other PEs touch it only with atomics or copies.
+            AtomicWidth::W64 => unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Acquire),
+            AtomicWidth::W32 => {
+                // SAFETY: as above, for 4 bytes.
+                let a = unsafe { AtomicU32::from_ptr(p.cast()) };
+                u64::from(a.load(Ordering::Acquire))
+            }
+        })
+    }
+
     fn check_liveness(&mut self) -> bool {
         let n = self.n_pes();
         for _ in 0..n {

@@ -1,0 +1,1126 @@
+//! The Rust API: a [`Context`] per PE, symmetric allocation, put/get, atomics,
+//! `wait_until`, `barrier_all`, `fence` and `quiet`.
+//!
+//! Every operation selects its transport through the core's
+//! [`Selector`] (the route for PE `pe`,
+//! `len` bytes and the kind of operation), writes a record to the route trace
+//! ring, and hands the operation to the chosen driver. Nothing on that path
+//! allocates, locks or formats (a counting-allocator test checks it).
+//!
+//! A `Context` belongs to one thread (`&mut self` everywhere, not `Sync`);
+//! several threads of one PE each need their own context (a later issue).
+//!
+//! # Example
+//!
+//! Run as one PE (no launcher), or under `switchyard run -n N`:
+//!
+//! ```
+//! use switchyard::context::{Cmp, Context};
+//!
+//! let mut ctx = Context::from_env()?;
+//! let (me, n) = (ctx.my_pe(), ctx.n_pes());
+//! let counter = ctx.alloc::<u64>(1)?; // collective
+//! ctx.fetch_add(&counter, 0, 1, 0)?; // everyone adds 1 on PE 0
+//! ctx.barrier_all()?;
+//! if me == 0 {
+//!     assert_eq!(ctx.wait_until(&counter, 0, Cmp::Eq, u64::from(n))?, u64::from(n));
+//! }
+//! # Ok::<(), switchyard::context::Error>(())
+//! ```
+
+mod heap;
+mod init;
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use heap::{BLOCK_ALIGN, SymAllocator};
+pub use heap::{Plain, Sym};
+use switchyard_core::{
+    class::{InterSwitch, Locality, NO_SWITCH, PathClass, TransportId, class_between},
+    route::{Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles},
+    topology::{LinkState, Shape, Topology, TopologyBox},
+    trace::{TraceRecord, TraceRing, TraceWriter},
+    transport::{
+        AtomicOp, AtomicWidth, ErrorKind, Instant as CoreInstant, Transport, TransportError,
+    },
+    wire::{AtomicKind, FrameOp},
+};
+use switchyard_shm::{HugePages, Segment, SegmentConfig, ShmError, ShmTransport};
+use zerocopy::IntoBytes;
+
+/// Transport id of shared memory.
+pub const SHM: TransportId = tid(0);
+/// Transport id of RDMA verbs.
+pub const VERBS: TransportId = tid(1);
+/// Transport id of TCP.
+pub const TCP: TransportId = tid(2);
+/// Number of transport ids in use.
+const N_TRANSPORTS: u8 = 3;
+
+const fn tid(i: u8) -> TransportId {
+    match TransportId::new(i) {
+        Some(t) => t,
+        None => panic!("transport id out of range"),
+    }
+}
+
+/// Records kept in the route trace ring.
+pub const TRACE_RECORDS: usize = 4096;
+
+/// Bytes at the start of the heap reserved for the context's own
+/// synchronization (barrier flags); user blocks start after them.
+pub const RESERVED: u64 = 4096;
+/// Barrier flag words (one per dissemination round: enough for 2^32 PEs).
+const BARRIER_ROUNDS: u64 = 32;
+
+/// How waits (quiet, blocking gets, `wait_until`, barriers) use the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Spin on the core (pinned, dedicated cores).
+    Busy,
+    /// Spin `spin` rounds, then yield and sleep in growing steps up to 100 µs.
+    Adaptive {
+        /// Spins before the first yield.
+        spin: u32,
+    },
+}
+
+/// Comparison for [`Context::wait_until`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+}
+
+impl Cmp {
+    fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+        }
+    }
+}
+
+/// Integer types with atomic operations: `u32`, `u64`, `i32`, `i64`.
+pub trait AtomicInt: Plain + PartialOrd + sealed::Sealed {
+    /// Operand width.
+    const WIDTH: AtomicWidth;
+    /// The value's bits, zero-extended to 64.
+    fn to_bits(self) -> u64;
+    /// The value from the low bits.
+    fn from_bits(b: u64) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
+    impl Sealed for i32 {}
+    impl Sealed for i64 {}
+}
+
+macro_rules! atomic_int {
+    ($t:ty, $w:expr, $u:ty) => {
+        impl AtomicInt for $t {
+            const WIDTH: AtomicWidth = $w;
+            #[inline]
+            fn to_bits(self) -> u64 {
+                u64::from(self as $u)
+            }
+            #[inline]
+            fn from_bits(b: u64) -> Self {
+                b as $u as $t
+            }
+        }
+    };
+}
+atomic_int!(u32, AtomicWidth::W32, u32);
+atomic_int!(i32, AtomicWidth::W32, u32);
+atomic_int!(u64, AtomicWidth::W64, u64);
+atomic_int!(i64, AtomicWidth::W64, u64);
+
+/// Errors of the Rust API.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration is bad.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The bootstrap failed.
+    #[error(transparent)]
+    Bootstrap(#[from] crate::bootstrap::BootstrapError),
+    /// The shared-memory transport failed.
+    #[error(transparent)]
+    Shm(#[from] ShmError),
+    /// No route to the PE.
+    #[error("{0}")]
+    Route(SelectError),
+    /// An element range outside a symmetric block.
+    #[error("elements [{at}, +{count}) are outside a symmetric block of {len}")]
+    OutOfBounds {
+        /// First element.
+        at: usize,
+        /// Elements asked for.
+        count: usize,
+        /// The block's length.
+        len: usize,
+    },
+    /// The symmetric heap has no room.
+    #[error(
+        "symmetric heap exhausted: {requested} bytes asked, {available} free (raise SWITCHYARD_HEAP_SIZE)"
+    )]
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes free.
+        available: u64,
+    },
+    /// A handle from another context, or already freed.
+    #[error("the symmetric handle does not belong to this context (or was freed)")]
+    ForeignHandle,
+    /// A wait ran past its deadline.
+    #[error("{what} timed out after {waited:?}{}", pe.map(|p| format!(" waiting for PE {p}")).unwrap_or_default())]
+    Timeout {
+        /// What was waited for.
+        what: &'static str,
+        /// How long.
+        waited: Duration,
+        /// The PE waited on, where one.
+        pe: Option<u32>,
+    },
+    /// A PE died.
+    #[error("PE {pe} is dead ({what})")]
+    PeerDead {
+        /// The PE.
+        pe: u32,
+        /// What was being done.
+        what: &'static str,
+    },
+    /// The route chose a transport this build cannot drive yet.
+    #[error("transport {transport} chosen for PE {pe} is not available in this build")]
+    TransportUnavailable {
+        /// The transport.
+        transport: TransportId,
+        /// The PE.
+        pe: u32,
+    },
+}
+
+/// Result of this module.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Where a peer is and how to reach it, from its bootstrap card.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    /// Node id (equal = same machine).
+    pub node: u64,
+    /// Switch id, or [`NO_SWITCH`].
+    pub switch: u32,
+    /// Its shared-memory object.
+    pub shm: Option<PathBuf>,
+}
+
+/// Everything a context needs, however it was learned.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Job id.
+    pub job_id: u64,
+    /// This PE.
+    pub me: u32,
+    /// Job size.
+    pub n_pes: u32,
+    /// Usable heap bytes per PE (the context reserves [`RESERVED`] more).
+    pub heap_size: u64,
+    /// Huge pages policy.
+    pub huge_pages: HugePages,
+    /// NUMA node for the heap.
+    pub numa_node: Option<u32>,
+    /// Deadline of every wait on a peer.
+    pub op_timeout: Duration,
+    /// How waits use the CPU.
+    pub progress: Progress,
+    /// Route policy knobs (roles are filled in by the context).
+    pub policy: PolicyConfig,
+}
+
+/// Counters of one context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Operations per transport id.
+    pub ops: [u64; 8],
+    /// Operations re-routed after a transport failed.
+    pub reroutes: u64,
+    /// Barriers completed.
+    pub barriers: u64,
+}
+
+static NEXT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// One PE's handle on the job. See the [module docs](self).
+pub struct Context {
+    me: u32,
+    n_pes: u32,
+    job_id: u64,
+    owner: u64,
+    shm: ShmTransport,
+    topo: Topology<'static>,
+    sel: Selector<'static>,
+    trace_ring: &'static TraceRing<TRACE_RECORDS>,
+    trace: TraceWriter<'static, TRACE_RECORDS>,
+    heap_len: u64,
+    alloc: SymAllocator,
+    barrier_epoch: u64,
+    clock: Instant,
+    op_timeout: Duration,
+    progress: Progress,
+    stats: Stats,
+    boot: Option<crate::bootstrap::Bootstrap>,
+    root:
+        Option<std::thread::JoinHandle<std::result::Result<(), crate::bootstrap::BootstrapError>>>,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("me", &self.me)
+            .field("n_pes", &self.n_pes)
+            .field("job_id", &format_args!("{:016x}", self.job_id))
+            .field("heap_len", &self.heap_len)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// Creates this PE's own shared-memory object (the first half of init,
+    /// before the bootstrap exchange announces it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shm`] when the object cannot be created.
+    pub fn create_segment(setup: &Setup) -> Result<Segment> {
+        let mut cfg = SegmentConfig::new(
+            setup.job_id,
+            setup.me,
+            setup.n_pes,
+            setup.heap_size.saturating_add(RESERVED),
+        );
+        cfg.huge_pages = setup.huge_pages;
+        cfg.numa_node = setup.numa_node;
+        Ok(Segment::create(&cfg)?)
+    }
+
+    /// Builds a context from its own segment and every PE's [`PeerInfo`]
+    /// (index = PE), connecting every same-node peer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shm`] when a peer's object cannot be attached.
+    pub fn from_parts(setup: Setup, own: Segment, peers: &[PeerInfo]) -> Result<Context> {
+        let (me, n) = (setup.me, setup.n_pes);
+        let mut warnings = own.warnings().to_vec();
+        let mut shm = ShmTransport::new(own, setup.job_id, me, n)?;
+        let my = peers.get(me as usize).map(|p| (p.node, p.switch));
+        // Node ids are 64-bit hashes; the topology wants small ids.
+        let mut nodes: Vec<u64> = peers.iter().map(|p| p.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let locality = |p: &PeerInfo| Locality {
+            node: nodes.binary_search(&p.node).unwrap_or(0) as u32,
+            switch: p.switch,
+        };
+        let my_loc = peers.get(me as usize).map(locality).unwrap_or(Locality {
+            node: 0,
+            switch: NO_SWITCH,
+        });
+        let shape = Shape {
+            me,
+            n_pes: n,
+            n_transports: N_TRANSPORTS,
+            load_hints: false,
+        };
+        let store: &'static TopologyBox = Box::leak(Box::new(TopologyBox::new(shape, 4)));
+        let topo = Topology::new(store.mem(), shape, |pe| {
+            peers.get(pe as usize).map_or(PathClass::Unreachable, |p| {
+                class_between(me, my_loc, pe, locality(p), InterSwitch::Routed)
+            })
+        })
+        .map_err(|e| {
+            Error::Shm(ShmError::BadObject {
+                path: PathBuf::new(),
+                why: format!("topology layout: {e}"),
+            })
+        })?;
+        for (pe, p) in peers.iter().enumerate() {
+            let pe = pe as u32;
+            let same_node = Some(p.node) == my.map(|m| m.0);
+            if pe == me {
+                topo.set_health(SHM, pe, true);
+            } else if same_node && let Some(path) = &p.shm {
+                shm.set_address(pe, path)?;
+                shm.connect(pe)?;
+                topo.set_health(SHM, pe, true);
+            }
+        }
+        let mut policy = setup.policy;
+        policy.roles = TransportRoles {
+            shm: Some(SHM),
+            rdma: Some(VERBS),
+            stream: [Some(TCP), None, None, None],
+        };
+        let sel = Selector::new(&topo, Policy::new(policy)).map_err(|e| {
+            Error::Shm(ShmError::BadObject {
+                path: PathBuf::new(),
+                why: format!("selector: {e}"),
+            })
+        })?;
+        let trace_ring: &'static TraceRing<TRACE_RECORDS> = Box::leak(Box::new(TraceRing::new()));
+        let trace = trace_ring.writer().ok_or_else(|| {
+            Error::Shm(ShmError::BadObject {
+                path: PathBuf::new(),
+                why: "trace ring already has a writer".into(),
+            })
+        })?;
+        let (_, heap_len) = shm.local_heap();
+        if heap_len < RESERVED {
+            warnings.push("heap smaller than the reserved area".into());
+        }
+        Ok(Context {
+            me,
+            n_pes: n,
+            job_id: setup.job_id,
+            owner: NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            shm,
+            topo,
+            sel,
+            trace_ring,
+            trace,
+            heap_len,
+            alloc: SymAllocator::new(RESERVED, heap_len),
+            barrier_epoch: 0,
+            clock: Instant::now(),
+            op_timeout: setup.op_timeout,
+            progress: setup.progress,
+            stats: Stats::default(),
+            boot: None,
+            root: None,
+            warnings,
+        })
+    }
+
+    /// This PE's number, `0..n_pes`.
+    #[inline]
+    pub fn my_pe(&self) -> u32 {
+        self.me
+    }
+
+    /// Number of PEs in the job.
+    #[inline]
+    pub fn n_pes(&self) -> u32 {
+        self.n_pes
+    }
+
+    /// The job id.
+    pub fn job_id(&self) -> u64 {
+        self.job_id
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Warnings from init (huge pages or NUMA placement that fell back).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The route trace ring (snapshot it with
+    /// [`TraceRing::snapshot`](switchyard_core::trace::TraceRing::snapshot)).
+    pub fn trace(&self) -> &TraceRing<TRACE_RECORDS> {
+        self.trace_ring
+    }
+
+    /// The route `select` gives for `len` bytes of `op` to `pe` (no trace).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Route`] when nothing reaches `pe`.
+    pub fn route(&mut self, pe: u32, len: u32, op: Op) -> Result<Route> {
+        self.sel.select(pe, len, op).map_err(Error::Route)
+    }
+
+    /// The path class toward `pe`.
+    pub fn class(&mut self, pe: u32) -> Option<PathClass> {
+        self.sel.pin().class(pe)
+    }
+
+    pub(crate) fn attach_bootstrap(
+        &mut self,
+        boot: crate::bootstrap::Bootstrap,
+        root: Option<
+            std::thread::JoinHandle<std::result::Result<(), crate::bootstrap::BootstrapError>>,
+        >,
+    ) {
+        self.boot = Some(boot);
+        self.root = root;
+    }
+
+    #[inline]
+    fn now(&self) -> CoreInstant {
+        CoreInstant::from_nanos(self.clock.elapsed().as_nanos() as u64)
+    }
+
+    /// Selects and traces one operation.
+    #[inline]
+    fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Result<Route> {
+        let len32 = u32::try_from(len).unwrap_or(u32::MAX);
+        let r = self.sel.select(pe, len32, op);
+        let timestamp = self.now().nanos;
+        let rec = match &r {
+            Ok(route) => TraceRecord {
+                seq: route.context.seq,
+                src: self.me,
+                dst: pe,
+                len: len32,
+                class: route.class.to_wire(),
+                transport: route.transport.index() as u8,
+                op: frame as u8,
+                flags: if route.downgraded {
+                    TraceRecord::DOWNGRADED
+                } else {
+                    0
+                },
+                timestamp,
+            },
+            Err(e) => TraceRecord {
+                seq: 0,
+                src: self.me,
+                dst: pe,
+                len: len32,
+                class: match e {
+                    SelectError::Unreachable { class, .. }
+                    | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
+                    SelectError::InvalidPe { .. } => PathClass::Unreachable.to_wire(),
+                },
+                transport: TraceRecord::NO_TRANSPORT,
+                op: frame as u8,
+                flags: TraceRecord::ERROR,
+                timestamp,
+            },
+        };
+        self.trace.record(&rec);
+        let route = r.map_err(Error::Route)?;
+        self.stats.ops[route.transport.index()] += 1;
+        Ok(route)
+    }
+
+    /// Handles a driver error: a dead peer flips its health bit (so the next
+    /// select falls back or fails at once) and may be retried elsewhere.
+    fn on_error<E: TransportError>(&mut self, t: TransportId, e: E, route: &Route) -> Option<Error>
+    where
+        Error: From<E>,
+    {
+        if e.kind() == ErrorKind::PeerDown {
+            if let Some(pe) = e.peer() {
+                self.topo.apply_link_state(t, pe, LinkState::Error);
+            }
+            if route.retry_allowed {
+                self.stats.reroutes += 1;
+                return None;
+            }
+        }
+        Some(Error::from(e))
+    }
+
+    fn check<T>(&self, sym: &Sym<T>, at: usize, count: usize) -> Result<u64> {
+        if sym.owner != self.owner {
+            return Err(Error::ForeignHandle);
+        }
+        match at.checked_add(count) {
+            Some(end) if end <= sym.len => Ok(sym.offset + (at * core::mem::size_of::<T>()) as u64),
+            _ => Err(Error::OutOfBounds {
+                at,
+                count,
+                len: sym.len,
+            }),
+        }
+    }
+
+    // ---- allocation -----------------------------------------------------
+
+    /// Collectively allocates `len` elements of `T`, zeroed, at the same
+    /// symmetric address on every PE. Every PE must make the same sequence of
+    /// `alloc`/`free` calls. Ends with a barrier, so no PE can put into the
+    /// block before every PE has it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`]; barrier errors.
+    pub fn alloc<T: Plain>(&mut self, len: usize) -> Result<Sym<T>> {
+        if core::mem::align_of::<T>() as u64 > BLOCK_ALIGN {
+            return Err(Error::OutOfMemory {
+                requested: u64::MAX,
+                available: self.alloc.available(),
+            });
+        }
+        let bytes = (len as u64)
+            .checked_mul(core::mem::size_of::<T>() as u64)
+            .ok_or(Error::OutOfMemory {
+                requested: u64::MAX,
+                available: self.alloc.available(),
+            })?;
+        let off = self.alloc.alloc(bytes).ok_or(Error::OutOfMemory {
+            requested: bytes,
+            available: self.alloc.available(),
+        })?;
+        // SAFETY-free zeroing: through the driver, like any local put.
+        let zeros = [0u8; 4096];
+        let mut done = 0u64;
+        while done < bytes {
+            let n = (bytes - done).min(zeros.len() as u64);
+            self.shm
+                .put(self.me, off + done, &zeros[..n as usize], self.sel_ctx())?;
+            done += n;
+        }
+        self.barrier_all()?;
+        Ok(Sym::new(off, len, self.owner))
+    }
+
+    /// Collectively frees a block (same order on every PE). Starts with a
+    /// barrier, so no PE still uses it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignHandle`] for a handle not from this context or freed.
+    pub fn free<T>(&mut self, sym: Sym<T>) -> Result<()> {
+        if sym.owner != self.owner {
+            return Err(Error::ForeignHandle);
+        }
+        self.barrier_all()?;
+        if self.alloc.free(sym.offset) {
+            Ok(())
+        } else {
+            Err(Error::ForeignHandle)
+        }
+    }
+
+    fn sel_ctx(&self) -> switchyard_core::route::ContextId {
+        switchyard_core::route::ContextId {
+            pe: self.me,
+            seq: 0,
+        }
+    }
+
+    // ---- local access ---------------------------------------------------
+
+    /// Reads elements of this PE's own copy of `sym` (other PEs may write it at
+    /// any time: this is a copy, never a reference).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`], [`Error::ForeignHandle`].
+    pub fn read_local<T: Plain>(&mut self, sym: &Sym<T>, at: usize, dst: &mut [T]) -> Result<()> {
+        let off = self.check(sym, at, dst.len())?;
+        let t = self.shm.get_start(
+            self.me,
+            off,
+            dst.len() as u32 * size32::<T>(),
+            self.sel_ctx(),
+        )?;
+        self.shm.get_poll(&t, dst.as_mut_bytes())?;
+        Ok(())
+    }
+
+    /// Writes elements of this PE's own copy of `sym`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`], [`Error::ForeignHandle`].
+    pub fn write_local<T: Plain>(&mut self, sym: &Sym<T>, at: usize, src: &[T]) -> Result<()> {
+        let off = self.check(sym, at, src.len())?;
+        self.shm.put(self.me, off, src.as_bytes(), self.sel_ctx())?;
+        Ok(())
+    }
+
+    // ---- put / get ------------------------------------------------------
+
+    /// Writes `src` to elements `at..` of `pe`'s copy of `dst`. Returns when
+    /// `src` may be reused; complete at `pe` after [`Context::quiet`] (or a
+    /// barrier).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] (nothing written), [`Error::Route`], driver
+    /// errors naming the peer.
+    #[inline]
+    pub fn put<T: Plain>(&mut self, dst: &Sym<T>, at: usize, src: &[T], pe: u32) -> Result<()> {
+        let off = self.check(dst, at, src.len())?;
+        let bytes = src.as_bytes();
+        loop {
+            let route = self.select(pe, bytes.len() as u64, Op::Put, FrameOp::Put)?;
+            match route.transport {
+                SHM => match self.shm.put(pe, off, bytes, route.context) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
+                    Err(e) => {
+                        if let Some(err) = self.on_error(SHM, e, &route) {
+                            return Err(err);
+                        }
+                    }
+                },
+                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+            }
+        }
+    }
+
+    /// Non-blocking put from this PE's own copy of `src` (elements
+    /// `src_at..src_at+count`) to `pe`'s copy of `dst` (from `dst_at`). The
+    /// source must not change, and the target is not complete, until
+    /// [`Context::quiet`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn put_nbi<T: Plain>(
+        &mut self,
+        dst: &Sym<T>,
+        dst_at: usize,
+        src: &Sym<T>,
+        src_at: usize,
+        count: usize,
+        pe: u32,
+    ) -> Result<()> {
+        let doff = self.check(dst, dst_at, count)?;
+        let soff = self.check(src, src_at, count)?;
+        let len =
+            u32::try_from(count * core::mem::size_of::<T>()).map_err(|_| Error::OutOfBounds {
+                at: src_at,
+                count,
+                len: src.len,
+            })?;
+        loop {
+            let route = self.select(pe, u64::from(len), Op::Put, FrameOp::Put)?;
+            match route.transport {
+                SHM => match self.shm.put_from_heap(pe, doff, soff, len, route.context) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
+                    Err(e) => {
+                        if let Some(err) = self.on_error(SHM, e, &route) {
+                            return Err(err);
+                        }
+                    }
+                },
+                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+            }
+        }
+    }
+
+    /// Reads elements `at..at+dst.len()` of `pe`'s copy of `src` into `dst`;
+    /// returns when they are there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`], plus [`Error::Timeout`].
+    #[inline]
+    pub fn get<T: Plain>(&mut self, src: &Sym<T>, at: usize, dst: &mut [T], pe: u32) -> Result<()> {
+        let off = self.check(src, at, dst.len())?;
+        let len = u32::try_from(core::mem::size_of_val(dst)).map_err(|_| Error::OutOfBounds {
+            at,
+            count: dst.len(),
+            len: src.len,
+        })?;
+        loop {
+            let route = self.select(pe, u64::from(len), Op::Get, FrameOp::Get)?;
+            match route.transport {
+                SHM => {
+                    let r = self
+                        .shm
+                        .get_start(pe, off, len, route.context)
+                        .and_then(|t| self.shm.get_poll(&t, dst.as_mut_bytes()));
+                    match r {
+                        Ok(_) => return Ok(()),
+                        Err(e) => {
+                            if let Some(err) = self.on_error(SHM, e, &route) {
+                                return Err(err);
+                            }
+                        }
+                    }
+                }
+                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+            }
+        }
+    }
+
+    /// Non-blocking get: elements `src_at..src_at+count` of `pe`'s copy of
+    /// `src` land in this PE's copy of `dst` (from `dst_at`) by
+    /// [`Context::quiet`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn get_nbi<T: Plain>(
+        &mut self,
+        dst: &Sym<T>,
+        dst_at: usize,
+        src: &Sym<T>,
+        src_at: usize,
+        count: usize,
+        pe: u32,
+    ) -> Result<()> {
+        let doff = self.check(dst, dst_at, count)?;
+        let soff = self.check(src, src_at, count)?;
+        let len =
+            u32::try_from(count * core::mem::size_of::<T>()).map_err(|_| Error::OutOfBounds {
+                at: src_at,
+                count,
+                len: src.len,
+            })?;
+        loop {
+            let route = self.select(pe, u64::from(len), Op::Get, FrameOp::Get)?;
+            match route.transport {
+                SHM => match self.shm.get_into_heap(pe, soff, doff, len, route.context) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => {
+                        if let Some(err) = self.on_error(SHM, e, &route) {
+                            return Err(err);
+                        }
+                    }
+                },
+                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+            }
+        }
+    }
+
+    // ---- atomics --------------------------------------------------------
+
+    fn atomic<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        kind: AtomicKind,
+        operand: T,
+        compare: T,
+        pe: u32,
+    ) -> Result<T> {
+        let off = self.check(sym, at, 1)?;
+        let op = AtomicOp {
+            kind,
+            width: T::WIDTH,
+            operand: operand.to_bits(),
+            compare: compare.to_bits(),
+        };
+        let rop = if op.is_fetching() {
+            Op::FetchingAtomic
+        } else {
+            Op::Atomic
+        };
+        loop {
+            let route = self.select(pe, T::WIDTH.bytes() as u64, rop, FrameOp::Atomic)?;
+            match route.transport {
+                SHM => {
+                    let r = self
+                        .shm
+                        .atomic_start(pe, off, op, route.context)
+                        .and_then(|t| self.shm.atomic_poll(&t));
+                    match r {
+                        Ok(v) => return Ok(T::from_bits(v.unwrap_or(0))),
+                        Err(e) => {
+                            if let Some(err) = self.on_error(SHM, e, &route) {
+                                return Err(err);
+                            }
+                        }
+                    }
+                }
+                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+            }
+        }
+    }
+
+    /// Atomically adds `value` to element `at` of `pe`'s copy of `sym` and
+    /// returns the old value.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    #[inline]
+    pub fn fetch_add<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        value: T,
+        pe: u32,
+    ) -> Result<T> {
+        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, pe)
+    }
+
+    /// Atomically stores `new` if the element equals `expected`; returns the
+    /// old value (equal to `expected` when it stored).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn compare_swap<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        expected: T,
+        new: T,
+        pe: u32,
+    ) -> Result<T> {
+        self.atomic(sym, at, AtomicKind::CompareSwap, new, expected, pe)
+    }
+
+    /// Atomically stores `value`, returning the old value.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn swap<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<T> {
+        self.atomic(sym, at, AtomicKind::Swap, value, value, pe)
+    }
+
+    /// Atomically reads the element.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn fetch<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, pe: u32) -> Result<T> {
+        let z = T::from_bits(0);
+        self.atomic(sym, at, AtomicKind::Fetch, z, z, pe)
+    }
+
+    /// Atomically stores `value` (complete at `pe` after [`Context::quiet`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn set<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<()> {
+        self.atomic(sym, at, AtomicKind::Set, value, value, pe)
+            .map(|_| ())
+    }
+
+    // ---- ordering and waiting ------------------------------------------
+
+    /// Orders this PE's earlier puts and non-fetching atomics to each PE
+    /// before its later ones.
+    ///
+    /// # Errors
+    ///
+    /// When a transport is unusable.
+    #[inline]
+    pub fn fence(&mut self) -> Result<()> {
+        self.shm.fence()?;
+        Ok(())
+    }
+
+    /// Waits until every earlier operation of this PE is complete at its
+    /// target (bounded by the op timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], or the error of a failed operation naming its peer.
+    pub fn quiet(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while !self.shm.quiet_poll()? {
+            self.pause(&mut spins, start, "quiet", None)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until element `at` of this PE's own copy of `sym` compares to
+    /// `value` as `cmp` says, and returns it. Bounded by the op timeout; fails
+    /// early if a PE dies meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], [`Error::PeerDead`], [`Error::OutOfBounds`].
+    pub fn wait_until<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<T> {
+        let off = self.check(sym, at, 1)?;
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let v = self.load_local(off, T::WIDTH)?;
+            let v = T::from_bits(v);
+            if cmp.holds(v, value) {
+                return Ok(v);
+            }
+            self.pause(&mut spins, start, "wait_until", None)?;
+        }
+    }
+
+    /// An Acquire load of the own heap word at `off` (checked by the caller).
+    #[inline]
+    fn load_local(&self, off: u64, w: AtomicWidth) -> Result<u64> {
+        Ok(self.shm.load_acquire(off, w)?)
+    }
+
+    /// Waits until every PE has called `barrier_all` (after a `quiet`: every
+    /// PE's earlier operations are complete everywhere). A dissemination
+    /// barrier: ⌈log2 n⌉ rounds, each a flag put to one PE and a wait on one
+    /// local flag, over whatever transport reaches that PE.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] naming the PE not heard from, [`Error::PeerDead`].
+    pub fn barrier_all(&mut self) -> Result<()> {
+        self.quiet()?;
+        self.barrier_epoch += 1;
+        let epoch = self.barrier_epoch;
+        let n = self.n_pes;
+        let mut dist = 1u32;
+        let mut round = 0u64;
+        while dist < n {
+            let to = ((u64::from(self.me) + u64::from(dist)) % u64::from(n)) as u32;
+            let from =
+                ((u64::from(self.me) + u64::from(n) - u64::from(dist)) % u64::from(n)) as u32;
+            let flag = round * 8;
+            self.fence()?;
+            self.put_raw(to, flag, &epoch.to_le_bytes())?;
+            let start = Instant::now();
+            let mut spins = 0u32;
+            while self.load_local(flag, AtomicWidth::W64)? < epoch {
+                if let Err(e) = self.pause(&mut spins, start, "barrier", Some(from)) {
+                    // `from` may have written the flag and exited since the load.
+                    if self.load_local(flag, AtomicWidth::W64)? >= epoch {
+                        break;
+                    }
+                    return Err(e);
+                }
+            }
+            dist = dist.saturating_mul(2);
+            round += 1;
+            debug_assert!(round <= BARRIER_ROUNDS);
+        }
+        self.stats.barriers += 1;
+        Ok(())
+    }
+
+    /// A put of raw bytes at a heap offset (the context's own reserved area).
+    fn put_raw(&mut self, pe: u32, off: u64, bytes: &[u8]) -> Result<()> {
+        loop {
+            let route = self.select(pe, bytes.len() as u64, Op::Put, FrameOp::Put)?;
+            match route.transport {
+                SHM => match self.shm.put(pe, off, bytes, route.context) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
+                    Err(e) => {
+                        if let Some(err) = self.on_error(SHM, e, &route) {
+                            return Err(err);
+                        }
+                    }
+                },
+                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+            }
+        }
+    }
+
+    /// One progress step of every driver; link-state changes flip health bits.
+    fn poll_once(&mut self) {
+        let now = self.now();
+        if self.shm.progress(now) == switchyard_core::transport::PollResult::Busy {
+            for pe in 0..self.n_pes {
+                let st = self.shm.state(pe);
+                if st == LinkState::Error {
+                    self.topo.apply_link_state(SHM, pe, st);
+                }
+            }
+        }
+    }
+
+    /// One step of a bounded wait: progress, dead-peer check, deadline, then
+    /// spin or park as the progress mode says.
+    fn pause(
+        &mut self,
+        spins: &mut u32,
+        start: Instant,
+        what: &'static str,
+        pe: Option<u32>,
+    ) -> Result<()> {
+        self.poll_once();
+        *spins = spins.saturating_add(1);
+        if (*spins).is_multiple_of(64) {
+            let dead = match pe {
+                Some(p) => (self.shm.state(p) == LinkState::Error).then_some(p),
+                None => (0..self.n_pes).find(|&p| self.shm.state(p) == LinkState::Error),
+            };
+            if let Some(dead) = dead {
+                return Err(Error::PeerDead { pe: dead, what });
+            }
+            let waited = start.elapsed();
+            if waited > self.op_timeout {
+                return Err(Error::Timeout { what, waited, pe });
+            }
+        }
+        match self.progress {
+            Progress::Busy => core::hint::spin_loop(),
+            Progress::Adaptive { spin } => {
+                if *spins < spin {
+                    core::hint::spin_loop();
+                } else if *spins < spin.saturating_add(64) {
+                    std::thread::yield_now();
+                } else {
+                    let over = (*spins - spin - 64).min(100);
+                    std::thread::sleep(Duration::from_micros(u64::from(over)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends this PE's part in the job: a final barrier (so no PE still uses
+    /// this heap), then the bootstrap goodbye. The shared-memory object is
+    /// unlinked when the context drops.
+    ///
+    /// # Errors
+    ///
+    /// Barrier or bootstrap errors (resources are released anyway).
+    pub fn finalize(mut self) -> Result<()> {
+        let r = self.barrier_all();
+        let b = self.boot.take().map(|b| b.finish());
+        // The hosted root (rank 0 under srun/mpirun) ends once everyone said
+        // goodbye, or fails naming who did not, within its own timeout.
+        let root = self.root.take().map(|h| {
+            h.join()
+                .unwrap_or(Err(crate::bootstrap::BootstrapError::Unusable))
+        });
+        let _ = self.shm.close();
+        r?;
+        if let Some(b) = b {
+            b?;
+        }
+        if let Some(root) = root {
+            root?;
+        }
+        Ok(())
+    }
+}
+
+fn size32<T>() -> u32 {
+    core::mem::size_of::<T>() as u32
+}

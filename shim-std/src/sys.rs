@@ -1,0 +1,30 @@
+//! OS calls of the shim outside the launcher: thread pinning.
+#![allow(unsafe_code)]
+
+use std::io;
+
+/// Pins the calling thread to `cpu`.
+///
+/// # Errors
+///
+/// When `cpu` is out of range or the kernel refuses (not in the allowed set).
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    if cpu >= 8 * core::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "CPU index out of range",
+        ));
+    }
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
+    // size passed.
+    let r = unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(&set), &set) };
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

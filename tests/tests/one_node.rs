@@ -1,0 +1,132 @@
+//! One-node jobs end to end: real PE processes (`sy_pe`) started by the
+//! launcher library, talking over the shared-memory driver. Every job is
+//! bounded by a launcher timeout, and every wait inside a PE by its op
+//! timeout.
+
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use switchyard::launch::{self, Bind, JobEnd, JobOutcome, LaunchOptions, RankExit};
+
+const PE: &str = env!("CARGO_BIN_EXE_sy_pe");
+
+fn job(n: u32, args: &[&str]) -> JobOutcome {
+    let mut o = LaunchOptions::new(n, PE);
+    o.args = args.iter().map(Into::into).collect();
+    o.bind = Bind::None;
+    o.timeout = Some(Duration::from_secs(90));
+    o.grace = Duration::from_millis(500);
+    o.env.push(("SWITCHYARD_HEAP_SIZE".into(), "4M".into()));
+    o.env.push(("SWITCHYARD_OP_TIMEOUT".into(), "20s".into()));
+    let out = launch::launch(&o).expect("launch");
+    assert_no_objects_left(out.job_id);
+    out
+}
+
+fn assert_no_objects_left(job_id: u64) {
+    let prefix = launch::shm_object_prefix(job_id);
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .expect("/dev/shm")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "objects left behind: {left:?}");
+}
+
+fn assert_ok(out: &JobOutcome) {
+    assert!(
+        out.success(),
+        "job failed: {:?} {:?}",
+        out.end,
+        out.bootstrap_error
+    );
+}
+
+#[test]
+fn put_get_random_offsets_2_pes() {
+    assert_ok(&job(2, &["putget", "11"]));
+}
+
+#[test]
+fn put_get_random_offsets_4_pes() {
+    assert_ok(&job(4, &["putget", "12"]));
+}
+
+#[test]
+fn four_pes_times_10000_fetch_adds_give_the_exact_total() {
+    assert_ok(&job(4, &["counter", "10000"]));
+}
+
+#[test]
+fn out_of_bounds_put_fails_and_leaves_the_target_untouched() {
+    assert_ok(&job(2, &["oob"]));
+}
+
+#[test]
+fn a_rank_exiting_non_zero_is_named_and_the_others_do_not_hang() {
+    let t0 = Instant::now();
+    let out = job(4, &["fail", "2", "3"]);
+    match out.end {
+        JobEnd::RankFailed { rank, exit } => {
+            assert_eq!(rank, 2);
+            assert_eq!(exit, RankExit::Code(3));
+        }
+        other => panic!("expected rank 2 to fail, got {other:?}"),
+    }
+    assert_ne!(out.exit_code(), 0);
+    // A hang guard, not a performance assertion: the others wait on a flag
+    // with a 20 s op timeout, so only fail-fast ends the job this soon.
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn a_killed_rank_is_named_and_its_objects_removed() {
+    let out = job(3, &["fail", "1", "kill"]);
+    match out.end {
+        JobEnd::RankFailed { rank, exit } => {
+            assert_eq!(rank, 1);
+            assert_eq!(exit, RankExit::Signal(9));
+        }
+        other => panic!("expected rank 1 to be killed, got {other:?}"),
+    }
+}
+
+fn direct(env: &[(&str, &str)]) -> (i32, String) {
+    let mut c = Command::new(PE);
+    c.arg("init");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run sy_pe");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_environment_is_a_clear_error_naming_the_variable() {
+    let (code, err) = direct(&[("SWITCHYARD_HEAP_SIZE", "abc")]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("SWITCHYARD_HEAP_SIZE") && err.contains("abc"),
+        "{err}"
+    );
+    let (code, err) = direct(&[("SWITCHYARD_RANK", "5"), ("SWITCHYARD_SIZE", "2")]);
+    assert_ne!(code, 0);
+    assert!(err.contains("SWITCHYARD_RANK"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Without any launcher variable, a program is a job of one PE.
+    let (code, err) = direct(&[]);
+    assert_eq!(code, 0, "{err}");
+}
