@@ -3,7 +3,7 @@
 # user reads, and fail cleanly (exit 2, no panic) on bad input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build -q -p switchyard --bin switchyard
+cargo build -q -p switchyard --bin switchyard --examples
 sy=target/debug/switchyard
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -27,4 +27,27 @@ cat "$out/err.txt"
 [ "$rc" -eq 2 ] || { echo "expected exit 2 on a bad topology file, got $rc"; exit 1; }
 grep -q ':1' "$out/err.txt" || { echo "the error does not name the line"; exit 1; }
 if grep -q panicked "$out/err.txt"; then echo "panic on bad input"; exit 1; fi
+# info: every transport, verbs unavailable here with a reason; JSON parses.
+run info | tee "$out/info.txt"
+grep -q 'verbs' "$out/info.txt"
+run info --json > "$out/info.json"
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$out/info.json"
+
+# run: a real job (the counter example) and a failing one.
+run run -n 4 --timeout 60 -- target/debug/examples/counter 2000 | tee "$out/counter.txt"
+grep -q 'counter = 8000 (expected 8000)' "$out/counter.txt"
+set +e
+timeout 60 "$sy" run -n 2 --timeout 30 -- sh -c 'exit 3' 2> "$out/run-err.txt"
+rc=$?
+set -e
+cat "$out/run-err.txt"
+[ "$rc" -eq 3 ] || { echo "expected exit 3 from a failing rank, got $rc"; exit 1; }
+grep -q 'exited with status 3' "$out/run-err.txt"
+
+# perf: a short bounded run of every test, table and JSON.
+run perf --iters 2000 | tee "$out/perf.txt"
+grep -q 'put-lat' "$out/perf.txt" && grep -q 'cacheline' "$out/perf.txt"
+run perf put-bw --sizes 8..64K --iters 256 --json > "$out/perf.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["results"]' "$out/perf.json"
+if ls /dev/shm | grep -q '^switchyard-'; then echo "shared-memory objects left behind:"; ls /dev/shm; exit 1; fi
 echo "tool smoke: ok"

@@ -127,6 +127,26 @@ fn json_parses_with_transports_machine_and_config_sources() {
             "the kernel has no InfiniBand support (/sys/class/infiniband is absent)"
         );
     }
+    // The drivers probe: tcp is not written yet but lists the interfaces.
+    if !switchyard_socket::IMPLEMENTED {
+        assert_eq!(transports[1]["available"], false);
+        assert_eq!(
+            transports[1]["why_not"],
+            switchyard_socket::UNAVAILABLE_REASON
+        );
+    }
+    if std::path::Path::new("/sys/class/net/lo").exists() {
+        let lo = transports[1]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == "lo")
+            .unwrap_or_else(|| panic!("{}", transports[1]));
+        assert!(
+            lo["detail"].as_str().unwrap().starts_with("loopback, "),
+            "{lo}"
+        );
+    }
     assert!(v["machine"]["numa_nodes"].is_array());
     let settings = v["config"]["settings"].as_array().unwrap();
     assert_eq!(settings.len(), switchyard::config::Key::COUNT + 1);

@@ -38,10 +38,11 @@ static GLOBAL: Counting = Counting;
 fn data_path_does_not_allocate() {
     // A one-PE job whatever the environment says.
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("SWITCHYARD_")) {
-        // SAFETY-free: single-threaded at this point of this test binary.
+        // SAFETY: this binary's only test; no other thread reads the
+        // environment while it runs.
         unsafe { std::env::remove_var(k) };
     }
-    // SAFETY: as above.
+    // SAFETY: as above, no other thread reads the environment.
     unsafe { std::env::set_var("SWITCHYARD_HEAP_SIZE", "1M") };
     let mut ctx = Context::from_env().expect("context");
     let a = ctx.alloc::<u64>(64).expect("alloc");

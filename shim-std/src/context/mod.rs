@@ -73,6 +73,9 @@ pub const TRACE_RECORDS: usize = 4096;
 /// Bytes at the start of the heap reserved for the context's own
 /// synchronization (barrier flags); user blocks start after them.
 pub const RESERVED: u64 = 4096;
+/// Spins of a wait's fast path (a load and a pause instruction each, no clock,
+/// no progress) before the bounded slow path starts.
+const FAST_SPINS: u32 = 256;
 /// Barrier flag words (one per dissemination round: enough for 2^32 PEs).
 const BARRIER_ROUNDS: u64 = 32;
 
@@ -494,7 +497,7 @@ impl Context {
     fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Result<Route> {
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
         let r = self.sel.select(pe, len32, op);
-        let timestamp = self.now().nanos;
+        let timestamp = crate::sys::ticks();
         let rec = match &r {
             Ok(route) => TraceRecord {
                 seq: route.context.seq,
@@ -962,11 +965,19 @@ impl Context {
         value: T,
     ) -> Result<T> {
         let off = self.check(sym, at, 1)?;
+        // Fast path: a tight spin on the word, nothing else, so a flag that
+        // arrives soon is seen within one cache-line transfer.
+        for _ in 0..FAST_SPINS {
+            let v = T::from_bits(self.load_local(off, T::WIDTH)?);
+            if cmp.holds(v, value) {
+                return Ok(v);
+            }
+            core::hint::spin_loop();
+        }
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            let v = self.load_local(off, T::WIDTH)?;
-            let v = T::from_bits(v);
+            let v = T::from_bits(self.load_local(off, T::WIDTH)?);
             if cmp.holds(v, value) {
                 return Ok(v);
             }
@@ -1002,6 +1013,11 @@ impl Context {
             let flag = round * 8;
             self.fence()?;
             self.put_raw(to, flag, &epoch.to_le_bytes())?;
+            let mut fast = 0;
+            while fast < FAST_SPINS && self.load_local(flag, AtomicWidth::W64)? < epoch {
+                core::hint::spin_loop();
+                fast += 1;
+            }
             let start = Instant::now();
             let mut spins = 0u32;
             while self.load_local(flag, AtomicWidth::W64)? < epoch {
@@ -1062,8 +1078,10 @@ impl Context {
         what: &'static str,
         pe: Option<u32>,
     ) -> Result<()> {
-        self.poll_once();
         *spins = spins.saturating_add(1);
+        if (*spins).is_multiple_of(16) {
+            self.poll_once();
+        }
         if (*spins).is_multiple_of(64) {
             let dead = match pe {
                 Some(p) => (self.shm.state(p) == LinkState::Error).then_some(p),

@@ -19,8 +19,22 @@ use switchyard_core::pad::CachePadded;
 
 use super::stats::{Bandwidth, Latency, Measurement};
 
-/// Bare cache-line ping-pong: one-way latency (RTT/2) percentiles.
+/// Bare cache-line ping-pong: one-way latency (RTT/2) percentiles. Both sides
+/// run on threads of their own, so the caller's CPU affinity (which the PEs
+/// launched later inherit the set of) is left alone.
 pub fn cacheline(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
+    std::thread::spawn(move || cacheline_here(iters, warmup, cpus))
+        .join()
+        .unwrap_or_else(|_| Measurement {
+            test: "cacheline".into(),
+            size: 8,
+            iters: 0,
+            latency: None,
+            bandwidth: None,
+        })
+}
+
+fn cacheline_here(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
     let ping = Arc::new(CachePadded::new(AtomicU64::new(0)));
     let pong = Arc::new(CachePadded::new(AtomicU64::new(0)));
     let total = iters + warmup;
@@ -63,8 +77,21 @@ pub fn cacheline(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
     }
 }
 
-/// Single-thread copy bandwidth of `size`-byte messages, `msgs` of them.
+/// Single-thread copy bandwidth of `size`-byte messages, `msgs` of them (on a
+/// thread of its own, pinned to `cpu`).
 pub fn memcpy(size: usize, msgs: u64, cpu: usize) -> Measurement {
+    std::thread::spawn(move || memcpy_here(size, msgs, cpu))
+        .join()
+        .unwrap_or_else(|_| Measurement {
+            test: "memcpy".into(),
+            size: size as u64,
+            iters: 0,
+            latency: None,
+            bandwidth: None,
+        })
+}
+
+fn memcpy_here(size: usize, msgs: u64, cpu: usize) -> Measurement {
     let _ = crate::sys::pin_current_thread(cpu);
     let src = vec![0x5Au8; size.max(1)];
     let mut dst = vec![0u8; size.max(1)];

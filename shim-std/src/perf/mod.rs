@@ -117,7 +117,19 @@ struct Options {
 }
 
 fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
-    let bad = || format!("--sizes {s}: expected A..B with sizes such as 8..4M");
+    let bad = || {
+        format!(
+            "--sizes {s}: expected A..B (powers of two) or a list A,B,C, with sizes such as 8..4M"
+        )
+    };
+    if s.contains(',') || !s.contains("..") {
+        let v = s
+            .split(',')
+            .map(|x| parse_size(x.trim()).filter(|&v| v > 0 && v <= 1 << 30))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(bad)?;
+        return Ok(v);
+    }
     let (a, b) = s.split_once("..").ok_or_else(bad)?;
     let (a, b) = (
         parse_size(a).ok_or_else(bad)?,
@@ -407,21 +419,8 @@ fn drive(o: &Options) -> Result<(), String> {
             "--worker-out".into(),
             out.clone().into(),
         ];
-        if let Some(sz) = &o.sizes {
-            if sz.len() == 1 {
-                args.extend(["--size".into(), sz[0].to_string().into()]);
-            } else {
-                args.extend([
-                    "--sizes".into(),
-                    format!("{}..{}", sz[0], sz[sz.len() - 1]).into(),
-                ]);
-            }
-        } else if !step.test.is_latency() {
-            args.extend([
-                "--sizes".into(),
-                format!("{}..{}", step.sizes[0], step.sizes[step.sizes.len() - 1]).into(),
-            ]);
-        }
+        let list: Vec<String> = step.sizes.iter().map(u64::to_string).collect();
+        args.extend(["--sizes".into(), list.join(",").into()]);
         let mut lo = LaunchOptions::new(o.n, exe.clone());
         lo.args = args;
         lo.bind = if pinned { Bind::Core } else { Bind::None };
@@ -588,6 +587,11 @@ mod test {
                 .contains("--size abc")
         );
         assert!(parse(&a(&["--sizes", "64..8"])).is_err());
+        assert_eq!(
+            parse(&a(&["--sizes", "64,4K,1M"])).unwrap().sizes,
+            Some(vec![64, 4096, 1 << 20])
+        );
+        assert!(parse(&a(&["--sizes", "64,,1M"])).is_err());
         assert!(parse(&a(&["--transport", "udp"])).is_err());
         assert!(
             parse(&a(&["--iters"]))
