@@ -348,7 +348,8 @@ pub enum HugePages {
     /// Use them when the system has enough free, else normal pages.
     #[default]
     Auto,
-    /// Require them: start-up fails when they cannot be had.
+    /// Ask for them: when they cannot be had, the heap falls back to normal
+    /// pages and the context reports a warning.
     On,
     /// Never use them.
     Off,

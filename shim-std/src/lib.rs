@@ -32,9 +32,9 @@
 //!
 //! ## What comes later
 //!
-//! Bootstrap (rank and size from the launcher, the card exchange), progress
-//! threads, metrics, and the glue that binds the shm, socket and verbs drivers
-//! to the core.
+//! Progress threads, metrics, the TCP and verbs drivers (the [`context`]
+//! drives shared memory only so far: peers on other nodes are unreachable),
+//! and contexts shared by several threads of one PE.
 //!
 //! ## Example
 //!
