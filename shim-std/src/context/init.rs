@@ -59,6 +59,11 @@ impl Context {
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));
         let own = Context::create_segment(&setup)?;
+        // Fallbacks the user asked to hear about (huge pages requested but
+        // unavailable, NUMA placement refused); also kept in `warnings()`.
+        for w in own.warnings() {
+            eprintln!("switchyard: warning: PE {}: {w}", info.rank);
+        }
         let card = Card {
             job_id: info.job_id,
             rank: info.rank,
