@@ -554,6 +554,35 @@ impl Context {
         Some(Error::from(e))
     }
 
+    /// Routes one operation and runs it on the chosen driver: `WouldBlock`
+    /// makes progress and retries, a dead peer flips its health bit and
+    /// re-selects when the route allows a retry, anything else is returned.
+    #[inline]
+    fn routed<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        mut run: impl FnMut(&mut ShmTransport, &Route) -> std::result::Result<R, ShmError>,
+    ) -> Result<R> {
+        loop {
+            let route = self.select(pe, len, op, frame)?;
+            match route.transport {
+                SHM => match run(&mut self.shm, &route) {
+                    Ok(r) => return Ok(r),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
+                    Err(e) => {
+                        if let Some(err) = self.on_error(SHM, e, &route) {
+                            return Err(err);
+                        }
+                    }
+                },
+                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+            }
+        }
+    }
+
     fn check<T>(&self, sym: &Sym<T>, at: usize, count: usize) -> Result<u64> {
         if sym.owner != self.owner {
             return Err(Error::ForeignHandle);
@@ -678,21 +707,9 @@ impl Context {
     pub fn put<T: Plain>(&mut self, dst: &Sym<T>, at: usize, src: &[T], pe: u32) -> Result<()> {
         let off = self.check(dst, at, src.len())?;
         let bytes = src.as_bytes();
-        loop {
-            let route = self.select(pe, bytes.len() as u64, Op::Put, FrameOp::Put)?;
-            match route.transport {
-                SHM => match self.shm.put(pe, off, bytes, route.context) {
-                    Ok(()) => return Ok(()),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
-                    Err(e) => {
-                        if let Some(err) = self.on_error(SHM, e, &route) {
-                            return Err(err);
-                        }
-                    }
-                },
-                t => return Err(Error::TransportUnavailable { transport: t, pe }),
-            }
-        }
+        self.routed(pe, bytes.len() as u64, Op::Put, FrameOp::Put, |shm, r| {
+            shm.put(pe, off, bytes, r.context)
+        })
     }
 
     /// Non-blocking put from this PE's own copy of `src` (elements
@@ -720,21 +737,9 @@ impl Context {
                 count,
                 len: src.len,
             })?;
-        loop {
-            let route = self.select(pe, u64::from(len), Op::Put, FrameOp::Put)?;
-            match route.transport {
-                SHM => match self.shm.put_from_heap(pe, doff, soff, len, route.context) {
-                    Ok(()) => return Ok(()),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
-                    Err(e) => {
-                        if let Some(err) = self.on_error(SHM, e, &route) {
-                            return Err(err);
-                        }
-                    }
-                },
-                t => return Err(Error::TransportUnavailable { transport: t, pe }),
-            }
-        }
+        self.routed(pe, u64::from(len), Op::Put, FrameOp::Put, |shm, r| {
+            shm.put_from_heap(pe, doff, soff, len, r.context)
+        })
     }
 
     /// Reads elements `at..at+dst.len()` of `pe`'s copy of `src` into `dst`;
@@ -751,26 +756,11 @@ impl Context {
             count: dst.len(),
             len: src.len,
         })?;
-        loop {
-            let route = self.select(pe, u64::from(len), Op::Get, FrameOp::Get)?;
-            match route.transport {
-                SHM => {
-                    let r = self
-                        .shm
-                        .get_start(pe, off, len, route.context)
-                        .and_then(|t| self.shm.get_poll(&t, dst.as_mut_bytes()));
-                    match r {
-                        Ok(_) => return Ok(()),
-                        Err(e) => {
-                            if let Some(err) = self.on_error(SHM, e, &route) {
-                                return Err(err);
-                            }
-                        }
-                    }
-                }
-                t => return Err(Error::TransportUnavailable { transport: t, pe }),
-            }
-        }
+        let dst = dst.as_mut_bytes();
+        self.routed(pe, u64::from(len), Op::Get, FrameOp::Get, |shm, r| {
+            let t = shm.get_start(pe, off, len, r.context)?;
+            shm.get_poll(&t, dst).map(|_| ())
+        })
     }
 
     /// Non-blocking get: elements `src_at..src_at+count` of `pe`'s copy of
@@ -797,20 +787,9 @@ impl Context {
                 count,
                 len: src.len,
             })?;
-        loop {
-            let route = self.select(pe, u64::from(len), Op::Get, FrameOp::Get)?;
-            match route.transport {
-                SHM => match self.shm.get_into_heap(pe, soff, doff, len, route.context) {
-                    Ok(()) => return Ok(()),
-                    Err(e) => {
-                        if let Some(err) = self.on_error(SHM, e, &route) {
-                            return Err(err);
-                        }
-                    }
-                },
-                t => return Err(Error::TransportUnavailable { transport: t, pe }),
-            }
-        }
+        self.routed(pe, u64::from(len), Op::Get, FrameOp::Get, |shm, r| {
+            shm.get_into_heap(pe, soff, doff, len, r.context)
+        })
     }
 
     // ---- atomics --------------------------------------------------------
@@ -836,26 +815,17 @@ impl Context {
         } else {
             Op::Atomic
         };
-        loop {
-            let route = self.select(pe, T::WIDTH.bytes() as u64, rop, FrameOp::Atomic)?;
-            match route.transport {
-                SHM => {
-                    let r = self
-                        .shm
-                        .atomic_start(pe, off, op, route.context)
-                        .and_then(|t| self.shm.atomic_poll(&t));
-                    match r {
-                        Ok(v) => return Ok(T::from_bits(v.unwrap_or(0))),
-                        Err(e) => {
-                            if let Some(err) = self.on_error(SHM, e, &route) {
-                                return Err(err);
-                            }
-                        }
-                    }
-                }
-                t => return Err(Error::TransportUnavailable { transport: t, pe }),
-            }
-        }
+        let v = self.routed(
+            pe,
+            T::WIDTH.bytes() as u64,
+            rop,
+            FrameOp::Atomic,
+            |shm, r| {
+                let t = shm.atomic_start(pe, off, op, r.context)?;
+                shm.atomic_poll(&t)
+            },
+        )?;
+        Ok(T::from_bits(v.unwrap_or(0)))
     }
 
     /// Atomically adds `value` to element `at` of `pe`'s copy of `sym` and
@@ -1039,21 +1009,9 @@ impl Context {
 
     /// A put of raw bytes at a heap offset (the context's own reserved area).
     fn put_raw(&mut self, pe: u32, off: u64, bytes: &[u8]) -> Result<()> {
-        loop {
-            let route = self.select(pe, bytes.len() as u64, Op::Put, FrameOp::Put)?;
-            match route.transport {
-                SHM => match self.shm.put(pe, off, bytes, route.context) {
-                    Ok(()) => return Ok(()),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
-                    Err(e) => {
-                        if let Some(err) = self.on_error(SHM, e, &route) {
-                            return Err(err);
-                        }
-                    }
-                },
-                t => return Err(Error::TransportUnavailable { transport: t, pe }),
-            }
-        }
+        self.routed(pe, bytes.len() as u64, Op::Put, FrameOp::Put, |shm, r| {
+            shm.put(pe, off, bytes, r.context)
+        })
     }
 
     /// One progress step of every driver; link-state changes flip health bits.
