@@ -534,6 +534,32 @@ impl<'a> Selector<'a> {
         }
     }
 
+    /// As [`pin`](Self::pin), but the reader stays announced in the version
+    /// after the guard drops ([`Reader::pin_sticky`]): a run of single
+    /// selects then costs no store and no fence each, only a load of the
+    /// published version. Call [`unpin`](Self::unpin) before going idle, and
+    /// before this thread updates the topology itself.
+    #[inline]
+    pub fn pin_sticky(&mut self) -> PinnedSelector<'_, 'a> {
+        let pinned = self.reader.pin_sticky();
+        PinnedSelector {
+            view: pinned.view(),
+            pinned,
+            policy: &self.policy,
+            pe: self.pe,
+            lane_bits: self.lane_bits,
+            counter: self.counter,
+            counter_home: &mut self.counter,
+            downgrades: &mut self.downgrades,
+        }
+    }
+
+    /// Leaves the version a [`pin_sticky`](Self::pin_sticky) held.
+    #[inline]
+    pub fn unpin(&mut self) {
+        self.reader.unpin();
+    }
+
     /// One select with its own pin: for callers outside a batch. Each pin costs
     /// a store and a full fence (about as much as a select); a loop of selects
     /// should take one [`pin`](Self::pin) and call

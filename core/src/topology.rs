@@ -453,6 +453,7 @@ impl<'a> Topology<'a> {
                 .map(|_| Reader {
                     topo: *self,
                     index: i,
+                    held: READER_IDLE,
                 })
         })
     }
@@ -530,6 +531,8 @@ fn row_code(row: &[AtomicUsize], peer: u32) -> usize {
 pub struct Reader<'a> {
     topo: Topology<'a>,
     index: usize,
+    /// The `current` word a sticky pin left announced, or `READER_IDLE`.
+    held: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -561,12 +564,58 @@ impl<'a> Reader<'a> {
         r.seq_hi.store((counter >> 32) as u32, Ordering::Relaxed);
     }
 
-    /// Enters the published version. Wait-free: one store, one fence, one or two
-    /// loads. The returned guard may be held across many lookups; the writer cannot
-    /// reuse its slot until the guard is dropped, so hold it for a batch, not
-    /// forever.
+    /// Enters the published version and *stays* announced in it after the
+    /// guard drops, so the next sticky pin of the same version costs one
+    /// Acquire load and a compare: no store, no fence. A newer published
+    /// version is still seen at the next pin (it re-announces then, with the
+    /// full protocol of [`pin`](Self::pin)).
+    ///
+    /// While held, the writer cannot start an update that would reuse the
+    /// held slot ([`TopologyWriter::try_update`] returns
+    /// [`UpdateError::ReadersOnOldVersion`] once a second version has been
+    /// published): call [`unpin`](Self::unpin) before going idle or before
+    /// this thread itself updates the topology.
     #[inline]
-    pub fn pin(&mut self) -> Pinned<'_, 'a> {
+    pub fn pin_sticky(&mut self) -> Pinned<'_, 'a> {
+        // SYNC POINT with the Release store in `Update::publish`: the row of the
+        // version loaded here is completely written.
+        let now = self.topo.mem.control.current.load(Ordering::Acquire);
+        if now == self.held && now != READER_IDLE {
+            // Still announced in `now` since the fenced pin that announced it:
+            // the writer's scan sees the announcement and never writes this slot.
+            return Pinned {
+                reader: self,
+                current: now,
+                sticky: true,
+            };
+        }
+        let current = self.announce();
+        self.held = current;
+        Pinned {
+            reader: self,
+            current,
+            sticky: true,
+        }
+    }
+
+    /// Leaves the version a [`pin_sticky`](Self::pin_sticky) held (no-op when
+    /// none is held).
+    #[inline]
+    pub fn unpin(&mut self) {
+        if self.held != READER_IDLE {
+            // SYNC POINT with the Acquire fence in `TopologyWriter::try_update`:
+            // our reads of the held slot happen before the writer's next writes.
+            self.topo.mem.readers[self.index]
+                .announce
+                .store(READER_IDLE, Ordering::Release);
+            self.held = READER_IDLE;
+        }
+    }
+
+    /// Announces the published version (the Dekker half of the protocol) and
+    /// returns the `current` word now announced.
+    #[inline]
+    fn announce(&self) -> usize {
         let ann = &self.topo.mem.readers[self.index].announce;
         let control = &self.topo.mem.control.current;
         let seen = control.load(Ordering::Relaxed);
@@ -586,9 +635,23 @@ impl<'a> Reader<'a> {
             // older version than necessary (either value is safe).
             ann.store(now, Ordering::Release);
         }
+        now
+    }
+
+    /// Enters the published version. Wait-free: one store, one fence, one or two
+    /// loads. The returned guard may be held across many lookups; the writer cannot
+    /// reuse its slot until the guard is dropped, so hold it for a batch, not
+    /// forever.
+    #[inline]
+    pub fn pin(&mut self) -> Pinned<'_, 'a> {
+        // A held sticky announcement is replaced by this one (and dropped to
+        // idle with the guard).
+        self.held = READER_IDLE;
+        let current = self.announce();
         Pinned {
             reader: self,
-            current: now,
+            current,
+            sticky: false,
         }
     }
 }
@@ -606,6 +669,8 @@ impl Drop for Reader<'_> {
 pub struct Pinned<'r, 'a> {
     reader: &'r Reader<'a>,
     current: usize,
+    /// Made by [`Reader::pin_sticky`]: the announcement outlives the guard.
+    sticky: bool,
 }
 
 impl<'a> Pinned<'_, 'a> {
@@ -652,6 +717,9 @@ impl<'a> Pinned<'_, 'a> {
 impl Drop for Pinned<'_, '_> {
     #[inline]
     fn drop(&mut self) {
+        if self.sticky {
+            return;
+        }
         let r = self.reader;
         // SYNC POINT with the Acquire fence in `TopologyWriter::try_update`: our
         // reads of the old slot happen before the writer's next writes to it.
@@ -1077,6 +1145,49 @@ mod test {
         let mut u = w.try_update().unwrap();
         u.set_class(3, PathClass::Routed);
         assert_eq!(u.publish(), 3);
+    }
+
+    #[test]
+    fn sticky_pin_holds_its_version_until_unpinned() {
+        let shape = small_shape();
+        let store = TopologyBox::new(shape, 2);
+        let topo = Topology::new(store.mem(), shape, |_| PathClass::Near).unwrap();
+        let mut r = topo.reader().unwrap();
+        let mut w = topo.writer().unwrap();
+        assert_eq!(r.pin_sticky().version(), 1);
+        // Guard dropped, announcement kept: version 2 may be written (other
+        // slot), version 3 may not (it would reuse the held slot).
+        let mut u = w.try_update().unwrap();
+        u.set_class(2, PathClass::Routed);
+        assert_eq!(u.publish(), 2);
+        assert_eq!(
+            w.try_update().unwrap_err(),
+            UpdateError::ReadersOnOldVersion { reader: 0 }
+        );
+        // The next sticky pin sees version 2 at once and moves there.
+        {
+            let g = r.pin_sticky();
+            assert_eq!(g.version(), 2);
+            assert_eq!(g.class(2), Some(PathClass::Routed));
+        }
+        let mut u = w.try_update().unwrap();
+        u.set_class(3, PathClass::Routed);
+        assert_eq!(u.publish(), 3);
+        // Held on 3 again; unpin releases it for the writer.
+        assert_eq!(r.pin_sticky().version(), 3);
+        let mut u = w.try_update().unwrap();
+        u.set_class(4, PathClass::Routed);
+        assert_eq!(u.publish(), 4);
+        assert!(w.try_update().is_err());
+        r.unpin();
+        assert!(w.try_update().is_ok());
+        // A plain pin after a sticky one leaves the reader idle on drop.
+        assert_eq!(r.pin_sticky().version(), 4);
+        drop(r.pin());
+        let mut u = w.try_update().unwrap();
+        u.set_class(5, PathClass::Routed);
+        assert_eq!(u.publish(), 5);
+        assert!(w.try_update().is_ok());
     }
 
     #[test]

@@ -73,6 +73,54 @@ fn readers_see_whole_versions_and_writer_never_overwrites_a_read_slot() {
 }
 
 #[test]
+fn sticky_readers_see_whole_versions() {
+    // As above, but the reader keeps its announcement between pins
+    // (`pin_sticky`) and leaves only at the end: it must still never see a
+    // torn row, and the writer must never write the slot it holds.
+    loom::model(|| {
+        let shape = Shape {
+            me: 0,
+            n_pes: N_PES,
+            n_transports: 1,
+            load_hints: false,
+        };
+        let store = Box::leak(Box::new(TopologyBox::new(shape, 1)));
+        let topo = Topology::new(store.mem(), shape, |_| pattern(1)).unwrap();
+
+        let writer = thread::spawn(move || {
+            let mut w = topo.writer().unwrap();
+            let mut published = 1;
+            for _ in 0..2 {
+                if let Ok(mut u) = w.try_update() {
+                    let v = published + 1;
+                    u.fill(|_| pattern(v));
+                    published = u.publish();
+                }
+            }
+        });
+
+        let reader = thread::spawn(move || {
+            let mut reader = topo.reader().unwrap();
+            for _ in 0..3 {
+                let g = reader.pin_sticky();
+                let want = pattern(g.version());
+                for peer in 1..N_PES {
+                    assert_eq!(
+                        g.class(peer),
+                        Some(want),
+                        "torn row at version {}",
+                        g.version()
+                    );
+                }
+            }
+            reader.unpin();
+        });
+        writer.join().unwrap();
+        reader.join().unwrap();
+    });
+}
+
+#[test]
 fn ring_delivers_in_order_through_a_full_ring() {
     loom::model(|| {
         let ring: &'static Ring<u32, 2> = Box::leak(Box::new(Ring::new()));

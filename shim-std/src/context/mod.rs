@@ -492,48 +492,64 @@ impl Context {
         CoreInstant::from_nanos(self.clock.elapsed().as_nanos() as u64)
     }
 
-    /// Selects and traces one operation.
+    /// Selects a route for one operation. A failed selection is traced at
+    /// once; a successful one by [`Context::trace_route`] after the operation
+    /// was issued, so recording it is off the critical path of the store.
     #[inline]
     fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Result<Route> {
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
-        let r = self.sel.select(pe, len32, op);
-        let timestamp = crate::sys::ticks();
-        let rec = match &r {
-            Ok(route) => TraceRecord {
-                seq: route.context.seq,
-                src: self.me,
-                dst: pe,
-                len: len32,
-                class: route.class.to_wire(),
-                transport: route.transport.index() as u8,
-                op: frame as u8,
-                flags: if route.downgraded {
-                    TraceRecord::DOWNGRADED
-                } else {
-                    0
-                },
-                timestamp,
-            },
-            Err(e) => TraceRecord {
-                seq: 0,
-                src: self.me,
-                dst: pe,
-                len: len32,
-                class: match e {
-                    SelectError::Unreachable { class, .. }
-                    | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
-                    SelectError::InvalidPe { .. } => PathClass::Unreachable.to_wire(),
-                },
-                transport: TraceRecord::NO_TRANSPORT,
-                op: frame as u8,
-                flags: TraceRecord::ERROR,
-                timestamp,
-            },
+        // Sticky pin: no fence per operation; `pause` unpins when idle.
+        match self.sel.pin_sticky().select(pe, len32, op) {
+            Ok(route) => {
+                self.stats.ops[route.transport.index()] += 1;
+                Ok(route)
+            }
+            Err(e) => {
+                let rec = TraceRecord {
+                    seq: 0,
+                    src: self.me,
+                    dst: pe,
+                    len: len32,
+                    class: match e {
+                        SelectError::Unreachable { class, .. }
+                        | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
+                        SelectError::InvalidPe { .. } => PathClass::Unreachable.to_wire(),
+                    },
+                    transport: TraceRecord::NO_TRANSPORT,
+                    op: frame as u8,
+                    flags: TraceRecord::ERROR,
+                    timestamp: crate::sys::ticks(),
+                };
+                self.trace.record(&rec);
+                Err(Error::Route(e))
+            }
+        }
+    }
+
+    /// Writes the trace record of a routed operation (`failed`: the driver
+    /// returned an error for it).
+    #[inline]
+    fn trace_route(&mut self, pe: u32, len: u64, frame: FrameOp, route: &Route, failed: bool) {
+        let mut flags = if route.downgraded {
+            TraceRecord::DOWNGRADED
+        } else {
+            0
+        };
+        if failed {
+            flags |= TraceRecord::ERROR;
+        }
+        let rec = TraceRecord {
+            seq: route.context.seq,
+            src: self.me,
+            dst: pe,
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+            class: route.class.to_wire(),
+            transport: route.transport.index() as u8,
+            op: frame as u8,
+            flags,
+            timestamp: crate::sys::ticks(),
         };
         self.trace.record(&rec);
-        let route = r.map_err(Error::Route)?;
-        self.stats.ops[route.transport.index()] += 1;
-        Ok(route)
     }
 
     /// Handles a driver error: a dead peer flips its health bit (so the next
@@ -570,9 +586,13 @@ impl Context {
             let route = self.select(pe, len, op, frame)?;
             match route.transport {
                 SHM => match run(&mut self.shm, &route) {
-                    Ok(r) => return Ok(r),
+                    Ok(r) => {
+                        self.trace_route(pe, len, frame, &route, false);
+                        return Ok(r);
+                    }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
                     Err(e) => {
+                        self.trace_route(pe, len, frame, &route, true);
                         if let Some(err) = self.on_error(SHM, e, &route) {
                             return Err(err);
                         }
@@ -1037,6 +1057,10 @@ impl Context {
         pe: Option<u32>,
     ) -> Result<()> {
         *spins = spins.saturating_add(1);
+        if *spins == 1 {
+            // Waiting: let a topology writer reuse the version we held.
+            self.sel.unpin();
+        }
         if (*spins).is_multiple_of(16) {
             self.poll_once();
         }

@@ -384,20 +384,10 @@ fn drive(o: &Options) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
     let dir = std::env::temp_dir();
     let mut rows: Vec<(Measurement, Option<Measurement>)> = Vec::new();
+    let mut drift: Vec<String> = Vec::new();
     for step in &steps {
         progress.step(&format!("baseline for {}", step.test.name()));
-        let base_lat = step
-            .test
-            .is_latency()
-            .then(|| baseline::cacheline(step.iters, step.warmup, cpus));
-        let base_bw: Vec<Measurement> = if step.test.is_latency() {
-            Vec::new()
-        } else {
-            step.sizes
-                .iter()
-                .map(|&s| baseline::memcpy(s as usize, step.iters.max(1), cpus.0))
-                .collect()
-        };
+        let (before_lat, before_bw) = baselines(step, cpus);
         progress.done += 1;
         progress.step(&format!("{} with {} PEs", step.test.name(), o.n));
         let out = dir.join(format!(
@@ -449,6 +439,16 @@ fn drive(o: &Options) -> Result<(), String> {
         let _ = std::fs::remove_file(&out);
         let ms: Vec<Measurement> =
             serde_json::from_str(&text).map_err(|e| format!("bad results file: {e}"))?;
+        // The baseline again, right after: the host moves the vCPUs between
+        // near and far cores every few minutes, so a ratio is against the mean
+        // of before and after, and a baseline that moved is reported.
+        let (after_lat, after_bw) = baselines(step, cpus);
+        let base_lat = merge_baselines(before_lat, after_lat, &mut drift);
+        let base_bw: Vec<Measurement> = before_bw
+            .into_iter()
+            .zip(after_bw)
+            .filter_map(|(b, a)| merge_baselines(Some(b), Some(a), &mut drift))
+            .collect();
         for m in ms {
             let base = if m.latency.is_some() {
                 base_lat.clone()
@@ -475,7 +475,75 @@ fn drive(o: &Options) -> Result<(), String> {
     } else {
         print!("{}", table(&rows, o.n, pinned));
     }
+    for d in &drift {
+        eprintln!("perf: warning: {d}");
+    }
     Ok(())
+}
+
+/// The baselines of one step: the cache-line ping-pong for a latency test,
+/// memcpy at every size for a bandwidth test.
+fn baselines(step: &Step, cpus: (usize, usize)) -> (Option<Measurement>, Vec<Measurement>) {
+    if step.test.is_latency() {
+        (
+            Some(baseline::cacheline(step.iters, step.warmup, cpus)),
+            Vec::new(),
+        )
+    } else {
+        let bw = step
+            .sizes
+            .iter()
+            .map(|&s| baseline::memcpy(s as usize, step.iters.max(1), cpus.0))
+            .collect();
+        (None, bw)
+    }
+}
+
+/// The mean of a baseline measured before and after a test; notes in
+/// `drift` when the two differ by more than 20 % (the machine changed under
+/// the run: the ratio is then less trustworthy).
+fn merge_baselines(
+    before: Option<Measurement>,
+    after: Option<Measurement>,
+    drift: &mut Vec<String>,
+) -> Option<Measurement> {
+    let (b, a) = match (before, after) {
+        (Some(b), Some(a)) => (b, a),
+        (b, a) => return b.or(a),
+    };
+    let mean = |x: f64, y: f64| (x + y) / 2.0;
+    let moved = |x: f64, y: f64| x.min(y) > 0.0 && x.max(y) / x.min(y) > 1.2;
+    let mut m = b.clone();
+    if let (Some(lb), Some(la)) = (b.latency, a.latency) {
+        if moved(lb.p50, la.p50) {
+            drift.push(format!(
+                "{} baseline moved between before and after the test (p50 {:.0} ns, then {:.0} ns): the host moved the vCPUs; rerun for a steady ratio",
+                b.test, lb.p50, la.p50
+            ));
+        }
+        m.latency = Some(stats::Latency {
+            p50: mean(lb.p50, la.p50),
+            p99: mean(lb.p99, la.p99),
+            p999: mean(lb.p999, la.p999),
+            max: lb.max.max(la.max),
+        });
+    }
+    if let (Some(wb), Some(wa)) = (b.bandwidth, a.bandwidth) {
+        if moved(wb.gbps, wa.gbps) {
+            drift.push(format!(
+                "{} {} baseline moved between before and after the test ({:.2} GB/s, then {:.2} GB/s); rerun for a steady ratio",
+                b.test,
+                format_size(b.size),
+                wb.gbps,
+                wa.gbps
+            ));
+        }
+        m.bandwidth = Some(stats::Bandwidth {
+            gbps: mean(wb.gbps, wa.gbps),
+            msgs_per_s: mean(wb.msgs_per_s, wa.msgs_per_s),
+        });
+    }
+    Some(m)
 }
 
 fn heap_for(sizes: &[u64]) -> String {
@@ -500,7 +568,7 @@ fn table(rows: &[(Measurement, Option<Measurement>)], n: u32, pinned: bool) -> S
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "switchyard perf: {n} PEs, {}, transport chosen by select (shm on one node)",
+        "switchyard perf: {n} PEs, {}, transport chosen by select (shm on one node); baselines: mean of a run right before and right after each test",
         if pinned { "one per core" } else { "not pinned" }
     );
     let _ = writeln!(
