@@ -67,5 +67,6 @@ pub mod context;
 pub mod hostlist;
 pub mod launch;
 pub mod perf;
+pub mod sim;
 mod sys;
 pub mod topo;

@@ -48,3 +48,28 @@ pub fn ticks() -> u64 {
             .as_nanos() as u64
     }
 }
+
+/// Moves the calling thread into the network namespace of `ns` (an open
+/// `/var/run/netns/NAME` or `/proc/PID/ns/net`). Other threads keep theirs.
+///
+/// # Errors
+///
+/// The kernel refuses: not a network namespace file (`EINVAL`), or no
+/// `CAP_SYS_ADMIN` (`EPERM`).
+pub fn enter_net_namespace(ns: &std::fs::File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setns takes a file descriptor, valid while `ns` is borrowed, and
+    // a flag; no pointers.
+    let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The effective user id of this process (0 for root).
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}

@@ -9,6 +9,7 @@
 //! * **TOML**:
 //!   ```toml
 //!   pes_per_node = 2            # optional
+//!   rails = 2                   # optional: NICs (rails) per node, 1 to 4
 //!   nodes = "node[01-05]"       # optional: the job's nodes, in PE order
 //!   [[switch]]
 //!   name = "leaf0"
@@ -50,6 +51,9 @@ use crate::hostlist::{self, HostlistError, MAX_HOSTS};
 
 /// Most PEs a topology may describe (nodes × PEs per node): 4,194,304.
 pub const MAX_PES: u32 = 1 << 22;
+
+/// Most rails (NICs per node) the TOML `rails` key may give.
+pub const MAX_RAILS: u32 = 4;
 
 /// The built-in example: 2 leaf switches of 2 nodes each, joined by a spine;
 /// with its 2 PEs per node, 8 PEs.
@@ -296,6 +300,12 @@ pub enum TopoErrorKind {
         /// The value as written.
         value: String,
     },
+    /// `rails` outside `1..=`[`MAX_RAILS`], or not an integer.
+    #[error("bad rails {value} (expected an integer from 1 to {MAX_RAILS})")]
+    BadRails {
+        /// The value as written.
+        value: String,
+    },
     /// Nodes × PEs per node is over [`MAX_PES`].
     #[error("{nodes} nodes x {pes_per_node} PEs per node is more than {max} PEs")]
     TooManyPes {
@@ -357,6 +367,7 @@ pub struct Switch {
 pub struct ClusterSpec {
     format: Format,
     pes_per_node: Option<u32>,
+    rails: Option<u32>,
     nodes: Vec<Node>,
     switches: Vec<Switch>,
     /// Leaf id → switch index.
@@ -404,6 +415,7 @@ impl ClusterSpec {
         parse_topology(EXAMPLE_TOML, Format::Toml).unwrap_or_else(|_| ClusterSpec {
             format: Format::Toml,
             pes_per_node: None,
+            rails: None,
             nodes: vec![Node {
                 name: "localhost".into(),
                 switch: None,
@@ -422,6 +434,12 @@ impl ClusterSpec {
     /// `pes_per_node` from the file (TOML only), if it gives one.
     pub fn pes_per_node(&self) -> Option<u32> {
         self.pes_per_node
+    }
+
+    /// `rails` (NICs per node, `1..=`[`MAX_RAILS`]) from the file (TOML only),
+    /// if it gives one. Only `switchyard sim` uses it.
+    pub fn rails(&self) -> Option<u32> {
+        self.rails
     }
 
     /// The job's nodes; node ids are indices into this slice.
@@ -548,6 +566,7 @@ struct RawSwitch {
 struct RawSpec {
     switches: Vec<RawSwitch>,
     pes_per_node: Option<u32>,
+    rails: Option<u32>,
     /// The job's nodes, with the line of the list.
     job_nodes: Option<(Vec<String>, u32)>,
 }
@@ -719,6 +738,7 @@ fn parse_slurm(text: &str) -> Result<RawSpec, TopoFileError> {
 #[serde(deny_unknown_fields)]
 struct TomlFile {
     pes_per_node: Option<toml::Spanned<toml::Value>>,
+    rails: Option<toml::Spanned<toml::Value>>,
     nodes: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
     switch: Vec<TomlSwitch>,
@@ -812,6 +832,23 @@ fn parse_toml(text: &str) -> Result<RawSpec, TopoFileError> {
                 ));
             }
         });
+    }
+    if let Some(r) = &file.rails {
+        let line = line_of(text, r.span().start);
+        let rails = r.get_ref().as_integer();
+        match rails.and_then(|n| u32::try_from(n).ok()) {
+            Some(n @ 1..=MAX_RAILS) => spec.rails = Some(n),
+            _ => {
+                let value = match r.get_ref() {
+                    toml::Value::Integer(n) => n.to_string(),
+                    toml::Value::String(s) => format!("{s:?}"),
+                    toml::Value::Float(f) => f.to_string(),
+                    toml::Value::Boolean(b) => b.to_string(),
+                    other => format!("({})", other.type_str()),
+                };
+                return Err(TopoFileError::at(line, TopoErrorKind::BadRails { value }));
+            }
+        }
     }
     if let Some(n) = &file.nodes {
         let line = line_of(text, n.span().start);
@@ -986,6 +1023,7 @@ fn build(raw: RawSpec, format: Format) -> Result<ClusterSpec, TopoFileError> {
     Ok(ClusterSpec {
         format,
         pes_per_node: raw.pes_per_node,
+        rails: raw.rails,
         nodes,
         switches,
         leaves,
@@ -1374,5 +1412,21 @@ switches = "leaf[0-1]"
             "SwitchName=x Nodes=n1 Switches=s99999\nSwitchName=s0b Switches=x"
         );
         assert!(parse_topology(&text, Format::Slurm).is_ok());
+    }
+
+    #[test]
+    fn toml_rails() {
+        let base = "[[switch]]\nname = \"s0\"\nnodes = \"n[1-2]\"\n";
+        assert_eq!(parse_topology(base, Format::Toml).unwrap().rails(), None);
+        let two = format!("rails = 2\n{base}");
+        assert_eq!(parse_topology(&two, Format::Toml).unwrap().rails(), Some(2));
+        for bad in ["0", "5", "-1", "\"2\"", "1.5"] {
+            let e = err(&format!("rails = {bad}\n{base}"), Format::Toml);
+            assert_eq!(e.line, Some(1), "{bad}");
+            assert!(
+                matches!(e.kind, TopoErrorKind::BadRails { .. }),
+                "{bad}: {e:?}"
+            );
+        }
     }
 }

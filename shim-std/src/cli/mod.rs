@@ -6,6 +6,7 @@
 //! stderr, never a panic).
 
 pub mod info;
+pub mod sim;
 pub mod topo;
 
 /// Exit status for bad usage or bad input.
@@ -51,6 +52,7 @@ Usage:
                                      start N PEs of PROGRAM on this machine
   switchyard info [OPTIONS]          show transports, devices, machine facts and the configuration
   switchyard topo [FILE] [OPTIONS]   show the path classes and routes of a topology
+  switchyard sim up|status|link|down simulate a cluster in network namespaces (root)
   switchyard --help                  this text
   switchyard --version               the version
 
@@ -63,6 +65,7 @@ pub fn run(args: &[String]) -> Output {
     match args.first().map(String::as_str) {
         Some("info") => info::run(&args[1..]),
         Some("topo") => topo::run(&args[1..]),
+        Some("sim") => sim::run(&args[1..]),
         Some("-h" | "--help" | "help") => Output::ok(USAGE.into()),
         Some("-V" | "--version") => {
             Output::ok(format!("switchyard {}\n", env!("CARGO_PKG_VERSION")))
