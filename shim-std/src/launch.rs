@@ -32,15 +32,28 @@
 //! |---|---|
 //! | `SWITCHYARD_RANK` | this PE's rank, `0..SIZE` |
 //! | `SWITCHYARD_SIZE` | number of PEs in the job |
-//! | `SWITCHYARD_LOCAL_RANK` | rank among the PEs of this machine (= `RANK`: one machine) |
-//! | `SWITCHYARD_LOCAL_SIZE` | PEs on this machine (= `SIZE`) |
+//! | `SWITCHYARD_LOCAL_RANK` | rank among the PEs of this machine (= `RANK`: one machine); under `--sim`, among the PEs of its node |
+//! | `SWITCHYARD_LOCAL_SIZE` | PEs on this machine (= `SIZE`); under `--sim`, PEs on its node |
 //! | `SWITCHYARD_JOB_ID` | the job id: a random `u64` as 16 lowercase hex digits |
 //! | `SWITCHYARD_ROOT` | `host:port` of the bootstrap rendezvous |
 //! | `SWITCHYARD_ROOT_HOST` | `launcher`: the launcher hosts the rendezvous |
 //! | `SWITCHYARD_LAUNCHER_PID` | the launcher's process id |
 //! | `SWITCHYARD_BOUND_CPU` | the CPU this PE is pinned to; absent when not pinned |
 //!
-//! and every `-x VAR=VAL` ([`LaunchOptions::env`]). The names are in [`vars`];
+//! and, under `switchyard run --sim` ([`LaunchOptions::sim`]) only:
+//!
+//! | variable | value |
+//! |---|---|
+//! | `SWITCHYARD_SIM` | the sim's name |
+//! | `SWITCHYARD_NODE_ID` | the index of the PE's node (decimal); overrides the hostname/boot-id node id |
+//! | `SWITCHYARD_SWITCH_ID` | the leaf switch id of its node (decimal) |
+//! | `SWITCHYARD_TREE_ID` | the tree id of that leaf (decimal): PEs on different trees are `UNREACHABLE` |
+//! | `SWITCHYARD_TCP_ADDRS` | the node's rail addresses in rail order, comma-separated (`10.100.0.1,10.101.0.1`) |
+//!
+//! `SWITCHYARD_ROOT` is then `10.99.255.254:PORT`, the management bridge of the
+//! sim, which every node reaches over its `mg` interface.
+//!
+//! Also every `-x VAR=VAL` ([`LaunchOptions::env`]). The names are in [`vars`];
 //! `-x` may not set them.
 //!
 //! ## CPU binding
@@ -93,7 +106,18 @@
 //! many it removed if any were left. A launcher killed by SIGKILL cannot do
 //! that; the shm driver removes objects of dead jobs later.
 //!
-//! Linux only (`sched_setaffinity`, `PR_SET_PDEATHSIG`, `/dev/shm`).
+//! ## Simulated clusters (`--sim`)
+//!
+//! With [`LaunchOptions::sim`] set to a running sim's [`SimState`], PE `p`
+//! runs on node `p / pes_per_node`: between fork and exec it enters that
+//! node's network namespace (`setns` on a file opened before the fork), so it
+//! sees only the node's interfaces (`lo`, `r0`.., `mg`). Only the network
+//! namespace changes: PEs of one node still share `/dev/shm`. The rendezvous
+//! listens on [`crate::sim::MGMT_ADDR`] inside the sim's fabric namespace.
+//! `switchyard run --sim FILE` brings a sim up first when none of that name
+//! is up, and tears it down when the job ends, however it ends.
+//!
+//! Linux only (`sched_setaffinity`, `PR_SET_PDEATHSIG`, `/dev/shm`, `setns`).
 //!
 //! ## Example
 //!
@@ -120,8 +144,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::bootstrap::{BootstrapError, RootServer};
 pub use crate::cli::EXIT_USAGE;
+use crate::{
+    bootstrap::{BootstrapError, RootServer},
+    sim::{Sim, SimError, SimGuard, SimSpec, SimState},
+};
 
 /// Exit status when the launcher itself fails.
 pub const EXIT_FAILURE: u8 = 1;
@@ -177,9 +204,22 @@ pub mod vars {
     pub const LAUNCHER_PID: &str = "SWITCHYARD_LAUNCHER_PID";
     /// CPU the PE is pinned to; absent when it is not pinned.
     pub const BOUND_CPU: &str = "SWITCHYARD_BOUND_CPU";
+    /// Under `--sim`: the sim's name.
+    pub const SIM: &str = "SWITCHYARD_SIM";
+    /// Under `--sim`: the PE's node index (decimal `u64`); overrides the node
+    /// id drawn from the hostname and boot id.
+    pub const NODE_ID: &str = "SWITCHYARD_NODE_ID";
+    /// Under `--sim`: the leaf switch id of the PE's node (decimal).
+    pub const SWITCH_ID: &str = "SWITCHYARD_SWITCH_ID";
+    /// Under `--sim`: the tree id of that leaf switch (decimal); PEs on
+    /// different trees cannot reach each other.
+    pub const TREE_ID: &str = "SWITCHYARD_TREE_ID";
+    /// Under `--sim`: the node's rail addresses, in rail order,
+    /// comma-separated (`10.100.0.1,10.101.0.1`).
+    pub const TCP_ADDRS: &str = "SWITCHYARD_TCP_ADDRS";
 
     /// Every variable above: `-x` may not set them.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 14] = [
         RANK,
         SIZE,
         LOCAL_RANK,
@@ -189,6 +229,11 @@ pub mod vars {
         ROOT_HOST,
         LAUNCHER_PID,
         BOUND_CPU,
+        SIM,
+        NODE_ID,
+        SWITCH_ID,
+        TREE_ID,
+        TCP_ADDRS,
     ];
 }
 
@@ -228,6 +273,9 @@ pub struct LaunchOptions {
     pub job_id: Option<u64>,
     /// How long the rendezvous waits for every rank to check in.
     pub bootstrap_timeout: Duration,
+    /// Run the PEs in this sim (which must be up): PE `p` in the namespace of
+    /// node `p / sim.pes_per_node`. `None`: all on this machine, as is.
+    pub sim: Option<SimState>,
 }
 
 impl LaunchOptions {
@@ -245,6 +293,7 @@ impl LaunchOptions {
             args: Vec::new(),
             job_id: None,
             bootstrap_timeout: DEFAULT_BOOTSTRAP_TIMEOUT,
+            sim: None,
         }
     }
 
@@ -267,6 +316,21 @@ impl LaunchOptions {
         }
         if self.bootstrap_timeout.is_zero() {
             return Err(invalid("bootstrap_timeout", "it is zero".into()));
+        }
+        if let Some(sim) = &self.sim {
+            let slots = sim.nodes.len() as u64 * u64::from(sim.pes_per_node);
+            if sim.pes_per_node == 0 || u64::from(self.n) > slots {
+                return Err(invalid(
+                    "n",
+                    format!(
+                        "{} PEs do not fit in sim '{}': {} node(s) x {} PE(s) per node",
+                        self.n,
+                        sim.name,
+                        sim.nodes.len(),
+                        sim.pes_per_node
+                    ),
+                ));
+            }
         }
         for (name, value) in &self.env {
             if !is_identifier(name) {
@@ -491,6 +555,9 @@ pub enum LaunchError {
         #[source]
         source: io::Error,
     },
+    /// The simulated cluster could not be used, brought up or entered.
+    #[error("sim")]
+    Sim(#[source] SimError),
     /// Waiting for a PE failed (the job was killed).
     #[error("cannot wait for rank {rank}")]
     Wait {
@@ -509,6 +576,7 @@ impl LaunchError {
     pub fn exit_code(&self) -> u8 {
         match self {
             LaunchError::Invalid { .. } => EXIT_USAGE,
+            LaunchError::Sim(e) if e.is_usage() => EXIT_USAGE,
             LaunchError::Spawn { source, .. } => match source.kind() {
                 io::ErrorKind::NotFound => EXIT_NOT_FOUND,
                 io::ErrorKind::PermissionDenied => EXIT_NOT_EXECUTABLE,
@@ -601,7 +669,12 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
     }
     .filter(|cpus| !cpus.is_empty());
     let mut signals = sys::SignalWatch::install().map_err(LaunchError::Sigaction)?;
-    let mut root = Rendezvous::start(job_id, opts.n, opts.bootstrap_timeout)?;
+    let mut root = match &opts.sim {
+        None => Rendezvous::start(job_id, opts.n, opts.bootstrap_timeout)?,
+        Some(sim) => {
+            Rendezvous::start_in_sim(&sim.fabric_netns, job_id, opts.n, opts.bootstrap_timeout)?
+        }
+    };
 
     let mut job = Job {
         opts,
@@ -696,6 +769,27 @@ impl Rendezvous {
         let want = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let server =
             RootServer::bind(want, job_id, size, timeout).map_err(LaunchError::Rendezvous)?;
+        Rendezvous::serve(server)
+    }
+
+    /// The rendezvous on the sim's management bridge: bound by a thread inside
+    /// the fabric namespace `netns` (the socket stays there; the serving
+    /// thread need not be).
+    fn start_in_sim(
+        netns: &str,
+        job_id: u64,
+        size: u32,
+        timeout: Duration,
+    ) -> Result<Rendezvous, LaunchError> {
+        let want = SocketAddr::from((crate::sim::MGMT_ADDR, 0));
+        let server =
+            crate::sim::in_netns(netns, move || RootServer::bind(want, job_id, size, timeout))
+                .map_err(LaunchError::Sim)?
+                .map_err(LaunchError::Rendezvous)?;
+        Rendezvous::serve(server)
+    }
+
+    fn serve(server: RootServer) -> Result<Rendezvous, LaunchError> {
         let addr = server.local_addr();
         let server = server.spawn().map_err(LaunchError::Rendezvous)?;
         Ok(Rendezvous {
@@ -776,12 +870,46 @@ impl Job<'_> {
     ) -> Result<(), LaunchError> {
         let opts = self.opts;
         let mut cmd = Command::new(&opts.program);
+        let (local_rank, local_size) = match &opts.sim {
+            Some(sim) => {
+                let ppn = sim.pes_per_node.max(1);
+                let first = rank / ppn * ppn;
+                (rank - first, (opts.n - first).min(ppn))
+            }
+            None => (rank, opts.n),
+        };
+        // Opened before the fork; the child enters it between fork and exec.
+        let mut netns = None;
+        if let Some(sim) = &opts.sim {
+            let ppn = sim.pes_per_node.max(1);
+            let node =
+                sim.nodes
+                    .get((rank / ppn) as usize)
+                    .ok_or_else(|| LaunchError::Invalid {
+                        option: "n",
+                        reason: format!("rank {rank} has no node in sim '{}'", sim.name),
+                    })?;
+            let path = crate::sim::netns_path(&node.netns);
+            let file = File::open(&path).map_err(|source| {
+                LaunchError::Sim(SimError::EnterNamespace {
+                    path: path.clone(),
+                    source,
+                })
+            })?;
+            let addrs: Vec<String> = node.addrs.iter().map(|a| a.to_string()).collect();
+            cmd.env(vars::SIM, &sim.name)
+                .env(vars::NODE_ID, node.index.to_string())
+                .env(vars::SWITCH_ID, node.leaf.to_string())
+                .env(vars::TREE_ID, node.tree.to_string())
+                .env(vars::TCP_ADDRS, addrs.join(","));
+            netns = Some(file);
+        }
         cmd.args(&opts.args)
             .envs(opts.env.iter().map(|(k, v)| (k, v)))
             .env(vars::RANK, rank.to_string())
             .env(vars::SIZE, opts.n.to_string())
-            .env(vars::LOCAL_RANK, rank.to_string())
-            .env(vars::LOCAL_SIZE, opts.n.to_string())
+            .env(vars::LOCAL_RANK, local_rank.to_string())
+            .env(vars::LOCAL_SIZE, local_size.to_string())
             .env(vars::JOB_ID, format!("{:016x}", self.job_id))
             .env(vars::ROOT, root.to_string())
             .env(vars::ROOT_HOST, "launcher")
@@ -799,8 +927,11 @@ impl Job<'_> {
         if opts.tag_output {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
-        sys::configure_child(&mut cmd, cpu);
-        let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {
+        sys::configure_child(&mut cmd, cpu, netns.as_ref());
+        let spawned = cmd.spawn();
+        // The child has entered the namespace (or failed); ours can close.
+        drop(netns);
+        let mut child = spawned.map_err(|source| LaunchError::Spawn {
             program: opts.program.to_string_lossy().into_owned(),
             rank,
             source,
@@ -1089,6 +1220,14 @@ Options:
   -x VAR                  pass the launcher's own VAR
   --tag-output            prefix each output line with '[rank] ' (default)
   --no-tag-output         pass output through untouched
+  --sim FILE|NAME         run in a simulated cluster (`switchyard sim`, needs
+                          root): PE p in the network namespace of node
+                          p / K. NAME: a sim that is up. FILE: a topology; the
+                          sim of --name (default sy) is used when up, else one
+                          is built from FILE and torn down when the job ends
+  --name NAME             the sim to use or build with --sim FILE
+  --pes-per-node K        PEs per node under --sim (default: the sim's)
+  --rails R               rails of a sim built from FILE (default: the file's, else 1)
   -h, --help              this text
 
 Exit status: 0 when every rank exits 0; else the first failing rank's status,
@@ -1101,7 +1240,17 @@ launcher got SIGINT/SIGTERM (forwarded to every PE); 127 program not found;
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
     Help,
-    Run(LaunchOptions),
+    Run(Box<LaunchOptions>, Option<SimArgs>),
+}
+
+/// `--sim` and its companions.
+#[derive(Debug, PartialEq, Eq, Default)]
+struct SimArgs {
+    /// A topology file or a running sim's name.
+    target: String,
+    name: Option<String>,
+    pes_per_node: Option<u32>,
+    rails: Option<u32>,
 }
 
 /// Parses the arguments of `switchyard run` (after `run`).
@@ -1113,6 +1262,10 @@ fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut bootstrap_timeout = DEFAULT_BOOTSTRAP_TIMEOUT;
     let mut env = Vec::new();
     let mut tag_output = true;
+    let mut sim: Option<SimArgs> = None;
+    let mut sim_name = None;
+    let mut pes_per_node = None;
+    let mut rails = None;
     let mut i = 0;
     let program_at = loop {
         let Some(arg) = args.get(i) else {
@@ -1189,6 +1342,26 @@ fn parse_args(args: &[String]) -> Result<Parsed, String> {
             "-x" => env.push(parse_export(&value("VAR=VAL or VAR")?)?),
             "--tag-output" if inline.is_none() => tag_output = true,
             "--no-tag-output" if inline.is_none() => tag_output = false,
+            "--sim" => {
+                sim = Some(SimArgs {
+                    target: value("a topology file or a sim name")?,
+                    ..SimArgs::default()
+                })
+            }
+            "--name" => sim_name = Some(value("a sim name")?),
+            "--pes-per-node" => {
+                let v = value("a number of PEs per node")?;
+                pes_per_node = Some(v.parse::<u32>().ok().filter(|&k| k > 0).ok_or_else(|| {
+                    format!("--pes-per-node '{v}': expected a number of PEs, 1 or more")
+                })?);
+            }
+            "--rails" => {
+                let v = value("a number of rails")?;
+                rails =
+                    Some(v.parse::<u32>().map_err(|_| {
+                        format!("--rails '{v}': expected a number of rails, 1 to 4")
+                    })?);
+            }
             _ => return Err(format!("unknown option '{arg}'")),
         }
     };
@@ -1196,6 +1369,17 @@ fn parse_args(args: &[String]) -> Result<Parsed, String> {
         return Err("no program given after '--'".into());
     };
     let n = n.ok_or("missing -n N (the number of PEs)")?;
+    match &mut sim {
+        Some(s) => {
+            s.name = sim_name;
+            s.pes_per_node = pes_per_node;
+            s.rails = rails;
+        }
+        None if sim_name.is_some() || pes_per_node.is_some() || rails.is_some() => {
+            return Err("--name, --pes-per-node and --rails need --sim".into());
+        }
+        None => {}
+    }
     let mut opts = LaunchOptions::new(n, program);
     opts.bind = bind;
     opts.timeout = timeout;
@@ -1214,7 +1398,7 @@ fn parse_args(args: &[String]) -> Result<Parsed, String> {
         } => format!("-x: {reason}"),
         other => other.to_string(),
     })?;
-    Ok(Parsed::Run(opts))
+    Ok(Parsed::Run(Box::new(opts), sim))
 }
 
 /// Seconds, whole or fractional, not negative.
@@ -1262,19 +1446,136 @@ pub fn main(args: &[String]) -> ExitCode {
             let _ = io::stdout().lock().write_all(USAGE.as_bytes());
             return ExitCode::SUCCESS;
         }
-        Ok(Parsed::Run(opts)) => opts,
+        Ok(Parsed::Run(opts, sim)) => (opts, sim),
         Err(message) => {
             let _ = write!(io::stderr().lock(), "{ME}: error: {message}\n\n{USAGE}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match launch(&opts) {
-        Ok(outcome) => ExitCode::from(outcome.exit_code()),
+    let (opts, sim) = opts;
+    let mut opts = *opts;
+    let Some(sim) = sim else {
+        return match launch(&opts) {
+            Ok(outcome) => ExitCode::from(outcome.exit_code()),
+            Err(e) => {
+                note(format_args!("{}", error_chain(&e)));
+                ExitCode::from(e.exit_code())
+            }
+        };
+    };
+    // Catch SIGINT/SIGTERM from here on, so a signal while the sim comes up
+    // still tears it down.
+    let mut signals = match sys::SignalWatch::install() {
+        Ok(s) => s,
+        Err(e) => {
+            let e = LaunchError::Sigaction(e);
+            note(format_args!("{}", error_chain(&e)));
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let (state, guard) = match open_or_build_sim(&sim) {
+        Ok(x) => x,
         Err(e) => {
             note(format_args!("{}", error_chain(&e)));
-            ExitCode::from(e.exit_code())
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let name = state.name.clone();
+    if let Some(sig) = signals.poll() {
+        note(format_args!(
+            "got {} while bringing up sim {name}; not starting the job",
+            signal_name(sig).unwrap_or("a signal")
+        ));
+        tear_down(guard);
+        return ExitCode::from(RankExit::Signal(sig).exit_code());
+    }
+    opts.sim = Some(state);
+    let code = match launch(&opts) {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) => {
+            note(format_args!("{}", error_chain(&e)));
+            e.exit_code()
+        }
+    };
+    tear_down(guard);
+    drop(signals);
+    ExitCode::from(code)
+}
+
+/// Tears down a sim the launcher built, saying so.
+fn tear_down(guard: Option<SimGuard>) {
+    if let Some(guard) = guard {
+        let name = guard.name().to_string();
+        match guard.down() {
+            Ok(_) => note(format_args!("tore down sim {name}")),
+            Err(e) => note(format_args!(
+                "cannot tear down sim {name}: {}",
+                error_chain(&e)
+            )),
         }
     }
+}
+
+/// The sim `--sim` names, with `--pes-per-node` applied: a running one, or
+/// one built from a topology file (then with a guard that tears it down).
+fn open_or_build_sim(args: &SimArgs) -> Result<(SimState, Option<SimGuard>), LaunchError> {
+    let path = Path::new(&args.target);
+    let (mut state, guard) = if path.is_file() {
+        let name = args.name.as_deref().unwrap_or(crate::sim::DEFAULT_NAME);
+        crate::sim::check_name(name).map_err(LaunchError::Sim)?;
+        // Parse the file even when the sim is up: a bad file is an error.
+        let mut spec = SimSpec::from_file(name, path).map_err(LaunchError::Sim)?;
+        if Sim::is_up(name) {
+            if args.rails.is_some() {
+                note(format_args!(
+                    "sim {name} is up; using it as it is (--rails ignored)"
+                ));
+            }
+            (
+                Sim::open(name).map_err(LaunchError::Sim)?.state().clone(),
+                None,
+            )
+        } else {
+            if let Some(k) = args.pes_per_node {
+                spec.pes_per_node = k;
+            }
+            if let Some(r) = args.rails {
+                spec.rails = r;
+            }
+            let guard = SimGuard::up(&spec).map_err(LaunchError::Sim)?;
+            note(format_args!(
+                "brought up sim {name} ({} nodes); it goes when the job ends",
+                guard.state().nodes.len()
+            ));
+            (guard.state().clone(), Some(guard))
+        }
+    } else {
+        if args.name.as_ref().is_some_and(|n| *n != args.target) {
+            return Err(LaunchError::Invalid {
+                option: "sim",
+                reason: format!(
+                    "'{}' is not a file, so it names a sim, but --name says '{}'",
+                    args.target,
+                    args.name.as_deref().unwrap_or_default()
+                ),
+            });
+        }
+        if crate::sim::check_name(&args.target).is_err() {
+            return Err(LaunchError::Invalid {
+                option: "sim",
+                reason: format!(
+                    "'{}' is neither a topology file nor a sim name",
+                    args.target
+                ),
+            });
+        }
+        let sim = Sim::open(&args.target).map_err(LaunchError::Sim)?;
+        (sim.state().clone(), None)
+    };
+    if let Some(k) = args.pes_per_node {
+        state.pes_per_node = k;
+    }
+    Ok((state, guard))
 }
 
 /// The launcher's system calls: the only unsafe code of the launcher.
@@ -1319,8 +1620,15 @@ mod sys {
     }
 
     /// Sets up what runs in the child between fork and exec: SIGKILL when the
-    /// launcher dies, and with `cpu`, pinning to that CPU.
-    pub(super) fn configure_child(cmd: &mut Command, cpu: Option<usize>) {
+    /// launcher dies, with `cpu` pinning to that CPU, and with `netns` entering
+    /// that network namespace. `netns` must stay open until `cmd` has been
+    /// spawned.
+    pub(super) fn configure_child(
+        cmd: &mut Command,
+        cpu: Option<usize>,
+        netns: Option<&std::fs::File>,
+    ) {
+        let netns_fd = netns.map(std::os::fd::AsRawFd::as_raw_fd);
         // SAFETY: getpid has no preconditions.
         let launcher = unsafe { libc::getpid() };
         let set = cpu.filter(|&c| c < libc::CPU_SETSIZE as usize).map(|c| {
@@ -1343,12 +1651,18 @@ mod sys {
                 // SAFETY: `set` is a valid cpu_set_t of the size we pass.
                 cvt(unsafe { libc::sched_setaffinity(0, mem::size_of_val(set), set) })?;
             }
+            if let Some(fd) = netns_fd {
+                // SAFETY: `fd` is a namespace file the parent keeps open until
+                // spawn returns, so it is open in this forked copy; setns takes
+                // no pointers.
+                cvt(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })?;
+            }
             Ok(())
         };
         // SAFETY: the hook runs in the forked child before exec. It calls only
-        // async-signal-safe system calls (prctl, getppid, sched_setaffinity),
-        // takes no lock, does not allocate, and reads only its own copies of
-        // `launcher` and `set`.
+        // async-signal-safe system calls (prctl, getppid, sched_setaffinity,
+        // setns), takes no lock, does not allocate, and reads only its own
+        // copies of `launcher`, `set` and `netns_fd`.
         unsafe { cmd.pre_exec(hook) };
     }
 
@@ -1487,7 +1801,7 @@ mod test {
 
     fn parse(a: &[&str]) -> Result<LaunchOptions, String> {
         match parse_args(&args(a))? {
-            Parsed::Run(opts) => Ok(opts),
+            Parsed::Run(opts, _) => Ok(*opts),
             Parsed::Help => Err("help".into()),
         }
     }
