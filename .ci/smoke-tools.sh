@@ -50,4 +50,29 @@ grep -q 'put-lat' "$out/perf.txt" && grep -q 'cacheline' "$out/perf.txt"
 run perf put-bw --sizes 8..64K --iters 256 --json > "$out/perf.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["results"]' "$out/perf.json"
 if ls /dev/shm | grep -q '^switchyard-'; then echo "shared-memory objects left behind:"; ls /dev/shm; exit 1; fi
+# sim: a simulated cluster in network namespaces (root and `ip netns` only).
+if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
+    simns() { ip netns list | awk '{print $1}' | grep -E '^smk-(fab|rt|n[0-9]+)$' || true; }
+    timeout 60 "$sy" sim down --name smk >/dev/null
+    trap 'timeout 60 "$sy" sim down --name smk >/dev/null 2>&1; rm -rf "$out"' EXIT
+    run sim up --name smk --rails 2 | tee "$out/sim-up.txt"
+    [ "$(simns | wc -l)" -eq 6 ] || { echo "expected 6 namespaces of sim smk"; simns; exit 1; }
+    run sim status --name smk | grep -q '10.101.1.2 up'
+    run sim link down 3 1 --name smk
+    run sim status --name smk | grep -q '10.101.1.2 cut'
+    run sim status --name smk --json > "$out/sim.json"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["nodes"]) == 4' "$out/sim.json"
+    run sim link up 3 --name smk
+    run sim status --name smk | grep -q '10.101.1.2 up'
+    run run --sim smk -n 4 --timeout 60 -- sh -c 'echo $SWITCHYARD_NODE_ID $SWITCHYARD_TCP_ADDRS' \
+        | tee "$out/sim-run.txt"
+    grep -q '^\[3\] 1 10.100.0.2,10.101.0.2$' "$out/sim-run.txt"
+    run sim down --name smk
+    [ -z "$(simns)" ] || { echo "namespaces left behind by sim down:"; simns; exit 1; }
+    [ ! -e /run/switchyard/sim/smk.json ] || { echo "state file left behind"; exit 1; }
+    run sim down --name smk | grep -q 'nothing to remove'
+    trap 'rm -rf "$out"' EXIT
+else
+    echo "sim smoke: skipped (needs root and ip netns)"
+fi
 echo "tool smoke: ok"
