@@ -36,12 +36,38 @@
 //! | `huge_pages` | [`HugePages`] | `auto` | `auto`, `on`, `off` (`true`/`false` too) |
 //! | `bootstrap_timeout` | duration | `30s` | 1ms to 24h |
 //! | `op_timeout` | duration | `10s` | 1ms to 24h, longer than `heartbeat` |
-//! | `heartbeat` | duration | `200ms` | 1ms to 60s |
+//! | `heartbeat` | duration | `200ms` | 1ms to 60s (the dead-link window, below) |
 //! | `trace_records` | count | `4096` | a power of two, 16 to 1048576 |
 //! | `inline_threshold` | size | `256` | 0 to 4K; `off` is 0 (no inlining) |
 //! | `bind_to` | [`BindTo`] | `none` | `core`, `none` |
+//! | `tcp_addrs` | address list | `auto` (empty) | 0 to 4 distinct IPv4/IPv6 addresses, one per TCP rail |
+//! | `tcp_connections` | count | `1` | 1 to 8 |
+//! | `tcp_window` | size | `4M` | 64K to 1G |
+//! | `give_up` | duration | `5s` | 10ms to 24h, not shorter than `heartbeat` |
+//! | `reconnect_base` | duration | `5ms` | 100us to 10s |
+//! | `reconnect_cap` | duration | `500ms` | 1ms to 60s, not shorter than `reconnect_base` |
+//! | `payload_crc` | [`PayloadCrc`] | `always` | `always`, `sample:N` with N from 1 to 1000000 |
 //!
 //! Enumerated values are case-insensitive.
+//!
+//! What the TCP keys mean:
+//!
+//! * `heartbeat` is the dead-link detection window: a link with no traffic for
+//!   this long is down; heartbeats go every quarter of it.
+//! * `give_up`: a peer down on every link this long is dead, and its operations
+//!   fail.
+//! * `tcp_addrs`: the local address of each TCP rail, in rail order. Empty
+//!   (`auto`, the default) lets the shim pick the address that routes to the
+//!   bootstrap root.
+//! * `tcp_connections`: data connections per peer per rail (a control
+//!   connection is always added).
+//! * `tcp_window`: per-peer send window, which is both the replay buffer and
+//!   the flow-control credit.
+//! * `reconnect_base`, `reconnect_cap`: the first and the longest wait of the
+//!   exponential backoff between reconnect attempts.
+//! * `payload_crc`: bulk payloads (64 KiB and more) carry a payload CRC on
+//!   every frame (`always`) or on every N-th (`sample:N`); headers are always
+//!   checked.
 //!
 //! # Value syntax
 //!
@@ -55,12 +81,16 @@
 //!   `500ms`, `5s`, `2m`, `1.5s`. A bare number is an error (seconds or
 //!   milliseconds? the file must say).
 //! * **Counts** are plain decimal digits.
+//! * **Address lists** are IP addresses separated by commas:
+//!   `10.0.0.1,10.0.1.1`, `fd00::1`. `auto` is the empty list.
 //! * Surrounding spaces are ignored, as is a space between number and unit.
 //!
 //! In the TOML file a value may be a string (`heap_size = "1G"`) or, where it
-//! makes sense, an integer (`heap_size = 1073741824`, `queue_depth = 512`) or a
-//! boolean (`huge_pages = true`). Keys are lower case and top-level; a key the
-//! file does not know is an error naming the key, the file and the line.
+//! makes sense, an integer (`heap_size = 1073741824`, `queue_depth = 512`), a
+//! boolean (`huge_pages = true`) or, for `tcp_addrs`, an array of strings
+//! (`tcp_addrs = ["10.0.0.1", "10.0.1.1"]`; `[]` is `auto`). Keys are lower
+//! case and top-level; a key the file does not know is an error naming the
+//! key, the file and the line.
 //!
 //! # Errors and warnings
 //!
@@ -89,8 +119,16 @@
 //! | `huge_pages` | `on` | | |
 //! | `heartbeat` | `100ms` | | |
 //! | `op_timeout` | `2s` | `30s` | `1m` |
+//! | `tcp_connections` | `1` | `4` | `4` |
+//! | `tcp_window` | `1M` | `16M` | `16M` |
+//! | `payload_crc` | | `always` | `sample:16` |
 //!
-//! An empty cell keeps the default.
+//! An empty cell keeps the default. Why the TCP values: trading keeps one
+//! connection and a 1M window (small messages; less replay memory, less to
+//! retransmit after a link failure); storage and ai stripe bulk transfers over
+//! 4 connections with a 16M window to fill fast links; storage checks every
+//! payload (data at rest must not rot), while ai samples one frame in 16
+//! (gradients tolerate the rare miss, and the CRC costs bandwidth).
 //!
 //! # Example
 //!
@@ -120,6 +158,7 @@ use std::{
     collections::BTreeMap,
     fmt,
     io::Read as _,
+    net::IpAddr,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -137,7 +176,7 @@ pub const ENV_TEMPLATE: &str = "SWITCHYARD_TEMPLATE";
 
 /// `SWITCHYARD_*` variables that are not configuration keys but are known (the
 /// launcher's and the bootstrap's, and the two above): never warned about.
-pub const RESERVED_ENV: [&str; 11] = [
+pub const RESERVED_ENV: [&str; 15] = [
     "SWITCHYARD_RANK",
     "SWITCHYARD_SIZE",
     "SWITCHYARD_LOCAL_RANK",
@@ -147,6 +186,10 @@ pub const RESERVED_ENV: [&str; 11] = [
     "SWITCHYARD_ROOT_HOST",
     "SWITCHYARD_LAUNCHER_PID",
     "SWITCHYARD_BOUND_CPU",
+    "SWITCHYARD_NODE_ID",
+    "SWITCHYARD_SWITCH_ID",
+    "SWITCHYARD_TREE_ID",
+    "SWITCHYARD_SIM",
     ENV_CONFIG,
     ENV_TEMPLATE,
 ];
@@ -162,7 +205,9 @@ const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const TIB: u64 = 1 << 40;
 
+const US: Duration = Duration::from_micros(1);
 const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// What the template key takes.
@@ -193,7 +238,8 @@ pub enum Key {
     BootstrapTimeout,
     /// `op_timeout`: deadline for an operation waiting on a dead peer.
     OpTimeout,
-    /// `heartbeat`: heartbeat interval on idle TCP links.
+    /// `heartbeat`: the dead-link detection window: a link with no traffic for
+    /// this long is down; heartbeats go every quarter of it.
     Heartbeat,
     /// `trace_records`: capacity of the route trace ring.
     TraceRecords,
@@ -201,11 +247,27 @@ pub enum Key {
     InlineThreshold,
     /// `bind_to`: whether the progress thread is pinned.
     BindTo,
+    /// `tcp_addrs`: local address of each TCP rail, in rail order (empty:
+    /// automatic).
+    TcpAddrs,
+    /// `tcp_connections`: data connections per peer per rail.
+    TcpConnections,
+    /// `tcp_window`: per-peer send window (replay buffer and flow-control
+    /// credit).
+    TcpWindow,
+    /// `give_up`: how long a peer may be down on every link before it is dead.
+    GiveUp,
+    /// `reconnect_base`: first wait of the reconnect backoff.
+    ReconnectBase,
+    /// `reconnect_cap`: longest wait of the reconnect backoff.
+    ReconnectCap,
+    /// `payload_crc`: which bulk frames carry a payload CRC.
+    PayloadCrc,
 }
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 20;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -222,6 +284,13 @@ impl Key {
         Key::TraceRecords,
         Key::InlineThreshold,
         Key::BindTo,
+        Key::TcpAddrs,
+        Key::TcpConnections,
+        Key::TcpWindow,
+        Key::GiveUp,
+        Key::ReconnectBase,
+        Key::ReconnectCap,
+        Key::PayloadCrc,
     ];
 
     /// The key as written in the TOML file: `heap_size`.
@@ -240,6 +309,13 @@ impl Key {
             Key::TraceRecords => "trace_records",
             Key::InlineThreshold => "inline_threshold",
             Key::BindTo => "bind_to",
+            Key::TcpAddrs => "tcp_addrs",
+            Key::TcpConnections => "tcp_connections",
+            Key::TcpWindow => "tcp_window",
+            Key::GiveUp => "give_up",
+            Key::ReconnectBase => "reconnect_base",
+            Key::ReconnectCap => "reconnect_cap",
+            Key::PayloadCrc => "payload_crc",
         }
     }
 
@@ -259,6 +335,13 @@ impl Key {
             Key::TraceRecords => "SWITCHYARD_TRACE_RECORDS",
             Key::InlineThreshold => "SWITCHYARD_INLINE_THRESHOLD",
             Key::BindTo => "SWITCHYARD_BIND_TO",
+            Key::TcpAddrs => "SWITCHYARD_TCP_ADDRS",
+            Key::TcpConnections => "SWITCHYARD_TCP_CONNECTIONS",
+            Key::TcpWindow => "SWITCHYARD_TCP_WINDOW",
+            Key::GiveUp => "SWITCHYARD_GIVE_UP",
+            Key::ReconnectBase => "SWITCHYARD_RECONNECT_BASE",
+            Key::ReconnectCap => "SWITCHYARD_RECONNECT_CAP",
+            Key::PayloadCrc => "SWITCHYARD_PAYLOAD_CRC",
         }
     }
 
@@ -283,6 +366,15 @@ impl Key {
                 "a size such as 0, 64 or 256 (0 or off: no inlining), at most 4K"
             }
             Key::BindTo => "core or none",
+            Key::TcpAddrs => {
+                "auto or up to 4 distinct IP addresses separated by commas, one per TCP rail, such as 10.0.0.1,10.0.1.1"
+            }
+            Key::TcpConnections => "a whole number from 1 to 8, such as 1 or 4",
+            Key::TcpWindow => "a size such as 1M, 4M or 16M, from 64K to 1G",
+            Key::GiveUp => "a duration such as 1s, 5s or 1m, from 10ms to 24h",
+            Key::ReconnectBase => "a duration such as 1ms, 5ms or 50ms, from 100us to 10s",
+            Key::ReconnectCap => "a duration such as 100ms, 500ms or 5s, from 1ms to 60s",
+            Key::PayloadCrc => "always or sample:N with N from 1 to 1000000, such as sample:16",
         }
     }
 
@@ -403,6 +495,99 @@ impl BindTo {
     }
 }
 
+/// Which bulk payloads (64 KiB and more) carry a payload CRC. Frame headers
+/// are always checked.
+///
+/// Its [`Display`](fmt::Display) form is what [`PayloadCrc::parse`] reads:
+/// `always`, `sample:16`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PayloadCrc {
+    /// Every bulk frame.
+    #[default]
+    Always,
+    /// Every `every`-th bulk frame (1 to [`PayloadCrc::MAX_EVERY`]).
+    Sample {
+        /// The sampling period, in frames.
+        every: u32,
+    },
+}
+
+impl PayloadCrc {
+    /// Largest sampling period.
+    pub const MAX_EVERY: u32 = 1_000_000;
+
+    /// The sampling period in frames: 1 for [`PayloadCrc::Always`].
+    pub const fn every(self) -> u32 {
+        match self {
+            PayloadCrc::Always => 1,
+            PayloadCrc::Sample { every } => every,
+        }
+    }
+
+    /// Reads `always` or `sample:N` (case-insensitive, spaces around the parts
+    /// ignored), N from 1 to [`PayloadCrc::MAX_EVERY`].
+    pub fn parse(s: &str) -> Option<PayloadCrc> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("always") {
+            return Some(PayloadCrc::Always);
+        }
+        let (name, n) = s.split_once(':')?;
+        if !name.trim().eq_ignore_ascii_case("sample") {
+            return None;
+        }
+        let every = parse_count(n)
+            .and_then(|v| in_range(v, 1, u64::from(PayloadCrc::MAX_EVERY)))
+            .and_then(|v| u32::try_from(v).ok())?;
+        Some(PayloadCrc::Sample { every })
+    }
+}
+
+impl fmt::Display for PayloadCrc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PayloadCrc::Always => f.write_str("always"),
+            PayloadCrc::Sample { every } => write!(f, "sample:{every}"),
+        }
+    }
+}
+
+/// Most addresses in `tcp_addrs` (TCP rails).
+pub const MAX_TCP_ADDRS: usize = 4;
+
+/// Reads `auto` (the empty list) or comma-separated IP addresses: at most
+/// [`MAX_TCP_ADDRS`], no duplicates, no empty item.
+fn parse_addrs(s: &str) -> Option<Vec<IpAddr>> {
+    let s = s.trim();
+    if s.is_empty() || s.eq_ignore_ascii_case("auto") {
+        return Some(Vec::new());
+    }
+    let mut out = Vec::new();
+    for item in s.split(',') {
+        if out.len() == MAX_TCP_ADDRS {
+            return None;
+        }
+        let addr: IpAddr = item.trim().parse().ok()?;
+        if out.contains(&addr) {
+            return None;
+        }
+        out.push(addr);
+    }
+    Some(out)
+}
+
+/// The text form [`parse_addrs`] reads back: `auto`, or the addresses joined by
+/// commas.
+fn format_addrs(addrs: &[IpAddr]) -> String {
+    if addrs.is_empty() {
+        return "auto".into();
+    }
+    addrs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 // ---------------------------------------------------------------------------
 // Templates
 
@@ -411,11 +596,14 @@ impl BindTo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Template {
     /// Latency first: busy polling on a pinned core, shallow queues, inlined
-    /// small puts, huge pages, fast failure detection.
+    /// small puts, huge pages, fast failure detection, one TCP connection and
+    /// a small window.
     Trading,
-    /// Throughput first: deep queues, a large heap, no inlining.
+    /// Throughput first: deep queues, a large heap, no inlining, 4 TCP
+    /// connections, a large window, every payload checked.
     Storage,
-    /// Distributed training: deep queues, a large heap, adaptive progress.
+    /// Distributed training: deep queues, a large heap, adaptive progress, 4
+    /// TCP connections, a large window, payload CRCs sampled.
     Ai,
 }
 
@@ -429,6 +617,8 @@ const TRADING: &[(Key, &str)] = &[
     (Key::HugePages, "on"),
     (Key::Heartbeat, "100ms"),
     (Key::OpTimeout, "2s"),
+    (Key::TcpConnections, "1"),
+    (Key::TcpWindow, "1M"),
 ];
 
 const STORAGE: &[(Key, &str)] = &[
@@ -437,6 +627,9 @@ const STORAGE: &[(Key, &str)] = &[
     (Key::InlineThreshold, "0"),
     (Key::HeapSize, "4G"),
     (Key::OpTimeout, "30s"),
+    (Key::TcpConnections, "4"),
+    (Key::TcpWindow, "16M"),
+    (Key::PayloadCrc, "always"),
 ];
 
 const AI: &[(Key, &str)] = &[
@@ -444,6 +637,9 @@ const AI: &[(Key, &str)] = &[
     (Key::QueueDepth, "1024"),
     (Key::HeapSize, "2G"),
     (Key::OpTimeout, "1m"),
+    (Key::TcpConnections, "4"),
+    (Key::TcpWindow, "16M"),
+    (Key::PayloadCrc, "sample:16"),
 ];
 
 impl Template {
@@ -978,7 +1174,8 @@ pub struct Config {
     /// Deadline for an operation waiting on a dead or unreachable peer. Default
     /// 10 s.
     pub op_timeout: Duration,
-    /// Heartbeat interval on idle TCP links. Default 200 ms.
+    /// The dead-link detection window: a link with no traffic for this long is
+    /// down; heartbeats go every quarter of it. Default 200 ms.
     pub heartbeat: Duration,
     /// Capacity of the route trace ring, a power of two. Default 4096.
     pub trace_records: u32,
@@ -986,6 +1183,26 @@ pub struct Config {
     pub inline_threshold: u32,
     /// Whether the progress thread is pinned. Default [`BindTo::None`].
     pub bind_to: BindTo,
+    /// Local address of each TCP rail, in rail order, at most
+    /// [`MAX_TCP_ADDRS`], distinct. Default empty: the shim picks the address
+    /// that routes to the bootstrap root.
+    pub tcp_addrs: Vec<IpAddr>,
+    /// Data connections per peer per rail, 1 to 8 (a control connection is
+    /// always added). Default 1.
+    pub tcp_connections: u8,
+    /// Per-peer send window in bytes, 64 KiB to 1 GiB: the replay buffer and
+    /// the flow-control credit. Default 4 MiB.
+    pub tcp_window: u32,
+    /// A peer down on every link this long is dead: its operations fail. Not
+    /// shorter than `heartbeat`. Default 5 s.
+    pub give_up: Duration,
+    /// First wait of the reconnect backoff. Default 5 ms.
+    pub reconnect_base: Duration,
+    /// Longest wait of the reconnect backoff, not shorter than
+    /// `reconnect_base`. Default 500 ms.
+    pub reconnect_cap: Duration,
+    /// Which bulk payloads carry a CRC. Default [`PayloadCrc::Always`].
+    pub payload_crc: PayloadCrc,
     template: Option<(Template, Source)>,
     file: Option<PathBuf>,
     sources: [Source; Key::COUNT],
@@ -1008,6 +1225,13 @@ impl Default for Config {
             trace_records: 4096,
             inline_threshold: 256,
             bind_to: BindTo::None,
+            tcp_addrs: Vec::new(),
+            tcp_connections: 1,
+            tcp_window: 4 * 1024 * 1024,
+            give_up: Duration::from_secs(5),
+            reconnect_base: Duration::from_millis(5),
+            reconnect_cap: Duration::from_millis(500),
+            payload_crc: PayloadCrc::Always,
             template: None,
             file: None,
             sources: std::array::from_fn(|_| Source::Default),
@@ -1104,7 +1328,7 @@ impl Config {
     /// * [`ConfigError::BadValue`]: a value (or the template name) is bad, in the
     ///   file or the environment;
     /// * [`ConfigError::Conflict`]: the values in effect contradict each other
-    ///   (`heartbeat` must be shorter than `op_timeout`);
+    ///   (see [`Config::check`]);
     /// * [`ConfigError::Several`]: more than one of the last three.
     pub fn load_from<F>(mut lookup: F) -> Result<Config, ConfigError>
     where
@@ -1171,7 +1395,10 @@ impl Config {
         if errors.is_empty()
             && let Err(e) = cfg.check()
         {
-            errors.push(e);
+            match e {
+                ConfigError::Several(list) => errors.extend(list),
+                e => errors.push(e),
+            }
         }
         match ConfigError::from_list(errors) {
             Some(e) => Err(e),
@@ -1277,29 +1504,90 @@ impl Config {
                 put(&mut self.inline_threshold, v)
             }
             Key::BindTo => put(&mut self.bind_to, BindTo::parse(s)),
+            Key::TcpAddrs => put(&mut self.tcp_addrs, parse_addrs(s)),
+            Key::TcpConnections => put(
+                &mut self.tcp_connections,
+                parse_count(s)
+                    .and_then(|v| in_range(v, 1, 8))
+                    .and_then(|v| u8::try_from(v).ok()),
+            ),
+            Key::TcpWindow => put(
+                &mut self.tcp_window,
+                parse_size(s)
+                    .and_then(|v| in_range(v, 64 * KIB, GIB))
+                    .and_then(|v| u32::try_from(v).ok()),
+            ),
+            Key::GiveUp => put(
+                &mut self.give_up,
+                parse_duration(s).and_then(|d| in_range(d, 10 * MS, DAY)),
+            ),
+            Key::ReconnectBase => put(
+                &mut self.reconnect_base,
+                parse_duration(s).and_then(|d| in_range(d, 100 * US, 10 * SEC)),
+            ),
+            Key::ReconnectCap => put(
+                &mut self.reconnect_cap,
+                parse_duration(s).and_then(|d| in_range(d, MS, 60 * SEC)),
+            ),
+            Key::PayloadCrc => put(&mut self.payload_crc, PayloadCrc::parse(s)),
         }
     }
 
-    /// Checks the values against each other: `heartbeat` must be shorter than
-    /// `op_timeout` (a peer must be able to miss heartbeats before an operation
-    /// on it gives up).
+    /// Checks the values against each other:
+    ///
+    /// * `heartbeat` must be shorter than `op_timeout` (a peer must be able to
+    ///   miss heartbeats before an operation on it gives up);
+    /// * `give_up` must not be shorter than `heartbeat` (a peer is declared
+    ///   dead only after its links could be seen down);
+    /// * `reconnect_cap` must not be shorter than `reconnect_base`.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Conflict`] naming both keys, their values and sources.
+    /// [`ConfigError::Conflict`] naming both keys, their values and sources;
+    /// [`ConfigError::Several`] when more than one rule is broken.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if self.heartbeat >= self.op_timeout {
-            return Err(ConfigError::Conflict(Box::new(Conflict {
-                key: Key::Heartbeat.name(),
-                value: self.value(Key::Heartbeat),
-                from: self.source(Key::Heartbeat).clone(),
-                relation: "shorter than",
-                other: Key::OpTimeout.name(),
-                other_value: self.value(Key::OpTimeout),
-                other_from: self.source(Key::OpTimeout).clone(),
-            })));
+        let mut errors = Vec::new();
+        let rules = [
+            (
+                Key::Heartbeat,
+                self.heartbeat >= self.op_timeout,
+                "shorter than",
+                Key::OpTimeout,
+            ),
+            (
+                Key::GiveUp,
+                self.give_up < self.heartbeat,
+                "no shorter than",
+                Key::Heartbeat,
+            ),
+            (
+                Key::ReconnectCap,
+                self.reconnect_cap < self.reconnect_base,
+                "no shorter than",
+                Key::ReconnectBase,
+            ),
+        ];
+        for (key, broken, relation, other) in rules {
+            if broken {
+                errors.push(self.conflict(key, relation, other));
+            }
         }
-        Ok(())
+        match ConfigError::from_list(errors) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn conflict(&self, key: Key, relation: &'static str, other: Key) -> ConfigError {
+        ConfigError::Conflict(Box::new(Conflict {
+            key: key.name(),
+            value: self.value(key),
+            from: self.source(key).clone(),
+            relation,
+            other: other.name(),
+            other_value: self.value(other),
+            other_from: self.source(other).clone(),
+        }))
     }
 
     /// Where `key`'s value came from.
@@ -1324,6 +1612,13 @@ impl Config {
             Key::TraceRecords => self.trace_records.to_string(),
             Key::InlineThreshold => format_size(self.inline_threshold.into()),
             Key::BindTo => self.bind_to.name().into(),
+            Key::TcpAddrs => format_addrs(&self.tcp_addrs),
+            Key::TcpConnections => self.tcp_connections.to_string(),
+            Key::TcpWindow => format_size(self.tcp_window.into()),
+            Key::GiveUp => format_duration(self.give_up),
+            Key::ReconnectBase => format_duration(self.reconnect_base),
+            Key::ReconnectCap => format_duration(self.reconnect_cap),
+            Key::PayloadCrc => self.payload_crc.to_string(),
         }
     }
 
@@ -1408,6 +1703,24 @@ fn line_of(text: &str, offset: usize) -> u32 {
     u32::try_from(nl + 1).unwrap_or(u32::MAX)
 }
 
+/// An array of strings as the comma-separated text form of a list: `[]` is
+/// `auto`; an item that is not a string, is empty or holds a comma is an error.
+fn string_list(items: &[toml::Spanned<toml::de::DeValue<'_>>]) -> Result<String, ()> {
+    if items.is_empty() {
+        return Ok("auto".into());
+    }
+    let mut parts = Vec::with_capacity(items.len());
+    for item in items {
+        match item.get_ref() {
+            toml::de::DeValue::String(s) if !s.trim().is_empty() && !s.contains(',') => {
+                parts.push(s.to_string());
+            }
+            _ => return Err(()),
+        }
+    }
+    Ok(parts.join(","))
+}
+
 /// Reads the top-level keys of `text`. A syntax error is returned at once;
 /// unknown keys go to `errors` and the rest is still read.
 fn parse_file(
@@ -1440,6 +1753,9 @@ fn parse_file(
                 .map_err(|_| ()),
             DeValue::Float(f) => Ok(f.as_str().to_string()),
             DeValue::Boolean(b) => Ok(b.to_string()),
+            DeValue::Array(items) if Key::from_name(name) == Some(Key::TcpAddrs) => {
+                string_list(items)
+            }
             _ => Err(()),
         };
         let written = text
@@ -1629,6 +1945,24 @@ mod test {
         assert_eq!(ai.queue_depth, 1024);
         assert!(ai.heap_size >= 1 << 30);
         assert_eq!(ai.progress, Progress::Adaptive);
+        assert_eq!(trading.tcp_connections, 1);
+        assert_eq!(trading.tcp_window, 1 << 20);
+        assert_eq!(trading.payload_crc, PayloadCrc::Always);
+        assert_eq!(storage.tcp_connections, 4);
+        assert_eq!(storage.tcp_window, 16 << 20);
+        assert_eq!(storage.payload_crc, PayloadCrc::Always);
+        assert_eq!(
+            storage.source(Key::PayloadCrc),
+            &Source::Template("storage")
+        );
+        assert_eq!(ai.tcp_connections, 4);
+        assert_eq!(ai.tcp_window, 16 << 20);
+        assert_eq!(ai.payload_crc, PayloadCrc::Sample { every: 16 });
+        for t in [&trading, &storage, &ai] {
+            assert!(t.tcp_addrs.is_empty());
+            assert_eq!(t.source(Key::TcpAddrs), &Source::Default);
+            assert!(t.give_up >= t.heartbeat);
+        }
     }
 
     #[test]
@@ -1647,6 +1981,41 @@ mod test {
             (Key::TraceRecords, &["1000", "8", "2097152"]),
             (Key::InlineThreshold, &["5K", "on", "lots"]),
             (Key::BindTo, &["socket", "yes"]),
+            (
+                Key::TcpAddrs,
+                &[
+                    "10.0.0.256",
+                    "host1",
+                    "10.0.0.1,",
+                    ",10.0.0.1",
+                    "10.0.0.1;10.0.0.2",
+                    "10.0.0.1,10.0.0.1",
+                    "fd00::1,FD00:0::1",
+                    "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5",
+                    "10.0.0.1:5000",
+                    "[::1]",
+                    "fe80::1%eth0",
+                ],
+            ),
+            (Key::TcpConnections, &["0", "9", "256", "-1", "two", "1.5"]),
+            (Key::TcpWindow, &["32K", "65535", "2G", "4Q", "-4M"]),
+            (Key::GiveUp, &["5", "9ms", "25h", "0s", "soon"]),
+            (Key::ReconnectBase, &["5", "99us", "11s", "0ms"]),
+            (Key::ReconnectCap, &["500", "999us", "61s", "2m"]),
+            (
+                Key::PayloadCrc,
+                &[
+                    "sample:0",
+                    "sample:x",
+                    "sample:",
+                    "sample",
+                    "sample:1000001",
+                    "sample:-1",
+                    "never",
+                    "every:16",
+                    "16",
+                ],
+            ),
         ];
         assert_eq!(bad.len(), Key::COUNT);
         for &(key, values) in bad {
@@ -1716,10 +2085,143 @@ mod test {
     }
 
     #[test]
+    fn tcp_keys_parse_and_read_back() {
+        let d = Config::default();
+        assert!(d.tcp_addrs.is_empty());
+        assert_eq!(d.value(Key::TcpAddrs), "auto");
+        assert_eq!(d.tcp_connections, 1);
+        assert_eq!(d.tcp_window, 4 << 20);
+        assert_eq!(d.value(Key::TcpWindow), "4M");
+        assert_eq!(d.give_up, Duration::from_secs(5));
+        assert_eq!(d.reconnect_base, Duration::from_millis(5));
+        assert_eq!(d.reconnect_cap, Duration::from_millis(500));
+        assert_eq!(d.payload_crc, PayloadCrc::Always);
+
+        let mut cfg = Config::default();
+        let env = |k: Key| Source::Env(k.env());
+        cfg.set(Key::TcpAddrs, " 10.0.0.1 , fd00::1 ", env(Key::TcpAddrs))
+            .unwrap();
+        assert_eq!(
+            cfg.tcp_addrs,
+            [
+                "10.0.0.1".parse::<IpAddr>().unwrap(),
+                "fd00::1".parse().unwrap()
+            ]
+        );
+        assert_eq!(cfg.value(Key::TcpAddrs), "10.0.0.1,fd00::1");
+        cfg.set(
+            Key::TcpAddrs,
+            "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4",
+            env(Key::TcpAddrs),
+        )
+        .unwrap();
+        assert_eq!(cfg.tcp_addrs.len(), MAX_TCP_ADDRS);
+        cfg.set(Key::TcpAddrs, "AUTO", env(Key::TcpAddrs)).unwrap();
+        assert!(cfg.tcp_addrs.is_empty());
+        for (v, want) in [("1", 1), ("8", 8), (" 4 ", 4)] {
+            cfg.set(Key::TcpConnections, v, Source::Default).unwrap();
+            assert_eq!(cfg.tcp_connections, want);
+        }
+        for (v, want) in [("64K", 64 << 10), ("1G", 1 << 30), ("65536", 65536)] {
+            cfg.set(Key::TcpWindow, v, Source::Default).unwrap();
+            assert_eq!(cfg.tcp_window, want);
+        }
+        for (key, lo, hi) in [
+            (Key::GiveUp, "10ms", "24h"),
+            (Key::ReconnectBase, "100us", "10s"),
+            (Key::ReconnectCap, "1ms", "60s"),
+        ] {
+            for v in [lo, hi] {
+                cfg.set(key, v, Source::Default).unwrap();
+                assert_eq!(parse_duration(&cfg.value(key)), parse_duration(v));
+            }
+        }
+        for (v, want) in [
+            ("always", PayloadCrc::Always),
+            ("ALWAYS", PayloadCrc::Always),
+            ("sample:16", PayloadCrc::Sample { every: 16 }),
+            ("Sample: 1", PayloadCrc::Sample { every: 1 }),
+            ("sample:1000000", PayloadCrc::Sample { every: 1_000_000 }),
+        ] {
+            cfg.set(Key::PayloadCrc, v, Source::Default).unwrap();
+            assert_eq!(cfg.payload_crc, want, "{v}");
+            // Display round-trips.
+            assert_eq!(PayloadCrc::parse(&want.to_string()), Some(want));
+        }
+        assert_eq!(PayloadCrc::Always.every(), 1);
+        assert_eq!(PayloadCrc::Sample { every: 16 }.to_string(), "sample:16");
+        assert_eq!(PayloadCrc::Sample { every: 16 }.every(), 16);
+    }
+
+    #[test]
+    fn tcp_conflicts_name_both_keys() {
+        let err = Config::load_from(lookup(&[("SWITCHYARD_GIVE_UP", "100ms")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "give_up = 100ms (env SWITCHYARD_GIVE_UP) must be no shorter than heartbeat = 200ms (default)"
+        );
+        // Equal is fine.
+        let cfg = Config::load_from(lookup(&[
+            ("SWITCHYARD_GIVE_UP", "1s"),
+            ("SWITCHYARD_HEARTBEAT", "1000ms"),
+        ]))
+        .unwrap();
+        assert_eq!(cfg.give_up, cfg.heartbeat);
+        let err = Config::load_from(lookup(&[
+            ("SWITCHYARD_RECONNECT_BASE", "1s"),
+            ("SWITCHYARD_RECONNECT_CAP", "100ms"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "reconnect_cap = 100ms (env SWITCHYARD_RECONNECT_CAP) must be no shorter than reconnect_base = 1s (env SWITCHYARD_RECONNECT_BASE)"
+        );
+        // Both broken rules are reported.
+        let err = Config::load_from(lookup(&[
+            ("SWITCHYARD_GIVE_UP", "10ms"),
+            ("SWITCHYARD_RECONNECT_BASE", "2s"),
+        ]))
+        .unwrap_err();
+        assert_eq!(err.errors().len(), 2, "{err}");
+        assert!(matches!(err.errors()[0], ConfigError::Conflict(ref c) if c.key == "give_up"));
+        assert!(
+            matches!(err.errors()[1], ConfigError::Conflict(ref c) if c.key == "reconnect_cap")
+        );
+    }
+
+    #[test]
+    fn reserved_variables_are_not_keys_and_not_warned() {
+        for var in RESERVED_ENV {
+            assert_eq!(Key::from_env(var), None, "{var} is a key");
+        }
+        assert!(!RESERVED_ENV.contains(&"SWITCHYARD_TCP_ADDRS"));
+        let w = check_env_names([
+            "SWITCHYARD_NODE_ID",
+            "SWITCHYARD_SWITCH_ID",
+            "SWITCHYARD_TREE_ID",
+            "SWITCHYARD_SIM",
+            "SWITCHYARD_TCP_ADDRS",
+            "SWITCHYARD_TCP_ADDR",
+            "SWITCHYARD_GIVEUP",
+        ]);
+        let got: Vec<(&str, Option<&str>)> =
+            w.iter().map(|w| (w.var.as_str(), w.suggestion)).collect();
+        assert_eq!(
+            got,
+            [
+                ("SWITCHYARD_TCP_ADDR", Some("SWITCHYARD_TCP_ADDRS")),
+                ("SWITCHYARD_GIVEUP", Some("SWITCHYARD_GIVE_UP")),
+            ]
+        );
+    }
+
+    #[test]
     fn conflict_names_both_keys() {
         let err = Config::load_from(lookup(&[
             ("SWITCHYARD_HEARTBEAT", "20s"),
             ("SWITCHYARD_OP_TIMEOUT", "5s"),
+            // (give_up must not be shorter than heartbeat either.)
+            ("SWITCHYARD_GIVE_UP", "30s"),
         ]))
         .unwrap_err();
         assert_eq!(
@@ -1831,6 +2333,24 @@ mod test {
         assert!(errors.is_empty());
         assert_eq!(f.values[0].1.raw, Err(()));
         assert_eq!(f.values[0].1.written, "[1]");
+
+        // Arrays of strings only for tcp_addrs.
+        let text = "tcp_addrs = [\"10.0.0.1\", \"fd00::1\"]\n";
+        let f = parse_file(text, path, &mut errors).unwrap();
+        assert_eq!(f.values[0].1.raw.as_deref(), Ok("10.0.0.1,fd00::1"));
+        let f = parse_file("tcp_addrs = []\n", path, &mut errors).unwrap();
+        assert_eq!(f.values[0].1.raw.as_deref(), Ok("auto"));
+        for bad in [
+            "tcp_addrs = [1]\n",
+            "tcp_addrs = [\"10.0.0.1,10.0.0.2\"]\n",
+            "tcp_addrs = [\"\"]\n",
+            "tcp_addrs = [[\"10.0.0.1\"]]\n",
+            "tcp_connections = [4]\n",
+        ] {
+            let f = parse_file(bad, path, &mut errors).unwrap();
+            assert_eq!(f.values[0].1.raw, Err(()), "{bad}");
+        }
+        assert!(errors.is_empty());
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! files, file errors, and the environment given as a lookup (the process
 //! environment is never changed).
 
-use std::path::PathBuf;
+use std::{net::IpAddr, path::PathBuf, time::Duration};
 
-use switchyard::config::{Config, ConfigError, ENV_CONFIG, ENV_TEMPLATE, Key, Source, Template};
+use switchyard::config::{
+    Config, ConfigError, ENV_CONFIG, ENV_TEMPLATE, Key, PayloadCrc, RESERVED_ENV, Source, Template,
+};
 
 /// Writes `text` to a fresh file under the target's scratch folder.
 fn scratch(name: &str, text: &str) -> PathBuf {
@@ -41,6 +43,13 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::TraceRecords => ("1024", "2048"),
         Key::InlineThreshold => ("128", "64"),
         Key::BindTo => ("\"core\"", "core"),
+        Key::TcpAddrs => ("[\"10.0.0.1\", \"10.0.1.1\"]", "fd00::1"),
+        Key::TcpConnections => ("2", "3"),
+        Key::TcpWindow => ("2097152", "8M"),
+        Key::GiveUp => ("\"10s\"", "2s"),
+        Key::ReconnectBase => ("\"1ms\"", "2ms"),
+        Key::ReconnectCap => ("\"1s\"", "2s"),
+        Key::PayloadCrc => ("\"sample:4\"", "sample:8"),
         _ => unreachable!("a key without test values"),
     }
 }
@@ -291,4 +300,333 @@ fn policy_carries_the_routing_knobs() {
     let p = cfg.policy();
     assert_eq!(p.short_threshold, 4096);
     assert_eq!(p.load_watermark.per_mille, 900);
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn tcp_keys_defaults_env_file_and_templates() {
+    let d = load(&[]).unwrap();
+    assert!(d.tcp_addrs.is_empty());
+    assert_eq!(d.value(Key::TcpAddrs), "auto");
+    assert_eq!(d.tcp_connections, 1);
+    assert_eq!(d.tcp_window, 4 << 20);
+    assert_eq!(d.give_up, Duration::from_secs(5));
+    assert_eq!(d.reconnect_base, Duration::from_millis(5));
+    assert_eq!(d.reconnect_cap, Duration::from_millis(500));
+    assert_eq!(d.payload_crc, PayloadCrc::Always);
+    assert_eq!(d.heartbeat, Duration::from_millis(200));
+    for key in [
+        Key::TcpAddrs,
+        Key::TcpConnections,
+        Key::TcpWindow,
+        Key::GiveUp,
+        Key::ReconnectBase,
+        Key::ReconnectCap,
+        Key::PayloadCrc,
+    ] {
+        assert_eq!(d.source(key), &Source::Default, "{key}");
+    }
+
+    // The environment.
+    let cfg = load(&[
+        ("SWITCHYARD_TCP_ADDRS", "10.0.0.1, 10.0.1.1,fd00::2"),
+        ("SWITCHYARD_TCP_CONNECTIONS", "8"),
+        ("SWITCHYARD_TCP_WINDOW", "64K"),
+        ("SWITCHYARD_GIVE_UP", "30s"),
+        ("SWITCHYARD_RECONNECT_BASE", "100us"),
+        ("SWITCHYARD_RECONNECT_CAP", "1m"),
+        ("SWITCHYARD_PAYLOAD_CRC", "sample:1000000"),
+    ])
+    .unwrap();
+    assert_eq!(
+        cfg.tcp_addrs,
+        [ip("10.0.0.1"), ip("10.0.1.1"), ip("fd00::2")]
+    );
+    assert_eq!(
+        cfg.source(Key::TcpAddrs),
+        &Source::Env("SWITCHYARD_TCP_ADDRS")
+    );
+    assert_eq!(cfg.tcp_connections, 8);
+    assert_eq!(cfg.tcp_window, 64 << 10);
+    assert_eq!(cfg.give_up, Duration::from_secs(30));
+    assert_eq!(cfg.reconnect_base, Duration::from_micros(100));
+    assert_eq!(cfg.reconnect_cap, Duration::from_secs(60));
+    assert_eq!(cfg.payload_crc, PayloadCrc::Sample { every: 1_000_000 });
+    assert_eq!(
+        cfg.source(Key::PayloadCrc),
+        &Source::Env("SWITCHYARD_PAYLOAD_CRC")
+    );
+
+    // The file: strings, integers, an array.
+    let file = scratch(
+        "tcp.toml",
+        "tcp_addrs = [\"192.168.1.10\", \"::1\"]\ntcp_connections = 4\ntcp_window = 16777216\ngive_up = \"2m\"\nreconnect_base = \"10ms\"\nreconnect_cap = \"5s\"\npayload_crc = \"SAMPLE:32\"\n",
+    );
+    let cfg = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap();
+    assert_eq!(cfg.tcp_addrs, [ip("192.168.1.10"), ip("::1")]);
+    assert_eq!(cfg.tcp_connections, 4);
+    assert_eq!(cfg.tcp_window, 16 << 20);
+    assert_eq!(cfg.give_up, Duration::from_secs(120));
+    assert_eq!(cfg.reconnect_base, Duration::from_millis(10));
+    assert_eq!(cfg.reconnect_cap, Duration::from_secs(5));
+    assert_eq!(cfg.payload_crc, PayloadCrc::Sample { every: 32 });
+    assert_eq!(
+        cfg.source(Key::PayloadCrc),
+        &Source::File {
+            path: file.clone(),
+            line: 7
+        }
+    );
+    let e = cfg.entries().find(|e| e.key == "tcp_addrs").unwrap();
+    assert_eq!(e.value, "192.168.1.10,::1");
+    assert_eq!(e.env, "SWITCHYARD_TCP_ADDRS");
+    let e = cfg.entries().find(|e| e.key == "payload_crc").unwrap();
+    assert_eq!(e.value, "sample:32");
+    let e = cfg.entries().find(|e| e.key == "tcp_window").unwrap();
+    assert_eq!(e.value, "16M");
+
+    // String forms in the file too; `[]` and "auto" are the automatic choice.
+    let file = scratch(
+        "tcp-strings.toml",
+        "tcp_addrs = \"10.0.0.1,10.0.0.2\"\ntcp_connections = \"2\"\ntcp_window = \"1G\"\n",
+    );
+    let cfg = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap();
+    assert_eq!(cfg.tcp_addrs, [ip("10.0.0.1"), ip("10.0.0.2")]);
+    assert_eq!(cfg.tcp_connections, 2);
+    assert_eq!(cfg.tcp_window, 1 << 30);
+    let file = scratch("tcp-empty.toml", "tcp_addrs = []\n");
+    let path = file.to_str().unwrap();
+    let cfg = load(&[(ENV_CONFIG, path)]).unwrap();
+    assert!(cfg.tcp_addrs.is_empty());
+    assert_eq!(
+        cfg.source(Key::TcpAddrs),
+        &Source::File {
+            path: file.clone(),
+            line: 1
+        }
+    );
+    // The environment wins over the file's empty list.
+    let cfg = load(&[(ENV_CONFIG, path), ("SWITCHYARD_TCP_ADDRS", "10.9.8.7")]).unwrap();
+    assert_eq!(cfg.tcp_addrs, [ip("10.9.8.7")]);
+
+    // Templates.
+    let want: [(Template, u8, u32, PayloadCrc); 3] = [
+        (Template::Trading, 1, 1 << 20, PayloadCrc::Always),
+        (Template::Storage, 4, 16 << 20, PayloadCrc::Always),
+        (Template::Ai, 4, 16 << 20, PayloadCrc::Sample { every: 16 }),
+    ];
+    for (t, conns, window, crc) in want {
+        let cfg = load(&[(ENV_TEMPLATE, t.name())]).unwrap();
+        assert_eq!(cfg.tcp_connections, conns, "{t}");
+        assert_eq!(cfg.tcp_window, window, "{t}");
+        assert_eq!(cfg.payload_crc, crc, "{t}");
+        assert_eq!(cfg.source(Key::TcpWindow), &Source::Template(t.name()));
+        assert_eq!(cfg.source(Key::GiveUp), &Source::Default);
+        // The environment overrides the template's value.
+        let cfg = load(&[
+            (ENV_TEMPLATE, t.name()),
+            ("SWITCHYARD_TCP_WINDOW", "2M"),
+            ("SWITCHYARD_PAYLOAD_CRC", "sample:2"),
+        ])
+        .unwrap();
+        assert_eq!(cfg.tcp_window, 2 << 20);
+        assert_eq!(cfg.payload_crc, PayloadCrc::Sample { every: 2 });
+        assert_eq!(cfg.tcp_connections, conns);
+    }
+}
+
+#[test]
+fn tcp_keys_bad_values_name_variable_and_value() {
+    let cases: &[(&str, &str)] = &[
+        ("SWITCHYARD_TCP_ADDRS", "10.0.0.300"),
+        ("SWITCHYARD_TCP_ADDRS", "not-an-ip"),
+        ("SWITCHYARD_TCP_ADDRS", "10.0.0.1,10.0.0.1"),
+        (
+            "SWITCHYARD_TCP_ADDRS",
+            "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5",
+        ),
+        ("SWITCHYARD_TCP_CONNECTIONS", "0"),
+        ("SWITCHYARD_TCP_CONNECTIONS", "9"),
+        ("SWITCHYARD_TCP_WINDOW", "32K"),
+        ("SWITCHYARD_TCP_WINDOW", "2G"),
+        ("SWITCHYARD_GIVE_UP", "5ms"),
+        ("SWITCHYARD_GIVE_UP", "2d"),
+        ("SWITCHYARD_GIVE_UP", "5"),
+        ("SWITCHYARD_RECONNECT_BASE", "50us"),
+        ("SWITCHYARD_RECONNECT_BASE", "20s"),
+        ("SWITCHYARD_RECONNECT_CAP", "500us"),
+        ("SWITCHYARD_RECONNECT_CAP", "2m"),
+        ("SWITCHYARD_PAYLOAD_CRC", "sample:0"),
+        ("SWITCHYARD_PAYLOAD_CRC", "sample:x"),
+        ("SWITCHYARD_PAYLOAD_CRC", "sample:1000001"),
+        ("SWITCHYARD_PAYLOAD_CRC", "sometimes"),
+    ];
+    for &(var, value) in cases {
+        let err = load(&[(var, value)]).unwrap_err();
+        let key = Key::from_env(var).unwrap();
+        assert!(
+            matches!(&err, ConfigError::BadValue { key: k, value: v, .. } if *k == key.name() && v == value),
+            "{var}={value}: {err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("{var}={value}: expected {}", key.expected())
+        );
+    }
+    let err = load(&[("SWITCHYARD_TCP_ADDRS", "10.0.0.1,10.0.0.1")]).unwrap_err();
+    assert!(err.to_string().contains("distinct IP addresses"), "{err}");
+    let err = load(&[("SWITCHYARD_PAYLOAD_CRC", "sample:0")]).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "SWITCHYARD_PAYLOAD_CRC=sample:0: expected always or sample:N with N from 1 to 1000000"
+        ),
+        "{err}"
+    );
+
+    // In the file: the key, the file and line, the value as written.
+    let file = scratch(
+        "tcp-bad.toml",
+        "tcp_addrs = [\"10.0.0.1\", \"10.0.0.1\"]\ntcp_connections = 16\ntcp_window = 1024\npayload_crc = \"sample:0\"\ntcp_addrs_x = 1\n",
+    );
+    let err = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap_err();
+    let msgs: Vec<String> = err.errors().iter().map(ToString::to_string).collect();
+    let p = file.display();
+    assert_eq!(msgs.len(), 5, "{msgs:?}");
+    assert!(
+        msgs[0].starts_with(&format!(
+            "{p}:5: unknown key 'tcp_addrs_x' (did you mean 'tcp_addrs'?)"
+        )),
+        "{msgs:?}"
+    );
+    assert_eq!(
+        msgs[1],
+        format!(
+            "{p}:1: tcp_addrs = [\"10.0.0.1\", \"10.0.0.1\"]: expected {}",
+            Key::TcpAddrs.expected()
+        )
+    );
+    assert_eq!(
+        msgs[2],
+        format!("{p}:2: tcp_connections = 16: expected a whole number from 1 to 8, such as 1 or 4")
+    );
+    assert_eq!(
+        msgs[3],
+        format!(
+            "{p}:3: tcp_window = 1024: expected {}",
+            Key::TcpWindow.expected()
+        )
+    );
+    assert_eq!(
+        msgs[4],
+        format!(
+            "{p}:4: payload_crc = \"sample:0\": expected {}",
+            Key::PayloadCrc.expected()
+        )
+    );
+    let file = scratch(
+        "tcp-five.toml",
+        "tcp_addrs = [\"10.0.0.1\", \"10.0.0.2\", \"10.0.0.3\", \"10.0.0.4\", \"10.0.0.5\"]\n",
+    );
+    let err = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConfigError::BadValue {
+                key: "tcp_addrs",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let file = scratch("tcp-num.toml", "tcp_addrs = [1]\n");
+    let err = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap_err();
+    assert!(
+        err.to_string().ends_with(&format!(
+            ":1: tcp_addrs = [1]: expected {}",
+            Key::TcpAddrs.expected()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn tcp_cross_key_rules() {
+    // give_up may not be shorter than heartbeat.
+    let err = load(&[("SWITCHYARD_GIVE_UP", "150ms")]).unwrap_err();
+    assert!(matches!(err, ConfigError::Conflict(_)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "give_up = 150ms (env SWITCHYARD_GIVE_UP) must be no shorter than heartbeat = 200ms (default)"
+    );
+    // The template's heartbeat counts.
+    let err = load(&[(ENV_TEMPLATE, "trading"), ("SWITCHYARD_GIVE_UP", "50ms")]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "give_up = 50ms (env SWITCHYARD_GIVE_UP) must be no shorter than heartbeat = 100ms (template trading)"
+    );
+    assert!(load(&[(ENV_TEMPLATE, "trading"), ("SWITCHYARD_GIVE_UP", "100ms")]).is_ok());
+    // A longer heartbeat from the file against the default give_up.
+    let file = scratch("tcp-hb.toml", "heartbeat = \"6s\"\n");
+    let err = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "give_up = 5s (default) must be no shorter than heartbeat = 6s (file {}:1)",
+            file.display()
+        )
+    );
+
+    // reconnect_cap may not be below reconnect_base.
+    let err = load(&[("SWITCHYARD_RECONNECT_CAP", "2ms")]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "reconnect_cap = 2ms (env SWITCHYARD_RECONNECT_CAP) must be no shorter than reconnect_base = 5ms (default)"
+    );
+    let err = load(&[("SWITCHYARD_RECONNECT_BASE", "1s")]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "reconnect_cap = 500ms (default) must be no shorter than reconnect_base = 1s (env SWITCHYARD_RECONNECT_BASE)"
+    );
+    let cfg = load(&[
+        ("SWITCHYARD_RECONNECT_BASE", "1s"),
+        ("SWITCHYARD_RECONNECT_CAP", "1s"),
+    ])
+    .unwrap();
+    assert_eq!(cfg.reconnect_base, cfg.reconnect_cap);
+}
+
+#[test]
+fn launcher_variables_are_reserved_and_tcp_addrs_is_a_key() {
+    for var in [
+        "SWITCHYARD_NODE_ID",
+        "SWITCHYARD_SWITCH_ID",
+        "SWITCHYARD_TREE_ID",
+        "SWITCHYARD_SIM",
+    ] {
+        assert!(RESERVED_ENV.contains(&var), "{var}");
+    }
+    assert!(!RESERVED_ENV.contains(&"SWITCHYARD_TCP_ADDRS"));
+    assert_eq!(Key::from_env("SWITCHYARD_TCP_ADDRS"), Some(Key::TcpAddrs));
+    let cfg = Config::load_from_vars([
+        ("SWITCHYARD_NODE_ID", "3"),
+        ("SWITCHYARD_SWITCH_ID", "1"),
+        ("SWITCHYARD_TREE_ID", "0"),
+        ("SWITCHYARD_SIM", "1"),
+        ("SWITCHYARD_TCP_ADDRS", "127.0.0.1"),
+        ("SWITCHYARD_TCP_WINDOWS", "8M"),
+    ])
+    .unwrap();
+    assert_eq!(cfg.tcp_addrs, [ip("127.0.0.1")]);
+    let w: Vec<(&str, Option<&str>)> = cfg
+        .warnings()
+        .iter()
+        .map(|w| (w.var.as_str(), w.suggestion))
+        .collect();
+    assert_eq!(
+        w,
+        [("SWITCHYARD_TCP_WINDOWS", Some("SWITCHYARD_TCP_WINDOW"))]
+    );
 }
