@@ -194,7 +194,10 @@ pub const MAX_FRAME_LEN: usize = 1 << 20;
 pub const PROTOCOL_VERSION: u8 = 1;
 
 /// Version of the card encoding ([`Card::encode`]).
-pub const CARD_FORMAT_VERSION: u8 = 1;
+pub const CARD_FORMAT_VERSION: u8 = 2;
+
+/// Most TCP rails a card lists.
+pub const MAX_TCP_RAILS: usize = 4;
 
 /// `switch_id` of a card whose switch is not known.
 pub const SWITCH_UNKNOWN: u32 = u32::MAX;
@@ -1166,8 +1169,15 @@ pub struct Card {
     pub pid: u32,
     /// Its shared-memory object name (at most 255 bytes, no NUL).
     pub shm: Option<String>,
-    /// Its TCP listening address.
-    pub tcp: Option<SocketAddr>,
+    /// Its tree of switches (PEs on different trees cannot reach each other
+    /// over the network), [`SWITCH_UNKNOWN`] when not known.
+    pub tree_id: u32,
+    /// The job cookie: every TCP handshake of the job carries rank 0's. Other
+    /// ranks may leave it zero.
+    pub cookie: [u8; 16],
+    /// Its TCP listening address per rail (rail order), at most
+    /// [`MAX_TCP_RAILS`].
+    pub tcp: Vec<SocketAddr>,
     /// Its verbs addressing, opaque here (at most 256 bytes).
     pub verbs: Option<Vec<u8>>,
 }
@@ -1231,7 +1241,7 @@ impl<'a> Cursor<'a> {
 const FLAG_SHM: u8 = 1;
 const FLAG_TCP: u8 = 2;
 const FLAG_VERBS: u8 = 4;
-const CARD_FIXED_LEN: usize = 4 + 1 + 1 + 1 + 8 + 4 + 8 + 4 + 4;
+const CARD_FIXED_LEN: usize = 4 + 1 + 1 + 1 + 8 + 4 + 8 + 4 + 4 + 4 + 16;
 
 fn check_shm_name(name: &str) -> Result<(), CardError> {
     if name.is_empty() {
@@ -1258,8 +1268,10 @@ fn check_shm_name(name: &str) -> Result<(), CardError> {
 
 impl Card {
     /// The longest encoding of a card, in bytes.
-    pub const MAX_ENCODED_LEN: usize =
-        CARD_FIXED_LEN + (1 + MAX_SHM_NAME) + (1 + 16 + 2 + 4 + 4) + (2 + MAX_VERBS);
+    pub const MAX_ENCODED_LEN: usize = CARD_FIXED_LEN
+        + (1 + MAX_SHM_NAME)
+        + (1 + MAX_TCP_RAILS * (1 + 16 + 2 + 4 + 4))
+        + (2 + MAX_VERBS);
 
     /// A card for `rank` of job `job_id` on node `node_id`: switch unknown,
     /// this build's [`CLASS_ENCODING_VERSION`], this process's pid, no
@@ -1270,10 +1282,12 @@ impl Card {
             rank,
             node_id,
             switch_id: SWITCH_UNKNOWN,
+            tree_id: SWITCH_UNKNOWN,
+            cookie: [0; 16],
             class_encoding_version: CLASS_ENCODING_VERSION,
             pid: std::process::id(),
             shm: None,
-            tcp: None,
+            tcp: Vec::new(),
             verbs: None,
         }
     }
@@ -1287,6 +1301,13 @@ impl Card {
     pub fn check(&self) -> Result<(), CardError> {
         if let Some(name) = &self.shm {
             check_shm_name(name)?;
+        }
+        if self.tcp.len() > MAX_TCP_RAILS {
+            return Err(CardError::Overlong {
+                field: "tcp rails",
+                len: self.tcp.len(),
+                max: MAX_TCP_RAILS,
+            });
         }
         if let Some(v) = &self.verbs
             && v.len() > MAX_VERBS
@@ -1304,10 +1325,11 @@ impl Card {
     ///
     /// `"SYCD"`, format version `u8` ([`CARD_FORMAT_VERSION`]), class encoding
     /// version `u8`, flags `u8` (1 shm, 2 tcp, 4 verbs), job id `u64`, rank
-    /// `u32`, node id `u64`, switch id `u32`, pid `u32`; then, when its flag is
-    /// set: shm name (`u8` length, UTF-8), tcp address (family `u8` 4 or 6,
-    /// the address's 4 or 16 bytes, port `u16`, and for IPv6 flow info and
-    /// scope id `u32`), verbs addressing (`u16` length, bytes). At most
+    /// `u32`, node id `u64`, switch id `u32`, tree id `u32`, pid `u32`, cookie
+    /// (16 bytes); then, when its flag is set: shm name (`u8` length, UTF-8),
+    /// tcp rails (count `u8`, 1 to [`MAX_TCP_RAILS`], then per rail: family
+    /// `u8` 4 or 6, the address's 4 or 16 bytes, port `u16`, and for IPv6 flow
+    /// info and scope id `u32`), verbs addressing (`u16` length, bytes). At most
     /// [`Card::MAX_ENCODED_LEN`] bytes.
     ///
     /// # Errors
@@ -1316,7 +1338,7 @@ impl Card {
         self.check()?;
         let mut out = Vec::with_capacity(Self::MAX_ENCODED_LEN);
         let flags = if self.shm.is_some() { FLAG_SHM } else { 0 }
-            | if self.tcp.is_some() { FLAG_TCP } else { 0 }
+            | if self.tcp.is_empty() { 0 } else { FLAG_TCP }
             | if self.verbs.is_some() { FLAG_VERBS } else { 0 };
         out.extend_from_slice(&CARD_MAGIC);
         out.push(CARD_FORMAT_VERSION);
@@ -1326,25 +1348,32 @@ impl Card {
         out.extend_from_slice(&self.rank.to_le_bytes());
         out.extend_from_slice(&self.node_id.to_le_bytes());
         out.extend_from_slice(&self.switch_id.to_le_bytes());
+        out.extend_from_slice(&self.tree_id.to_le_bytes());
         out.extend_from_slice(&self.pid.to_le_bytes());
+        out.extend_from_slice(&self.cookie);
         if let Some(name) = &self.shm {
             // check() bounded it to 255 bytes.
             out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
             out.extend_from_slice(name.as_bytes());
         }
-        match self.tcp {
-            None => {}
-            Some(SocketAddr::V4(a)) => {
-                out.push(4);
-                out.extend_from_slice(&a.ip().octets());
-                out.extend_from_slice(&a.port().to_le_bytes());
-            }
-            Some(SocketAddr::V6(a)) => {
-                out.push(6);
-                out.extend_from_slice(&a.ip().octets());
-                out.extend_from_slice(&a.port().to_le_bytes());
-                out.extend_from_slice(&a.flowinfo().to_le_bytes());
-                out.extend_from_slice(&a.scope_id().to_le_bytes());
+        if !self.tcp.is_empty() {
+            // check() bounded it to MAX_TCP_RAILS.
+            out.push(self.tcp.len() as u8);
+        }
+        for addr in &self.tcp {
+            match addr {
+                SocketAddr::V4(a) => {
+                    out.push(4);
+                    out.extend_from_slice(&a.ip().octets());
+                    out.extend_from_slice(&a.port().to_le_bytes());
+                }
+                SocketAddr::V6(a) => {
+                    out.push(6);
+                    out.extend_from_slice(&a.ip().octets());
+                    out.extend_from_slice(&a.port().to_le_bytes());
+                    out.extend_from_slice(&a.flowinfo().to_le_bytes());
+                    out.extend_from_slice(&a.scope_id().to_le_bytes());
+                }
             }
         }
         if let Some(v) = &self.verbs {
@@ -1386,7 +1415,9 @@ impl Card {
         let rank = c.u32("rank")?;
         let node_id = c.u64("node id")?;
         let switch_id = c.u32("switch id")?;
+        let tree_id = c.u32("tree id")?;
         let pid = c.u32("pid")?;
+        let cookie: [u8; 16] = c.array("cookie")?;
         let shm = if flags & FLAG_SHM != 0 {
             let len = usize::from(c.u8("shm name length")?);
             let raw = c.take(len, "shm name")?;
@@ -1399,25 +1430,34 @@ impl Card {
         } else {
             None
         };
-        let tcp = if flags & FLAG_TCP != 0 {
-            Some(match c.u8("tcp address family")? {
-                4 => {
-                    let ip: [u8; 4] = c.array("tcp address")?;
-                    let port = c.u16("tcp port")?;
-                    SocketAddr::V4(SocketAddrV4::new(ip.into(), port))
-                }
-                6 => {
-                    let ip: [u8; 16] = c.array("tcp address")?;
-                    let port = c.u16("tcp port")?;
-                    let flow = c.u32("tcp flow info")?;
-                    let scope = c.u32("tcp scope id")?;
-                    SocketAddr::V6(SocketAddrV6::new(ip.into(), port, flow, scope))
-                }
-                found => return Err(CardError::BadAddressFamily { found }),
-            })
-        } else {
-            None
-        };
+        let mut tcp = Vec::new();
+        if flags & FLAG_TCP != 0 {
+            let n = usize::from(c.u8("tcp rail count")?);
+            if n == 0 || n > MAX_TCP_RAILS {
+                return Err(CardError::Overlong {
+                    field: "tcp rails",
+                    len: n,
+                    max: MAX_TCP_RAILS,
+                });
+            }
+            for _ in 0..n {
+                tcp.push(match c.u8("tcp address family")? {
+                    4 => {
+                        let ip: [u8; 4] = c.array("tcp address")?;
+                        let port = c.u16("tcp port")?;
+                        SocketAddr::V4(SocketAddrV4::new(ip.into(), port))
+                    }
+                    6 => {
+                        let ip: [u8; 16] = c.array("tcp address")?;
+                        let port = c.u16("tcp port")?;
+                        let flow = c.u32("tcp flow info")?;
+                        let scope = c.u32("tcp scope id")?;
+                        SocketAddr::V6(SocketAddrV6::new(ip.into(), port, flow, scope))
+                    }
+                    found => return Err(CardError::BadAddressFamily { found }),
+                });
+            }
+        }
         let verbs = if flags & FLAG_VERBS != 0 {
             let len = usize::from(c.u16("verbs length")?);
             if len > MAX_VERBS {
@@ -1437,6 +1477,8 @@ impl Card {
             rank,
             node_id,
             switch_id,
+            tree_id,
+            cookie,
             class_encoding_version,
             pid,
             shm,
@@ -3189,15 +3231,15 @@ mod test {
             rank: 7,
             node_id: 0xfeed,
             switch_id: 3,
+            tree_id: 1,
+            cookie: *b"0123456789abcdef",
             class_encoding_version: CLASS_ENCODING_VERSION,
             pid: 4242,
             shm: Some("/switchyard-0123456789abcdef-7".into()),
-            tcp: Some(SocketAddr::V6(SocketAddrV6::new(
-                "fe80::1".parse().unwrap(),
-                9000,
-                5,
-                2,
-            ))),
+            tcp: vec![
+                SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 9000, 5, 2)),
+                "10.101.0.1:9001".parse().unwrap(),
+            ],
             verbs: Some((0..=255u8).collect()),
         }
     }
@@ -3210,12 +3252,14 @@ mod test {
         let bytes = full.encode().unwrap();
         assert_eq!(Card::decode(&bytes).unwrap(), full);
         let v4 = Card {
-            tcp: Some("10.1.2.3:4".parse().unwrap()),
+            tcp: vec!["10.1.2.3:4".parse().unwrap()],
             ..plain.clone()
         };
         assert_eq!(Card::decode(&v4.encode().unwrap()).unwrap(), v4);
+        let v6 = SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 1, 2, 3));
         let max = Card {
             shm: Some("s".repeat(255)),
+            tcp: vec![v6; MAX_TCP_RAILS],
             verbs: Some(vec![9; 256]),
             ..full
         };
@@ -3245,12 +3289,12 @@ mod test {
         b[0] = b'X';
         assert!(matches!(Card::decode(&b), Err(CardError::BadMagic { .. })));
         let mut b = good.clone();
-        b[4] = 2;
+        b[4] = 3;
         assert_eq!(
             Card::decode(&b),
             Err(CardError::UnsupportedVersion {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: CARD_FORMAT_VERSION
             })
         );
         let mut b = good.clone();
@@ -3274,10 +3318,19 @@ mod test {
         let mut b = good.clone();
         b[shm_len_at + 1] = 0;
         assert!(matches!(Card::decode(&b), Err(CardError::BadName { .. })));
-        // The tcp family byte follows the shm name.
+        // The tcp rail count follows the shm name, then the family byte.
         let name_len = usize::from(good[shm_len_at]);
         let mut b = good.clone();
         b[shm_len_at + 1 + name_len] = 5;
+        assert!(matches!(
+            Card::decode(&b),
+            Err(CardError::Overlong {
+                field: "tcp rails",
+                ..
+            })
+        ));
+        let mut b = good.clone();
+        b[shm_len_at + 2 + name_len] = 5;
         assert_eq!(
             Card::decode(&b),
             Err(CardError::BadAddressFamily { found: 5 })
@@ -3423,14 +3476,13 @@ mod test {
     }
 
     fn arb_card() -> impl Strategy<Value = Card> {
-        let tcp = prop_oneof![
-            Just(None),
+        let addr = prop_oneof![
             (any::<[u8; 4]>(), any::<u16>())
-                .prop_map(|(ip, p)| Some(SocketAddr::V4(SocketAddrV4::new(ip.into(), p)))),
-            (any::<[u8; 16]>(), any::<u16>(), any::<u32>(), any::<u32>()).prop_map(
-                |(ip, p, f, s)| Some(SocketAddr::V6(SocketAddrV6::new(ip.into(), p, f, s)))
-            ),
+                .prop_map(|(ip, p)| SocketAddr::V4(SocketAddrV4::new(ip.into(), p))),
+            (any::<[u8; 16]>(), any::<u16>(), any::<u32>(), any::<u32>())
+                .prop_map(|(ip, p, f, s)| SocketAddr::V6(SocketAddrV6::new(ip.into(), p, f, s))),
         ];
+        let tcp = proptest::collection::vec(addr, 0..=MAX_TCP_RAILS);
         (
             (
                 any::<u64>(),
@@ -3440,16 +3492,25 @@ mod test {
                 any::<u8>(),
                 any::<u32>(),
             ),
+            (any::<u32>(), any::<[u8; 16]>()),
             proptest::option::of("[a-zA-Z0-9/_.é-]{1,60}"),
             tcp,
             proptest::option::of(proptest::collection::vec(any::<u8>(), 0..=256)),
         )
             .prop_map(
-                |((job_id, rank, node_id, switch_id, cv, pid), shm, tcp, verbs)| Card {
+                |(
+                    (job_id, rank, node_id, switch_id, cv, pid),
+                    (tree_id, cookie),
+                    shm,
+                    tcp,
+                    verbs,
+                )| Card {
                     job_id,
                     rank,
                     node_id,
                     switch_id,
+                    tree_id,
+                    cookie,
                     class_encoding_version: cv,
                     pid,
                     shm,

@@ -24,10 +24,10 @@ fn start_root(job: u64, size: u32, timeout: Duration) -> (SocketAddr, JoinHandle
 fn card(job: u64, rank: u32) -> Card {
     let mut c = Card::new(job, rank, 100 + u64::from(rank / 2));
     c.shm = Some(format!("/switchyard-{job:016x}-{rank}"));
-    c.tcp = Some(SocketAddr::from((
+    c.tcp = vec![SocketAddr::from((
         [10, 0, 0, rank as u8],
         7000 + rank as u16,
-    )));
+    ))];
     c.verbs = Some(vec![rank as u8; 24]);
     c
 }

@@ -69,10 +69,12 @@ impl Context {
             rank: info.rank,
             node_id: bootstrap::node_id_here()?,
             switch_id: NO_SWITCH,
+            tree_id: NO_SWITCH,
+            cookie: [0; 16],
             class_encoding_version: CLASS_ENCODING_VERSION,
             pid: std::process::id(),
             shm: Some(own.path().to_string_lossy().into_owned()),
-            tcp: None,
+            tcp: Vec::new(),
             verbs: None,
         };
         if info.size == 1 {
