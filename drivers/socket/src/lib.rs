@@ -1,19 +1,548 @@
 //! # switchyard-socket: the TCP transport of switchyard
 //!
-//! **Not implemented yet.** This crate reserves its place in the workspace (it
-//! depends on `switchyard-core` only, as every driver must); the driver itself
-//! arrives with its own issue. Nothing here can move data today.
+//! One [`SocketDriver`] per PE moves puts, gets and atomics to other PEs' symmetric
+//! heaps over TCP, on 1 to [`MAX_RAILS`] *rails* (one local address each, e.g.
+//! two NICs). It implements the core transport contract per rail through
+//! [`Rail`] (`driver.rail(r)`), so the shim can fall back from one rail to
+//! another exactly as it falls back from one transport to another.
+//!
+//! ## Connections and frames
+//!
+//! Per peer pair and rail: one control connection and
+//! [`TcpConfig::data_connections`] data connections, non-blocking, `TCP_NODELAY`.
+//! The lower rank connects, the higher accepts; each connection starts with a
+//! `Hello` frame carrying the job cookie (mismatches are refused and counted,
+//! [`Event::Refused`]). Every frame is the core wire format
+//! ([`switchyard_core::wire`]): a checked 64-byte header, CRC32C always over
+//! the header and over the payload per [`CrcPolicy`]. The receiving side is
+//! [`decode::StreamDecoder`], which never panics on bad input (fuzzed).
+//!
+//! ## Exactly once, across failures
+//!
+//! Put, get and atomic frames to a peer take sequence numbers from one space
+//! shared by all rails. The sender keeps each frame in a fixed replay buffer of
+//! [`TcpConfig::window`] bytes until the peer acknowledges it (gets and fetching
+//! atomics until answered); the receiver deduplicates by sequence (a window of
+//! 4096 frames) and answers a replayed fetching atomic from a cache, so every
+//! operation is applied exactly once. A full buffer is `WouldBlock`: a slow
+//! target pushes back and memory never grows.
+//!
+//! A rail that received nothing for [`TcpConfig::detection_window`] (heartbeats
+//! keep idle rails alive) or whose connection failed is *Down* for that peer:
+//! its unacknowledged frames move to another Up rail at once, or wait for the
+//! reconnect (exponential backoff with full jitter) and are replayed. A peer
+//! Down on every rail for [`TcpConfig::give_up`], or refusing connections
+//! twice after having been connected, is dead ([`Event::PeerDead`]): its
+//! pending operations fail once, naming it, and new ones fail at once.
+//!
+//! ## Allocation and time
+//!
+//! Buffers are sized at [`SocketDriver::set_peer`]; nothing on the data path
+//! (`put`, `get_*`, `atomic_*`, `progress`, `quiet_poll`) allocates, locks or
+//! formats. Time comes from the `now` arguments only (the driver reads the
+//! clock only to seed jitter and inside [`SocketDriver::connect_all`]).
+//!
+//! ## Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use switchyard_core::{route::ContextId, transport::{Instant, Transport}};
+//! use switchyard_socket::{SocketDriver, TcpConfig};
+//!
+//! let cfg = |me| TcpConfig { me, n_pes: 2, listen: vec!["127.0.0.1".parse().unwrap()], ..TcpConfig::default() };
+//! let mut a = SocketDriver::with_owned_heap(cfg(0), 1 << 20)?;
+//! let mut b = SocketDriver::with_owned_heap(cfg(1), 1 << 20)?;
+//! let (la, lb) = (a.local_addrs().to_vec(), b.local_addrs().to_vec());
+//! a.set_peer(1, &lb, 1 << 20)?;
+//! b.set_peer(0, &la, 1 << 20)?;
+//! let t = std::thread::spawn(move || {
+//!     b.connect_all([0].into_iter(), Instant::default(), Duration::from_secs(5)).unwrap();
+//!     b
+//! });
+//! a.connect_all([1].into_iter(), Instant::default(), Duration::from_secs(5))?;
+//! a.rail(0).put(1, 0, b"hello", ContextId { pe: 0, seq: 1 })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! MSRV: the workspace's `rust-version`.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
 
-/// Whether this driver is implemented in this build. Always `false` for now, so
-/// that callers can report the transport as unavailable with a reason.
-pub const IMPLEMENTED: bool = false;
+mod backoff;
+pub mod decode;
+mod dedup;
+mod driver;
+pub mod handshake;
+mod heap;
+mod rail;
+mod replay;
+mod sys;
 
-/// Why the transport is unavailable in this build.
-pub const UNAVAILABLE_REASON: &str = "the TCP transport is not implemented yet";
+use std::{
+    io,
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
 
-use std::{fmt::Write as _, fs, io, path::Path};
+pub use driver::SocketDriver;
+pub use rail::{Rail, SingleRail};
+pub use switchyard_core::transport::LinkState;
+use switchyard_core::transport::{ErrorKind, TransportError};
+
+/// Whether this driver is implemented in this build (it is).
+pub const IMPLEMENTED: bool = true;
+
+/// Most rails (local addresses) one driver uses.
+pub const MAX_RAILS: usize = 4;
+
+/// When frames carry a CRC over their payload (headers are always checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CrcPolicy {
+    /// Every payload is covered (the default).
+    #[default]
+    Always,
+    /// Payloads of at least `bulk_threshold` bytes are covered only on every
+    /// `every`-th such frame; smaller payloads always.
+    Sample {
+        /// Size from which sampling applies.
+        bulk_threshold: u32,
+        /// One bulk frame in this many is covered (1 = all).
+        every: u32,
+    },
+}
+
+/// Configuration of a [`SocketDriver`]. Every PE of a job must use the same
+/// `job_id`, `cookie`, `data_connections` and `max_frame_payload`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// The job's id, checked in the handshake.
+    pub job_id: u64,
+    /// The job's cookie, checked in the handshake; connections with another
+    /// cookie are refused and counted.
+    pub cookie: [u8; 16],
+    /// This PE.
+    pub me: u32,
+    /// PEs in the job.
+    pub n_pes: u32,
+    /// One local address per rail (rail index = position), 1 to [`MAX_RAILS`].
+    pub listen: Vec<IpAddr>,
+    /// Port to listen on (every rail); 0 = ephemeral.
+    pub listen_port: u16,
+    /// Data connections per peer per rail, 1 to 8 (plus one control connection).
+    pub data_connections: u8,
+    /// Per-peer send window in bytes: replay capacity and initial credit.
+    pub window: u32,
+    /// Larger puts are split into frames of at most this many payload bytes.
+    pub max_frame_payload: u32,
+    /// Bytes of the arena holding get replies until `get_poll`.
+    pub get_buffer: u32,
+    /// Payload CRC policy.
+    pub crc: CrcPolicy,
+    /// A heartbeat goes on a rail's control connection when nothing was sent
+    /// on that rail for this long.
+    pub heartbeat_interval: Duration,
+    /// Nothing received on a rail's connections to a peer for this long: that
+    /// rail is Down for that peer.
+    pub detection_window: Duration,
+    /// First reconnect delay ceiling (exponential backoff, full jitter).
+    pub reconnect_base: Duration,
+    /// Largest reconnect delay ceiling.
+    pub reconnect_cap: Duration,
+    /// A peer Down on every rail this long is dead.
+    pub give_up: Duration,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            job_id: 0,
+            cookie: [0; 16],
+            me: 0,
+            n_pes: 1,
+            listen: vec![IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)],
+            listen_port: 0,
+            data_connections: 1,
+            window: 4 << 20,
+            max_frame_payload: 256 << 10,
+            get_buffer: 8 << 20,
+            crc: CrcPolicy::Always,
+            heartbeat_interval: Duration::from_millis(50),
+            detection_window: Duration::from_millis(200),
+            reconnect_base: Duration::from_millis(5),
+            reconnect_cap: Duration::from_millis(500),
+            give_up: Duration::from_secs(5),
+        }
+    }
+}
+
+impl TcpConfig {
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// [`SocketError::Config`] naming the first bad field, its value and what
+    /// was expected.
+    pub fn check(&self) -> Result<()> {
+        let bad = |field: &'static str, value: String, expected: &'static str| {
+            Err(SocketError::Config {
+                field,
+                value,
+                expected,
+            })
+        };
+        if self.n_pes == 0 || self.me >= self.n_pes {
+            return bad(
+                "me",
+                format!("{} (n_pes {})", self.me, self.n_pes),
+                "me < n_pes",
+            );
+        }
+        if self.listen.is_empty() || self.listen.len() > MAX_RAILS {
+            return bad(
+                "listen",
+                format!("{} addresses", self.listen.len()),
+                "1 to 4 addresses (one per rail)",
+            );
+        }
+        if !(1..=8).contains(&self.data_connections) {
+            return bad(
+                "data_connections",
+                self.data_connections.to_string(),
+                "1 to 8",
+            );
+        }
+        if self.max_frame_payload == 0
+            || self.max_frame_payload > switchyard_core::wire::MAX_PAYLOAD
+        {
+            return bad(
+                "max_frame_payload",
+                self.max_frame_payload.to_string(),
+                "1 to 16 MiB",
+            );
+        }
+        let frame = u64::from(self.max_frame_payload) + 64;
+        if u64::from(self.window) < 2 * frame {
+            return bad(
+                "window",
+                self.window.to_string(),
+                "at least two largest frames (2 * (max_frame_payload + 64))",
+            );
+        }
+        if self.get_buffer == 0 {
+            return bad("get_buffer", "0".into(), "more than 0 bytes");
+        }
+        if let CrcPolicy::Sample { every: 0, .. } = self.crc {
+            return bad("crc", "Sample { every: 0 }".into(), "every >= 1");
+        }
+        for (field, d) in [
+            ("heartbeat_interval", self.heartbeat_interval),
+            ("detection_window", self.detection_window),
+            ("reconnect_base", self.reconnect_base),
+            ("reconnect_cap", self.reconnect_cap),
+            ("give_up", self.give_up),
+        ] {
+            if d.is_zero() {
+                return bad(field, "0".into(), "a non-zero duration");
+            }
+        }
+        if self.heartbeat_interval >= self.detection_window {
+            return bad(
+                "heartbeat_interval",
+                format!("{:?}", self.heartbeat_interval),
+                "less than detection_window",
+            );
+        }
+        if self.reconnect_cap < self.reconnect_base {
+            return bad(
+                "reconnect_cap",
+                format!("{:?}", self.reconnect_cap),
+                "at least reconnect_base",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Why an incoming (or outgoing) connection was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RefuseReason {
+    /// The cookie differs: another job, or a stranger.
+    BadCookie,
+    /// The job id differs.
+    BadJob,
+    /// The source or destination PE is wrong for this pair.
+    BadPe,
+    /// The rail or connection index is out of range.
+    BadRail,
+    /// The source PE has no addresses here yet (`set_peer` not called).
+    NotConfigured,
+    /// The first bytes were not a valid `Hello` frame.
+    Garbage,
+    /// No `Hello` within the handshake deadline.
+    Timeout,
+    /// Too many handshakes in progress.
+    Overload,
+}
+
+/// A transition the driver reports once ([`SocketDriver::poll_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A rail to a peer changed state.
+    Link {
+        /// The rail.
+        rail: u8,
+        /// The peer.
+        peer: u32,
+        /// Its new state.
+        state: LinkState,
+    },
+    /// A peer was given up on.
+    PeerDead {
+        /// The peer.
+        peer: u32,
+    },
+    /// A link-state record from a peer ([`SocketDriver::send_link_state`]).
+    LinkState {
+        /// The sending PE.
+        from: u32,
+        /// Its record (defined by the shim).
+        record: [u8; 32],
+    },
+    /// A connection was refused.
+    Refused {
+        /// The remote address.
+        addr: SocketAddr,
+        /// Why.
+        why: RefuseReason,
+    },
+}
+
+/// Counters of one driver ([`SocketDriver::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SocketStats {
+    /// Frames fully written.
+    pub frames_sent: u64,
+    /// Frames received and checked.
+    pub frames_received: u64,
+    /// Bytes written.
+    pub bytes_sent: u64,
+    /// Bytes read.
+    pub bytes_received: u64,
+    /// Frames sent again after a failure (reconnect or failover).
+    pub replayed: u64,
+    /// Frames received again and dropped (already applied).
+    pub duplicates_dropped: u64,
+    /// Handshakes refused (bad cookie, job, PE, garbage, timeout).
+    pub refused: u64,
+    /// Connections cut for a malformed frame.
+    pub bad_frames: u64,
+    /// Reconnect attempts started after a rail went down.
+    pub reconnects: u64,
+    /// Times a failed rail's frames moved to another rail.
+    pub rail_failovers: u64,
+    /// Heartbeats sent.
+    pub heartbeats_sent: u64,
+    /// Writes that found a socket buffer full.
+    pub would_block: u64,
+}
+
+/// Errors of the TCP transport.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SocketError {
+    /// A configuration field is invalid.
+    #[error("tcp config {field} = {value}: expected {expected}")]
+    Config {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: String,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// Binding or listening on a rail's address failed.
+    #[error("cannot listen on rail {rail} at {addr}: {source}")]
+    Listen {
+        /// The rail.
+        rail: usize,
+        /// Its address.
+        addr: IpAddr,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Creating the epoll instance failed.
+    #[error("cannot create the epoll instance: {source}")]
+    Epoll {
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Mapping an owned heap failed.
+    #[error("cannot map an owned heap of {len} bytes: {source}")]
+    HeapMap {
+        /// Bytes asked for.
+        len: u64,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The heap pointer is not 8-byte aligned.
+    #[error("heap at {addr:#x} is not 8-byte aligned")]
+    HeapAlign {
+        /// Its address.
+        addr: usize,
+    },
+    /// The PE is not a peer of this job (or is this PE where a peer is needed).
+    #[error("PE {peer} is not a peer in this job of {n_pes} PEs")]
+    InvalidPe {
+        /// The PE.
+        peer: u32,
+        /// PEs in the job.
+        n_pes: u32,
+    },
+    /// No addresses are known for the PE yet.
+    #[error("PE {peer} has no addresses yet (set_peer was not called)")]
+    PeerUnknown {
+        /// The PE.
+        peer: u32,
+    },
+    /// More peer addresses than rails.
+    #[error("PE {peer}: {count} addresses given, at most {max} rails")]
+    PeerAddrs {
+        /// The PE.
+        peer: u32,
+        /// Addresses given.
+        count: usize,
+        /// Rail limit.
+        max: usize,
+    },
+    /// A queue toward the peer is full: make progress and retry.
+    #[error("{what} toward PE {peer} is full or waiting: make progress and retry")]
+    WouldBlock {
+        /// The PE.
+        peer: u32,
+        /// Which queue.
+        what: &'static str,
+    },
+    /// The rail is down toward the peer (another rail or transport may work).
+    #[error("rail {rail} to PE {peer} is down")]
+    RailDown {
+        /// The PE.
+        peer: u32,
+        /// The rail.
+        rail: usize,
+    },
+    /// The peer was given up on; its operations were dropped.
+    #[error("PE {peer} is dead (down on every rail past the give-up time, or its process is gone)")]
+    PeerDead {
+        /// The PE.
+        peer: u32,
+    },
+    /// A range outside a heap.
+    #[error("{len} bytes at offset {offset} are outside PE {peer}'s heap of {heap_len} bytes")]
+    OutOfBounds {
+        /// The PE whose heap it is.
+        peer: u32,
+        /// The offset.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+        /// That heap's size.
+        heap_len: u64,
+    },
+    /// An atomic at an unaligned offset.
+    #[error("atomic at offset {offset} of PE {peer} is not {align}-byte aligned")]
+    Misaligned {
+        /// The PE.
+        peer: u32,
+        /// The offset.
+        offset: u64,
+        /// Alignment needed.
+        align: u64,
+    },
+    /// A get longer than [`SocketDriver::max_get_len`].
+    #[error("get of {len} bytes from PE {peer} exceeds the largest of {max}")]
+    TooLong {
+        /// The PE.
+        peer: u32,
+        /// Bytes asked for.
+        len: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// A ticket that is not (or no longer) live.
+    #[error("ticket slot {slot:#x} for PE {peer} is not live")]
+    StaleTicket {
+        /// The PE.
+        peer: u32,
+        /// The slot.
+        slot: u32,
+    },
+    /// `connect_all` ran out of time.
+    #[error("not connected within {timeout:?}; missing (PE, rail): {missing:?}")]
+    ConnectTimeout {
+        /// The limit.
+        timeout: Duration,
+        /// What did not come up.
+        missing: Vec<(u32, usize)>,
+    },
+    /// The driver was closed.
+    #[error("the TCP driver is closed")]
+    Closed {
+        /// The PE the call was for.
+        peer: Option<u32>,
+    },
+}
+
+/// Results of this crate.
+pub type Result<T> = core::result::Result<T, SocketError>;
+
+impl TransportError for SocketError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            SocketError::Config { .. }
+            | SocketError::Listen { .. }
+            | SocketError::Epoll { .. }
+            | SocketError::HeapMap { .. }
+            | SocketError::HeapAlign { .. }
+            | SocketError::StaleTicket { .. }
+            | SocketError::Closed { .. } => ErrorKind::Fatal,
+            SocketError::InvalidPe { .. }
+            | SocketError::PeerUnknown { .. }
+            | SocketError::PeerAddrs { .. } => ErrorKind::InvalidPe,
+            SocketError::WouldBlock { .. } => ErrorKind::WouldBlock,
+            SocketError::RailDown { .. }
+            | SocketError::PeerDead { .. }
+            | SocketError::ConnectTimeout { .. } => ErrorKind::PeerDown,
+            SocketError::OutOfBounds { .. } => ErrorKind::OutOfBounds,
+            SocketError::Misaligned { .. } => ErrorKind::Misaligned,
+            SocketError::TooLong { .. } => ErrorKind::Unsupported,
+        }
+    }
+
+    fn peer(&self) -> Option<u32> {
+        match self {
+            SocketError::InvalidPe { peer, .. }
+            | SocketError::PeerUnknown { peer }
+            | SocketError::PeerAddrs { peer, .. }
+            | SocketError::WouldBlock { peer, .. }
+            | SocketError::RailDown { peer, .. }
+            | SocketError::PeerDead { peer }
+            | SocketError::OutOfBounds { peer, .. }
+            | SocketError::Misaligned { peer, .. }
+            | SocketError::TooLong { peer, .. }
+            | SocketError::StaleTicket { peer, .. } => Some(*peer),
+            SocketError::ConnectTimeout { missing, .. } => missing.first().map(|m| m.0),
+            SocketError::Closed { peer } => *peer,
+            _ => None,
+        }
+    }
+}
+
+use std::{fmt::Write as _, fs, path::Path};
 
 /// The path-class encoding this driver speaks (re-exported for its future cards).
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;
@@ -22,11 +551,14 @@ use switchyard_core::transport::{DeviceInfo, ProbeReport};
 /// Where the kernel lists network interfaces.
 const NET_CLASS: &str = "/sys/class/net";
 
+/// Why the transport is unavailable when no interface is up.
+pub const UNAVAILABLE_REASON: &str = "no network interface is up (not even the loopback)";
+
 /// What this machine offers for TCP: its network interfaces (from
 /// `/sys/class/net`), each with whether it is up (administratively up and not
-/// link-down), whether it is the loopback, its MTU and MAC address. In this
-/// build the driver is not written yet, so the transport is reported
-/// unavailable with [`UNAVAILABLE_REASON`], the interfaces still listed.
+/// link-down), whether it is the loopback, its MTU and MAC address. TCP is
+/// available when at least one interface is up, the loopback included (a
+/// one-node job can run over it); otherwise [`UNAVAILABLE_REASON`].
 ///
 /// Only `/sys` is read; no socket is opened.
 pub fn probe() -> ProbeReport {
@@ -35,18 +567,20 @@ pub fn probe() -> ProbeReport {
 
 /// [`probe`] with the interface class directory at `class_dir`.
 fn probe_in(class_dir: &Path) -> ProbeReport {
+    let mut any_up = false;
     let devices = list_dir(class_dir)
         .unwrap_or_default()
         .into_iter()
-        .map(|name| DeviceInfo {
-            detail: interface_detail(&class_dir.join(&name)),
-            name,
+        .map(|name| {
+            let (detail, up) = interface_detail(&class_dir.join(&name));
+            any_up |= up;
+            DeviceInfo { detail, name }
         })
         .collect();
     ProbeReport {
         name: "tcp",
-        available: false,
-        why_not: Some(UNAVAILABLE_REASON.into()),
+        available: any_up,
+        why_not: (!any_up).then(|| UNAVAILABLE_REASON.into()),
         devices,
     }
 }
@@ -56,8 +590,9 @@ fn probe_in(class_dir: &Path) -> ProbeReport {
 ///
 /// Up means administratively up (`IFF_UP` in `flags`) with an `operstate` of
 /// `up` or `unknown` (the loopback and many virtual interfaces never report
-/// `up`); an `operstate` other than `up`/`down` is shown.
-fn interface_detail(dir: &Path) -> String {
+/// `up`); an `operstate` other than `up`/`down` is shown. Returns the text
+/// and whether the interface is up.
+fn interface_detail(dir: &Path) -> (String, bool) {
     const IFF_UP: u32 = 0x1;
     const ARPHRD_LOOPBACK: &str = "772";
     let file = |f: &str| read_trim(&dir.join(f));
@@ -84,7 +619,7 @@ fn interface_detail(dir: &Path) -> String {
     {
         let _ = write!(detail, ", mac {mac}");
     }
-    detail
+    (detail, up)
 }
 
 /// A small sysfs file, trimmed; `None` when it cannot be read.
@@ -93,7 +628,7 @@ fn read_trim(path: &Path) -> Option<String> {
 }
 
 /// The names in `dir`, sorted.
-fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
+fn list_dir(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut names: Vec<String> = fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -135,7 +670,7 @@ mod test {
     }
 
     #[test]
-    fn unavailable_in_this_build_but_lists_interfaces() {
+    fn available_when_an_interface_is_up() {
         let tmp = Scratch::new("net");
         let net = tmp.0.join("net");
         let r = probe_in(&net);
@@ -164,8 +699,8 @@ mod test {
         // Nothing readable at all.
         fs::create_dir_all(net.join("odd0")).unwrap();
         let r = probe_in(&net);
-        assert!(!r.available);
-        assert_eq!(r.why_not.as_deref(), Some(UNAVAILABLE_REASON));
+        assert!(r.available, "lo and eth1 are up");
+        assert_eq!(r.why_not, None);
         let shown: Vec<(&str, &str)> = r
             .devices
             .iter()

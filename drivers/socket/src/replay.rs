@@ -1,0 +1,348 @@
+//! The sender's replay buffer: every sequenced frame to one peer, kept until
+//! the peer acknowledged it (and, for gets and fetching atomics, answered).
+//!
+//! Two fixed-capacity parts, allocated once per peer:
+//! * a byte ring of `window` bytes holding each frame's header and, for
+//!   copied puts, its payload (contiguous per frame; a frame that does not
+//!   fit before the end starts again at 0);
+//! * a table of [`WINDOW`] entry descriptors indexed by `seq % WINDOW`.
+//!
+//! Entries are released strictly in sequence order from the tail, so the
+//! byte ring never fragments. A full ring is the sender's flow control: the
+//! caller returns `WouldBlock`.
+
+use crate::dedup::WINDOW;
+
+/// Where a frame's payload lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Payload {
+    /// None (gets, or copied into the ring right after the header).
+    #[default]
+    InRing,
+    /// `len` bytes of the local heap at `offset` (`put_from_heap`, zero copy).
+    Heap {
+        /// Local heap offset.
+        offset: u64,
+        /// Bytes.
+        len: u32,
+    },
+}
+
+/// One frame kept for replay.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Entry {
+    /// Its sequence.
+    pub seq: u64,
+    /// Offset of the header in the byte ring.
+    pub at: usize,
+    /// Bytes stored in the ring (header, plus the payload for copied puts).
+    pub stored: usize,
+    /// Where the payload is.
+    pub payload: Payload,
+    /// Rail it is assigned to.
+    pub rail: u8,
+    /// Connection of that rail.
+    pub conn: u8,
+    /// Fully written to its connection (since the last reassignment).
+    pub sent: bool,
+    /// Written at least once before (a later send carries `REPLAY`).
+    pub ever_sent: bool,
+    /// Acknowledged by the peer.
+    pub acked: bool,
+    /// Waiting for a `GetReply`/`AtomicReply`.
+    pub awaiting_reply: bool,
+    /// Being written right now (partially): must not be released.
+    pub pinned: bool,
+    /// Get or atomic table slot, for replies.
+    pub slot: u32,
+    /// Credit consumed (header + payload bytes).
+    pub credit: u32,
+    /// The frame's op code.
+    pub op: u8,
+}
+
+impl Entry {
+    /// Whether it can be released.
+    #[inline]
+    pub(crate) fn done(&self) -> bool {
+        self.acked && !self.awaiting_reply && !self.pinned
+    }
+}
+
+/// No room: the frame must wait (the caller's `WouldBlock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Full;
+
+/// The replay buffer of one peer (module docs).
+#[derive(Debug)]
+pub(crate) struct ReplayRing {
+    bytes: Box<[u8]>,
+    head: usize,
+    tail: usize,
+    ents: Box<[Entry]>,
+    /// Oldest live sequence.
+    tail_seq: u64,
+    /// Next sequence to hand out.
+    next_seq: u64,
+}
+
+impl ReplayRing {
+    /// A ring of `capacity` bytes; sequences start at 1.
+    pub(crate) fn new(capacity: usize) -> ReplayRing {
+        ReplayRing {
+            bytes: vec![0u8; capacity].into_boxed_slice(),
+            head: 0,
+            tail: 0,
+            ents: vec![Entry::default(); WINDOW as usize].into_boxed_slice(),
+            tail_seq: 1,
+            next_seq: 1,
+        }
+    }
+
+    /// Oldest live sequence (== `next_seq()` when empty).
+    #[inline]
+    pub(crate) fn tail_seq(&self) -> u64 {
+        self.tail_seq
+    }
+
+    /// The sequence the next pushed frame gets.
+    #[inline]
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Live entries.
+    #[inline]
+    pub(crate) fn len(&self) -> u64 {
+        self.next_seq - self.tail_seq
+    }
+
+    /// No live entry.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where `n` contiguous bytes would go, without taking them.
+    fn place(&self, n: usize) -> Option<usize> {
+        let cap = self.bytes.len();
+        if n > cap {
+            return None;
+        }
+        if self.is_empty() {
+            return Some(0);
+        }
+        if self.head > self.tail {
+            if cap - self.head >= n {
+                Some(self.head)
+            } else if self.tail >= n {
+                Some(0)
+            } else {
+                None
+            }
+        } else if self.head < self.tail {
+            (self.tail - self.head >= n).then_some(self.head)
+        } else {
+            // head == tail with live entries: full. (head == tail == 0 after a
+            // wrap that ended exactly at the end is the same case.)
+            None
+        }
+    }
+
+    /// Appends a frame of `stored` ring bytes; `fill` writes them. Returns the
+    /// new sequence.
+    ///
+    /// # Errors
+    /// [`Full`] when the entry table or the byte ring has no room.
+    pub(crate) fn push(
+        &mut self,
+        stored: usize,
+        mut entry: Entry,
+        fill: impl FnOnce(&mut [u8], u64),
+    ) -> Result<u64, Full> {
+        if self.len() >= WINDOW {
+            return Err(Full);
+        }
+        let at = self.place(stored).ok_or(Full)?;
+        if self.is_empty() {
+            self.tail = 0;
+        }
+        let seq = self.next_seq;
+        fill(&mut self.bytes[at..at + stored], seq);
+        self.head = at + stored;
+        entry.seq = seq;
+        entry.at = at;
+        entry.stored = stored;
+        self.ents[(seq % WINDOW) as usize] = entry;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// The live entry `seq`, if it is one.
+    #[inline]
+    pub(crate) fn get(&self, seq: u64) -> Option<&Entry> {
+        (seq >= self.tail_seq && seq < self.next_seq).then(|| &self.ents[(seq % WINDOW) as usize])
+    }
+
+    /// The live entry `seq`, mutable.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, seq: u64) -> Option<&mut Entry> {
+        (seq >= self.tail_seq && seq < self.next_seq)
+            .then(|| &mut self.ents[(seq % WINDOW) as usize])
+    }
+
+    /// The stored bytes of an entry (header, then copied payload).
+    #[inline]
+    pub(crate) fn bytes(&self, e: &Entry) -> &[u8] {
+        &self.bytes[e.at..e.at + e.stored]
+    }
+
+    /// The stored bytes of an entry, mutable (to re-seal its header).
+    #[inline]
+    pub(crate) fn bytes_mut(&mut self, at: usize, stored: usize) -> &mut [u8] {
+        &mut self.bytes[at..at + stored]
+    }
+
+    /// Marks everything up to `upto` acknowledged and releases what is done.
+    /// Returns the credit bytes of entries newly acked.
+    pub(crate) fn ack(&mut self, upto: u64) -> u64 {
+        let mut n = 0;
+        let end = upto.saturating_add(1).min(self.next_seq);
+        let mut s = self.tail_seq;
+        while s < end {
+            let e = &mut self.ents[(s % WINDOW) as usize];
+            if !e.acked {
+                e.acked = true;
+                n += u64::from(e.credit);
+            }
+            s += 1;
+        }
+        self.release();
+        n
+    }
+
+    /// Releases done entries from the tail.
+    pub(crate) fn release(&mut self) {
+        while self.tail_seq < self.next_seq && self.ents[(self.tail_seq % WINDOW) as usize].done() {
+            self.tail_seq += 1;
+        }
+        if self.is_empty() {
+            self.head = 0;
+            self.tail = 0;
+        } else {
+            self.tail = self.ents[(self.tail_seq % WINDOW) as usize].at;
+        }
+    }
+
+    /// Drops every entry (a peer given up on). Sequences keep counting.
+    pub(crate) fn clear(&mut self) {
+        self.tail_seq = self.next_seq;
+        self.head = 0;
+        self.tail = 0;
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn push(r: &mut ReplayRing, n: usize, tag: u8) -> Result<u64, Full> {
+        r.push(n, Entry::default(), |b, _| b.fill(tag))
+    }
+
+    #[test]
+    fn fills_wraps_and_releases_in_order() {
+        let mut r = ReplayRing::new(1000);
+        let a = push(&mut r, 400, 1).unwrap();
+        let b = push(&mut r, 400, 2).unwrap();
+        assert_eq!((a, b), (1, 2));
+        assert_eq!(
+            push(&mut r, 300, 3),
+            Err(Full),
+            "200 left at the end, 0 at the front"
+        );
+        r.ack(1);
+        assert_eq!(r.tail_seq(), 2);
+        // 200 at the end is too little for 300: wraps to 0 (400 free there).
+        let c = push(&mut r, 300, 3).unwrap();
+        assert_eq!(r.get(c).unwrap().at, 0);
+        assert_eq!(r.bytes(r.get(b).unwrap())[0], 2);
+        assert_eq!(push(&mut r, 101, 4), Err(Full));
+        let d = push(&mut r, 100, 4).unwrap();
+        assert_eq!(r.get(d).unwrap().at, 300);
+        assert_eq!(push(&mut r, 1, 5), Err(Full), "head met tail");
+        r.ack(d);
+        assert!(r.is_empty());
+        assert_eq!(push(&mut r, 1000, 6).unwrap(), 5);
+    }
+
+    #[test]
+    fn replies_and_pins_hold_the_tail() {
+        let mut r = ReplayRing::new(4096);
+        let g = r
+            .push(
+                64,
+                Entry {
+                    awaiting_reply: true,
+                    ..Entry::default()
+                },
+                |_, _| {},
+            )
+            .unwrap();
+        let p = push(&mut r, 64, 0).unwrap();
+        assert_eq!(r.ack(p), 0);
+        assert_eq!(r.len(), 2, "the get waits for its reply");
+        r.get_mut(g).unwrap().awaiting_reply = false;
+        r.get_mut(g).unwrap().pinned = true;
+        r.release();
+        assert_eq!(r.len(), 2, "pinned");
+        r.get_mut(g).unwrap().pinned = false;
+        r.release();
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn entry_table_bounds_outstanding_frames() {
+        let mut r = ReplayRing::new(1 << 20);
+        for _ in 0..WINDOW {
+            push(&mut r, 64, 0).unwrap();
+        }
+        assert_eq!(push(&mut r, 64, 0), Err(Full));
+        r.ack(10);
+        for _ in 0..10 {
+            push(&mut r, 64, 0).unwrap();
+        }
+        assert_eq!(push(&mut r, 64, 0), Err(Full));
+    }
+
+    #[test]
+    fn random_against_model() {
+        use std::collections::VecDeque;
+        let mut r = ReplayRing::new(10_000);
+        let mut model: VecDeque<(u64, u8, usize)> = VecDeque::new();
+        let mut x = 77u64;
+        for i in 0..100_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if !x.is_multiple_of(3) {
+                let n = 1 + (x >> 8) as usize % 3000;
+                let tag = i as u8;
+                if let Ok(s) = push(&mut r, n, tag) {
+                    model.push_back((s, tag, n));
+                }
+            } else if let Some(&(s, _, _)) = model.get((x >> 8) as usize % (model.len() + 1)) {
+                r.ack(s);
+                while model.front().is_some_and(|m| m.0 <= s) {
+                    model.pop_front();
+                }
+            }
+            for &(s, tag, n) in &model {
+                let e = *r.get(s).unwrap();
+                assert_eq!(e.stored, n);
+                let b = r.bytes(&e);
+                assert!(b[0] == tag && b[n - 1] == tag, "overwritten live bytes");
+            }
+        }
+    }
+}

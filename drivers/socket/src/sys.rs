@@ -1,0 +1,252 @@
+//! Every libc call of the driver, behind small safe wrappers (CONVENTIONS.md
+//! §7): non-blocking connect, vectored send without SIGPIPE, epoll, and the
+//! anonymous mapping of an owned heap.
+#![allow(unsafe_code)]
+
+use std::{
+    io,
+    net::{IpAddr, SocketAddr, TcpStream},
+    os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
+    ptr::NonNull,
+};
+
+/// Turns a libc return value of `-1` into `io::Error::last_os_error()`.
+fn cvt<T: PartialEq + From<i8>>(r: T) -> io::Result<T> {
+    if r == T::from(-1) {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A `sockaddr_storage` for `addr`, and its length.
+fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { core::ptr::write((&raw mut ss).cast::<libc::sockaddr_in>(), sin) };
+            core::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { core::ptr::write((&raw mut ss).cast::<libc::sockaddr_in6>(), sin6) };
+            core::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
+/// Starts a non-blocking TCP connection to `to` from the local address `from`
+/// (port 0: the interface of a rail), with TCP_NODELAY set. The connection
+/// completes later: see [`connect_result`].
+pub(crate) fn connect_nonblocking(from: IpAddr, to: &SocketAddr) -> io::Result<TcpStream> {
+    let family = if to.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain socket(2); the returned descriptor is owned below.
+    let fd = cvt(unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    if from.is_ipv4() == to.is_ipv4() {
+        let (ss, len) = sockaddr(&SocketAddr::new(from, 0));
+        // SAFETY: `ss` holds a valid address of `len` bytes for this family.
+        cvt(unsafe { libc::bind(fd, (&raw const ss).cast(), len) })?;
+    }
+    let (ss, len) = sockaddr(to);
+    // SAFETY: as above.
+    let r = unsafe { libc::connect(fd, (&raw const ss).cast(), len) };
+    if r == -1 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(e);
+        }
+    }
+    let s = TcpStream::from(owned);
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Whether a connection started by [`connect_nonblocking`] is established:
+/// `Ok(true)` done, `Ok(false)` still in progress, `Err` failed (for example
+/// `ECONNREFUSED`).
+pub(crate) fn connect_result(s: &TcpStream) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = cvt(unsafe { libc::poll(&raw mut p, 1, 0) })?;
+    if n == 0 {
+        return Ok(false);
+    }
+    match s.take_error()? {
+        Some(e) => Err(e),
+        None => Ok(true),
+    }
+}
+
+/// Sends `a` then `b` (either may be empty) in one `sendmsg` with
+/// `MSG_NOSIGNAL` (a dead peer gives `EPIPE`, not a signal). Returns the bytes
+/// sent; 0 when the socket buffer is full.
+pub(crate) fn send2(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_ptr().cast_mut().cast(),
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr().cast_mut().cast(),
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: msghdr is plain old data; all-zero is valid (no name, no control).
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = if b.is_empty() { 1 } else { 2 };
+    loop {
+        // SAFETY: the iovecs point into live slices for the call's duration;
+        // sendmsg only reads them.
+        let r =
+            unsafe { libc::sendmsg(fd, &raw const msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) => return Ok(0),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Reads into `buf`: `Ok(Some(n))` with `n > 0` bytes, `Ok(Some(0))` at end of
+/// stream, `Ok(None)` when nothing is there now.
+pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    loop {
+        // SAFETY: `buf` is valid for writes of its length.
+        let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if r >= 0 {
+            return Ok(Some(r as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) => return Ok(None),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// An epoll instance the driver parks on (readability of its sockets).
+#[derive(Debug)]
+pub(crate) struct Epoll(OwnedFd);
+
+impl Epoll {
+    /// A new instance.
+    pub(crate) fn new() -> io::Result<Epoll> {
+        // SAFETY: plain epoll_create1; the descriptor is owned below.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: fresh descriptor nobody else owns.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Watches `fd` for readability (level triggered). Closing `fd` removes it.
+    pub(crate) fn add(&self, fd: RawFd) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: valid epoll and socket descriptors; `ev` lives for the call.
+        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) })
+            .map(|_| ())
+    }
+
+    /// Waits up to `timeout_ms` for any watched descriptor to be readable.
+    /// Returns whether one is.
+    pub(crate) fn wait(&self, timeout_ms: i32) -> bool {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: `evs` is writable for 8 events.
+        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 8, timeout_ms) };
+        n > 0
+    }
+}
+
+/// A zeroed, page-aligned anonymous private mapping, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct AnonMap {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is memory owned by this value; moving it moves only the
+// pointer. Accesses go through the driver's heap accessors.
+unsafe impl Send for AnonMap {}
+
+impl AnonMap {
+    /// Maps `len` (> 0) zeroed bytes.
+    pub(crate) fn new(len: usize) -> io::Result<AnonMap> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty heap"));
+        }
+        // SAFETY: a fresh anonymous mapping chosen by the kernel.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
+        Ok(AnonMap { base, len })
+    }
+
+    /// Start of the mapping.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+}
+
+impl Drop for AnonMap {
+    fn drop(&mut self) {
+        // SAFETY: exactly what mmap returned; nothing borrowed outlives `self`.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
