@@ -690,6 +690,15 @@ impl SocketDriver {
         &self.ctx.cfg
     }
 
+    /// Sets the job cookie every handshake carries and checks. The listeners
+    /// exist from [`SocketDriver::new`] (their addresses go in the bootstrap
+    /// cards), but the cookie is known only after the card exchange: call
+    /// this before [`SocketDriver::connect_all`]. Handshakes made before it
+    /// used the old cookie.
+    pub fn set_cookie(&mut self, cookie: [u8; 16]) {
+        self.ctx.cfg.cookie = cookie;
+    }
+
     /// Declares `pe`'s listening address per rail (same rail order; fewer
     /// addresses = the missing rails are absent toward it) and its heap size,
     /// and allocates everything the data path to it needs. Calling it again
