@@ -1934,6 +1934,12 @@ fn flush_conn(
             }
             wrote = true;
             ctx.stats.bytes_sent += n as u64;
+            if done == 0
+                && let Some(e) = st.ring.get_mut(seq)
+            {
+                // From its first byte on the wire, a later send is a replay.
+                e.ever_sent = true;
+            }
             if done + n < total {
                 conn.partial = Some((seq, done + n));
                 continue;

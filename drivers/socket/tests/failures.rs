@@ -1,0 +1,534 @@
+//! The TCP driver under failure, over loopback (127.0.0.1 and 127.0.0.2 give
+//! two rails). Every wait has a deadline; nothing asserts a duration.
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use switchyard_core::{
+    route::ContextId,
+    transport::{AtomicOp, AtomicWidth, ErrorKind, Instant, LinkState, Transport, TransportError},
+    wire::{AtomicKind, FrameOp, HEADER_LEN, HeaderFields, encode, flags},
+};
+use switchyard_socket::{
+    Event, RefuseReason, SocketDriver, SocketError, TcpConfig, handshake::Hello,
+};
+
+const CX: ContextId = ContextId { pe: 0, seq: 1 };
+const COOKIE: [u8; 16] = *b"failure-tests-16";
+const JOB: u64 = 0xFA11;
+
+fn now() -> Instant {
+    static T0: OnceLock<std::time::Instant> = OnceLock::new();
+    Instant::from_nanos(T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64)
+}
+
+fn config(me: u32, rails: usize) -> TcpConfig {
+    let ips = ["127.0.0.1", "127.0.0.2"];
+    TcpConfig {
+        job_id: JOB,
+        cookie: COOKIE,
+        me,
+        n_pes: 2,
+        listen: ips[..rails]
+            .iter()
+            .map(|s| s.parse().expect("ip"))
+            .collect(),
+        window: 1 << 20,
+        max_frame_payload: 64 << 10,
+        ..TcpConfig::default()
+    }
+}
+
+/// PE 1 progressing on its own thread (pausable) until stopped.
+struct Pe1 {
+    stop: Arc<AtomicBool>,
+    pause: Arc<AtomicBool>,
+    thread: Option<JoinHandle<SocketDriver>>,
+}
+
+impl Pe1 {
+    fn finish(mut self) -> SocketDriver {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .expect("thread")
+            .join()
+            .expect("PE 1 thread")
+    }
+}
+
+impl Drop for Pe1 {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn pair(c0: TcpConfig, c1: TcpConfig, heap: u64) -> (SocketDriver, Pe1) {
+    let mut a = SocketDriver::with_owned_heap(c0, heap).expect("driver 0");
+    let mut b = SocketDriver::with_owned_heap(c1, heap).expect("driver 1");
+    let (la, lb) = (a.local_addrs().to_vec(), b.local_addrs().to_vec());
+    a.set_peer(1, &lb, heap).expect("peer 1");
+    b.set_peer(0, &la, heap).expect("peer 0");
+    let stop = Arc::new(AtomicBool::new(false));
+    let pause = Arc::new(AtomicBool::new(false));
+    let (s, ps) = (stop.clone(), pause.clone());
+    let thread = std::thread::spawn(move || {
+        b.connect_all([0].into_iter(), now(), Duration::from_secs(10))
+            .expect("PE 1 connects");
+        while !s.load(Ordering::Relaxed) {
+            if ps.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            b.progress(now());
+        }
+        b
+    });
+    a.connect_all([1].into_iter(), now(), Duration::from_secs(10))
+        .expect("PE 0 connects");
+    (
+        a,
+        Pe1 {
+            stop,
+            pause,
+            thread: Some(thread),
+        },
+    )
+}
+
+/// Retries `f` (with progress) while it says WouldBlock or PeerDown, for at
+/// most `limit`.
+fn retry<T>(
+    d: &mut SocketDriver,
+    limit: Duration,
+    mut f: impl FnMut(&mut SocketDriver) -> Result<T, SocketError>,
+) -> T {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        match f(d) {
+            Ok(v) => return v,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::PeerDown) => {
+                assert!(std::time::Instant::now() < end, "still failing: {e}");
+                d.progress(now());
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+}
+
+fn quiet(d: &mut SocketDriver, limit: Duration) {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        d.progress(now());
+        if d.quiet_poll().expect("quiet") {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "quiet did not complete");
+    }
+}
+
+/// The first Up rail toward PE 1, progressing until one is.
+fn up_rail(d: &mut SocketDriver, limit: Duration) -> usize {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        for r in 0..d.rails() {
+            if d.rail(r).state(1) == LinkState::Up {
+                return r;
+            }
+        }
+        assert!(std::time::Instant::now() < end, "no rail came up");
+        d.progress(now());
+    }
+}
+
+fn heap_u64(d: &SocketDriver, off: u64) -> u64 {
+    let (p, len) = d.local_heap();
+    assert!(off + 8 <= len);
+    let mut b = [0u8; 8];
+    // SAFETY: in bounds of the driver's own heap; its thread has stopped.
+    unsafe { core::ptr::copy_nonoverlapping(p.add(off as usize), b.as_mut_ptr(), 8) };
+    u64::from_le_bytes(b)
+}
+
+#[test]
+fn two_rails_cut_mid_stream_lands_everything_once() {
+    const N: u64 = 20_000;
+    let (mut a, pe1) = pair(config(0, 2), config(1, 2), N * 8);
+    assert_eq!(a.rails(), 2);
+    for i in 0..N {
+        if i == N / 4 {
+            a.debug_cut(1, 0);
+        }
+        let stamp = (i + 1).to_le_bytes();
+        retry(&mut a, Duration::from_secs(20), |d| {
+            let r = (0..d.rails())
+                .find(|&r| d.rail(r).state(1) == LinkState::Up)
+                .unwrap_or(0);
+            d.rail(r).put(1, i * 8, &stamp, CX)
+        });
+    }
+    quiet(&mut a, Duration::from_secs(20));
+    let st = a.stats();
+    assert!(st.rail_failovers > 0, "{st:?}");
+    let b = pe1.finish();
+    for i in 0..N {
+        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
+    }
+}
+
+#[test]
+fn only_rail_cut_reconnects_and_replays() {
+    // Big frames and a paused target: frames are in flight (partly written)
+    // when the rail is cut, so they must be replayed after the reconnect.
+    let heap = 8u64 << 20;
+    let cfg = |me| TcpConfig {
+        window: 16 << 20,
+        max_frame_payload: 1 << 20,
+        ..config(me, 1)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), heap);
+    let mut model = vec![0u8; heap as usize];
+    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 + 3) as u8).collect();
+    for round in 0..3u8 {
+        pe1.pause.store(true, Ordering::Relaxed);
+        // Fill the window (WouldBlock ends the burst).
+        let mut sent = 0;
+        for k in 0..16u64 {
+            let off = (k % 8) << 20;
+            let mut data = chunk.clone();
+            data[0] = round;
+            data[1] = k as u8;
+            match a.rail(0).put(1, off, &data, CX) {
+                Ok(()) => {
+                    model[off as usize..off as usize + data.len()].copy_from_slice(&data);
+                    sent += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+                    break;
+                }
+            }
+        }
+        assert!(sent > 0);
+        a.debug_cut(1, 0);
+        pe1.pause.store(false, Ordering::Relaxed);
+        quiet(&mut a, Duration::from_secs(20));
+        up_rail(&mut a, Duration::from_secs(10));
+    }
+    let st = a.stats();
+    assert!(st.replayed > 0, "{st:?}");
+    assert!(st.reconnects > 0, "{st:?}");
+    let b = pe1.finish();
+    let (p, len) = b.local_heap();
+    // SAFETY: the driver's own heap, its thread stopped.
+    let got = unsafe { std::slice::from_raw_parts(p, len as usize) };
+    assert!(got == &model[..], "target heap differs from the model");
+}
+
+#[test]
+fn stalled_peer_pushes_back_then_resumes() {
+    let cfg = |me| TcpConfig {
+        window: 256 << 10,
+        max_frame_payload: 16 << 10,
+        detection_window: Duration::from_secs(5),
+        ..config(me, 1)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
+    pe1.pause.store(true, Ordering::Relaxed);
+    let data = vec![0xABu8; 4096];
+    let mut ok = 0u64;
+    let blocked = loop {
+        match a.rail(0).put(1, (ok % 256) * 4096, &data, CX) {
+            Ok(()) => ok += 1,
+            Err(e) => break e,
+        }
+        assert!(ok < 100_000, "never pushed back");
+    };
+    assert_eq!(blocked.kind(), ErrorKind::WouldBlock, "{blocked}");
+    assert_eq!(blocked.peer(), Some(1));
+    // Bounded by the window, not by the caller's appetite.
+    assert!(ok * 4160 <= 256 << 10, "{ok} puts accepted");
+    pe1.pause.store(false, Ordering::Relaxed);
+    for i in 0..200u64 {
+        retry(&mut a, Duration::from_secs(10), |d| {
+            d.rail(0).put(1, (i % 256) * 4096, &data, CX)
+        });
+    }
+    quiet(&mut a, Duration::from_secs(10));
+    drop(pe1);
+}
+
+#[test]
+fn dead_peer_is_reported_within_give_up() {
+    let cfg = |me| TcpConfig {
+        give_up: Duration::from_millis(300),
+        ..config(me, 1)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), 4096);
+    a.rail(0).put(1, 0, &[1; 64], CX).expect("put");
+    pe1.pause.store(true, Ordering::Relaxed);
+    drop(pe1.finish()); // PE 1 is gone: sockets and listener closed
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let mut dead_event = false;
+    let mut quiet_err = None;
+    while std::time::Instant::now() < end && !(dead_event && quiet_err.is_some()) {
+        a.progress(now());
+        while let Some(e) = a.poll_event() {
+            dead_event |= e == Event::PeerDead { peer: 1 };
+        }
+        if dead_event && quiet_err.is_none() {
+            match a.quiet_poll() {
+                Err(e) => quiet_err = Some(e),
+                Ok(true) => quiet_err = Some(SocketError::PeerDead { peer: 1 }),
+                Ok(false) => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(dead_event, "no PeerDead event");
+    assert_eq!(a.peer_state(1), LinkState::Error);
+    let e = a.rail(0).put(1, 0, &[1], CX).expect_err("dead peer");
+    assert_eq!(e.kind(), ErrorKind::PeerDown);
+    assert_eq!(e.peer(), Some(1));
+    let q = quiet_err.expect("quiet reported");
+    assert_eq!(q.peer(), Some(1), "{q}");
+    assert!(
+        a.quiet_poll().expect("reported once"),
+        "nothing pending after"
+    );
+}
+
+/// PE 1 alone, driven here; a raw client plays PE 0.
+fn lone_pe1() -> SocketDriver {
+    let mut b = SocketDriver::with_owned_heap(config(1, 1), 4096).expect("driver 1");
+    b.set_peer(0, &["127.0.0.1:9".parse().expect("addr")], 4096)
+        .expect("peer 0");
+    b
+}
+
+fn pump_until(b: &mut SocketDriver, mut done: impl FnMut(&mut SocketDriver) -> bool) {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !done(b) {
+        assert!(std::time::Instant::now() < end, "timed out");
+        b.progress(now());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[test]
+fn strangers_are_refused_and_counted() {
+    let mut b = lone_pe1();
+    let addr = b.local_addrs()[0];
+    let mut wrong = TcpStream::connect(addr).expect("connect");
+    let h = Hello {
+        cookie: *b"some-other-job!!",
+        job_id: JOB,
+        src: 0,
+        dst: 1,
+        rail: 0,
+        conn: 0,
+        n_conns: 2,
+        ..Hello::default()
+    };
+    wrong.write_all(&h.frame()).expect("write");
+    let mut garbage = TcpStream::connect(addr).expect("connect");
+    garbage.write_all(&[0x5A; 200]).expect("write");
+    pump_until(&mut b, |b| b.stats().refused >= 2);
+    let mut why = Vec::new();
+    while let Some(e) = b.poll_event() {
+        if let Event::Refused { why: w, .. } = e {
+            why.push(w);
+        }
+    }
+    why.sort_by_key(|w| format!("{w:?}"));
+    assert_eq!(why, [RefuseReason::BadCookie, RefuseReason::Garbage]);
+    // Both were closed.
+    for mut s in [wrong, garbage] {
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut buf = [0u8; 16];
+        assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+    }
+    assert_eq!(b.peer_state(0), LinkState::Down);
+}
+
+/// A raw, valid PE 0: control and data connections with their handshakes.
+fn raw_pe0(b: &mut SocketDriver) -> (TcpStream, TcpStream) {
+    let addr = b.local_addrs()[0];
+    let mut conns = Vec::new();
+    for c in 0..2u8 {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        let h = Hello {
+            cookie: COOKIE,
+            job_id: JOB,
+            src: 0,
+            dst: 1,
+            rail: 0,
+            conn: c,
+            n_conns: 2,
+            heap_len: 4096,
+            ..Hello::default()
+        };
+        s.write_all(&h.frame()).expect("hello");
+        conns.push(s);
+    }
+    pump_until(b, |b| b.rail(0).state(0) == LinkState::Up);
+    for s in &mut conns {
+        let mut reply = [0u8; 128];
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        s.read_exact(&mut reply).expect("hello reply");
+        assert_eq!(reply[3], FrameOp::Hello as u8);
+    }
+    let d = conns.pop().expect("data");
+    (conns.pop().expect("control"), d)
+}
+
+fn frame(op: FrameOp, aux: u8, seq: u64, offset: u64, span: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; HEADER_LEN + payload.len()];
+    let f = HeaderFields {
+        op: op as u8,
+        aux,
+        src_pe: 0,
+        dst_pe: 1,
+        seq,
+        offset,
+        span,
+        flags: flags::ACK_NOW,
+        ..HeaderFields::default()
+    };
+    encode(&mut out, &f, payload, true).expect("encode");
+    out
+}
+
+#[test]
+fn duplicates_are_dropped_and_replayed_atomics_answered_once() {
+    let mut b = lone_pe1();
+    let (_control, mut data) = raw_pe0(&mut b);
+    let put = frame(FrameOp::Put, 0, 1, 64, 8, &7u64.to_le_bytes());
+    data.write_all(&put).expect("put");
+    data.write_all(&put).expect("put again (a replay)");
+    let mut operand = [0u8; 16];
+    operand[..8].copy_from_slice(&5u64.to_le_bytes());
+    let add = frame(
+        FrameOp::Atomic,
+        AtomicKind::FetchAdd as u8,
+        2,
+        128,
+        8,
+        &operand,
+    );
+    data.write_all(&add).expect("add");
+    data.write_all(&add).expect("add again (a replay)");
+    pump_until(&mut b, |b| {
+        b.stats().duplicates_dropped >= 1 && b.stats().frames_received >= 4
+    });
+    assert_eq!(heap_u64(&b, 64), 7);
+    assert_eq!(heap_u64(&b, 128), 5, "the replayed fetch-add applied once");
+    // Both copies of the atomic were answered with the same old value.
+    let mut replies = [0u8; 2 * (HEADER_LEN + 8)];
+    data.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    data.read_exact(&mut replies).expect("two replies");
+    for r in replies.chunks(HEADER_LEN + 8) {
+        assert_eq!(r[3], FrameOp::AtomicReply as u8);
+        assert_eq!(
+            u64::from_le_bytes(r[16..24].try_into().expect("8")),
+            2,
+            "seq"
+        );
+        assert_eq!(
+            u64::from_le_bytes(r[HEADER_LEN..].try_into().expect("8")),
+            0,
+            "old"
+        );
+    }
+    assert_eq!(b.stats().duplicates_dropped, 1);
+}
+
+#[test]
+fn malformed_frame_is_never_applied_and_cuts_the_connection() {
+    let mut b = lone_pe1();
+    let (_control, mut data) = raw_pe0(&mut b);
+    let mut bad = frame(FrameOp::Put, 0, 1, 0, 8, &[0xEE; 8]);
+    bad[HEADER_LEN + 3] ^= 0x10; // payload bit flip: CRC mismatch
+    data.write_all(&bad).expect("bad put");
+    pump_until(&mut b, |b| b.stats().bad_frames >= 1);
+    assert_eq!(heap_u64(&b, 0), 0, "a bad frame was applied");
+    assert_eq!(b.rail(0).state(0), LinkState::Down);
+    data.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut buf = [0u8; 256];
+    let mut closed = false;
+    for _ in 0..100 {
+        match data.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                closed = true;
+                break;
+            }
+            Ok(_) => {} // acks or heartbeats sent before the cut
+        }
+    }
+    assert!(closed, "connection still open");
+}
+
+#[test]
+fn fetching_atomics_across_cuts_apply_exactly_once() {
+    const N: u64 = 2_000;
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 4096);
+    let op = AtomicOp {
+        kind: AtomicKind::FetchAdd,
+        width: AtomicWidth::W64,
+        operand: 1,
+        compare: 0,
+    };
+    let mut olds = Vec::with_capacity(N as usize);
+    let mut i = 0;
+    while i < N {
+        // Eight in flight, then (every 250) a cut before they are answered.
+        let batch = 8.min(N - i);
+        let mut tickets = Vec::new();
+        for _ in 0..batch {
+            tickets.push(retry(&mut a, Duration::from_secs(20), |d| {
+                d.rail(0).atomic_start(1, 512, op, CX)
+            }));
+        }
+        if i % 248 == 0 {
+            a.debug_cut(1, 0);
+        }
+        for t in tickets {
+            let end = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                a.progress(now());
+                if let Some(v) = a.rail(0).atomic_poll(&t).expect("atomic_poll") {
+                    olds.push(v);
+                    break;
+                }
+                assert!(std::time::Instant::now() < end, "atomic never completed");
+            }
+        }
+        i += batch;
+    }
+    olds.sort_unstable();
+    assert_eq!(
+        olds,
+        (0..N).collect::<Vec<_>>(),
+        "old values not distinct 0..N"
+    );
+    quiet(&mut a, Duration::from_secs(10));
+    let st = a.stats();
+    assert!(st.reconnects > 0, "{st:?}");
+    let b = pe1.finish();
+    assert_eq!(heap_u64(&b, 512), N);
+}
