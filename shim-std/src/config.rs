@@ -40,6 +40,7 @@
 //! | `trace_records` | count | `4096` | a power of two, 16 to 1048576 |
 //! | `inline_threshold` | size | `256` | 0 to 4K; `off` is 0 (no inlining) |
 //! | `bind_to` | [`BindTo`] | `none` | `core`, `none` |
+//! | `transports` | list | `all` | `all`, or a list of `shm`, `tcp`, `verbs` (`tcp` alone forces TCP even on one node) |
 //! | `tcp_addrs` | address list | `auto` (empty) | 0 to 4 distinct IPv4/IPv6 addresses, one per TCP rail |
 //! | `tcp_connections` | count | `1` | 1 to 8 |
 //! | `tcp_window` | size | `4M` | 64K to 1G |
@@ -263,11 +264,13 @@ pub enum Key {
     ReconnectCap,
     /// `payload_crc`: which bulk frames carry a payload CRC.
     PayloadCrc,
+    /// `transports`: which transports PEs may use between each other.
+    Transports,
 }
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 20;
+    pub const COUNT: usize = 21;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -291,6 +294,7 @@ impl Key {
         Key::ReconnectBase,
         Key::ReconnectCap,
         Key::PayloadCrc,
+        Key::Transports,
     ];
 
     /// The key as written in the TOML file: `heap_size`.
@@ -316,6 +320,7 @@ impl Key {
             Key::ReconnectBase => "reconnect_base",
             Key::ReconnectCap => "reconnect_cap",
             Key::PayloadCrc => "payload_crc",
+            Key::Transports => "transports",
         }
     }
 
@@ -342,6 +347,7 @@ impl Key {
             Key::ReconnectBase => "SWITCHYARD_RECONNECT_BASE",
             Key::ReconnectCap => "SWITCHYARD_RECONNECT_CAP",
             Key::PayloadCrc => "SWITCHYARD_PAYLOAD_CRC",
+            Key::Transports => "SWITCHYARD_TRANSPORTS",
         }
     }
 
@@ -375,6 +381,9 @@ impl Key {
             Key::ReconnectBase => "a duration such as 1ms, 5ms or 50ms, from 100us to 10s",
             Key::ReconnectCap => "a duration such as 100ms, 500ms or 5s, from 1ms to 60s",
             Key::PayloadCrc => "always or sample:N with N from 1 to 1000000, such as sample:16",
+            Key::Transports => {
+                "all, or a comma-separated list of shm, tcp and verbs, such as shm,tcp or tcp"
+            }
         }
     }
 
@@ -573,6 +582,74 @@ fn parse_addrs(s: &str) -> Option<Vec<IpAddr>> {
         out.push(addr);
     }
     Some(out)
+}
+
+/// Which transports PEs may use between each other (`transports`): `all`,
+/// or a list such as `shm,tcp` or `tcp` (forcing TCP even between PEs of one
+/// node, for tests and `switchyard perf --transport tcp`). A PE always reaches
+/// its own heap directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transports {
+    /// Shared memory between PEs of one node.
+    pub shm: bool,
+    /// TCP.
+    pub tcp: bool,
+    /// RDMA verbs.
+    pub verbs: bool,
+}
+
+impl Transports {
+    /// Every transport.
+    pub const ALL: Transports = Transports {
+        shm: true,
+        tcp: true,
+        verbs: true,
+    };
+
+    /// Parses `all` or a comma-separated list (at least one, no repeats).
+    pub fn parse(s: &str) -> Option<Transports> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("all") {
+            return Some(Transports::ALL);
+        }
+        let mut t = Transports {
+            shm: false,
+            tcp: false,
+            verbs: false,
+        };
+        for item in s.split(',') {
+            let slot = match item.trim().to_ascii_lowercase().as_str() {
+                "shm" => &mut t.shm,
+                "tcp" => &mut t.tcp,
+                "verbs" => &mut t.verbs,
+                _ => return None,
+            };
+            if *slot {
+                return None;
+            }
+            *slot = true;
+        }
+        Some(t)
+    }
+}
+
+impl Default for Transports {
+    fn default() -> Self {
+        Transports::ALL
+    }
+}
+
+impl fmt::Display for Transports {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Transports::ALL {
+            return f.write_str("all");
+        }
+        let names: Vec<&str> = [(self.shm, "shm"), (self.tcp, "tcp"), (self.verbs, "verbs")]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+        f.write_str(&names.join(","))
+    }
 }
 
 /// The text form [`parse_addrs`] reads back: `auto`, or the addresses joined by
@@ -1187,6 +1264,9 @@ pub struct Config {
     /// [`MAX_TCP_ADDRS`], distinct. Default empty: the shim picks the address
     /// that routes to the bootstrap root.
     pub tcp_addrs: Vec<IpAddr>,
+    /// Transports PEs may use between each other (`SWITCHYARD_TRANSPORTS`,
+    /// like UCX's `UCX_TLS`). Default: all.
+    pub transports: Transports,
     /// Data connections per peer per rail, 1 to 8 (a control connection is
     /// always added). Default 1.
     pub tcp_connections: u8,
@@ -1226,6 +1306,7 @@ impl Default for Config {
             inline_threshold: 256,
             bind_to: BindTo::None,
             tcp_addrs: Vec::new(),
+            transports: Transports::ALL,
             tcp_connections: 1,
             tcp_window: 4 * 1024 * 1024,
             give_up: Duration::from_secs(5),
@@ -1530,6 +1611,7 @@ impl Config {
                 parse_duration(s).and_then(|d| in_range(d, MS, 60 * SEC)),
             ),
             Key::PayloadCrc => put(&mut self.payload_crc, PayloadCrc::parse(s)),
+            Key::Transports => put(&mut self.transports, Transports::parse(s)),
         }
     }
 
@@ -1619,6 +1701,7 @@ impl Config {
             Key::ReconnectBase => format_duration(self.reconnect_base),
             Key::ReconnectCap => format_duration(self.reconnect_cap),
             Key::PayloadCrc => self.payload_crc.to_string(),
+            Key::Transports => self.transports.to_string(),
         }
     }
 

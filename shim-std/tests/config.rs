@@ -50,6 +50,7 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::ReconnectBase => ("\"1ms\"", "2ms"),
         Key::ReconnectCap => ("\"1s\"", "2s"),
         Key::PayloadCrc => ("\"sample:4\"", "sample:8"),
+        Key::Transports => ("\"shm,tcp\"", "TCP"),
         _ => unreachable!("a key without test values"),
     }
 }
@@ -629,4 +630,27 @@ fn launcher_variables_are_reserved_and_tcp_addrs_is_a_key() {
         w,
         [("SWITCHYARD_TCP_WINDOWS", Some("SWITCHYARD_TCP_WINDOW"))]
     );
+}
+
+#[test]
+fn transports_parse_and_reject() {
+    use switchyard::config::Transports;
+    let t = load(&[("SWITCHYARD_TRANSPORTS", " tcp ")]).unwrap();
+    assert_eq!(
+        t.transports,
+        Transports {
+            shm: false,
+            tcp: true,
+            verbs: false
+        }
+    );
+    assert_eq!(t.value(Key::Transports), "tcp");
+    assert_eq!(Config::default().value(Key::Transports), "all");
+    assert_eq!(Transports::parse("verbs,shm,tcp"), Some(Transports::ALL));
+    for bad in ["udp", "tcp,tcp", "shm,,tcp"] {
+        let e = load(&[("SWITCHYARD_TRANSPORTS", bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SWITCHYARD_TRANSPORTS"), "{bad}: {e}");
+    }
 }

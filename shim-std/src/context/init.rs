@@ -1,12 +1,16 @@
 //! Building a [`Context`] from the environment: configuration, rank and size,
 //! the own shared-memory object, the card exchange, connecting the peers.
 
-use std::path::PathBuf;
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket},
+    path::PathBuf,
+};
 
 use switchyard_core::class::{CLASS_ENCODING_VERSION, NO_SWITCH};
 use switchyard_shm::{HugePages, SHM_DIR, remove_stale};
+use switchyard_socket::{CrcPolicy, SocketDriver, TcpConfig};
 
-use super::{Context, PeerInfo, Progress, Result, Setup};
+use super::{Context, Error, PeerInfo, Progress, Result, Setup};
 use crate::{
     bootstrap::{self, Card, RankInfo},
     config::{self, Config},
@@ -55,6 +59,8 @@ impl Context {
                 },
             },
             policy: cfg.policy(),
+            connect_timeout: cfg.bootstrap_timeout,
+            shm_peers: cfg.transports.shm,
         };
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));
@@ -64,28 +70,64 @@ impl Context {
         for w in own.warnings() {
             eprintln!("switchyard: warning: PE {}: {w}", info.rank);
         }
+        let (own_heap, own_heap_len) = (own.mapped().heap_ptr(), own.mapped().heap_len());
+        let placement = Placement::from_env()?;
+        // One PE needs no network; otherwise a TCP rail per configured
+        // address (or the one that routes to the bootstrap root).
+        let root = if info.size > 1 {
+            Some(info.root_addr()?)
+        } else {
+            None
+        };
+        let mut tcp = match root {
+            Some(root) if cfg.transports.tcp => {
+                let listen = if cfg.tcp_addrs.is_empty() {
+                    vec![address_toward(root)]
+                } else {
+                    cfg.tcp_addrs.clone()
+                };
+                let tcfg = tcp_config(cfg, &info, listen);
+                #[allow(unsafe_code)]
+                // SAFETY: the heap is the own segment's mapping, valid for
+                // `own_heap_len` bytes and page-aligned; the segment moves
+                // into the context with the driver and outlives it (the
+                // context's `tcp` field is declared, so dropped, before `shm`).
+                let d = unsafe { SocketDriver::new(tcfg, own_heap, own_heap_len) }?;
+                Some(d)
+            }
+            _ => None,
+        };
         let card = Card {
             job_id: info.job_id,
             rank: info.rank,
-            node_id: bootstrap::node_id_here()?,
-            switch_id: NO_SWITCH,
-            tree_id: NO_SWITCH,
-            cookie: [0; 16],
+            node_id: placement.node_id.map_or_else(bootstrap::node_id_here, Ok)?,
+            switch_id: placement.switch_id.unwrap_or(NO_SWITCH),
+            tree_id: placement.tree_id.unwrap_or(NO_SWITCH),
+            cookie: if info.rank == 0 {
+                random_cookie()
+            } else {
+                [0; 16]
+            },
             class_encoding_version: CLASS_ENCODING_VERSION,
             pid: std::process::id(),
             shm: Some(own.path().to_string_lossy().into_owned()),
-            tcp: Vec::new(),
+            tcp: tcp
+                .as_ref()
+                .map(|t| t.local_addrs().to_vec())
+                .unwrap_or_default(),
             verbs: None,
         };
-        if info.size == 1 {
+        let Some(root) = root else {
             let peers = [peer_of(&card)];
-            return Context::from_parts(setup, own, &peers);
-        }
-        let root = info.root_addr()?;
+            return Context::from_parts(setup, own, &peers, None);
+        };
         let mut rv =
             bootstrap::rendezvous(&info, root, card, cfg.bootstrap_timeout, info.hosts_root())?;
         let peers: Vec<PeerInfo> = rv.cards.iter().map(peer_of).collect();
-        let mut ctx = Context::from_parts(setup, own, &peers)?;
+        if let (Some(t), Some(c0)) = (tcp.as_mut(), rv.cards.first()) {
+            t.set_cookie(c0.cookie);
+        }
+        let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
         // Everyone has attached everyone before anyone returns (and may put).
         rv.bootstrap.barrier(cfg.bootstrap_timeout)?;
         ctx.attach_bootstrap(rv.bootstrap, rv.root);
@@ -93,11 +135,102 @@ impl Context {
     }
 }
 
+/// Where the launcher placed this PE, when it says (`switchyard run --sim`,
+/// or a site's own launcher): node, leaf switch and tree ids.
+struct Placement {
+    node_id: Option<u64>,
+    switch_id: Option<u32>,
+    tree_id: Option<u32>,
+}
+
+impl Placement {
+    fn from_env() -> Result<Placement> {
+        fn var<T: std::str::FromStr>(name: &'static str) -> Result<Option<T>> {
+            match std::env::var(name) {
+                Err(_) => Ok(None),
+                Ok(v) if v.is_empty() => Ok(None),
+                Ok(v) => v.trim().parse().map(Some).map_err(|_| {
+                    Error::Bootstrap(bootstrap::BootstrapError::EnvBadValue {
+                        var: name,
+                        value: v.clone(),
+                        expected: "a decimal number",
+                    })
+                }),
+            }
+        }
+        Ok(Placement {
+            node_id: var("SWITCHYARD_NODE_ID")?,
+            switch_id: var("SWITCHYARD_SWITCH_ID")?,
+            tree_id: var("SWITCHYARD_TREE_ID")?,
+        })
+    }
+}
+
+/// The local address this machine uses to reach `root` (a connected UDP
+/// socket: no packet is sent), or the unspecified address when there is none.
+fn address_toward(root: SocketAddr) -> IpAddr {
+    let any: SocketAddr = if root.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    UdpSocket::bind(any)
+        .and_then(|s| {
+            s.connect(root)?;
+            s.local_addr()
+        })
+        .map_or(any.ip(), |a| a.ip())
+}
+
+/// The TCP driver's settings from the configuration.
+fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>) -> TcpConfig {
+    TcpConfig {
+        job_id: info.job_id,
+        me: info.rank,
+        n_pes: info.size,
+        listen,
+        data_connections: cfg.tcp_connections,
+        window: cfg.tcp_window,
+        crc: match cfg.payload_crc {
+            config::PayloadCrc::Always => CrcPolicy::Always,
+            config::PayloadCrc::Sample { every } => CrcPolicy::Sample {
+                bulk_threshold: 64 << 10,
+                every,
+            },
+        },
+        heartbeat_interval: cfg.heartbeat / 4,
+        detection_window: cfg.heartbeat,
+        reconnect_base: cfg.reconnect_base,
+        reconnect_cap: cfg.reconnect_cap,
+        give_up: cfg.give_up,
+        ..TcpConfig::default()
+    }
+}
+
+/// 16 random bytes for the job cookie (the kernel's generator).
+fn random_cookie() -> [u8; 16] {
+    use std::io::Read as _;
+    let mut c = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut c))
+        .is_err()
+    {
+        // No /dev/urandom: still unpredictable enough to tell jobs apart.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        c = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    c
+}
+
 fn peer_of(c: &Card) -> PeerInfo {
     PeerInfo {
         node: c.node_id,
         switch: c.switch_id,
+        tree: c.tree_id,
         shm: c.shm.as_ref().map(PathBuf::from),
+        tcp: c.tcp.clone(),
     }
 }
 

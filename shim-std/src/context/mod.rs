@@ -28,6 +28,7 @@
 //! # Ok::<(), switchyard::context::Error>(())
 //! ```
 
+mod drv;
 mod heap;
 mod init;
 
@@ -36,6 +37,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use drv::{Drv, DrvError};
 use heap::{BLOCK_ALIGN, SymAllocator};
 pub use heap::{Plain, Sym};
 use switchyard_core::{
@@ -44,21 +46,43 @@ use switchyard_core::{
     topology::{LinkState, Shape, Topology, TopologyBox},
     trace::{TraceRecord, TraceRing, TraceWriter},
     transport::{
-        AtomicOp, AtomicWidth, ErrorKind, Instant as CoreInstant, Transport, TransportError,
+        AtomicOp, AtomicWidth, ErrorKind, Instant as CoreInstant, Ticket, Transport, TransportError,
     },
     wire::{AtomicKind, FrameOp},
 };
 use switchyard_shm::{HugePages, Segment, SegmentConfig, ShmError, ShmTransport};
+use switchyard_socket::{Event, SocketDriver, SocketError};
 use zerocopy::IntoBytes;
 
 /// Transport id of shared memory.
 pub const SHM: TransportId = tid(0);
 /// Transport id of RDMA verbs.
 pub const VERBS: TransportId = tid(1);
-/// Transport id of TCP.
+/// Transport id of TCP rail 0; rail `r` is [`tcp_rail`]`(r)`.
 pub const TCP: TransportId = tid(2);
-/// Number of transport ids in use.
-const N_TRANSPORTS: u8 = 3;
+/// Most TCP rails a context drives.
+pub const MAX_TCP_RAILS: usize = switchyard_socket::MAX_RAILS;
+/// Number of transport ids in use: shm, verbs, and the TCP rails.
+const N_TRANSPORTS: u8 = 2 + MAX_TCP_RAILS as u8;
+
+/// The transport id of TCP rail `rail` (`tcp0` is [`TCP`]).
+///
+/// # Panics
+///
+/// When `rail >= MAX_TCP_RAILS`.
+pub const fn tcp_rail(rail: usize) -> TransportId {
+    assert!(rail < MAX_TCP_RAILS, "TCP rail out of range");
+    tid(2 + rail as u8)
+}
+
+/// The TCP rail a transport id stands for, if it is one.
+#[inline]
+pub const fn rail_of(t: TransportId) -> Option<usize> {
+    match t.index().checked_sub(2) {
+        Some(r) if r < MAX_TCP_RAILS => Some(r),
+        _ => None,
+    }
+}
 
 const fn tid(i: u8) -> TransportId {
     match TransportId::new(i) {
@@ -172,6 +196,9 @@ pub enum Error {
     /// The shared-memory transport failed.
     #[error(transparent)]
     Shm(#[from] ShmError),
+    /// The TCP transport failed.
+    #[error(transparent)]
+    Tcp(#[from] SocketError),
     /// No route to the PE.
     #[error("{0}")]
     Route(SelectError),
@@ -236,8 +263,13 @@ pub struct PeerInfo {
     pub node: u64,
     /// Switch id, or [`NO_SWITCH`].
     pub switch: u32,
+    /// Its tree of switches, or [`NO_SWITCH`] (different known trees cannot
+    /// reach each other).
+    pub tree: u32,
     /// Its shared-memory object.
     pub shm: Option<PathBuf>,
+    /// Its TCP listening address per rail.
+    pub tcp: Vec<std::net::SocketAddr>,
 }
 
 /// Everything a context needs, however it was learned.
@@ -261,6 +293,11 @@ pub struct Setup {
     pub progress: Progress,
     /// Route policy knobs (roles are filled in by the context).
     pub policy: PolicyConfig,
+    /// How long connecting the TCP peers at init may take.
+    pub connect_timeout: Duration,
+    /// Whether PEs of one node use shared memory between them (off: they
+    /// use TCP like PEs of different nodes; `transports = tcp`).
+    pub shm_peers: bool,
 }
 
 /// Counters of one context.
@@ -272,6 +309,14 @@ pub struct Stats {
     pub reroutes: u64,
     /// Barriers completed.
     pub barriers: u64,
+    /// Link-state transitions this PE's drivers reported.
+    pub link_transitions: u64,
+    /// Link-state records sent to other PEs.
+    pub link_records_sent: u64,
+    /// Link-state records from other PEs applied here.
+    pub link_records_applied: u64,
+    /// Peers found dead.
+    pub dead_peers: u64,
 }
 
 static NEXT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -282,6 +327,8 @@ pub struct Context {
     n_pes: u32,
     job_id: u64,
     owner: u64,
+    /// Declared before `shm`: dropped first, as it writes into shm's heap.
+    tcp: Option<SocketDriver>,
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,
@@ -294,6 +341,12 @@ pub struct Context {
     op_timeout: Duration,
     progress: Progress,
     stats: Stats,
+    /// Per origin PE, the newest link-state record version applied.
+    link_seen: Vec<u64>,
+    /// Versions of this PE's own link-state records.
+    link_version: u64,
+    /// Peers known dead (from any driver).
+    dead: Vec<bool>,
     boot: Option<crate::bootstrap::Bootstrap>,
     root:
         Option<std::thread::JoinHandle<std::result::Result<(), crate::bootstrap::BootstrapError>>>,
@@ -337,7 +390,12 @@ impl Context {
     /// # Errors
     ///
     /// [`Error::Shm`] when a peer's object cannot be attached.
-    pub fn from_parts(setup: Setup, own: Segment, peers: &[PeerInfo]) -> Result<Context> {
+    pub fn from_parts(
+        setup: Setup,
+        own: Segment,
+        peers: &[PeerInfo],
+        mut tcp: Option<SocketDriver>,
+    ) -> Result<Context> {
         let (me, n) = (setup.me, setup.n_pes);
         let mut warnings = own.warnings().to_vec();
         let mut shm = ShmTransport::new(own, setup.job_id, me, n)?;
@@ -361,9 +419,20 @@ impl Context {
             load_hints: false,
         };
         let store: &'static TopologyBox = Box::leak(Box::new(TopologyBox::new(shape, 4)));
+        let my_tree = peers.get(me as usize).map_or(NO_SWITCH, |p| p.tree);
         let topo = Topology::new(store.mem(), shape, |pe| {
             peers.get(pe as usize).map_or(PathClass::Unreachable, |p| {
-                class_between(me, my_loc, pe, locality(p), InterSwitch::Routed)
+                let c = class_between(me, my_loc, pe, locality(p), InterSwitch::Routed);
+                // Leaves of different trees have no router between them.
+                if c == PathClass::Routed
+                    && my_tree != NO_SWITCH
+                    && p.tree != NO_SWITCH
+                    && p.tree != my_tree
+                {
+                    PathClass::Unreachable
+                } else {
+                    c
+                }
             })
         })
         .map_err(|e| {
@@ -377,17 +446,51 @@ impl Context {
             let same_node = Some(p.node) == my.map(|m| m.0);
             if pe == me {
                 topo.set_health(SHM, pe, true);
-            } else if same_node && let Some(path) = &p.shm {
+            } else if same_node
+                && setup.shm_peers
+                && let Some(path) = &p.shm
+            {
                 shm.set_address(pe, path)?;
                 shm.connect(pe)?;
                 topo.set_health(SHM, pe, true);
+            }
+        }
+        let (_, heap_len) = shm.local_heap();
+        let mut stream = [None; 4];
+        if let Some(t) = tcp.as_mut() {
+            // Every off-node peer on every rail both sides have; same-node
+            // pairs use shared memory.
+            let mut remote = Vec::new();
+            for (pe, p) in peers.iter().enumerate() {
+                let pe = pe as u32;
+                let same_node = Some(p.node) == my.map(|m| m.0) && setup.shm_peers;
+                if pe != me && !same_node && !p.tcp.is_empty() {
+                    t.set_peer(pe, &p.tcp, heap_len)?;
+                    remote.push(pe);
+                }
+            }
+            if !remote.is_empty() {
+                t.connect_all(
+                    remote.iter().copied(),
+                    CoreInstant::from_nanos(0),
+                    setup.connect_timeout,
+                )?;
+            }
+            for r in 0..t.rails() {
+                stream[r] = Some(tcp_rail(r));
+                let rail = t.rail(r);
+                for &pe in &remote {
+                    if rail.state(pe) == LinkState::Up {
+                        topo.set_health(tcp_rail(r), pe, true);
+                    }
+                }
             }
         }
         let mut policy = setup.policy;
         policy.roles = TransportRoles {
             shm: Some(SHM),
             rdma: Some(VERBS),
-            stream: [Some(TCP), None, None, None],
+            stream,
         };
         let sel = Selector::new(&topo, Policy::new(policy)).map_err(|e| {
             Error::Shm(ShmError::BadObject {
@@ -402,7 +505,6 @@ impl Context {
                 why: "trace ring already has a writer".into(),
             })
         })?;
-        let (_, heap_len) = shm.local_heap();
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
         }
@@ -423,6 +525,10 @@ impl Context {
             op_timeout: setup.op_timeout,
             progress: setup.progress,
             stats: Stats::default(),
+            tcp,
+            link_seen: vec![0; n as usize],
+            link_version: 0,
+            dead: vec![false; n as usize],
             boot: None,
             root: None,
             warnings,
@@ -554,13 +660,16 @@ impl Context {
 
     /// Handles a driver error: a dead peer flips its health bit (so the next
     /// select falls back or fails at once) and may be retried elsewhere.
-    fn on_error<E: TransportError>(&mut self, t: TransportId, e: E, route: &Route) -> Option<Error>
-    where
-        Error: From<E>,
-    {
+    fn on_error(&mut self, t: TransportId, e: DrvError, route: &Route) -> Option<Error> {
         if e.kind() == ErrorKind::PeerDown {
             if let Some(pe) = e.peer() {
                 self.topo.apply_link_state(t, pe, LinkState::Error);
+                if self.dead.get(pe as usize).copied().unwrap_or(false) {
+                    return Some(Error::PeerDead {
+                        pe,
+                        what: "an operation on it",
+                    });
+                }
             }
             if route.retry_allowed {
                 self.stats.reroutes += 1;
@@ -570,9 +679,21 @@ impl Context {
         Some(Error::from(e))
     }
 
+    /// The driver behind transport id `t`, borrowed for one call.
+    #[inline]
+    fn drv(&mut self, t: TransportId) -> Option<Drv<'_>> {
+        if t == SHM {
+            return Some(Drv::Shm(&mut self.shm));
+        }
+        let r = rail_of(t)?;
+        let tcp = self.tcp.as_mut()?;
+        (r < tcp.rails()).then(|| Drv::Tcp(tcp.rail(r)))
+    }
+
     /// Routes one operation and runs it on the chosen driver: `WouldBlock`
-    /// makes progress and retries, a dead peer flips its health bit and
-    /// re-selects when the route allows a retry, anything else is returned.
+    /// makes progress and retries (bounded by the op timeout), a dead peer or
+    /// link flips its health bit and re-selects when the route allows a
+    /// retry, anything else is returned.
     #[inline]
     fn routed<R>(
         &mut self,
@@ -580,25 +701,93 @@ impl Context {
         len: u64,
         op: Op,
         frame: FrameOp,
-        mut run: impl FnMut(&mut ShmTransport, &Route) -> std::result::Result<R, ShmError>,
+        mut run: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
     ) -> Result<R> {
+        self.routed_with(pe, len, op, frame, &mut run)
+            .map(|(r, _)| r)
+    }
+
+    /// [`Context::routed`], also returning the route taken.
+    #[inline]
+    fn routed_with<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
+    ) -> Result<(R, Route)> {
+        let mut blocked: Option<(Instant, u32)> = None;
         loop {
             let route = self.select(pe, len, op, frame)?;
-            match route.transport {
-                SHM => match run(&mut self.shm, &route) {
-                    Ok(r) => {
-                        self.trace_route(pe, len, frame, &route, false);
-                        return Ok(r);
+            let Some(mut d) = self.drv(route.transport) else {
+                return Err(Error::TransportUnavailable {
+                    transport: route.transport,
+                    pe,
+                });
+            };
+            match run(&mut d, &route) {
+                Ok(r) => {
+                    self.trace_route(pe, len, frame, &route, false);
+                    return Ok((r, route));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    // Flow control: the target pushes back. Progress, and
+                    // give up only at the op timeout or when it dies.
+                    let (start, spins) = blocked.get_or_insert_with(|| (Instant::now(), 0));
+                    let start = *start;
+                    let mut n = *spins;
+                    self.pause(&mut n, start, "a send window to open", Watch::Peer(pe))?;
+                    if let Some((_, s)) = blocked.as_mut() {
+                        *s = n;
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll_once(),
+                }
+                Err(e) => {
+                    self.trace_route(pe, len, frame, &route, true);
+                    if let Some(err) = self.on_error(route.transport, e, &route) {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A blocking routed operation: `start` issues it, `poll` completes it
+    /// (at once on shared memory; after the reply on TCP). A transport that
+    /// fails meanwhile flips its health bit and, when the route allows, the
+    /// operation is issued again elsewhere.
+    fn routed_wait<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        what: &'static str,
+        mut start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
+        mut poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
+    ) -> Result<R> {
+        loop {
+            let (ticket, route) = self.routed_with(pe, len, op, frame, &mut start)?;
+            let t0 = Instant::now();
+            let mut spins = 0u32;
+            loop {
+                let Some(mut d) = self.drv(route.transport) else {
+                    return Err(Error::TransportUnavailable {
+                        transport: route.transport,
+                        pe,
+                    });
+                };
+                match poll(&mut d, &ticket) {
+                    Ok(Some(r)) => return Ok(r),
+                    Ok(None) => self.pause(&mut spins, t0, what, Watch::Peer(pe))?,
                     Err(e) => {
                         self.trace_route(pe, len, frame, &route, true);
-                        if let Some(err) = self.on_error(SHM, e, &route) {
-                            return Err(err);
+                        match self.on_error(route.transport, e, &route) {
+                            Some(err) => return Err(err),
+                            None => break,
                         }
                     }
-                },
-                t => return Err(Error::TransportUnavailable { transport: t, pe }),
+                }
             }
         }
     }
@@ -777,10 +966,32 @@ impl Context {
             len: src.len,
         })?;
         let dst = dst.as_mut_bytes();
-        self.routed(pe, u64::from(len), Op::Get, FrameOp::Get, |shm, r| {
-            let t = shm.get_start(pe, off, len, r.context)?;
-            shm.get_poll(&t, dst).map(|_| ())
-        })
+        // Chunks a driver can buffer (TCP holds replies until polled).
+        let chunk = self
+            .tcp
+            .as_ref()
+            .map_or(u32::MAX, |t| t.max_get_len())
+            .max(1);
+        let mut done = 0u32;
+        while done < len || len == 0 {
+            let n = (len - done).min(chunk);
+            let part = &mut dst[done as usize..(done + n) as usize];
+            let at_off = off + u64::from(done);
+            self.routed_wait(
+                pe,
+                u64::from(n),
+                Op::Get,
+                FrameOp::Get,
+                "get",
+                |d, r| d.get_start(pe, at_off, n, r.context),
+                |d, t| Ok(d.get_poll(t, part)?.then_some(())),
+            )?;
+            done += n;
+            if len == 0 {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Non-blocking get: elements `src_at..src_at+count` of `pe`'s copy of
@@ -835,17 +1046,23 @@ impl Context {
         } else {
             Op::Atomic
         };
-        let v = self.routed(
+        let v = self.routed_wait(
             pe,
             T::WIDTH.bytes() as u64,
             rop,
             FrameOp::Atomic,
-            |shm, r| {
-                let t = shm.atomic_start(pe, off, op, r.context)?;
-                shm.atomic_poll(&t)
+            "an atomic",
+            |d, r| d.atomic_start(pe, off, op, r.context),
+            |d, t| {
+                if op.is_fetching() {
+                    d.atomic_poll(t)
+                } else {
+                    // Complete by quiet, like a put.
+                    Ok(Some(0))
+                }
             },
         )?;
-        Ok(T::from_bits(v.unwrap_or(0)))
+        Ok(T::from_bits(v))
     }
 
     /// Atomically adds `value` to element `at` of `pe`'s copy of `sym` and
@@ -901,6 +1118,18 @@ impl Context {
         self.atomic(sym, at, AtomicKind::Fetch, z, z, pe)
     }
 
+    /// Atomically adds `value` to element `at` of `pe`'s copy of `sym`
+    /// (OpenSHMEM's `shmem_add`). Today a [`fetch_add`](Context::fetch_add)
+    /// whose old value is dropped: it returns once applied.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn add<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<()> {
+        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, pe)
+            .map(|_| ())
+    }
+
     /// Atomically stores `value` (complete at `pe` after [`Context::quiet`]).
     ///
     /// # Errors
@@ -922,6 +1151,9 @@ impl Context {
     #[inline]
     pub fn fence(&mut self) -> Result<()> {
         self.shm.fence()?;
+        if let Some(t) = self.tcp.as_mut() {
+            t.fence()?;
+        }
         Ok(())
     }
 
@@ -934,10 +1166,19 @@ impl Context {
     pub fn quiet(&mut self) -> Result<()> {
         let start = Instant::now();
         let mut spins = 0u32;
-        while !self.shm.quiet_poll()? {
-            self.pause(&mut spins, start, "quiet", None)?;
+        loop {
+            let shm = self.shm.quiet_poll()?;
+            let tcp = match self.tcp.as_mut() {
+                Some(t) => t.quiet_poll()?,
+                None => true,
+            };
+            if shm && tcp {
+                return Ok(());
+            }
+            // The drivers report a dead peer with operations pending; one
+            // that died with nothing pending does not fail a quiet.
+            self.pause(&mut spins, start, "quiet", Watch::Drivers)?;
         }
-        Ok(())
     }
 
     /// Waits until element `at` of this PE's own copy of `sym` compares to
@@ -956,8 +1197,10 @@ impl Context {
     ) -> Result<T> {
         let off = self.check(sym, at, 1)?;
         // Fast path: a tight spin on the word, nothing else, so a flag that
-        // arrives soon is seen within one cache-line transfer.
-        for _ in 0..FAST_SPINS {
+        // arrives soon is seen within one cache-line transfer. With TCP peers
+        // every spin must also progress the sockets (the flag may come that way).
+        let fast = if self.tcp.is_some() { 0 } else { FAST_SPINS };
+        for _ in 0..fast {
             let v = T::from_bits(self.load_local(off, T::WIDTH)?);
             if cmp.holds(v, value) {
                 return Ok(v);
@@ -971,7 +1214,7 @@ impl Context {
             if cmp.holds(v, value) {
                 return Ok(v);
             }
-            self.pause(&mut spins, start, "wait_until", None)?;
+            self.pause(&mut spins, start, "wait_until", Watch::Any)?;
         }
     }
 
@@ -1003,7 +1246,7 @@ impl Context {
             let flag = round * 8;
             self.fence()?;
             self.put_raw(to, flag, &epoch.to_le_bytes())?;
-            let mut fast = 0;
+            let mut fast = if self.tcp.is_some() { FAST_SPINS } else { 0 };
             while fast < FAST_SPINS && self.load_local(flag, AtomicWidth::W64)? < epoch {
                 core::hint::spin_loop();
                 fast += 1;
@@ -1011,7 +1254,7 @@ impl Context {
             let start = Instant::now();
             let mut spins = 0u32;
             while self.load_local(flag, AtomicWidth::W64)? < epoch {
-                if let Err(e) = self.pause(&mut spins, start, "barrier", Some(from)) {
+                if let Err(e) = self.pause(&mut spins, start, "barrier", Watch::Peer(from)) {
                     // `from` may have written the flag and exited since the load.
                     if self.load_local(flag, AtomicWidth::W64)? >= epoch {
                         break;
@@ -1042,9 +1285,133 @@ impl Context {
                 let st = self.shm.state(pe);
                 if st == LinkState::Error {
                     self.topo.apply_link_state(SHM, pe, st);
+                    self.mark_dead(pe);
                 }
             }
         }
+        if let Some(t) = self.tcp.as_mut() {
+            t.progress(now);
+            while let Some(ev) = self.tcp.as_mut().and_then(SocketDriver::poll_event) {
+                self.on_event(ev);
+            }
+        }
+    }
+
+    /// Applies one TCP driver event: a rail going down or up toward a peer
+    /// flips that rail's health bit at once (the next select takes another
+    /// rail or transport) and is told to the other PEs; a peer found dead is
+    /// made unreachable through a new topology version.
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Link { rail, peer, state } => {
+                let r = usize::from(rail);
+                if r >= MAX_TCP_RAILS {
+                    return;
+                }
+                self.stats.link_transitions += 1;
+                self.topo.apply_link_state(tcp_rail(r), peer, state);
+                self.broadcast_link(peer, rail, state);
+            }
+            Event::PeerDead { peer } => self.mark_dead(peer),
+            Event::LinkState { from, record } => self.apply_link_record(from, &record),
+            Event::Refused { .. } => {}
+        }
+    }
+
+    /// Tells every other TCP-connected PE that `subject`'s `rail` changed
+    /// state, as seen from here (a transition, never a periodic report).
+    fn broadcast_link(&mut self, subject: u32, rail: u8, state: LinkState) {
+        self.link_version += 1;
+        let rec = LinkRecord {
+            origin: self.me,
+            subject,
+            rail,
+            state,
+            version: self.link_version,
+        }
+        .encode();
+        let Some(t) = self.tcp.as_mut() else { return };
+        for pe in 0..self.n_pes {
+            if pe != self.me
+                && pe != subject
+                && !self.dead[pe as usize]
+                && t.peer_state(pe) == LinkState::Up
+                && t.send_link_state(pe, rec).is_ok()
+            {
+                self.stats.link_records_sent += 1;
+            }
+        }
+    }
+
+    /// Applies another PE's link-state record: newer versions only; a rail
+    /// reported down clears that rail's health bit toward the subject here
+    /// too, one reported up sets it again only where this PE's own connection
+    /// on that rail is up.
+    fn apply_link_record(&mut self, from: u32, record: &[u8; 32]) {
+        let Some(rec) = LinkRecord::decode(record) else {
+            return;
+        };
+        let (o, r) = (rec.origin as usize, usize::from(rec.rail));
+        if rec.origin != from
+            || o >= self.link_seen.len()
+            || rec.subject >= self.n_pes
+            || rec.subject == self.me
+            || r >= MAX_TCP_RAILS
+            || rec.version <= self.link_seen[o]
+        {
+            return;
+        }
+        self.link_seen[o] = rec.version;
+        let own_up = self
+            .tcp
+            .as_mut()
+            .is_some_and(|t| r < t.rails() && t.rail(r).state(rec.subject) == LinkState::Up);
+        match rec.state {
+            LinkState::Up if own_up => {
+                self.topo.set_health(tcp_rail(r), rec.subject, true);
+            }
+            LinkState::Up => {}
+            s => {
+                self.topo.apply_link_state(tcp_rail(r), rec.subject, s);
+            }
+        }
+        self.stats.link_records_applied += 1;
+    }
+
+    /// Marks `pe` dead: every transport's health bit toward it is cleared and
+    /// a new topology version makes it unreachable, so every later operation
+    /// to it fails at once naming it.
+    fn mark_dead(&mut self, pe: u32) {
+        let Some(d) = self.dead.get_mut(pe as usize) else {
+            return;
+        };
+        if *d || pe == self.me {
+            return;
+        }
+        *d = true;
+        self.stats.dead_peers += 1;
+        for t in 0..N_TRANSPORTS {
+            self.topo.apply_link_state(tid(t), pe, LinkState::Error);
+        }
+        // The versioned update: this thread is the only writer; leave the
+        // held version first so the writer may reuse its slot.
+        self.sel.unpin();
+        if let Some(mut w) = self.topo.writer()
+            && let Ok(mut u) = w.try_update()
+        {
+            u.set_class(pe, PathClass::Unreachable);
+            u.publish();
+        }
+    }
+
+    /// Whether `pe` is known dead by any driver.
+    fn is_dead(&self, pe: u32) -> bool {
+        self.dead.get(pe as usize).copied().unwrap_or(false)
+            || self.shm.state(pe) == LinkState::Error
+            || self
+                .tcp
+                .as_ref()
+                .is_some_and(|t| t.peer_state(pe) == LinkState::Error)
     }
 
     /// One step of a bounded wait: progress, dead-peer check, deadline, then
@@ -1054,20 +1421,23 @@ impl Context {
         spins: &mut u32,
         start: Instant,
         what: &'static str,
-        pe: Option<u32>,
+        watch: Watch,
     ) -> Result<()> {
         *spins = spins.saturating_add(1);
         if *spins == 1 {
             // Waiting: let a topology writer reuse the version we held.
             self.sel.unpin();
         }
-        if (*spins).is_multiple_of(16) {
+        // With TCP peers every step polls the sockets (their frames are the
+        // progress); shared memory alone needs only the liveness checks.
+        if self.tcp.is_some() || (*spins).is_multiple_of(16) {
             self.poll_once();
         }
         if (*spins).is_multiple_of(64) {
-            let dead = match pe {
-                Some(p) => (self.shm.state(p) == LinkState::Error).then_some(p),
-                None => (0..self.n_pes).find(|&p| self.shm.state(p) == LinkState::Error),
+            let (dead, pe) = match watch {
+                Watch::Peer(p) => (self.is_dead(p).then_some(p), Some(p)),
+                Watch::Any => ((0..self.n_pes).find(|&p| self.is_dead(p)), None),
+                Watch::Drivers => (None, None),
             };
             if let Some(dead) = dead {
                 return Err(Error::PeerDead { pe: dead, what });
@@ -1085,8 +1455,12 @@ impl Context {
                 } else if *spins < spin.saturating_add(64) {
                     std::thread::yield_now();
                 } else {
-                    let over = (*spins - spin - 64).min(100);
-                    std::thread::sleep(Duration::from_micros(u64::from(over)));
+                    let over = Duration::from_micros(u64::from((*spins - spin - 64).min(100)));
+                    match self.tcp.as_mut() {
+                        // Parks on the sockets: a frame wakes it at once.
+                        Some(t) => t.wait(over),
+                        None => std::thread::sleep(over),
+                    }
                 }
             }
         }
@@ -1101,7 +1475,18 @@ impl Context {
     ///
     /// Barrier or bootstrap errors (resources are released anyway).
     pub fn finalize(mut self) -> Result<()> {
-        let r = self.barrier_all();
+        // The barrier's last flags are puts like any other: quiet, so every
+        // one is applied at its target before this PE closes its connections
+        // (a flag still in flight would be lost with them).
+        let mut r = self.barrier_all().and_then(|()| self.quiet());
+        // Then no PE closes its connections while another still waits for
+        // an ack from it: a barrier through the bootstrap, which needs no
+        // data-path progress (every PE's frames are acked by now).
+        if r.is_ok()
+            && let Some(b) = self.boot.as_mut()
+        {
+            r = b.barrier(self.op_timeout).map_err(Error::from);
+        }
         let b = self.boot.take().map(|b| b.finish());
         // The hosted root (rank 0 under srun/mpirun) ends once everyone said
         // goodbye, or fails naming who did not, within its own timeout.
@@ -1110,6 +1495,9 @@ impl Context {
                 .unwrap_or(Err(crate::bootstrap::BootstrapError::Unusable))
         });
         let _ = self.shm.close();
+        if let Some(t) = self.tcp.as_mut() {
+            let _ = t.close();
+        }
         r?;
         if let Some(b) = b {
             b?;
@@ -1123,4 +1511,91 @@ impl Context {
 
 fn size32<T>() -> u32 {
     core::mem::size_of::<T>() as u32
+}
+
+/// Whose death ends a wait early.
+#[derive(Debug, Clone, Copy)]
+enum Watch {
+    /// The PE the wait depends on.
+    Peer(u32),
+    /// Any PE (a local flag anyone may set).
+    Any,
+    /// None beyond what the drivers report (quiet).
+    Drivers,
+}
+
+/// A link-state transition as broadcast between PEs (32 bytes, little-endian):
+/// magic `"SYLS"`, origin PE `u32`, subject PE `u32`, rail `u8`, state `u8`
+/// (0 up, 1 down, 2 error), 2 reserved bytes, version `u64` (per origin,
+/// increasing), 8 reserved bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LinkRecord {
+    origin: u32,
+    subject: u32,
+    rail: u8,
+    state: LinkState,
+    version: u64,
+}
+
+impl LinkRecord {
+    const MAGIC: [u8; 4] = *b"SYLS";
+
+    fn encode(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..4].copy_from_slice(&Self::MAGIC);
+        b[4..8].copy_from_slice(&self.origin.to_le_bytes());
+        b[8..12].copy_from_slice(&self.subject.to_le_bytes());
+        b[12] = self.rail;
+        b[13] = match self.state {
+            LinkState::Up => 0,
+            LinkState::Down => 1,
+            LinkState::Error => 2,
+        };
+        b[16..24].copy_from_slice(&self.version.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; 32]) -> Option<LinkRecord> {
+        if b[..4] != Self::MAGIC {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&b[16..24]);
+        Some(LinkRecord {
+            origin: u32_at(4),
+            subject: u32_at(8),
+            rail: b[12],
+            state: match b[13] {
+                0 => LinkState::Up,
+                1 => LinkState::Down,
+                2 => LinkState::Error,
+                _ => return None,
+            },
+            version: u64::from_le_bytes(v),
+        })
+    }
+}
+
+#[cfg(test)]
+mod link_record_test {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_rejects() {
+        let r = LinkRecord {
+            origin: 3,
+            subject: 9,
+            rail: 1,
+            state: LinkState::Down,
+            version: 42,
+        };
+        assert_eq!(LinkRecord::decode(&r.encode()), Some(r));
+        let mut b = r.encode();
+        b[13] = 7;
+        assert_eq!(LinkRecord::decode(&b), None);
+        let mut b = r.encode();
+        b[0] = b'X';
+        assert_eq!(LinkRecord::decode(&b), None);
+    }
 }

@@ -14,6 +14,19 @@
 //!   with SIGKILL when CODE is `kill`); the others wait on a flag that never
 //!   comes (bounded by the op timeout).
 //! * `init`: init and finalize only (bad-environment checks).
+//! * `classes [TOPOLOGY PPN]`: every PE does put, get and fetch-add with
+//!   every other PE, checks the values, and checks from its route trace ring
+//!   that each peer was reached over the transport its class calls for (shm
+//!   on the node, TCP otherwise); with a topology file and PEs per node, also
+//!   that each class is the one the file gives. Prints
+//!   `classes PE p: q=CLASS/TRANSPORT ...`.
+//! * `stream TARGET MILLIS`: PE 0 streams sequence-stamped 8-byte puts (each
+//!   to its own slot) and non-fetching atomic adds to TARGET for MILLIS ms,
+//!   printing `streaming` and creating the file `$SY_MARK` (when set) as it
+//!   starts (the test cuts a link then); then
+//!   TARGET checks every slot holds its stamp and every counter its exact
+//!   count (a put or add applied twice or lost fails). Prints the reroutes
+//!   and link transitions seen.
 
 use std::process::ExitCode;
 
@@ -149,6 +162,142 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             // Never set: the launcher stops us, or the wait fails on its own.
             ctx.wait_until(&flag, 0, Cmp::Ne, 0)?;
             return Err("the flag was set by nobody".into());
+        }
+        "classes" => {
+            let block = ctx.alloc::<u64>(n as usize)?;
+            let counter = ctx.alloc::<u64>(1)?;
+            for pe in (0..n).filter(|&p| p != me) {
+                ctx.put(
+                    &block,
+                    me as usize,
+                    &[u64::from(me) << 32 | u64::from(pe)],
+                    pe,
+                )?;
+                ctx.fetch_add(&counter, 0, 1, pe)?;
+            }
+            ctx.barrier_all()?;
+            let spec = match args.get(1) {
+                Some(path) => Some(switchyard::sim::read_topology(std::path::Path::new(path))?),
+                None => None,
+            };
+            let ppn: u32 = arg(args, 2, 1);
+            let mut line = format!("classes PE {me}:");
+            for pe in (0..n).filter(|&p| p != me) {
+                let mut got = [0u64];
+                ctx.get(&block, me as usize, &mut got, pe)?;
+                if got[0] != u64::from(me) << 32 | u64::from(pe) {
+                    return Err(format!("PE {me}: slot of PE {pe} holds {:#x}", got[0]).into());
+                }
+                let class = ctx.class(pe).ok_or("no class")?;
+                if let Some(spec) = &spec {
+                    let want = spec.class_of(ppn, me, pe);
+                    if class != want {
+                        return Err(format!(
+                            "PE {me}: PE {pe} is {class:?}, the topology says {want:?}"
+                        )
+                        .into());
+                    }
+                }
+                let want_t = match class {
+                    switchyard_core::class::PathClass::Shm => "shm",
+                    _ => "tcp",
+                };
+                let t = ctx
+                    .route(pe, 8, switchyard_core::route::Op::Put)?
+                    .transport
+                    .index();
+                let tname = if t == 0 {
+                    "shm".to_string()
+                } else {
+                    format!("tcp{}", t - 2)
+                };
+                if !tname.starts_with(want_t) {
+                    return Err(
+                        format!("PE {me}: PE {pe} ({class:?}) is routed over {tname}").into(),
+                    );
+                }
+                line.push_str(&format!(" {pe}={class:?}/{tname}"));
+                // The trace ring agrees: every record to `pe` went that way.
+                let mut recs = vec![switchyard_core::trace::TraceRecord::default(); 4096];
+                let k = ctx.trace().snapshot(&mut recs);
+                let to_pe: Vec<_> = recs[..k]
+                    .iter()
+                    .filter(|r| {
+                        r.dst == pe && r.flags & switchyard_core::trace::TraceRecord::ERROR == 0
+                    })
+                    .collect();
+                if to_pe.is_empty() || to_pe.iter().any(|r| usize::from(r.transport) != t) {
+                    let seen: Vec<(u8, u8, u32)> =
+                        to_pe.iter().map(|r| (r.transport, r.op, r.len)).collect();
+                    return Err(format!(
+                        "PE {me}: trace records to PE {pe} do not all use transport {t}: {seen:?}"
+                    )
+                    .into());
+                }
+            }
+            let total = ctx.fetch(&counter, 0, me)?;
+            if total != u64::from(n - 1) {
+                return Err(format!("PE {me}: counter {total}, expected {}", n - 1).into());
+            }
+            println!("{line}");
+        }
+        "stream" => {
+            const SLOTS: usize = 1 << 16;
+            let target: u32 = arg(args, 1, 1);
+            let millis: u64 = arg(args, 2, 2000);
+            let stamps = ctx.alloc::<u64>(SLOTS)?;
+            let counts = ctx.alloc::<u64>(64)?;
+            let sent = ctx.alloc::<u64>(1)?;
+            if me == 0 {
+                println!("streaming");
+                if let Ok(mark) = std::env::var("SY_MARK") {
+                    std::fs::write(mark, b"streaming")?;
+                }
+                let t0 = std::time::Instant::now();
+                let mut i = 0usize;
+                while i < SLOTS && t0.elapsed() < std::time::Duration::from_millis(millis) {
+                    ctx.put(&stamps, i, &[i as u64 + 1], target)?;
+                    ctx.add(&counts, i % 64, 1u64, target)?;
+                    i += 1;
+                    if i % 64 == 0 {
+                        // Pace the stream so it spans the cut.
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                }
+                ctx.quiet()?;
+                ctx.put(&sent, 0, &[i as u64], target)?;
+                let s = ctx.stats();
+                println!(
+                    "streamed {i} puts and adds; reroutes {}, link transitions {}",
+                    s.reroutes, s.link_transitions
+                );
+            }
+            ctx.barrier_all()?;
+            if me == target {
+                let mut total = [0u64];
+                ctx.read_local(&sent, 0, &mut total)?;
+                let total = total[0] as usize;
+                let mut all = vec![0u64; SLOTS];
+                ctx.read_local(&stamps, 0, &mut all)?;
+                for (i, &v) in all.iter().enumerate() {
+                    let want = if i < total { i as u64 + 1 } else { 0 };
+                    if v != want {
+                        return Err(format!("slot {i}: {v}, expected {want} ({total} sent)").into());
+                    }
+                }
+                let mut c = [0u64; 64];
+                ctx.read_local(&counts, 0, &mut c)?;
+                for (j, &v) in c.iter().enumerate() {
+                    let want = (total / 64 + usize::from(j < total % 64)) as u64;
+                    if v != want {
+                        return Err(format!(
+                            "counter {j}: {v}, expected {want}: an add was lost or applied twice"
+                        )
+                        .into());
+                    }
+                }
+                println!("stream ok: {total} puts and adds, each applied exactly once");
+            }
         }
         other => return Err(format!("unknown scenario {other}").into()),
     }

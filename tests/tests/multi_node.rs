@@ -1,0 +1,220 @@
+//! Many-node jobs in a cluster simulated with network namespaces
+//! (`switchyard sim`): real PE processes (`sy_pe`), one network namespace
+//! per node, TCP between nodes and shared memory within one, links cut for
+//! real by taking an interface down.
+//!
+//! Needs root and `ip` (iproute2); without them every test says so and
+//! passes without running (CI runs as root). Every job is bounded by a
+//! launcher timeout, every wait inside a PE by its op timeout.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use switchyard::{
+    launch::{self, Bind, JobEnd, JobOutcome, LaunchOptions, RankExit},
+    sim::{SimGuard, SimSpec},
+    topo::{Format, parse_topology},
+};
+
+const PE: &str = env!("CARGO_BIN_EXE_sy_pe");
+
+/// Why the sim cannot run here, if it cannot.
+fn unavailable() -> Option<String> {
+    // SAFETY-free: geteuid through the libc crate is a plain query.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    match std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+    {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "`ip netns list` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("no `ip` command: {e}")),
+    }
+}
+
+macro_rules! need_sim {
+    () => {
+        if let Some(why) = unavailable() {
+            eprintln!("skipped: the simulated cluster needs root and ip netns ({why})");
+            return;
+        }
+    };
+}
+
+/// Writes `toml` to a file of its own and brings the sim up under `name`.
+fn sim(name: &str, toml: &str, ppn: u32, rails: u32) -> (SimGuard, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sy-mn-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("topo.toml");
+    std::fs::write(&file, toml).expect("topology file");
+    let cluster = parse_topology(toml, Format::Toml).expect("topology");
+    let mut spec = SimSpec::new(name, cluster);
+    spec.pes_per_node = ppn;
+    spec.rails = rails;
+    // A crashed earlier run may have left one behind.
+    let _ = switchyard::sim::down(name);
+    (SimGuard::up(&spec).expect("sim up"), file)
+}
+
+fn opts(g: &SimGuard, n: u32, args: &[String], env: &[(&str, &str)]) -> LaunchOptions {
+    let mut o = LaunchOptions::new(n, PE);
+    o.args = args.iter().map(Into::into).collect();
+    o.bind = Bind::None;
+    o.timeout = Some(Duration::from_secs(90));
+    o.grace = Duration::from_millis(500);
+    o.sim = Some(g.sim().state().clone());
+    o.env.push(("SWITCHYARD_HEAP_SIZE".into(), "4M".into()));
+    o.env.push(("SWITCHYARD_OP_TIMEOUT".into(), "20s".into()));
+    for (k, v) in env {
+        o.env.push(((*k).into(), (*v).into()));
+    }
+    o
+}
+
+fn assert_ok(out: &JobOutcome) {
+    assert!(
+        out.success(),
+        "job failed: {:?} {:?}",
+        out.end,
+        out.bootstrap_error
+    );
+}
+
+const TWO_NODES: &str = r#"
+[[switch]]
+name = "leaf0"
+nodes = "node[0-1]"
+"#;
+
+#[test]
+fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
+    need_sim!();
+    let toml = switchyard::topo::EXAMPLE_TOML;
+    let (g, file) = sim("mnc", toml, 2, 1);
+    let args = vec![
+        "classes".to_string(),
+        file.display().to_string(),
+        "2".to_string(),
+    ];
+    let out = launch::launch(&opts(&g, 8, &args, &[])).expect("launch");
+    assert_ok(&out);
+}
+
+/// Runs the stream scenario from PE 0 to PE 1 (on another node), calls
+/// `cut` once PE 0 says it streams, and returns the outcome.
+fn stream_with(
+    name: &str,
+    rails: u32,
+    millis: u64,
+    env: &[(&str, &str)],
+    cut: impl FnOnce(&SimGuard),
+) -> JobOutcome {
+    let (g, _file) = sim(name, TWO_NODES, 1, rails);
+    let mark = std::env::temp_dir().join(format!("sy-mn-{name}-{}.mark", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let args = vec!["stream".to_string(), "1".into(), millis.to_string()];
+    let mut env: Vec<(&str, &str)> = env.to_vec();
+    let mark_s = mark.display().to_string();
+    env.push(("SY_MARK", &mark_s));
+    let o = opts(&g, 2, &args, &env);
+    let job = std::thread::spawn(move || launch::launch(&o).expect("launch"));
+    wait_for(&mark, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
+    cut(&g);
+    let out = job.join().expect("launcher thread");
+    let _ = std::fs::remove_file(&mark);
+    out
+}
+
+fn wait_for(path: &Path, limit: Duration) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        assert!(t0.elapsed() < limit, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn cutting_one_rail_mid_stream_moves_to_the_other_exactly_once() {
+    need_sim!();
+    let out = stream_with("mnr", 2, 2500, &[], |g| {
+        g.sim()
+            .link("1", Some(0), false)
+            .expect("cut rail 0 of node 1");
+    });
+    assert_ok(&out);
+}
+
+#[test]
+fn cutting_the_only_rail_briefly_reconnects_and_replays_exactly_once() {
+    need_sim!();
+    let out = stream_with("mnb", 1, 3000, &[("SWITCHYARD_GIVE_UP", "10s")], |g| {
+        g.sim().link("1", None, false).expect("cut");
+        std::thread::sleep(Duration::from_millis(600));
+        g.sim().link("1", None, true).expect("restore");
+    });
+    assert_ok(&out);
+}
+
+#[test]
+fn cutting_the_only_rail_past_give_up_fails_clearly_without_hanging() {
+    need_sim!();
+    let t0 = Instant::now();
+    let out = stream_with(
+        "mng",
+        1,
+        20_000,
+        &[
+            ("SWITCHYARD_GIVE_UP", "1s"),
+            ("SWITCHYARD_HEARTBEAT", "200ms"),
+        ],
+        |g| g.sim().link("1", None, false).expect("cut"),
+    );
+    match out.end {
+        JobEnd::RankFailed { exit, .. } => assert_eq!(exit, RankExit::Code(1)),
+        other => panic!("expected a PE to fail with an error, got {other:?}"),
+    }
+    // A hang guard, not a timing assertion: the stream would run 20 s and
+    // the op timeout is 20 s; only give-up ends the job this soon.
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn a_killed_pe_is_detected_by_its_peer_on_another_node() {
+    need_sim!();
+    let (g, _file) = sim("mnk", TWO_NODES, 1, 1);
+    let args = vec!["fail".to_string(), "1".into(), "kill".into()];
+    let mut o = opts(&g, 2, &args, &[("SWITCHYARD_HEARTBEAT", "200ms")]);
+    // Long enough that PE 0 must find out by itself.
+    o.grace = Duration::from_secs(20);
+    let t0 = Instant::now();
+    let out = launch::launch(&o).expect("launch");
+    match out.end {
+        JobEnd::RankFailed { rank, exit } => {
+            assert_eq!(rank, 1);
+            assert_eq!(exit, RankExit::Signal(9));
+        }
+        other => panic!("expected rank 1 to be killed, got {other:?}"),
+    }
+    assert_eq!(
+        out.ranks[0],
+        Some(RankExit::Code(1)),
+        "PE 0 did not end with its own error"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
