@@ -476,8 +476,8 @@ impl Context {
                     setup.connect_timeout,
                 )?;
             }
-            for r in 0..t.rails() {
-                stream[r] = Some(tcp_rail(r));
+            for (r, slot) in stream.iter_mut().enumerate().take(t.rails()) {
+                *slot = Some(tcp_rail(r));
                 let rail = t.rail(r);
                 for &pe in &remote {
                     if rail.state(pe) == LinkState::Up {
@@ -756,6 +756,9 @@ impl Context {
     /// (at once on shared memory; after the reply on TCP). A transport that
     /// fails meanwhile flips its health bit and, when the route allows, the
     /// operation is issued again elsewhere.
+    // The operation's description (pe, len, op, frame, what) and its two
+    // halves; a struct for five plain values would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn routed_wait<R>(
         &mut self,
         pe: u32,

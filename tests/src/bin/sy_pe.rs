@@ -259,7 +259,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                     ctx.put(&stamps, i, &[i as u64 + 1], target)?;
                     ctx.add(&counts, i % 64, 1u64, target)?;
                     i += 1;
-                    if i % 64 == 0 {
+                    if i.is_multiple_of(64) {
                         // Pace the stream so it spans the cut.
                         std::thread::sleep(std::time::Duration::from_micros(200));
                     }
