@@ -43,6 +43,10 @@ fn config(me: u32, rails: usize) -> TcpConfig {
             .collect(),
         window: 1 << 20,
         max_frame_payload: 64 << 10,
+        // Cuts are seen at once (end of stream, EPIPE); a generous silence
+        // window keeps a starved thread on a busy 2-core machine from taking
+        // the other rail down too and turning a failover into a reconnect.
+        detection_window: Duration::from_secs(2),
         ..TcpConfig::default()
     }
 }
