@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! switchyard perf [TEST] [-n PES] [--size S | --sizes A..B] [--iters N]
-//!                 [--warmup N] [--transport auto|shm|tcp|verbs] [--json]
+//!                 [--warmup N] [--transport auto|shm|tcp|verbs] [--sim NAME] [--json]
 //! ```
 //!
 //! Tests: `put-lat` (ping-pong on a flag; one-way = RTT/2), `get-lat`,
@@ -16,6 +16,25 @@
 //! The command launches its own PEs through [`crate::launch`], pinned one per
 //! core where there are enough cores: each PE runs `switchyard perf --worker`
 //! and PE 0 writes its measurements to a file the driver reads back.
+//!
+//! ## Over TCP
+//!
+//! `--transport tcp` launches the PEs with `SWITCHYARD_TRANSPORTS=tcp`, so the
+//! context connects them only over TCP, even on one node: the measured path is
+//! the TCP driver's. The baselines are then TCP too: `tcp-pingpong`
+//! (busy-polled ping-pong of the test's message size over a bare connected
+//! socket pair, RTT/2) for the latency tests, `tcp-stream` (one thread
+//! writing, one reading, with `put-bw`'s sizes and message counts) for
+//! `put-bw`. Both also run on their own, without PEs: `switchyard perf
+//! tcp-pingpong` and `switchyard perf tcp-stream`. Default sizes over TCP:
+//! 64 B for `put-lat`, 64, 4K and 1M for `put-bw`.
+//!
+//! `--sim NAME` launches the PEs in the running simulated cluster NAME
+//! ([`crate::sim`]), one per node (so PEs 0 and 1 are on different nodes and
+//! talk over the rails), and runs the TCP baselines between the first two
+//! nodes' namespaces over rail 0 (the listener on node 1's address, the
+//! timing side in node 0, as PEs 1 and 0). Without `--sim`, everything runs
+//! on this machine over loopback (127.0.0.1).
 
 mod baseline;
 pub mod stats;
@@ -28,6 +47,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use baseline::TcpPath;
 use stats::Measurement;
 pub use worker::WorkerPlan;
 
@@ -75,6 +95,36 @@ impl Test {
     }
 }
 
+/// A baseline run on its own, as a test (no PEs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standalone {
+    /// `tcp-pingpong`.
+    TcpPingpong,
+    /// `tcp-stream`.
+    TcpStream,
+}
+
+impl Standalone {
+    const fn name(self) -> &'static str {
+        match self {
+            Standalone::TcpPingpong => "tcp-pingpong",
+            Standalone::TcpStream => "tcp-stream",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Standalone> {
+        Some(match s {
+            "tcp-pingpong" => Standalone::TcpPingpong,
+            "tcp-stream" => Standalone::TcpStream,
+            _ => return None,
+        })
+    }
+}
+
+/// The variable that restricts the transports a PE's context connects with
+/// (read by the context).
+pub const TRANSPORTS_VAR: &str = "SWITCHYARD_TRANSPORTS";
+
 /// Usage of `switchyard perf`.
 pub const USAGE: &str = "\
 Usage: switchyard perf [TEST] [OPTIONS]
@@ -83,22 +133,36 @@ Benchmarks the data path with real PEs, each result beside a baseline measured
 in the same run. Without TEST, a short default suite and a table of ratios.
 
 Tests:
-  put-lat      put ping-pong on a flag; one-way latency = RTT/2 (p50, p99, p99.9, max)
-  get-lat      blocking get latency
-  atomic-lat   fetch-add latency
-  put-bw       a window of non-blocking puts, then quiet (GB/s, msg/s)
-Baselines (always measured too):
-  cacheline    bare cache-line ping-pong between two pinned threads (latency floor)
-  memcpy       single-thread copy bandwidth (bandwidth ceiling)
+  put-lat       put ping-pong on a flag; one-way latency = RTT/2 (p50, p99, p99.9, max)
+  get-lat       blocking get latency
+  atomic-lat    fetch-add latency
+  put-bw        a window of non-blocking puts, then quiet (GB/s, msg/s)
+Baselines (measured right before and right after each test; ratio against their mean):
+  cacheline     bare cache-line ping-pong between two pinned threads (latency floor)
+  memcpy        single-thread copy bandwidth (bandwidth ceiling)
+  tcp-pingpong  busy-polled ping-pong of the test's message size over a bare TCP
+                socket pair (TCP_NODELAY), RTT/2: the latency floor over TCP
+  tcp-stream    one thread writing messages over a TCP connection, one reading
+                them: the bandwidth ceiling over TCP
+  The TCP baselines replace cacheline and memcpy with --transport tcp or --sim,
+  and also run on their own (no PEs): switchyard perf tcp-pingpong [--size S]
+  [--iters N], switchyard perf tcp-stream [--sizes ...] [--iters N].
 
 Options:
   -n PES               PEs to launch (default 2; PEs 0 and 1 measure)
   --size S             one message size (e.g. 8, 4K, 1M)
-  --sizes A..B         powers of two from A to B (default: 8 for latency, 8..4M for put-bw)
+  --sizes A..B         powers of two from A to B, or a list A,B,C (default: 8 for
+                       latency, 8..4M for put-bw; over TCP 64 for put-lat and
+                       tcp-pingpong, 64,4K,1M for put-bw and tcp-stream)
   --iters N            measured iterations per size (default 20000 latency, 4096 messages bandwidth)
   --warmup N           unmeasured iterations first (default 10% of --iters)
   --window W           puts per quiet in put-bw (default 64)
-  --transport T        auto|shm|tcp|verbs (default auto = what select chooses)
+  --transport T        auto|shm|tcp|verbs (default auto = what select chooses);
+                       tcp: the PEs connect only over TCP (SWITCHYARD_TRANSPORTS=tcp),
+                       with TCP baselines
+  --sim NAME           run the PEs in the running sim NAME, one per node, and the TCP
+                       baselines between its first two nodes over rail 0
+                       (default: this machine, TCP over 127.0.0.1)
   --json               machine-readable output
   -h, --help           this text
 ";
@@ -106,6 +170,7 @@ Options:
 #[derive(Debug, Clone)]
 struct Options {
     test: Option<Test>,
+    standalone: Option<Standalone>,
     n: u32,
     sizes: Option<Vec<u64>>,
     iters: Option<u64>,
@@ -113,7 +178,16 @@ struct Options {
     window: u64,
     json: bool,
     transport: String,
+    sim: Option<String>,
     worker_out: Option<PathBuf>,
+}
+
+impl Options {
+    /// Whether the PEs talk over TCP (`--transport tcp`, or on different
+    /// nodes of a sim): TCP baselines and defaults.
+    fn over_tcp(&self) -> bool {
+        self.transport == "tcp" || self.sim.is_some()
+    }
 }
 
 fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
@@ -150,6 +224,7 @@ fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         test: None,
+        standalone: None,
         n: 2,
         sizes: None,
         iters: None,
@@ -157,6 +232,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         window: 64,
         json: false,
         transport: "auto".into(),
+        sim: None,
         worker_out: None,
     };
     let mut it = args.iter();
@@ -199,12 +275,23 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 }
                 o.transport = v;
             }
+            "--sim" => {
+                let v = val("--sim")?;
+                crate::sim::check_name(&v).map_err(|e| format!("--sim {v}: {e}"))?;
+                o.sim = Some(v);
+            }
             "--json" => o.json = true,
             "--worker-out" => o.worker_out = Some(PathBuf::from(val("--worker-out")?)),
-            t if !t.starts_with('-') && o.test.is_none() => {
-                o.test = Some(Test::parse(t).ok_or_else(|| {
-                    format!("unknown test '{t}' (expected put-lat, get-lat, atomic-lat or put-bw)")
-                })?);
+            t if !t.starts_with('-') && o.test.is_none() && o.standalone.is_none() => {
+                if let Some(b) = Standalone::parse(t) {
+                    o.standalone = Some(b);
+                } else {
+                    o.test = Some(Test::parse(t).ok_or_else(|| {
+                        format!(
+                            "unknown test '{t}' (expected put-lat, get-lat, atomic-lat, put-bw, tcp-pingpong or tcp-stream)"
+                        )
+                    })?);
+                }
             }
             other => return Err(format!("unknown option '{other}'")),
         }
@@ -231,11 +318,15 @@ fn steps(o: &Options) -> Vec<Step> {
             warmup: o.warmup.unwrap_or(iters / 10),
         }
     };
+    let tcp = o.over_tcp();
+    let lat_size = |t: Test| if tcp && t == Test::PutLat { 64 } else { 8 };
+    let tcp_bw = vec![64, 4096, 1 << 20];
     match o.test {
-        Some(t) if t.is_latency() => vec![mk(t, vec![8], 20_000)],
+        Some(t) if t.is_latency() => vec![mk(t, vec![lat_size(t)], 20_000)],
+        Some(t) if tcp => vec![mk(t, tcp_bw, 4096)],
         Some(t) => vec![mk(t, parse_sizes("8..4M").unwrap_or_default(), 4096)],
         None => vec![
-            mk(Test::PutLat, vec![8], 20_000),
+            mk(Test::PutLat, vec![lat_size(Test::PutLat)], 20_000),
             mk(Test::GetLat, vec![8], 20_000),
             mk(Test::AtomicLat, vec![8], 20_000),
             mk(Test::PutBw, vec![64, 4096, 1 << 20], 2048),
@@ -287,6 +378,7 @@ fn worker_main(args: &[String]) -> ExitCode {
         iters: step.iters,
         warmup: step.warmup,
         window: o.window,
+        tcp: o.transport == "tcp",
     };
     let result = crate::context::Context::from_env().and_then(|mut ctx| {
         let r = worker::run(&mut ctx, &plan)?;
@@ -354,25 +446,92 @@ impl Progress {
     }
 }
 
+/// Where a run happens: the sim (if any, with one PE per node) and the path
+/// of the TCP baselines.
+struct Place {
+    sim: Option<crate::sim::SimState>,
+    tcp: TcpPath,
+    /// How the TCP path reads in the table's header.
+    tcp_desc: String,
+}
+
+fn place(o: &Options) -> Result<Place, String> {
+    let Some(name) = &o.sim else {
+        return Ok(Place {
+            sim: None,
+            tcp: TcpPath::loopback(),
+            tcp_desc: "loopback 127.0.0.1".into(),
+        });
+    };
+    let sim = crate::sim::Sim::open(name).map_err(|e| format!("--sim {name}: {e}"))?;
+    let mut state = sim.state().clone();
+    let nodes = state.nodes.len();
+    if nodes < 2 {
+        return Err(format!(
+            "--sim {name}: the sim has {nodes} node(s); perf needs two (PEs 0 and 1 on different nodes)"
+        ));
+    }
+    if o.standalone.is_none() && o.n as usize > nodes {
+        return Err(format!(
+            "--sim {name}: -n {} needs a node per PE and the sim has {nodes}",
+            o.n
+        ));
+    }
+    let (client, server) = (&state.nodes[0], &state.nodes[1]);
+    let rail0 = |n: &crate::sim::SimNode| {
+        n.addrs
+            .first()
+            .copied()
+            .ok_or_else(|| format!("--sim {name}: node {} has no rail address", n.host))
+    };
+    let server_ip = rail0(server)?;
+    let tcp = TcpPath {
+        server_ip: std::net::IpAddr::V4(server_ip),
+        server_netns: Some(crate::sim::netns_path(&server.netns)),
+        client_netns: Some(crate::sim::netns_path(&client.netns)),
+    };
+    let tcp_desc = format!(
+        "sim {name}: {} ({}) -> {} ({server_ip}), rail 0",
+        client.host,
+        rail0(client)?,
+        server.host
+    );
+    // One PE per node: PE 0 on node 0, PE 1 on node 1.
+    state.pes_per_node = 1;
+    Ok(Place {
+        sim: Some(state),
+        tcp,
+        tcp_desc,
+    })
+}
+
 fn drive(o: &Options) -> Result<(), String> {
     match o.transport.as_str() {
-        "tcp" => {
-            return Err(format!(
-                "transport tcp is not available: {}",
-                switchyard_socket::probe().why_not.unwrap_or_default()
-            ));
-        }
         "verbs" => {
             return Err(format!(
                 "transport verbs is not available: {}",
                 switchyard_verbs::probe().why_not.unwrap_or_default()
             ));
         }
+        "shm" if o.sim.is_some() => {
+            return Err(
+                "--transport shm cannot cross nodes: under --sim each PE is on a node of its own (use tcp or auto)"
+                    .into(),
+            );
+        }
         _ => {}
     }
     let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pinned = (o.n as usize) <= ncpus;
     let cpus = (0, 1 % ncpus);
+    let place = place(o)?;
+    if let Some(which) = o.standalone {
+        return drive_standalone(o, which, &place, cpus, ncpus);
+    }
+    let pinned = (o.n as usize) <= ncpus;
+    let bench = Bench {
+        cpus,
+        tcp: o.over_tcp().then(|| place.tcp.clone()),
+    };
     let steps = steps(o);
     let mut progress = Progress {
         tty: std::io::stderr().is_terminal(),
@@ -387,7 +546,7 @@ fn drive(o: &Options) -> Result<(), String> {
     let mut drift: Vec<String> = Vec::new();
     for step in &steps {
         progress.step(&format!("baseline for {}", step.test.name()));
-        let (before_lat, before_bw) = baselines(step, cpus);
+        let before = bench.baselines(step)?;
         progress.done += 1;
         progress.step(&format!("{} with {} PEs", step.test.name(), o.n));
         let out = dir.join(format!(
@@ -409,14 +568,21 @@ fn drive(o: &Options) -> Result<(), String> {
             "--worker-out".into(),
             out.clone().into(),
         ];
+        if o.over_tcp() {
+            args.extend(["--transport".into(), "tcp".into()]);
+        }
         let list: Vec<String> = step.sizes.iter().map(u64::to_string).collect();
         args.extend(["--sizes".into(), list.join(",").into()]);
         let mut lo = LaunchOptions::new(o.n, exe.clone());
         lo.args = args;
         lo.bind = if pinned { Bind::Core } else { Bind::None };
         lo.timeout = Some(Duration::from_secs(300));
+        lo.sim = place.sim.clone();
         lo.env
             .push(("SWITCHYARD_HEAP_SIZE".into(), heap_for(&step.sizes)));
+        if o.transport == "tcp" {
+            lo.env.push((TRANSPORTS_VAR.into(), "tcp".into()));
+        }
         let outcome = launch::launch(&lo).map_err(|e| e.to_string())?;
         if !outcome.success() {
             return Err(format!(
@@ -442,38 +608,31 @@ fn drive(o: &Options) -> Result<(), String> {
         // The baseline again, right after: the host moves the vCPUs between
         // near and far cores every few minutes, so a ratio is against the mean
         // of before and after, and a baseline that moved is reported.
-        let (after_lat, after_bw) = baselines(step, cpus);
-        let base_lat = merge_baselines(before_lat, after_lat, &mut drift);
-        let base_bw: Vec<Measurement> = before_bw
+        let after = bench.baselines(step)?;
+        let base: Vec<Measurement> = before
             .into_iter()
-            .zip(after_bw)
+            .zip(after)
             .filter_map(|(b, a)| merge_baselines(Some(b), Some(a), &mut drift))
             .collect();
         for m in ms {
-            let base = if m.latency.is_some() {
-                base_lat.clone()
-            } else {
-                base_bw.iter().find(|b| b.size == m.size).cloned()
-            };
-            rows.push((m, base));
+            let b = base
+                .iter()
+                .find(|b| b.size == m.size && b.latency.is_some() == m.latency.is_some())
+                .or_else(|| {
+                    base.iter()
+                        .find(|b| b.test == "cacheline" && m.latency.is_some())
+                })
+                .cloned();
+            rows.push((m, b));
         }
         progress.done += 1;
     }
     progress.finish();
+    let header = header(o, &place, pinned);
     if o.json {
-        let v: Vec<_> = rows
-            .iter()
-            .map(|(m, b)| serde_json::json!({ "result": m, "baseline": b, "ratio": ratio(m, b.as_ref()) }))
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "pes": o.n, "pinned": pinned, "cpus": ncpus, "results": v
-            }))
-            .unwrap_or_default()
-        );
+        print_json(o, &place, pinned, ncpus, &rows);
     } else {
-        print!("{}", table(&rows, o.n, pinned));
+        print!("{}", table(&rows, &header));
     }
     for d in &drift {
         eprintln!("perf: warning: {d}");
@@ -481,21 +640,142 @@ fn drive(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// The baselines of one step: the cache-line ping-pong for a latency test,
-/// memcpy at every size for a bandwidth test.
-fn baselines(step: &Step, cpus: (usize, usize)) -> (Option<Measurement>, Vec<Measurement>) {
-    if step.test.is_latency() {
-        (
-            Some(baseline::cacheline(step.iters, step.warmup, cpus)),
-            Vec::new(),
-        )
+/// `switchyard perf tcp-pingpong|tcp-stream`: the baseline alone, no PEs.
+fn drive_standalone(
+    o: &Options,
+    which: Standalone,
+    place: &Place,
+    cpus: (usize, usize),
+    ncpus: usize,
+) -> Result<(), String> {
+    let (sizes, iters) = match which {
+        Standalone::TcpPingpong => (vec![64], 20_000),
+        Standalone::TcpStream => (vec![64, 4096, 1 << 20], 2048),
+    };
+    let sizes = o.sizes.clone().unwrap_or(sizes);
+    let iters = o.iters.unwrap_or(iters);
+    let warmup = o.warmup.unwrap_or(iters / 10);
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        total: sizes.len(),
+        done: 0,
+        start: Instant::now(),
+        quiet: o.json,
+    };
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        progress.step(&format!("{} {}", which.name(), format_size(size)));
+        let m = match which {
+            Standalone::TcpPingpong => {
+                baseline::tcp_pingpong(size as usize, iters, warmup, &place.tcp, cpus)?
+            }
+            Standalone::TcpStream => {
+                baseline::tcp_stream(size as usize, iters, warmup, &place.tcp, cpus)?
+            }
+        };
+        rows.push((m, None));
+        progress.done += 1;
+    }
+    progress.finish();
+    let pinned = ncpus >= 2;
+    if o.json {
+        print_json(o, place, pinned, ncpus, &rows);
     } else {
-        let bw = step
-            .sizes
-            .iter()
-            .map(|&s| baseline::memcpy(s as usize, step.iters.max(1), cpus.0))
-            .collect();
-        (None, bw)
+        let header = format!(
+            "switchyard perf: {} between two {} threads over {}, no PEs",
+            which.name(),
+            if pinned { "pinned" } else { "unpinned" },
+            place.tcp_desc
+        );
+        print!("{}", table(&rows, &header));
+    }
+    Ok(())
+}
+
+fn header(o: &Options, place: &Place, pinned: bool) -> String {
+    let transport = match (o.transport.as_str(), &o.sim) {
+        ("tcp", _) => format!("transport tcp only ({TRANSPORTS_VAR}=tcp)"),
+        (_, Some(_)) => "transport chosen by select (tcp between nodes)".to_string(),
+        _ => "transport chosen by select (shm on one node)".to_string(),
+    };
+    let sim = o
+        .sim
+        .as_ref()
+        .map_or(String::new(), |s| format!(" in sim {s}, one per node,"));
+    let tcp_base = if o.over_tcp() {
+        format!(" (tcp over {})", place.tcp_desc)
+    } else {
+        String::new()
+    };
+    format!(
+        "switchyard perf: {} PEs,{sim} {}, {transport}; baselines{tcp_base}: mean of a run right before and right after each test",
+        o.n,
+        if pinned { "one per core" } else { "not pinned" }
+    )
+}
+
+fn print_json(
+    o: &Options,
+    place: &Place,
+    pinned: bool,
+    ncpus: usize,
+    rows: &[(Measurement, Option<Measurement>)],
+) {
+    let v: Vec<_> = rows
+        .iter()
+        .map(|(m, b)| serde_json::json!({ "result": m, "baseline": b, "ratio": ratio(m, b.as_ref()) }))
+        .collect();
+    let tcp = (o.over_tcp() || o.standalone.is_some()).then(|| place.tcp_desc.clone());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "pes": if o.standalone.is_some() { 0 } else { o.n },
+            "pinned": pinned,
+            "cpus": ncpus,
+            "transport": if o.standalone.is_some() { "tcp" } else { o.transport.as_str() },
+            "sim": o.sim,
+            "tcp_path": tcp,
+            "results": v
+        }))
+        .unwrap_or_default()
+    );
+}
+
+/// How the baselines of a run are measured.
+struct Bench {
+    /// The two CPUs the baseline threads are pinned to.
+    cpus: (usize, usize),
+    /// TCP baselines along this path, instead of cacheline and memcpy.
+    tcp: Option<TcpPath>,
+}
+
+impl Bench {
+    /// The baselines of one step: for a latency test the cache-line
+    /// ping-pong (or, over TCP, `tcp-pingpong` at every size), for a
+    /// bandwidth test memcpy (or `tcp-stream`) at every size.
+    fn baselines(&self, step: &Step) -> Result<Vec<Measurement>, String> {
+        let (iters, warmup) = (step.iters, step.warmup);
+        match (&self.tcp, step.test.is_latency()) {
+            (None, true) => Ok(vec![baseline::cacheline(iters, warmup, self.cpus)]),
+            (None, false) => Ok(step
+                .sizes
+                .iter()
+                .map(|&s| baseline::memcpy(s as usize, iters.max(1), self.cpus.0))
+                .collect()),
+            (Some(path), lat) => step
+                .sizes
+                .iter()
+                .map(|&s| {
+                    // atomic-lat moves 8 bytes whatever --size says.
+                    let s = if step.test == Test::AtomicLat { 8 } else { s };
+                    if lat {
+                        baseline::tcp_pingpong(s as usize, iters, warmup, path, self.cpus)
+                    } else {
+                        baseline::tcp_stream(s as usize, iters.max(1), warmup, path, self.cpus)
+                    }
+                })
+                .collect(),
+        }
     }
 }
 
@@ -517,8 +797,11 @@ fn merge_baselines(
     if let (Some(lb), Some(la)) = (b.latency, a.latency) {
         if moved(lb.p50, la.p50) {
             drift.push(format!(
-                "{} baseline moved between before and after the test (p50 {:.0} ns, then {:.0} ns): the host moved the vCPUs; rerun for a steady ratio",
-                b.test, lb.p50, la.p50
+                "{} {} baseline moved between before and after the test (p50 {:.0} ns, then {:.0} ns): the host moved the vCPUs; rerun for a steady ratio",
+                b.test,
+                format_size(b.size),
+                lb.p50,
+                la.p50
             ));
         }
         m.latency = Some(stats::Latency {
@@ -563,17 +846,13 @@ fn ratio(m: &Measurement, b: Option<&Measurement>) -> Option<f64> {
     }
 }
 
-fn table(rows: &[(Measurement, Option<Measurement>)], n: u32, pinned: bool) -> String {
+fn table(rows: &[(Measurement, Option<Measurement>)], header: &str) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
+    let _ = writeln!(s, "{header}");
     let _ = writeln!(
         s,
-        "switchyard perf: {n} PEs, {}, transport chosen by select (shm on one node); baselines: mean of a run right before and right after each test",
-        if pinned { "one per core" } else { "not pinned" }
-    );
-    let _ = writeln!(
-        s,
-        "{:<11} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}",
+        "{:<12} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}",
         "test",
         "size",
         "p50 ns",
@@ -595,8 +874,10 @@ fn table(rows: &[(Measurement, Option<Measurement>)], n: u32, pinned: bool) -> S
             }
         }
         let label = b.as_ref().map_or(String::new(), |b| {
-            if b.latency.is_some() {
+            if b.latency.is_some() && b.test == "cacheline" {
                 format!("{} p50", b.test)
+            } else if b.latency.is_some() {
+                format!("{} {} p50", b.test, format_size(b.size))
             } else {
                 format!("{} {}", b.test, format_size(b.size))
             }
@@ -619,7 +900,7 @@ fn row(s: &mut String, m: &Measurement, ratio: Option<f64>, base: &str) {
     );
     let _ = writeln!(
         s,
-        "{:<11} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}",
+        "{:<12} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}",
         m.test,
         format_size(m.size),
         p50,
@@ -667,5 +948,72 @@ mod test {
                 .contains("needs a value")
         );
         assert_eq!(steps(&parse(&[]).unwrap()).len(), 4);
+    }
+
+    #[test]
+    fn tcp_options() {
+        let o = parse(&a(&["tcp-pingpong", "--size", "64", "--iters", "100"])).unwrap();
+        assert_eq!(o.standalone, Some(Standalone::TcpPingpong));
+        assert_eq!(o.test, None);
+        assert_eq!(o.sizes, Some(vec![64]));
+        let o = parse(&a(&["tcp-stream", "--sizes", "64,4K"])).unwrap();
+        assert_eq!(o.standalone, Some(Standalone::TcpStream));
+        assert!(parse(&a(&["tcp-stream", "put-lat"])).is_err());
+        assert!(
+            parse(&a(&["--sim", "Bad Name"]))
+                .unwrap_err()
+                .contains("--sim")
+        );
+        assert_eq!(
+            parse(&a(&["--sim", "c1"])).unwrap().sim.as_deref(),
+            Some("c1")
+        );
+        // Default sizes over TCP: put-lat 64, put-bw 64, 4K, 1M.
+        let o = parse(&a(&["--transport", "tcp"])).unwrap();
+        assert!(o.over_tcp());
+        let s = steps(&o);
+        assert_eq!(s[0].sizes, vec![64]);
+        assert_eq!(s[1].sizes, vec![8]);
+        assert_eq!(s[3].sizes, vec![64, 4096, 1 << 20]);
+        let o = parse(&a(&["put-bw", "--transport", "tcp"])).unwrap();
+        assert_eq!(steps(&o)[0].sizes, vec![64, 4096, 1 << 20]);
+        let o = parse(&a(&["put-lat", "--sim", "c1"])).unwrap();
+        assert!(o.over_tcp());
+        assert_eq!(steps(&o)[0].sizes, vec![64]);
+        // shm and auto keep their defaults.
+        let o = parse(&a(&["put-lat", "--transport", "shm"])).unwrap();
+        assert!(!o.over_tcp());
+        assert_eq!(steps(&o)[0].sizes, vec![8]);
+    }
+
+    #[test]
+    fn tcp_baselines_on_loopback() {
+        let path = baseline::TcpPath::loopback();
+        let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = (0, 1 % ncpus);
+        let m = baseline::tcp_pingpong(64, 200, 20, &path, cpus).unwrap();
+        assert_eq!(
+            (m.test.as_str(), m.size, m.iters),
+            ("tcp-pingpong", 64, 200)
+        );
+        assert!(m.latency.is_some_and(|l| l.p50 > 0.0 && l.max >= l.p50));
+        let m = baseline::tcp_stream(4096, 100, 10, &path, cpus).unwrap();
+        assert_eq!(
+            (m.test.as_str(), m.size, m.iters),
+            ("tcp-stream", 4096, 100)
+        );
+        assert!(
+            m.bandwidth
+                .is_some_and(|b| b.gbps > 0.0 && b.msgs_per_s > 0.0)
+        );
+        let bad = baseline::TcpPath {
+            server_netns: Some("/nonexistent/netns".into()),
+            ..path
+        };
+        assert!(
+            baseline::tcp_pingpong(8, 1, 0, &bad, cpus)
+                .unwrap_err()
+                .contains("/nonexistent/netns")
+        );
     }
 }

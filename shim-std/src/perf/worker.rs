@@ -1,6 +1,12 @@
 //! The PE side of `switchyard perf`: every PE runs this (through the
 //! launcher); PEs 0 and 1 measure, the others wait at the barriers; PE 0
 //! writes the results as JSON to the file the driver named.
+//!
+//! Over TCP ([`WorkerPlan::tcp`]), `put-lat` with more than 8 bytes sends one
+//! put of `size` bytes whose last 8 bytes are the flag: a TCP frame is applied
+//! whole by the target's progress before its wait re-reads the flag, so the
+//! flag cannot be seen before the data, and a fence (a round trip on TCP) is
+//! not needed. Over shared memory it stays data put, fence, flag put.
 
 use std::time::Instant;
 
@@ -23,6 +29,9 @@ pub struct WorkerPlan {
     pub warmup: u64,
     /// Non-blocking puts per quiet (bandwidth).
     pub window: u64,
+    /// The PEs talk over TCP (`--transport tcp`, or a sim): `put-lat` sends
+    /// data and flag as one put (see the module doc).
+    pub tcp: bool,
 }
 
 /// Runs the plan on this PE; PE 0 returns the measurements.
@@ -38,6 +47,12 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
     let counter = ctx.alloc::<u64>(1)?;
     let data = ctx.alloc::<u8>(max)?;
     let src = ctx.alloc::<u8>(max)?;
+    // One put carrying data and flag (TCP put-lat): whole 8-byte words, the
+    // flag in the last one. Every PE allocates the same (collective).
+    let one_put = plan.tcp && plan.test == Test::PutLat && max > 8;
+    let msg_words = if one_put { max.div_ceil(8) } else { 1 };
+    let msg = ctx.alloc::<u64>(msg_words)?;
+    let mut msg_src = vec![0x3C3C_3C3C_3C3C_3C3Cu64; msg_words];
     ctx.write_local(&src, 0, &vec![0xA5u8; max])?;
     let mut out = Vec::new();
     // Samples are allocated once, before any timing.
@@ -52,9 +67,26 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
             Test::PutLat => {
                 // Ping-pong on flags: PE 0 puts `size` bytes and the flag (the
                 // flag alone for 8 bytes) to PE 1, which answers with a flag.
+                // Over TCP, data and flag go as one put of `size` bytes
+                // (rounded up to whole words), the flag last.
+                let words = size_us.div_ceil(8);
                 let mut t0 = Instant::now();
                 for i in 1..=total {
-                    if me == 0 {
+                    if one_put && size > 8 {
+                        if me == 0 {
+                            msg_src[words - 1] = i;
+                            ctx.put(&msg, 0, &msg_src[..words], 1)?;
+                            ctx.wait_until(&pong, 0, Cmp::Ge, i)?;
+                            let t1 = Instant::now();
+                            if i > plan.warmup {
+                                samples.push((t1 - t0).as_nanos() as u64);
+                            }
+                            t0 = t1;
+                        } else if me == 1 {
+                            ctx.wait_until(&msg, words - 1, Cmp::Ge, i)?;
+                            ctx.put(&pong, 0, &[i], 0)?;
+                        }
+                    } else if me == 0 {
                         if size > 8 {
                             ctx.put(&data, 0, &payload[..size_us - 8], 1)?;
                             ctx.fence()?;
@@ -73,6 +105,8 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
                 }
                 ctx.write_local(&ping, 0, &[0])?;
                 ctx.write_local(&pong, 0, &[0])?;
+                // The next size's flag word may hold this size's data.
+                ctx.write_local(&msg, 0, &vec![0u64; msg_words])?;
                 if me == 0 {
                     out.push(lat("put-lat", size, plan.iters, &mut samples, 0.5));
                 }
