@@ -2099,6 +2099,7 @@ mod test {
                     "16",
                 ],
             ),
+            (Key::Transports, &["udp", "tcp,tcp", "shm,,tcp", "none"]),
         ];
         assert_eq!(bad.len(), Key::COUNT);
         for &(key, values) in bad {
