@@ -136,6 +136,57 @@ impl AtomicOp {
     }
 }
 
+/// Defines a hardware read-modify-write of one heap word for one width: the
+/// single implementation every driver that touches a mapped heap calls (shm
+/// for same-node peers, TCP's target side), so their atomics on the same word
+/// are the same instructions and atomic against each other.
+macro_rules! heap_rmw {
+    ($(#[$m:meta])* $name:ident, $atomic:ty, $int:ty) => {
+        $(#[$m])*
+        // SYNC POINT (all of them): fetching ops are AcqRel, so that an atomic
+        // both publishes this PE's earlier puts and sees what the previous
+        // writer published; `Set` is a Release store, `Fetch` an Acquire load.
+        #[inline]
+        pub fn $name(a: &$atomic, op: &AtomicOp) -> u64 {
+            use crate::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+            let operand = op.width.truncate(op.operand) as $int;
+            let compare = op.width.truncate(op.compare) as $int;
+            let old = match op.kind {
+                AtomicKind::FetchAdd => a.fetch_add(operand, AcqRel),
+                AtomicKind::CompareSwap => match a.compare_exchange(compare, operand, AcqRel, Acquire) {
+                    Ok(v) | Err(v) => v,
+                },
+                AtomicKind::Swap => a.swap(operand, AcqRel),
+                AtomicKind::Fetch => a.load(Acquire),
+                AtomicKind::Set => {
+                    a.store(operand, Release);
+                    0
+                }
+                AtomicKind::FetchAnd => a.fetch_and(operand, AcqRel),
+                AtomicKind::FetchOr => a.fetch_or(operand, AcqRel),
+                AtomicKind::FetchXor => a.fetch_xor(operand, AcqRel),
+            };
+            u64::from(old)
+        }
+    };
+}
+
+heap_rmw!(
+    /// Runs `op` (64-bit) on the word `a`, returning the old value (0 for
+    /// `Set`). Matches [`AtomicOp::apply`].
+    #[cfg(target_has_atomic = "64")]
+    heap_rmw_u64,
+    crate::sync::atomic::AtomicU64,
+    u64
+);
+heap_rmw!(
+    /// Runs `op` (32-bit) on the word `a`, returning the old value (0 for
+    /// `Set`). Matches [`AtomicOp::apply`].
+    heap_rmw_u32,
+    crate::sync::atomic::AtomicU32,
+    u32
+);
+
 /// A started get or fetching atomic, to be polled until it completes. Plain
 /// data: drivers that complete at once (shared memory) keep what they need in
 /// it, others use `slot` to find their own record.
@@ -405,5 +456,45 @@ mod test {
         assert_eq!(op(FetchXor, W64, 0b110, 0).apply(0b011), 0b101);
         assert!(!op(Set, W64, 0, 0).is_fetching());
         assert!(op(Fetch, W64, 0, 0).is_fetching());
+    }
+
+    #[cfg(not(loom))]
+    #[test]
+    fn heap_rmw_matches_the_reference() {
+        use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+        use AtomicKind::*;
+        let kinds = [
+            FetchAdd,
+            CompareSwap,
+            Swap,
+            Fetch,
+            Set,
+            FetchAnd,
+            FetchOr,
+            FetchXor,
+        ];
+        for (i, kind) in kinds.into_iter().enumerate() {
+            for (operand, compare) in [(5u64, 7u64), (u64::MAX, 0x1_0000_0007), (0b110, 3)] {
+                let start = 7 + i as u64;
+                let o64 = op(kind, AtomicWidth::W64, operand, compare);
+                let a = AtomicU64::new(start);
+                let old = heap_rmw_u64(&a, &o64);
+                assert_eq!(a.load(Ordering::Relaxed), o64.apply(start), "{kind:?}");
+                if o64.is_fetching() {
+                    assert_eq!(old, start, "{kind:?}");
+                }
+                let o32 = op(kind, AtomicWidth::W32, operand, compare);
+                let b = AtomicU32::new(start as u32);
+                let old = heap_rmw_u32(&b, &o32);
+                assert_eq!(
+                    u64::from(b.load(Ordering::Relaxed)),
+                    o32.apply(start),
+                    "{kind:?}"
+                );
+                if o32.is_fetching() {
+                    assert_eq!(old, start, "{kind:?}");
+                }
+            }
+        }
     }
 }

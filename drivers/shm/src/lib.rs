@@ -60,9 +60,8 @@ use switchyard_core::{
     sync::atomic::{AtomicU32, AtomicU64, Ordering, fence},
     transport::{
         AtomicOp, AtomicWidth, DeviceInfo, ErrorKind, Instant, LinkState, PollResult, ProbeReport,
-        Ticket, Transport, TransportError,
+        Ticket, Transport, TransportError, heap_rmw_u32, heap_rmw_u64,
     },
-    wire::AtomicKind,
 };
 
 /// Whether this driver is implemented in this build.
@@ -413,7 +412,6 @@ impl ShmTransport {
             });
         }
         let p = self.range(pe, offset, w)?;
-        let (operand, compare) = (op.width.truncate(op.operand), op.width.truncate(op.compare));
         // The heap is page aligned, so an aligned offset is an aligned address.
         let old = match op.width {
             AtomicWidth::W64 => {
@@ -421,60 +419,21 @@ impl ShmTransport {
                 // in bounds (checked by `range`) of a mapping that lives in
                 // `self`; other PEs touch the word only with atomics or copies.
                 let a = unsafe { AtomicU64::from_ptr(p.cast()) };
-                atomic_rmw64(a, op.kind, operand, compare)
+                heap_rmw_u64(a, &op)
             }
             AtomicWidth::W32 => {
                 // SAFETY: as above, 4-aligned and 4 bytes in bounds.
                 let a = unsafe { AtomicU32::from_ptr(p.cast()) };
-                u64::from(atomic_rmw32(a, op.kind, operand as u32, compare as u32))
+                heap_rmw_u32(a, &op)
             }
         };
         Ok(old)
     }
 }
 
-// SYNC POINT (all of them): fetching ops are AcqRel so that an atomic both
-// publishes this PE's earlier puts and sees what the previous writer published;
-// `Set` is a Release store, `Fetch` an Acquire load.
-fn atomic_rmw64(a: &AtomicU64, kind: AtomicKind, operand: u64, compare: u64) -> u64 {
-    match kind {
-        AtomicKind::FetchAdd => a.fetch_add(operand, Ordering::AcqRel),
-        AtomicKind::CompareSwap => {
-            match a.compare_exchange(compare, operand, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(v) | Err(v) => v,
-            }
-        }
-        AtomicKind::Swap => a.swap(operand, Ordering::AcqRel),
-        AtomicKind::Fetch => a.load(Ordering::Acquire),
-        AtomicKind::Set => {
-            a.store(operand, Ordering::Release);
-            0
-        }
-        AtomicKind::FetchAnd => a.fetch_and(operand, Ordering::AcqRel),
-        AtomicKind::FetchOr => a.fetch_or(operand, Ordering::AcqRel),
-        AtomicKind::FetchXor => a.fetch_xor(operand, Ordering::AcqRel),
-    }
-}
-
-fn atomic_rmw32(a: &AtomicU32, kind: AtomicKind, operand: u32, compare: u32) -> u32 {
-    match kind {
-        AtomicKind::FetchAdd => a.fetch_add(operand, Ordering::AcqRel),
-        AtomicKind::CompareSwap => {
-            match a.compare_exchange(compare, operand, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(v) | Err(v) => v,
-            }
-        }
-        AtomicKind::Swap => a.swap(operand, Ordering::AcqRel),
-        AtomicKind::Fetch => a.load(Ordering::Acquire),
-        AtomicKind::Set => {
-            a.store(operand, Ordering::Release);
-            0
-        }
-        AtomicKind::FetchAnd => a.fetch_and(operand, Ordering::AcqRel),
-        AtomicKind::FetchOr => a.fetch_or(operand, Ordering::AcqRel),
-        AtomicKind::FetchXor => a.fetch_xor(operand, Ordering::AcqRel),
-    }
-}
+// SYNC POINT (all of them): `heap_rmw_u64`/`heap_rmw_u32` in the core's
+// transport module document the orderings (AcqRel; Release `Set`; Acquire
+// `Fetch`).
 
 impl Transport for ShmTransport {
     type Error = ShmError;

@@ -5,10 +5,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use switchyard_core::{
-    transport::{AtomicOp, AtomicWidth},
-    wire::AtomicKind,
-};
+use switchyard_core::transport::{AtomicOp, AtomicWidth, heap_rmw_u32, heap_rmw_u64};
 
 use crate::sys::AnonMap;
 
@@ -103,62 +100,19 @@ impl Heap {
     /// caller) and returns the old value.
     pub(crate) fn atomic(&self, off: u64, op: &AtomicOp) -> u64 {
         let p = self.at(off, op.width.bytes());
-        let (operand, compare) = (op.width.truncate(op.operand), op.width.truncate(op.compare));
         match op.width {
             AtomicWidth::W64 => {
                 debug_assert!((p as usize).is_multiple_of(8));
                 // SAFETY: 8-aligned (heap 8-aligned, offset checked) and in bounds.
                 let a = unsafe { AtomicU64::from_ptr(p.cast()) };
-                rmw64(a, op.kind, operand, compare)
+                heap_rmw_u64(a, op)
             }
             AtomicWidth::W32 => {
                 debug_assert!((p as usize).is_multiple_of(4));
                 // SAFETY: as above, 4 bytes.
                 let a = unsafe { AtomicU32::from_ptr(p.cast()) };
-                u64::from(rmw32(a, op.kind, operand as u32, compare as u32))
+                heap_rmw_u32(a, op)
             }
         }
-    }
-}
-
-// SYNC POINT (all of them): fetching ops are AcqRel, as in the shm driver's
-// atomic_rmw64; `Set` is a Release store, `Fetch` an Acquire load.
-fn rmw64(a: &AtomicU64, kind: AtomicKind, operand: u64, compare: u64) -> u64 {
-    match kind {
-        AtomicKind::FetchAdd => a.fetch_add(operand, Ordering::AcqRel),
-        AtomicKind::CompareSwap => {
-            match a.compare_exchange(compare, operand, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(v) | Err(v) => v,
-            }
-        }
-        AtomicKind::Swap => a.swap(operand, Ordering::AcqRel),
-        AtomicKind::Fetch => a.load(Ordering::Acquire),
-        AtomicKind::Set => {
-            a.store(operand, Ordering::Release);
-            0
-        }
-        AtomicKind::FetchAnd => a.fetch_and(operand, Ordering::AcqRel),
-        AtomicKind::FetchOr => a.fetch_or(operand, Ordering::AcqRel),
-        AtomicKind::FetchXor => a.fetch_xor(operand, Ordering::AcqRel),
-    }
-}
-
-fn rmw32(a: &AtomicU32, kind: AtomicKind, operand: u32, compare: u32) -> u32 {
-    match kind {
-        AtomicKind::FetchAdd => a.fetch_add(operand, Ordering::AcqRel),
-        AtomicKind::CompareSwap => {
-            match a.compare_exchange(compare, operand, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(v) | Err(v) => v,
-            }
-        }
-        AtomicKind::Swap => a.swap(operand, Ordering::AcqRel),
-        AtomicKind::Fetch => a.load(Ordering::Acquire),
-        AtomicKind::Set => {
-            a.store(operand, Ordering::Release);
-            0
-        }
-        AtomicKind::FetchAnd => a.fetch_and(operand, Ordering::AcqRel),
-        AtomicKind::FetchOr => a.fetch_or(operand, Ordering::AcqRel),
-        AtomicKind::FetchXor => a.fetch_xor(operand, Ordering::AcqRel),
     }
 }
