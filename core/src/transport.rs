@@ -461,8 +461,9 @@ mod test {
     #[cfg(not(loom))]
     #[test]
     fn heap_rmw_matches_the_reference() {
-        use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
         use AtomicKind::*;
+
+        use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
         let kinds = [
             FetchAdd,
             CompareSwap,
