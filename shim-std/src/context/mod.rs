@@ -485,6 +485,15 @@ impl Context {
                     }
                 }
             }
+            if remote.is_empty() {
+                // Every peer is on this node: no sockets to progress, so the
+                // waits keep their shared-memory fast path.
+                let _ = t.close();
+                stream = [None; 4];
+            }
+        }
+        if stream.iter().all(Option::is_none) {
+            tcp = None;
         }
         let mut policy = setup.policy;
         policy.roles = TransportRoles {
