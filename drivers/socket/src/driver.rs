@@ -47,6 +47,15 @@ const CONTROL_OUT: usize = 16 * 1024;
 const BULK: u32 = 64 * 1024;
 /// Standalone ack after this many frames received and not acked.
 const ACK_FRAMES: u32 = 64;
+/// Standalone ack once the oldest frame received and not acked is this old
+/// (frames going back carry the ack for free meanwhile: a ping-pong never
+/// needs a standalone one; `quiet` and `fence` ask for an immediate ack).
+const ACK_DELAY: Duration = Duration::from_micros(200);
+/// Progress steps between two slow passes (accepting, handshakes,
+/// connecting, control connections, timers); the steps between only read and
+/// write the data connections, so a busy-poller pays one `recv` per data
+/// connection per idle step.
+const SLOW_EVERY: u32 = 16;
 /// Bytes read per connection per progress step, at most.
 const READ_BUDGET: usize = 1 << 20;
 /// Ticket slot bits for the index (the generation is above).
@@ -246,6 +255,8 @@ struct PeerState {
     rx_frames: u32,
     rx_bytes: u64,
     ack_sent: u64,
+    /// When the oldest frame received and not acked arrived.
+    unacked_since: Option<Instant>,
     ack_now: bool,
     grant_sent: u64,
     // Liveness.
@@ -446,6 +457,8 @@ struct Ctx {
     atomics: Vec<AtomicSlot>,
     epoll: sys::Epoll,
     now: Instant,
+    /// Progress steps taken (the slow pass runs every [`SLOW_EVERY`]).
+    steps: u32,
     closed: bool,
     seed: u64,
     handshake_timeout: Duration,
@@ -655,6 +668,7 @@ impl SocketDriver {
             ],
             epoll,
             now: Instant::default(),
+            steps: 0,
             closed: false,
             seed,
             handshake_timeout,
@@ -768,6 +782,7 @@ impl SocketDriver {
             rx_frames: 0,
             rx_bytes: 0,
             ack_sent: 0,
+            unacked_since: None,
             ack_now: false,
             grant_sent: window,
             dead: false,
@@ -1065,6 +1080,18 @@ impl SocketDriver {
         Ok(())
     }
 
+    /// Sends every ack owed now, without waiting for the ack delay: before
+    /// this PE stops making progress for a while (the end of a job), so that
+    /// peers waiting in `quiet` for what it applied are not left waiting.
+    pub fn flush_acks(&mut self) {
+        for p in self.peers.iter_mut().flatten() {
+            if !p.st.dead && p.st.dedup.base() > p.st.ack_sent {
+                p.st.ack_now = true;
+                send_acks(&mut self.ctx, p);
+            }
+        }
+    }
+
     /// Test hook: shuts down rail `rail`'s sockets to `pe` as a link failure
     /// would (no `Close` frame); the next progress steps on both sides see the
     /// failure.
@@ -1093,13 +1120,18 @@ impl SocketDriver {
             return PollResult::Idle;
         }
         self.ctx.now = self.ctx.now.max(now);
-        let mut busy = self.accept();
-        busy |= self.handshakes();
+        self.ctx.steps = self.ctx.steps.wrapping_add(1);
+        let slow = self.ctx.steps.is_multiple_of(SLOW_EVERY);
+        let mut busy = false;
+        if slow {
+            busy |= self.accept();
+            busy |= self.handshakes();
+        }
         for p in self.peers.iter_mut().flatten() {
             if p.st.dead {
                 continue;
             }
-            busy |= service_peer(&mut self.ctx, p);
+            busy |= service_peer(&mut self.ctx, p, slow);
         }
         if busy {
             PollResult::Busy
@@ -1777,18 +1809,15 @@ fn push_frame(
         flags_ |= flags::FENCE;
     }
     let conn = ctx.conn_for(span, &mut p.rails[rail].rr);
+    let base = p.st.dedup.base();
     let f = fields(
-        op,
-        flags_,
-        aux,
-        ctx.me,
-        p.st.pe,
-        0,
-        p.st.dedup.base(),
-        cx.seq,
-        offset,
-        span,
+        op, flags_, aux, ctx.me, p.st.pe, 0, base, cx.seq, offset, span,
     );
+    // The frame carries the ack: no standalone one is owed for what it covers.
+    if base >= p.st.ack_sent {
+        p.st.ack_sent = base;
+        p.st.unacked_since = None;
+    }
     let stored = HEADER_LEN
         + if let Source::Copy(s) = payload {
             s.len()
@@ -2278,10 +2307,10 @@ fn on_ack(st: &mut PeerState, ack: u64) {
 }
 
 /// One progress step toward one peer.
-fn service_peer(ctx: &mut Ctx, p: &mut Peer) -> bool {
+fn service_peer(ctx: &mut Ctx, p: &mut Peer, slow: bool) -> bool {
     let mut busy = false;
     for r in 0..p.rails.len() {
-        busy |= service_rail(ctx, p, r);
+        busy |= service_rail(ctx, p, r, slow);
         if p.st.dead {
             return true;
         }
@@ -2298,8 +2327,12 @@ fn service_peer(ctx: &mut Ctx, p: &mut Peer) -> bool {
     busy
 }
 
-fn service_rail(ctx: &mut Ctx, p: &mut Peer, r: usize) -> bool {
+fn service_rail(ctx: &mut Ctx, p: &mut Peer, r: usize, slow: bool) -> bool {
     if p.rails[r].addr.is_none() {
+        return false;
+    }
+    // Between slow passes an idle or connecting rail has nothing to do.
+    if !slow && (p.rails[r].connecting || p.rails[r].state != LinkState::Up) {
         return false;
     }
     let mut busy = false;
@@ -2344,9 +2377,10 @@ fn service_rail(ctx: &mut Ctx, p: &mut Peer, r: usize) -> bool {
         start_connect(ctx, p, r);
         return true;
     }
-    // Read every open connection.
+    // Read every open connection (the control connection, 0, only in the
+    // slow pass: acks, credits and heartbeats are not latency-critical).
     let mut down = None;
-    for c in 0..p.rails[r].conns.len() {
+    for c in usize::from(!slow)..p.rails[r].conns.len() {
         let Peer { rails, st } = &mut *p;
         let rl = &mut rails[r];
         let conn = &mut rl.conns[c];
@@ -2406,7 +2440,7 @@ fn service_rail(ctx: &mut Ctx, p: &mut Peer, r: usize) -> bool {
         }
         return true;
     }
-    if !up {
+    if !up || !slow {
         return busy;
     }
     // Failure detection.
@@ -2445,7 +2479,8 @@ fn send_acks(ctx: &mut Ctx, p: &mut Peer) -> bool {
     let st = &mut p.st;
     let base = st.dedup.base();
     let grant = st.granter.granted();
-    let want_ack = base > st.ack_sent || st.ack_now;
+    let due = st.unacked_since.is_some_and(|t| ctx.since(t) >= ACK_DELAY);
+    let want_ack = st.ack_now || (base > st.ack_sent && due);
     let want_grant = grant != st.grant_sent;
     if !want_ack && !want_grant {
         return false;
@@ -2466,6 +2501,7 @@ fn send_acks(ctx: &mut Ctx, p: &mut Peer) -> bool {
         }
     }
     st.ack_sent = base;
+    st.unacked_since = None;
     st.ack_now = false;
     st.rx_frames = 0;
     st.rx_bytes = 0;
@@ -2751,6 +2787,9 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
     let _ = st.granter.on_release(bytes);
     st.rx_frames += 1;
     st.rx_bytes += bytes;
+    if st.unacked_since.is_none() {
+        st.unacked_since = Some(ctx.now);
+    }
     if fl & flags::ACK_NOW != 0 {
         st.ack_now = true;
     }

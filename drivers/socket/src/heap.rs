@@ -3,9 +3,10 @@
 //! shared-memory driver, so both are atomic against each other).
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-use switchyard_core::transport::{AtomicOp, AtomicWidth, heap_rmw_u32, heap_rmw_u64};
+use switchyard_core::{
+    sync::atomic::{AtomicU32, AtomicU64, Ordering},
+    transport::{AtomicOp, AtomicWidth, heap_rmw_u32, heap_rmw_u64},
+};
 
 use crate::sys::AnonMap;
 

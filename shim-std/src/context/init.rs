@@ -26,8 +26,8 @@ impl Context {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`](super::Error::Config) naming the bad variable or key, [`Error::Bootstrap`](super::Error::Bootstrap)
-    /// naming missing ranks and the timeout, [`Error::Shm`](super::Error::Shm).
+    /// [`Error::Config`] naming the bad variable or key, [`Error::Bootstrap`]
+    /// naming missing ranks and the timeout, [`Error::Shm`], [`Error::Tcp`].
     pub fn from_env() -> Result<Context> {
         let cfg = Config::from_env()?;
         Context::with_config(&cfg)

@@ -1491,6 +1491,11 @@ impl Context {
         // one is applied at its target before this PE closes its connections
         // (a flag still in flight would be lost with them).
         let mut r = self.barrier_all().and_then(|()| self.quiet());
+        // Acks owed for what this PE applied go out now: in the bootstrap
+        // barrier below it makes no data-path progress.
+        if let Some(t) = self.tcp.as_mut() {
+            t.flush_acks();
+        }
         // Then no PE closes its connections while another still waits for
         // an ack from it: a barrier through the bootstrap, which needs no
         // data-path progress (every PE's frames are acked by now).
