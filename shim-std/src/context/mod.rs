@@ -311,6 +311,8 @@ pub struct Stats {
     pub barriers: u64,
     /// Link-state transitions this PE's drivers reported.
     pub link_transitions: u64,
+    /// Of those, links that went down or failed.
+    pub links_lost: u64,
     /// Link-state records sent to other PEs.
     pub link_records_sent: u64,
     /// Link-state records from other PEs applied here.
@@ -1321,6 +1323,9 @@ impl Context {
                     return;
                 }
                 self.stats.link_transitions += 1;
+                if state != LinkState::Up {
+                    self.stats.links_lost += 1;
+                }
                 self.topo.apply_link_state(tcp_rail(r), peer, state);
                 self.broadcast_link(peer, rail, state);
             }

@@ -26,7 +26,9 @@
 //!   starts (the test cuts a link then); then
 //!   TARGET checks every slot holds its stamp and every counter its exact
 //!   count (a put or add applied twice or lost fails). Prints the reroutes
-//!   and link transitions seen.
+//!   and link transitions seen. With `$SY_DETECT` set, PE 0 writes there the
+//!   wall-clock time (µs since the epoch) at which it first saw a link
+//!   go down.
 
 use std::process::ExitCode;
 
@@ -254,11 +256,24 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                     std::fs::write(mark, b"streaming")?;
                 }
                 let t0 = std::time::Instant::now();
+                let detect = std::env::var("SY_DETECT").ok();
+                let mut seen = false;
                 let mut i = 0usize;
                 while i < SLOTS && t0.elapsed() < std::time::Duration::from_millis(millis) {
                     ctx.put(&stamps, i, &[i as u64 + 1], target)?;
                     ctx.add(&counts, i % 64, 1u64, target)?;
                     i += 1;
+                    // When the first lost link is seen (wall clock, for the
+                    // test to measure the detection time of a cut).
+                    if !seen && ctx.stats().links_lost > 0 {
+                        seen = true;
+                        if let Some(path) = &detect {
+                            let now = std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)?
+                                .as_micros();
+                            std::fs::write(path, now.to_string())?;
+                        }
+                    }
                     if i.is_multiple_of(64) {
                         // Pace the stream so it spans the cut.
                         std::thread::sleep(std::time::Duration::from_micros(200));
