@@ -47,6 +47,11 @@ pub enum DecodeError {
     },
 }
 
+/// Frames above this many bytes are read exactly to their end.
+const LARGE: usize = 16 << 10;
+/// How far past the first unconsumed byte small frames are read ahead.
+const GENEROUS: usize = 64 << 10;
+
 /// Reassembles frames from stream chunks in a fixed buffer (module docs).
 #[derive(Debug)]
 pub struct StreamDecoder {
@@ -91,17 +96,48 @@ impl StreamDecoder {
         self.max_payload
     }
 
-    /// Free room at the end of the buffer for the next read (moves the
-    /// buffered bytes to the front first when that makes room). Empty when a
+    /// Free room at the end of the buffer for the next read; empty when a
     /// whole frame is waiting to be consumed.
+    ///
+    /// Small frames are read many at a time (up to [`GENEROUS`] bytes past
+    /// the first unconsumed one), a large frame exactly to its end: so the
+    /// buffer never has to move a large partial frame to its front (at most
+    /// [`GENEROUS`] bytes are moved, at most once per large frame), and one
+    /// read may carry a large frame's whole payload.
     pub fn spare(&mut self) -> &mut [u8] {
-        if self.start > 0 && (self.start == self.end || self.buf.len() - self.end < HEADER_LEN) {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        let want = self.current_total();
+        let room_short = match want {
+            Some(total) => self.start + total > self.buf.len(),
+            None => self.buf.len() - self.end < HEADER_LEN,
+        };
+        if self.start > 0 && room_short {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
+        let limit = match want {
+            Some(total) if total > LARGE => self.start + total,
+            _ => self.start + GENEROUS,
+        }
+        .min(self.buf.len())
+        .max(self.end);
         let end = self.end;
-        &mut self.buf[end..]
+        &mut self.buf[end..limit]
+    }
+
+    /// Header plus payload of the frame at `start`, once its header is in
+    /// and declares an acceptable length.
+    fn current_total(&self) -> Option<usize> {
+        let avail = &self.buf[self.start..self.end];
+        if avail.len() < HEADER_LEN {
+            return None;
+        }
+        let declared = u32::from_le_bytes([avail[44], avail[45], avail[46], avail[47]]);
+        (declared <= self.max_payload).then_some(HEADER_LEN + declared as usize)
     }
 
     /// Marks `n` bytes written into [`StreamDecoder::spare`] as received.

@@ -518,7 +518,7 @@ impl Ctx {
     /// Which connection carries a frame touching `span` heap bytes.
     fn conn_for(&self, span: u32, rr: &mut u8) -> u8 {
         let n = self.cfg.data_connections;
-        if span < BULK || n == 1 {
+        if span < BULK.min(self.cfg.max_frame_payload) || n == 1 {
             1
         } else {
             *rr = rr.wrapping_add(1);
