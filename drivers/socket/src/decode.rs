@@ -99,11 +99,11 @@ impl StreamDecoder {
     /// Free room at the end of the buffer for the next read; empty when a
     /// whole frame is waiting to be consumed.
     ///
-    /// Small frames are read many at a time (up to [`GENEROUS`] bytes past
-    /// the first unconsumed one), a large frame exactly to its end: so the
+    /// Small frames are read many at a time (up to 64 KiB past the first
+    /// unconsumed one), a large frame (over 16 KiB) exactly to its end: so the
     /// buffer never has to move a large partial frame to its front (at most
-    /// [`GENEROUS`] bytes are moved, at most once per large frame), and one
-    /// read may carry a large frame's whole payload.
+    /// 64 KiB are moved, at most once per large frame), and one read may
+    /// carry a large frame's whole payload.
     pub fn spare(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;
