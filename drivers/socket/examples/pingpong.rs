@@ -75,6 +75,14 @@ fn main() {
         rtt.push(start.elapsed().as_nanos() as u64);
     }
     pong.join().expect("pong");
+    // The cost of one idle progress step (no traffic): what a busy-poller
+    // pays between a frame's arrival and its handling, on average half.
+    let idle = 200_000;
+    let t = std::time::Instant::now();
+    for _ in 0..idle {
+        a.progress(now(t0));
+    }
+    let idle_ns = t.elapsed().as_nanos() as f64 / f64::from(idle);
     // Skip the first 10% (warm-up).
     let mut s: Vec<u64> = rtt[rtt.len() / 10..].to_vec();
     s.sort_unstable();
@@ -86,6 +94,7 @@ fn main() {
         pct(0.99),
         s[0] as f64 / 2000.0
     );
+    println!("idle progress step: {idle_ns:.0} ns");
     let st = a.stats();
     println!(
         "PE 0: frames sent {}, received {}, would_block {}",

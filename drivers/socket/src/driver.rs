@@ -1628,7 +1628,7 @@ fn check_fence(ctx: &mut Ctx, p: &mut Peer, rail: usize, span: u32) -> Result<()
     }
     // Earlier frames still unacked: fine only if every one of them travels on
     // the connection this frame takes (one TCP stream keeps the order).
-    let conn = if span < BULK || ctx.cfg.data_connections == 1 {
+    let conn = if span < BULK.min(ctx.cfg.max_frame_payload) || ctx.cfg.data_connections == 1 {
         1
     } else {
         0xFF
