@@ -45,6 +45,10 @@ const CONTROL_PAYLOAD: u32 = 256;
 const CONTROL_OUT: usize = 16 * 1024;
 /// Payloads from this size go round-robin over the data connections.
 const BULK: u32 = 64 * 1024;
+/// Frames a peer may have in flight right after it recovered (no rail up,
+/// then one reconnected); the limit doubles with each ack until it no longer
+/// binds, so a recovered link is not hit with a whole window at once.
+const RAMP_START: u64 = 16;
 /// Standalone ack after this many frames received and not acked.
 const ACK_FRAMES: u32 = 64;
 /// Standalone ack once the oldest frame received and not acked is this old
@@ -247,6 +251,9 @@ struct PeerState {
     fence_seq: u64,
     fence_flag: bool,
     ack_requested: bool,
+    /// In-flight frame limit while ramping up after a recovery (`u64::MAX`:
+    /// none).
+    ramp: u64,
     resume: Option<Resume>,
     // Receive side.
     dedup: DedupWindow,
@@ -775,6 +782,7 @@ impl SocketDriver {
             fence_seq: 0,
             fence_flag: false,
             ack_requested: false,
+            ramp: u64::MAX,
             resume: None,
             dedup: DedupWindow::new(),
             granter: CreditGranter::new(window, window / 4),
@@ -1800,6 +1808,10 @@ fn push_frame(
 ) -> core::result::Result<u64, Full> {
     let plen = payload.len() as u32;
     let credit = HEADER_LEN as u32 + plen;
+    if p.st.ring.next_seq().saturating_sub(p.st.acked + 1) >= p.st.ramp {
+        ctx.stats.ramp_waits += 1;
+        return Err(Full);
+    }
     if p.st.credit.available() < u64::from(credit) {
         return Err(Full);
     }
@@ -2126,6 +2138,10 @@ fn install(ctx: &mut Ctx, p: &mut Peer, rail: usize, h: Hello, sock: TcpStream) 
 /// All connections of `rail` are up: the rail is Up, and what waits for it
 /// goes out.
 fn rail_up(ctx: &mut Ctx, p: &mut Peer, rail: usize) {
+    // A recovery: the peer had been reachable, and no rail to it is up now.
+    if p.rails.iter().any(|l| l.ever_up) && p.any_up().is_none() {
+        p.st.ramp = RAMP_START;
+    }
     let mut applied = 0;
     let mut granted = 0;
     {
@@ -2300,6 +2316,12 @@ fn on_ack(st: &mut PeerState, ack: u64) {
     if ack > st.acked && ack < st.ring.next_seq() {
         st.ring.ack(ack);
         st.acked = ack;
+        if st.ramp != u64::MAX {
+            st.ramp = st.ramp.saturating_mul(2);
+            if st.ramp >= crate::dedup::WINDOW {
+                st.ramp = u64::MAX;
+            }
+        }
         if st.ring.is_empty() {
             st.ack_requested = false;
         }

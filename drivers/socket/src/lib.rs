@@ -351,6 +351,9 @@ pub struct SocketStats {
     pub heartbeats_sent: u64,
     /// Writes that found a socket buffer full.
     pub would_block: u64,
+    /// New frames held back by the ramp after a peer recovered (its in-flight
+    /// limit starts small and doubles with each ack).
+    pub ramp_waits: u64,
 }
 
 /// Errors of the TCP transport.

@@ -241,6 +241,36 @@ fn only_rail_cut_reconnects_and_replays() {
 }
 
 #[test]
+fn traffic_ramps_up_gently_after_a_recovery() {
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
+    let burst = |a: &mut SocketDriver, tag: u64| {
+        for i in 0..512u64 {
+            retry(a, Duration::from_secs(10), |d| {
+                d.rail(0).put(1, i * 8, &(tag << 32 | i).to_le_bytes(), CX)
+            });
+        }
+        quiet(a, Duration::from_secs(10));
+    };
+    burst(&mut a, 1);
+    assert_eq!(a.stats().ramp_waits, 0, "no ramp before any failure");
+    // The only rail fails and comes back: new traffic starts small.
+    a.debug_cut(1, 0);
+    quiet(&mut a, Duration::from_secs(10));
+    up_rail(&mut a, Duration::from_secs(10));
+    burst(&mut a, 2);
+    let st = a.stats();
+    assert!(st.reconnects > 0, "{st:?}");
+    assert!(
+        st.ramp_waits > 0,
+        "the burst after recovery was not held back: {st:?}"
+    );
+    let b = pe1.finish();
+    for i in 0..512u64 {
+        assert_eq!(heap_u64(&b, i * 8), 2 << 32 | i, "slot {i}");
+    }
+}
+
+#[test]
 fn stalled_peer_pushes_back_then_resumes() {
     let cfg = |me| TcpConfig {
         window: 256 << 10,
