@@ -728,7 +728,9 @@ impl Context {
         frame: FrameOp,
         run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
     ) -> Result<(R, Route)> {
-        let mut blocked: Option<(Instant, u32)> = None;
+        // Set on the first WouldBlock: the wait for the window to open.
+        let mut blocked_since: Option<Instant> = None;
+        let mut spins = 0u32;
         loop {
             let route = self.select(pe, len, op, frame)?;
             let Some(mut d) = self.drv(route.transport) else {
@@ -745,13 +747,8 @@ impl Context {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     // Flow control: the target pushes back. Progress, and
                     // give up only at the op timeout or when it dies.
-                    let (start, spins) = blocked.get_or_insert_with(|| (Instant::now(), 0));
-                    let start = *start;
-                    let mut n = *spins;
-                    self.pause(&mut n, start, "a send window to open", Watch::Peer(pe))?;
-                    if let Some((_, s)) = blocked.as_mut() {
-                        *s = n;
-                    }
+                    let start = *blocked_since.get_or_insert_with(Instant::now);
+                    self.pause(&mut spins, start, "a send window to open", Watch::Peer(pe))?;
                 }
                 Err(e) => {
                     self.trace_route(pe, len, frame, &route, true);
@@ -987,7 +984,7 @@ impl Context {
             .map_or(u32::MAX, |t| t.max_get_len())
             .max(1);
         let mut done = 0u32;
-        while done < len || len == 0 {
+        loop {
             let n = (len - done).min(chunk);
             let part = &mut dst[done as usize..(done + n) as usize];
             let at_off = off + u64::from(done);
@@ -1001,7 +998,7 @@ impl Context {
                 |d, t| Ok(d.get_poll(t, part)?.then_some(())),
             )?;
             done += n;
-            if len == 0 {
+            if done >= len {
                 break;
             }
         }
