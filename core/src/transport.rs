@@ -331,11 +331,18 @@ pub trait Transport {
         ctx: ContextId,
     ) -> Result<(), Self::Error>;
 
+    /// The longest `len` [`Transport::get_start`] accepts (a driver that
+    /// holds replies until polled bounds it); callers split longer gets.
+    fn max_get_len(&self) -> u32 {
+        u32::MAX
+    }
+
     /// Starts reading `len` bytes at `offset` of `peer`'s heap.
     ///
     /// # Errors
     ///
-    /// As [`Transport::put`].
+    /// As [`Transport::put`], and an error when `len` is over
+    /// [`Transport::max_get_len`].
     fn get_start(
         &mut self,
         peer: u32,

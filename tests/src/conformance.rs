@@ -23,12 +23,31 @@ pub trait Harness {
 
 const CTX: ContextId = ContextId { pe: 0, seq: 1 };
 
+/// A get of any length, in pieces of at most the driver's `max_get_len`.
 fn blocking_get<T: Transport>(t: &mut T, pe: u32, off: u64, len: u32) -> Result<Vec<u8>, T::Error> {
-    let tk = t.get_start(pe, off, len, CTX)?;
     let mut buf = vec![0u8; len as usize];
-    for _ in 0..1_000_000 {
-        if t.get_poll(&tk, &mut buf)? {
+    let max = t.max_get_len().max(1);
+    let mut done = 0u32;
+    loop {
+        let n = (len - done).min(max);
+        get_piece(
+            t,
+            pe,
+            off + u64::from(done),
+            &mut buf[done as usize..(done + n) as usize],
+        )?;
+        done += n;
+        if done >= len {
             return Ok(buf);
+        }
+    }
+}
+
+fn get_piece<T: Transport>(t: &mut T, pe: u32, off: u64, buf: &mut [u8]) -> Result<(), T::Error> {
+    let tk = t.get_start(pe, off, buf.len() as u32, CTX)?;
+    for _ in 0..1_000_000 {
+        if t.get_poll(&tk, buf)? {
+            return Ok(());
         }
         t.progress(switchyard_core::transport::Instant::from_nanos(0));
     }

@@ -43,8 +43,6 @@ const ATOMIC_CACHE: usize = 1024;
 const CONTROL_PAYLOAD: u32 = 256;
 /// Send buffer of a control connection.
 const CONTROL_OUT: usize = 16 * 1024;
-/// Payloads from this size go round-robin over the data connections.
-const BULK: u32 = 64 * 1024;
 /// Frames a peer may have in flight right after it recovered (no rail up,
 /// then one reconnected); the limit doubles with each ack until it no longer
 /// binds, so a recovered link is not hit with a whole window at once.
@@ -235,7 +233,6 @@ struct RailLink {
     connecting: bool,
     deadline: Instant,
     ever_up: bool,
-    rr: u8,
 }
 
 /// Per-peer state outside the rails.
@@ -522,15 +519,28 @@ impl Ctx {
         }
     }
 
-    /// Which connection carries a frame touching `span` heap bytes.
-    fn conn_for(&self, span: u32, rr: &mut u8) -> u8 {
-        let n = self.cfg.data_connections;
-        if span < BULK.min(self.cfg.max_frame_payload) || n == 1 {
-            1
-        } else {
-            *rr = rr.wrapping_add(1);
-            1 + *rr % n
-        }
+    /// Which data connection carries a frame starting at heap `offset`: the
+    /// heap is cut into blocks of `max_frame_payload` bytes and block `b`
+    /// always travels on data connection `1 + b % data_connections`. Frames
+    /// never cross a block (puts and gets are split at block boundaries), so
+    /// any two frames touching the same byte share one TCP stream and are
+    /// applied in the order they were issued, while different blocks spread
+    /// over the connections.
+    fn conn_for(&self, offset: u64) -> u8 {
+        let n = u64::from(self.cfg.data_connections.max(1));
+        1 + ((offset / self.block()) % n) as u8
+    }
+
+    /// Bytes per placement block ([`Ctx::conn_for`]).
+    fn block(&self) -> u64 {
+        u64::from(self.cfg.max_frame_payload.max(1))
+    }
+
+    /// The longest frame from heap `offset` on: at most `max` bytes and not
+    /// past the end of its block.
+    fn chunk_at(&self, offset: u64, left: u64, max: u64) -> u64 {
+        let to_block_end = self.block() - offset % self.block();
+        left.min(max).min(to_block_end)
     }
 
     fn fail_ops_of(&mut self, pe: u32) {
@@ -769,7 +779,6 @@ impl SocketDriver {
                 connecting: false,
                 deadline: Instant::default(),
                 ever_up: false,
-                rr: 0,
             });
         }
         let st = PeerState {
@@ -876,10 +885,17 @@ impl SocketDriver {
         }
         loop {
             let el = t0.elapsed();
+            // Connecting is all slow-pass work: make every step a full pass.
+            self.ctx.steps = SLOW_EVERY - 1;
             self.progress(Instant::from_nanos(start.nanos + el.as_nanos() as u64));
             let mut missing = Vec::new();
             for &p in &list {
                 let peer = self.peer_mut(p)?;
+                if peer.st.closed_by_peer {
+                    // It connected, and has already closed in an orderly
+                    // way: nothing left to wait for.
+                    continue;
+                }
                 for (r, rl) in peer.rails.iter().enumerate() {
                     if rl.addr.is_some() && rl.state != LinkState::Up {
                         missing.push((p, r));
@@ -901,6 +917,9 @@ impl SocketDriver {
     pub fn wait(&mut self, timeout: Duration) {
         let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
         self.ctx.epoll.wait(ms);
+        // Whatever woke us may be on a control connection or a listener:
+        // the next progress step is a full (slow) pass.
+        self.ctx.steps = SLOW_EVERY - 1;
     }
 
     /// The next queued transition, if any.
@@ -1372,18 +1391,30 @@ impl SocketDriver {
             return Ok(());
         }
         let (ctx, p) = self.split(peer)?;
-        // Split into gets of at most `max` bytes, all or nothing.
-        let n = u64::from(len).div_ceil(u64::from(max));
+        // Split into gets of at most `max` bytes within one block each, all
+        // or nothing.
+        let n = {
+            let (mut n, mut at, end) = (0u64, offset, offset + u64::from(len));
+            while at < end {
+                at += ctx.chunk_at(at, end - at, u64::from(max));
+                n += 1;
+            }
+            n
+        };
         if p.st.ring.len() + n > crate::dedup::WINDOW || free_get_slots(ctx) < n as usize {
             return Err(SocketError::WouldBlock {
                 peer,
                 what: "get table",
             });
         }
-        check_fence(ctx, p, rail, len.min(max))?;
+        check_fence(ctx, p, rail, offset, u64::from(len))?;
         let mut done = 0u32;
         while done < len {
-            let chunk = (len - done).min(max);
+            let chunk = ctx.chunk_at(
+                offset + u64::from(done),
+                u64::from(len - done),
+                u64::from(max),
+            ) as u32;
             let Some(slot) = ctx
                 .gets
                 .take(peer, chunk, Some(local_offset + u64::from(done)))
@@ -1449,7 +1480,8 @@ impl SocketDriver {
                 return Err(e);
             }
         };
-        let r = check_fence(ctx, p, rail, len)
+        let r = check_fence(ctx, p, rail, offset, u64::from(len))
+            .and_then(|_| check_straddle(ctx, p, rail, offset, len))
             .and_then(|_| get_frame(ctx, p, rail, offset, len, slot, cx));
         if let Err(e) = r {
             ctx.gets.free(idx);
@@ -1549,7 +1581,7 @@ impl SocketDriver {
             return Ok(ticket);
         }
         let r = self.split(peer).and_then(|(ctx, p)| {
-            check_fence(ctx, p, rail, 0)?;
+            check_fence(ctx, p, rail, offset, op.width.bytes() as u64)?;
             atomic_frame(ctx, p, rail, offset, &op, ticket.slot, cx)?;
             kick(ctx, p, rail);
             Ok(())
@@ -1628,20 +1660,20 @@ impl Source<'_> {
 
 /// Applies the fence rule to the next heap-touching frame toward `p` on
 /// `rail` (payload `span` picks its connection).
-fn check_fence(ctx: &mut Ctx, p: &mut Peer, rail: usize, span: u32) -> Result<()> {
+fn check_fence(ctx: &mut Ctx, p: &mut Peer, rail: usize, offset: u64, len: u64) -> Result<()> {
     let st = &mut p.st;
     if st.fence_seq == 0 || st.fence_seq <= st.acked {
         st.fence_seq = 0;
         return Ok(());
     }
     // Earlier frames still unacked: fine only if every one of them travels on
-    // the connection this frame takes (one TCP stream keeps the order).
-    let conn = if span < BULK.min(ctx.cfg.max_frame_payload) || ctx.cfg.data_connections == 1 {
-        1
-    } else {
-        0xFF
-    };
-    let mut same = conn != 0xFF;
+    // the one connection every frame of this operation takes (one TCP stream
+    // keeps the order).
+    let conn = ctx.conn_for(offset);
+    let one_conn = ctx.cfg.data_connections == 1
+        || len == 0
+        || offset / ctx.block() == (offset + len - 1) / ctx.block();
+    let mut same = one_conn;
     let mut s = st.ring.tail_seq().max(st.acked + 1);
     while same && s <= st.fence_seq {
         if let Some(e) = st.ring.get(s)
@@ -1661,6 +1693,37 @@ fn check_fence(ctx: &mut Ctx, p: &mut Peer, rail: usize, span: u32) -> Result<()
     Err(SocketError::WouldBlock {
         peer: p.st.pe,
         what: "fence",
+    })
+}
+
+/// A get frame straddling two placement blocks travels on the first block's
+/// connection: it waits (`WouldBlock`, an ack requested) until no earlier
+/// frame on the second block's connection is unacked, so it never reads
+/// around a put issued before it.
+fn check_straddle(ctx: &mut Ctx, p: &mut Peer, rail: usize, offset: u64, len: u32) -> Result<()> {
+    if ctx.cfg.data_connections == 1 || len == 0 {
+        return Ok(());
+    }
+    let last = offset + u64::from(len) - 1;
+    let (first, second) = (ctx.conn_for(offset), ctx.conn_for(last));
+    if first == second {
+        return Ok(());
+    }
+    let st = &p.st;
+    let pending = (st.ring.tail_seq().max(st.acked + 1)..st.ring.next_seq()).any(|s| {
+        st.ring
+            .get(s)
+            .is_some_and(|e| !e.acked && usize::from(e.rail) == rail && e.conn == second)
+    });
+    if !pending {
+        return Ok(());
+    }
+    if !p.st.ack_requested {
+        request_ack(ctx, p);
+    }
+    Err(SocketError::WouldBlock {
+        peer: p.st.pe,
+        what: "earlier puts on another connection",
     })
 }
 
@@ -1693,10 +1756,10 @@ fn put_frames(
         _ => 0,
     };
     if done == 0 {
-        check_fence(ctx, p, rail, len.min(max) as u32)?;
+        check_fence(ctx, p, rail, offset, len)?;
     }
     while done < len {
-        let chunk = (len - done).min(max);
+        let chunk = ctx.chunk_at(offset + done, len - done, max);
         let payload = match src {
             Source::Copy(s) => Source::Copy(&s[done as usize..(done + chunk) as usize]),
             Source::Heap(o, _) => Source::Heap(o + done, chunk as u32),
@@ -1820,7 +1883,7 @@ fn push_frame(
     if p.st.fence_flag {
         flags_ |= flags::FENCE;
     }
-    let conn = ctx.conn_for(span, &mut p.rails[rail].rr);
+    let conn = ctx.conn_for(offset);
     let base = p.st.dedup.base();
     let f = fields(
         op, flags_, aux, ctx.me, p.st.pe, 0, base, cx.seq, offset, span,
@@ -2178,20 +2241,18 @@ fn rail_up(ctx: &mut Ctx, p: &mut Peer, rail: usize) {
     let ups: [bool; MAX_RAILS] =
         core::array::from_fn(|r| p.rails.get(r).is_some_and(|l| l.state == LinkState::Up));
     let mut s = st.ring.tail_seq();
-    let mut rr = p.rails[rail].rr;
     while s < st.ring.next_seq() {
         if let Some(e) = st.ring.get_mut(s)
             && (!e.acked || e.awaiting_reply)
             && !ups[usize::from(e.rail)]
         {
+            // Same data connection index on the new rail: the order per
+            // block is kept.
             e.rail = rail as u8;
             e.sent = false;
-            let span = e.credit.saturating_sub(HEADER_LEN as u32);
-            e.conn = ctx.conn_for(span, &mut rr);
         }
         s += 1;
     }
-    p.rails[rail].rr = rr;
     st.ack_requested = false;
     // Flush the Hello replies and whatever is queued.
     let Peer { rails, st } = p;
@@ -2240,7 +2301,6 @@ fn rail_down(ctx: &mut Ctx, p: &mut Peer, rail: usize, why: Down) {
     let target = p.any_up();
     let st = &mut p.st;
     let mut moved = 0u64;
-    let mut rr = target.map_or(0, |t| p.rails[t].rr);
     let mut s = st.ring.tail_seq();
     while s < st.ring.next_seq() {
         if let Some(e) = st.ring.get_mut(s)
@@ -2250,15 +2310,12 @@ fn rail_down(ctx: &mut Ctx, p: &mut Peer, rail: usize, why: Down) {
             e.sent = false;
             if let Some(t) = target {
                 e.rail = t as u8;
-                let span = e.credit.saturating_sub(HEADER_LEN as u32);
-                e.conn = ctx.conn_for(span, &mut rr);
                 moved += 1;
             }
         }
         s += 1;
     }
     if let Some(t) = target {
-        p.rails[t].rr = rr;
         let tail = st.ring.tail_seq();
         for c in &mut p.rails[t].conns {
             c.cursor = c.cursor.min(tail);

@@ -167,6 +167,10 @@ macro_rules! forward_transport {
         fn close(&mut self) -> Result<(), SocketError> {
             self.drv_mut().close()
         }
+
+        fn max_get_len(&self) -> u32 {
+            self.drv().max_get_len()
+        }
     };
 }
 

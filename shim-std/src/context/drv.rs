@@ -170,6 +170,13 @@ impl Transport for Drv<'_> {
         }
     }
 
+    fn max_get_len(&self) -> u32 {
+        match self {
+            Drv::Shm(t) => t.max_get_len(),
+            Drv::Tcp(t) => t.max_get_len(),
+        }
+    }
+
     fn close(&mut self) -> Result<(), DrvError> {
         dispatch!(self, t => t.close())
     }
