@@ -124,7 +124,7 @@ fn data_path_does_not_allocate_after_connect() {
         while a.rail(0).atomic_poll(&tk).expect("atomic").is_none() {
             a.progress(now(t0));
         }
-        if i % 16 == 0 {
+        if i.is_multiple_of(16) {
             while !a.quiet_poll().expect("quiet") {
                 a.progress(now(t0));
             }
