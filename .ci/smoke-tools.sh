@@ -49,6 +49,11 @@ run perf --iters 2000 | tee "$out/perf.txt"
 grep -q 'put-lat' "$out/perf.txt" && grep -q 'cacheline' "$out/perf.txt"
 run perf put-bw --sizes 8..64K --iters 256 --json > "$out/perf.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["results"]' "$out/perf.json"
+# perf over TCP on loopback (PEs forced onto TCP), with its raw-socket baselines.
+run perf put-lat --transport tcp --iters 2000 | tee "$out/perf-tcp.txt"
+grep -q 'tcp-pingpong' "$out/perf-tcp.txt" && grep -q 'put-lat' "$out/perf-tcp.txt"
+run perf put-bw --transport tcp --sizes 4K..64K --iters 128 --json > "$out/perf-tcp.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["results"]' "$out/perf-tcp.json"
 if ls /dev/shm | grep -q '^switchyard-'; then echo "shared-memory objects left behind:"; ls /dev/shm; exit 1; fi
 # sim: a simulated cluster in network namespaces (root and `ip netns` only).
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
