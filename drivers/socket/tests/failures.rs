@@ -566,3 +566,27 @@ fn fetching_atomics_across_cuts_apply_exactly_once() {
     let b = pe1.finish();
     assert_eq!(heap_u64(&b, 512), N);
 }
+
+#[test]
+fn ipv6_loopback_rail_works() {
+    // Skipped (with the reason) where the host has no IPv6 loopback.
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipped: no IPv6 loopback on this host");
+        return;
+    }
+    let cfg = |me| TcpConfig {
+        listen: vec!["::1".parse().expect("ip")],
+        ..config(me, 1)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 13) as u8).collect();
+    retry(&mut a, Duration::from_secs(10), |d| {
+        d.rail(0).put(1, 4096, &data, CX)
+    });
+    quiet(&mut a, Duration::from_secs(10));
+    let b = pe1.finish();
+    let (p, _) = b.local_heap();
+    // SAFETY: the driver's own heap (1 MiB), its thread stopped.
+    let got = unsafe { std::slice::from_raw_parts(p.add(4096), data.len()) };
+    assert!(got == &data[..], "put over IPv6 did not land");
+}
