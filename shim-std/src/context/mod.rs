@@ -31,6 +31,7 @@
 mod drv;
 mod heap;
 mod init;
+mod raw;
 
 use std::{
     path::PathBuf,

@@ -1,0 +1,167 @@
+//! The process's one [`Context`] and the checks every entry point shares.
+//!
+//! * [`with`] runs a closure on the context. One thread at a time may be
+//!   inside the library; a second one entering at the same time is reported
+//!   (it would otherwise race on the context) and ends the job.
+//! * [`sym`] turns a C pointer plus an element count into a checked handle.
+//! * [`fatal`] prints `switchyard: CALL: message` and ends the job with a
+//!   non-zero status (the launcher then stops the other PEs).
+
+use core::{cell::UnsafeCell, ffi::c_void, fmt};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use switchyard::context::{Context, Plain, RESERVED, Sym};
+
+struct Global {
+    busy: AtomicBool,
+    ctx: UnsafeCell<Option<Context>>,
+}
+
+// SAFETY: `ctx` is only touched while `busy` is held (`with`, `install`,
+// `take`), which serializes every access; the Acquire swap / Release store
+// pair hands the context from one thread to the next like a mutex.
+unsafe impl Sync for Global {}
+
+static GLOBAL: Global = Global {
+    busy: AtomicBool::new(false),
+    ctx: UnsafeCell::new(None),
+};
+
+/// Set while a fatal error is being reported, so an `atexit` handler that
+/// calls back into the library does not report a second one.
+static DYING: AtomicBool = AtomicBool::new(false);
+
+struct Held;
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        GLOBAL.busy.store(false, Ordering::Release);
+    }
+}
+
+fn hold(call: &'static str) -> Held {
+    if GLOBAL.busy.swap(true, Ordering::Acquire) {
+        fatal(
+            call,
+            format_args!(
+                "called while another thread is inside the library \
+                 (switchyard supports SHMEM_THREAD_SERIALIZED at most)"
+            ),
+        );
+    }
+    Held
+}
+
+fn slot() -> &'static mut Option<Context> {
+    // SAFETY: only called with `busy` held (see `Global`); the reference does
+    // not outlive the `Held` guard of the caller.
+    unsafe { &mut *GLOBAL.ctx.get() }
+}
+
+/// Runs `f` on the context. Ends the job when the library is not initialized.
+pub fn with<R>(call: &'static str, f: impl FnOnce(&mut Context) -> R) -> R {
+    let _held = hold(call);
+    match slot() {
+        Some(ctx) => f(ctx),
+        None => fatal(call, format_args!("called before shmem_init")),
+    }
+}
+
+/// Whether a context is installed (`shmem_init` ran, `shmem_finalize` not yet).
+pub fn initialized() -> bool {
+    let _held = hold("shmem_query_initialized");
+    slot().is_some()
+}
+
+/// Installs the context made by `shmem_init`. Returns false (and drops
+/// `ctx`) when one is installed already.
+pub fn install(ctx: Context) -> bool {
+    let _held = hold("shmem_init");
+    let s = slot();
+    if s.is_some() {
+        return false;
+    }
+    *s = Some(ctx);
+    true
+}
+
+/// Removes the context (for `shmem_finalize`).
+pub fn take() -> Option<Context> {
+    let _held = hold("shmem_finalize");
+    slot().take()
+}
+
+/// Prints `switchyard: CALL: message` on stderr and ends the process with
+/// status 1 without running `atexit` handlers (they may call back in).
+pub fn fatal(call: &str, msg: fmt::Arguments<'_>) -> ! {
+    if !DYING.swap(true, Ordering::AcqRel) {
+        eprintln!("switchyard: {call}: {msg}");
+    }
+    // SAFETY: fflush(NULL) flushes every C stdio stream; _exit never returns.
+    unsafe {
+        libc::fflush(core::ptr::null_mut());
+        libc::_exit(1)
+    }
+}
+
+/// The value of a context call, or the end of the job with its error.
+pub fn ok<T>(call: &'static str, r: switchyard::context::Result<T>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => fatal(call, format_args!("{e}")),
+    }
+}
+
+/// Checks a C `pe` argument against the job size.
+pub fn pe(ctx: &Context, call: &'static str, pe: i32) -> u32 {
+    match u32::try_from(pe) {
+        Ok(p) if p < ctx.n_pes() => p,
+        _ => fatal(
+            call,
+            format_args!("pe {pe} is not a PE of this job (0..{})", ctx.n_pes()),
+        ),
+    }
+}
+
+/// A checked handle for `count` elements of `T` at the C address `ptr`
+/// (argument `arg` of `call`): the range must lie in the symmetric heap (outside
+/// its reserved area) and be aligned for `T`. Anything else ends the job naming
+/// the call and the argument.
+pub fn sym<T: Plain>(
+    ctx: &Context,
+    call: &'static str,
+    arg: &'static str,
+    ptr: *const c_void,
+    count: usize,
+) -> Sym<T> {
+    let (base, len) = ctx.local_heap();
+    let addr = ptr as usize;
+    let base = base as usize;
+    let bytes = count.checked_mul(core::mem::size_of::<T>());
+    let off = addr.wrapping_sub(base) as u64;
+    let inside = addr >= base
+        && off >= RESERVED
+        && bytes.is_some_and(|b| off.checked_add(b as u64).is_some_and(|end| end <= len));
+    if !inside {
+        fatal(
+            call,
+            format_args!(
+                "{arg} = {ptr:p} ({} bytes) is not symmetric: not inside the symmetric heap \
+                 {:#x}..{:#x}",
+                bytes.unwrap_or(usize::MAX),
+                base + RESERVED as usize,
+                base + len as usize
+            ),
+        );
+    }
+    match ctx.sym_at::<T>(off, count) {
+        Ok(s) => s,
+        Err(_) => fatal(
+            call,
+            format_args!(
+                "{arg} = {ptr:p} is not aligned for a {}-byte element",
+                core::mem::align_of::<T>()
+            ),
+        ),
+    }
+}
