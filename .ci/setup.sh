@@ -2,7 +2,9 @@
 # Installs what switchyard needs on a fresh Debian machine (run as root, or with
 # sudo available). Idempotent: what is already there is skipped.
 #
-#   system packages   build tools, pkg-config, git, curl (apt-get)
+#   system packages   build tools, pkg-config, git, curl (apt-get); for the verbs
+#                     driver libibverbs-dev, cmake, libclang-dev, libnl-3-dev,
+#                     libnl-route-3-dev
 #   Rust              stable with rustfmt and clippy (rustup; installed if absent)
 #   optional          the thumbv7em-none-eabihf target (no_std build check), the
 #                     MSRV toolchain (rust-version in Cargo.toml), a nightly
@@ -26,6 +28,22 @@ if command -v apt-get >/dev/null 2>&1; then
     log "apt-get install ${need[*]}"
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
       || { log "apt-get failed"; exit 1; }
+  fi
+fi
+
+# The verbs driver: the ibverbs-sys build runs cmake over its vendored
+# rdma-core and bindgen (libclang) over verbs.h, and links Debian's
+# libibverbs; without libibverbs-dev it fails looking for
+# infiniband/verbs_api.h.
+if command -v apt-get >/dev/null 2>&1; then
+  need=()
+  for p in libibverbs-dev cmake libclang-dev libnl-3-dev libnl-route-3-dev pkg-config; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    log "apt-get install ${need[*]} (RDMA verbs build)"
+    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
+      || { log "apt-get failed (RDMA verbs build dependencies)"; exit 1; }
   fi
 fi
 
