@@ -9,7 +9,7 @@
 //! ```text
 //! 0   magic 0x56 ('V')        1  version (1)
 //! 2   flags: bit 0 GID valid, bit 1 atomics
-//! 3   QP count (1 control + 1..=8 data)
+//! 3   QP count: 0 in a PE card, else 1 control + 1..=8 data
 //! 4   port active MTU (ibv_mtu 1..=5)   5  link layer (1 IB, 2 Ethernet)
 //! 6   LID (u16 LE)            8  GID (16 bytes)
 //! 24  rkey (u32 LE)           28 heap base (u64 LE)   36 heap length (u64 LE)
@@ -28,6 +28,9 @@ pub const HEADER_LEN: usize = 44;
 pub const MAX_QPS: usize = 1 + MAX_DATA_QPS as usize;
 /// Longest encoding.
 pub const MAX_LEN: usize = HEADER_LEN + 8 * MAX_QPS;
+
+// Fits the bootstrap card's `verbs` field (256 bytes).
+const _: () = assert!(MAX_LEN <= 256);
 
 /// Largest QPN or PSN (24 bits).
 pub const MAX_24: u32 = 0xFF_FFFF;
@@ -88,7 +91,10 @@ pub struct VerbsCard {
     pub heap_base: u64,
     /// Heap length in bytes.
     pub heap_len: u64,
-    /// QPs toward the reader of this card: index 0 the control QP, then data.
+    /// QPs toward the reader of this card: index 0 the control QP, then
+    /// data. None (`n_qps` 0) in a *PE card*, the part every peer needs
+    /// (port address, heap), which travels in the bootstrap card; the QPNs
+    /// are per pair and travel in a *pair card*.
     pub qps: [QpAddr; MAX_QPS],
     /// How many of `qps` are used.
     pub n_qps: u8,
@@ -185,11 +191,11 @@ impl VerbsCard {
                 expected,
             })
         };
-        if !(2..=MAX_QPS as u8).contains(&self.n_qps) {
+        if self.n_qps != 0 && !(2..=MAX_QPS as u8).contains(&self.n_qps) {
             return field(
                 "qp count",
                 self.n_qps.into(),
-                "2 to 9 (control + 1..=8 data)",
+                "0 (a PE card) or 2 to 9 (control + 1..=8 data)",
             );
         }
         for q in self.qps() {
@@ -288,11 +294,11 @@ impl VerbsCard {
             return Err(CardError::Flags { flags });
         }
         let n_qps = b[3];
-        if !(2..=MAX_QPS as u8).contains(&n_qps) {
+        if n_qps != 0 && !(2..=MAX_QPS as u8).contains(&n_qps) {
             return Err(CardError::Field {
                 field: "qp count",
                 value: n_qps.into(),
-                expected: "2 to 9 (control + 1..=8 data)",
+                expected: "0 (a PE card) or 2 to 9 (control + 1..=8 data)",
             });
         }
         let mtu = Mtu::from_ibv(b[4].into()).ok_or(CardError::Field {
@@ -392,7 +398,11 @@ mod test {
         assert_eq!(v.len(), HEADER_LEN + 24);
         assert_eq!(&v[..6], &[MAGIC, VERSION, 3, 3, 3, 2]);
         assert_eq!(VerbsCard::decode(&v).unwrap(), c);
-        assert!(MAX_LEN <= 256, "fits the bootstrap card's verbs field");
+        let pe = VerbsCard { n_qps: 0, ..c };
+        let v = pe.to_vec().unwrap();
+        assert_eq!(v.len(), HEADER_LEN);
+        assert_eq!(VerbsCard::decode(&v).unwrap(), pe);
+        assert!(pe.qps().is_empty());
     }
 
     #[test]

@@ -191,6 +191,11 @@ impl CqCredits {
         self.used = self.used.saturating_sub(n);
     }
 
+    /// Credits free.
+    pub const fn available(&self) -> u64 {
+        (self.cap - self.used) as u64
+    }
+
     /// Credits in use.
     pub const fn used(&self) -> u32 {
         self.used
@@ -257,8 +262,9 @@ mod test {
         let mut c = CqCredits::new(2);
         assert!(c.take() && c.take());
         assert!(!c.take());
+        assert_eq!(c.available(), 0);
         c.give(5);
-        assert_eq!(c.used(), 0);
+        assert_eq!((c.used(), c.available()), (0, 2));
     }
 
     proptest! {

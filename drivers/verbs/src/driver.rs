@@ -1,0 +1,2221 @@
+//! The verbs transport: resources, connect and rebuild, the data path, and
+//! failure handling (crate docs).
+#![allow(unsafe_code)]
+
+use std::ptr;
+
+use switchyard_core::{
+    route::ContextId,
+    transport::{AtomicOp, Instant, LinkState, PollResult, Ticket, Transport},
+};
+
+use crate::{
+    Event, Result, VerbsError, VerbsStats,
+    atomic_plan::{AtomicPlan, Next, Wr},
+    card::{LinkLayer, MAX_QPS, QpAddr, VerbsCard},
+    params::{AtomicCap, DeviceLimits, Mtu, QpParams, VerbsConfig, derive},
+    probe,
+    qp_plan::{LocalQp, QpState, RemoteQp, plan_connect, plan_rebuild, psn_for},
+    seq::{Settle, SettleWindow},
+    signal::{CqCredits, SendQueue},
+    sys::{self, SendWr, Sge, Wc, access, send_flags},
+};
+
+/// Heap block size for data-QP placement: every byte of a block always goes
+/// over the same data QP, so operations on the same bytes stay ordered.
+pub const BLOCK: u64 = 64 << 10;
+/// Work requests chained per doorbell at most.
+const BATCH: usize = 16;
+/// Completions taken per poll.
+const POLL_BATCH: usize = 32;
+/// Progress steps between reads of the async event fd (a syscall).
+const ASYNC_EVERY: u32 = 256;
+/// Events kept until polled.
+const EVENT_RING: usize = 256;
+/// Smallest staging ring per QP (two blocks).
+const MIN_STAGE: u64 = 2 * BLOCK;
+/// Largest number of PEs (`wr_id` has 20 bits for the peer).
+const MAX_PES: u32 = 1 << 20;
+
+/// An operation offered for replay over the fallback transport after the
+/// verbs link failed ([`VerbsDriver::drain_replays`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay<'a> {
+    /// Write `bytes` at `offset` of `peer`'s heap.
+    Put {
+        /// The PE.
+        peer: u32,
+        /// Its sequence number on the verbs link (for logs and dedup).
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// The bytes (held in the driver's staging until drained).
+        bytes: &'a [u8],
+    },
+    /// Write `len` bytes of this PE's heap from `local_offset` to `offset`.
+    PutFromHeap {
+        /// The PE.
+        peer: u32,
+        /// Sequence number.
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// Offset in this PE's heap.
+        local_offset: u64,
+        /// Bytes.
+        len: u32,
+    },
+    /// Read `len` bytes at `offset` of the peer into this heap at `local_offset`.
+    GetIntoHeap {
+        /// The PE.
+        peer: u32,
+        /// Sequence number.
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// Offset in this PE's heap.
+        local_offset: u64,
+        /// Bytes.
+        len: u32,
+    },
+    /// A non-fetching atomic that never reached the device.
+    Atomic {
+        /// The PE.
+        peer: u32,
+        /// Sequence number.
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// The op.
+        op: AtomicOp,
+    },
+}
+
+/// What a send-queue slot carries until its WR is known complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    /// Nothing (an empty record).
+    Empty,
+    /// A put from staging (`at` = the ring position of its bytes).
+    PutStaged { offset: u64, len: u32, at: u64 },
+    /// A put from this PE's heap.
+    PutHeap {
+        offset: u64,
+        len: u32,
+        local_offset: u64,
+    },
+    /// A get into this PE's heap.
+    GetHeap {
+        offset: u64,
+        len: u32,
+        local_offset: u64,
+    },
+    /// A get into a ticket's buffer.
+    Get { ticket: u32 },
+    /// A step of an atomic (its ticket).
+    Atomic { ticket: u32, first: bool },
+    /// A quiet marker.
+    Marker,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    seq: u64,
+    what: What,
+    /// Staging ring head after this WR's bytes (to free in order).
+    stage_end: u64,
+}
+
+const EMPTY: Record = Record {
+    seq: 0,
+    what: What::Empty,
+    stage_end: 0,
+};
+
+/// One QP toward a peer, with its accounting, staging ring and batch.
+struct QpSlot {
+    qp: sys::Qp,
+    state: QpState,
+    sq: SendQueue,
+    /// WRs below this number reached the device (were accepted by post).
+    to_hw: u64,
+    /// Signaled WRs in flight (CQ credits held).
+    sig_in_flight: u32,
+    records: Box<[Record]>,
+    stage_off: usize,
+    stage_len: u64,
+    stage_head: u64,
+    stage_tail: u64,
+    batch: Box<[SendWr]>,
+    sges: Box<[Sge]>,
+    n_batch: usize,
+    inline_cap: u32,
+}
+
+impl QpSlot {
+    fn outstanding(&self) -> u64 {
+        self.sq.outstanding()
+    }
+
+    /// Where `len` staged bytes would go (ring position), without wrapping
+    /// inside a piece; `None` when the ring is too full.
+    fn stage_fit(&self, head: u64, len: u64) -> Option<(u64, u64)> {
+        let pos = head % self.stage_len;
+        let start = if pos + len > self.stage_len {
+            head + (self.stage_len - pos)
+        } else {
+            head
+        };
+        (start + len - self.stage_tail <= self.stage_len).then_some((start, start + len))
+    }
+}
+
+struct Peer {
+    qps: Box<[QpSlot]>,
+    remote: Option<VerbsCard>,
+    state: LinkState,
+    /// Incarnation in `wr_id` (bumped at every failure: older completions
+    /// are stale).
+    incarnation: u8,
+    /// PSN generation agreed with the peer.
+    generation: u32,
+    next_seq: u64,
+    settle: SettleWindow,
+    fence: bool,
+    /// Replays waiting for [`VerbsDriver::drain_replays`].
+    replays: Box<[Option<ReplayRec>]>,
+    n_replays: usize,
+    /// Failures to report through `quiet_poll` (atomics with unknown
+    /// outcome that nobody polls).
+    unreported: Option<VerbsError>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReplayRec {
+    seq: u64,
+    qp: u8,
+    what: What,
+    atomic: Option<(u64, AtomicOp)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TState {
+    Free,
+    Pending,
+    Done(u64),
+    Failed { unknown: bool },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TicketSlot {
+    tgen: u16,
+    state: TState,
+    peer: u32,
+    offset: u64,
+    seq: u64,
+    plan: Option<AtomicPlan>,
+    /// Whether the caller never polls it (a `Set`): freed when done.
+    internal: bool,
+    /// A next atomic step that found the queue full.
+    repost: Option<Wr>,
+}
+
+const FREE_TICKET: TicketSlot = TicketSlot {
+    tgen: 0,
+    state: TState::Free,
+    peer: 0,
+    offset: 0,
+    seq: 0,
+    plan: None,
+    internal: false,
+    repost: None,
+};
+
+/// The RDMA verbs transport of one PE (crate docs).
+pub struct VerbsDriver {
+    me: u32,
+    n_pes: u32,
+    seed: u64,
+    p: QpParams,
+    cfg: VerbsConfig,
+    port: u8,
+    link_layer: LinkLayer,
+    lid: u16,
+    gid: Option<[u8; 16]>,
+    gid_index: Option<u8>,
+    port_mtu: Mtu,
+    heap: *mut u8,
+    heap_len: u64,
+    owned_heap: Option<*mut [u64]>,
+    scratch: *mut [u64],
+    scratch_ptr: *mut u8,
+    get_off: usize,
+    atomic_off: usize,
+    peers: Vec<Option<Peer>>,
+    tickets: Box<[TicketSlot]>,
+    free_list: FreeList,
+    reposts: u32,
+    wc: Box<[Wc]>,
+    credits: CqCredits,
+    events: Box<[Option<Event>]>,
+    ev_head: usize,
+    ev_len: usize,
+    steps: u32,
+    stats: VerbsStats,
+    fatal: bool,
+    closed: bool,
+    // Verbs objects, released in this order by `release`.
+    scratch_mr: Option<sys::Mr>,
+    heap_mr: Option<sys::Mr>,
+    cq: Option<sys::Cq>,
+    pd: Option<sys::Pd>,
+    ctx: Option<sys::Ctx>,
+}
+
+// SAFETY: the driver owns its verbs objects, heap mapping (or borrows it
+// under `new`'s contract) and scratch exclusively; libibverbs objects may be
+// used from any thread, one at a time, which `&mut self` guarantees.
+unsafe impl Send for VerbsDriver {}
+
+/// `wr_id`: WR number (low 32 bits), QP index (4), incarnation (8), peer (20).
+const fn wr_id(peer: u32, qp: u8, inc: u8, index: u64) -> u64 {
+    (peer as u64) << 44 | (inc as u64) << 36 | ((qp as u64) & 0xF) << 32 | (index & 0xFFFF_FFFF)
+}
+
+const fn split_wr_id(id: u64) -> (u32, u8, u8, u32) {
+    (
+        (id >> 44) as u32,
+        ((id >> 32) & 0xF) as u8,
+        (id >> 36) as u8,
+        id as u32,
+    )
+}
+
+impl VerbsDriver {
+    /// Opens the device, registers `heap` and creates one CQ and the QPs
+    /// toward every other PE (in RESET until [`Transport::connect`]).
+    ///
+    /// # Safety
+    ///
+    /// `heap` must be valid for reads and writes of `heap_len` bytes, 8-byte
+    /// aligned, and stay mapped until the driver is closed or dropped; the
+    /// device reads and writes it asynchronously.
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::Unavailable`] with the probe's reason when RDMA cannot
+    /// be used here; [`VerbsError::Config`] for a bad setting;
+    /// [`VerbsError::Resource`] when a verbs call fails.
+    pub unsafe fn new(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap: *mut u8,
+        heap_len: u64,
+    ) -> Result<VerbsDriver> {
+        if n_pes == 0 || me >= n_pes || n_pes > MAX_PES {
+            return Err(VerbsError::InvalidPe { peer: me, n_pes });
+        }
+        let found = probe::probe();
+        if let Some(why) = &found.unavailable {
+            return Err(VerbsError::Unavailable {
+                reason: why.to_string(),
+            });
+        }
+        let chosen = match &cfg.device {
+            Some(d) => found
+                .ports
+                .iter()
+                .find(|p| &p.device == d && p.port == cfg.port && p.usable()),
+            None => found.ports.iter().find(|p| p.usable()),
+        }
+        .ok_or_else(|| VerbsError::Unavailable {
+            reason: format!(
+                "no usable port {} on {}",
+                cfg.port,
+                cfg.device.as_deref().unwrap_or("any device")
+            ),
+        })?;
+        let res = |call| move |source| VerbsError::Resource { call, source };
+        let (ctx, _name) = sys::Ctx::open(Some(&chosen.device)).map_err(res("ibv_open_device"))?;
+        let port = chosen.port;
+        let dattr = ctx.query_device().map_err(res("ibv_query_device"))?;
+        let pattr = ctx.query_port(port).map_err(res("ibv_query_port"))?;
+        let link_layer = LinkLayer::from_u8(pattr.link_layer).unwrap_or(LinkLayer::InfiniBand);
+        let port_mtu = Mtu::from_ibv(pattr.active_mtu).unwrap_or(Mtu::M1024);
+        let limits = DeviceLimits {
+            max_qp_wr: u32::try_from(dattr.max_qp_wr).unwrap_or(0),
+            max_cqe: u32::try_from(dattr.max_cqe).unwrap_or(0),
+            max_qp: u32::try_from(dattr.max_qp).unwrap_or(0),
+            max_sge: u32::try_from(dattr.max_sge).unwrap_or(0),
+            max_qp_init_rd_atom: u32::try_from(dattr.max_qp_init_rd_atom).unwrap_or(0),
+            max_qp_rd_atom: u32::try_from(dattr.max_qp_rd_atom).unwrap_or(0),
+            atomic_cap: match dattr.atomic_cap {
+                1 => AtomicCap::Hca,
+                2 => AtomicCap::Global,
+                _ => AtomicCap::None,
+            },
+            max_mr_size: dattr.max_mr_size,
+            active_mtu: port_mtu,
+        };
+        let p = derive(&cfg, &limits)?;
+        let gid_index = match cfg.gid_index {
+            Some(i) => Some(i),
+            None => chosen.best_gid().map(|g| g.index),
+        };
+        let gid = match gid_index {
+            Some(i) => Some(ctx.query_gid(port, i).map_err(res("ibv_query_gid"))?),
+            None => None,
+        };
+        let gid_index = gid_index.and_then(|i| u8::try_from(i).ok());
+        let n_peers = (n_pes - 1) as u64;
+        let qps_per_peer = 1 + u64::from(p.data_qps);
+        if n_peers * qps_per_peer > u64::from(limits.max_qp) {
+            return Err(VerbsError::Config(crate::params::ParamError {
+                field: "data_qps",
+                value: p.data_qps.to_string(),
+                expected: format!(
+                    "(1 + data_qps) * {n_peers} peers within the device's max_qp ({})",
+                    limits.max_qp
+                ),
+            }));
+        }
+        ctx.async_nonblocking()
+            .map_err(res("fcntl(async_fd, O_NONBLOCK)"))?;
+        let pd = sys::Pd::alloc(&ctx).map_err(res("ibv_alloc_pd"))?;
+        // SAFETY: the caller keeps the heap mapped for the driver's life.
+        let heap_mr = unsafe {
+            sys::Mr::register(
+                &pd,
+                heap,
+                usize::try_from(heap_len).unwrap_or(usize::MAX),
+                access::LOCAL_WRITE
+                    | access::REMOTE_WRITE
+                    | access::REMOTE_READ
+                    | access::REMOTE_ATOMIC,
+            )
+        }
+        .map_err(res("ibv_reg_mr (heap)"))?;
+        // Scratch: per-QP staging rings, get buffers, atomic result words.
+        let total_qps = (n_peers * qps_per_peer).max(1);
+        let stage_per_qp = (u64::from(cfg.staging_bytes) / total_qps).max(MIN_STAGE) & !63;
+        let stage_total = stage_per_qp * total_qps;
+        let get_bytes = u64::from(cfg.get_slots) * u64::from(cfg.get_slot_bytes);
+        let atomic_bytes = u64::from(cfg.get_slots) * 8;
+        let scratch_len = stage_total + get_bytes + atomic_bytes;
+        let words = usize::try_from(scratch_len.div_ceil(8)).map_err(|_| {
+            VerbsError::Config(crate::params::ParamError {
+                field: "staging_bytes",
+                value: cfg.staging_bytes.to_string(),
+                expected: "a scratch area that fits in memory".into(),
+            })
+        })?;
+        let scratch: *mut [u64] = Box::into_raw(vec![0u64; words].into_boxed_slice());
+        let scratch_ptr = scratch.cast::<u8>();
+        // SAFETY: the scratch lives until `release` frees it after this MR.
+        let scratch_mr =
+            match unsafe { sys::Mr::register(&pd, scratch_ptr, words * 8, access::LOCAL_WRITE) } {
+                Ok(mr) => mr,
+                Err(e) => {
+                    // SAFETY: the box was leaked just above and not yet shared.
+                    drop(unsafe { Box::from_raw(scratch) });
+                    return Err(res("ibv_reg_mr (scratch)")(e));
+                }
+            };
+        let flush_headroom = qps_per_peer * u64::from(p.sq_depth) * n_peers.min(4);
+        let cq_entries =
+            (u64::from(p.cq_depth) + flush_headroom).min(u64::from(limits.max_cqe)) as u32;
+        let mut drv = VerbsDriver {
+            me,
+            n_pes,
+            seed,
+            p,
+            cfg: cfg.clone(),
+            port,
+            link_layer,
+            lid: pattr.lid,
+            gid,
+            gid_index,
+            port_mtu,
+            heap,
+            heap_len,
+            owned_heap: None,
+            scratch,
+            scratch_ptr,
+            get_off: stage_total as usize,
+            atomic_off: (stage_total + get_bytes) as usize,
+            peers: Vec::with_capacity(n_pes as usize),
+            tickets: vec![FREE_TICKET; cfg.get_slots as usize].into_boxed_slice(),
+            free_list: FreeList {
+                idx: (0..cfg.get_slots)
+                    .rev()
+                    .collect::<Vec<u32>>()
+                    .into_boxed_slice(),
+                n: cfg.get_slots as usize,
+            },
+            reposts: 0,
+            wc: vec![Wc::default(); POLL_BATCH].into_boxed_slice(),
+            credits: CqCredits::new(p.cq_depth),
+            events: vec![None; EVENT_RING].into_boxed_slice(),
+            ev_head: 0,
+            ev_len: 0,
+            steps: 0,
+            stats: VerbsStats::default(),
+            fatal: false,
+            closed: false,
+            scratch_mr: Some(scratch_mr),
+            heap_mr: Some(heap_mr),
+            cq: None,
+            pd: Some(pd),
+            ctx: Some(ctx),
+        };
+        let cq = sys::Cq::create(drv.ctx(), cq_entries).map_err(res("ibv_create_cq"))?;
+        drv.cq = Some(cq);
+        let mut stage_off = 0usize;
+        for pe in 0..n_pes {
+            if pe == me {
+                drv.peers.push(None);
+                continue;
+            }
+            let mut qps = Vec::with_capacity(qps_per_peer as usize);
+            for qi in 0..qps_per_peer as u8 {
+                let tag = (pe as usize) << 8 | usize::from(qi);
+                let qp = sys::Qp::create(
+                    drv.ctx(),
+                    drv.pd.as_ref().expect("pd"),
+                    drv.cq.as_ref().expect("cq"),
+                    p.sq_depth,
+                    p.max_inline,
+                    tag,
+                )
+                .map_err(res("ibv_create_qp"))?;
+                let inline_cap = qp.cap.max_inline_data.min(p.max_inline);
+                let mut batch = vec![sys::empty_wr(); BATCH].into_boxed_slice();
+                for w in batch.iter_mut() {
+                    w.num_sge = 1;
+                }
+                qps.push(QpSlot {
+                    qp,
+                    state: QpState::Reset,
+                    sq: SendQueue::new(p.sq_depth, p.signal_every),
+                    to_hw: 0,
+                    sig_in_flight: 0,
+                    records: vec![EMPTY; p.sq_depth as usize].into_boxed_slice(),
+                    stage_off,
+                    stage_len: stage_per_qp,
+                    stage_head: 0,
+                    stage_tail: 0,
+                    batch,
+                    sges: vec![
+                        Sge {
+                            addr: 0,
+                            length: 0,
+                            lkey: 0
+                        };
+                        BATCH
+                    ]
+                    .into_boxed_slice(),
+                    n_batch: 0,
+                    inline_cap,
+                });
+                stage_off += stage_per_qp as usize;
+            }
+            let replay_cap = (qps_per_peer * u64::from(p.sq_depth)) as usize;
+            drv.peers.push(Some(Peer {
+                qps: qps.into_boxed_slice(),
+                remote: None,
+                state: LinkState::Down,
+                incarnation: 0,
+                generation: 0,
+                next_seq: 1,
+                settle: SettleWindow::new(),
+                fence: false,
+                replays: vec![None; replay_cap].into_boxed_slice(),
+                n_replays: 0,
+                unreported: None,
+            }));
+        }
+        Ok(drv)
+    }
+
+    /// [`VerbsDriver::new`] with a heap of `heap_len` zeroed bytes the driver
+    /// allocates and owns (tests, `switchyard perf`).
+    ///
+    /// # Errors
+    ///
+    /// As [`VerbsDriver::new`].
+    pub fn with_owned_heap(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap_len: u64,
+    ) -> Result<VerbsDriver> {
+        let words = usize::try_from(heap_len.div_ceil(8)).unwrap_or(usize::MAX);
+        let heap: *mut [u64] = Box::into_raw(vec![0u64; words.max(1)].into_boxed_slice());
+        // SAFETY: the heap is owned by the driver (freed in `release`, after
+        // its MR), 8-aligned and `heap_len` bytes long.
+        match unsafe { VerbsDriver::new(cfg, me, n_pes, seed, heap.cast(), heap_len) } {
+            Ok(mut d) => {
+                d.owned_heap = Some(heap);
+                Ok(d)
+            }
+            Err(e) => {
+                // SAFETY: leaked above and never shared.
+                drop(unsafe { Box::from_raw(heap) });
+                Err(e)
+            }
+        }
+    }
+
+    fn ctx(&self) -> &sys::Ctx {
+        self.ctx.as_ref().expect("context lives until release")
+    }
+
+    /// The derived parameters.
+    pub fn params(&self) -> &QpParams {
+        &self.p
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> VerbsStats {
+        self.stats
+    }
+
+    /// This PE's *PE card*: the port address and the heap (no QPs), for
+    /// the bootstrap card's `verbs` field.
+    pub fn pe_card(&self) -> VerbsCard {
+        VerbsCard {
+            link_layer: self.link_layer,
+            mtu: self.port_mtu,
+            lid: self.lid,
+            gid: self.gid,
+            atomics: self.p.atomics,
+            rkey: self.heap_mr.as_ref().map_or(0, sys::Mr::rkey),
+            heap_base: self.heap as u64,
+            heap_len: self.heap_len,
+            qps: [QpAddr::default(); MAX_QPS],
+            n_qps: 0,
+        }
+    }
+
+    /// This PE's *pair card* toward `peer`: QPNs and initial PSNs of the QPs this
+    /// driver created for that peer, plus the port address and the heap.
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::InvalidPe`] for this PE or one outside the job.
+    pub fn card_for(&self, peer: u32) -> Result<VerbsCard> {
+        let pe = self.peer_ref(peer)?;
+        let mut card = self.pe_card();
+        for (i, q) in pe.qps.iter().enumerate() {
+            card.qps[i] = QpAddr {
+                qpn: q.qp.qpn(),
+                psn: psn_for(self.seed, self.me, peer, i as u8, 0),
+            };
+        }
+        card.n_qps = pe.qps.len() as u8;
+        Ok(card)
+    }
+
+    /// Records `peer`'s card toward this PE (before [`Transport::connect`]).
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::Card`] when it does not match this driver (QP count,
+    /// link layer) or is invalid.
+    pub fn set_peer_card(&mut self, peer: u32, card: VerbsCard) -> Result<()> {
+        let ll = self.link_layer;
+        let pe = self.peer_mut(peer)?;
+        card.check()
+            .map_err(|source| VerbsError::Card { peer, source })?;
+        let bad = |field, value: u64, expected| VerbsError::Card {
+            peer,
+            source: crate::card::CardError::Field {
+                field,
+                value,
+                expected,
+            },
+        };
+        if usize::from(card.n_qps) != pe.qps.len() {
+            return Err(bad(
+                "qp count",
+                card.n_qps.into(),
+                "the same number of QPs as this PE (data_qps + 1)",
+            ));
+        }
+        if card.link_layer != ll {
+            return Err(bad(
+                "link layer",
+                card.link_layer.to_u8().into(),
+                "the same link layer as this PE's port",
+            ));
+        }
+        pe.remote = Some(card);
+        Ok(())
+    }
+
+    /// Decodes and records a peer's card bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`VerbsDriver::set_peer_card`], and [`VerbsError::Card`] for bad bytes.
+    pub fn set_peer_card_bytes(&mut self, peer: u32, bytes: &[u8]) -> Result<()> {
+        let card = VerbsCard::decode(bytes).map_err(|source| VerbsError::Card { peer, source })?;
+        self.set_peer_card(peer, card)
+    }
+
+    fn peer_ref(&self, peer: u32) -> Result<&Peer> {
+        let n_pes = self.n_pes;
+        self.peers
+            .get(peer as usize)
+            .and_then(Option::as_ref)
+            .ok_or(VerbsError::InvalidPe { peer, n_pes })
+    }
+
+    fn peer_mut(&mut self, peer: u32) -> Result<&mut Peer> {
+        let n_pes = self.n_pes;
+        self.peers
+            .get_mut(peer as usize)
+            .and_then(Option::as_mut)
+            .ok_or(VerbsError::InvalidPe { peer, n_pes })
+    }
+
+    fn local_qp(&self, psn: u32) -> LocalQp {
+        LocalQp {
+            port: self.port,
+            link_layer: self.link_layer,
+            gid_index: self.gid_index,
+            psn,
+        }
+    }
+
+    /// Brings every QP toward `peer` to RTS for `generation` (0: the first
+    /// connect, with the cards' PSNs; later: a rebuild, RESET first).
+    fn bring_up(&mut self, peer: u32, generation: u32, rebuild: bool) -> Result<()> {
+        let (me, seed, p) = (self.me, self.seed, self.p);
+        let local: Vec<LocalQp> = (0..MAX_QPS as u8)
+            .map(|qi| self.local_qp(psn_for(seed, me, peer, qi, generation)))
+            .collect();
+        let pe = self.peer_mut(peer)?;
+        let card = pe.remote.ok_or(VerbsError::PeerUnknown { peer })?;
+        for (qi, q) in pe.qps.iter_mut().enumerate() {
+            let addr = card.qps()[qi];
+            let remote = RemoteQp {
+                qpn: addr.qpn,
+                psn: if generation == 0 {
+                    addr.psn
+                } else {
+                    psn_for(seed, peer, me, qi as u8, generation)
+                },
+                lid: card.lid,
+                gid: card.gid,
+                mtu: card.mtu,
+            };
+            let plan = if rebuild {
+                plan_rebuild(q.state, &local[qi], &remote, &p)
+            } else {
+                plan_connect(q.state, &local[qi], &remote, &p)
+            }
+            .map_err(|source| VerbsError::Plan {
+                peer,
+                qp: qi as u8,
+                source,
+            })?;
+            for step in plan.steps() {
+                q.qp.modify(step).map_err(|source| VerbsError::Modify {
+                    peer,
+                    qp: qi as u8,
+                    state: step.target(),
+                    source,
+                })?;
+                q.state = step.target();
+            }
+        }
+        pe.generation = generation;
+        Ok(())
+    }
+
+    /// Rebuilds the QPs toward `peer` for `generation` (agreed with the
+    /// peer after [`Event::RebuildNeeded`]): RESET→INIT→RTR→RTS on the same
+    /// QPs with the generation's PSNs. The peer stays Down until
+    /// [`VerbsDriver::peer_rebuilt`].
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::Modify`] or [`VerbsError::Plan`] when a transition
+    /// fails (the peer stays in Error); [`VerbsError::PeerDown`] while
+    /// replays are still waiting to be drained.
+    pub fn rebuild(&mut self, peer: u32, generation: u32) -> Result<()> {
+        let pe = self.peer_mut(peer)?;
+        if pe.n_replays > 0 {
+            return Err(VerbsError::PeerDown { peer });
+        }
+        if generation <= pe.generation {
+            return Err(VerbsError::Plan {
+                peer,
+                qp: 0,
+                source: crate::qp_plan::PlanError::Attr {
+                    field: "generation",
+                    value: generation.into(),
+                    expected: "a generation above the current one",
+                },
+            });
+        }
+        for q in pe.qps.iter_mut() {
+            q.stage_head = 0;
+            q.stage_tail = 0;
+        }
+        self.bring_up(peer, generation, true)?;
+        self.stats.rebuilds += 1;
+        let pe = self.peer_mut(peer)?;
+        pe.state = LinkState::Down;
+        self.push_event(Event::Rebuilt { peer, generation });
+        Ok(())
+    }
+
+    /// The peer reported its QPs at RTS for `generation`: the link is Up.
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::PeerDown`] when this side is not rebuilt to that
+    /// generation.
+    pub fn peer_rebuilt(&mut self, peer: u32, generation: u32) -> Result<()> {
+        let pe = self.peer_mut(peer)?;
+        if pe.generation != generation || pe.qps.iter().any(|q| q.state != QpState::Rts) {
+            return Err(VerbsError::PeerDown { peer });
+        }
+        pe.state = LinkState::Up;
+        self.push_event(Event::Link {
+            peer,
+            state: LinkState::Up,
+        });
+        Ok(())
+    }
+
+    /// The next event, once.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.ev_len == 0 {
+            return None;
+        }
+        let e = self.events[self.ev_head].take();
+        self.ev_head = (self.ev_head + 1) % EVENT_RING;
+        self.ev_len -= 1;
+        e
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.ev_len == EVENT_RING {
+            // Full: drop the oldest (the newest state matters most).
+            self.ev_head = (self.ev_head + 1) % EVENT_RING;
+            self.ev_len -= 1;
+        }
+        let at = (self.ev_head + self.ev_len) % EVENT_RING;
+        self.events[at] = Some(e);
+        self.ev_len += 1;
+    }
+
+    /// Calls `f` with every operation waiting for replay over the fallback
+    /// (each once: settled by sequence), then frees what they held.
+    pub fn drain_replays(&mut self, mut f: impl FnMut(Replay<'_>)) {
+        let scratch = self.scratch_ptr;
+        for (pe_idx, slot) in self.peers.iter_mut().enumerate() {
+            let Some(pe) = slot else { continue };
+            if pe.n_replays == 0 {
+                continue;
+            }
+            let peer = pe_idx as u32;
+            for r in pe.replays.iter_mut().take(pe.n_replays) {
+                let Some(r) = r.take() else { continue };
+                let replay = match (r.what, r.atomic) {
+                    (_, Some((offset, op))) => Replay::Atomic {
+                        peer,
+                        seq: r.seq,
+                        offset,
+                        op,
+                    },
+                    (What::PutStaged { offset, len, at }, None) => {
+                        let q = &pe.qps[usize::from(r.qp)];
+                        let start = q.stage_off + (at % q.stage_len) as usize;
+                        // SAFETY: the staged bytes lie inside the scratch
+                        // allocation and the QP is reset (the device no
+                        // longer reads them).
+                        let bytes =
+                            unsafe { std::slice::from_raw_parts(scratch.add(start), len as usize) };
+                        Replay::Put {
+                            peer,
+                            seq: r.seq,
+                            offset,
+                            bytes,
+                        }
+                    }
+                    (
+                        What::PutHeap {
+                            offset,
+                            len,
+                            local_offset,
+                        },
+                        None,
+                    ) => Replay::PutFromHeap {
+                        peer,
+                        seq: r.seq,
+                        offset,
+                        local_offset,
+                        len,
+                    },
+                    (
+                        What::GetHeap {
+                            offset,
+                            len,
+                            local_offset,
+                        },
+                        None,
+                    ) => Replay::GetIntoHeap {
+                        peer,
+                        seq: r.seq,
+                        offset,
+                        local_offset,
+                        len,
+                    },
+                    _ => continue,
+                };
+                f(replay);
+            }
+            pe.n_replays = 0;
+            for q in pe.qps.iter_mut() {
+                q.stage_tail = q.stage_head;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Data path helpers
+
+    fn check_up(&self, peer: u32) -> Result<&Peer> {
+        if self.closed {
+            return Err(VerbsError::Closed { peer: Some(peer) });
+        }
+        if self.fatal {
+            return Err(VerbsError::DeviceFatal);
+        }
+        let pe = self.peer_ref(peer)?;
+        if pe.remote.is_none() {
+            return Err(VerbsError::PeerUnknown { peer });
+        }
+        if pe.state != LinkState::Up {
+            return Err(VerbsError::PeerDown { peer });
+        }
+        Ok(pe)
+    }
+
+    fn remote_bounds(&self, peer: u32, offset: u64, len: u64) -> Result<VerbsCard> {
+        let card = self
+            .check_up(peer)?
+            .remote
+            .ok_or(VerbsError::PeerUnknown { peer })?;
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > card.heap_len)
+        {
+            return Err(VerbsError::OutOfBounds {
+                peer,
+                offset,
+                len,
+                heap_len: card.heap_len,
+            });
+        }
+        Ok(card)
+    }
+
+    fn local_bounds(&self, offset: u64, len: u64) -> Result<()> {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.heap_len)
+        {
+            return Err(VerbsError::OutOfBounds {
+                peer: self.me,
+                offset,
+                len,
+                heap_len: self.heap_len,
+            });
+        }
+        Ok(())
+    }
+
+    fn data_qp(&self, offset: u64) -> usize {
+        1 + ((offset / BLOCK) % u64::from(self.p.data_qps)) as usize
+    }
+
+    fn would_block(&mut self, peer: u32, what: &'static str) -> VerbsError {
+        self.stats.would_block += 1;
+        VerbsError::WouldBlock { peer, what }
+    }
+
+    /// A pending fence before posting to QP `qi` of `peer`: the peer's other
+    /// QPs must drain first (markers make them report); then the next WR on
+    /// `qi` carries `IBV_SEND_FENCE` (it also waits for earlier reads and
+    /// atomics on `qi`). Returns whether to set the flag; the caller clears
+    /// the fence once that WR is queued.
+    fn fence_check(&mut self, peer: u32, qi: usize) -> Result<bool> {
+        let pe = self.peer_ref(peer)?;
+        if !pe.fence {
+            return Ok(false);
+        }
+        let n = pe.qps.len();
+        let busy = pe
+            .qps
+            .iter()
+            .enumerate()
+            .any(|(i, q)| i != qi && q.outstanding() > 0);
+        if busy {
+            self.stats.fence_waits += 1;
+            for i in (0..n).filter(|&i| i != qi) {
+                self.flush_qp(peer, i);
+                let _ = self.marker(peer, i);
+            }
+            self.poll_cq();
+            return Err(self.would_block(peer, "fence"));
+        }
+        Ok(true)
+    }
+
+    fn fence_done(&mut self, peer: u32) {
+        if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+            pe.fence = false;
+        }
+    }
+
+    /// Sequence numbers for `n` operations toward `peer`, if the settle
+    /// window has room for all of them.
+    fn seqs_fit(&self, peer: u32, n: u64) -> bool {
+        self.peer_ref(peer)
+            .is_ok_and(|pe| pe.settle.can_issue(pe.next_seq + n.saturating_sub(1)))
+    }
+
+    /// Queues one WR on QP `qi` of `peer`. `sge` is (addr, len, lkey) or
+    /// `None` for a zero-length WR. Posts the batch when full or `flush`.
+    #[allow(clippy::too_many_arguments)]
+    fn queue_wr(
+        &mut self,
+        peer: u32,
+        qi: usize,
+        what: What,
+        seq: u64,
+        opcode: u32,
+        sge: Option<(u64, u32, u32)>,
+        remote: (u64, u32),
+        atomic: Option<(u64, u64)>,
+        must_signal: bool,
+        fence: bool,
+        inline: bool,
+        stage_end: u64,
+    ) -> Result<()> {
+        if self.peer_ref(peer)?.qps[qi].n_batch == BATCH {
+            self.flush_qp(peer, qi);
+        }
+        if self.peer_ref(peer)?.qps[qi].sq.free() == 0 {
+            return Err(self.would_block(peer, "send queue"));
+        }
+        let pe_inc;
+        let slot;
+        {
+            let n_pes = self.n_pes;
+            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+                return Err(VerbsError::InvalidPe { peer, n_pes });
+            };
+            pe_inc = pe.incarnation;
+            let q = &mut pe.qps[qi];
+            let (run, last) = q.sq.checkpoint();
+            slot = match q.sq.reserve(must_signal) {
+                Ok(s) => s,
+                Err(_) => return Err(self.would_block(peer, "send queue")),
+            };
+            if slot.signaled && !self.credits.take() {
+                q.sq.unreserve(slot, run, last);
+                return Err(self.would_block(peer, "completion queue credits"));
+            }
+            if slot.signaled {
+                q.sig_in_flight += 1;
+            }
+            let depth = q.records.len() as u64;
+            q.records[(slot.index % depth) as usize] = Record {
+                seq,
+                what,
+                stage_end,
+            };
+            let n = q.n_batch;
+            let wr = &mut q.batch[n];
+            wr.wr_id = wr_id(peer, qi as u8, pe_inc, slot.index);
+            wr.opcode = opcode;
+            wr.send_flags = if slot.signaled {
+                send_flags::SIGNALED
+            } else {
+                0
+            } | if fence { send_flags::FENCE } else { 0 }
+                | if inline { send_flags::INLINE } else { 0 };
+            match sge {
+                Some((addr, length, lkey)) => {
+                    q.sges[n] = Sge { addr, length, lkey };
+                    wr.num_sge = 1;
+                }
+                None => wr.num_sge = 0,
+            }
+            match atomic {
+                Some((compare_add, swap)) => {
+                    sys::set_atomic(wr, remote.0, remote.1, compare_add, swap)
+                }
+                None => sys::set_rdma(wr, remote.0, remote.1),
+            }
+            q.n_batch += 1;
+            q.stage_head = q.stage_head.max(stage_end);
+        }
+        self.stats.wrs += 1;
+        if slot.signaled {
+            self.stats.signaled += 1;
+        }
+        if inline {
+            self.stats.inline_wrs += 1;
+        }
+        if must_signal || self.peer_ref(peer)?.qps[qi].n_batch == BATCH {
+            self.flush_qp(peer, qi);
+        }
+        Ok(())
+    }
+
+    /// Posts QP `qi`'s batch with one doorbell. A failed post fails the peer.
+    fn flush_qp(&mut self, peer: u32, qi: usize) {
+        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        let q = &mut pe.qps[qi];
+        let n = q.n_batch;
+        if n == 0 {
+            return;
+        }
+        let base = q.batch.as_mut_ptr();
+        let sges = q.sges.as_mut_ptr();
+        for i in 0..n {
+            // SAFETY: `i < n <= BATCH`, inside both arrays; the chain points
+            // only into this QP's own arrays, which do not move.
+            unsafe {
+                let w = base.add(i);
+                (*w).sg_list = sges.add(i);
+                (*w).next = if i + 1 < n {
+                    base.add(i + 1)
+                } else {
+                    ptr::null_mut()
+                };
+            }
+        }
+        // SAFETY: the chain is valid (above); every SGE points into the
+        // registered heap or scratch, which outlive the WRs (the QP is reset
+        // before either is released), and inline data is read during the call.
+        let r = unsafe { q.qp.post(base) };
+        q.n_batch = 0;
+        self.stats.doorbells += 1;
+        match r {
+            Ok(()) => q.to_hw = q.sq.posted(),
+            Err((_errno, accepted)) => {
+                q.to_hw = q.sq.posted() - (n - accepted) as u64;
+                self.fail_peer(peer);
+            }
+        }
+    }
+
+    /// Posts a signaled zero-length write on QP `qi` of `peer` when its
+    /// outstanding WRs end unsignaled (so a completion will report them).
+    fn marker(&mut self, peer: u32, qi: usize) -> Result<()> {
+        let (needs, card) = {
+            let pe = self.peer_ref(peer)?;
+            let q = &pe.qps[qi];
+            (q.outstanding() > 0 && q.sq.tail_unsignaled(), pe.remote)
+        };
+        if !needs {
+            return Ok(());
+        }
+        let card = card.ok_or(VerbsError::PeerUnknown { peer })?;
+        self.stats.markers += 1;
+        let end = self.peer_ref(peer)?.qps[qi].stage_head;
+        self.queue_wr(
+            peer,
+            qi,
+            What::Marker,
+            0,
+            sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            None,
+            (card.heap_base, card.rkey),
+            None,
+            true,
+            false,
+            false,
+            end,
+        )
+    }
+
+    fn next_seq(&mut self, peer: u32) -> Result<u64> {
+        let pe = self.peer_mut(peer)?;
+        let seq = pe.next_seq;
+        if !pe.settle.can_issue(seq) {
+            return Err(self.would_block(peer, "sequence window"));
+        }
+        self.peer_mut(peer)?.next_seq += 1;
+        Ok(seq)
+    }
+
+    fn take_ticket(&mut self, peer: u32) -> Result<u32> {
+        if self.free_list.n == 0 {
+            return Err(self.would_block(peer, "tickets"));
+        }
+        self.free_list.n -= 1;
+        Ok(self.free_list.idx[self.free_list.n])
+    }
+
+    fn free_ticket(&mut self, idx: u32) {
+        release_ticket(&mut self.tickets, &mut self.free_list, idx);
+    }
+
+    fn ticket_of(&self, peer: u32, slot: u32) -> Result<u32> {
+        let idx = slot & 0xFFFF;
+        match self.tickets.get(idx as usize) {
+            Some(t)
+                if t.state != TState::Free && u32::from(t.tgen) == slot >> 16 && t.peer == peer =>
+            {
+                Ok(idx)
+            }
+            _ => Err(VerbsError::StaleTicket { peer, slot }),
+        }
+    }
+
+    /// Posts one atomic step for ticket `idx` on the control QP.
+    fn post_atomic(&mut self, idx: u32, wr: Wr, first: bool) -> Result<()> {
+        let t = self.tickets[idx as usize];
+        let peer = t.peer;
+        let card = self
+            .peer_ref(peer)?
+            .remote
+            .ok_or(VerbsError::PeerUnknown { peer })?;
+        let lkey = self.scratch_mr.as_ref().map_or(0, sys::Mr::lkey);
+        let local = self.scratch_ptr as u64 + (self.atomic_off + 8 * idx as usize) as u64;
+        let (opcode, word_offset, ops) = match wr {
+            Wr::FetchAdd { word_offset, add } => (
+                sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD,
+                word_offset,
+                (add, 0),
+            ),
+            Wr::CompareSwap {
+                word_offset,
+                compare,
+                swap,
+            } => (
+                sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP,
+                word_offset,
+                (compare, swap),
+            ),
+        };
+        let fence = first && self.fence_check(peer, 0)?;
+        let end = self.peer_ref(peer)?.qps[0].stage_head;
+        self.queue_wr(
+            peer,
+            0,
+            What::Atomic { ticket: idx, first },
+            t.seq,
+            opcode,
+            Some((local, 8, lkey)),
+            (card.heap_base + word_offset, card.rkey),
+            Some(ops),
+            true,
+            fence,
+            false,
+            end,
+        )?;
+        if fence {
+            self.fence_done(peer);
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------
+    // Completions and failures
+
+    /// Polls the CQ once (a batch). Returns whether anything was reaped.
+    fn poll_cq(&mut self) -> bool {
+        let Some(cq) = self.cq.as_ref() else {
+            return false;
+        };
+        let n = match cq.poll(&mut self.wc) {
+            Ok(n) => n,
+            Err(_) => {
+                self.device_failed();
+                return false;
+            }
+        };
+        for i in 0..n {
+            let wc = self.wc[i];
+            self.on_completion(&wc);
+        }
+        n > 0
+    }
+
+    fn on_completion(&mut self, wc: &Wc) {
+        let (peer, qi, inc, low) = split_wr_id(wc.wr_id());
+        let ok = wc.is_valid();
+        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            self.stats.stale_completions += 1;
+            return;
+        };
+        if pe.incarnation != inc || usize::from(qi) >= pe.qps.len() {
+            // A flush of an earlier incarnation: its credits were returned
+            // when the peer failed.
+            self.stats.stale_completions += 1;
+            return;
+        }
+        if !ok {
+            self.stats.completion_errors += 1;
+            let q = &mut pe.qps[usize::from(qi)];
+            if q.sig_in_flight > 0 {
+                q.sig_in_flight -= 1;
+                self.credits.give(1);
+            }
+            self.fail_peer(peer);
+            return;
+        }
+        let q = &mut pe.qps[usize::from(qi)];
+        let Some(index) = q.sq.resolve(low) else {
+            self.stats.stale_completions += 1;
+            return;
+        };
+        let from = q.sq.posted() - q.sq.outstanding();
+        if q.sq.complete(index).is_err() {
+            self.stats.stale_completions += 1;
+            return;
+        }
+        q.sig_in_flight = q.sig_in_flight.saturating_sub(1);
+        self.credits.give(1);
+        self.stats.completions += 1;
+        self.retire_rest(peer, usize::from(qi), from, index);
+    }
+
+    /// Retires records `from..=to` of QP `qi` (split out of
+    /// `on_completion` so the ticket table can be borrowed per record).
+    fn retire_rest(&mut self, peer: u32, qi: usize, from: u64, to: u64) {
+        let mut i = from;
+        while i <= to {
+            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+                return;
+            };
+            let q = &mut pe.qps[qi];
+            let depth = q.records.len() as u64;
+            let rec = std::mem::replace(&mut q.records[(i % depth) as usize], EMPTY);
+            q.stage_tail = q.stage_tail.max(rec.stage_end.min(q.stage_head));
+            // An atomic is settled when its last step is done.
+            if rec.seq != 0 && !matches!(rec.what, What::Atomic { .. }) {
+                let _ = pe.settle.settle(rec.seq);
+            }
+            match rec.what {
+                What::Get { ticket } => {
+                    if let Some(t) = self.tickets.get_mut(ticket as usize) {
+                        t.state = TState::Done(0);
+                    }
+                }
+                What::Atomic { ticket, .. } => self.atomic_step(ticket),
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+
+    /// An atomic WR of ticket `idx` completed: read the fetched word and
+    /// finish or post the next compare-swap.
+    fn atomic_step(&mut self, idx: u32) {
+        let at = self.atomic_off + 8 * idx as usize;
+        // SAFETY: the word lies in the scratch allocation, 8-aligned (the
+        // scratch is u64s and `atomic_off` is a multiple of 8); the device
+        // wrote it before the completion was polled.
+        let word = unsafe { ptr::read_volatile(self.scratch_ptr.add(at).cast::<u64>()) };
+        let t = &mut self.tickets[idx as usize];
+        let Some(plan) = t.plan.as_mut() else { return };
+        let before = plan.retries();
+        let next = plan.on_result(word);
+        self.stats.cas_retries += u64::from(plan.retries() - before);
+        match next {
+            Next::Done(v) => {
+                t.state = TState::Done(v);
+                let (peer, seq, internal) = (t.peer, t.seq, t.internal);
+                if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+                    let _ = pe.settle.settle(seq);
+                }
+                if internal {
+                    self.free_ticket(idx);
+                }
+            }
+            Next::Post(wr) => {
+                if self.post_atomic(idx, wr, false).is_err() {
+                    self.tickets[idx as usize].repost = Some(wr);
+                    self.reposts += 1;
+                }
+            }
+        }
+    }
+
+    /// Retries atomic steps that found the control queue full.
+    fn retry_reposts(&mut self) {
+        if self.reposts == 0 {
+            return;
+        }
+        for idx in 0..self.tickets.len() as u32 {
+            if let Some(wr) = self.tickets[idx as usize].repost
+                && self.tickets[idx as usize].state == TState::Pending
+                && self.post_atomic(idx, wr, false).is_ok()
+            {
+                self.tickets[idx as usize].repost = None;
+                self.reposts -= 1;
+            }
+        }
+    }
+
+    /// Takes `peer` to Error: resets its QPs, settles every outstanding
+    /// operation once (replay, fail, or unknown), reports the events.
+    fn fail_peer(&mut self, peer: u32) {
+        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        if pe.state == LinkState::Error || pe.remote.is_none() {
+            return; // already failed, or never connected
+        }
+        pe.state = LinkState::Error;
+        pe.incarnation = pe.incarnation.wrapping_add(1);
+        self.stats.peer_failures += 1;
+        let mut give = 0u32;
+        for qi in 0..pe.qps.len() {
+            let q = &mut pe.qps[qi];
+            let _ = q.qp.modify(&crate::qp_plan::Step::Reset);
+            q.state = QpState::Reset;
+            give += q.sig_in_flight;
+            q.sig_in_flight = 0;
+            q.n_batch = 0;
+            let depth = q.records.len() as u64;
+            let first = q.sq.posted() - q.sq.outstanding();
+            for i in first..q.sq.posted() {
+                let rec = std::mem::replace(&mut q.records[(i % depth) as usize], EMPTY);
+                let reached = i < q.to_hw;
+                if rec.seq == 0 || pe.settle.settle(rec.seq) != Settle::New {
+                    continue; // markers, and anything already settled
+                }
+                match rec.what {
+                    What::PutStaged { .. } | What::PutHeap { .. } | What::GetHeap { .. } => {
+                        if pe.n_replays < pe.replays.len() {
+                            pe.replays[pe.n_replays] = Some(ReplayRec {
+                                seq: rec.seq,
+                                qp: qi as u8,
+                                what: rec.what,
+                                atomic: None,
+                            });
+                            pe.n_replays += 1;
+                            self.stats.replays += 1;
+                        } else if pe.unreported.is_none() {
+                            pe.unreported = Some(VerbsError::PeerDown { peer });
+                        }
+                    }
+                    What::Get { ticket } => {
+                        fail_ticket(&mut self.tickets, ticket, false, &mut self.stats)
+                    }
+                    What::Atomic { ticket, .. } => {
+                        // Only a native op's WR or the emulation's winning
+                        // compare-swap changes the word; earlier steps were
+                        // reads or lost compare-swaps. So a step that never
+                        // reached the device means the op was not applied.
+                        let t = self.tickets[ticket as usize];
+                        if !reached && t.internal && pe.n_replays < pe.replays.len() {
+                            pe.replays[pe.n_replays] = Some(ReplayRec {
+                                seq: rec.seq,
+                                qp: 0,
+                                what: rec.what,
+                                atomic: t.plan.map(|p| (t.offset, *p.op())),
+                            });
+                            pe.n_replays += 1;
+                            self.stats.replays += 1;
+                            release_ticket(&mut self.tickets, &mut self.free_list, ticket);
+                        } else {
+                            if t.internal && pe.unreported.is_none() {
+                                pe.unreported = Some(if reached {
+                                    VerbsError::OutcomeUnknown {
+                                        peer,
+                                        offset: t.offset,
+                                    }
+                                } else {
+                                    VerbsError::PeerDown { peer }
+                                });
+                            }
+                            fail_ticket(&mut self.tickets, ticket, reached, &mut self.stats);
+                            if t.internal {
+                                release_ticket(&mut self.tickets, &mut self.free_list, ticket);
+                            }
+                        }
+                    }
+                    What::Marker | What::Empty => {}
+                }
+            }
+            q.sq.reset();
+            q.to_hw = q.sq.posted();
+        }
+        self.credits.give(give);
+        // Atomics whose next compare-swap was waiting for room never
+        // applied it: replay the non-fetching ones, fail the others (safe to
+        // retry elsewhere).
+        let pe = self.peers[peer as usize]
+            .as_mut()
+            .expect("peer checked above");
+        for idx in 0..self.tickets.len() {
+            let t = self.tickets[idx];
+            if t.peer != peer || t.repost.is_none() || t.state != TState::Pending {
+                continue;
+            }
+            self.tickets[idx].repost = None;
+            self.reposts = self.reposts.saturating_sub(1);
+            if pe.settle.settle(t.seq) != Settle::New {
+                continue;
+            }
+            if t.internal && pe.n_replays < pe.replays.len() {
+                pe.replays[pe.n_replays] = Some(ReplayRec {
+                    seq: t.seq,
+                    qp: 0,
+                    what: What::Atomic {
+                        ticket: idx as u32,
+                        first: false,
+                    },
+                    atomic: t.plan.map(|p| (t.offset, *p.op())),
+                });
+                pe.n_replays += 1;
+                self.stats.replays += 1;
+            } else {
+                fail_ticket(&mut self.tickets, idx as u32, false, &mut self.stats);
+                if t.internal && pe.unreported.is_none() {
+                    pe.unreported = Some(VerbsError::PeerDown { peer });
+                }
+            }
+            if t.internal {
+                release_ticket(&mut self.tickets, &mut self.free_list, idx as u32);
+            }
+        }
+        let generation = self.peers[peer as usize]
+            .as_ref()
+            .map_or(0, |p| p.generation)
+            + 1;
+        self.push_event(Event::Link {
+            peer,
+            state: LinkState::Error,
+        });
+        self.push_event(Event::RebuildNeeded { peer, generation });
+    }
+
+    fn device_failed(&mut self) {
+        if self.fatal {
+            return;
+        }
+        self.fatal = true;
+        for peer in 0..self.n_pes {
+            self.fail_peer(peer);
+        }
+        self.push_event(Event::DeviceFatal);
+    }
+
+    fn async_events(&mut self) -> bool {
+        let mut any = false;
+        while let Some(ev) = self.ctx.as_ref().and_then(sys::Ctx::next_async_event) {
+            any = true;
+            self.stats.async_events += 1;
+            use sys::event::*;
+            match ev.kind {
+                QP_FATAL | QP_REQ_ERR | QP_ACCESS_ERR | PATH_MIG_ERR => {
+                    if let Some(tag) = ev.qp_context {
+                        self.fail_peer((tag >> 8) as u32);
+                    }
+                }
+                PORT_ERR => {
+                    for peer in 0..self.n_pes {
+                        self.fail_peer(peer);
+                    }
+                    self.push_event(Event::PortDown {
+                        port: ev.port.unwrap_or(self.port),
+                    });
+                }
+                PORT_ACTIVE => self.push_event(Event::PortActive {
+                    port: ev.port.unwrap_or(self.port),
+                }),
+                DEVICE_FATAL | CQ_ERR => self.device_failed(),
+                _ => {}
+            }
+        }
+        any
+    }
+
+    fn release(&mut self) {
+        // QPs before the CQ, MRs and QPs before the PD, all before the context.
+        for p in self.peers.iter_mut().flatten() {
+            p.qps = Box::new([]);
+        }
+        self.scratch_mr = None;
+        self.heap_mr = None;
+        self.cq = None;
+        self.pd = None;
+        self.ctx = None;
+        if !self.scratch.is_null() {
+            // SAFETY: leaked in `new`; its MR is gone, nothing points into it.
+            drop(unsafe { Box::from_raw(self.scratch) });
+            self.scratch = ptr::slice_from_raw_parts_mut(ptr::null_mut(), 0);
+        }
+        if let Some(h) = self.owned_heap.take() {
+            // SAFETY: leaked in `with_owned_heap`; its MR is gone.
+            drop(unsafe { Box::from_raw(h) });
+        }
+    }
+
+    /// Puts `len` bytes (from staging `src` or the heap) at `offset`,
+    /// split at block boundaries, one sequence number per piece. Checks room
+    /// for every piece first (SQ slots, staging, CQ credits, sequence
+    /// window, fence), so a put is queued whole or not at all.
+    fn put_pieces(
+        &mut self,
+        peer: u32,
+        offset: u64,
+        len: u64,
+        src: Option<&[u8]>,
+        local_offset: u64,
+    ) -> Result<()> {
+        let card = self.remote_bounds(peer, offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let fence = self.fence_check(peer, self.data_qp(offset))?;
+        let pieces = self.dry_run(peer, offset, len, src.is_some())?;
+        let heap_lkey = self.heap_mr.as_ref().map_or(0, sys::Mr::lkey);
+        let scratch_lkey = self.scratch_mr.as_ref().map_or(0, sys::Mr::lkey);
+        let (mut at, mut done) = (offset, 0u64);
+        for piece in 0..pieces {
+            let n = (BLOCK - at % BLOCK).min(offset + len - at);
+            let qi = self.data_qp(at);
+            let (what, sge, inline, end) = match src {
+                Some(bytes) => {
+                    let q = &self.peer_ref(peer)?.qps[qi];
+                    let (start, end) =
+                        q.stage_fit(q.stage_head, n).ok_or(VerbsError::WouldBlock {
+                            peer,
+                            what: "staging",
+                        })?;
+                    let inline = n <= u64::from(q.inline_cap);
+                    let dst = q.stage_off + (start % q.stage_len) as usize;
+                    // SAFETY: `dst..dst + n` lies in this QP's staging ring
+                    // inside the scratch allocation, and the ring accounting
+                    // says the device no longer reads it; `done + n` is
+                    // within `bytes`.
+                    unsafe {
+                        ptr::copy_nonoverlapping(
+                            bytes.as_ptr().add(done as usize),
+                            self.scratch_ptr.add(dst),
+                            n as usize,
+                        );
+                    }
+                    (
+                        What::PutStaged {
+                            offset: at,
+                            len: n as u32,
+                            at: start,
+                        },
+                        (self.scratch_ptr as u64 + dst as u64, n as u32, scratch_lkey),
+                        inline,
+                        end,
+                    )
+                }
+                None => (
+                    What::PutHeap {
+                        offset: at,
+                        len: n as u32,
+                        local_offset: local_offset + done,
+                    },
+                    (self.heap as u64 + local_offset + done, n as u32, heap_lkey),
+                    false,
+                    self.peer_ref(peer)?.qps[qi].stage_head,
+                ),
+            };
+            let seq = self.next_seq(peer)?;
+            self.queue_wr(
+                peer,
+                qi,
+                what,
+                seq,
+                sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+                Some(sge),
+                (card.heap_base + at, card.rkey),
+                None,
+                false,
+                fence && piece == 0,
+                inline,
+                end,
+            )?;
+            if piece == 0 && fence {
+                self.fence_done(peer);
+            }
+            done += n;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Checks that the pieces of an operation of `len` bytes at `offset`
+    /// fit: SQ slots per QP, staging (when `staged`), CQ credits (as if
+    /// every piece were signaled) and the sequence window. Returns the
+    /// number of pieces.
+    fn dry_run(&mut self, peer: u32, offset: u64, len: u64, staged: bool) -> Result<u64> {
+        let mut heads = [0u64; MAX_QPS];
+        let mut slots = [0u32; MAX_QPS];
+        let mut pieces = 0u64;
+        let mut short: Option<&'static str> = None;
+        {
+            let pe = self.peer_ref(peer)?;
+            for (i, q) in pe.qps.iter().enumerate() {
+                heads[i] = q.stage_head;
+                // A full batch is posted before the next WR: no slot is lost.
+                slots[i] = q.sq.free();
+            }
+            let mut at = offset;
+            while at < offset + len {
+                let n = (BLOCK - at % BLOCK).min(offset + len - at);
+                let qi = self.data_qp(at);
+                let q = &pe.qps[qi];
+                pieces += 1;
+                if slots[qi] == 0 {
+                    short = Some("send queue");
+                    break;
+                }
+                slots[qi] -= 1;
+                if staged {
+                    match q.stage_fit(heads[qi], n) {
+                        Some((_, end)) => heads[qi] = end,
+                        None => {
+                            short = Some("staging");
+                            break;
+                        }
+                    }
+                }
+                at += n;
+            }
+        }
+        if short.is_none() && self.credits.available() < pieces {
+            short = Some("completion queue credits");
+        }
+        if short.is_none() && !self.seqs_fit(peer, pieces) {
+            short = Some("sequence window");
+        }
+        match short {
+            None => Ok(pieces),
+            Some(what) => {
+                self.poll_cq();
+                Err(self.would_block(peer, what))
+            }
+        }
+    }
+}
+
+/// The free ticket indices (a stack).
+struct FreeList {
+    idx: Box<[u32]>,
+    n: usize,
+}
+
+/// Frees ticket `idx` (once: a free ticket is left alone).
+fn release_ticket(tickets: &mut [TicketSlot], fl: &mut FreeList, idx: u32) {
+    let Some(t) = tickets.get_mut(idx as usize) else {
+        return;
+    };
+    if t.state == TState::Free {
+        return;
+    }
+    t.state = TState::Free;
+    t.plan = None;
+    t.repost = None;
+    t.tgen = t.tgen.wrapping_add(1);
+    if fl.n < fl.idx.len() {
+        fl.idx[fl.n] = idx;
+        fl.n += 1;
+    }
+}
+
+fn fail_ticket(tickets: &mut [TicketSlot], idx: u32, unknown: bool, stats: &mut VerbsStats) {
+    if let Some(t) = tickets.get_mut(idx as usize)
+        && t.state == TState::Pending
+    {
+        t.state = TState::Failed { unknown };
+        if unknown {
+            stats.outcome_unknown += 1;
+        }
+    }
+}
+
+impl Transport for VerbsDriver {
+    type Error = VerbsError;
+
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+
+    fn connect(&mut self, peer: u32) -> Result<()> {
+        if self.closed {
+            return Err(VerbsError::Closed { peer: Some(peer) });
+        }
+        let pe = self.peer_ref(peer)?;
+        if pe.state == LinkState::Up {
+            return Ok(());
+        }
+        if pe.state == LinkState::Error || pe.generation > 0 {
+            // After a failure the link comes back through rebuild and
+            // peer_rebuilt, not connect.
+            return Err(VerbsError::PeerDown { peer });
+        }
+        let generation = pe.generation;
+        self.bring_up(peer, generation, false)?;
+        self.peer_mut(peer)?.state = LinkState::Up;
+        self.push_event(Event::Link {
+            peer,
+            state: LinkState::Up,
+        });
+        Ok(())
+    }
+
+    fn state(&self, peer: u32) -> LinkState {
+        self.peer_ref(peer).map_or(LinkState::Down, |p| p.state)
+    }
+
+    fn heap_len(&self, peer: u32) -> Option<u64> {
+        if peer == self.me {
+            return Some(self.heap_len);
+        }
+        self.peer_ref(peer).ok()?.remote.map(|c| c.heap_len)
+    }
+
+    fn put(&mut self, peer: u32, offset: u64, src: &[u8], _ctx: ContextId) -> Result<()> {
+        self.put_pieces(peer, offset, src.len() as u64, Some(src), 0)
+    }
+
+    fn put_from_heap(
+        &mut self,
+        peer: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u32,
+        _ctx: ContextId,
+    ) -> Result<()> {
+        self.local_bounds(local_offset, len.into())?;
+        self.put_pieces(peer, offset, len.into(), None, local_offset)
+    }
+
+    fn get_into_heap(
+        &mut self,
+        peer: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u32,
+        _ctx: ContextId,
+    ) -> Result<()> {
+        self.local_bounds(local_offset, len.into())?;
+        let card = self.remote_bounds(peer, offset, len.into())?;
+        if len == 0 {
+            return Ok(());
+        }
+        let len = u64::from(len);
+        let fence = self.fence_check(peer, self.data_qp(offset))?;
+        let pieces = self.dry_run(peer, offset, len, false)?;
+        let lkey = self.heap_mr.as_ref().map_or(0, sys::Mr::lkey);
+        let (mut at, mut done) = (offset, 0u64);
+        for piece in 0..pieces {
+            let n = (BLOCK - at % BLOCK).min(offset + len - at);
+            let qi = self.data_qp(at);
+            let end = self.peer_ref(peer)?.qps[qi].stage_head;
+            let seq = self.next_seq(peer)?;
+            self.queue_wr(
+                peer,
+                qi,
+                What::GetHeap {
+                    offset: at,
+                    len: n as u32,
+                    local_offset: local_offset + done,
+                },
+                seq,
+                sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
+                Some((self.heap as u64 + local_offset + done, n as u32, lkey)),
+                (card.heap_base + at, card.rkey),
+                None,
+                false,
+                fence && piece == 0,
+                false,
+                end,
+            )?;
+            if piece == 0 && fence {
+                self.fence_done(peer);
+            }
+            done += n;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn max_get_len(&self) -> u32 {
+        // One block, so a get is one READ on one data QP.
+        self.cfg.get_slot_bytes.min(BLOCK as u32)
+    }
+
+    fn get_start(&mut self, peer: u32, offset: u64, len: u32, ctx: ContextId) -> Result<Ticket> {
+        let max = self.max_get_len();
+        if len > max {
+            return Err(VerbsError::TooLong { peer, len, max });
+        }
+        let card = self.remote_bounds(peer, offset, len.into())?;
+        // At most one block: one READ on the block's data QP, behind the
+        // earlier writes to those bytes. A get straddling two blocks reads
+        // the second block's bytes on the first block's QP; bytes written
+        // there by earlier puts on the other QP are ordered by the caller's
+        // fence or quiet, as the contract says.
+        let qi = self.data_qp(offset);
+        let fence = self.fence_check(peer, qi)?;
+        if len > 0 {
+            let q = &self.peer_ref(peer)?.qps[qi];
+            if q.sq.free() == 0 || q.n_batch == BATCH && q.sq.free() < 2 {
+                return Err(self.would_block(peer, "send queue"));
+            }
+            if self.credits.available() == 0 {
+                return Err(self.would_block(peer, "completion queue credits"));
+            }
+            if !self.seqs_fit(peer, 1) {
+                return Err(self.would_block(peer, "sequence window"));
+            }
+        }
+        let idx = self.take_ticket(peer)?;
+        let tgen = {
+            let t = &mut self.tickets[idx as usize];
+            *t = TicketSlot {
+                tgen: t.tgen,
+                state: if len == 0 {
+                    TState::Done(0)
+                } else {
+                    TState::Pending
+                },
+                peer,
+                offset,
+                seq: 0,
+                plan: None,
+                internal: false,
+                repost: None,
+            };
+            t.tgen
+        };
+        let ticket = Ticket {
+            peer,
+            offset,
+            len,
+            slot: u32::from(tgen) << 16 | idx,
+            atomic: None,
+            context: ctx,
+        };
+        if len == 0 {
+            return Ok(ticket);
+        }
+        let local = self.scratch_ptr as u64
+            + (self.get_off + idx as usize * self.cfg.get_slot_bytes as usize) as u64;
+        let lkey = self.scratch_mr.as_ref().map_or(0, sys::Mr::lkey);
+        let end = self.peer_ref(peer)?.qps[qi].stage_head;
+        let seq = self.next_seq(peer)?;
+        self.tickets[idx as usize].seq = seq;
+        if let Err(e) = self.queue_wr(
+            peer,
+            qi,
+            What::Get { ticket: idx },
+            seq,
+            sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
+            Some((local, len, lkey)),
+            (card.heap_base + offset, card.rkey),
+            None,
+            true,
+            fence,
+            false,
+            end,
+        ) {
+            // Checked above; settle the number so the window moves on.
+            if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+                let _ = pe.settle.settle(seq);
+            }
+            self.free_ticket(idx);
+            return Err(e);
+        }
+        if fence {
+            self.fence_done(peer);
+        }
+        Ok(ticket)
+    }
+
+    fn get_poll(&mut self, ticket: &Ticket, dst: &mut [u8]) -> Result<bool> {
+        let peer = ticket.peer;
+        let idx = self.ticket_of(peer, ticket.slot)?;
+        if self.tickets[idx as usize].state == TState::Pending {
+            self.flush_qp(peer, self.data_qp(ticket.offset));
+            self.poll_cq();
+        }
+        match self.tickets[idx as usize].state {
+            TState::Pending => Ok(false),
+            TState::Done(_) => {
+                let n = (ticket.len as usize).min(dst.len());
+                let src = self.get_off + idx as usize * self.cfg.get_slot_bytes as usize;
+                // SAFETY: the slot's buffer lies in the scratch allocation
+                // and the READ into it completed.
+                unsafe { ptr::copy_nonoverlapping(self.scratch_ptr.add(src), dst.as_mut_ptr(), n) };
+                self.free_ticket(idx);
+                Ok(true)
+            }
+            TState::Failed { .. } | TState::Free => {
+                self.free_ticket(idx);
+                Err(VerbsError::PeerDown { peer })
+            }
+        }
+    }
+
+    fn atomic_start(
+        &mut self,
+        peer: u32,
+        offset: u64,
+        op: AtomicOp,
+        ctx: ContextId,
+    ) -> Result<Ticket> {
+        let card = self.remote_bounds(peer, offset, op.width.bytes() as u64)?;
+        if !self.p.atomics || !card.atomics {
+            return Err(VerbsError::NoAtomics { peer });
+        }
+        let plan = AtomicPlan::new(offset, op).map_err(|m| VerbsError::Misaligned {
+            peer,
+            offset,
+            align: m.align,
+        })?;
+        // The emulation works on the aligned 8-byte word: it must be inside.
+        self.remote_bounds(peer, offset & !7, 8)?;
+        {
+            let q = &self.peer_ref(peer)?.qps[0];
+            if q.sq.free() == 0 || q.n_batch == BATCH && q.sq.free() < 2 {
+                return Err(self.would_block(peer, "control send queue"));
+            }
+        }
+        if self.credits.available() == 0 {
+            return Err(self.would_block(peer, "completion queue credits"));
+        }
+        if !self.seqs_fit(peer, 1) {
+            return Err(self.would_block(peer, "sequence window"));
+        }
+        let idx = self.take_ticket(peer)?;
+        let seq = self.next_seq(peer)?;
+        let tgen = {
+            let t = &mut self.tickets[idx as usize];
+            *t = TicketSlot {
+                tgen: t.tgen,
+                state: TState::Pending,
+                peer,
+                offset,
+                seq,
+                plan: Some(plan),
+                internal: !op.is_fetching(),
+                repost: None,
+            };
+            t.tgen
+        };
+        if let Err(e) = self.post_atomic(idx, plan.first(), true) {
+            // Nothing reached the device: settle the number and give the
+            // ticket back.
+            if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+                let _ = pe.settle.settle(seq);
+            }
+            self.free_ticket(idx);
+            return Err(e);
+        }
+        Ok(Ticket {
+            peer,
+            offset,
+            len: op.width.bytes() as u32,
+            slot: u32::from(tgen) << 16 | idx,
+            atomic: Some(op),
+            context: ctx,
+        })
+    }
+
+    fn atomic_poll(&mut self, ticket: &Ticket) -> Result<Option<u64>> {
+        let peer = ticket.peer;
+        let idx = self.ticket_of(peer, ticket.slot)?;
+        if self.tickets[idx as usize].state == TState::Pending {
+            self.retry_reposts();
+            self.poll_cq();
+        }
+        match self.tickets[idx as usize].state {
+            TState::Pending => Ok(None),
+            TState::Done(v) => {
+                self.free_ticket(idx);
+                Ok(Some(v))
+            }
+            TState::Failed { unknown } => {
+                let offset = self.tickets[idx as usize].offset;
+                self.free_ticket(idx);
+                Err(if unknown {
+                    VerbsError::OutcomeUnknown { peer, offset }
+                } else {
+                    VerbsError::PeerDown { peer }
+                })
+            }
+            TState::Free => Err(VerbsError::StaleTicket {
+                peer,
+                slot: ticket.slot,
+            }),
+        }
+    }
+
+    fn fence(&mut self) -> Result<()> {
+        if self.closed {
+            return Err(VerbsError::Closed { peer: None });
+        }
+        for pe in self.peers.iter_mut().flatten() {
+            if pe.state == LinkState::Up && pe.qps.iter().any(|q| q.outstanding() > 0) {
+                pe.fence = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn quiet_poll(&mut self) -> Result<bool> {
+        if self.closed {
+            return Err(VerbsError::Closed { peer: None });
+        }
+        if self.fatal {
+            return Err(VerbsError::DeviceFatal);
+        }
+        let mut done = true;
+        for peer in 0..self.n_pes {
+            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+                continue;
+            };
+            if let Some(e) = pe.unreported.take() {
+                return Err(e);
+            }
+            if pe.n_replays > 0 {
+                // Completed through the fallback once the shim drains them.
+                return Err(VerbsError::PeerDown { peer });
+            }
+            for qi in 0..pe.qps.len() {
+                self.flush_qp(peer, qi);
+                let _ = self.marker(peer, qi);
+                if self.peers[peer as usize]
+                    .as_ref()
+                    .is_some_and(|p| p.qps[qi].outstanding() > 0)
+                {
+                    done = false;
+                }
+            }
+        }
+        if self
+            .tickets
+            .iter()
+            .any(|t| t.internal && t.state == TState::Pending)
+        {
+            self.retry_reposts();
+            done = false;
+        }
+        if !done {
+            self.poll_cq();
+        }
+        Ok(done)
+    }
+
+    fn progress(&mut self, _now: Instant) -> PollResult {
+        if self.closed {
+            return PollResult::Idle;
+        }
+        let mut busy = false;
+        for peer in 0..self.n_pes {
+            let Some(Some(pe)) = self.peers.get(peer as usize) else {
+                continue;
+            };
+            for qi in 0..pe.qps.len() {
+                if self.peers[peer as usize]
+                    .as_ref()
+                    .is_some_and(|p| p.qps[qi].n_batch > 0)
+                {
+                    self.flush_qp(peer, qi);
+                    busy = true;
+                }
+            }
+        }
+        self.retry_reposts();
+        busy |= self.poll_cq();
+        self.steps = self.steps.wrapping_add(1);
+        if self.steps.is_multiple_of(ASYNC_EVERY) || !busy {
+            busy |= self.async_events();
+        }
+        if busy {
+            PollResult::Busy
+        } else {
+            PollResult::Idle
+        }
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        for pe in self.peers.iter_mut().flatten() {
+            for q in pe.qps.iter_mut() {
+                let _ = q.qp.modify(&crate::qp_plan::Step::Reset);
+                q.state = QpState::Reset;
+            }
+            pe.state = LinkState::Down;
+        }
+        self.release();
+        Ok(())
+    }
+}
+
+impl Drop for VerbsDriver {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn wr_ids_round_trip() {
+        for (peer, qp, inc, idx) in [
+            (0u32, 0u8, 0u8, 0u64),
+            (MAX_PES - 1, 8, 255, 0xFFFF_FFFF),
+            (12345, 3, 7, 1 << 40 | 99),
+        ] {
+            let id = wr_id(peer, qp, inc, idx);
+            assert_eq!(split_wr_id(id), (peer, qp, inc, idx as u32));
+        }
+    }
+
+    /// Without a device (as on the machine this was written on), creating
+    /// a driver fails with the probe's reason, and nothing panics.
+    #[test]
+    fn new_without_a_device_says_why() {
+        let p = probe::probe();
+        if p.unavailable.is_none() {
+            return; // a device is present: the conformance suite covers it
+        }
+        match VerbsDriver::with_owned_heap(VerbsConfig::default(), 0, 2, 1, 4096) {
+            Err(VerbsError::Unavailable { reason }) => {
+                assert_eq!(reason, p.unavailable.unwrap().to_string());
+            }
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("a driver without a device"),
+        }
+        assert!(matches!(
+            VerbsDriver::with_owned_heap(VerbsConfig::default(), 2, 2, 1, 4096),
+            Err(VerbsError::InvalidPe { peer: 2, n_pes: 2 })
+        ));
+    }
+}
