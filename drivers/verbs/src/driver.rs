@@ -34,6 +34,10 @@ const ASYNC_EVERY: u32 = 256;
 const EVENT_RING: usize = 256;
 /// Smallest staging ring per QP (two blocks).
 const MIN_STAGE: u64 = 2 * BLOCK;
+/// `Ticket::slot` of a get from this PE's own heap (copied at poll).
+const LOCAL_SLOT: u32 = u32::MAX;
+/// CQ polls a put, get or atomic spends making room before `WouldBlock`.
+const FULL_SPIN: u32 = 4096;
 /// Largest number of PEs (`wr_id` has 20 bits for the peer).
 const MAX_PES: u32 = 1 << 20;
 
@@ -1168,7 +1172,10 @@ impl VerbsDriver {
             return Err(self.would_block(peer, "tickets"));
         }
         self.free_list.n -= 1;
-        Ok(self.free_list.idx[self.free_list.n])
+        let idx = self.free_list.idx[self.free_list.n];
+        // Live from here, so that `free_ticket` gives it back on any error.
+        self.tickets[idx as usize].state = TState::Pending;
+        Ok(idx)
     }
 
     fn free_ticket(&mut self, idx: u32) {
@@ -1664,56 +1671,151 @@ impl VerbsDriver {
 
     /// Checks that the pieces of an operation of `len` bytes at `offset`
     /// fit: SQ slots per QP, staging (when `staged`), CQ credits (as if
-    /// every piece were signaled) and the sequence window. Returns the
-    /// number of pieces.
+    /// every piece were signaled) and the sequence window. When they do
+    /// not, makes room for a bounded while ([`FULL_SPIN`] CQ polls, with
+    /// the batches posted and markers behind unsignaled tails so the
+    /// completions that free room do come), then gives up with
+    /// `WouldBlock`. Returns the number of pieces.
     fn dry_run(&mut self, peer: u32, offset: u64, len: u64, staged: bool) -> Result<u64> {
+        let mut what = "send queue";
+        for _ in 0..FULL_SPIN {
+            match self.room(peer, offset, len, staged)? {
+                Ok(pieces) => return Ok(pieces),
+                Err(w) => what = w,
+            }
+            self.make_room(peer);
+        }
+        Err(self.would_block(peer, what))
+    }
+
+    /// Room for one signaled WR on QP `qi` of `peer` (a get or an atomic
+    /// step), with the same bounded spin as [`VerbsDriver::dry_run`].
+    fn single_room(&mut self, peer: u32, qi: usize) -> Result<()> {
+        let mut what = "send queue";
+        for _ in 0..FULL_SPIN {
+            let q = &self.peer_ref(peer)?.qps[qi];
+            let short = if q.sq.free() < 2 {
+                Some("send queue")
+            } else if self.credits.available() < 2 {
+                Some("completion queue credits")
+            } else if !self.seqs_fit(peer, 1) {
+                Some("sequence window")
+            } else {
+                None
+            };
+            match short {
+                None => return Ok(()),
+                Some(w) => what = w,
+            }
+            self.make_room(peer);
+        }
+        Err(self.would_block(peer, what))
+    }
+
+    /// Posts the peer's batches and markers, and polls the CQ once.
+    fn make_room(&mut self, peer: u32) {
+        let n = self.peer_ref(peer).map_or(0, |p| p.qps.len());
+        for qi in 0..n {
+            self.flush_qp(peer, qi);
+            let _ = self.marker(peer, qi);
+        }
+        self.retry_reposts();
+        self.poll_cq();
+    }
+
+    /// [`VerbsDriver::dry_run`]'s check: `Ok(Ok(pieces))` when everything
+    /// fits, `Ok(Err(what))` naming what is short.
+    fn room(
+        &self,
+        peer: u32,
+        offset: u64,
+        len: u64,
+        staged: bool,
+    ) -> Result<core::result::Result<u64, &'static str>> {
         let mut heads = [0u64; MAX_QPS];
         let mut slots = [0u32; MAX_QPS];
         let mut pieces = 0u64;
-        let mut short: Option<&'static str> = None;
-        {
-            let pe = self.peer_ref(peer)?;
-            for (i, q) in pe.qps.iter().enumerate() {
-                heads[i] = q.stage_head;
-                // A full batch is posted before the next WR: no slot is lost.
-                slots[i] = q.sq.free();
+        let pe = self.peer_ref(peer)?;
+        for (i, q) in pe.qps.iter().enumerate() {
+            heads[i] = q.stage_head;
+            // Keep one slot per QP for a quiet marker.
+            slots[i] = q.sq.free().saturating_sub(1);
+        }
+        let mut at = offset;
+        while at < offset + len {
+            let n = (BLOCK - at % BLOCK).min(offset + len - at);
+            let qi = self.data_qp(at);
+            pieces += 1;
+            if slots[qi] == 0 {
+                return Ok(Err("send queue"));
             }
-            let mut at = offset;
-            while at < offset + len {
-                let n = (BLOCK - at % BLOCK).min(offset + len - at);
-                let qi = self.data_qp(at);
-                let q = &pe.qps[qi];
-                pieces += 1;
-                if slots[qi] == 0 {
-                    short = Some("send queue");
-                    break;
+            slots[qi] -= 1;
+            if staged {
+                match pe.qps[qi].stage_fit(heads[qi], n) {
+                    Some((_, end)) => heads[qi] = end,
+                    None => return Ok(Err("staging")),
                 }
-                slots[qi] -= 1;
-                if staged {
-                    match q.stage_fit(heads[qi], n) {
-                        Some((_, end)) => heads[qi] = end,
-                        None => {
-                            short = Some("staging");
-                            break;
-                        }
-                    }
-                }
-                at += n;
             }
+            at += n;
         }
-        if short.is_none() && self.credits.available() < pieces {
-            short = Some("completion queue credits");
+        // One credit kept for a marker.
+        if self.credits.available() < pieces + 1 {
+            return Ok(Err("completion queue credits"));
         }
-        if short.is_none() && !self.seqs_fit(peer, pieces) {
-            short = Some("sequence window");
+        if !self.seqs_fit(peer, pieces) {
+            return Ok(Err("sequence window"));
         }
-        match short {
-            None => Ok(pieces),
-            Some(what) => {
-                self.poll_cq();
-                Err(self.would_block(peer, what))
-            }
+        Ok(Ok(pieces))
+    }
+
+    // ---------------------------------------------------------------
+    // This PE's own heap (the contract allows `peer == me`)
+
+    fn own_range(&self, offset: u64, len: u64) -> Result<*mut u8> {
+        if self.closed {
+            return Err(VerbsError::Closed {
+                peer: Some(self.me),
+            });
         }
+        self.local_bounds(offset, len)?;
+        // SAFETY: in bounds of the heap (checked above), which `new`'s
+        // contract keeps mapped.
+        Ok(unsafe { self.heap.add(offset as usize) })
+    }
+
+    /// Copies `len` bytes of this PE's heap from `from` to `to` (ranges may
+    /// overlap).
+    fn own_copy(&self, to: u64, from: u64, len: u32) -> Result<()> {
+        let dst = self.own_range(to, len.into())?;
+        let src = self.own_range(from, len.into())?;
+        // SAFETY: both ranges are in the heap (own_range); `copy` allows
+        // overlap.
+        unsafe { ptr::copy(src, dst, len as usize) };
+        Ok(())
+    }
+
+    fn own_atomic(&mut self, offset: u64, op: AtomicOp) -> Result<u64> {
+        let align = op.width.bytes() as u64;
+        let p = self.own_range(offset, align)?;
+        if !offset.is_multiple_of(align) {
+            return Err(VerbsError::Misaligned {
+                peer: self.me,
+                offset,
+                align,
+            });
+        }
+        use switchyard_core::{
+            sync::atomic::{AtomicU32, AtomicU64},
+            transport::{AtomicWidth, heap_rmw_u32, heap_rmw_u64},
+        };
+        Ok(match op.width {
+            // SAFETY: in bounds and 8-aligned (the heap is 8-aligned); the
+            // heap's words are only ever accessed atomically or by the
+            // device, as in the other drivers.
+            AtomicWidth::W64 => heap_rmw_u64(unsafe { AtomicU64::from_ptr(p.cast()) }, &op),
+            // SAFETY: in bounds and 4-aligned, as above.
+            AtomicWidth::W32 => heap_rmw_u32(unsafe { AtomicU32::from_ptr(p.cast()) }, &op),
+        })
     }
 }
 
@@ -1763,6 +1865,9 @@ impl Transport for VerbsDriver {
         if self.closed {
             return Err(VerbsError::Closed { peer: Some(peer) });
         }
+        if peer == self.me {
+            return Ok(());
+        }
         let pe = self.peer_ref(peer)?;
         if pe.state == LinkState::Up {
             return Ok(());
@@ -1783,6 +1888,13 @@ impl Transport for VerbsDriver {
     }
 
     fn state(&self, peer: u32) -> LinkState {
+        if peer == self.me {
+            return if self.closed {
+                LinkState::Down
+            } else {
+                LinkState::Up
+            };
+        }
         self.peer_ref(peer).map_or(LinkState::Down, |p| p.state)
     }
 
@@ -1794,6 +1906,13 @@ impl Transport for VerbsDriver {
     }
 
     fn put(&mut self, peer: u32, offset: u64, src: &[u8], _ctx: ContextId) -> Result<()> {
+        if peer == self.me {
+            let dst = self.own_range(offset, src.len() as u64)?;
+            // SAFETY: `dst` has room for `src` (checked by own_range); a
+            // caller's buffer never overlaps the heap mapping it writes.
+            unsafe { ptr::copy(src.as_ptr(), dst, src.len()) };
+            return Ok(());
+        }
         self.put_pieces(peer, offset, src.len() as u64, Some(src), 0)
     }
 
@@ -1806,6 +1925,9 @@ impl Transport for VerbsDriver {
         _ctx: ContextId,
     ) -> Result<()> {
         self.local_bounds(local_offset, len.into())?;
+        if peer == self.me {
+            return self.own_copy(offset, local_offset, len);
+        }
         self.put_pieces(peer, offset, len.into(), None, local_offset)
     }
 
@@ -1818,6 +1940,9 @@ impl Transport for VerbsDriver {
         _ctx: ContextId,
     ) -> Result<()> {
         self.local_bounds(local_offset, len.into())?;
+        if peer == self.me {
+            return self.own_copy(local_offset, offset, len);
+        }
         let card = self.remote_bounds(peer, offset, len.into())?;
         if len == 0 {
             return Ok(());
@@ -1869,6 +1994,17 @@ impl Transport for VerbsDriver {
         if len > max {
             return Err(VerbsError::TooLong { peer, len, max });
         }
+        if peer == self.me {
+            self.own_range(offset, len.into())?;
+            return Ok(Ticket {
+                peer,
+                offset,
+                len,
+                slot: LOCAL_SLOT,
+                atomic: None,
+                context: ctx,
+            });
+        }
         let card = self.remote_bounds(peer, offset, len.into())?;
         // At most one block: one READ on the block's data QP, behind the
         // earlier writes to those bytes. A get straddling two blocks reads
@@ -1878,16 +2014,7 @@ impl Transport for VerbsDriver {
         let qi = self.data_qp(offset);
         let fence = self.fence_check(peer, qi)?;
         if len > 0 {
-            let q = &self.peer_ref(peer)?.qps[qi];
-            if q.sq.free() == 0 || q.n_batch == BATCH && q.sq.free() < 2 {
-                return Err(self.would_block(peer, "send queue"));
-            }
-            if self.credits.available() == 0 {
-                return Err(self.would_block(peer, "completion queue credits"));
-            }
-            if !self.seqs_fit(peer, 1) {
-                return Err(self.would_block(peer, "sequence window"));
-            }
+            self.single_room(peer, qi)?;
         }
         let idx = self.take_ticket(peer)?;
         let tgen = {
@@ -1923,7 +2050,13 @@ impl Transport for VerbsDriver {
             + (self.get_off + idx as usize * self.cfg.get_slot_bytes as usize) as u64;
         let lkey = self.scratch_mr.as_ref().map_or(0, sys::Mr::lkey);
         let end = self.peer_ref(peer)?.qps[qi].stage_head;
-        let seq = self.next_seq(peer)?;
+        let seq = match self.next_seq(peer) {
+            Ok(seq) => seq,
+            Err(e) => {
+                self.free_ticket(idx);
+                return Err(e);
+            }
+        };
         self.tickets[idx as usize].seq = seq;
         if let Err(e) = self.queue_wr(
             peer,
@@ -1954,6 +2087,14 @@ impl Transport for VerbsDriver {
 
     fn get_poll(&mut self, ticket: &Ticket, dst: &mut [u8]) -> Result<bool> {
         let peer = ticket.peer;
+        if peer == self.me && ticket.slot == LOCAL_SLOT {
+            let n = (ticket.len as usize).min(dst.len());
+            let src = self.own_range(ticket.offset, n as u64)?;
+            // SAFETY: `src..src + n` is in the heap (own_range) and `dst`
+            // holds `n` bytes; a caller's buffer is not in the heap mapping.
+            unsafe { ptr::copy(src, dst.as_mut_ptr(), n) };
+            return Ok(true);
+        }
         let idx = self.ticket_of(peer, ticket.slot)?;
         if self.tickets[idx as usize].state == TState::Pending {
             self.flush_qp(peer, self.data_qp(ticket.offset));
@@ -1984,6 +2125,39 @@ impl Transport for VerbsDriver {
         op: AtomicOp,
         ctx: ContextId,
     ) -> Result<Ticket> {
+        if peer == self.me {
+            let idx = self.take_ticket(peer)?;
+            let v = match self.own_atomic(offset, op) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.free_ticket(idx);
+                    return Err(e);
+                }
+            };
+            let t = &mut self.tickets[idx as usize];
+            *t = TicketSlot {
+                tgen: t.tgen,
+                state: TState::Done(v),
+                peer,
+                offset,
+                seq: 0,
+                plan: None,
+                internal: false,
+                repost: None,
+            };
+            let slot = u32::from(t.tgen) << 16 | idx;
+            if !op.is_fetching() {
+                self.free_ticket(idx);
+            }
+            return Ok(Ticket {
+                peer,
+                offset,
+                len: op.width.bytes() as u32,
+                slot,
+                atomic: Some(op),
+                context: ctx,
+            });
+        }
         let card = self.remote_bounds(peer, offset, op.width.bytes() as u64)?;
         if !self.p.atomics || !card.atomics {
             return Err(VerbsError::NoAtomics { peer });
@@ -1995,20 +2169,15 @@ impl Transport for VerbsDriver {
         })?;
         // The emulation works on the aligned 8-byte word: it must be inside.
         self.remote_bounds(peer, offset & !7, 8)?;
-        {
-            let q = &self.peer_ref(peer)?.qps[0];
-            if q.sq.free() == 0 || q.n_batch == BATCH && q.sq.free() < 2 {
-                return Err(self.would_block(peer, "control send queue"));
-            }
-        }
-        if self.credits.available() == 0 {
-            return Err(self.would_block(peer, "completion queue credits"));
-        }
-        if !self.seqs_fit(peer, 1) {
-            return Err(self.would_block(peer, "sequence window"));
-        }
+        self.single_room(peer, 0)?;
         let idx = self.take_ticket(peer)?;
-        let seq = self.next_seq(peer)?;
+        let seq = match self.next_seq(peer) {
+            Ok(seq) => seq,
+            Err(e) => {
+                self.free_ticket(idx);
+                return Err(e);
+            }
+        };
         let tgen = {
             let t = &mut self.tickets[idx as usize];
             *t = TicketSlot {
