@@ -32,6 +32,7 @@ mod drv;
 mod heap;
 mod init;
 mod raw;
+pub mod verbs;
 
 use std::{
     path::PathBuf,
@@ -320,6 +321,10 @@ pub struct Stats {
     pub link_records_applied: u64,
     /// Peers found dead.
     pub dead_peers: u64,
+    /// Route fallbacks counted per path class (`PathClass::index`), for the
+    /// classes whose downgrade rule is `AllowAndCount` (NEAR to TCP while
+    /// verbs is unavailable, for one).
+    pub downgrades: [u64; 5],
 }
 
 static NEXT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -566,7 +571,10 @@ impl Context {
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        Stats {
+            downgrades: self.sel.downgrades(),
+            ..self.stats
+        }
     }
 
     /// Warnings from init (huge pages or NUMA placement that fell back).

@@ -29,6 +29,13 @@
 //! tcp-pingpong` and `switchyard perf tcp-stream`. Default sizes over TCP:
 //! 64 B for `put-lat`, 64, 4K and 1M for `put-bw`.
 //!
+//! ## Over RDMA verbs
+//!
+//! `--transport verbs` measures the verbs driver on its own ([`verbs`]): two
+//! drivers in this process on one device, `--qd-sweep` adds queue depths 1
+//! to 64 to the latency tests. Without a usable device it fails at once
+//! with the probe's reason.
+//!
 //! `--sim NAME` launches the PEs in the running simulated cluster NAME
 //! ([`crate::sim`]), one per node (so PEs 0 and 1 are on different nodes and
 //! talk over the rails), and runs the TCP baselines between the first two
@@ -38,6 +45,7 @@
 
 mod baseline;
 pub mod stats;
+pub mod verbs;
 mod worker;
 
 use std::{
@@ -160,6 +168,8 @@ Options:
   --transport T        auto|shm|tcp|verbs (default auto = what select chooses);
                        tcp: the PEs connect only over TCP (SWITCHYARD_TRANSPORTS=tcp),
                        with TCP baselines
+  --qd-sweep           with --transport verbs: latency tests at queue depths
+                       1, 2, 4 ... 64 (latency must stay flat while offloaded)
   --sim NAME           run the PEs in the running sim NAME, one per node, and the TCP
                        baselines between its first two nodes over rail 0
                        (default: this machine, TCP over 127.0.0.1)
@@ -180,6 +190,7 @@ struct Options {
     transport: String,
     sim: Option<String>,
     worker_out: Option<PathBuf>,
+    qd_sweep: bool,
 }
 
 impl Options {
@@ -234,6 +245,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         transport: "auto".into(),
         sim: None,
         worker_out: None,
+        qd_sweep: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -281,6 +293,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 o.sim = Some(v);
             }
             "--json" => o.json = true,
+            "--qd-sweep" => o.qd_sweep = true,
             "--worker-out" => o.worker_out = Some(PathBuf::from(val("--worker-out")?)),
             t if !t.starts_with('-') && o.test.is_none() && o.standalone.is_none() => {
                 if let Some(b) = Standalone::parse(t) {
@@ -295,6 +308,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
             }
             other => return Err(format!("unknown option '{other}'")),
         }
+    }
+    if o.qd_sweep && o.transport != "verbs" {
+        return Err("--qd-sweep needs --transport verbs".into());
     }
     Ok(o)
 }
@@ -507,12 +523,7 @@ fn place(o: &Options) -> Result<Place, String> {
 
 fn drive(o: &Options) -> Result<(), String> {
     match o.transport.as_str() {
-        "verbs" => {
-            return Err(format!(
-                "transport verbs is not available: {}",
-                switchyard_verbs::probe().why_not.unwrap_or_default()
-            ));
-        }
+        "verbs" => return drive_verbs(o),
         "shm" if o.sim.is_some() => {
             return Err(
                 "--transport shm cannot cross nodes: under --sim each PE is on a node of its own (use tcp or auto)"
@@ -641,6 +652,54 @@ fn drive(o: &Options) -> Result<(), String> {
 }
 
 /// `switchyard perf tcp-pingpong|tcp-stream`: the baseline alone, no PEs.
+/// `--transport verbs` ([`verbs`]): the probe's reason without a device.
+fn drive_verbs(o: &Options) -> Result<(), String> {
+    if let Some(why) = verbs::unavailable() {
+        return Err(why);
+    }
+    if o.sim.is_some() || o.standalone.is_some() {
+        return Err(
+            "--transport verbs runs on this machine's device: no --sim, no tcp baselines".into(),
+        );
+    }
+    let tests = o.test.map_or_else(
+        || vec![Test::PutLat, Test::GetLat, Test::AtomicLat, Test::PutBw],
+        |t| vec![t],
+    );
+    let bw = tests == [Test::PutBw];
+    let sizes = o
+        .sizes
+        .clone()
+        .unwrap_or_else(|| if bw { vec![64, 4096, 65536] } else { vec![8] });
+    let iters = o.iters.unwrap_or(if bw { 256 } else { 10_000 });
+    let plan = verbs::Plan {
+        tests,
+        sizes,
+        iters,
+        warmup: o.warmup.unwrap_or(iters / 10),
+        window: o.window,
+        qd_sweep: o.qd_sweep,
+    };
+    let rows: Vec<(Measurement, Option<Measurement>)> =
+        verbs::run(&plan)?.into_iter().map(|m| (m, None)).collect();
+    if o.json {
+        let v: Vec<&Measurement> = rows.iter().map(|r| &r.0).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!(
+            "{}",
+            table(
+                &rows,
+                "switchyard perf: transport verbs, two drivers on one device (NIC loopback); put-lat = (put + quiet) / 2"
+            )
+        );
+    }
+    Ok(())
+}
+
 fn drive_standalone(
     o: &Options,
     which: Standalone,
@@ -969,6 +1028,24 @@ mod test {
             Some("c1")
         );
         // Default sizes over TCP: put-lat 64, put-bw 64, 4K, 1M.
+        let o = parse(&a(&["atomic-lat", "--transport", "verbs", "--qd-sweep"])).unwrap();
+        assert!(o.qd_sweep);
+        assert_eq!(
+            (o.test, o.transport.as_str()),
+            (Some(Test::AtomicLat), "verbs")
+        );
+        for t in ["put-lat", "get-lat", "put-bw", "atomic-lat"] {
+            assert!(parse(&a(&[t, "--transport", "verbs"])).is_ok(), "{t}");
+        }
+        assert!(
+            parse(&a(&["--qd-sweep"]))
+                .unwrap_err()
+                .contains("--transport verbs")
+        );
+        if let Some(why) = verbs::unavailable() {
+            // No device: the reason, before anything is launched.
+            assert_eq!(drive(&o).unwrap_err(), why);
+        }
         let o = parse(&a(&["--transport", "tcp"])).unwrap();
         assert!(o.over_tcp());
         let s = steps(&o);
