@@ -15,7 +15,7 @@
 //!
 //! ## Layers
 //!
-//! * [`probe`]: devices, ports, link layer, GID table, with a typed reason
+//! * [`mod@probe`]: devices, ports, link layer, GID table, with a typed reason
 //!   ([`probe::Unavailable`]) when RDMA cannot be used.
 //! * [`params`]: queue and CQ depths, inline threshold, signaling interval,
 //!   path MTU and RC timers, from the device limits, a template (trading,
@@ -56,7 +56,7 @@
 //!
 //! A completion error, a post failure, or an async event (QP fatal, port
 //! error, device fatal, CQ error) takes the peer to
-//! [`LinkState::Error`](switchyard_core::transport::LinkState::Error) and
+//! `LinkState::Error` and
 //! reports [`Event::Link`], so the shim clears the health bit and select
 //! moves to TCP at once. The peer's QPs are reset; every operation that was
 //! outstanding is settled once ([`seq`]): puts and gets into the heap are
@@ -322,7 +322,7 @@ pub enum VerbsError {
         /// The PE.
         peer: u32,
     },
-    /// A get longer than [`VerbsDriver::max_get_len`].
+    /// A get longer than the driver's `max_get_len` ([`switchyard_core::transport::Transport::max_get_len`]).
     #[error("get of {len} bytes from PE {peer} exceeds the largest of {max}")]
     TooLong {
         /// The PE.

@@ -1,7 +1,7 @@
 //! Queue-pair parameters: derived from the device's limits, a template
 //! (trading, storage or AI training, after seed 004) and explicit overrides.
 //!
-//! Pure: [`derive`] takes the limits as data, so every rule is unit-tested
+//! Pure: [`derive()`] takes the limits as data, so every rule is unit-tested
 //! without a device. Template values are clamped to what the device can do;
 //! an explicit value the device cannot do is an error naming it (an override
 //! is a promise the operator made, and silently shrinking it would hide that
