@@ -1305,7 +1305,12 @@ impl VerbsDriver {
 
     /// Retires records `from..=to` of QP `qi` (split out of
     /// `on_completion` so the ticket table can be borrowed per record).
+    ///
+    /// Reads and atomics are always signaled, so only the last record of a
+    /// range can be one; the atomic's next step is posted after the loop
+    /// anyway, so a new record never lands on one not yet retired.
     fn retire_rest(&mut self, peer: u32, qi: usize, from: u64, to: u64) {
+        let mut deferred: Option<u32> = None;
         let mut i = from;
         while i <= to {
             let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
@@ -1325,10 +1330,17 @@ impl VerbsDriver {
                         t.state = TState::Done(0);
                     }
                 }
-                What::Atomic { ticket, .. } => self.atomic_step(ticket),
+                What::Atomic { ticket, .. } => {
+                    if let Some(earlier) = deferred.replace(ticket) {
+                        self.atomic_step(earlier);
+                    }
+                }
                 _ => {}
             }
             i += 1;
+        }
+        if let Some(ticket) = deferred {
+            self.atomic_step(ticket);
         }
     }
 
@@ -1357,12 +1369,51 @@ impl VerbsDriver {
                 }
             }
             Next::Post(wr) => {
-                if self.post_atomic(idx, wr, false).is_err() {
+                if !self.continue_atomic(idx, wr) {
                     self.tickets[idx as usize].repost = Some(wr);
                     self.reposts += 1;
                 }
             }
         }
+    }
+
+    /// Posts the next compare-swap of ticket `idx`. `false` when the queue
+    /// is full (retry later). Any other failure ends the atomic: none of
+    /// its earlier steps changed the word (reads and lost compare-swaps), so
+    /// it fails with `PeerDown` (safe to retry elsewhere), or is replayed
+    /// when nobody polls it.
+    fn continue_atomic(&mut self, idx: u32, wr: Wr) -> bool {
+        use switchyard_core::transport::{ErrorKind, TransportError};
+        let e = match self.post_atomic(idx, wr, false) {
+            Ok(()) => return true,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+            Err(e) => e,
+        };
+        let t = self.tickets[idx as usize];
+        if let Some(Some(pe)) = self.peers.get_mut(t.peer as usize)
+            && pe.settle.settle(t.seq) == Settle::New
+        {
+            if t.internal && pe.n_replays < pe.replays.len() {
+                pe.replays[pe.n_replays] = Some(ReplayRec {
+                    seq: t.seq,
+                    qp: 0,
+                    what: What::Atomic {
+                        ticket: idx,
+                        first: false,
+                    },
+                    atomic: t.plan.map(|p| (t.offset, *p.op())),
+                });
+                pe.n_replays += 1;
+                self.stats.replays += 1;
+            } else if t.internal && pe.unreported.is_none() {
+                pe.unreported = Some(e);
+            }
+        }
+        fail_ticket(&mut self.tickets, idx, false, &mut self.stats);
+        if t.internal {
+            release_ticket(&mut self.tickets, &mut self.free_list, idx);
+        }
+        true
     }
 
     /// Retries atomic steps that found the control queue full.
@@ -1373,7 +1424,7 @@ impl VerbsDriver {
         for idx in 0..self.tickets.len() as u32 {
             if let Some(wr) = self.tickets[idx as usize].repost
                 && self.tickets[idx as usize].state == TState::Pending
-                && self.post_atomic(idx, wr, false).is_ok()
+                && self.continue_atomic(idx, wr)
             {
                 self.tickets[idx as usize].repost = None;
                 self.reposts -= 1;
@@ -2318,7 +2369,10 @@ impl Transport for VerbsDriver {
         self.retry_reposts();
         busy |= self.poll_cq();
         self.steps = self.steps.wrapping_add(1);
-        if self.steps.is_multiple_of(ASYNC_EVERY) || !busy {
+        // The async fd is a read(2): every ASYNC_EVERY steps, not per spin.
+        // Fatal QP events come with error completions anyway when work is
+        // outstanding; this catches idle links (port down, device fatal).
+        if self.steps.is_multiple_of(ASYNC_EVERY) {
             busy |= self.async_events();
         }
         if busy {
