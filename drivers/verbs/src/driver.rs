@@ -18,6 +18,7 @@ use crate::{
     qp_plan::{LocalQp, QpState, RemoteQp, plan_connect, plan_rebuild, psn_for},
     seq::{Settle, SettleWindow},
     signal::{CqCredits, SendQueue},
+    stage::StageRing,
     sys::{self, SendWr, Sge, Wc, access, send_flags},
 };
 
@@ -147,9 +148,7 @@ struct QpSlot {
     sig_in_flight: u32,
     records: Box<[Record]>,
     stage_off: usize,
-    stage_len: u64,
-    stage_head: u64,
-    stage_tail: u64,
+    stage: StageRing,
     batch: Box<[SendWr]>,
     sges: Box<[Sge]>,
     n_batch: usize,
@@ -159,18 +158,6 @@ struct QpSlot {
 impl QpSlot {
     fn outstanding(&self) -> u64 {
         self.sq.outstanding()
-    }
-
-    /// Where `len` staged bytes would go (ring position), without wrapping
-    /// inside a piece; `None` when the ring is too full.
-    fn stage_fit(&self, head: u64, len: u64) -> Option<(u64, u64)> {
-        let pos = head % self.stage_len;
-        let start = if pos + len > self.stage_len {
-            head + (self.stage_len - pos)
-        } else {
-            head
-        };
-        (start + len - self.stage_tail <= self.stage_len).then_some((start, start + len))
     }
 }
 
@@ -507,9 +494,7 @@ impl VerbsDriver {
                     sig_in_flight: 0,
                     records: vec![EMPTY; p.sq_depth as usize].into_boxed_slice(),
                     stage_off,
-                    stage_len: stage_per_qp,
-                    stage_head: 0,
-                    stage_tail: 0,
+                    stage: StageRing::new(stage_per_qp),
                     batch,
                     sges: vec![
                         Sge {
@@ -768,8 +753,7 @@ impl VerbsDriver {
             });
         }
         for q in pe.qps.iter_mut() {
-            q.stage_head = 0;
-            q.stage_tail = 0;
+            q.stage.reset();
         }
         self.bring_up(peer, generation, true)?;
         self.stats.rebuilds += 1;
@@ -841,7 +825,7 @@ impl VerbsDriver {
                     },
                     (What::PutStaged { offset, len, at }, None) => {
                         let q = &pe.qps[usize::from(r.qp)];
-                        let start = q.stage_off + (at % q.stage_len) as usize;
+                        let start = q.stage_off + q.stage.offset(at) as usize;
                         // SAFETY: the staged bytes lie inside the scratch
                         // allocation and the QP is reset (the device no
                         // longer reads them).
@@ -888,7 +872,7 @@ impl VerbsDriver {
             }
             pe.n_replays = 0;
             for q in pe.qps.iter_mut() {
-                q.stage_tail = q.stage_head;
+                q.stage.release_all();
             }
         }
     }
@@ -1072,7 +1056,7 @@ impl VerbsDriver {
                 None => sys::set_rdma(wr, remote.0, remote.1),
             }
             q.n_batch += 1;
-            q.stage_head = q.stage_head.max(stage_end);
+            q.stage.commit(stage_end);
         }
         self.stats.wrs += 1;
         if slot.signaled {
@@ -1140,7 +1124,7 @@ impl VerbsDriver {
         }
         let card = card.ok_or(VerbsError::PeerUnknown { peer })?;
         self.stats.markers += 1;
-        let end = self.peer_ref(peer)?.qps[qi].stage_head;
+        let end = self.peer_ref(peer)?.qps[qi].stage.head();
         self.queue_wr(
             peer,
             qi,
@@ -1221,7 +1205,7 @@ impl VerbsDriver {
             ),
         };
         let fence = first && self.fence_check(peer, 0)?;
-        let end = self.peer_ref(peer)?.qps[0].stage_head;
+        let end = self.peer_ref(peer)?.qps[0].stage.head();
         self.queue_wr(
             peer,
             0,
@@ -1319,7 +1303,7 @@ impl VerbsDriver {
             let q = &mut pe.qps[qi];
             let depth = q.records.len() as u64;
             let rec = std::mem::replace(&mut q.records[(i % depth) as usize], EMPTY);
-            q.stage_tail = q.stage_tail.max(rec.stage_end.min(q.stage_head));
+            q.stage.release_to(rec.stage_end);
             // An atomic is settled when its last step is done.
             if rec.seq != 0 && !matches!(rec.what, What::Atomic { .. }) {
                 let _ = pe.settle.settle(rec.seq);
@@ -1657,12 +1641,14 @@ impl VerbsDriver {
                 Some(bytes) => {
                     let q = &self.peer_ref(peer)?.qps[qi];
                     let (start, end) =
-                        q.stage_fit(q.stage_head, n).ok_or(VerbsError::WouldBlock {
-                            peer,
-                            what: "staging",
-                        })?;
+                        q.stage
+                            .fit(q.stage.head(), n)
+                            .ok_or(VerbsError::WouldBlock {
+                                peer,
+                                what: "staging",
+                            })?;
                     let inline = n <= u64::from(q.inline_cap);
-                    let dst = q.stage_off + (start % q.stage_len) as usize;
+                    let dst = q.stage_off + q.stage.offset(start) as usize;
                     // SAFETY: `dst..dst + n` lies in this QP's staging ring
                     // inside the scratch allocation, and the ring accounting
                     // says the device no longer reads it; `done + n` is
@@ -1693,7 +1679,7 @@ impl VerbsDriver {
                     },
                     (self.heap as u64 + local_offset + done, n as u32, heap_lkey),
                     false,
-                    self.peer_ref(peer)?.qps[qi].stage_head,
+                    self.peer_ref(peer)?.qps[qi].stage.head(),
                 ),
             };
             let seq = self.next_seq(peer)?;
@@ -1788,7 +1774,7 @@ impl VerbsDriver {
         let mut pieces = 0u64;
         let pe = self.peer_ref(peer)?;
         for (i, q) in pe.qps.iter().enumerate() {
-            heads[i] = q.stage_head;
+            heads[i] = q.stage.head();
             // Keep one slot per QP for a quiet marker.
             slots[i] = q.sq.free().saturating_sub(1);
         }
@@ -1802,7 +1788,7 @@ impl VerbsDriver {
             }
             slots[qi] -= 1;
             if staged {
-                match pe.qps[qi].stage_fit(heads[qi], n) {
+                match pe.qps[qi].stage.fit(heads[qi], n) {
                     Some((_, end)) => heads[qi] = end,
                     None => return Ok(Err("staging")),
                 }
@@ -2006,7 +1992,7 @@ impl Transport for VerbsDriver {
         for piece in 0..pieces {
             let n = (BLOCK - at % BLOCK).min(offset + len - at);
             let qi = self.data_qp(at);
-            let end = self.peer_ref(peer)?.qps[qi].stage_head;
+            let end = self.peer_ref(peer)?.qps[qi].stage.head();
             let seq = self.next_seq(peer)?;
             self.queue_wr(
                 peer,
@@ -2100,7 +2086,7 @@ impl Transport for VerbsDriver {
         let local = self.scratch_ptr as u64
             + (self.get_off + idx as usize * self.cfg.get_slot_bytes as usize) as u64;
         let lkey = self.scratch_mr.as_ref().map_or(0, sys::Mr::lkey);
-        let end = self.peer_ref(peer)?.qps[qi].stage_head;
+        let end = self.peer_ref(peer)?.qps[qi].stage.head();
         let seq = match self.next_seq(peer) {
             Ok(seq) => seq,
             Err(e) => {

@@ -26,6 +26,7 @@
 //!   rebuild (RESET first, same QPN, new PSN per generation).
 //! * [`signal`]: selective signaling and send-queue/CQ accounting.
 //! * [`seq`]: each operation settled exactly once across failures.
+//! * [`stage`]: the per-QP staging rings for puts from unregistered buffers.
 //! * [`atomic_plan`]: every atomic kind and width from 64-bit fetch-add and
 //!   compare-swap.
 //! * `sys` (private): the raw verbs calls, each `unsafe` small and justified.
@@ -103,6 +104,7 @@ pub mod probe;
 pub mod qp_plan;
 pub mod seq;
 pub mod signal;
+pub mod stage;
 mod sys;
 
 use std::io;
