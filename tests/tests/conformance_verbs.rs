@@ -3,7 +3,9 @@
 //! it (loopback through the NIC, or soft-RoCE). PE 1 needs no progress: the
 //! operations are one-sided.
 //!
-//! Runs when the probe finds a usable port (`SWITCHYARD_VERBS_DEVICE` picks
+//! The suite runs twice: on the in-process fake HCA
+//! (`switchyard_verbs::fake`, always: the whole driver without hardware),
+//! and on a real device when the probe finds a usable port (`SWITCHYARD_VERBS_DEVICE` picks
 //! the device, `SWITCHYARD_VERBS_GID_INDEX` the GID); otherwise every test
 //! prints `skipped: <the probe's reason>` and passes. Two configurations:
 //! the trading template (one data QP, inline puts) and the storage template
@@ -74,6 +76,66 @@ impl<V: Variant> Harness for Verbs<V> {
         (a, b)
     }
 }
+
+/// The same pair on the fake HCA (one fabric per pair).
+struct Fake<V>(core::marker::PhantomData<V>);
+
+impl<V: Variant> Harness for Fake<V> {
+    type T = VerbsDriver;
+    type Guard = VerbsDriver;
+
+    fn pair(heap: u64) -> (VerbsDriver, VerbsDriver) {
+        use switchyard_core::transport::Transport;
+        let f = switchyard_verbs::fake::Fabric::new();
+        let mut a = VerbsDriver::fake_with_owned_heap(V::config(), 0, 2, 0x5EED, heap, &f)
+            .expect("driver 0");
+        let mut b = VerbsDriver::fake_with_owned_heap(V::config(), 1, 2, 0x5EED, heap, &f)
+            .expect("driver 1");
+        a.set_peer_card(1, b.card_for(0).expect("card 1"))
+            .expect("peer 1");
+        b.set_peer_card(0, a.card_for(1).expect("card 0"))
+            .expect("peer 0");
+        b.connect(0).expect("PE 1 connects");
+        a.connect(1).expect("PE 0 connects");
+        (a, b)
+    }
+}
+
+/// The whole suite on the fake HCA, for configuration `$v`.
+macro_rules! fake_suite {
+    ($m:ident, $v:ty, $($check:ident),+) => {
+        mod $m {
+            use super::*;
+            $(
+                #[test]
+                fn $check() {
+                    c::$check::<Fake<$v>>();
+                }
+            )+
+        }
+    };
+}
+
+fake_suite!(
+    fake_trading,
+    Trading,
+    random_put_get,
+    bounds_are_enforced,
+    atomics_match_reference,
+    heap_to_heap,
+    fence_orders_puts,
+    close_is_final
+);
+fake_suite!(
+    fake_storage,
+    Storage,
+    random_put_get,
+    bounds_are_enforced,
+    atomics_match_reference,
+    heap_to_heap,
+    fence_orders_puts,
+    close_is_final
+);
 
 /// `Some(reason)` when there is no usable RDMA port here.
 fn unavailable() -> Option<String> {

@@ -19,7 +19,7 @@ use crate::{
     seq::{Settle, SettleWindow},
     signal::{CqCredits, SendQueue},
     stage::StageRing,
-    sys::{self, SendWr, Sge, Wc, access, send_flags},
+    sys::{self, POLL_BATCH, SendWr, Sge, access, send_flags},
 };
 
 /// Heap block size for data-QP placement: every byte of a block always goes
@@ -27,8 +27,6 @@ use crate::{
 pub const BLOCK: u64 = 64 << 10;
 /// Work requests chained per doorbell at most.
 const BATCH: usize = 16;
-/// Completions taken per poll.
-const POLL_BATCH: usize = 32;
 /// Progress steps between reads of the async event fd (a syscall).
 const ASYNC_EVERY: u32 = 256;
 /// Events kept until polled.
@@ -237,8 +235,7 @@ pub struct VerbsDriver {
     port_mtu: Mtu,
     heap: *mut u8,
     heap_len: u64,
-    owned_heap: Option<*mut [u64]>,
-    scratch: *mut [u64],
+    owned_heap: Option<OwnedWords>,
     scratch_ptr: *mut u8,
     get_off: usize,
     atomic_off: usize,
@@ -246,7 +243,7 @@ pub struct VerbsDriver {
     tickets: Box<[TicketSlot]>,
     free_list: FreeList,
     reposts: u32,
-    wc: Box<[Wc]>,
+    cqes: Box<[sys::Cqe]>,
     credits: CqCredits,
     events: Box<[Option<Event>]>,
     ev_head: usize,
@@ -261,6 +258,56 @@ pub struct VerbsDriver {
     cq: Option<sys::Cq>,
     pd: Option<sys::Pd>,
     ctx: Option<sys::Ctx>,
+    scratch: Option<OwnedWords>,
+}
+
+/// Zeroed 8-aligned memory owned through a raw pointer (the device writes
+/// it behind Rust's back, so no reference to it is ever held), freed on
+/// drop.
+struct OwnedWords {
+    ptr: *mut [u64],
+}
+
+impl OwnedWords {
+    fn zeroed(bytes: u64) -> OwnedWords {
+        let words = usize::try_from(bytes.div_ceil(8))
+            .unwrap_or(usize::MAX / 8)
+            .max(1);
+        OwnedWords {
+            ptr: Box::into_raw(vec![0u64; words].into_boxed_slice()),
+        }
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.ptr.cast()
+    }
+
+    fn bytes(&self) -> usize {
+        self.ptr.len() * 8
+    }
+}
+
+impl Drop for OwnedWords {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `zeroed`, freed once; the owner
+        // drops it only after deregistering it.
+        drop(unsafe { Box::from_raw(self.ptr) });
+    }
+}
+
+/// The port this driver uses, as the card carries it.
+#[derive(Debug, Clone, Copy)]
+struct PortAddr {
+    port: u8,
+    link_layer: LinkLayer,
+    lid: u16,
+    gid: Option<[u8; 16]>,
+    gid_index: Option<u8>,
+    mtu: Mtu,
+}
+
+fn res(call: &'static str) -> impl Fn(std::io::Error) -> VerbsError {
+    move |source| VerbsError::Resource { call, source }
 }
 
 // SAFETY: the driver owns its verbs objects, heap mapping (or borrows it
@@ -328,12 +375,10 @@ impl VerbsDriver {
                 cfg.device.as_deref().unwrap_or("any device")
             ),
         })?;
-        let res = |call| move |source| VerbsError::Resource { call, source };
         let (ctx, _name) = sys::Ctx::open(Some(&chosen.device)).map_err(res("ibv_open_device"))?;
         let port = chosen.port;
         let dattr = ctx.query_device().map_err(res("ibv_query_device"))?;
         let pattr = ctx.query_port(port).map_err(res("ibv_query_port"))?;
-        let link_layer = LinkLayer::from_u8(pattr.link_layer).unwrap_or(LinkLayer::InfiniBand);
         let port_mtu = Mtu::from_ibv(pattr.active_mtu).unwrap_or(Mtu::M1024);
         let limits = DeviceLimits {
             max_qp_wr: u32::try_from(dattr.max_qp_wr).unwrap_or(0),
@@ -350,7 +395,6 @@ impl VerbsDriver {
             max_mr_size: dattr.max_mr_size,
             active_mtu: port_mtu,
         };
-        let p = derive(&cfg, &limits)?;
         let gid_index = match cfg.gid_index {
             Some(i) => Some(i),
             None => chosen.best_gid().map(|g| g.index),
@@ -359,8 +403,131 @@ impl VerbsDriver {
             Some(i) => Some(ctx.query_gid(port, i).map_err(res("ibv_query_gid"))?),
             None => None,
         };
-        let gid_index = gid_index.and_then(|i| u8::try_from(i).ok());
-        let n_peers = (n_pes - 1) as u64;
+        let addr = PortAddr {
+            port,
+            link_layer: LinkLayer::from_u8(pattr.link_layer).unwrap_or(LinkLayer::InfiniBand),
+            lid: pattr.lid,
+            gid,
+            gid_index: gid_index.and_then(|i| u8::try_from(i).ok()),
+            mtu: port_mtu,
+        };
+        ctx.async_nonblocking()
+            .map_err(res("fcntl(async_fd, O_NONBLOCK)"))?;
+        let pd = sys::Pd::alloc(&ctx).map_err(res("ibv_alloc_pd"))?;
+        // SAFETY: the caller's promise about the heap is passed on.
+        let mut drv = unsafe {
+            VerbsDriver::assemble(
+                cfg,
+                (me, n_pes, seed),
+                heap,
+                heap_len,
+                &limits,
+                addr,
+                &sys::Backend::Real(&ctx, &pd),
+            )
+        }?;
+        drv.pd = Some(pd);
+        drv.ctx = Some(ctx);
+        Ok(drv)
+    }
+
+    /// [`VerbsDriver::new`] on the in-process fake HCA ([`crate::fake`]):
+    /// every PE of a test shares one `fabric`. No device is needed.
+    ///
+    /// # Safety
+    ///
+    /// As [`VerbsDriver::new`].
+    ///
+    /// # Errors
+    ///
+    /// As [`VerbsDriver::new`], without the probe.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub unsafe fn new_fake(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap: *mut u8,
+        heap_len: u64,
+        fabric: &crate::fake::Fabric,
+    ) -> Result<VerbsDriver> {
+        if n_pes == 0 || me >= n_pes || n_pes > MAX_PES {
+            return Err(VerbsError::InvalidPe { peer: me, n_pes });
+        }
+        let limits = DeviceLimits {
+            max_qp_wr: 16384,
+            max_cqe: 1 << 20,
+            max_qp: 1 << 16,
+            max_sge: 1,
+            max_qp_init_rd_atom: 16,
+            max_qp_rd_atom: 16,
+            atomic_cap: AtomicCap::Hca,
+            max_mr_size: u64::MAX,
+            active_mtu: Mtu::M4096,
+        };
+        let mut gid = [0u8; 16];
+        gid[..2].copy_from_slice(&[0xfe, 0x80]);
+        gid[12..].copy_from_slice(&(me + 1).to_be_bytes());
+        let addr = PortAddr {
+            port: 1,
+            link_layer: LinkLayer::Ethernet,
+            lid: 0,
+            gid: Some(gid),
+            gid_index: Some(1),
+            mtu: Mtu::M4096,
+        };
+        // SAFETY: the caller's promise about the heap is passed on.
+        unsafe {
+            VerbsDriver::assemble(
+                cfg,
+                (me, n_pes, seed),
+                heap,
+                heap_len,
+                &limits,
+                addr,
+                &sys::Backend::Fake(fabric),
+            )
+        }
+    }
+
+    /// [`VerbsDriver::new_fake`] with an owned heap of `heap_len` zeroed bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`VerbsDriver::new_fake`].
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_with_owned_heap(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap_len: u64,
+        fabric: &crate::fake::Fabric,
+    ) -> Result<VerbsDriver> {
+        let heap = OwnedWords::zeroed(heap_len);
+        // SAFETY: the heap is owned by the driver (dropped after its MR).
+        let mut d =
+            unsafe { VerbsDriver::new_fake(cfg, me, n_pes, seed, heap.ptr(), heap_len, fabric) }?;
+        d.owned_heap = Some(heap);
+        Ok(d)
+    }
+
+    /// Registers the heap and the scratch, creates the CQ and the QPs.
+    ///
+    /// # Safety
+    ///
+    /// As [`VerbsDriver::new`] for `heap`.
+    unsafe fn assemble(
+        cfg: VerbsConfig,
+        (me, n_pes, seed): (u32, u32, u64),
+        heap: *mut u8,
+        heap_len: u64,
+        limits: &DeviceLimits,
+        addr: PortAddr,
+        backend: &sys::Backend<'_>,
+    ) -> Result<VerbsDriver> {
+        let p = derive(&cfg, limits)?;
+        let n_peers = u64::from(n_pes - 1);
         let qps_per_peer = 1 + u64::from(p.data_qps);
         if n_peers * qps_per_peer > u64::from(limits.max_qp) {
             return Err(VerbsError::Config(crate::params::ParamError {
@@ -372,13 +539,9 @@ impl VerbsDriver {
                 ),
             }));
         }
-        ctx.async_nonblocking()
-            .map_err(res("fcntl(async_fd, O_NONBLOCK)"))?;
-        let pd = sys::Pd::alloc(&ctx).map_err(res("ibv_alloc_pd"))?;
         // SAFETY: the caller keeps the heap mapped for the driver's life.
         let heap_mr = unsafe {
-            sys::Mr::register(
-                &pd,
+            backend.register(
                 heap,
                 usize::try_from(heap_len).unwrap_or(usize::MAX),
                 access::LOCAL_WRITE
@@ -394,93 +557,28 @@ impl VerbsDriver {
         let stage_total = stage_per_qp * total_qps;
         let get_bytes = u64::from(cfg.get_slots) * u64::from(cfg.get_slot_bytes);
         let atomic_bytes = u64::from(cfg.get_slots) * 8;
-        let scratch_len = stage_total + get_bytes + atomic_bytes;
-        let words = usize::try_from(scratch_len.div_ceil(8)).map_err(|_| {
-            VerbsError::Config(crate::params::ParamError {
-                field: "staging_bytes",
-                value: cfg.staging_bytes.to_string(),
-                expected: "a scratch area that fits in memory".into(),
-            })
-        })?;
-        let scratch: *mut [u64] = Box::into_raw(vec![0u64; words].into_boxed_slice());
-        let scratch_ptr = scratch.cast::<u8>();
-        // SAFETY: the scratch lives until `release` frees it after this MR.
+        let scratch = OwnedWords::zeroed(stage_total + get_bytes + atomic_bytes);
+        // SAFETY: the scratch lives until `release` drops it after this MR.
         let scratch_mr =
-            match unsafe { sys::Mr::register(&pd, scratch_ptr, words * 8, access::LOCAL_WRITE) } {
-                Ok(mr) => mr,
-                Err(e) => {
-                    // SAFETY: the box was leaked just above and not yet shared.
-                    drop(unsafe { Box::from_raw(scratch) });
-                    return Err(res("ibv_reg_mr (scratch)")(e));
-                }
-            };
+            unsafe { backend.register(scratch.ptr(), scratch.bytes(), access::LOCAL_WRITE) }
+                .map_err(res("ibv_reg_mr (scratch)"))?;
         let flush_headroom = qps_per_peer * u64::from(p.sq_depth) * n_peers.min(4);
         let cq_entries =
             (u64::from(p.cq_depth) + flush_headroom).min(u64::from(limits.max_cqe)) as u32;
-        let mut drv = VerbsDriver {
-            me,
-            n_pes,
-            seed,
-            p,
-            cfg: cfg.clone(),
-            port,
-            link_layer,
-            lid: pattr.lid,
-            gid,
-            gid_index,
-            port_mtu,
-            heap,
-            heap_len,
-            owned_heap: None,
-            scratch,
-            scratch_ptr,
-            get_off: stage_total as usize,
-            atomic_off: (stage_total + get_bytes) as usize,
-            peers: Vec::with_capacity(n_pes as usize),
-            tickets: vec![FREE_TICKET; cfg.get_slots as usize].into_boxed_slice(),
-            free_list: FreeList {
-                idx: (0..cfg.get_slots)
-                    .rev()
-                    .collect::<Vec<u32>>()
-                    .into_boxed_slice(),
-                n: cfg.get_slots as usize,
-            },
-            reposts: 0,
-            wc: vec![Wc::default(); POLL_BATCH].into_boxed_slice(),
-            credits: CqCredits::new(p.cq_depth),
-            events: vec![None; EVENT_RING].into_boxed_slice(),
-            ev_head: 0,
-            ev_len: 0,
-            steps: 0,
-            stats: VerbsStats::default(),
-            fatal: false,
-            closed: false,
-            scratch_mr: Some(scratch_mr),
-            heap_mr: Some(heap_mr),
-            cq: None,
-            pd: Some(pd),
-            ctx: Some(ctx),
-        };
-        let cq = sys::Cq::create(drv.ctx(), cq_entries).map_err(res("ibv_create_cq"))?;
-        drv.cq = Some(cq);
+        let cq = backend.cq(cq_entries).map_err(res("ibv_create_cq"))?;
+        let mut peers = Vec::with_capacity(n_pes as usize);
         let mut stage_off = 0usize;
         for pe in 0..n_pes {
             if pe == me {
-                drv.peers.push(None);
+                peers.push(None);
                 continue;
             }
             let mut qps = Vec::with_capacity(qps_per_peer as usize);
             for qi in 0..qps_per_peer as u8 {
                 let tag = (pe as usize) << 8 | usize::from(qi);
-                let qp = sys::Qp::create(
-                    drv.ctx(),
-                    drv.pd.as_ref().expect("pd"),
-                    drv.cq.as_ref().expect("cq"),
-                    p.sq_depth,
-                    p.max_inline,
-                    tag,
-                )
-                .map_err(res("ibv_create_qp"))?;
+                let qp = backend
+                    .qp(&cq, p.sq_depth, p.max_inline, tag)
+                    .map_err(res("ibv_create_qp"))?;
                 let inline_cap = qp.cap.max_inline_data.min(p.max_inline);
                 let mut batch = vec![sys::empty_wr(); BATCH].into_boxed_slice();
                 for w in batch.iter_mut() {
@@ -511,7 +609,7 @@ impl VerbsDriver {
                 stage_off += stage_per_qp as usize;
             }
             let replay_cap = (qps_per_peer * u64::from(p.sq_depth)) as usize;
-            drv.peers.push(Some(Peer {
+            peers.push(Some(Peer {
                 qps: qps.into_boxed_slice(),
                 remote: None,
                 state: LinkState::Down,
@@ -525,7 +623,51 @@ impl VerbsDriver {
                 unreported: None,
             }));
         }
-        Ok(drv)
+        let scratch_ptr = scratch.ptr();
+        Ok(VerbsDriver {
+            me,
+            n_pes,
+            seed,
+            p,
+            cfg: cfg.clone(),
+            port: addr.port,
+            link_layer: addr.link_layer,
+            lid: addr.lid,
+            gid: addr.gid,
+            gid_index: addr.gid_index,
+            port_mtu: addr.mtu,
+            heap,
+            heap_len,
+            owned_heap: None,
+            scratch_ptr,
+            get_off: stage_total as usize,
+            atomic_off: (stage_total + get_bytes) as usize,
+            peers,
+            tickets: vec![FREE_TICKET; cfg.get_slots as usize].into_boxed_slice(),
+            free_list: FreeList {
+                idx: (0..cfg.get_slots)
+                    .rev()
+                    .collect::<Vec<u32>>()
+                    .into_boxed_slice(),
+                n: cfg.get_slots as usize,
+            },
+            reposts: 0,
+            cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
+            credits: CqCredits::new(p.cq_depth),
+            events: vec![None; EVENT_RING].into_boxed_slice(),
+            ev_head: 0,
+            ev_len: 0,
+            steps: 0,
+            stats: VerbsStats::default(),
+            fatal: false,
+            closed: false,
+            scratch_mr: Some(scratch_mr),
+            heap_mr: Some(heap_mr),
+            cq: Some(cq),
+            pd: None,
+            ctx: None,
+            scratch: Some(scratch),
+        })
     }
 
     /// [`VerbsDriver::new`] with a heap of `heap_len` zeroed bytes the driver
@@ -541,25 +683,12 @@ impl VerbsDriver {
         seed: u64,
         heap_len: u64,
     ) -> Result<VerbsDriver> {
-        let words = usize::try_from(heap_len.div_ceil(8)).unwrap_or(usize::MAX);
-        let heap: *mut [u64] = Box::into_raw(vec![0u64; words.max(1)].into_boxed_slice());
-        // SAFETY: the heap is owned by the driver (freed in `release`, after
-        // its MR), 8-aligned and `heap_len` bytes long.
-        match unsafe { VerbsDriver::new(cfg, me, n_pes, seed, heap.cast(), heap_len) } {
-            Ok(mut d) => {
-                d.owned_heap = Some(heap);
-                Ok(d)
-            }
-            Err(e) => {
-                // SAFETY: leaked above and never shared.
-                drop(unsafe { Box::from_raw(heap) });
-                Err(e)
-            }
-        }
-    }
-
-    fn ctx(&self) -> &sys::Ctx {
-        self.ctx.as_ref().expect("context lives until release")
+        let heap = OwnedWords::zeroed(heap_len);
+        // SAFETY: the heap is owned by the driver (dropped in `release`,
+        // after its MR), 8-aligned and at least `heap_len` bytes long.
+        let mut d = unsafe { VerbsDriver::new(cfg, me, n_pes, seed, heap.ptr(), heap_len) }?;
+        d.owned_heap = Some(heap);
+        Ok(d)
     }
 
     /// The derived parameters.
@@ -946,26 +1075,30 @@ impl VerbsDriver {
     /// atomics on `qi`). Returns whether to set the flag; the caller clears
     /// the fence once that WR is queued.
     fn fence_check(&mut self, peer: u32, qi: usize) -> Result<bool> {
-        let pe = self.peer_ref(peer)?;
-        if !pe.fence {
+        if !self.peer_ref(peer)?.fence {
             return Ok(false);
         }
-        let n = pe.qps.len();
-        let busy = pe
-            .qps
-            .iter()
-            .enumerate()
-            .any(|(i, q)| i != qi && q.outstanding() > 0);
-        if busy {
-            self.stats.fence_waits += 1;
+        for spin in 0..FULL_SPIN {
+            let pe = self.peer_ref(peer)?;
+            let n = pe.qps.len();
+            let busy = pe
+                .qps
+                .iter()
+                .enumerate()
+                .any(|(i, q)| i != qi && q.outstanding() > 0);
+            if !busy {
+                return Ok(true);
+            }
+            if spin == 0 {
+                self.stats.fence_waits += 1;
+            }
             for i in (0..n).filter(|&i| i != qi) {
-                self.flush_qp(peer, i);
                 let _ = self.marker(peer, i);
+                self.flush_qp(peer, i);
             }
             self.poll_cq();
-            return Err(self.would_block(peer, "fence"));
         }
-        Ok(true)
+        Err(self.would_block(peer, "fence"))
     }
 
     fn fence_done(&mut self, peer: u32) {
@@ -1231,10 +1364,10 @@ impl VerbsDriver {
 
     /// Polls the CQ once (a batch). Returns whether anything was reaped.
     fn poll_cq(&mut self) -> bool {
-        let Some(cq) = self.cq.as_ref() else {
+        let Some(cq) = self.cq.as_mut() else {
             return false;
         };
-        let n = match cq.poll(&mut self.wc) {
+        let n = match cq.poll(&mut self.cqes) {
             Ok(n) => n,
             Err(_) => {
                 self.device_failed();
@@ -1242,15 +1375,15 @@ impl VerbsDriver {
             }
         };
         for i in 0..n {
-            let wc = self.wc[i];
-            self.on_completion(&wc);
+            let c = self.cqes[i];
+            self.on_completion(c);
         }
         n > 0
     }
 
-    fn on_completion(&mut self, wc: &Wc) {
-        let (peer, qi, inc, low) = split_wr_id(wc.wr_id());
-        let ok = wc.is_valid();
+    fn on_completion(&mut self, c: sys::Cqe) {
+        let (peer, qi, inc, low) = split_wr_id(c.wr_id);
+        let ok = c.ok;
         let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
             self.stats.stale_completions += 1;
             return;
@@ -1602,15 +1735,9 @@ impl VerbsDriver {
         self.cq = None;
         self.pd = None;
         self.ctx = None;
-        if !self.scratch.is_null() {
-            // SAFETY: leaked in `new`; its MR is gone, nothing points into it.
-            drop(unsafe { Box::from_raw(self.scratch) });
-            self.scratch = ptr::slice_from_raw_parts_mut(ptr::null_mut(), 0);
-        }
-        if let Some(h) = self.owned_heap.take() {
-            // SAFETY: leaked in `with_owned_heap`; its MR is gone.
-            drop(unsafe { Box::from_raw(h) });
-        }
+        // The memory after its MRs.
+        self.scratch = None;
+        self.owned_heap = None;
     }
 
     /// Puts `len` bytes (from staging `src` or the heap) at `offset`,
@@ -1753,8 +1880,8 @@ impl VerbsDriver {
     fn make_room(&mut self, peer: u32) {
         let n = self.peer_ref(peer).map_or(0, |p| p.qps.len());
         for qi in 0..n {
-            self.flush_qp(peer, qi);
             let _ = self.marker(peer, qi);
+            self.flush_qp(peer, qi);
         }
         self.retry_reposts();
         self.poll_cq();
@@ -2309,8 +2436,9 @@ impl Transport for VerbsDriver {
                 return Err(VerbsError::PeerDown { peer });
             }
             for qi in 0..pe.qps.len() {
-                self.flush_qp(peer, qi);
+                // The marker joins the batch: one doorbell for both.
                 let _ = self.marker(peer, qi);
+                self.flush_qp(peer, qi);
                 if self.peers[peer as usize]
                     .as_ref()
                     .is_some_and(|p| p.qps[qi].outstanding() > 0)
@@ -2393,7 +2521,15 @@ impl Drop for VerbsDriver {
 
 #[cfg(test)]
 mod test {
+    use switchyard_core::{
+        transport::{AtomicWidth, ErrorKind, TransportError},
+        wire::AtomicKind,
+    };
+
     use super::*;
+    use crate::{fake::Fabric, params::Template};
+
+    const CTX: ContextId = ContextId { pe: 0, seq: 1 };
 
     #[test]
     fn wr_ids_round_trip() {
@@ -2426,5 +2562,303 @@ mod test {
             VerbsDriver::with_owned_heap(VerbsConfig::default(), 2, 2, 1, 4096),
             Err(VerbsError::InvalidPe { peer: 2, n_pes: 2 })
         ));
+    }
+
+    /// PE 0 and PE 1 on a fake fabric, connected.
+    fn pair(cfg: VerbsConfig, heap: u64) -> (VerbsDriver, VerbsDriver, Fabric) {
+        let f = Fabric::new();
+        let mut a = VerbsDriver::fake_with_owned_heap(cfg.clone(), 0, 2, 7, heap, &f).unwrap();
+        let mut b = VerbsDriver::fake_with_owned_heap(cfg, 1, 2, 7, heap, &f).unwrap();
+        a.set_peer_card(1, b.card_for(0).unwrap()).unwrap();
+        b.set_peer_card(0, a.card_for(1).unwrap()).unwrap();
+        b.connect(0).unwrap();
+        a.connect(1).unwrap();
+        assert_eq!(
+            a.poll_event(),
+            Some(Event::Link {
+                peer: 1,
+                state: LinkState::Up
+            })
+        );
+        (a, b, f)
+    }
+
+    fn quiet(a: &mut VerbsDriver) -> Result<()> {
+        for _ in 0..10_000 {
+            if a.quiet_poll()? {
+                return Ok(());
+            }
+        }
+        panic!("quiet did not complete");
+    }
+
+    fn get(a: &mut VerbsDriver, pe: u32, off: u64, len: u32) -> Result<Vec<u8>> {
+        let t = a.get_start(pe, off, len, CTX)?;
+        let mut v = vec![0; len as usize];
+        for _ in 0..10_000 {
+            if a.get_poll(&t, &mut v)? {
+                return Ok(v);
+            }
+        }
+        panic!("get did not complete");
+    }
+
+    fn fadd(a: &mut VerbsDriver, off: u64, n: u64) -> Result<u64> {
+        let op = AtomicOp {
+            kind: AtomicKind::FetchAdd,
+            width: AtomicWidth::W64,
+            operand: n,
+            compare: 0,
+        };
+        let t = a.atomic_start(1, off, op, CTX)?;
+        for _ in 0..10_000 {
+            if let Some(v) = a.atomic_poll(&t)? {
+                return Ok(v);
+            }
+        }
+        panic!("atomic did not complete");
+    }
+
+    #[test]
+    fn data_path_on_the_fake_hca() {
+        let (mut a, _b, f) = pair(VerbsConfig::default(), 1 << 20);
+        // Small puts are batched (one doorbell for many), then signaled.
+        let before = f.posts();
+        for i in 0..10u64 {
+            a.put(1, i * 8, &i.to_le_bytes(), CTX).unwrap();
+        }
+        assert_eq!(f.posts(), before, "batched until progress or quiet");
+        quiet(&mut a).unwrap();
+        assert_eq!(
+            f.posts(),
+            before + 1,
+            "one doorbell for the batch (and its marker)"
+        );
+        let s = a.stats();
+        assert_eq!(s.inline_wrs, 10);
+        assert_eq!(s.markers, 1);
+        for i in 0..10u64 {
+            assert_eq!(get(&mut a, 1, i * 8, 8).unwrap(), i.to_le_bytes());
+        }
+        // A put across three 64 KiB blocks, from staging; then from the heap.
+        let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        a.put(1, 1000, &big, CTX).unwrap();
+        quiet(&mut a).unwrap();
+        let mut back = Vec::new();
+        let mut off = 1000u64;
+        while back.len() < big.len() {
+            let n = (big.len() - back.len()).min(a.max_get_len() as usize) as u32;
+            back.extend(get(&mut a, 1, off, n).unwrap());
+            off += u64::from(n);
+        }
+        assert_eq!(back, big);
+        a.put(0, 500_000, b"from my heap", CTX).unwrap();
+        a.put_from_heap(1, 600_000, 500_000, 12, CTX).unwrap();
+        a.get_into_heap(1, 600_000, 700_000, 12, CTX).unwrap();
+        quiet(&mut a).unwrap();
+        assert_eq!(get(&mut a, 0, 700_000, 12).unwrap(), b"from my heap");
+        // Atomics: native fetch-add, emulated swap and 32-bit ops.
+        assert_eq!(fadd(&mut a, 800_000, 5).unwrap(), 0);
+        assert_eq!(fadd(&mut a, 800_000, 5).unwrap(), 5);
+        let swap = AtomicOp {
+            kind: AtomicKind::Swap,
+            width: AtomicWidth::W32,
+            operand: 9,
+            compare: 0,
+        };
+        let t = a.atomic_start(1, 800_004, swap, CTX).unwrap();
+        while a.atomic_poll(&t).unwrap().is_none() {}
+        assert_eq!(
+            get(&mut a, 1, 800_000, 8).unwrap(),
+            (10u64 | 9 << 32).to_le_bytes()
+        );
+        // Bounds, alignment, unknown PE.
+        let e = a.put(1, (1 << 20) - 4, &[0; 8], CTX).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutOfBounds);
+        assert_eq!(
+            fadd(&mut a, 4, 1).unwrap_err().kind(),
+            ErrorKind::Misaligned
+        );
+        assert_eq!(
+            a.put(5, 0, &[1], CTX).unwrap_err().kind(),
+            ErrorKind::InvalidPe
+        );
+        assert_eq!(a.stats().completion_errors, 0);
+    }
+
+    #[test]
+    fn back_pressure_and_signaling_on_a_shallow_queue() {
+        let cfg = VerbsConfig {
+            template: Template::Storage,
+            data_qps: Some(3),
+            sq_depth: Some(8),
+            signal_every: Some(4),
+            cq_depth: Some(8),
+            ..VerbsConfig::default()
+        };
+        let (mut a, _b, _f) = pair(cfg, 1 << 20);
+        // Far more puts than the queues hold: room is made by polling.
+        for i in 0..2000u64 {
+            a.put(1, (i * 4096) % (1 << 20), &[i as u8; 100], CTX)
+                .unwrap();
+        }
+        quiet(&mut a).unwrap();
+        let s = a.stats();
+        assert!(
+            s.signaled * 4 >= s.wrs - s.markers,
+            "every 4th signaled: {s:?}"
+        );
+        assert!(s.signaled < s.wrs, "not every WR signaled: {s:?}");
+        // Fence: a flag after the data, data on another QP's block.
+        for i in 1..=50u8 {
+            a.put(1, 0, &[i; 64], CTX).unwrap();
+            a.fence().unwrap();
+            a.put(1, 70_000, &[i], CTX).unwrap();
+        }
+        quiet(&mut a).unwrap();
+        assert_eq!(get(&mut a, 1, 70_000, 1).unwrap(), [50]);
+        assert_eq!(get(&mut a, 1, 0, 64).unwrap(), [50; 64]);
+        assert!(a.stats().fence_waits > 0 || a.stats().markers > 0);
+    }
+
+    #[test]
+    fn a_cut_link_fails_over_settles_once_and_rebuilds() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 16);
+        while a.poll_event().is_some() {}
+        a.put(1, 0, b"before", CTX).unwrap();
+        quiet(&mut a).unwrap();
+        f.break_links();
+        // Queued, then posted into a dead link by quiet.
+        a.put(1, 100, b"lost in flight", CTX).unwrap();
+        a.put(1, 200, b"second", CTX).unwrap();
+        let e = quiet(&mut a).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::PeerDown);
+        assert_eq!(a.state(1), LinkState::Error);
+        assert_eq!(
+            a.poll_event(),
+            Some(Event::Link {
+                peer: 1,
+                state: LinkState::Error
+            })
+        );
+        assert_eq!(
+            a.poll_event(),
+            Some(Event::RebuildNeeded {
+                peer: 1,
+                generation: 1
+            })
+        );
+        // New operations are refused at once (select moves to TCP).
+        assert_eq!(
+            a.put(1, 0, b"x", CTX).unwrap_err().kind(),
+            ErrorKind::PeerDown
+        );
+        // Each in-doubt put is offered for replay exactly once.
+        let mut replays = Vec::new();
+        a.drain_replays(|r| {
+            if let Replay::Put {
+                offset, bytes, seq, ..
+            } = r
+            {
+                replays.push((seq, offset, bytes.to_vec()));
+            }
+        });
+        assert_eq!(
+            replays
+                .iter()
+                .map(|r| (r.1, r.2.clone()))
+                .collect::<Vec<_>>(),
+            [(100, b"lost in flight".to_vec()), (200, b"second".to_vec())]
+        );
+        assert!(replays[0].0 < replays[1].0, "in sequence order");
+        a.drain_replays(|_| panic!("replayed twice"));
+        assert_eq!(a.stats().replays, 2);
+        // Rebuild both sides to generation 1, same QPNs, new PSNs.
+        f.heal();
+        let qpn = a.card_for(1).unwrap().qps()[0].qpn;
+        b.put(0, 0, b"b sees it too", CTX).unwrap();
+        let _ = quiet(&mut b);
+        a.rebuild(1, 1).unwrap();
+        assert_eq!(
+            a.poll_event(),
+            Some(Event::Rebuilt {
+                peer: 1,
+                generation: 1
+            })
+        );
+        assert_eq!(
+            a.put(1, 0, b"x", CTX).unwrap_err().kind(),
+            ErrorKind::PeerDown,
+            "until the peer confirms"
+        );
+        b.drain_replays(|_| {});
+        b.rebuild(0, 1).unwrap();
+        a.peer_rebuilt(1, 1).unwrap();
+        b.peer_rebuilt(0, 1).unwrap();
+        assert_eq!(
+            a.card_for(1).unwrap().qps()[0].qpn,
+            qpn,
+            "rebuilt, not re-created"
+        );
+        a.put(1, 300, b"after", CTX).unwrap();
+        quiet(&mut a).unwrap();
+        assert_eq!(get(&mut a, 1, 300, 5).unwrap(), b"after");
+        assert_eq!(get(&mut a, 1, 0, 6).unwrap(), b"before");
+        assert_eq!(a.stats().rebuilds, 1);
+        assert!(a.rebuild(1, 1).is_err(), "generations only go up");
+    }
+
+    #[test]
+    fn atomics_in_flight_at_a_cut_are_never_retried_blindly() {
+        let (mut a, _b, f) = pair(VerbsConfig::default(), 1 << 16);
+        f.break_links();
+        let op = AtomicOp {
+            kind: AtomicKind::FetchAdd,
+            width: AtomicWidth::W64,
+            operand: 1,
+            compare: 0,
+        };
+        // Posted at once (signaled): it reached the device, so its outcome
+        // is unknown.
+        let t = a.atomic_start(1, 64, op, CTX).unwrap();
+        let e = loop {
+            match a.atomic_poll(&t) {
+                Ok(None) => {}
+                Ok(Some(v)) => panic!("completed with {v}"),
+                Err(e) => break e,
+            }
+        };
+        assert!(
+            matches!(
+                e,
+                VerbsError::OutcomeUnknown {
+                    peer: 1,
+                    offset: 64
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.kind(),
+            ErrorKind::Fatal,
+            "not PeerDown: the shim must not retry it"
+        );
+        assert_eq!(a.stats().outcome_unknown, 1);
+        // A get in flight fails with PeerDown (retrying a read is safe).
+        assert_eq!(
+            a.get_start(1, 0, 8, CTX).unwrap_err().kind(),
+            ErrorKind::PeerDown
+        );
+    }
+
+    #[test]
+    fn close_releases_everything_once() {
+        let (mut a, _b, _f) = pair(VerbsConfig::default(), 4096);
+        a.close().unwrap();
+        a.close().unwrap();
+        assert_eq!(a.state(1), LinkState::Down);
+        assert!(a.put(1, 0, &[1], CTX).is_err());
+        assert!(a.quiet_poll().is_err());
+        assert_eq!(a.progress(Instant::default()), PollResult::Idle);
     }
 }

@@ -255,7 +255,17 @@ impl Drop for Pd {
 
 /// A registered memory region.
 pub struct Mr {
-    ptr: NonNull<ffi::ibv_mr>,
+    inner: MrInner,
+}
+
+enum MrInner {
+    Real(NonNull<ffi::ibv_mr>),
+    #[cfg(any(test, feature = "fake-hca"))]
+    Fake {
+        lkey: u32,
+        rkey: u32,
+        fabric: crate::fake::Fabric,
+    },
 }
 
 // SAFETY: as for `Ctx`.
@@ -272,33 +282,75 @@ impl Mr {
             i32::try_from(access).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: a live PD; the caller keeps the range mapped.
         let mr = unsafe { ffi::ibv_reg_mr(pd.ptr.as_ptr(), addr.cast(), len, access) };
-        NonNull::new(mr).map(|ptr| Mr { ptr }).ok_or_else(last_err)
+        NonNull::new(mr)
+            .map(|ptr| Mr {
+                inner: MrInner::Real(ptr),
+            })
+            .ok_or_else(last_err)
     }
 
     /// Local key.
     pub fn lkey(&self) -> u32 {
-        // SAFETY: a live MR's plain field.
-        unsafe { (*self.ptr.as_ptr()).lkey }
+        match &self.inner {
+            // SAFETY: a live MR's plain field.
+            MrInner::Real(ptr) => unsafe { (*ptr.as_ptr()).lkey },
+            #[cfg(any(test, feature = "fake-hca"))]
+            MrInner::Fake { lkey, .. } => *lkey,
+        }
     }
 
     /// Remote key.
     pub fn rkey(&self) -> u32 {
-        // SAFETY: a live MR's plain field.
-        unsafe { (*self.ptr.as_ptr()).rkey }
+        match &self.inner {
+            // SAFETY: a live MR's plain field.
+            MrInner::Real(ptr) => unsafe { (*ptr.as_ptr()).rkey },
+            #[cfg(any(test, feature = "fake-hca"))]
+            MrInner::Fake { rkey, .. } => *rkey,
+        }
     }
 }
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        // SAFETY: deregistered once, before its PD.
-        let _ = unsafe { ffi::ibv_dereg_mr(self.ptr.as_ptr()) };
+        match &self.inner {
+            MrInner::Real(ptr) => {
+                // SAFETY: deregistered once, before its PD.
+                let _ = unsafe { ffi::ibv_dereg_mr(ptr.as_ptr()) };
+            }
+            #[cfg(any(test, feature = "fake-hca"))]
+            MrInner::Fake { lkey, fabric, .. } => fabric.dereg(*lkey),
+        }
     }
 }
 
+/// One work completion, as the driver needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cqe {
+    /// The WR's `wr_id`.
+    pub wr_id: u64,
+    /// Whether it succeeded.
+    pub ok: bool,
+}
+
+/// Completions taken per poll at most.
+pub const POLL_BATCH: usize = 32;
+
 /// A completion queue.
 pub struct Cq {
-    ptr: NonNull<ffi::ibv_cq>,
-    poll: unsafe extern "C" fn(*mut ffi::ibv_cq, i32, *mut ffi::ibv_wc) -> i32,
+    inner: CqInner,
+}
+
+enum CqInner {
+    Real {
+        ptr: NonNull<ffi::ibv_cq>,
+        poll: unsafe extern "C" fn(*mut ffi::ibv_cq, i32, *mut ffi::ibv_wc) -> i32,
+        wc: Box<[ffi::ibv_wc]>,
+    },
+    #[cfg(any(test, feature = "fake-hca"))]
+    Fake {
+        fabric: crate::fake::Fabric,
+        id: usize,
+    },
 }
 
 // SAFETY: as for `Ctx`.
@@ -326,41 +378,81 @@ impl Cq {
             let _ = unsafe { ffi::ibv_destroy_cq(ptr.as_ptr()) };
             return Err(io::Error::other("provider has no poll_cq"));
         };
-        Ok(Cq { ptr, poll })
+        Ok(Cq {
+            inner: CqInner::Real {
+                ptr,
+                poll,
+                wc: vec![ffi::ibv_wc::default(); POLL_BATCH].into_boxed_slice(),
+            },
+        })
     }
 
-    /// Polls up to `wc.len()` completions; returns how many were written.
+    /// Polls up to `out.len()` (at most [`POLL_BATCH`]) completions;
+    /// returns how many were written.
     #[inline]
-    pub fn poll(&self, wc: &mut [ffi::ibv_wc]) -> io::Result<usize> {
-        let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
-        // SAFETY: a live CQ, and `wc` has room for `n` entries.
-        let got = unsafe { (self.poll)(self.ptr.as_ptr(), n, wc.as_mut_ptr()) };
-        usize::try_from(got).map_err(|_| io::Error::other("ibv_poll_cq failed"))
+    pub fn poll(&mut self, out: &mut [Cqe]) -> io::Result<usize> {
+        match &mut self.inner {
+            CqInner::Real { ptr, poll, wc } => {
+                let n = out.len().min(wc.len());
+                // SAFETY: a live CQ, and `wc` has room for `n` entries.
+                let got = unsafe { poll(ptr.as_ptr(), n as i32, wc.as_mut_ptr()) };
+                let got =
+                    usize::try_from(got).map_err(|_| io::Error::other("ibv_poll_cq failed"))?;
+                for (o, w) in out.iter_mut().zip(wc.iter()).take(got) {
+                    *o = Cqe {
+                        wr_id: w.wr_id(),
+                        ok: w.is_valid(),
+                    };
+                }
+                Ok(got)
+            }
+            #[cfg(any(test, feature = "fake-hca"))]
+            CqInner::Fake { fabric, id } => Ok(fabric.poll(*id, out)),
+        }
     }
 
-    /// The raw CQ (for QP creation).
-    pub fn as_raw(&self) -> *mut ffi::ibv_cq {
-        self.ptr.as_ptr()
+    fn as_raw(&self) -> Option<*mut ffi::ibv_cq> {
+        match &self.inner {
+            CqInner::Real { ptr, .. } => Some(ptr.as_ptr()),
+            #[cfg(any(test, feature = "fake-hca"))]
+            CqInner::Fake { .. } => None,
+        }
     }
 }
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: destroyed once, after its QPs.
-        let _ = unsafe { ffi::ibv_destroy_cq(self.ptr.as_ptr()) };
+        #[allow(irrefutable_let_patterns)] // without the fake, only Real
+        if let CqInner::Real { ptr, .. } = &self.inner {
+            // SAFETY: destroyed once, after its QPs.
+            let _ = unsafe { ffi::ibv_destroy_cq(ptr.as_ptr()) };
+        }
     }
 }
 
+type PostFn = unsafe extern "C" fn(
+    *mut ffi::ibv_qp,
+    *mut ffi::ibv_send_wr,
+    *mut *mut ffi::ibv_send_wr,
+) -> i32;
+
 /// A reliable-connected queue pair.
 pub struct Qp {
-    ptr: NonNull<ffi::ibv_qp>,
-    post: unsafe extern "C" fn(
-        *mut ffi::ibv_qp,
-        *mut ffi::ibv_send_wr,
-        *mut *mut ffi::ibv_send_wr,
-    ) -> i32,
+    inner: QpInner,
     /// What `ibv_create_qp` granted.
     pub cap: ffi::ibv_qp_cap,
+}
+
+enum QpInner {
+    Real {
+        ptr: NonNull<ffi::ibv_qp>,
+        post: PostFn,
+    },
+    #[cfg(any(test, feature = "fake-hca"))]
+    Fake {
+        fabric: crate::fake::Fabric,
+        qpn: u32,
+    },
 }
 
 // SAFETY: as for `Ctx`.
@@ -377,10 +469,13 @@ impl Qp {
         max_inline: u32,
         tag: usize,
     ) -> io::Result<Qp> {
+        let raw_cq = cq
+            .as_raw()
+            .ok_or_else(|| io::Error::other("a fake CQ for a real QP"))?;
         let mut attr = ffi::ibv_qp_init_attr {
             qp_context: tag as *mut _,
-            send_cq: cq.as_raw(),
-            recv_cq: cq.as_raw(),
+            send_cq: raw_cq,
+            recv_cq: raw_cq,
             srq: std::ptr::null_mut(),
             cap: ffi::ibv_qp_cap {
                 max_send_wr: sq_depth,
@@ -403,21 +498,29 @@ impl Qp {
             return Err(io::Error::other("provider has no post_send"));
         };
         Ok(Qp {
-            ptr,
-            post,
+            inner: QpInner::Real { ptr, post },
             cap: attr.cap,
         })
     }
 
     /// The QP number.
     pub fn qpn(&self) -> u32 {
-        // SAFETY: a live QP's plain field.
-        unsafe { (*self.ptr.as_ptr()).qp_num }
+        match &self.inner {
+            // SAFETY: a live QP's plain field.
+            QpInner::Real { ptr, .. } => unsafe { (*ptr.as_ptr()).qp_num },
+            #[cfg(any(test, feature = "fake-hca"))]
+            QpInner::Fake { qpn, .. } => *qpn,
+        }
     }
 
     /// Runs one planned transition.
     pub fn modify(&self, step: &Step) -> io::Result<()> {
         use ffi::{ibv_qp_attr_mask as M, ibv_qp_state as S};
+        let ptr = match &self.inner {
+            QpInner::Real { ptr, .. } => *ptr,
+            #[cfg(any(test, feature = "fake-hca"))]
+            QpInner::Fake { fabric, qpn } => return fabric.modify(*qpn, step),
+        };
         let mut a = ffi::ibv_qp_attr::default();
         let mask = match *step {
             Step::Reset => {
@@ -490,7 +593,7 @@ impl Qp {
         };
         // SAFETY: a live QP, a valid attribute struct and the mask of the
         // fields set.
-        check(unsafe { ffi::ibv_modify_qp(self.ptr.as_ptr(), &mut a, mask.0 as i32) })
+        check(unsafe { ffi::ibv_modify_qp(ptr.as_ptr(), &mut a, mask.0 as i32) })
     }
 
     /// Posts a chain of work requests (one doorbell). On failure returns
@@ -503,9 +606,15 @@ impl Qp {
     /// until this call returns).
     #[inline]
     pub unsafe fn post(&self, wr: *mut ffi::ibv_send_wr) -> Result<(), (i32, usize)> {
+        let (ptr, post) = match &self.inner {
+            QpInner::Real { ptr, post } => (*ptr, *post),
+            #[cfg(any(test, feature = "fake-hca"))]
+            // SAFETY: the caller vouches for the chain.
+            QpInner::Fake { fabric, qpn } => return unsafe { fabric.post(*qpn, wr) },
+        };
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: a live QP; the caller vouches for the chain.
-        let rc = unsafe { (self.post)(self.ptr.as_ptr(), wr, &mut bad) };
+        let rc = unsafe { post(ptr.as_ptr(), wr, &mut bad) };
         if rc == 0 {
             return Ok(());
         }
@@ -522,8 +631,89 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        // SAFETY: destroyed once, before its CQ and PD.
-        let _ = unsafe { ffi::ibv_destroy_qp(self.ptr.as_ptr()) };
+        match &self.inner {
+            QpInner::Real { ptr, .. } => {
+                // SAFETY: destroyed once, before its CQ and PD.
+                let _ = unsafe { ffi::ibv_destroy_qp(ptr.as_ptr()) };
+            }
+            #[cfg(any(test, feature = "fake-hca"))]
+            QpInner::Fake { fabric, qpn } => fabric.destroy_qp(*qpn),
+        }
+    }
+}
+
+/// Where the driver's objects come from: the device, or the in-process
+/// fake HCA (feature `fake-hca`).
+pub enum Backend<'a> {
+    /// A real device: its context and protection domain.
+    Real(&'a Ctx, &'a Pd),
+    /// The fake HCA.
+    #[cfg(any(test, feature = "fake-hca"))]
+    Fake(&'a crate::fake::Fabric),
+}
+
+impl Backend<'_> {
+    /// Registers memory.
+    ///
+    /// # Safety
+    ///
+    /// As [`Mr::register`].
+    pub unsafe fn register(&self, addr: *mut u8, len: usize, access: u32) -> io::Result<Mr> {
+        match self {
+            // SAFETY: the caller's promise is passed on.
+            Backend::Real(_, pd) => unsafe { Mr::register(pd, addr, len, access) },
+            #[cfg(any(test, feature = "fake-hca"))]
+            Backend::Fake(f) => {
+                let (lkey, rkey) = f.reg_mr(addr as u64, len as u64, access);
+                Ok(Mr {
+                    inner: MrInner::Fake {
+                        lkey,
+                        rkey,
+                        fabric: (*f).clone(),
+                    },
+                })
+            }
+        }
+    }
+
+    /// Creates the CQ.
+    pub fn cq(&self, entries: u32) -> io::Result<Cq> {
+        match self {
+            Backend::Real(ctx, _) => Cq::create(ctx, entries),
+            #[cfg(any(test, feature = "fake-hca"))]
+            Backend::Fake(f) => Ok(Cq {
+                inner: CqInner::Fake {
+                    fabric: (*f).clone(),
+                    id: f.create_cq(),
+                },
+            }),
+        }
+    }
+
+    /// Creates an RC QP.
+    pub fn qp(&self, cq: &Cq, sq_depth: u32, max_inline: u32, tag: usize) -> io::Result<Qp> {
+        match self {
+            Backend::Real(ctx, pd) => Qp::create(ctx, pd, cq, sq_depth, max_inline, tag),
+            #[cfg(any(test, feature = "fake-hca"))]
+            Backend::Fake(f) => {
+                let CqInner::Fake { id, .. } = &cq.inner else {
+                    return Err(io::Error::other("a real CQ for a fake QP"));
+                };
+                Ok(Qp {
+                    inner: QpInner::Fake {
+                        fabric: (*f).clone(),
+                        qpn: f.create_qp(*id, tag),
+                    },
+                    cap: ffi::ibv_qp_cap {
+                        max_send_wr: sq_depth,
+                        max_recv_wr: 1,
+                        max_send_sge: 1,
+                        max_recv_sge: 1,
+                        max_inline_data: max_inline.min(crate::fake::MAX_INLINE),
+                    },
+                })
+            }
+        }
     }
 }
 
@@ -540,7 +730,7 @@ pub mod access {
     pub const REMOTE_ATOMIC: u32 = 8;
 }
 
-pub use ffi::{ibv_send_wr as SendWr, ibv_sge as Sge, ibv_wc as Wc, ibv_wr_opcode};
+pub use ffi::{ibv_send_wr as SendWr, ibv_sge as Sge, ibv_wr_opcode};
 
 /// `IBV_SEND_*` bits.
 pub mod send_flags {
