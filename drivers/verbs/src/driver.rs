@@ -243,6 +243,8 @@ pub struct VerbsDriver {
     tickets: Box<[TicketSlot]>,
     free_list: FreeList,
     reposts: u32,
+    /// QPs with a batch not yet posted.
+    batched: u32,
     cqes: Box<[sys::Cqe]>,
     credits: CqCredits,
     events: Box<[Option<Event>]>,
@@ -652,6 +654,7 @@ impl VerbsDriver {
                 n: cfg.get_slots as usize,
             },
             reposts: 0,
+            batched: 0,
             cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
             credits: CqCredits::new(p.cq_depth),
             events: vec![None; EVENT_RING].into_boxed_slice(),
@@ -1188,6 +1191,9 @@ impl VerbsDriver {
                 }
                 None => sys::set_rdma(wr, remote.0, remote.1),
             }
+            if q.n_batch == 0 {
+                self.batched += 1;
+            }
             q.n_batch += 1;
             q.stage.commit(stage_end);
         }
@@ -1234,6 +1240,7 @@ impl VerbsDriver {
         // before either is released), and inline data is read during the call.
         let r = unsafe { q.qp.post(base) };
         q.n_batch = 0;
+        self.batched = self.batched.saturating_sub(1);
         self.stats.doorbells += 1;
         match r {
             Ok(()) => q.to_hw = q.sq.posted(),
@@ -1568,7 +1575,10 @@ impl VerbsDriver {
             q.state = QpState::Reset;
             give += q.sig_in_flight;
             q.sig_in_flight = 0;
-            q.n_batch = 0;
+            if q.n_batch > 0 {
+                q.n_batch = 0;
+                self.batched = self.batched.saturating_sub(1);
+            }
             let depth = q.records.len() as u64;
             let first = q.sq.posted() - q.sq.outstanding();
             for i in first..q.sq.posted() {
@@ -2466,17 +2476,18 @@ impl Transport for VerbsDriver {
             return PollResult::Idle;
         }
         let mut busy = false;
-        for peer in 0..self.n_pes {
-            let Some(Some(pe)) = self.peers.get(peer as usize) else {
-                continue;
-            };
-            for qi in 0..pe.qps.len() {
-                if self.peers[peer as usize]
-                    .as_ref()
-                    .is_some_and(|p| p.qps[qi].n_batch > 0)
-                {
-                    self.flush_qp(peer, qi);
-                    busy = true;
+        // Doorbells for batches left by puts (scanned only when there are).
+        if self.batched > 0 {
+            for peer in 0..self.n_pes {
+                let n = self.peer_ref(peer).map_or(0, |p| p.qps.len());
+                for qi in 0..n {
+                    if self.peers[peer as usize]
+                        .as_ref()
+                        .is_some_and(|p| p.qps[qi].n_batch > 0)
+                    {
+                        self.flush_qp(peer, qi);
+                        busy = true;
+                    }
                 }
             }
         }
@@ -2849,6 +2860,19 @@ mod test {
             a.get_start(1, 0, 8, CTX).unwrap_err().kind(),
             ErrorKind::PeerDown
         );
+    }
+
+    #[test]
+    fn progress_rings_the_doorbell_for_left_batches() {
+        let (mut a, _b, f) = pair(VerbsConfig::default(), 1 << 16);
+        let before = f.posts();
+        a.put(1, 0, b"batched", CTX).unwrap();
+        assert_eq!(a.progress(Instant::default()), PollResult::Busy);
+        assert_eq!(f.posts(), before + 1);
+        assert_eq!(a.progress(Instant::default()), PollResult::Idle);
+        assert_eq!(f.posts(), before + 1, "nothing left to post");
+        quiet(&mut a).unwrap();
+        assert_eq!(get(&mut a, 1, 0, 7).unwrap(), b"batched");
     }
 
     #[test]
