@@ -379,24 +379,10 @@ impl VerbsDriver {
         })?;
         let (ctx, _name) = sys::Ctx::open(Some(&chosen.device)).map_err(res("ibv_open_device"))?;
         let port = chosen.port;
-        let dattr = ctx.query_device().map_err(res("ibv_query_device"))?;
+        let attrs = sys::device_attrs(&chosen.device).map_err(res("ibv_query_device"))?;
         let pattr = ctx.query_port(port).map_err(res("ibv_query_port"))?;
         let port_mtu = Mtu::from_ibv(pattr.active_mtu).unwrap_or(Mtu::M1024);
-        let limits = DeviceLimits {
-            max_qp_wr: u32::try_from(dattr.max_qp_wr).unwrap_or(0),
-            max_cqe: u32::try_from(dattr.max_cqe).unwrap_or(0),
-            max_qp: u32::try_from(dattr.max_qp).unwrap_or(0),
-            max_sge: u32::try_from(dattr.max_sge).unwrap_or(0),
-            max_qp_init_rd_atom: u32::try_from(dattr.max_qp_init_rd_atom).unwrap_or(0),
-            max_qp_rd_atom: u32::try_from(dattr.max_qp_rd_atom).unwrap_or(0),
-            atomic_cap: match dattr.atomic_cap {
-                1 => AtomicCap::Hca,
-                2 => AtomicCap::Global,
-                _ => AtomicCap::None,
-            },
-            max_mr_size: dattr.max_mr_size,
-            active_mtu: port_mtu,
-        };
+        let limits = attrs.limits(port_mtu);
         let gid_index = match cfg.gid_index {
             Some(i) => Some(i),
             None => chosen.best_gid().map(|g| g.index),

@@ -12,7 +12,10 @@ use std::{fmt, fs, io, path::Path};
 
 use switchyard_core::transport::{DeviceInfo, ProbeReport};
 
-use crate::card::LinkLayer;
+use crate::{
+    card::LinkLayer,
+    params::{AtomicCap, DeviceLimits, Mtu},
+};
 
 /// Where the kernel lists RDMA devices.
 pub const IB_CLASS: &str = "/sys/class/infiniband";
@@ -196,11 +199,74 @@ impl fmt::Display for Unavailable {
     }
 }
 
+/// A device's attributes (`ibv_query_device`), read when the device list
+/// works and the device opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceAttrs {
+    /// Firmware version.
+    pub fw_ver: String,
+    /// Physical ports.
+    pub ports: u8,
+    /// Largest send queue.
+    pub max_qp_wr: u32,
+    /// Largest completion queue.
+    pub max_cqe: u32,
+    /// Most QPs.
+    pub max_qp: u32,
+    /// Outstanding reads/atomics a QP may issue / serve.
+    pub rd_atom: (u32, u32),
+    /// Atomics support.
+    pub atomic_cap: AtomicCap,
+    /// Largest memory region.
+    pub max_mr_size: u64,
+}
+
+impl DeviceAttrs {
+    /// The limits parameter derivation takes, with a port's active MTU.
+    pub fn limits(&self, active_mtu: Mtu) -> DeviceLimits {
+        DeviceLimits {
+            max_qp_wr: self.max_qp_wr,
+            max_cqe: self.max_cqe,
+            max_qp: self.max_qp,
+            max_sge: 1,
+            max_qp_init_rd_atom: self.rd_atom.0,
+            max_qp_rd_atom: self.rd_atom.1,
+            atomic_cap: self.atomic_cap,
+            max_mr_size: self.max_mr_size,
+            active_mtu,
+        }
+    }
+}
+
+impl fmt::Display for DeviceAttrs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "fw {}, {} port(s), max_qp_wr {}, max_cqe {}, max_qp {}, rd_atom {}/{}, atomics {}",
+            self.fw_ver,
+            self.ports,
+            self.max_qp_wr,
+            self.max_cqe,
+            self.max_qp,
+            self.rd_atom.0,
+            self.rd_atom.1,
+            match self.atomic_cap {
+                AtomicCap::None => "none",
+                AtomicCap::Hca => "HCA",
+                AtomicCap::Global => "global",
+            }
+        )
+    }
+}
+
 /// The result of a probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerbsProbe {
     /// Device names (from sysfs), sorted.
     pub devices: Vec<String>,
+    /// Each device's attributes, or why they could not be read (only when
+    /// the device list worked).
+    pub attrs: Vec<(String, Result<DeviceAttrs, String>)>,
     /// Every port of every device.
     pub ports: Vec<PortProbe>,
     /// Why RDMA cannot be used, or `None` when a port is usable.
@@ -252,12 +318,25 @@ impl VerbsProbe {
             });
         }
         for d in &self.devices {
-            if !self.ports.iter().any(|p| &p.device == d) {
-                devices.push(DeviceInfo {
-                    name: d.clone(),
-                    detail: "no ports".into(),
+            let attrs = self
+                .attrs
+                .iter()
+                .find(|(n, _)| n == d)
+                .map(|(_, a)| match a {
+                    Ok(a) => a.to_string(),
+                    Err(e) => format!("attributes unreadable: {e}"),
                 });
-            }
+            let no_ports = !self.ports.iter().any(|p| &p.device == d);
+            let detail = match (attrs, no_ports) {
+                (Some(a), true) => format!("no ports; {a}"),
+                (Some(a), false) => a,
+                (None, true) => "no ports".into(),
+                (None, false) => continue,
+            };
+            devices.push(DeviceInfo {
+                name: d.clone(),
+                detail,
+            });
         }
         ProbeReport {
             name: "verbs",
@@ -295,13 +374,27 @@ pub fn parse_gid(s: &str) -> Option<[u8; 16]> {
     (n == 8).then_some(out)
 }
 
-/// Probes this machine: the device list, then sysfs.
+/// Probes this machine: the device list, then sysfs, then each device's
+/// attributes (opening it, when the list has devices).
 pub fn probe() -> VerbsProbe {
     let list = match ibverbs::devices() {
         Ok(l) => Ok(l.len()),
         Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
     };
-    probe_with(Path::new(IB_CLASS), list)
+    let mut p = probe_with(Path::new(IB_CLASS), list);
+    if matches!(list, Ok(n) if n > 0) {
+        p.attrs = p
+            .devices
+            .iter()
+            .map(|d| {
+                (
+                    d.clone(),
+                    crate::sys::device_attrs(d).map_err(|e| e.to_string()),
+                )
+            })
+            .collect();
+    }
+    p
 }
 
 /// [`probe`] with the sysfs class directory and the device list's outcome
@@ -310,6 +403,7 @@ pub fn probe_with(class_dir: &Path, list: Result<usize, i32>) -> VerbsProbe {
     let names = list_dir(class_dir);
     let mut out = VerbsProbe {
         devices: Vec::new(),
+        attrs: Vec::new(),
         ports: Vec::new(),
         unavailable: None,
     };
@@ -587,6 +681,57 @@ mod test {
         assert_eq!(p.unavailable, None, "InfiniBand by LID needs no GID");
         assert_eq!(p.best().unwrap().0.lid, 0x1a);
         assert!(p.report().devices[1].detail.contains("lid 0x1a, no GID"));
+    }
+
+    #[test]
+    fn device_attributes_are_shown() {
+        let tmp = Scratch::new("attrs");
+        let ib = tmp.0.join("infiniband");
+        let port = ib.join("mlx5_0/ports/1");
+        write(&port.join("state"), "4: ACTIVE\n");
+        write(&port.join("link_layer"), "InfiniBand\n");
+        write(&port.join("lid"), "0x5\n");
+        fs::create_dir_all(ib.join("mlx5_1")).unwrap();
+        let mut p = probe_with(&ib, Ok(2));
+        let a = DeviceAttrs {
+            fw_ver: "16.35.1012".into(),
+            ports: 1,
+            max_qp_wr: 32768,
+            max_cqe: 4_194_303,
+            max_qp: 262_144,
+            rd_atom: (16, 16),
+            atomic_cap: AtomicCap::Hca,
+            max_mr_size: u64::MAX,
+        };
+        p.attrs = vec![
+            ("mlx5_0".into(), Ok(a.clone())),
+            ("mlx5_1".into(), Err("ibv_open_device: EPERM".into())),
+        ];
+        let r = p.report();
+        let rows: Vec<(&str, &str)> = r
+            .devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.detail.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("mlx5_0:1", "ACTIVE, InfiniBand, lid 0x5, no GID"),
+                (
+                    "mlx5_0",
+                    "fw 16.35.1012, 1 port(s), max_qp_wr 32768, max_cqe 4194303, max_qp 262144, rd_atom 16/16, atomics HCA"
+                ),
+                (
+                    "mlx5_1",
+                    "no ports; attributes unreadable: ibv_open_device: EPERM"
+                ),
+            ]
+        );
+        let l = a.limits(Mtu::M2048);
+        assert_eq!(
+            (l.max_qp_wr, l.max_qp_rd_atom, l.active_mtu),
+            (32768, 16, Mtu::M2048)
+        );
     }
 
     #[test]

@@ -217,6 +217,33 @@ impl Drop for Ctx {
     }
 }
 
+/// Opens device `name` and reads its attributes.
+pub fn device_attrs(name: &str) -> io::Result<crate::probe::DeviceAttrs> {
+    let (ctx, _) = Ctx::open(Some(name))?;
+    let a = ctx.query_device()?;
+    let fw: Vec<u8> = a
+        .fw_ver
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    let n = |v: i32| u32::try_from(v).unwrap_or(0);
+    Ok(crate::probe::DeviceAttrs {
+        fw_ver: String::from_utf8_lossy(&fw).into_owned(),
+        ports: a.phys_port_cnt,
+        max_qp_wr: n(a.max_qp_wr),
+        max_cqe: n(a.max_cqe),
+        max_qp: n(a.max_qp),
+        rd_atom: (n(a.max_qp_init_rd_atom), n(a.max_qp_rd_atom)),
+        atomic_cap: match a.atomic_cap {
+            ffi::IBV_ATOMIC_HCA => crate::params::AtomicCap::Hca,
+            ffi::IBV_ATOMIC_GLOB => crate::params::AtomicCap::Global,
+            _ => crate::params::AtomicCap::None,
+        },
+        max_mr_size: a.max_mr_size,
+    })
+}
+
 /// One async event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AsyncEvent {
