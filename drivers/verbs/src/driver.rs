@@ -859,6 +859,19 @@ impl VerbsDriver {
         if pe.n_replays > 0 {
             return Err(VerbsError::PeerDown { peer });
         }
+        if pe.state == LinkState::Up || (pe.state == LinkState::Down && pe.generation == 0) {
+            // Resetting a working (or never connected) link would drop its
+            // outstanding work unsettled.
+            return Err(VerbsError::Plan {
+                peer,
+                qp: 0,
+                source: crate::qp_plan::PlanError::Attr {
+                    field: "link state",
+                    value: 0,
+                    expected: "a failed link (Error), or one rebuilt and waiting for its peer",
+                },
+            });
+        }
         if generation <= pe.generation {
             return Err(VerbsError::Plan {
                 peer,
@@ -2803,6 +2816,7 @@ mod test {
         assert_eq!(get(&mut a, 1, 0, 6).unwrap(), b"before");
         assert_eq!(a.stats().rebuilds, 1);
         assert!(a.rebuild(1, 1).is_err(), "generations only go up");
+        assert!(a.rebuild(1, 2).is_err(), "a working link is not reset");
     }
 
     #[test]
