@@ -1885,6 +1885,20 @@ impl VerbsDriver {
         Err(self.would_block(peer, what))
     }
 
+    /// Waits (a bounded spin, then `WouldBlock`) until QP `qi` of `peer`
+    /// has nothing outstanding.
+    fn drain_qp(&mut self, peer: u32, qi: usize) -> Result<()> {
+        for _ in 0..FULL_SPIN {
+            if self.peer_ref(peer)?.qps[qi].outstanding() == 0 {
+                return Ok(());
+            }
+            let _ = self.marker(peer, qi);
+            self.flush_qp(peer, qi);
+            self.poll_cq();
+        }
+        Err(self.would_block(peer, "the next block's queue"))
+    }
+
     /// Posts the peer's batches and markers, and polls the CQ once.
     fn make_room(&mut self, peer: u32) {
         let n = self.peer_ref(peer).map_or(0, |p| p.qps.len());
@@ -2179,13 +2193,20 @@ impl Transport for VerbsDriver {
             });
         }
         let card = self.remote_bounds(peer, offset, len.into())?;
-        // At most one block: one READ on the block's data QP, behind the
-        // earlier writes to those bytes. A get straddling two blocks reads
-        // the second block's bytes on the first block's QP; bytes written
-        // there by earlier puts on the other QP are ordered by the caller's
-        // fence or quiet, as the contract says.
+        // At most one block's length: one READ on the first block's data
+        // QP, behind the earlier writes to those bytes (RC executes a QP's
+        // requests in order). A get straddling into the next block also
+        // reads bytes whose writes went over that block's QP: it waits for
+        // that QP to drain first (as the TCP driver waits for the second
+        // block's connection).
         let qi = self.data_qp(offset);
         let fence = self.fence_check(peer, qi)?;
+        if len > 0 {
+            let other = self.data_qp(offset + u64::from(len) - 1);
+            if other != qi {
+                self.drain_qp(peer, other)?;
+            }
+        }
         if len > 0 {
             self.single_room(peer, qi)?;
         }
@@ -2860,6 +2881,20 @@ mod test {
             a.get_start(1, 0, 8, CTX).unwrap_err().kind(),
             ErrorKind::PeerDown
         );
+    }
+
+    #[test]
+    fn a_get_straddling_two_blocks_sees_earlier_puts_to_both() {
+        let cfg = VerbsConfig {
+            data_qps: Some(2),
+            ..VerbsConfig::default()
+        };
+        let (mut a, _b, _f) = pair(cfg, 1 << 20);
+        // Bytes 65530..65542 straddle blocks 0 and 1 (data QPs 1 and 2).
+        a.put(1, 65_530, &[1; 6], CTX).unwrap();
+        a.put(1, BLOCK, &[2; 6], CTX).unwrap();
+        let got = get(&mut a, 1, 65_530, 12).unwrap();
+        assert_eq!(got, [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]);
     }
 
     #[test]
