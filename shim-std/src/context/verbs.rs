@@ -11,7 +11,8 @@
 //! drive it yet).
 //!
 //! What wiring the driver in needs (kept here so the shared files stay
-//! small): create it with the context's heap (`VerbsDriver::new`), put
+//! small): create it with the context's heap (`VerbsDriver::new`, settings
+//! from [`verbs_config`]), put
 //! [`pe_card_bytes`] in the bootstrap card's `verbs` field, exchange pair
 //! cards (the QPNs are per pair: a second all-to-all after the card
 //! allgather, or over the TCP control connections), `connect` every NEAR
@@ -20,7 +21,13 @@
 //! [`Event::RebuildNeeded`] / [`Event::Rebuilt`] through the link-state
 //! records, and add a `Drv::Verbs` arm to the dispatch.
 
-use switchyard_verbs::{Event, VerbsDriver, probe};
+use switchyard_verbs::{
+    Event, VerbsDriver,
+    params::{Template, VerbsConfig},
+    probe,
+};
+
+use crate::config::{Config, Key, Source, Template as ConfigTemplate};
 
 /// Whether the verbs transport is in use by this context, and why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +58,25 @@ pub fn status() -> VerbsStatus {
                     .into(),
             ),
         },
+    }
+}
+
+/// The verbs driver's settings from the job's configuration: the config's
+/// template picks the driver's template (trading without one), and
+/// `queue_depth` and `inline_threshold` become explicit overrides only when
+/// the file or the environment set them (a template's value for them leaves
+/// the driver's template, clamped to the device, in charge).
+pub fn verbs_config(cfg: &Config) -> VerbsConfig {
+    let explicit = |k: Key| matches!(cfg.source(k), Source::File { .. } | Source::Env(_));
+    VerbsConfig {
+        template: match cfg.template() {
+            Some(ConfigTemplate::Storage) => Template::Storage,
+            Some(ConfigTemplate::Ai) => Template::Ai,
+            Some(ConfigTemplate::Trading) | None => Template::Trading,
+        },
+        sq_depth: explicit(Key::QueueDepth).then_some(cfg.queue_depth),
+        max_inline: explicit(Key::InlineThreshold).then_some(cfg.inline_threshold),
+        ..VerbsConfig::default()
     }
 }
 
@@ -147,6 +173,36 @@ mod test {
         let s = status();
         assert!(!s.in_use);
         assert!(s.why_not.is_some_and(|w| !w.is_empty()));
+    }
+
+    #[test]
+    fn config_maps_to_the_driver_template_and_explicit_overrides() {
+        let load = |vars: &[(&str, &str)]| {
+            crate::config::Config::load_from_vars(
+                vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
+            )
+            .unwrap()
+        };
+        let v = verbs_config(&load(&[]));
+        assert_eq!(
+            (v.template, v.sq_depth, v.max_inline),
+            (Template::Trading, None, None)
+        );
+        let v = verbs_config(&load(&[("SWITCHYARD_TEMPLATE", "storage")]));
+        assert_eq!(
+            (v.template, v.sq_depth, v.max_inline),
+            (Template::Storage, None, None),
+            "template values stay the driver's"
+        );
+        let v = verbs_config(&load(&[
+            ("SWITCHYARD_TEMPLATE", "ai"),
+            ("SWITCHYARD_QUEUE_DEPTH", "512"),
+            ("SWITCHYARD_INLINE_THRESHOLD", "64"),
+        ]));
+        assert_eq!(
+            (v.template, v.sq_depth, v.max_inline),
+            (Template::Ai, Some(512), Some(64))
+        );
     }
 
     #[test]
