@@ -13,7 +13,7 @@ use crate::{
     Event, Result, VerbsError, VerbsStats,
     atomic_plan::{AtomicPlan, Next, Wr},
     card::{LinkLayer, MAX_QPS, QpAddr, VerbsCard},
-    params::{AtomicCap, DeviceLimits, Mtu, QpParams, VerbsConfig, derive},
+    params::{DeviceLimits, Mtu, QpParams, VerbsConfig, derive},
     probe,
     qp_plan::{LocalQp, QpState, RemoteQp, plan_connect, plan_rebuild, psn_for},
     seq::{Settle, SettleWindow},
@@ -449,7 +449,7 @@ impl VerbsDriver {
             max_sge: 1,
             max_qp_init_rd_atom: 16,
             max_qp_rd_atom: 16,
-            atomic_cap: AtomicCap::Hca,
+            atomic_cap: crate::params::AtomicCap::Hca,
             max_mr_size: u64::MAX,
             active_mtu: Mtu::M4096,
         };
