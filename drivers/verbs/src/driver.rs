@@ -936,7 +936,10 @@ impl VerbsDriver {
     }
 
     /// Calls `f` with every operation waiting for replay over the fallback
-    /// (each once: settled by sequence), then frees what they held.
+    /// (each once: settled by sequence), then frees what they held. Replay
+    /// them before any later operation to that peer, in the order given:
+    /// per QP in issue order, and operations on the same bytes always
+    /// shared a QP, so their order is kept.
     pub fn drain_replays(&mut self, mut f: impl FnMut(Replay<'_>)) {
         let scratch = self.scratch_ptr;
         for (pe_idx, slot) in self.peers.iter_mut().enumerate() {
@@ -2838,6 +2841,41 @@ mod test {
         assert_eq!(a.stats().rebuilds, 1);
         assert!(a.rebuild(1, 1).is_err(), "generations only go up");
         assert!(a.rebuild(1, 2).is_err(), "a working link is not reset");
+    }
+
+    /// A remote access error (a wrong rkey in the card) is an error
+    /// completion like any other: the peer goes to Error, the put is
+    /// offered for replay, nothing is written.
+    #[test]
+    fn a_remote_access_error_fails_the_link_over() {
+        let f = Fabric::new();
+        let cfg = VerbsConfig::default;
+        let mut a = VerbsDriver::fake_with_owned_heap(cfg(), 0, 2, 7, 4096, &f).unwrap();
+        let mut b = VerbsDriver::fake_with_owned_heap(cfg(), 1, 2, 7, 4096, &f).unwrap();
+        let mut card = b.card_for(0).unwrap();
+        card.rkey ^= 0x40;
+        a.set_peer_card(1, card).unwrap();
+        b.set_peer_card(0, a.card_for(1).unwrap()).unwrap();
+        b.connect(0).unwrap();
+        a.connect(1).unwrap();
+        a.put(1, 8, b"denied", CTX).unwrap();
+        assert_eq!(quiet(&mut a).unwrap_err().kind(), ErrorKind::PeerDown);
+        assert_eq!(a.state(1), LinkState::Error);
+        assert_eq!(a.stats().completion_errors, 1);
+        let mut n = 0;
+        a.drain_replays(|r| {
+            assert!(matches!(
+                r,
+                Replay::Put {
+                    offset: 8,
+                    bytes: b"denied",
+                    ..
+                }
+            ));
+            n += 1;
+        });
+        assert_eq!(n, 1);
+        assert_eq!(get(&mut b, 1, 8, 6).unwrap(), [0; 6], "nothing written");
     }
 
     #[test]

@@ -76,6 +76,11 @@
 //! and [`VerbsDriver::peer_rebuilt`] (once the peer reports the same) sets
 //! the peer Up again.
 //!
+//! The CQ holds the signaled-WR budget (CQ credits) plus the flush
+//! completions of up to four peers failing at once; more simultaneous
+//! failures can overrun it, which the device reports as a CQ error and the
+//! driver treats as device-fatal (every peer goes to the fallback).
+//!
 //! ## Example
 //!
 //! ```no_run
