@@ -39,6 +39,16 @@ impl Context {
     ///
     /// As [`Context::from_env`].
     pub fn with_config(cfg: &Config) -> Result<Context> {
+        Context::with_options(cfg, InitOptions::default())
+    }
+
+    /// As [`Context::with_config`], with options a front end sets (the C
+    /// API's symmetric global variables).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::from_env`].
+    pub fn with_options(cfg: &Config, opts: InitOptions) -> Result<Context> {
         let info = RankInfo::from_env()?;
         let setup = Setup {
             job_id: info.job_id,
@@ -61,6 +71,7 @@ impl Context {
             policy: cfg.policy(),
             connect_timeout: cfg.bootstrap_timeout,
             shm_peers: cfg.transports.shm,
+            symmetric_data: opts.symmetric_data,
         };
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));
@@ -256,4 +267,22 @@ fn numa_node_of_bound_cpu() -> Option<u32> {
                 .parse()
                 .ok()
         })
+}
+
+/// Options of [`Context::with_options`] that configuration files do not set.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct InitOptions {
+    /// Memory to make symmetric besides the heap: see
+    /// [`Setup::symmetric_data`](super::Setup::symmetric_data).
+    pub symmetric_data: Option<switchyard_shm::Alias>,
+}
+
+impl InitOptions {
+    /// Sets [`InitOptions::symmetric_data`].
+    #[must_use]
+    pub fn symmetric_data(mut self, alias: switchyard_shm::Alias) -> InitOptions {
+        self.symmetric_data = Some(alias);
+        self
+    }
 }

@@ -41,6 +41,7 @@ use std::{
 use drv::{Drv, DrvError};
 use heap::{BLOCK_ALIGN, SymAllocator};
 pub use heap::{Plain, Sym};
+pub use init::InitOptions;
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, TransportId, class_between},
     route::{Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles},
@@ -51,6 +52,7 @@ use switchyard_core::{
     },
     wire::{AtomicKind, FrameOp},
 };
+pub use switchyard_shm::Alias;
 use switchyard_shm::{HugePages, Segment, SegmentConfig, ShmError, ShmTransport};
 use switchyard_socket::{Event, SocketDriver, SocketError};
 use zerocopy::IntoBytes;
@@ -299,6 +301,24 @@ pub struct Setup {
     /// Whether PEs of one node use shared memory between them (off: they
     /// use TCP like PEs of different nodes; `transports = tcp`).
     pub shm_peers: bool,
+    /// Memory to make symmetric besides the heap (the executable's global
+    /// and static variables, for the C API): moved into the segment after
+    /// the heap, see [`switchyard_shm::Alias`].
+    pub symmetric_data: Option<Alias>,
+}
+
+/// The executable's global and static variables, moved into the symmetric
+/// heap's object at init ([`Setup::symmetric_data`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymmetricData {
+    /// Their address range's start in this process (the same variables are
+    /// at the same offset from it on every PE).
+    pub addr: usize,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Its symmetric offset in the heap: the variable at `addr + k` is heap
+    /// offset `offset + k` on every PE.
+    pub offset: u64,
 }
 
 /// Counters of one context.
@@ -354,6 +374,8 @@ pub struct Context {
     root:
         Option<std::thread::JoinHandle<std::result::Result<(), crate::bootstrap::BootstrapError>>>,
     warnings: Vec<String>,
+    /// Where the symmetric global variables are, when there are any.
+    data: Option<SymmetricData>,
 }
 
 impl std::fmt::Debug for Context {
@@ -384,6 +406,7 @@ impl Context {
         );
         cfg.huge_pages = setup.huge_pages;
         cfg.numa_node = setup.numa_node;
+        cfg.alias = setup.symmetric_data;
         Ok(Segment::create(&cfg)?)
     }
 
@@ -401,6 +424,14 @@ impl Context {
     ) -> Result<Context> {
         let (me, n) = (setup.me, setup.n_pes);
         let mut warnings = own.warnings().to_vec();
+        let data = match (setup.symmetric_data, own.alias_offset()) {
+            (Some(a), Some(offset)) => Some(SymmetricData {
+                addr: a.addr(),
+                len: a.len() as u64,
+                offset,
+            }),
+            _ => None,
+        };
         let mut shm = ShmTransport::new(own, setup.job_id, me, n)?;
         let my = peers.get(me as usize).map(|p| (p.node, p.switch));
         // Node ids are 64-bit hashes; the topology wants small ids.
@@ -531,7 +562,9 @@ impl Context {
             trace_ring,
             trace,
             heap_len,
-            alloc: SymAllocator::new(RESERVED, heap_len),
+            // The allocator stops where the aliased global variables start.
+            alloc: SymAllocator::new(RESERVED, data.map_or(heap_len, |d| d.offset)),
+            data,
             barrier_epoch: 0,
             clock: Instant::now(),
             op_timeout: setup.op_timeout,
