@@ -922,6 +922,21 @@ impl SocketDriver {
         self.ctx.steps = SLOW_EVERY - 1;
     }
 
+    /// A handle that parks another thread until this driver has input (a
+    /// frame, a connection, a hang-up), without touching the driver: for a
+    /// progress thread that then takes the driver to progress it.
+    ///
+    /// # Errors
+    ///
+    /// When the epoll descriptor cannot be duplicated (descriptor limit).
+    pub fn parker(&self) -> Result<Parker> {
+        self.ctx
+            .epoll
+            .try_clone()
+            .map(Parker)
+            .map_err(|source| SocketError::Epoll { source })
+    }
+
     /// The next queued transition, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.ctx.events.pop_front()
@@ -2877,4 +2892,22 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
         st.ack_now = true;
     }
     Verdict::Done
+}
+
+/// Parks a thread until a [`SocketDriver`] has input: see
+/// [`SocketDriver::parker`]. Owns its own descriptor of the driver's epoll
+/// instance, so it stays valid (and simply never wakes for input) after the
+/// driver is closed.
+#[derive(Debug)]
+pub struct Parker(crate::sys::Epoll);
+
+impl Parker {
+    /// Waits until the driver has input or `timeout` passed; returns whether
+    /// it has input. Input stays pending until the driver progresses (level
+    /// triggered), so a caller that cannot progress now should not park again
+    /// at once.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        self.0.wait(ms)
+    }
 }

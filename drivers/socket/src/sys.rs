@@ -190,6 +190,11 @@ impl Epoll {
             .map(|_| ())
     }
 
+    /// Another descriptor for the same epoll instance (its own lifetime).
+    pub(crate) fn try_clone(&self) -> io::Result<Epoll> {
+        Ok(Epoll(self.0.try_clone()?))
+    }
+
     /// Waits up to `timeout_ms` for any watched descriptor to be readable.
     /// Returns whether one is.
     pub(crate) fn wait(&self, timeout_ms: i32) -> bool {

@@ -31,6 +31,7 @@
 mod drv;
 mod heap;
 mod init;
+mod progress;
 mod raw;
 
 use std::{
@@ -324,6 +325,11 @@ pub struct SymmetricData {
 /// Counters of one context.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Whether a progress thread runs for the TCP driver.
+    pub progress_thread: bool,
+    /// Bursts of progress steps that thread ran while the application was
+    /// outside the library.
+    pub progress_bursts: u64,
     /// Operations per transport id.
     pub ops: [u64; 8],
     /// Operations re-routed after a transport failed.
@@ -351,7 +357,7 @@ pub struct Context {
     job_id: u64,
     owner: u64,
     /// Declared before `shm`: dropped first, as it writes into shm's heap.
-    tcp: Option<SocketDriver>,
+    tcp: Option<progress::Tcp>,
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,
@@ -570,7 +576,7 @@ impl Context {
             op_timeout: setup.op_timeout,
             progress: setup.progress,
             stats: Stats::default(),
-            tcp,
+            tcp: tcp.map(progress::Tcp::new),
             link_seen: vec![0; n as usize],
             link_version: 0,
             dead: vec![false; n as usize],
@@ -599,7 +605,10 @@ impl Context {
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        let mut s = self.stats;
+        s.progress_thread = self.tcp.as_ref().is_some_and(|t| t.has_thread());
+        s.progress_bursts = self.tcp.as_ref().map_or(0, |t| t.thread_bursts());
+        s
     }
 
     /// Warnings from init (huge pages or NUMA placement that fell back).
@@ -731,7 +740,7 @@ impl Context {
             return Some(Drv::Shm(&mut self.shm));
         }
         let r = rail_of(t)?;
-        let tcp = self.tcp.as_mut()?;
+        let tcp = self.tcp.as_mut().map(progress::Tcp::get)?;
         (r < tcp.rails()).then(|| Drv::Tcp(tcp.rail(r)))
     }
 
@@ -752,9 +761,24 @@ impl Context {
             .map(|(r, _)| r)
     }
 
-    /// [`Context::routed`], also returning the route taken.
+    /// [`Context::routed`], also returning the route taken. Gives the TCP
+    /// driver back to the progress thread when done.
     #[inline]
     fn routed_with<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
+    ) -> Result<(R, Route)> {
+        let r = self.routed_with_in(pe, len, op, frame, run);
+        self.leave();
+        r
+    }
+
+    #[inline]
+    fn routed_with_in<R>(
         &mut self,
         pe: u32,
         len: u64,
@@ -808,11 +832,27 @@ impl Context {
         op: Op,
         frame: FrameOp,
         what: &'static str,
+        start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
+        poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
+    ) -> Result<R> {
+        let r = self.routed_wait_in(pe, len, op, frame, what, start, poll);
+        self.leave();
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn routed_wait_in<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        what: &'static str,
         mut start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
         mut poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
     ) -> Result<R> {
         loop {
-            let (ticket, route) = self.routed_with(pe, len, op, frame, &mut start)?;
+            let (ticket, route) = self.routed_with_in(pe, len, op, frame, &mut start)?;
             let t0 = Instant::now();
             let mut spins = 0u32;
             loop {
@@ -1197,7 +1237,9 @@ impl Context {
     pub fn fence(&mut self) -> Result<()> {
         self.shm.fence()?;
         if let Some(t) = self.tcp.as_mut() {
-            t.fence()?;
+            let r = t.get().fence();
+            t.leave();
+            r?;
         }
         Ok(())
     }
@@ -1209,11 +1251,17 @@ impl Context {
     ///
     /// [`Error::Timeout`], or the error of a failed operation naming its peer.
     pub fn quiet(&mut self) -> Result<()> {
+        let r = self.quiet_in();
+        self.leave();
+        r
+    }
+
+    fn quiet_in(&mut self) -> Result<()> {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
             let shm = self.shm.quiet_poll()?;
-            let tcp = match self.tcp.as_mut() {
+            let tcp = match self.tcp.as_mut().map(progress::Tcp::get) {
                 Some(t) => t.quiet_poll()?,
                 None => true,
             };
@@ -1234,6 +1282,18 @@ impl Context {
     ///
     /// [`Error::Timeout`], [`Error::PeerDead`], [`Error::OutOfBounds`].
     pub fn wait_until<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<T> {
+        let r = self.wait_until_in(sym, at, cmp, value);
+        self.leave();
+        r
+    }
+
+    fn wait_until_in<T: AtomicInt>(
         &mut self,
         sym: &Sym<T>,
         at: usize,
@@ -1278,6 +1338,12 @@ impl Context {
     ///
     /// [`Error::Timeout`] naming the PE not heard from, [`Error::PeerDead`].
     pub fn barrier_all(&mut self) -> Result<()> {
+        let r = self.barrier_all_in();
+        self.leave();
+        r
+    }
+
+    fn barrier_all_in(&mut self) -> Result<()> {
         self.quiet()?;
         self.barrier_epoch += 1;
         let epoch = self.barrier_epoch;
@@ -1334,9 +1400,9 @@ impl Context {
                 }
             }
         }
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             t.progress(now);
-            while let Some(ev) = self.tcp.as_mut().and_then(SocketDriver::poll_event) {
+            while let Some(ev) = self.tcp.as_mut().and_then(|t| t.get().poll_event()) {
                 self.on_event(ev);
             }
         }
@@ -1378,7 +1444,9 @@ impl Context {
             version: self.link_version,
         }
         .encode();
-        let Some(t) = self.tcp.as_mut() else { return };
+        let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) else {
+            return;
+        };
         for pe in 0..self.n_pes {
             if pe != self.me
                 && pe != subject
@@ -1413,6 +1481,7 @@ impl Context {
         let own_up = self
             .tcp
             .as_mut()
+            .map(progress::Tcp::get)
             .is_some_and(|t| r < t.rails() && t.rail(r).state(rec.subject) == LinkState::Up);
         match rec.state {
             LinkState::Up if own_up => {
@@ -1452,14 +1521,23 @@ impl Context {
         }
     }
 
+    /// Gives the TCP driver back (the end of a call into the library), so the
+    /// progress thread may run while the application is outside.
+    #[inline]
+    fn leave(&mut self) {
+        if let Some(t) = self.tcp.as_mut() {
+            t.leave();
+        }
+    }
+
     /// Whether `pe` is known dead by any driver.
-    fn is_dead(&self, pe: u32) -> bool {
+    fn is_dead(&mut self, pe: u32) -> bool {
         self.dead.get(pe as usize).copied().unwrap_or(false)
             || self.shm.state(pe) == LinkState::Error
             || self
                 .tcp
-                .as_ref()
-                .is_some_and(|t| t.peer_state(pe) == LinkState::Error)
+                .as_mut()
+                .is_some_and(|t| t.get().peer_state(pe) == LinkState::Error)
     }
 
     /// One step of a bounded wait: progress, dead-peer check, deadline, then
@@ -1504,7 +1582,7 @@ impl Context {
                     std::thread::yield_now();
                 } else {
                     let over = Duration::from_micros(u64::from((*spins - spin - 64).min(100)));
-                    match self.tcp.as_mut() {
+                    match self.tcp.as_mut().map(progress::Tcp::get) {
                         // Parks on the sockets: a frame wakes it at once.
                         Some(t) => t.wait(over),
                         None => std::thread::sleep(over),
@@ -1523,13 +1601,17 @@ impl Context {
     ///
     /// Barrier or bootstrap errors (resources are released anyway).
     pub fn finalize(mut self) -> Result<()> {
+        // From here on this thread progresses everything itself.
+        if let Some(t) = self.tcp.as_mut() {
+            t.stop();
+        }
         // The barrier's last flags are puts like any other: quiet, so every
         // one is applied at its target before this PE closes its connections
         // (a flag still in flight would be lost with them).
         let mut r = self.barrier_all().and_then(|()| self.quiet());
         // Acks owed for what this PE applied go out now: in the bootstrap
         // barrier below it makes no data-path progress.
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             t.flush_acks();
         }
         // Then no PE closes its connections while another still waits for
@@ -1548,7 +1630,7 @@ impl Context {
                 .unwrap_or(Err(crate::bootstrap::BootstrapError::Unusable))
         });
         let _ = self.shm.close();
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             let _ = t.close();
         }
         r?;

@@ -29,6 +29,12 @@
 //!   and link transitions seen. With `$SY_DETECT` set, PE 0 writes there the
 //!   wall-clock time (µs since the epoch) at which it first saw a link
 //!   go down.
+//! * `compute MILLIS K`: PE 1 computes (sleeps) for MILLIS ms without calling
+//!   the library while PE 0 does K fetch-adds and K gets on it; each
+//!   returns, so PE 1's progress thread served them. PE 1 then reads its
+//!   counter locally (no progress of its own) and checks it holds K, and
+//!   that its progress thread ran. No PE saw a link go down, although PE 1
+//!   called nothing for longer than the heartbeat window.
 //! * `globals`: the context is made with the executable's global variables
 //!   symmetric (as the C API does). Every PE puts its stamp into a slot of a
 //!   global array of its right neighbour, gets a value its left neighbour set
@@ -264,6 +270,52 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                 return Err(format!("PE {me}: counter {total}, expected {}", n - 1).into());
             }
             println!("{line}");
+        }
+        "compute" => {
+            let millis: u64 = arg(args, 1, 1500);
+            let k: u64 = arg(args, 2, 50);
+            let counter = ctx.alloc::<u64>(2)?;
+            ctx.write_local(&counter, 1, &[0x5EED + u64::from(me)])?;
+            ctx.barrier_all()?;
+            if me == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(millis));
+                let mut v = [0u64];
+                ctx.read_local(&counter, 0, &mut v)?;
+                let st = ctx.stats();
+                println!(
+                    "compute PE 1: counter {} after {millis} ms, progress thread {} ({} bursts)",
+                    v[0], st.progress_thread, st.progress_bursts
+                );
+                if v[0] != k {
+                    return Err(format!("counter {} while computing, want {k}", v[0]).into());
+                }
+                if !st.progress_thread || st.progress_bursts == 0 {
+                    return Err("the progress thread did not run".into());
+                }
+            } else if me == 0 {
+                let t0 = std::time::Instant::now();
+                for i in 0..k {
+                    let old = ctx.fetch_add(&counter, 0, 1u64, 1)?;
+                    if old != i {
+                        return Err(format!("fetch-add {i} saw {old}").into());
+                    }
+                    let mut v = [0u64];
+                    ctx.get(&counter, 1, &mut v, 1)?;
+                    if v[0] != 0x5EED + 1 {
+                        return Err(format!("get saw {:#x}", v[0]).into());
+                    }
+                }
+                println!(
+                    "compute PE 0: {k} fetch-adds and gets in {:?}",
+                    t0.elapsed()
+                );
+            }
+            ctx.barrier_all()?;
+            // PE 0 waited in the barrier for the rest of PE 1's computing.
+            let lost = ctx.stats().links_lost;
+            if lost != 0 {
+                return Err(format!("{lost} links went down while PE 1 computed").into());
+            }
         }
         "globals" => {
             let me64 = u64::from(me);
