@@ -58,6 +58,8 @@ const ACK_DELAY: Duration = Duration::from_micros(200);
 /// write the data connections, so a busy-poller pays one `recv` per data
 /// connection per idle step.
 const SLOW_EVERY: u32 = 16;
+/// Longest wait between looks at the listeners (new and re-made connections).
+const ACCEPT_EVERY: Duration = Duration::from_micros(200);
 /// Bytes read per connection per progress step, at most.
 const READ_BUDGET: usize = 1 << 20;
 /// Ticket slot bits for the index (the generation is above).
@@ -461,6 +463,8 @@ struct Ctx {
     atomics: Vec<AtomicSlot>,
     epoll: sys::Epoll,
     now: Instant,
+    /// When the slow pass next looks at the listeners.
+    next_accept: Instant,
     /// Progress steps taken (the slow pass runs every [`SLOW_EVERY`]).
     steps: u32,
     closed: bool,
@@ -685,6 +689,7 @@ impl SocketDriver {
             ],
             epoll,
             now: Instant::default(),
+            next_accept: Instant::default(),
             steps: 0,
             closed: false,
             seed,
@@ -1166,7 +1171,19 @@ impl SocketDriver {
         let slow = self.ctx.steps.is_multiple_of(SLOW_EVERY);
         let mut busy = false;
         if slow {
-            busy |= self.accept();
+            // Listeners rarely have anything: look at most every
+            // ACCEPT_EVERY (a refused `accept` is a system call on the
+            // waiting path), but at once again after one arrived.
+            if self.ctx.now >= self.ctx.next_accept {
+                let got = self.accept();
+                busy |= got;
+                let wait = if got {
+                    0
+                } else {
+                    ACCEPT_EVERY.as_nanos() as u64
+                };
+                self.ctx.next_accept = Instant::from_nanos(self.ctx.now.nanos.saturating_add(wait));
+            }
             busy |= self.handshakes();
         }
         for p in self.peers.iter_mut().flatten() {
@@ -2619,6 +2636,10 @@ fn read_conn(
     let mut busy = false;
     let mut got = false;
     let mut budget = READ_BUDGET;
+    // A short read emptied the socket: after its frames, return instead of
+    // asking the kernel again (that `recv` would almost always say EAGAIN,
+    // and cost a system call between the frame and the waiting caller).
+    let mut drained = false;
     loop {
         loop {
             let f = match conn.dec.peek() {
@@ -2661,13 +2682,14 @@ fn read_conn(
                 Verdict::Close => return Err(Down::Closed),
             }
         }
-        if budget == 0 {
+        if budget == 0 || drained {
             break;
         }
         let spare = conn.dec.spare();
         if spare.is_empty() {
             break;
         }
+        let room = spare.len();
         match sys::recv(fd, spare) {
             Ok(Some(0)) | Err(_) => return Err(Down::Failure),
             Ok(Some(n)) => {
@@ -2675,6 +2697,7 @@ fn read_conn(
                 ctx.stats.bytes_received += n as u64;
                 budget = budget.saturating_sub(n);
                 got = true;
+                drained = n < room;
             }
             Ok(None) => break,
         }
