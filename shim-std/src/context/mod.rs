@@ -104,6 +104,8 @@ pub const RESERVED: u64 = 4096;
 /// Spins of a wait's fast path (a load and a pause instruction each, no clock,
 /// no progress) before the bounded slow path starts.
 const FAST_SPINS: u32 = 256;
+/// Progress steps of a wait per clock reading (see `Context::poll_once`).
+const NOW_EVERY: u32 = 8;
 /// Barrier flag words (one per dissemination round: enough for 2^32 PEs).
 const BARRIER_ROUNDS: u64 = 32;
 
@@ -382,6 +384,9 @@ pub struct Context {
     warnings: Vec<String>,
     /// Where the symmetric global variables are, when there are any.
     data: Option<SymmetricData>,
+    /// The clock as `poll_once` last read it, and the steps since.
+    now_cache: CoreInstant,
+    now_age: u32,
 }
 
 impl std::fmt::Debug for Context {
@@ -571,6 +576,8 @@ impl Context {
             // The allocator stops where the aliased global variables start.
             alloc: SymAllocator::new(RESERVED, data.map_or(heap_len, |d| d.offset)),
             data,
+            now_cache: CoreInstant::from_nanos(0),
+            now_age: NOW_EVERY - 1,
             barrier_epoch: 0,
             clock: Instant::now(),
             op_timeout: setup.op_timeout,
@@ -1390,7 +1397,14 @@ impl Context {
 
     /// One progress step of every driver; link-state changes flip health bits.
     fn poll_once(&mut self) {
-        let now = self.now();
+        // The drivers' timers (heartbeats, ack delays, reconnects) are in
+        // microseconds and up; reading the clock on every step of a wait cost
+        // as much as the rest of the step.
+        self.now_age = self.now_age.wrapping_add(1);
+        if self.now_age.is_multiple_of(NOW_EVERY) {
+            self.now_cache = self.now();
+        }
+        let now = self.now_cache;
         if self.shm.progress(now) == switchyard_core::transport::PollResult::Busy {
             for pe in 0..self.n_pes {
                 let st = self.shm.state(pe);
