@@ -16,5 +16,6 @@
 #![allow(unsafe_code)]
 
 pub mod coll;
+pub mod globals;
 pub mod state;
 pub mod team;

@@ -3,7 +3,7 @@
 //! offset, checked against the heap, so a caller holding only a pointer can
 //! use the typed operations.
 
-use super::{Context, Error, Plain, Result, Sym};
+use super::{Context, Error, Plain, Result, Sym, SymmetricData};
 
 impl Context {
     /// This PE's own heap mapping: its base address and length in bytes. The
@@ -12,6 +12,13 @@ impl Context {
     /// [`Context::read_local`], never through references that assume no writer.
     pub fn local_heap(&self) -> (*mut u8, u64) {
         self.shm.local_heap()
+    }
+
+    /// Where the symmetric global variables are in this process and in the
+    /// heap, when [`Setup::symmetric_data`](super::Setup::symmetric_data)
+    /// gave them at init.
+    pub fn symmetric_data(&self) -> Option<SymmetricData> {
+        self.data
     }
 
     /// A handle for `len` elements of `T` at byte `offset` of the heap.
