@@ -244,6 +244,7 @@ static ALIASED: Page = Page([const { std::sync::atomic::AtomicU64::new(0) }; 512
 #[test]
 fn an_aliased_static_is_reached_through_the_object() {
     use std::sync::atomic::Ordering::SeqCst;
+
     use switchyard_shm::Alias;
     ALIASED.0[3].store(7, SeqCst);
     let j = job();
