@@ -15,6 +15,11 @@
 // The whole crate is an FFI boundary: raw pointers from C callers.
 #![allow(unsafe_code)]
 
+mod cbuf;
 pub mod coll;
+pub mod mem;
+pub mod order;
+pub mod rma;
+pub mod setup;
 pub mod state;
 pub mod team;
