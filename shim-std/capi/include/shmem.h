@@ -24,12 +24,477 @@ extern "C" {
 /* ==== setup, memory, RMA, AMO, signals, ordering, sync, locks ============ */
 /* (state.rs and the modules beside it)                                       */
 
+/* ---- setup, query, environment ------------------------------------------- */
+
+#define SHMEM_THREAD_SINGLE 0
+#define SHMEM_THREAD_FUNNELED 1
+#define SHMEM_THREAD_SERIALIZED 2
+#define SHMEM_THREAD_MULTIPLE 3
+
+void shmem_init(void);
+int shmem_init_thread(int requested, int *provided);
+void shmem_query_thread(int *provided);
+void shmem_finalize(void);
+void shmem_query_initialized(int *initialized);
+void shmem_query_finalized(int *finalized);
+int shmem_my_pe(void);
+int shmem_n_pes(void);
+int shmem_pe_accessible(int pe);
+int shmem_addr_accessible(const void *addr, int pe);
+void *shmem_ptr(const void *dest, int pe);
+#if defined(__cplusplus) && __cplusplus >= 201103L
+[[noreturn]]
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Noreturn
+#endif
+void shmem_global_exit(int status);
+void shmem_info_get_version(int *major, int *minor);
+void shmem_info_get_name(char *name);
+
+/* ---- memory ---------------------------------------------------------------- */
+
+void *shmem_malloc(size_t size);
+void *shmem_calloc(size_t count, size_t size);
+void *shmem_align(size_t alignment, size_t size);
+void *shmem_realloc(void *ptr, size_t size);
+void shmem_free(void *ptr);
+
+/* ---- ordering, barrier ------------------------------------------------------ */
+
+void shmem_fence(void);
+void shmem_quiet(void);
+void shmem_barrier_all(void);
+
+/* ---- RMA --------------------------------------------------------------------- */
+
+/* X(TYPE, TYPENAME) for every standard RMA type (spec table 5). */
+#define SHMEM_RMA_TYPES(X) \
+    X(float, float)\
+    X(double, double)\
+    X(long double, longdouble)\
+    X(char, char)\
+    X(signed char, schar)\
+    X(short, short)\
+    X(int, int)\
+    X(long, long)\
+    X(long long, longlong)\
+    X(unsigned char, uchar)\
+    X(unsigned short, ushort)\
+    X(unsigned int, uint)\
+    X(unsigned long, ulong)\
+    X(unsigned long long, ulonglong)\
+    X(int8_t, int8)\
+    X(int16_t, int16)\
+    X(int32_t, int32)\
+    X(int64_t, int64)\
+    X(uint8_t, uint8)\
+    X(uint16_t, uint16)\
+    X(uint32_t, uint32)\
+    X(uint64_t, uint64)\
+    X(size_t, size)\
+    X(ptrdiff_t, ptrdiff)
+
+#define SHMEM_DECL_RMA_(T, N) \
+    void shmem_##N##_put(T *dest, const T *source, size_t nelems, int pe); \
+    void shmem_##N##_get(T *dest, const T *source, size_t nelems, int pe); \
+    void shmem_##N##_iput(T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe); \
+    void shmem_##N##_iget(T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe); \
+    void shmem_##N##_put_nbi(T *dest, const T *source, size_t nelems, int pe); \
+    void shmem_##N##_get_nbi(T *dest, const T *source, size_t nelems, int pe);
+SHMEM_RMA_TYPES(SHMEM_DECL_RMA_)
+
+/* p/g: long double is passed by value in x87 registers, which the Rust
+ * library cannot receive: those two are inline over putmem/getmem. */
+#define SHMEM_DECL_PG_(T, N) \
+    void shmem_##N##_p(T *dest, T value, int pe); \
+    T shmem_##N##_g(const T *source, int pe);
+#define SHMEM_RMA_PG_TYPES(X) \
+    X(float, float)\
+    X(double, double)\
+    X(char, char)\
+    X(signed char, schar)\
+    X(short, short)\
+    X(int, int)\
+    X(long, long)\
+    X(long long, longlong)\
+    X(unsigned char, uchar)\
+    X(unsigned short, ushort)\
+    X(unsigned int, uint)\
+    X(unsigned long, ulong)\
+    X(unsigned long long, ulonglong)\
+    X(int8_t, int8)\
+    X(int16_t, int16)\
+    X(int32_t, int32)\
+    X(int64_t, int64)\
+    X(uint8_t, uint8)\
+    X(uint16_t, uint16)\
+    X(uint32_t, uint32)\
+    X(uint64_t, uint64)\
+    X(size_t, size)\
+    X(ptrdiff_t, ptrdiff)
+SHMEM_RMA_PG_TYPES(SHMEM_DECL_PG_)
+
+#define SHMEM_DECL_SIZED_(S) \
+    void shmem_put##S(void *dest, const void *source, size_t nelems, int pe); \
+    void shmem_get##S(void *dest, const void *source, size_t nelems, int pe); \
+    void shmem_iput##S(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe); \
+    void shmem_iget##S(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe); \
+    void shmem_put##S##_nbi(void *dest, const void *source, size_t nelems, int pe); \
+    void shmem_get##S##_nbi(void *dest, const void *source, size_t nelems, int pe);
+SHMEM_DECL_SIZED_(8)
+SHMEM_DECL_SIZED_(16)
+SHMEM_DECL_SIZED_(32)
+SHMEM_DECL_SIZED_(64)
+SHMEM_DECL_SIZED_(128)
+
+void shmem_putmem(void *dest, const void *source, size_t nelems, int pe);
+void shmem_getmem(void *dest, const void *source, size_t nelems, int pe);
+void shmem_putmem_nbi(void *dest, const void *source, size_t nelems, int pe);
+void shmem_getmem_nbi(void *dest, const void *source, size_t nelems, int pe);
+
+/* ---- signals (before RMA's put_signal declarations) -------------------- */
+
+#define SHMEM_SIGNAL_SET 0
+#define SHMEM_SIGNAL_ADD 1
+
+#define SHMEM_DECL_PUT_SIGNAL_(T, N) \
+    void shmem_##N##_put_signal(T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe); \
+    void shmem_##N##_put_signal_nbi(T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);
+SHMEM_RMA_TYPES(SHMEM_DECL_PUT_SIGNAL_)
+#define SHMEM_DECL_SIZED_SIGNAL_(S) \
+    void shmem_put##S##_signal(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe); \
+    void shmem_put##S##_signal_nbi(void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);
+SHMEM_DECL_SIZED_SIGNAL_(8)
+SHMEM_DECL_SIZED_SIGNAL_(16)
+SHMEM_DECL_SIZED_SIGNAL_(32)
+SHMEM_DECL_SIZED_SIGNAL_(64)
+SHMEM_DECL_SIZED_SIGNAL_(128)
+SHMEM_DECL_SIZED_SIGNAL_(mem)
+uint64_t shmem_signal_fetch(const uint64_t *sig_addr);
+uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value);
+
+/* ---- AMO ----------------------------------------------------------------- */
+
+/* The spec's standard AMO types (table 6), the extended ones (with float and
+ * double) and the bitwise ones. */
+#define SHMEM_AMO_STD_TYPES(X) \
+    X(int, int) \
+    X(long, long) \
+    X(long long, longlong) \
+    X(unsigned int, uint) \
+    X(unsigned long, ulong) \
+    X(unsigned long long, ulonglong) \
+    X(int32_t, int32) \
+    X(int64_t, int64) \
+    X(uint32_t, uint32) \
+    X(uint64_t, uint64) \
+    X(size_t, size) \
+    X(ptrdiff_t, ptrdiff)
+#define SHMEM_AMO_EXT_TYPES(X) \
+    X(float, float) \
+    X(double, double) \
+    X(int, int) \
+    X(long, long) \
+    X(long long, longlong) \
+    X(unsigned int, uint) \
+    X(unsigned long, ulong) \
+    X(unsigned long long, ulonglong) \
+    X(int32_t, int32) \
+    X(int64_t, int64) \
+    X(uint32_t, uint32) \
+    X(uint64_t, uint64) \
+    X(size_t, size) \
+    X(ptrdiff_t, ptrdiff)
+#define SHMEM_AMO_BIT_TYPES(X) \
+    X(unsigned int, uint) \
+    X(unsigned long, ulong) \
+    X(unsigned long long, ulonglong) \
+    X(int32_t, int32) \
+    X(int64_t, int64) \
+    X(uint32_t, uint32) \
+    X(uint64_t, uint64)
+
+#define SHMEM_DECL_AMO_EXT_(T, N) \
+    T shmem_##N##_atomic_fetch(const T *source, int pe); \
+    void shmem_##N##_atomic_set(T *dest, T value, int pe); \
+    T shmem_##N##_atomic_swap(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_fetch_nbi(T *fetch, const T *source, int pe); \
+    void shmem_##N##_atomic_swap_nbi(T *fetch, T *dest, T value, int pe);
+SHMEM_AMO_EXT_TYPES(SHMEM_DECL_AMO_EXT_)
+#define SHMEM_DECL_AMO_STD_(T, N) \
+    T shmem_##N##_atomic_compare_swap(T *dest, T cond, T value, int pe); \
+    T shmem_##N##_atomic_fetch_inc(T *dest, int pe); \
+    void shmem_##N##_atomic_inc(T *dest, int pe); \
+    T shmem_##N##_atomic_fetch_add(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_add(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_compare_swap_nbi(T *fetch, T *dest, T cond, T value, int pe); \
+    void shmem_##N##_atomic_fetch_inc_nbi(T *fetch, T *dest, int pe); \
+    void shmem_##N##_atomic_fetch_add_nbi(T *fetch, T *dest, T value, int pe);
+SHMEM_AMO_STD_TYPES(SHMEM_DECL_AMO_STD_)
+#define SHMEM_DECL_AMO_BIT_(T, N) \
+    T shmem_##N##_atomic_fetch_and(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_and(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_fetch_and_nbi(T *fetch, T *dest, T value, int pe); \
+    T shmem_##N##_atomic_fetch_or(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_or(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_fetch_or_nbi(T *fetch, T *dest, T value, int pe); \
+    T shmem_##N##_atomic_fetch_xor(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_xor(T *dest, T value, int pe); \
+    void shmem_##N##_atomic_fetch_xor_nbi(T *fetch, T *dest, T value, int pe);
+SHMEM_AMO_BIT_TYPES(SHMEM_DECL_AMO_BIT_)
+
+/* ---- point-to-point synchronization --------------------------------------- */
+
+#define SHMEM_CMP_EQ 0
+#define SHMEM_CMP_NE 1
+#define SHMEM_CMP_GT 2
+#define SHMEM_CMP_GE 3
+#define SHMEM_CMP_LT 4
+#define SHMEM_CMP_LE 5
+
+#define SHMEM_P2P_TYPES(X) \
+    X(short, short) \
+    X(int, int) \
+    X(long, long) \
+    X(long long, longlong) \
+    X(unsigned short, ushort) \
+    X(unsigned int, uint) \
+    X(unsigned long, ulong) \
+    X(unsigned long long, ulonglong) \
+    X(int32_t, int32) \
+    X(int64_t, int64) \
+    X(uint32_t, uint32) \
+    X(uint64_t, uint64) \
+    X(size_t, size) \
+    X(ptrdiff_t, ptrdiff)
+
+#define SHMEM_DECL_P2P_(T, N) \
+    void shmem_##N##_wait_until(T *ivar, int cmp, T cmp_value); \
+    void shmem_##N##_wait_until_all(T *ivars, size_t nelems, const int *status, int cmp, T cmp_value); \
+    size_t shmem_##N##_wait_until_any(T *ivars, size_t nelems, const int *status, int cmp, T cmp_value); \
+    size_t shmem_##N##_wait_until_some(T *ivars, size_t nelems, size_t *indices, const int *status, int cmp, T cmp_value); \
+    void shmem_##N##_wait_until_all_vector(T *ivars, size_t nelems, const int *status, int cmp, const T *cmp_values); \
+    size_t shmem_##N##_wait_until_any_vector(T *ivars, size_t nelems, const int *status, int cmp, const T *cmp_values); \
+    size_t shmem_##N##_wait_until_some_vector(T *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const T *cmp_values); \
+    int shmem_##N##_test(T *ivar, int cmp, T cmp_value); \
+    int shmem_##N##_test_all(T *ivars, size_t nelems, const int *status, int cmp, T cmp_value); \
+    size_t shmem_##N##_test_any(T *ivars, size_t nelems, const int *status, int cmp, T cmp_value); \
+    size_t shmem_##N##_test_some(T *ivars, size_t nelems, size_t *indices, const int *status, int cmp, T cmp_value); \
+    int shmem_##N##_test_all_vector(T *ivars, size_t nelems, const int *status, int cmp, const T *cmp_values); \
+    size_t shmem_##N##_test_any_vector(T *ivars, size_t nelems, const int *status, int cmp, const T *cmp_values); \
+    size_t shmem_##N##_test_some_vector(T *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const T *cmp_values);
+SHMEM_P2P_TYPES(SHMEM_DECL_P2P_)
+
+/* ---- locks ---------------------------------------------------------------- */
+
+void shmem_set_lock(long *lock);
+void shmem_clear_lock(long *lock);
+int shmem_test_lock(long *lock);
+
 /* ==== teams and collectives (team.rs, coll.rs) ============================ */
 
 /* ==== deprecated names ===================================================== */
 
+void start_pes(int npes);
+int _my_pe(void);
+int _num_pes(void);
+void *shmalloc(size_t size);
+void shfree(void *ptr);
+void *shrealloc(void *ptr, size_t size);
+void *shmemalign(size_t alignment, size_t size);
+
+#define _SHMEM_MAJOR_VERSION SHMEM_MAJOR_VERSION
+#define _SHMEM_MINOR_VERSION SHMEM_MINOR_VERSION
+#define _SHMEM_MAX_NAME_LEN SHMEM_MAX_NAME_LEN
+#define _SHMEM_VENDOR_STRING SHMEM_VENDOR_STRING
+#define _SHMEM_CMP_EQ SHMEM_CMP_EQ
+#define _SHMEM_CMP_NE SHMEM_CMP_NE
+#define _SHMEM_CMP_GT SHMEM_CMP_GT
+#define _SHMEM_CMP_GE SHMEM_CMP_GE
+#define _SHMEM_CMP_LT SHMEM_CMP_LT
+#define _SHMEM_CMP_LE SHMEM_CMP_LE
+
+#define SHMEM_DECL_OLD_AMO_(T, N) \
+    T shmem_##N##_cswap(T *dest, T cond, T value, int pe); \
+    T shmem_##N##_fadd(T *dest, T value, int pe); \
+    T shmem_##N##_finc(T *dest, int pe); \
+    void shmem_##N##_add(T *dest, T value, int pe); \
+    void shmem_##N##_inc(T *dest, int pe);
+#define SHMEM_DECL_OLD_EXT_(T, N) \
+    T shmem_##N##_swap(T *dest, T value, int pe); \
+    T shmem_##N##_fetch(const T *source, int pe); \
+    void shmem_##N##_set(T *dest, T value, int pe);
+#define SHMEM_DECL_OLD_WAIT_(T, N) void shmem_##N##_wait(T *ivar, T cmp_value);
+SHMEM_DECL_OLD_AMO_(int, int)
+SHMEM_DECL_OLD_AMO_(long, long)
+SHMEM_DECL_OLD_AMO_(long long, longlong)
+SHMEM_DECL_OLD_EXT_(int, int)
+SHMEM_DECL_OLD_EXT_(long, long)
+SHMEM_DECL_OLD_EXT_(long long, longlong)
+SHMEM_DECL_OLD_EXT_(float, float)
+SHMEM_DECL_OLD_EXT_(double, double)
+SHMEM_DECL_OLD_WAIT_(short, short)
+SHMEM_DECL_OLD_WAIT_(int, int)
+SHMEM_DECL_OLD_WAIT_(long, long)
+SHMEM_DECL_OLD_WAIT_(long long, longlong)
+long shmem_swap(long *dest, long value, int pe);
+void shmem_wait(long *ivar, long cmp_value);
+
 #ifdef __cplusplus
 }
 #endif
+
+/* ==== inline helpers and C11 generics (after the declarations) ============ */
+
+static inline void shmem_longdouble_p(long double *dest, long double value, int pe) {
+    shmem_putmem(dest, &value, sizeof value, pe);
+}
+static inline long double shmem_longdouble_g(const long double *source, int pe) {
+    long double v;
+    shmem_getmem(&v, source, sizeof v, pe);
+    return v;
+}
+
+/* ---- C11 generic interfaces (spec 1.5, on the basic C types; the
+ * fixed-width typedefs are the same types) ------------------------------------ */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__cplusplus)
+#define SHMEM_GENERIC_TYPES(X) \
+    X(float, float)\
+    X(double, double)\
+    X(long double, longdouble)\
+    X(char, char)\
+    X(signed char, schar)\
+    X(short, short)\
+    X(int, int)\
+    X(long, long)\
+    X(long long, longlong)\
+    X(unsigned char, uchar)\
+    X(unsigned short, ushort)\
+    X(unsigned int, uint)\
+    X(unsigned long, ulong)\
+    X(unsigned long long, ulonglong)
+struct shmem_generic_unmatched_ { char never_; }; /* ends every association list */
+#define SHMEM_G_END_ struct shmem_generic_unmatched_ : (void *)0
+#define SHMEM_G_PUT_(T, N) T : shmem_##N##_put,
+#define SHMEM_G_GET_(T, N) T : shmem_##N##_get,
+#define SHMEM_G_IPUT_(T, N) T : shmem_##N##_iput,
+#define SHMEM_G_IGET_(T, N) T : shmem_##N##_iget,
+#define SHMEM_G_PUTNBI_(T, N) T : shmem_##N##_put_nbi,
+#define SHMEM_G_GETNBI_(T, N) T : shmem_##N##_get_nbi,
+#define SHMEM_G_P_(T, N) T : shmem_##N##_p,
+#define SHMEM_G_G_(T, N) T : shmem_##N##_g,
+#define shmem_put(dest, source, nelems, pe) \
+    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_PUT_) SHMEM_G_END_)(dest, source, nelems, pe)
+#define shmem_get(dest, source, nelems, pe) \
+    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_GET_) SHMEM_G_END_)(dest, source, nelems, pe)
+#define shmem_iput(dest, source, dst, sst, nelems, pe) \
+    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_IPUT_) SHMEM_G_END_)(dest, source, dst, sst, nelems, pe)
+#define shmem_iget(dest, source, dst, sst, nelems, pe) \
+    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_IGET_) SHMEM_G_END_)(dest, source, dst, sst, nelems, pe)
+#define shmem_put_nbi(dest, source, nelems, pe) \
+    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_PUTNBI_) SHMEM_G_END_)(dest, source, nelems, pe)
+#define shmem_get_nbi(dest, source, nelems, pe) \
+    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_GETNBI_) SHMEM_G_END_)(dest, source, nelems, pe)
+#define shmem_p(dest, value, pe) \
+    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_P_) SHMEM_G_END_)(dest, value, pe)
+#define shmem_g(source, pe) \
+    _Generic(*(source), SHMEM_GENERIC_TYPES(SHMEM_G_G_) SHMEM_G_END_)(source, pe)
+
+/* AMO on the basic types: standard (int, long, long long and unsigned),
+ * extended (plus float, double), bitwise (unsigned). */
+#define SHMEM_GENERIC_AMO_STD_(X) \
+    X(int, int) X(long, long) X(long long, longlong) \
+    X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong)
+#define SHMEM_GENERIC_AMO_EXT_(X) SHMEM_GENERIC_AMO_STD_(X) X(float, float) X(double, double)
+#define SHMEM_GENERIC_AMO_BIT_(X) \
+    X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong)
+#define SHMEM_G_AMO_(OP) SHMEM_G_AMO_##OP##_
+#define SHMEM_G_A_FETCH_(T, N) T : shmem_##N##_atomic_fetch,
+#define SHMEM_G_A_SET_(T, N) T : shmem_##N##_atomic_set,
+#define SHMEM_G_A_SWAP_(T, N) T : shmem_##N##_atomic_swap,
+#define SHMEM_G_A_FETCH_NBI_(T, N) T : shmem_##N##_atomic_fetch_nbi,
+#define SHMEM_G_A_SWAP_NBI_(T, N) T : shmem_##N##_atomic_swap_nbi,
+#define SHMEM_G_A_CSWAP_(T, N) T : shmem_##N##_atomic_compare_swap,
+#define SHMEM_G_A_FINC_(T, N) T : shmem_##N##_atomic_fetch_inc,
+#define SHMEM_G_A_INC_(T, N) T : shmem_##N##_atomic_inc,
+#define SHMEM_G_A_FADD_(T, N) T : shmem_##N##_atomic_fetch_add,
+#define SHMEM_G_A_ADD_(T, N) T : shmem_##N##_atomic_add,
+#define SHMEM_G_A_CSWAP_NBI_(T, N) T : shmem_##N##_atomic_compare_swap_nbi,
+#define SHMEM_G_A_FINC_NBI_(T, N) T : shmem_##N##_atomic_fetch_inc_nbi,
+#define SHMEM_G_A_FADD_NBI_(T, N) T : shmem_##N##_atomic_fetch_add_nbi,
+#define SHMEM_G_A_FAND_(T, N) T : shmem_##N##_atomic_fetch_and,
+#define SHMEM_G_A_AND_(T, N) T : shmem_##N##_atomic_and,
+#define SHMEM_G_A_FOR_(T, N) T : shmem_##N##_atomic_fetch_or,
+#define SHMEM_G_A_OR_(T, N) T : shmem_##N##_atomic_or,
+#define SHMEM_G_A_FXOR_(T, N) T : shmem_##N##_atomic_fetch_xor,
+#define SHMEM_G_A_XOR_(T, N) T : shmem_##N##_atomic_xor,
+#define SHMEM_G_A_FAND_NBI_(T, N) T : shmem_##N##_atomic_fetch_and_nbi,
+#define SHMEM_G_A_FOR_NBI_(T, N) T : shmem_##N##_atomic_fetch_or_nbi,
+#define SHMEM_G_A_FXOR_NBI_(T, N) T : shmem_##N##_atomic_fetch_xor_nbi,
+#define SHMEM_GSEL_(p, LIST, F) _Generic(*(p), LIST(F) SHMEM_G_END_)
+#define shmem_atomic_fetch(source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_FETCH_)(source, pe)
+#define shmem_atomic_set(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_SET_)(dest, value, pe)
+#define shmem_atomic_swap(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_SWAP_)(dest, value, pe)
+#define shmem_atomic_fetch_nbi(fetch, source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_FETCH_NBI_)(fetch, source, pe)
+#define shmem_atomic_swap_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_SWAP_NBI_)(fetch, dest, value, pe)
+#define shmem_atomic_compare_swap(dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_CSWAP_)(dest, cond, value, pe)
+#define shmem_atomic_fetch_inc(dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FINC_)(dest, pe)
+#define shmem_atomic_inc(dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_INC_)(dest, pe)
+#define shmem_atomic_fetch_add(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FADD_)(dest, value, pe)
+#define shmem_atomic_add(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_ADD_)(dest, value, pe)
+#define shmem_atomic_compare_swap_nbi(fetch, dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_CSWAP_NBI_)(fetch, dest, cond, value, pe)
+#define shmem_atomic_fetch_inc_nbi(fetch, dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FINC_NBI_)(fetch, dest, pe)
+#define shmem_atomic_fetch_add_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FADD_NBI_)(fetch, dest, value, pe)
+#define shmem_atomic_fetch_and(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FAND_)(dest, value, pe)
+#define shmem_atomic_and(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_AND_)(dest, value, pe)
+#define shmem_atomic_fetch_or(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FOR_)(dest, value, pe)
+#define shmem_atomic_or(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_OR_)(dest, value, pe)
+#define shmem_atomic_fetch_xor(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FXOR_)(dest, value, pe)
+#define shmem_atomic_xor(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_XOR_)(dest, value, pe)
+#define shmem_atomic_fetch_and_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FAND_NBI_)(fetch, dest, value, pe)
+#define shmem_atomic_fetch_or_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FOR_NBI_)(fetch, dest, value, pe)
+#define shmem_atomic_fetch_xor_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FXOR_NBI_)(fetch, dest, value, pe)
+
+/* put with signal */
+#define SHMEM_G_PUTSIG_(T, N) T : shmem_##N##_put_signal,
+#define SHMEM_G_PUTSIG_NBI_(T, N) T : shmem_##N##_put_signal_nbi,
+#define shmem_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe) \
+    SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_PUTSIG_)(dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define shmem_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe) \
+    SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_PUTSIG_NBI_)(dest, source, nelems, sig_addr, signal, sig_op, pe)
+
+/* point-to-point synchronization on the basic types */
+#define SHMEM_GENERIC_P2P_(X) \
+    X(short, short) X(int, int) X(long, long) X(long long, longlong) \
+    X(unsigned short, ushort) X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong)
+#define SHMEM_G_WU_(T, N) T : shmem_##N##_wait_until,
+#define SHMEM_G_WUALL_(T, N) T : shmem_##N##_wait_until_all,
+#define SHMEM_G_WUANY_(T, N) T : shmem_##N##_wait_until_any,
+#define SHMEM_G_WUSOME_(T, N) T : shmem_##N##_wait_until_some,
+#define SHMEM_G_WUALLV_(T, N) T : shmem_##N##_wait_until_all_vector,
+#define SHMEM_G_WUANYV_(T, N) T : shmem_##N##_wait_until_any_vector,
+#define SHMEM_G_WUSOMEV_(T, N) T : shmem_##N##_wait_until_some_vector,
+#define SHMEM_G_T_(T, N) T : shmem_##N##_test,
+#define SHMEM_G_TALL_(T, N) T : shmem_##N##_test_all,
+#define SHMEM_G_TANY_(T, N) T : shmem_##N##_test_any,
+#define SHMEM_G_TSOME_(T, N) T : shmem_##N##_test_some,
+#define SHMEM_G_TALLV_(T, N) T : shmem_##N##_test_all_vector,
+#define SHMEM_G_TANYV_(T, N) T : shmem_##N##_test_any_vector,
+#define SHMEM_G_TSOMEV_(T, N) T : shmem_##N##_test_some_vector,
+#define shmem_wait_until(ivar, cmp, v) SHMEM_GSEL_(ivar, SHMEM_GENERIC_P2P_, SHMEM_G_WU_)(ivar, cmp, v)
+#define shmem_wait_until_all(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_WUALL_)(ivars, n, status, cmp, v)
+#define shmem_wait_until_any(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_WUANY_)(ivars, n, status, cmp, v)
+#define shmem_wait_until_some(ivars, n, idx, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_WUSOME_)(ivars, n, idx, status, cmp, v)
+#define shmem_wait_until_all_vector(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_WUALLV_)(ivars, n, status, cmp, v)
+#define shmem_wait_until_any_vector(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_WUANYV_)(ivars, n, status, cmp, v)
+#define shmem_wait_until_some_vector(ivars, n, idx, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_WUSOMEV_)(ivars, n, idx, status, cmp, v)
+#define shmem_test(ivar, cmp, v) SHMEM_GSEL_(ivar, SHMEM_GENERIC_P2P_, SHMEM_G_T_)(ivar, cmp, v)
+#define shmem_test_all(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TALL_)(ivars, n, status, cmp, v)
+#define shmem_test_any(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TANY_)(ivars, n, status, cmp, v)
+#define shmem_test_some(ivars, n, idx, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TSOME_)(ivars, n, idx, status, cmp, v)
+#define shmem_test_all_vector(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TALLV_)(ivars, n, status, cmp, v)
+#define shmem_test_any_vector(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TANYV_)(ivars, n, status, cmp, v)
+#define shmem_test_some_vector(ivars, n, idx, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TSOMEV_)(ivars, n, idx, status, cmp, v)
+#endif /* C11 generics */
 
 #endif /* SWITCHYARD_SHMEM_H */

@@ -15,6 +15,15 @@
 // The whole crate is an FFI boundary: raw pointers from C callers.
 #![allow(unsafe_code)]
 
+pub mod amo;
+mod cbuf;
 pub mod coll;
+pub mod lock;
+pub mod mem;
+pub mod order;
+pub mod rma;
+pub mod setup;
+pub mod signal;
 pub mod state;
+pub mod sync;
 pub mod team;

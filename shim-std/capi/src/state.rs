@@ -123,6 +123,43 @@ pub fn pe(ctx: &Context, call: &'static str, pe: i32) -> u32 {
     }
 }
 
+/// Why a C address is not a usable symmetric range ([`try_sym`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SymError {
+    /// The range (this many bytes, `usize::MAX` when the size overflows) is
+    /// not inside symmetric memory.
+    NotSymmetric {
+        /// Bytes of the range.
+        bytes: usize,
+    },
+    /// Not aligned for the element type.
+    Misaligned,
+}
+
+/// [`sym`] without ending the job: the checked handle, or why there is none
+/// (for queries such as `shmem_addr_accessible`).
+pub fn try_sym<T: Plain>(
+    ctx: &Context,
+    ptr: *const c_void,
+    count: usize,
+) -> Result<Sym<T>, SymError> {
+    let (base, len) = ctx.local_heap();
+    let addr = ptr as usize;
+    let base = base as usize;
+    let bytes = count.checked_mul(core::mem::size_of::<T>());
+    let off = addr.wrapping_sub(base) as u64;
+    let inside = addr >= base
+        && off >= RESERVED
+        && bytes.is_some_and(|b| off.checked_add(b as u64).is_some_and(|end| end <= len));
+    if !inside {
+        return Err(SymError::NotSymmetric {
+            bytes: bytes.unwrap_or(usize::MAX),
+        });
+    }
+    ctx.sym_at::<T>(off, count)
+        .map_err(|_| SymError::Misaligned)
+}
+
 /// A checked handle for `count` elements of `T` at the C address `ptr`
 /// (argument `arg` of `call`): the range must lie in the symmetric heap (outside
 /// its reserved area) and be aligned for `T`. Anything else ends the job naming
@@ -134,29 +171,22 @@ pub fn sym<T: Plain>(
     ptr: *const c_void,
     count: usize,
 ) -> Sym<T> {
-    let (base, len) = ctx.local_heap();
-    let addr = ptr as usize;
-    let base = base as usize;
-    let bytes = count.checked_mul(core::mem::size_of::<T>());
-    let off = addr.wrapping_sub(base) as u64;
-    let inside = addr >= base
-        && off >= RESERVED
-        && bytes.is_some_and(|b| off.checked_add(b as u64).is_some_and(|end| end <= len));
-    if !inside {
-        fatal(
-            call,
-            format_args!(
-                "{arg} = {ptr:p} ({} bytes) is not symmetric: not inside the symmetric heap \
-                 {:#x}..{:#x}",
-                bytes.unwrap_or(usize::MAX),
-                base + RESERVED as usize,
-                base + len as usize
-            ),
-        );
-    }
-    match ctx.sym_at::<T>(off, count) {
+    match try_sym::<T>(ctx, ptr, count) {
         Ok(s) => s,
-        Err(_) => fatal(
+        Err(SymError::NotSymmetric { bytes }) => {
+            let (base, len) = ctx.local_heap();
+            let base = base as usize;
+            fatal(
+                call,
+                format_args!(
+                    "{arg} = {ptr:p} ({bytes} bytes) is not symmetric: not inside the symmetric \
+                     heap {:#x}..{:#x}",
+                    base + RESERVED as usize,
+                    base + len as usize
+                ),
+            )
+        }
+        Err(SymError::Misaligned) => fatal(
             call,
             format_args!(
                 "{arg} = {ptr:p} is not aligned for a {}-byte element",
