@@ -99,6 +99,8 @@ fn init(call: &'static str) {
     if !state::install(ctx) {
         state::fatal(call, format_args!("initialized twice at once"));
     }
+    // The teams' scratch pool: collective, so every PE allocates it here.
+    crate::team::init(call);
 }
 
 fn print_info(cfg: &Config) {
