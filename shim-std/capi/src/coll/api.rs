@@ -305,11 +305,13 @@ fn active_broadcast<T: Plain>(
         if nelems == 0 {
             return;
         }
-        let src = state::sym::<T>(ctx, call, "source", source, nelems);
-        let dst = if g.me == root {
-            src
+        // The root's own dest is not written, but its address names the
+        // other members' dest (and `source` is only read at the root).
+        let dst = state::sym::<T>(ctx, call, "dest", dest, nelems);
+        let src = if g.me == root {
+            state::sym::<T>(ctx, call, "source", source, nelems)
         } else {
-            state::sym::<T>(ctx, call, "dest", dest, nelems)
+            dst
         };
         state::ok(
             call,
