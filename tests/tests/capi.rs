@@ -6,7 +6,9 @@
 //! A program's expectations are comment lines in its source:
 //!
 //! * `// expect-status: N`: the job's exit status (default 0);
-//! * `// expect-stderr: TEXT`: a line the job must print on stderr;
+//! * `// expect-stderr: TEXT`: text the job must print on stderr;
+//! * `// expect-stdout: TEXT`: text the job must print on stdout;
+//! * `// env: NAME=VALUE`: set for the job;
 //! * `// pes: 2 4`: the PE counts to run it with (default 2 and 4).
 //!
 //! A program that exits with status 77 is skipped, with the reason it
@@ -126,6 +128,7 @@ fn run(exe: &Path, n: u32, env: &[(&str, &str)]) -> Output {
 struct Expect {
     status: i32,
     stderr: Vec<String>,
+    stdout: Vec<String>,
     pes: Vec<u32>,
     env: Vec<(String, String)>,
 }
@@ -135,6 +138,7 @@ fn expectations(src: &Path) -> Expect {
     let mut e = Expect {
         status: 0,
         stderr: Vec::new(),
+        stdout: Vec::new(),
         pes: vec![2, 4],
         env: Vec::new(),
     };
@@ -144,6 +148,8 @@ fn expectations(src: &Path) -> Expect {
             e.status = v.trim().parse().expect("expect-status: a number");
         } else if let Some(v) = l.strip_prefix("// expect-stderr:") {
             e.stderr.push(v.trim().to_string());
+        } else if let Some(v) = l.strip_prefix("// expect-stdout:") {
+            e.stdout.push(v.trim().to_string());
         } else if let Some(v) = l.strip_prefix("// pes:") {
             e.pes = v
                 .split_whitespace()
@@ -206,7 +212,7 @@ fn every_c_program_under_2_and_4_pes() {
                 .collect();
             if code != e.status || !missing.is_empty() {
                 failures.push(format!(
-                    "{name} on {n} PEs: status {code} (want {}), missing on stderr: {missing:?}\n\
+                    "{name} on {n} PEs: status {code} (want {}), missing output: {missing:?}\n\
                      --- stdout\n{stdout}--- stderr\n{stderr}",
                     e.status
                 ));
