@@ -1,6 +1,7 @@
 /* Deprecated names older programs use: start_pes, _my_pe, _num_pes,
  * shmalloc/shfree/shrealloc/shmemalign, shmem_*_cswap/fadd/finc/swap/add/inc/
  * fetch/set, shmem_*_wait, shmem_wait, shmem_swap, _SHMEM_CMP_*. */
+// tcp: yes
 #include <shmem.h>
 #include <stdio.h>
 
