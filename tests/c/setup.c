@@ -63,6 +63,9 @@ int main(void) {
     CHECK(big != NULL, "24M from SHMEM_SYMMETRIC_SIZE=32M");
     shmem_free(big);
     CHECK(shmem_malloc((size_t)1 << 40) == NULL, "too large gives NULL");
+    long *h = shmem_malloc_with_hints(64, SHMEM_MALLOC_ATOMICS_REMOTE | SHMEM_MALLOC_SIGNAL_REMOTE);
+    CHECK(h != NULL && *h == 0, "malloc_with_hints");
+    shmem_free(h);
     int *c = shmem_calloc(100, sizeof(int));
     for (int i = 0; i < 100; i++) CHECK(c[i] == 0, "calloc zeroes");
     void *a = shmem_align(4096, 100);

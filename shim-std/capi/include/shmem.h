@@ -53,7 +53,11 @@ void shmem_info_get_name(char *name);
 
 /* ---- memory ---------------------------------------------------------------- */
 
+#define SHMEM_MALLOC_ATOMICS_REMOTE 1L
+#define SHMEM_MALLOC_SIGNAL_REMOTE 2L
+
 void *shmem_malloc(size_t size);
+void *shmem_malloc_with_hints(size_t size, long hints);
 void *shmem_calloc(size_t count, size_t size);
 void *shmem_align(size_t alignment, size_t size);
 void *shmem_realloc(void *ptr, size_t size);
