@@ -2,6 +2,7 @@
  * atomics, signals and waits on them, like on heap memory. Skips itself
  * (exit status 77) while the library does not treat them as symmetric yet,
  * which shmem_addr_accessible tells. */
+// tcp: yes
 #include <shmem.h>
 #include <stdio.h>
 

@@ -18,6 +18,7 @@
 pub mod amo;
 mod cbuf;
 pub mod coll;
+pub mod globals;
 pub mod lock;
 pub mod mem;
 pub mod order;

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use switchyard::{
     config::{Config, format_size, parse_size},
-    context::Context,
+    context::{Context, InitOptions},
 };
 
-use crate::state;
+use crate::{globals, state};
 
 /// `SHMEM_THREAD_SINGLE`.
 pub const SHMEM_THREAD_SINGLE: c_int = 0;
@@ -80,7 +80,14 @@ fn init(call: &'static str) {
     }));
     DEBUG.store(env_flag("SHMEM_DEBUG"), Ordering::Relaxed);
     let cfg = config(call);
-    let ctx = state::ok(call, Context::with_config(&cfg));
+    // The executable's global and static variables become symmetric.
+    // SAFETY: `shmem_init` runs before the program starts other threads (its
+    // documented precondition, see `globals`).
+    let opts = match unsafe { globals::alias() } {
+        Some(a) => InitOptions::default().symmetric_data(a),
+        None => InitOptions::default(),
+    };
+    let ctx = state::ok(call, Context::with_options(&cfg, opts));
     let (me, n) = (ctx.my_pe(), ctx.n_pes());
     if me == 0 && env_flag("SHMEM_INFO") {
         print_info(&cfg);
