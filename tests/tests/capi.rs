@@ -300,6 +300,61 @@ fn header_compiles_as_c99_and_cpp() {
 }
 
 #[test]
+fn a_cpp_program_links_and_runs() {
+    if !have_cc() {
+        return;
+    }
+    let t = tree();
+    let src = t.out.join("cpp_ring.cpp");
+    std::fs::write(
+        &src,
+        r#"#include <shmem.h>
+#include <cstdio>
+int main() {
+    shmem_init();
+    int me = shmem_my_pe(), n = shmem_n_pes();
+    long *x = static_cast<long *>(shmem_malloc(sizeof(long)));
+    shmem_long_p(x, me, (me + 1) % n);
+    shmem_barrier_all();
+    int bad = *x != (me + n - 1) % n;
+    shmem_free(x);
+    shmem_finalize();
+    if (bad) std::fprintf(stderr, "PE %d: wrong value\n", me);
+    return bad;
+}
+"#,
+    )
+    .unwrap();
+    let exe = t.out.join("cpp_ring");
+    let out = switchyard()
+        .env("SWITCHYARD_CC", "c++")
+        .args([
+            "cc",
+            "-std=c++11",
+            "-Wall",
+            "-Wextra",
+            "-pedantic",
+            "-Werror",
+        ])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run switchyard cc");
+    assert!(
+        out.status.success(),
+        "SWITCHYARD_CC=c++ switchyard cc:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&exe, 2, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn cc_show_and_pkg_config() {
     if !have_cc() {
         return;
