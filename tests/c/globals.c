@@ -5,6 +5,7 @@
 // tcp: yes
 #include <shmem.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 long g_data[8] = {1, 2, 3, 4, 5, 6, 7, 8}; /* .data */
 long g_bss[8];                             /* .bss */
@@ -36,6 +37,9 @@ int main(void) {
     shmem_double_p(&s_value, 2.5 + me, right);
     shmem_barrier_all();
     for (int i = 0; i < 8; i++) CHECK(g_bss[i] == left * 100 + i, "put to a .bss global");
+    long *direct = shmem_ptr(g_bss, right); /* NULL where the peer is not mapped here */
+    CHECK(direct == NULL || direct[7] == me * 100 + 7, "shmem_ptr to a peer's global");
+    if (getenv("SWITCHYARD_TRANSPORTS") == NULL) CHECK(direct != NULL, "shmem_ptr to a same-node global");
     CHECK(s_value == 2.5 + left, "p to a static double");
     long got[8];
     shmem_long_get(got, g_data, 8, right);
