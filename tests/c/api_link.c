@@ -31,7 +31,7 @@ typedef void (*fn)(void);
 static fn const all[] = {
     F(shmem_init) F(shmem_init_thread) F(shmem_query_thread) F(shmem_finalize) F(shmem_query_initialized)
     F(shmem_query_finalized) F(shmem_my_pe) F(shmem_n_pes) F(shmem_pe_accessible) F(shmem_addr_accessible)
-    F(shmem_ptr) F(shmem_global_exit) F(shmem_info_get_version) F(shmem_info_get_name)
+    F(shmem_ptr) F(shmem_global_exit) F(shmem_info_get_version) F(shmem_info_get_name) F(shmem_pcontrol)
     F(shmem_malloc) F(shmem_malloc_with_hints) F(shmem_calloc) F(shmem_align) F(shmem_realloc) F(shmem_free)
     F(shmem_fence) F(shmem_quiet) F(shmem_barrier_all)
     F(shmem_putmem) F(shmem_getmem) F(shmem_putmem_nbi) F(shmem_getmem_nbi)

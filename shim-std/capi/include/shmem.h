@@ -50,6 +50,8 @@ _Noreturn
 void shmem_global_exit(int status);
 void shmem_info_get_version(int *major, int *minor);
 void shmem_info_get_name(char *name);
+/* Profiling control: accepted, no profiling library is attached. */
+static inline void shmem_pcontrol(const int level, ...) { (void)level; }
 
 /* ---- memory ---------------------------------------------------------------- */
 

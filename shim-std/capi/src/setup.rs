@@ -74,6 +74,12 @@ fn init(call: &'static str) {
     if state::initialized() {
         return;
     }
+    if FINALIZED.load(Ordering::Relaxed) {
+        state::fatal(
+            call,
+            format_args!("called after shmem_finalize (a PE joins the job once)"),
+        );
+    }
     // A panic must not unwind into C: report it like any fatal error.
     std::panic::set_hook(Box::new(|info| {
         state::fatal("switchyard", format_args!("internal error: {info}"))
@@ -102,7 +108,6 @@ fn init(call: &'static str) {
             eprintln!("switchyard: debug: PE {me}: {w}");
         }
     }
-    FINALIZED.store(false, Ordering::Relaxed);
     if !state::install(ctx) {
         state::fatal(call, format_args!("initialized twice at once"));
     }
