@@ -39,7 +39,7 @@
 //! | `heartbeat` | duration | `200ms` | 1ms to 60s (the dead-link window, below) |
 //! | `trace_records` | count | `4096` | a power of two, 16 to 1048576 |
 //! | `inline_threshold` | size | `256` | 0 to 4K; `off` is 0 (no inlining) |
-//! | `bind_to` | [`BindTo`] | `none` | `core`, `none` |
+//! | `bind_to` | [`BindTo`] | `none` | `core` (the PE's own CPU), `cpu:N`, `none` |
 //! | `transports` | list | `all` | `all`, or a list of `shm`, `tcp`, `verbs` (`tcp` alone forces TCP even on one node) |
 //! | `tcp_addrs` | address list | `auto` (empty) | 0 to 4 distinct IPv4/IPv6 addresses, one per TCP rail |
 //! | `tcp_connections` | count | `1` | 1 to 8 |
@@ -371,7 +371,7 @@ impl Key {
             Key::InlineThreshold => {
                 "a size such as 0, 64 or 256 (0 or off: no inlining), at most 4K"
             }
-            Key::BindTo => "core or none",
+            Key::BindTo => "core, none, or cpu:N for CPU N (0 to 65535)",
             Key::TcpAddrs => {
                 "auto or up to 4 distinct IP addresses separated by commas, one per TCP rail, such as 10.0.0.1,10.0.1.1"
             }
@@ -476,30 +476,50 @@ impl HugePages {
     }
 }
 
-/// Whether the progress thread is pinned to a core.
+/// Whether the progress thread is pinned to a core, and to which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BindTo {
-    /// Pin it to one core (the launcher's `SWITCHYARD_BOUND_CPU` when given).
+    /// Pin it to the PE's own core (the launcher's `SWITCHYARD_BOUND_CPU`;
+    /// unpinned when the PE is not pinned).
     Core,
+    /// Pin it to this CPU (`cpu:N`): a dedicated progress core.
+    Cpu(u32),
     /// Leave it to the scheduler.
     #[default]
     None,
 }
 
+impl core::fmt::Display for BindTo {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BindTo::Cpu(c) => write!(f, "cpu:{c}"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
 impl BindTo {
-    /// The value's name: `core`, `none`.
+    /// The value's name: `core`, `cpu`, `none` (see `Display` for `cpu:N`).
     pub const fn name(self) -> &'static str {
         match self {
             BindTo::Core => "core",
+            BindTo::Cpu(_) => "cpu",
             BindTo::None => "none",
         }
     }
 
     fn parse(s: &str) -> Option<BindTo> {
-        match s.to_ascii_lowercase().as_str() {
+        let l = s.to_ascii_lowercase();
+        match l.as_str() {
             "core" => Some(BindTo::Core),
             "none" => Some(BindTo::None),
-            _ => None,
+            _ => {
+                let n = l.strip_prefix("cpu:")?;
+                if n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                n.parse().ok().filter(|&c| c < 65536).map(BindTo::Cpu)
+            }
         }
     }
 }
@@ -1258,7 +1278,8 @@ pub struct Config {
     pub trace_records: u32,
     /// Largest put (bytes) sent inline; 0 turns inlining off. Default 256.
     pub inline_threshold: u32,
-    /// Whether the progress thread is pinned. Default [`BindTo::None`].
+    /// Whether and where the progress thread is pinned. Default
+    /// [`BindTo::None`].
     pub bind_to: BindTo,
     /// Local address of each TCP rail, in rail order, at most
     /// [`MAX_TCP_ADDRS`], distinct. Default empty: the shim picks the address
@@ -1693,7 +1714,7 @@ impl Config {
             Key::Heartbeat => format_duration(self.heartbeat),
             Key::TraceRecords => self.trace_records.to_string(),
             Key::InlineThreshold => format_size(self.inline_threshold.into()),
-            Key::BindTo => self.bind_to.name().into(),
+            Key::BindTo => self.bind_to.to_string(),
             Key::TcpAddrs => format_addrs(&self.tcp_addrs),
             Key::TcpConnections => self.tcp_connections.to_string(),
             Key::TcpWindow => format_size(self.tcp_window.into()),
@@ -2063,7 +2084,18 @@ mod test {
             (Key::Heartbeat, &["200", "61s", "0s"]),
             (Key::TraceRecords, &["1000", "8", "2097152"]),
             (Key::InlineThreshold, &["5K", "on", "lots"]),
-            (Key::BindTo, &["socket", "yes"]),
+            (
+                Key::BindTo,
+                &[
+                    "socket",
+                    "yes",
+                    "cpu:",
+                    "cpu:-1",
+                    "cpu:65536",
+                    "cpu:1x",
+                    "cpu:+3",
+                ],
+            ),
             (
                 Key::TcpAddrs,
                 &[
@@ -2166,6 +2198,22 @@ mod test {
             "{text}"
         );
         assert!(text.contains("\n  SWITCHYARD_PROGRESS=spin: expected busy, adaptive or caller"));
+    }
+
+    #[test]
+    fn bind_to_takes_core_none_or_a_cpu() {
+        let mut cfg = Config::default();
+        for (v, want, back) in [
+            ("core", BindTo::Core, "core"),
+            ("NONE", BindTo::None, "none"),
+            ("cpu:0", BindTo::Cpu(0), "cpu:0"),
+            (" CPU:17 ", BindTo::Cpu(17), "cpu:17"),
+            ("cpu:65535", BindTo::Cpu(65535), "cpu:65535"),
+        ] {
+            cfg.set(Key::BindTo, v, Source::Default).unwrap();
+            assert_eq!(cfg.bind_to, want, "{v}");
+            assert_eq!(cfg.value(Key::BindTo), back);
+        }
     }
 
     #[test]

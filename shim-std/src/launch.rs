@@ -1044,12 +1044,16 @@ impl Job<'_> {
                 }
                 let rank = self.pes[i].rank;
                 let others = self.signal_live(libc::SIGTERM);
+                let what = match read_global_exit(self.job_id) {
+                    Some((r, status)) if r == rank => {
+                        format!("rank {rank} called shmem_global_exit({status})")
+                    }
+                    _ => format!("rank {rank} {exit}"),
+                };
                 if others > 0 {
-                    note(format_args!(
-                        "rank {rank} {exit}; stopping the other {others} rank(s)"
-                    ));
+                    note(format_args!("{what}; stopping the other {others} rank(s)"));
                 } else {
-                    note(format_args!("rank {rank} {exit}"));
+                    note(format_args!("{what}"));
                 }
                 end = Some(JobEnd::RankFailed { rank, exit });
                 sigkill_at = Instant::now().checked_add(grace);
@@ -1917,6 +1921,26 @@ mod test {
         let opts = parse(&["-n", "1", "-x", "PATH", "true"]).unwrap();
         assert_eq!(opts.env[0].0, "PATH");
         assert_eq!(opts.env[0].1, std::env::var("PATH").unwrap());
+    }
+
+    #[test]
+    fn global_exit_marker_round_trip() {
+        let job = 0x5ead_0000_0000_0000 | u64::from(std::process::id());
+        let path = global_exit_path(job);
+        assert!(path.starts_with(SHM_DIR));
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&shm_object_prefix(job)),
+            "removed with the job's objects"
+        );
+        assert_eq!(read_global_exit(job), None);
+        std::fs::write(&path, "3 7\n").unwrap();
+        assert_eq!(read_global_exit(job), Some((3, 7)));
+        std::fs::write(&path, "garbage").unwrap();
+        assert_eq!(read_global_exit(job), None);
+        assert_eq!(remove_shm_objects(Path::new(SHM_DIR), job).unwrap(), 1);
     }
 
     #[test]

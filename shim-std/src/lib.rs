@@ -30,11 +30,18 @@
 //!   ...), pins them, tags their output, fails fast, forwards signals and removes
 //!   the job's shared-memory objects afterwards.
 //!
+//! * [`context`]: the Rust API of a PE: symmetric allocation, put/get,
+//!   atomics, fence/quiet, waits and barriers, routed per message over shared
+//!   memory (same node) or TCP rails (`switchyard_socket`), with failover on
+//!   link events, a progress thread for TCP peers, and the executable's global
+//!   variables made symmetric on request (for the C API in `shim-std/capi`).
+//! * [`sim`]: simulated clusters in network namespaces (`switchyard sim`).
+//! * [`perf`]: `switchyard perf`, benchmarks beside same-run baselines.
+//!
 //! ## What comes later
 //!
-//! Progress threads, metrics, the TCP and verbs drivers (the [`context`]
-//! drives shared memory only so far: peers on other nodes are unreachable),
-//! and contexts shared by several threads of one PE.
+//! Contexts shared by several threads of one PE (today one thread at a time
+//! uses a `Context`), metrics export.
 //!
 //! ## Example
 //!

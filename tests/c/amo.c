@@ -1,6 +1,7 @@
 /* AMO: every standard, extended and bitwise AMO type, fetching and
  * non-fetching forms, the _nbi forms and the C11 generic names. Every PE
  * hits PE 0's copy (contention), then checks what it can. */
+// tcp: yes
 #include <shmem.h>
 #include <stdio.h>
 

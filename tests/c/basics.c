@@ -1,5 +1,6 @@
 /* Setup, memory, putmem/getmem, barrier, quiet: each PE writes its right
  * neighbour's buffer and reads its left neighbour's. */
+// tcp: yes
 #include <shmem.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /* Locks: every PE increments a counter on PE 0 with a plain get and put,
  * under shmem_set_lock; the total is exact only if the lock excludes.
  * shmem_test_lock acquires a free lock and reports a held one. */
+// tcp: yes
 #include <shmem.h>
 #include <stdio.h>
 

@@ -1,6 +1,7 @@
 /* Point-to-point synchronization: wait_until (typed, generic, 16-bit),
  * wait_until_all/any/some and their _vector forms with a status mask, test,
  * test_all/any/some (+ _vector), SHMEM_CMP_* and _SHMEM_CMP_*. */
+// tcp: yes
 #include <shmem.h>
 #include <stdint.h>
 #include <stdio.h>

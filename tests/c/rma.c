@@ -1,6 +1,7 @@
 /* RMA: typed put/get/p/g/iput/iget and their _nbi forms for every standard
  * RMA type, the sized put8..put128 forms, and the C11 generic names. Each PE
  * writes its right neighbour and reads it back. */
+// tcp: yes
 #include <shmem.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /* Signals: put_signal with SHMEM_SIGNAL_SET and _ADD (typed, sized, putmem,
  * _nbi and the generic name), signal_wait_until, signal_fetch. The data must
  * be there when the signal is seen. */
+// tcp: yes
 #include <shmem.h>
 #include <stdio.h>
 

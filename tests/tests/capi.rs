@@ -6,8 +6,12 @@
 //! A program's expectations are comment lines in its source:
 //!
 //! * `// expect-status: N`: the job's exit status (default 0);
-//! * `// expect-stderr: TEXT`: a line the job must print on stderr;
-//! * `// pes: 2 4`: the PE counts to run it with (default 2 and 4).
+//! * `// expect-stderr: TEXT`: text the job must print on stderr;
+//! * `// expect-stdout: TEXT`: text the job must print on stdout;
+//! * `// env: NAME=VALUE`: set for the job;
+//! * `// pes: 2 4`: the PE counts to run it with (default 2 and 4);
+//! * `// tcp: yes`: also run it with 2 PEs over TCP only
+//!   (`SWITCHYARD_TRANSPORTS=tcp`), so TCP target-side progress serves it.
 //!
 //! A program that exits with status 77 is skipped, with the reason it
 //! printed (`globals.c` does that while global and static variables are not
@@ -34,6 +38,18 @@ fn repo() -> PathBuf {
         .parent()
         .expect("workspace root")
         .to_path_buf()
+}
+
+/// Whether a C compiler is installed; the tests say so and skip when not.
+fn have_cc() -> bool {
+    let ok = Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("skipped: no C compiler (`cc`) on this machine");
+    }
+    ok
 }
 
 /// Builds the command and the library once, in this test's profile.
@@ -115,7 +131,8 @@ fn run(exe: &Path, n: u32, env: &[(&str, &str)]) -> Output {
         .env("SWITCHYARD_OP_TIMEOUT", "20s")
         .env_remove("SHMEM_SYMMETRIC_SIZE")
         .env_remove("SHMEM_INFO")
-        .env_remove("SHMEM_DEBUG");
+        .env_remove("SHMEM_DEBUG")
+        .env_remove("SWITCHYARD_TRANSPORTS");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -126,8 +143,10 @@ fn run(exe: &Path, n: u32, env: &[(&str, &str)]) -> Output {
 struct Expect {
     status: i32,
     stderr: Vec<String>,
+    stdout: Vec<String>,
     pes: Vec<u32>,
     env: Vec<(String, String)>,
+    tcp: bool,
 }
 
 fn expectations(src: &Path) -> Expect {
@@ -135,8 +154,10 @@ fn expectations(src: &Path) -> Expect {
     let mut e = Expect {
         status: 0,
         stderr: Vec::new(),
+        stdout: Vec::new(),
         pes: vec![2, 4],
         env: Vec::new(),
+        tcp: false,
     };
     for line in text.lines() {
         let l = line.trim();
@@ -144,6 +165,10 @@ fn expectations(src: &Path) -> Expect {
             e.status = v.trim().parse().expect("expect-status: a number");
         } else if let Some(v) = l.strip_prefix("// expect-stderr:") {
             e.stderr.push(v.trim().to_string());
+        } else if let Some(v) = l.strip_prefix("// expect-stdout:") {
+            e.stdout.push(v.trim().to_string());
+        } else if l == "// tcp: yes" {
+            e.tcp = true;
         } else if let Some(v) = l.strip_prefix("// pes:") {
             e.pes = v
                 .split_whitespace()
@@ -172,6 +197,9 @@ fn programs() -> Vec<PathBuf> {
 
 #[test]
 fn every_c_program_under_2_and_4_pes() {
+    if !have_cc() {
+        return;
+    }
     let no_skip = std::env::var_os("SWITCHYARD_CAPI_NO_SKIP").is_some();
     let mut failures = Vec::new();
     let mut ran = 0;
@@ -179,12 +207,17 @@ fn every_c_program_under_2_and_4_pes() {
         let name = src.file_name().unwrap().to_string_lossy().into_owned();
         let exe = compile(&src);
         let e = expectations(&src);
-        for &n in &e.pes {
-            let env: Vec<(&str, &str)> = e
+        let tcp = e.tcp.then_some((2, true));
+        for (n, over_tcp) in e.pes.iter().map(|&n| (n, false)).chain(tcp) {
+            let mut env: Vec<(&str, &str)> = e
                 .env
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect();
+            if over_tcp {
+                env.push(("SWITCHYARD_TRANSPORTS", "tcp"));
+            }
+            let how = if over_tcp { " over TCP" } else { "" };
             let out = run(&exe, n, &env);
             let code = out.status.code().unwrap_or(-1);
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -195,7 +228,7 @@ fn every_c_program_under_2_and_4_pes() {
                     .chain(stderr.lines())
                     .find(|l| l.contains("SKIP"))
                     .unwrap_or("(no reason printed)");
-                println!("skipped {name} on {n} PEs: {why}");
+                println!("skipped {name} on {n} PEs{how}: {why}");
                 continue;
             }
             ran += 1;
@@ -206,12 +239,12 @@ fn every_c_program_under_2_and_4_pes() {
                 .collect();
             if code != e.status || !missing.is_empty() {
                 failures.push(format!(
-                    "{name} on {n} PEs: status {code} (want {}), missing on stderr: {missing:?}\n\
+                    "{name} on {n} PEs{how}: status {code} (want {}), missing output: {missing:?}\n\
                      --- stdout\n{stdout}--- stderr\n{stderr}",
                     e.status
                 ));
             } else {
-                println!("ok {name} on {n} PEs");
+                println!("ok {name} on {n} PEs{how}");
             }
         }
     }
@@ -226,6 +259,9 @@ fn every_c_program_under_2_and_4_pes() {
 
 #[test]
 fn header_compiles_as_c99_and_cpp() {
+    if !have_cc() {
+        return;
+    }
     let t = tree();
     let inc = repo().join("shim-std/capi/include");
     let c = t.out.join("hdr.c");
@@ -264,7 +300,65 @@ fn header_compiles_as_c99_and_cpp() {
 }
 
 #[test]
+fn a_cpp_program_links_and_runs() {
+    if !have_cc() {
+        return;
+    }
+    let t = tree();
+    let src = t.out.join("cpp_ring.cpp");
+    std::fs::write(
+        &src,
+        r#"#include <shmem.h>
+#include <cstdio>
+int main() {
+    shmem_init();
+    int me = shmem_my_pe(), n = shmem_n_pes();
+    long *x = static_cast<long *>(shmem_malloc(sizeof(long)));
+    shmem_long_p(x, me, (me + 1) % n);
+    shmem_barrier_all();
+    int bad = *x != (me + n - 1) % n;
+    shmem_free(x);
+    shmem_finalize();
+    if (bad) std::fprintf(stderr, "PE %d: wrong value\n", me);
+    return bad;
+}
+"#,
+    )
+    .unwrap();
+    let exe = t.out.join("cpp_ring");
+    let out = switchyard()
+        .env("SWITCHYARD_CC", "c++")
+        .args([
+            "cc",
+            "-std=c++11",
+            "-Wall",
+            "-Wextra",
+            "-pedantic",
+            "-Werror",
+        ])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run switchyard cc");
+    assert!(
+        out.status.success(),
+        "SWITCHYARD_CC=c++ switchyard cc:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&exe, 2, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn cc_show_and_pkg_config() {
+    if !have_cc() {
+        return;
+    }
     let out = switchyard().args(["cc", "--show", "x.c"]).output().unwrap();
     let line = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
@@ -274,9 +368,20 @@ fn cc_show_and_pkg_config() {
     );
     let pc = switchyard().args(["cc", "--pkg-config"]).output().unwrap();
     assert!(pc.status.success());
-    let dir = tree().out.join("pkgconfig");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("switchyard-shmem.pc"), &pc.stdout).unwrap();
+    let printed = String::from_utf8_lossy(&pc.stdout).into_owned();
+    // The build script's file for the build tree names the same directories.
+    let dir = tree().bin.join("pkgconfig");
+    let built = std::fs::read_to_string(dir.join("switchyard-shmem.pc")).expect("the built .pc");
+    let var = |text: &str, key: &str| {
+        let v = text
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("{key} in {text}"));
+        Path::new(v).canonicalize().expect("an existing directory")
+    };
+    for key in ["libdir=", "includedir="] {
+        assert_eq!(var(&printed, key), var(&built, key), "{key}");
+    }
     if let Ok(o) = Command::new("pkg-config")
         .args(["--cflags", "--libs", "switchyard-shmem"])
         .env("PKG_CONFIG_PATH", &dir)
@@ -286,6 +391,22 @@ fn cc_show_and_pkg_config() {
         assert!(
             o.status.success() && flags.contains("-lswitchyard_shmem"),
             "{flags}"
+        );
+        // A program built with those flags alone runs.
+        let exe = tree().out.join("basics_pkg_config");
+        let built = Command::new("cc")
+            .arg(repo().join("tests/c/basics.c"))
+            .arg("-o")
+            .arg(&exe)
+            .args(flags.split_whitespace())
+            .status()
+            .expect("run cc");
+        assert!(built.success(), "cc with pkg-config's flags");
+        let out = run(&exe, 2, &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
     } else {
         println!("pkg-config not installed: only the file was checked");

@@ -56,6 +56,42 @@ fn put_get_random_offsets_4_pes() {
 }
 
 #[test]
+fn global_variables_are_symmetric_over_shm_2_and_4_pes() {
+    assert_ok(&job(2, &["globals"]));
+    assert_ok(&job(4, &["globals"]));
+}
+
+#[test]
+fn global_variables_are_symmetric_over_tcp() {
+    let mut o = LaunchOptions::new(3, PE);
+    o.args = vec!["globals".into()];
+    o.bind = Bind::None;
+    o.timeout = Some(Duration::from_secs(90));
+    o.grace = Duration::from_millis(500);
+    o.env.push(("SWITCHYARD_HEAP_SIZE".into(), "4M".into()));
+    o.env.push(("SWITCHYARD_OP_TIMEOUT".into(), "20s".into()));
+    o.env.push(("SWITCHYARD_TRANSPORTS".into(), "tcp".into()));
+    let out = launch::launch(&o).expect("launch");
+    assert_no_objects_left(out.job_id);
+    assert_ok(&out);
+}
+
+#[test]
+fn a_computing_pe_serves_tcp_peers_through_its_progress_thread() {
+    let mut o = LaunchOptions::new(2, PE);
+    o.args = vec!["compute".into(), "1500".into(), "50".into()];
+    o.bind = Bind::None;
+    o.timeout = Some(Duration::from_secs(90));
+    o.grace = Duration::from_millis(500);
+    o.env.push(("SWITCHYARD_HEAP_SIZE".into(), "4M".into()));
+    o.env.push(("SWITCHYARD_OP_TIMEOUT".into(), "20s".into()));
+    o.env.push(("SWITCHYARD_TRANSPORTS".into(), "tcp".into()));
+    let out = launch::launch(&o).expect("launch");
+    assert_no_objects_left(out.job_id);
+    assert_ok(&out);
+}
+
+#[test]
 fn four_pes_times_10000_fetch_adds_give_the_exact_total() {
     assert_ok(&job(4, &["counter", "10000"]));
 }

@@ -50,7 +50,7 @@ use std::{
 };
 
 pub use segment::{
-    HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, SHM_DIR, Segment, SegmentConfig,
+    Alias, HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, SHM_DIR, Segment, SegmentConfig,
     meminfo, object_name, object_prefix, remove_stale,
 };
 /// The path-class encoding this driver speaks.
@@ -113,6 +113,14 @@ pub enum ShmError {
         path: PathBuf,
         /// What is wrong.
         why: String,
+    },
+    /// A memory range to alias into the object is empty or not page aligned.
+    #[error("cannot alias {len} bytes at {addr:#x} into shared memory: empty or not page aligned")]
+    BadAlias {
+        /// Start address.
+        addr: usize,
+        /// Length.
+        len: usize,
     },
     /// The PE is outside the job.
     #[error("PE {pe} is not part of this job ({n_pes} PEs)")]
@@ -185,7 +193,8 @@ impl TransportError for ShmError {
             | ShmError::Create { .. }
             | ShmError::Map { .. }
             | ShmError::Attach { .. }
-            | ShmError::BadObject { .. } => ErrorKind::Fatal,
+            | ShmError::BadObject { .. }
+            | ShmError::BadAlias { .. } => ErrorKind::Fatal,
         }
     }
 

@@ -111,6 +111,62 @@ pub struct SegmentConfig {
     pub dir: PathBuf,
     /// Pre-fault the pages at creation (default on).
     pub populate: bool,
+    /// Memory of this process to move into the object, after the heap (for
+    /// global and static variables that must be symmetric). Forces normal
+    /// pages.
+    pub alias: Option<Alias>,
+}
+
+/// A page-aligned range of this process's own read-write memory (typically
+/// the executable's `.data` and `.bss`) that [`Segment::create`] moves into the
+/// shared object: its contents are copied to the object, right after the heap,
+/// and the range is then mapped from the object (`MAP_FIXED`). The variables
+/// keep their addresses and values, and become reachable through the object,
+/// at [`Segment::alias_offset`] of the heap, by every transport (same-node
+/// peers map the object; TCP and verbs targets write the heap mapping). Both
+/// mappings are the same physical pages, so hardware atomics through either
+/// are atomic against each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alias {
+    addr: usize,
+    len: usize,
+}
+
+impl Alias {
+    /// # Safety
+    ///
+    /// `addr..addr+len` is read-write memory mapped in this process that
+    /// nothing else maps or unmaps while the segment is created, and that no
+    /// other thread reads or writes during [`Segment::create`] (writes made
+    /// between the copy and the remap would be lost). It stays mapped from the
+    /// object for the rest of the process's life, even after the segment is
+    /// dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`ShmError::BadAlias`] when the range is empty or not page aligned.
+    pub unsafe fn new(addr: usize, len: usize) -> Result<Alias, ShmError> {
+        let page = PAGE as usize;
+        if len == 0 || !addr.is_multiple_of(page) || !len.is_multiple_of(page) {
+            return Err(ShmError::BadAlias { addr, len });
+        }
+        Ok(Alias { addr, len })
+    }
+
+    /// Start address.
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    /// Length in bytes (a multiple of the page size).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never: aliases are at least one page.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 impl SegmentConfig {
@@ -125,6 +181,7 @@ impl SegmentConfig {
             numa_node: None,
             dir: PathBuf::from(SHM_DIR),
             populate: true,
+            alias: None,
         }
     }
 }
@@ -171,6 +228,7 @@ impl Mapped {
 pub struct Segment {
     mapped: Mapped,
     huge: bool,
+    alias_offset: Option<u64>,
     warnings: Vec<String>,
 }
 
@@ -191,6 +249,16 @@ impl Segment {
         }
         let huge_dir = match cfg.huge_pages {
             HugePages::Off => None,
+            want if cfg.alias.is_some() => {
+                if want == HugePages::On {
+                    warnings.push(
+                        "huge pages requested, but symmetric global variables need normal \
+                         pages; the heap uses normal pages"
+                            .into(),
+                    );
+                }
+                None
+            }
             want => match huge_pages_usable(cfg.heap_size) {
                 Ok(dir) => Some(dir),
                 Err(why) => {
@@ -207,9 +275,14 @@ impl Segment {
             Some(d) => (d.clone(), HUGE_PAGE),
             None => (cfg.dir.clone(), PAGE),
         };
-        let heap_len = round_up(cfg.heap_size, page).ok_or(ShmError::BadHeapSize {
+        let own_heap = round_up(cfg.heap_size, page).ok_or(ShmError::BadHeapSize {
             size: cfg.heap_size,
         })?;
+        let heap_len = own_heap
+            .checked_add(cfg.alias.map_or(0, |a| a.len as u64))
+            .ok_or(ShmError::BadHeapSize {
+                size: cfg.heap_size,
+            })?;
         let heap_offset = page;
         let total = heap_offset
             .checked_add(heap_len)
@@ -253,6 +326,33 @@ impl Segment {
                 source,
             })?;
         }
+        let alias_offset = match cfg.alias {
+            None => None,
+            Some(a) => {
+                let at = heap_offset + own_heap;
+                // SAFETY: `at + a.len <= total` (heap_len includes the alias);
+                // the source is the caller's readable range (the `Alias`
+                // contract), distinct from this fresh mapping.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        a.addr as *const u8,
+                        map.as_ptr().add(at as usize),
+                        a.len,
+                    );
+                }
+                // SAFETY: page aligned (checked by `Alias::new`; `at` is a sum
+                // of pages), contents copied above, no other thread touches the
+                // range meanwhile (the `Alias` contract).
+                unsafe { sys::map_fixed_shared(&file, at, a.addr as *mut u8, a.len) }.map_err(
+                    |source| ShmError::Map {
+                        path: path.clone(),
+                        len: a.len,
+                        source,
+                    },
+                )?;
+                Some(own_heap)
+            }
+        };
         let cb = ControlBlock {
             magic: MAGIC,
             version: LAYOUT_VERSION,
@@ -281,6 +381,7 @@ impl Segment {
                 path,
             },
             huge: huge_dir.is_some(),
+            alias_offset,
             warnings,
         })
     }
@@ -370,6 +471,12 @@ impl Segment {
     /// The object's path (what peers attach to; goes in the bootstrap card).
     pub fn path(&self) -> &Path {
         &self.mapped.path
+    }
+
+    /// Where the [`Alias`] starts in the heap (its symmetric offset), when
+    /// one was given.
+    pub fn alias_offset(&self) -> Option<u64> {
+        self.alias_offset
     }
 
     /// Whether the heap is on huge pages.

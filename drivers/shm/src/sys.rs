@@ -76,6 +76,45 @@ impl Drop for Mmap {
     }
 }
 
+/// Replaces the pages `addr..addr+len` of this process with a shared mapping
+/// of `file` from `file_off` (`MAP_FIXED`), so the memory at those addresses
+/// becomes the file's pages.
+///
+/// # Safety
+///
+/// `addr` and `file_off` are page aligned, `len` is a multiple of the page
+/// size, the range is mapped read-write memory this process owns whose
+/// contents the caller has already copied into the file, and no other thread
+/// accesses it during the call (its old pages are discarded).
+pub(crate) unsafe fn map_fixed_shared(
+    file: &File,
+    file_off: u64,
+    addr: *mut u8,
+    len: usize,
+) -> io::Result<()> {
+    let off = libc::off_t::try_from(file_off)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    // SAFETY: the caller guarantees the range is ours, aligned and unused
+    // meanwhile; MAP_FIXED replaces exactly those pages.
+    let p = unsafe {
+        libc::mmap(
+            addr.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            file.as_raw_fd(),
+            off,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    if p.cast::<u8>() != addr {
+        return Err(io::Error::other("MAP_FIXED mapped at another address"));
+    }
+    Ok(())
+}
+
 /// Whether process `pid` exists (it may belong to another user: EPERM also
 /// means alive).
 pub(crate) fn process_alive(pid: u32) -> bool {

@@ -234,3 +234,60 @@ fn probe_reports_dev_shm() {
     assert!(r.available, "{:?}", r.why_not);
     assert!(r.devices.iter().any(|d| d.name == "/dev/shm"));
 }
+
+/// One page of this test binary's `.bss`, for the alias test only.
+#[repr(C, align(4096))]
+struct Page([std::sync::atomic::AtomicU64; 512]);
+
+static ALIASED: Page = Page([const { std::sync::atomic::AtomicU64::new(0) }; 512]);
+
+#[test]
+fn an_aliased_static_is_reached_through_the_object() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use switchyard_shm::Alias;
+    ALIASED.0[3].store(7, SeqCst);
+    let j = job();
+    let mut cfg = SegmentConfig::new(j, 1, 2, 8192);
+    // SAFETY: `ALIASED` is one page-aligned page of our own .bss, used by this
+    // test only.
+    cfg.alias = Some(unsafe { Alias::new(core::ptr::addr_of!(ALIASED) as usize, 4096) }.unwrap());
+    let s1 = Segment::create(&cfg).unwrap();
+    let at = s1.alias_offset().expect("an alias offset");
+    assert_eq!(at, 8192, "the alias follows the heap");
+    assert_eq!(s1.mapped().heap_len(), 8192 + 4096);
+    assert_eq!(ALIASED.0[3].load(SeqCst), 7, "the contents moved with it");
+
+    // PE 0 reaches it through PE 1's object, like any heap range.
+    let s0 = Segment::create(&SegmentConfig::new(j, 0, 2, 8192)).unwrap();
+    let mut t = ShmTransport::new(s0, j, 0, 2).unwrap();
+    t.set_address(1, s1.path()).unwrap();
+    t.connect(1).unwrap();
+    t.put(1, at + 5 * 8, &42u64.to_ne_bytes(), CTX).unwrap();
+    assert!(t.quiet_poll().unwrap());
+    assert_eq!(ALIASED.0[5].load(SeqCst), 42, "a put lands in the static");
+    ALIASED.0[6].store(100, SeqCst);
+    let old = atomic(
+        &mut t,
+        at + 6 * 8,
+        op(AtomicKind::FetchAdd, AtomicWidth::W64, 5, 0),
+    )
+    .unwrap();
+    assert_eq!(old, 100, "an atomic reads the static");
+    ALIASED.0[6].fetch_add(1, SeqCst);
+    assert_eq!(ALIASED.0[6].load(SeqCst), 106, "both atomics applied");
+    drop(t);
+    drop(s1);
+    ALIASED.0[7].store(9, SeqCst);
+    assert_eq!(
+        ALIASED.0[7].load(SeqCst),
+        9,
+        "the static outlives the segment"
+    );
+
+    // Unaligned or empty ranges are refused before anything is touched.
+    // SAFETY: refused before use.
+    let unaligned = unsafe { Alias::new(4097, 4096) };
+    assert!(matches!(unaligned, Err(ShmError::BadAlias { .. })));
+    // SAFETY: refused before use.
+    assert!(unsafe { Alias::new(4096, 0) }.is_err());
+}

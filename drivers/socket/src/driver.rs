@@ -58,6 +58,8 @@ const ACK_DELAY: Duration = Duration::from_micros(200);
 /// write the data connections, so a busy-poller pays one `recv` per data
 /// connection per idle step.
 const SLOW_EVERY: u32 = 16;
+/// Longest wait between looks at the listeners (new and re-made connections).
+const ACCEPT_EVERY: Duration = Duration::from_micros(200);
 /// Bytes read per connection per progress step, at most.
 const READ_BUDGET: usize = 1 << 20;
 /// Ticket slot bits for the index (the generation is above).
@@ -461,6 +463,8 @@ struct Ctx {
     atomics: Vec<AtomicSlot>,
     epoll: sys::Epoll,
     now: Instant,
+    /// When the slow pass next looks at the listeners.
+    next_accept: Instant,
     /// Progress steps taken (the slow pass runs every [`SLOW_EVERY`]).
     steps: u32,
     closed: bool,
@@ -685,6 +689,7 @@ impl SocketDriver {
             ],
             epoll,
             now: Instant::default(),
+            next_accept: Instant::default(),
             steps: 0,
             closed: false,
             seed,
@@ -922,6 +927,21 @@ impl SocketDriver {
         self.ctx.steps = SLOW_EVERY - 1;
     }
 
+    /// A handle that parks another thread until this driver has input (a
+    /// frame, a connection, a hang-up), without touching the driver: for a
+    /// progress thread that then takes the driver to progress it.
+    ///
+    /// # Errors
+    ///
+    /// When the epoll descriptor cannot be duplicated (descriptor limit).
+    pub fn parker(&self) -> Result<Parker> {
+        self.ctx
+            .epoll
+            .try_clone()
+            .map(Parker)
+            .map_err(|source| SocketError::Epoll { source })
+    }
+
     /// The next queued transition, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.ctx.events.pop_front()
@@ -1151,7 +1171,19 @@ impl SocketDriver {
         let slow = self.ctx.steps.is_multiple_of(SLOW_EVERY);
         let mut busy = false;
         if slow {
-            busy |= self.accept();
+            // Listeners rarely have anything: look at most every
+            // ACCEPT_EVERY (a refused `accept` is a system call on the
+            // waiting path), but at once again after one arrived.
+            if self.ctx.now >= self.ctx.next_accept {
+                let got = self.accept();
+                busy |= got;
+                let wait = if got {
+                    0
+                } else {
+                    ACCEPT_EVERY.as_nanos() as u64
+                };
+                self.ctx.next_accept = Instant::from_nanos(self.ctx.now.nanos.saturating_add(wait));
+            }
             busy |= self.handshakes();
         }
         for p in self.peers.iter_mut().flatten() {
@@ -2604,6 +2636,10 @@ fn read_conn(
     let mut busy = false;
     let mut got = false;
     let mut budget = READ_BUDGET;
+    // A short read emptied the socket: after its frames, return instead of
+    // asking the kernel again (that `recv` would almost always say EAGAIN,
+    // and cost a system call between the frame and the waiting caller).
+    let mut drained = false;
     loop {
         loop {
             let f = match conn.dec.peek() {
@@ -2646,13 +2682,14 @@ fn read_conn(
                 Verdict::Close => return Err(Down::Closed),
             }
         }
-        if budget == 0 {
+        if budget == 0 || drained {
             break;
         }
         let spare = conn.dec.spare();
         if spare.is_empty() {
             break;
         }
+        let room = spare.len();
         match sys::recv(fd, spare) {
             Ok(Some(0)) | Err(_) => return Err(Down::Failure),
             Ok(Some(n)) => {
@@ -2660,6 +2697,7 @@ fn read_conn(
                 ctx.stats.bytes_received += n as u64;
                 budget = budget.saturating_sub(n);
                 got = true;
+                drained = n < room;
             }
             Ok(None) => break,
         }
@@ -2877,4 +2915,22 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
         st.ack_now = true;
     }
     Verdict::Done
+}
+
+/// Parks a thread until a [`SocketDriver`] has input: see
+/// [`SocketDriver::parker`]. Owns its own descriptor of the driver's epoll
+/// instance, so it stays valid (and simply never wakes for input) after the
+/// driver is closed.
+#[derive(Debug)]
+pub struct Parker(crate::sys::Epoll);
+
+impl Parker {
+    /// Waits until the driver has input or `timeout` passed; returns whether
+    /// it has input. Input stays pending until the driver progresses (level
+    /// triggered), so a caller that cannot progress now should not park again
+    /// at once.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        self.0.wait(ms)
+    }
 }

@@ -86,7 +86,7 @@ use std::{
     time::Duration,
 };
 
-pub use driver::SocketDriver;
+pub use driver::{Parker, SocketDriver};
 pub use rail::{Rail, SingleRail};
 pub use switchyard_core::transport::LinkState;
 use switchyard_core::transport::{ErrorKind, TransportError};
@@ -381,7 +381,7 @@ pub enum SocketError {
         #[source]
         source: io::Error,
     },
-    /// Creating the epoll instance failed.
+    /// Creating (or duplicating) the epoll instance failed.
     #[error("cannot create the epoll instance: {source}")]
     Epoll {
         /// The OS error.

@@ -50,10 +50,16 @@ _Noreturn
 void shmem_global_exit(int status);
 void shmem_info_get_version(int *major, int *minor);
 void shmem_info_get_name(char *name);
+/* Profiling control: accepted, no profiling library is attached. */
+static inline void shmem_pcontrol(const int level, ...) { (void)level; }
 
 /* ---- memory ---------------------------------------------------------------- */
 
+#define SHMEM_MALLOC_ATOMICS_REMOTE 1L
+#define SHMEM_MALLOC_SIGNAL_REMOTE 2L
+
 void *shmem_malloc(size_t size);
+void *shmem_malloc_with_hints(size_t size, long hints);
 void *shmem_calloc(size_t count, size_t size);
 void *shmem_align(size_t alignment, size_t size);
 void *shmem_realloc(void *ptr, size_t size);

@@ -423,3 +423,22 @@ amo_old! {
     shmem_double_set(dest: *mut f64, value: f64, pe: c_int) = set;
     shmem_swap(dest: *mut i64, value: i64, pe: c_int) -> i64 = swap;
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn carriers_keep_every_bit() {
+        assert_eq!(<f64 as Amo>::from((-2.5f64).to()), -2.5);
+        assert_eq!(
+            <f32 as Amo>::from(f32::MIN_POSITIVE.to()),
+            f32::MIN_POSITIVE
+        );
+        assert!(<f64 as Amo>::from(f64::NAN.to()).is_nan());
+        assert_eq!(<usize as Amo>::from(usize::MAX.to()), usize::MAX);
+        assert_eq!(<isize as Amo>::from((-7isize).to()), -7);
+        assert_eq!(u64::MAX.to(), u64::MAX);
+        assert_eq!(one::<i32>(), 1);
+    }
+}

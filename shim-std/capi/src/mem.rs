@@ -65,6 +65,14 @@ pub extern "C" fn shmem_malloc(size: usize) -> *mut c_void {
     alloc("shmem_malloc", size, 64)
 }
 
+/// `shmem_malloc_with_hints`: as [`shmem_malloc`]; the hints
+/// (`SHMEM_MALLOC_ATOMICS_REMOTE`, `SHMEM_MALLOC_SIGNAL_REMOTE`) change
+/// nothing here.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_malloc_with_hints(size: usize, _hints: core::ffi::c_long) -> *mut c_void {
+    alloc("shmem_malloc_with_hints", size, 64)
+}
+
 /// `shmem_calloc`: `count * size` zeroed bytes (collective); an overflowing
 /// product ends the job.
 #[unsafe(no_mangle)]

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use switchyard::{
     config::{Config, format_size, parse_size},
-    context::Context,
+    context::{Context, InitOptions},
 };
 
-use crate::state;
+use crate::{globals, state};
 
 /// `SHMEM_THREAD_SINGLE`.
 pub const SHMEM_THREAD_SINGLE: c_int = 0;
@@ -74,13 +74,26 @@ fn init(call: &'static str) {
     if state::initialized() {
         return;
     }
+    if FINALIZED.load(Ordering::Relaxed) {
+        state::fatal(
+            call,
+            format_args!("called after shmem_finalize (a PE joins the job once)"),
+        );
+    }
     // A panic must not unwind into C: report it like any fatal error.
     std::panic::set_hook(Box::new(|info| {
         state::fatal("switchyard", format_args!("internal error: {info}"))
     }));
     DEBUG.store(env_flag("SHMEM_DEBUG"), Ordering::Relaxed);
     let cfg = config(call);
-    let ctx = state::ok(call, Context::with_config(&cfg));
+    // The executable's global and static variables become symmetric.
+    // SAFETY: `shmem_init` runs before the program starts other threads (its
+    // documented precondition, see `globals`).
+    let opts = match unsafe { globals::alias() } {
+        Some(a) => InitOptions::default().symmetric_data(a),
+        None => InitOptions::default(),
+    };
+    let ctx = state::ok(call, Context::with_options(&cfg, opts));
     let (me, n) = (ctx.my_pe(), ctx.n_pes());
     if me == 0 && env_flag("SHMEM_INFO") {
         print_info(&cfg);
@@ -95,7 +108,6 @@ fn init(call: &'static str) {
             eprintln!("switchyard: debug: PE {me}: {w}");
         }
     }
-    FINALIZED.store(false, Ordering::Relaxed);
     if !state::install(ctx) {
         state::fatal(call, format_args!("initialized twice at once"));
     }

@@ -131,8 +131,13 @@ put_signal_void! {
 }
 
 /// `shmem_signal_fetch`: the value of this PE's signal word.
+///
+/// # Safety
+///
+/// None beyond C's: `sig_addr` is checked symmetric and aligned before it is
+/// read (a bad one ends the job).
 #[unsafe(no_mangle)]
-pub extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
+pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
     const CALL: &str = "shmem_signal_fetch";
     state::with(CALL, |ctx| {
         state::sym::<u64>(ctx, CALL, "sig_addr", sig_addr.cast::<c_void>(), 1);

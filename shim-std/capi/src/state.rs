@@ -143,27 +143,19 @@ pub fn try_sym<T: Plain>(
     ptr: *const c_void,
     count: usize,
 ) -> Result<Sym<T>, SymError> {
-    let (base, len) = ctx.local_heap();
-    let addr = ptr as usize;
-    let base = base as usize;
     let bytes = count.checked_mul(core::mem::size_of::<T>());
-    let off = addr.wrapping_sub(base) as u64;
-    let inside = addr >= base
-        && off >= RESERVED
-        && bytes.is_some_and(|b| off.checked_add(b as u64).is_some_and(|end| end <= len));
-    if !inside {
-        return Err(SymError::NotSymmetric {
-            bytes: bytes.unwrap_or(usize::MAX),
-        });
-    }
+    let off = offset_of(ctx, ptr as usize, bytes).ok_or(SymError::NotSymmetric {
+        bytes: bytes.unwrap_or(usize::MAX),
+    })?;
     ctx.sym_at::<T>(off, count)
         .map_err(|_| SymError::Misaligned)
 }
 
 /// A checked handle for `count` elements of `T` at the C address `ptr`
 /// (argument `arg` of `call`): the range must lie in the symmetric heap (outside
-/// its reserved area) and be aligned for `T`. Anything else ends the job naming
-/// the call and the argument.
+/// its reserved area) or in the executable's global and static variables
+/// ([`crate::globals`]), and be aligned for `T`. Anything else ends the job
+/// naming the call and the argument.
 pub fn sym<T: Plain>(
     ctx: &Context,
     call: &'static str,
@@ -171,27 +163,59 @@ pub fn sym<T: Plain>(
     ptr: *const c_void,
     count: usize,
 ) -> Sym<T> {
-    match try_sym::<T>(ctx, ptr, count) {
-        Ok(s) => s,
-        Err(SymError::NotSymmetric { bytes }) => {
+    let addr = ptr as usize;
+    let bytes = count.checked_mul(core::mem::size_of::<T>());
+    match offset_of(ctx, addr, bytes) {
+        Some(off) => match ctx.sym_at::<T>(off, count) {
+            Ok(s) => s,
+            Err(_) => fatal(
+                call,
+                format_args!(
+                    "{arg} = {ptr:p} is not aligned for a {}-byte element",
+                    core::mem::align_of::<T>()
+                ),
+            ),
+        },
+        None => {
             let (base, len) = ctx.local_heap();
             let base = base as usize;
+            let data = ctx
+                .symmetric_data()
+                .map(|d| {
+                    format!(
+                        " or the global variables {:#x}..{:#x}",
+                        d.addr,
+                        d.addr + d.len as usize
+                    )
+                })
+                .unwrap_or_default();
             fatal(
                 call,
                 format_args!(
-                    "{arg} = {ptr:p} ({bytes} bytes) is not symmetric: not inside the symmetric \
-                     heap {:#x}..{:#x}",
+                    "{arg} = {ptr:p} ({} bytes) is not symmetric: not inside the symmetric heap \
+                     {:#x}..{:#x}{data}",
+                    bytes.map_or_else(|| "too many".to_string(), |b| b.to_string()),
                     base + RESERVED as usize,
                     base + len as usize
                 ),
             )
         }
-        Err(SymError::Misaligned) => fatal(
-            call,
-            format_args!(
-                "{arg} = {ptr:p} is not aligned for a {}-byte element",
-                core::mem::align_of::<T>()
-            ),
-        ),
     }
+}
+
+/// The symmetric offset of `bytes` bytes at `addr`, when they lie wholly in
+/// the heap's usable part or in the symmetric global variables.
+pub fn offset_of(ctx: &Context, addr: usize, bytes: Option<usize>) -> Option<u64> {
+    let bytes = bytes? as u64;
+    let (base, len) = ctx.local_heap();
+    let data = ctx.symmetric_data();
+    // The heap's own part ends where the aliased variables start.
+    let heap_end = data.map_or(len, |d| d.offset);
+    let off = (addr as u64).wrapping_sub(base as u64);
+    if addr >= base as usize && off >= RESERVED && off.checked_add(bytes)? <= heap_end {
+        return Some(off);
+    }
+    let d = data?;
+    let rel = (addr as u64).checked_sub(d.addr as u64)?;
+    (rel.checked_add(bytes)? <= d.len).then(|| d.offset + rel)
 }

@@ -656,3 +656,49 @@ p2p_old! {
     i64: shmem_longlong_wait;
     i64: shmem_wait;
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn comparisons() {
+        let c = |k| Cmp::new("test", k);
+        assert!(c(SHMEM_CMP_EQ).holds(3, 3) && !c(SHMEM_CMP_EQ).holds(3, 4));
+        assert!(c(SHMEM_CMP_NE).holds(3, 4) && !c(SHMEM_CMP_NE).holds(4, 4));
+        assert!(c(SHMEM_CMP_GT).holds(5, 4) && !c(SHMEM_CMP_GT).holds(4, 4));
+        assert!(c(SHMEM_CMP_GE).holds(4, 4) && !c(SHMEM_CMP_GE).holds(3, 4));
+        assert!(c(SHMEM_CMP_LT).holds(-1i16, 0) && !c(SHMEM_CMP_LT).holds(0i16, 0));
+        assert!(c(SHMEM_CMP_LE).holds(0u64, 0) && !c(SHMEM_CMP_LE).holds(1u64, 0));
+    }
+
+    #[test]
+    fn sets_honour_the_status_mask() {
+        let words = [0u32, 5, 0, 7];
+        let status = [0, 0, 1, 1];
+        let s = Set {
+            ivars: words.as_ptr(),
+            n: 4,
+            status: Some(&status),
+            cmp: Cmp(SHMEM_CMP_NE),
+            values: Values::One(0),
+        };
+        assert!(!s.all(), "element 0 is included and zero");
+        assert_eq!(s.first(), Some(1));
+        let mut out = [usize::MAX; 4];
+        assert_eq!(s.some(&mut out), 1);
+        assert_eq!(out[0], 1);
+        let want = [0u32, 5, 9, 9];
+        let v = Set {
+            values: Values::Each(&want),
+            cmp: Cmp(SHMEM_CMP_EQ),
+            ..s
+        };
+        assert!(v.all(), "masked elements do not count");
+        let none = Set {
+            status: Some(&[1, 1, 1, 1]),
+            ..v
+        };
+        assert!(none.all() && !none.any_included() && none.first().is_none());
+    }
+}

@@ -4,16 +4,20 @@
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket},
     path::PathBuf,
+    time::Duration,
 };
 
 use switchyard_core::class::{CLASS_ENCODING_VERSION, NO_SWITCH};
 use switchyard_shm::{HugePages, SHM_DIR, remove_stale};
 use switchyard_socket::{CrcPolicy, SocketDriver, TcpConfig};
 
-use super::{Context, Error, PeerInfo, Progress, Result, Setup};
+use super::{
+    Context, Error, PeerInfo, Progress, Result, Setup,
+    progress::{MAX_TICK, ThreadMode},
+};
 use crate::{
     bootstrap::{self, Card, RankInfo},
-    config::{self, Config},
+    config::{self, BindTo, Config},
 };
 
 impl Context {
@@ -39,6 +43,16 @@ impl Context {
     ///
     /// As [`Context::from_env`].
     pub fn with_config(cfg: &Config) -> Result<Context> {
+        Context::with_options(cfg, InitOptions::default())
+    }
+
+    /// As [`Context::with_config`], with options a front end sets (the C
+    /// API's symmetric global variables).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::from_env`].
+    pub fn with_options(cfg: &Config, opts: InitOptions) -> Result<Context> {
         let info = RankInfo::from_env()?;
         let setup = Setup {
             job_id: info.job_id,
@@ -61,6 +75,7 @@ impl Context {
             policy: cfg.policy(),
             connect_timeout: cfg.bootstrap_timeout,
             shm_peers: cfg.transports.shm,
+            symmetric_data: opts.symmetric_data,
         };
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));
@@ -128,10 +143,41 @@ impl Context {
             t.set_cookie(c0.cookie);
         }
         let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
+        ctx.start_progress_thread(cfg)?;
         // Everyone has attached everyone before anyone returns (and may put).
         rv.bootstrap.barrier(cfg.bootstrap_timeout)?;
         ctx.attach_bootstrap(rv.bootstrap, rv.root);
         Ok(ctx)
+    }
+}
+
+impl Context {
+    /// Starts the TCP driver's progress thread as the configuration says:
+    /// none with `progress = caller` or without TCP peers; spinning with
+    /// `busy`; parked on the sockets with `adaptive` (its tick an eighth of
+    /// the heartbeat window, so heartbeats go out while the application
+    /// computes). `bind_to` pins it: `core` to the PE's own CPU, `cpu:N` to N.
+    fn start_progress_thread(&mut self, cfg: &Config) -> Result<()> {
+        let mode = match cfg.progress {
+            config::Progress::Caller => return Ok(()),
+            config::Progress::Busy => ThreadMode::Busy,
+            config::Progress::Adaptive => ThreadMode::Adaptive {
+                tick: (cfg.heartbeat / 8).clamp(Duration::from_micros(100), MAX_TICK),
+            },
+        };
+        let cpu = match cfg.bind_to {
+            BindTo::None => None,
+            BindTo::Cpu(c) => Some(c as usize),
+            BindTo::Core => std::env::var("SWITCHYARD_BOUND_CPU")
+                .ok()
+                .and_then(|v| v.trim().parse().ok()),
+        };
+        let (me, clock) = (self.me, self.clock);
+        if let Some(t) = self.tcp.as_mut() {
+            t.start(mode, clock, cpu, me)
+                .map_err(|e| Error::Tcp(switchyard_socket::SocketError::Epoll { source: e }))?;
+        }
+        Ok(())
     }
 }
 
@@ -256,4 +302,22 @@ fn numa_node_of_bound_cpu() -> Option<u32> {
                 .parse()
                 .ok()
         })
+}
+
+/// Options of [`Context::with_options`] that configuration files do not set.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct InitOptions {
+    /// Memory to make symmetric besides the heap: see
+    /// [`Setup::symmetric_data`](super::Setup::symmetric_data).
+    pub symmetric_data: Option<switchyard_shm::Alias>,
+}
+
+impl InitOptions {
+    /// Sets [`InitOptions::symmetric_data`].
+    #[must_use]
+    pub fn symmetric_data(mut self, alias: switchyard_shm::Alias) -> InitOptions {
+        self.symmetric_data = Some(alias);
+        self
+    }
 }

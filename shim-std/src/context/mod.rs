@@ -31,6 +31,7 @@
 mod drv;
 mod heap;
 mod init;
+mod progress;
 mod raw;
 
 use std::{
@@ -41,6 +42,7 @@ use std::{
 use drv::{Drv, DrvError};
 use heap::{BLOCK_ALIGN, SymAllocator};
 pub use heap::{Plain, Sym};
+pub use init::InitOptions;
 pub use raw::Bitwise;
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, TransportId, class_between},
@@ -52,6 +54,7 @@ use switchyard_core::{
     },
     wire::{AtomicKind, FrameOp},
 };
+pub use switchyard_shm::Alias;
 use switchyard_shm::{HugePages, Segment, SegmentConfig, ShmError, ShmTransport};
 use switchyard_socket::{Event, SocketDriver, SocketError};
 use zerocopy::IntoBytes;
@@ -102,6 +105,8 @@ pub const RESERVED: u64 = 4096;
 /// Spins of a wait's fast path (a load and a pause instruction each, no clock,
 /// no progress) before the bounded slow path starts.
 const FAST_SPINS: u32 = 256;
+/// Progress steps of a wait per clock reading (see `Context::poll_once`).
+const NOW_EVERY: u32 = 8;
 /// Barrier flag words (one per dissemination round: enough for 2^32 PEs).
 const BARRIER_ROUNDS: u64 = 32;
 
@@ -300,11 +305,34 @@ pub struct Setup {
     /// Whether PEs of one node use shared memory between them (off: they
     /// use TCP like PEs of different nodes; `transports = tcp`).
     pub shm_peers: bool,
+    /// Memory to make symmetric besides the heap (the executable's global
+    /// and static variables, for the C API): moved into the segment after
+    /// the heap, see [`switchyard_shm::Alias`].
+    pub symmetric_data: Option<Alias>,
+}
+
+/// The executable's global and static variables, moved into the symmetric
+/// heap's object at init ([`Setup::symmetric_data`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymmetricData {
+    /// Their address range's start in this process (the same variables are
+    /// at the same offset from it on every PE).
+    pub addr: usize,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Its symmetric offset in the heap: the variable at `addr + k` is heap
+    /// offset `offset + k` on every PE.
+    pub offset: u64,
 }
 
 /// Counters of one context.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Whether a progress thread runs for the TCP driver.
+    pub progress_thread: bool,
+    /// Bursts of progress steps that thread ran while the application was
+    /// outside the library.
+    pub progress_bursts: u64,
     /// Operations per transport id.
     pub ops: [u64; 8],
     /// Operations re-routed after a transport failed.
@@ -332,7 +360,7 @@ pub struct Context {
     job_id: u64,
     owner: u64,
     /// Declared before `shm`: dropped first, as it writes into shm's heap.
-    tcp: Option<SocketDriver>,
+    tcp: Option<progress::Tcp>,
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,
@@ -355,6 +383,11 @@ pub struct Context {
     root:
         Option<std::thread::JoinHandle<std::result::Result<(), crate::bootstrap::BootstrapError>>>,
     warnings: Vec<String>,
+    /// Where the symmetric global variables are, when there are any.
+    data: Option<SymmetricData>,
+    /// The clock as `poll_once` last read it, and the steps since.
+    now_cache: CoreInstant,
+    now_age: u32,
 }
 
 impl std::fmt::Debug for Context {
@@ -385,6 +418,7 @@ impl Context {
         );
         cfg.huge_pages = setup.huge_pages;
         cfg.numa_node = setup.numa_node;
+        cfg.alias = setup.symmetric_data;
         Ok(Segment::create(&cfg)?)
     }
 
@@ -402,6 +436,14 @@ impl Context {
     ) -> Result<Context> {
         let (me, n) = (setup.me, setup.n_pes);
         let mut warnings = own.warnings().to_vec();
+        let data = match (setup.symmetric_data, own.alias_offset()) {
+            (Some(a), Some(offset)) => Some(SymmetricData {
+                addr: a.addr(),
+                len: a.len() as u64,
+                offset,
+            }),
+            _ => None,
+        };
         let mut shm = ShmTransport::new(own, setup.job_id, me, n)?;
         let my = peers.get(me as usize).map(|p| (p.node, p.switch));
         // Node ids are 64-bit hashes; the topology wants small ids.
@@ -532,13 +574,17 @@ impl Context {
             trace_ring,
             trace,
             heap_len,
-            alloc: SymAllocator::new(RESERVED, heap_len),
+            // The allocator stops where the aliased global variables start.
+            alloc: SymAllocator::new(RESERVED, data.map_or(heap_len, |d| d.offset)),
+            data,
+            now_cache: CoreInstant::from_nanos(0),
+            now_age: NOW_EVERY - 1,
             barrier_epoch: 0,
             clock: Instant::now(),
             op_timeout: setup.op_timeout,
             progress: setup.progress,
             stats: Stats::default(),
-            tcp,
+            tcp: tcp.map(progress::Tcp::new),
             link_seen: vec![0; n as usize],
             link_version: 0,
             dead: vec![false; n as usize],
@@ -567,7 +613,10 @@ impl Context {
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        let mut s = self.stats;
+        s.progress_thread = self.tcp.as_ref().is_some_and(|t| t.has_thread());
+        s.progress_bursts = self.tcp.as_ref().map_or(0, |t| t.thread_bursts());
+        s
     }
 
     /// Warnings from init (huge pages or NUMA placement that fell back).
@@ -699,7 +748,7 @@ impl Context {
             return Some(Drv::Shm(&mut self.shm));
         }
         let r = rail_of(t)?;
-        let tcp = self.tcp.as_mut()?;
+        let tcp = self.tcp.as_mut().map(progress::Tcp::get)?;
         (r < tcp.rails()).then(|| Drv::Tcp(tcp.rail(r)))
     }
 
@@ -720,9 +769,24 @@ impl Context {
             .map(|(r, _)| r)
     }
 
-    /// [`Context::routed`], also returning the route taken.
+    /// [`Context::routed`], also returning the route taken. Gives the TCP
+    /// driver back to the progress thread when done.
     #[inline]
     fn routed_with<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
+    ) -> Result<(R, Route)> {
+        let r = self.routed_with_in(pe, len, op, frame, run);
+        self.leave();
+        r
+    }
+
+    #[inline]
+    fn routed_with_in<R>(
         &mut self,
         pe: u32,
         len: u64,
@@ -776,11 +840,27 @@ impl Context {
         op: Op,
         frame: FrameOp,
         what: &'static str,
+        start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
+        poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
+    ) -> Result<R> {
+        let r = self.routed_wait_in(pe, len, op, frame, what, start, poll);
+        self.leave();
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn routed_wait_in<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        what: &'static str,
         mut start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
         mut poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
     ) -> Result<R> {
         loop {
-            let (ticket, route) = self.routed_with(pe, len, op, frame, &mut start)?;
+            let (ticket, route) = self.routed_with_in(pe, len, op, frame, &mut start)?;
             let t0 = Instant::now();
             let mut spins = 0u32;
             loop {
@@ -1165,7 +1245,9 @@ impl Context {
     pub fn fence(&mut self) -> Result<()> {
         self.shm.fence()?;
         if let Some(t) = self.tcp.as_mut() {
-            t.fence()?;
+            let r = t.get().fence();
+            t.leave();
+            r?;
         }
         Ok(())
     }
@@ -1177,11 +1259,17 @@ impl Context {
     ///
     /// [`Error::Timeout`], or the error of a failed operation naming its peer.
     pub fn quiet(&mut self) -> Result<()> {
+        let r = self.quiet_in();
+        self.leave();
+        r
+    }
+
+    fn quiet_in(&mut self) -> Result<()> {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
             let shm = self.shm.quiet_poll()?;
-            let tcp = match self.tcp.as_mut() {
+            let tcp = match self.tcp.as_mut().map(progress::Tcp::get) {
                 Some(t) => t.quiet_poll()?,
                 None => true,
             };
@@ -1202,6 +1290,18 @@ impl Context {
     ///
     /// [`Error::Timeout`], [`Error::PeerDead`], [`Error::OutOfBounds`].
     pub fn wait_until<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<T> {
+        let r = self.wait_until_in(sym, at, cmp, value);
+        self.leave();
+        r
+    }
+
+    fn wait_until_in<T: AtomicInt>(
         &mut self,
         sym: &Sym<T>,
         at: usize,
@@ -1246,6 +1346,12 @@ impl Context {
     ///
     /// [`Error::Timeout`] naming the PE not heard from, [`Error::PeerDead`].
     pub fn barrier_all(&mut self) -> Result<()> {
+        let r = self.barrier_all_in();
+        self.leave();
+        r
+    }
+
+    fn barrier_all_in(&mut self) -> Result<()> {
         self.quiet()?;
         self.barrier_epoch += 1;
         let epoch = self.barrier_epoch;
@@ -1292,7 +1398,14 @@ impl Context {
 
     /// One progress step of every driver; link-state changes flip health bits.
     fn poll_once(&mut self) {
-        let now = self.now();
+        // The drivers' timers (heartbeats, ack delays, reconnects) are in
+        // microseconds and up; reading the clock on every step of a wait cost
+        // as much as the rest of the step.
+        self.now_age = self.now_age.wrapping_add(1);
+        if self.now_age.is_multiple_of(NOW_EVERY) {
+            self.now_cache = self.now();
+        }
+        let now = self.now_cache;
         if self.shm.progress(now) == switchyard_core::transport::PollResult::Busy {
             for pe in 0..self.n_pes {
                 let st = self.shm.state(pe);
@@ -1302,9 +1415,9 @@ impl Context {
                 }
             }
         }
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             t.progress(now);
-            while let Some(ev) = self.tcp.as_mut().and_then(SocketDriver::poll_event) {
+            while let Some(ev) = self.tcp.as_mut().and_then(|t| t.get().poll_event()) {
                 self.on_event(ev);
             }
         }
@@ -1346,7 +1459,9 @@ impl Context {
             version: self.link_version,
         }
         .encode();
-        let Some(t) = self.tcp.as_mut() else { return };
+        let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) else {
+            return;
+        };
         for pe in 0..self.n_pes {
             if pe != self.me
                 && pe != subject
@@ -1381,6 +1496,7 @@ impl Context {
         let own_up = self
             .tcp
             .as_mut()
+            .map(progress::Tcp::get)
             .is_some_and(|t| r < t.rails() && t.rail(r).state(rec.subject) == LinkState::Up);
         match rec.state {
             LinkState::Up if own_up => {
@@ -1420,14 +1536,23 @@ impl Context {
         }
     }
 
+    /// Gives the TCP driver back (the end of a call into the library), so the
+    /// progress thread may run while the application is outside.
+    #[inline]
+    fn leave(&mut self) {
+        if let Some(t) = self.tcp.as_mut() {
+            t.leave();
+        }
+    }
+
     /// Whether `pe` is known dead by any driver.
-    fn is_dead(&self, pe: u32) -> bool {
+    fn is_dead(&mut self, pe: u32) -> bool {
         self.dead.get(pe as usize).copied().unwrap_or(false)
             || self.shm.state(pe) == LinkState::Error
             || self
                 .tcp
-                .as_ref()
-                .is_some_and(|t| t.peer_state(pe) == LinkState::Error)
+                .as_mut()
+                .is_some_and(|t| t.get().peer_state(pe) == LinkState::Error)
     }
 
     /// One step of a bounded wait: progress, dead-peer check, deadline, then
@@ -1472,7 +1597,7 @@ impl Context {
                     std::thread::yield_now();
                 } else {
                     let over = Duration::from_micros(u64::from((*spins - spin - 64).min(100)));
-                    match self.tcp.as_mut() {
+                    match self.tcp.as_mut().map(progress::Tcp::get) {
                         // Parks on the sockets: a frame wakes it at once.
                         Some(t) => t.wait(over),
                         None => std::thread::sleep(over),
@@ -1491,13 +1616,17 @@ impl Context {
     ///
     /// Barrier or bootstrap errors (resources are released anyway).
     pub fn finalize(mut self) -> Result<()> {
+        // From here on this thread progresses everything itself.
+        if let Some(t) = self.tcp.as_mut() {
+            t.stop();
+        }
         // The barrier's last flags are puts like any other: quiet, so every
         // one is applied at its target before this PE closes its connections
         // (a flag still in flight would be lost with them).
         let mut r = self.barrier_all().and_then(|()| self.quiet());
         // Acks owed for what this PE applied go out now: in the bootstrap
         // barrier below it makes no data-path progress.
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             t.flush_acks();
         }
         // Then no PE closes its connections while another still waits for
@@ -1516,7 +1645,7 @@ impl Context {
                 .unwrap_or(Err(crate::bootstrap::BootstrapError::Unusable))
         });
         let _ = self.shm.close();
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             let _ = t.close();
         }
         r?;

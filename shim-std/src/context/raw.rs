@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use switchyard_core::{transport::Transport, wire::AtomicKind};
 
-use super::{AtomicInt, BLOCK_ALIGN, Context, Error, Plain, Result, Sym, Watch};
+use super::{AtomicInt, BLOCK_ALIGN, Context, Error, Plain, Result, Sym, SymmetricData, Watch};
 
 /// A bitwise atomic operation ([`Context::fetch_bitwise`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +29,13 @@ impl Context {
     /// [`Context::read_local`], never through references that assume no writer.
     pub fn local_heap(&self) -> (*mut u8, u64) {
         self.shm.local_heap()
+    }
+
+    /// Where the symmetric global variables are in this process and in the
+    /// heap, when [`Setup::symmetric_data`](super::Setup::symmetric_data)
+    /// gave them at init.
+    pub fn symmetric_data(&self) -> Option<SymmetricData> {
+        self.data
     }
 
     /// The heap mapping of a same-node peer (this PE's own for `pe ==

@@ -29,10 +29,27 @@
 //!   and link transitions seen. With `$SY_DETECT` set, PE 0 writes there the
 //!   wall-clock time (µs since the epoch) at which it first saw a link
 //!   go down.
+//! * `compute MILLIS K`: PE 1 computes (sleeps) for MILLIS ms without calling
+//!   the library while PE 0 does K fetch-adds and K gets on it; each
+//!   returns, so PE 1's progress thread served them. PE 1 then reads its
+//!   counter locally (no progress of its own) and checks it holds K, and
+//!   that its progress thread ran. No PE saw a link go down, although PE 1
+//!   called nothing for longer than the heartbeat window.
+//! * `globals`: the context is made with the executable's global variables
+//!   symmetric (as the C API does). Every PE puts its stamp into a slot of a
+//!   global array of its right neighbour, gets a value its left neighbour set
+//!   before init, and fetch-adds a global counter of PE 0, which checks the
+//!   exact total; then every PE checks its slots by plain loads.
 
-use std::process::ExitCode;
+use std::{
+    process::ExitCode,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
-use switchyard::context::{Cmp, Context, Error};
+use switchyard::{
+    config::Config,
+    context::{Cmp, Context, Error, InitOptions},
+};
 use switchyard_tests::conformance::Rng;
 
 fn main() -> ExitCode {
@@ -52,7 +69,18 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> T {
 
 fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let scenario = args.first().map(String::as_str).unwrap_or("init");
-    let mut ctx = Context::from_env()?;
+    let mut ctx = if scenario == "globals" {
+        // Set before init: it must survive the move into the segment.
+        GLOBALS[1].store(0xC0FFEE, Ordering::Relaxed);
+        let mut opts = InitOptions::default();
+        // SAFETY: no other thread runs yet.
+        if let Some(a) = unsafe { switchyard_shmem::globals::alias() } {
+            opts = opts.symmetric_data(a);
+        }
+        Context::with_options(&Config::from_env()?, opts)?
+    } else {
+        Context::from_env()?
+    };
     let (me, n) = (ctx.my_pe(), ctx.n_pes());
     match scenario {
         "init" => {}
@@ -243,6 +271,97 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             }
             println!("{line}");
         }
+        "compute" => {
+            let millis: u64 = arg(args, 1, 1500);
+            let k: u64 = arg(args, 2, 50);
+            let counter = ctx.alloc::<u64>(2)?;
+            ctx.write_local(&counter, 1, &[0x5EED + u64::from(me)])?;
+            ctx.barrier_all()?;
+            if me == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(millis));
+                let mut v = [0u64];
+                ctx.read_local(&counter, 0, &mut v)?;
+                let st = ctx.stats();
+                println!(
+                    "compute PE 1: counter {} after {millis} ms, progress thread {} ({} bursts)",
+                    v[0], st.progress_thread, st.progress_bursts
+                );
+                if v[0] != k {
+                    return Err(format!("counter {} while computing, want {k}", v[0]).into());
+                }
+                if !st.progress_thread || st.progress_bursts == 0 {
+                    return Err("the progress thread did not run".into());
+                }
+            } else if me == 0 {
+                let t0 = std::time::Instant::now();
+                for i in 0..k {
+                    let old = ctx.fetch_add(&counter, 0, 1u64, 1)?;
+                    if old != i {
+                        return Err(format!("fetch-add {i} saw {old}").into());
+                    }
+                    let mut v = [0u64];
+                    ctx.get(&counter, 1, &mut v, 1)?;
+                    if v[0] != 0x5EED + 1 {
+                        return Err(format!("get saw {:#x}", v[0]).into());
+                    }
+                }
+                println!(
+                    "compute PE 0: {k} fetch-adds and gets in {:?}",
+                    t0.elapsed()
+                );
+            }
+            ctx.barrier_all()?;
+            // PE 0 waited in the barrier for the rest of PE 1's computing.
+            let lost = ctx.stats().links_lost;
+            if lost != 0 {
+                return Err(format!("{lost} links went down while PE 1 computed").into());
+            }
+        }
+        "globals" => {
+            let me64 = u64::from(me);
+            let right = (me + 1) % n;
+            let left = (me + n - 1) % n;
+            let bytes = core::mem::size_of_val(&GLOBALS);
+            let off =
+                switchyard_shmem::state::offset_of(&ctx, GLOBALS.as_ptr() as usize, Some(bytes))
+                    .ok_or("the global array is not symmetric")?;
+            let g = ctx.sym_at::<u64>(off, GLOBALS.len())?;
+            if GLOBALS[1].load(Ordering::Relaxed) != 0xC0FFEE {
+                return Err("a global lost its value at init".into());
+            }
+            // Slot 1 differs per PE once set here; slot 0 gets the put.
+            GLOBALS[1].store(0xC0FFEE + me64, Ordering::Relaxed);
+            ctx.barrier_all()?;
+            ctx.put(&g, 0, &[0xABC0 + me64], right)?;
+            let mut got = [0u64];
+            ctx.get(&g, 1, &mut got, left)?;
+            if got[0] != 0xC0FFEE + u64::from(left) {
+                return Err(format!("got {:#x} from PE {left}'s global", got[0]).into());
+            }
+            for _ in 0..100 {
+                ctx.fetch_add(&g, 2, 1u64, 0)?;
+                ctx.add(&g, 3, 1u64, 0)?;
+            }
+            ctx.barrier_all()?;
+            let want = 0xABC0 + u64::from(left);
+            if GLOBALS[0].load(Ordering::Acquire) != want {
+                return Err(format!(
+                    "my global slot 0 holds {:#x}, not {want:#x}",
+                    GLOBALS[0].load(Ordering::Relaxed)
+                )
+                .into());
+            }
+            if me == 0 {
+                // Local atomics on the same words are atomic with the remote ones.
+                GLOBALS[2].fetch_add(1, Ordering::AcqRel);
+                let total = GLOBALS[2].load(Ordering::Acquire);
+                let adds = GLOBALS[3].load(Ordering::Acquire);
+                if total != 100 * u64::from(n) + 1 || adds != 100 * u64::from(n) {
+                    return Err(format!("global counters {total} and {adds}").into());
+                }
+            }
+            println!("globals PE {me}: ok");
+        }
         "stream" => {
             const SLOTS: usize = 1 << 16;
             let target: u32 = arg(args, 1, 1);
@@ -319,3 +438,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     ctx.finalize()?;
     Ok(())
 }
+
+/// Global variables for the `globals` scenario (symmetric through the
+/// executable's data segment).
+static GLOBALS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];

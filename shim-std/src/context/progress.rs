@@ -1,0 +1,354 @@
+//! The TCP driver shared by the application thread and the progress thread.
+//!
+//! A PE's peers on other nodes need it to make progress (apply their puts,
+//! serve their gets and atomics, ack, send heartbeats) also while the
+//! application computes and calls nothing. The progress thread does that, and
+//! only that: it takes the driver when the application is not inside the
+//! library, runs progress steps, and gives it back.
+//!
+//! # The hand-off
+//!
+//! One lock word, `lock`: bit 0 says the driver is held, the bits above count
+//! the application's entries. The application takes it lazily, at its first
+//! use of the driver in a call ([`Tcp::get`]: one uncontended compare-exchange
+//! on a line its own core holds), and gives it back when the call returns
+//! ([`Tcp::leave`]: one store). The progress thread takes it only when the bit
+//! is clear, holds it for a bounded burst of steps, and backs off (sleeping,
+//! doubling up to its tick) while the application is inside, so an active
+//! application is not slowed by it.
+//!
+//! * `busy` progress: the thread checks every [`BUSY_CHECK`] on a spinning core
+//!   (touching the lock word that rarely keeps the application's line local).
+//! * `adaptive`: it parks on the driver's epoll instance (its own descriptor,
+//!   [`switchyard_socket::Parker`]) until input arrives or its tick (an eighth
+//!   of the heartbeat window, at most [`MAX_TICK`]) passes, so heartbeats go
+//!   out in time when nothing arrives.
+//! * `caller`: no thread; progress happens only inside the application's calls.
+//!
+//! Driver events (link transitions, dead peers) the thread's steps produce stay
+//! queued in the driver; the context applies them at its next progress step.
+
+#![allow(unsafe_code)]
+
+use std::{
+    cell::UnsafeCell,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use switchyard_core::transport::{Instant as CoreInstant, PollResult};
+use switchyard_socket::{Parker, SocketDriver};
+
+/// How often a busy progress thread looks at the lock word.
+pub(super) const BUSY_CHECK: Duration = Duration::from_micros(20);
+/// The longest an adaptive progress thread parks without looking.
+pub(super) const MAX_TICK: Duration = Duration::from_millis(5);
+/// The first back-off while the application is inside the library.
+const MIN_BACKOFF: Duration = Duration::from_micros(50);
+/// Progress steps per burst while steps find work (bounds how long the
+/// application can wait to enter).
+const BURST: u32 = 32;
+
+/// How the progress thread waits between bursts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ThreadMode {
+    /// Spin, looking every [`BUSY_CHECK`].
+    Busy,
+    /// Park on the sockets, at most `tick`.
+    Adaptive {
+        /// The longest park.
+        tick: Duration,
+    },
+}
+
+struct Shared {
+    /// Bit 0: held. Bits 1..: the application's entries (a count, wrapping).
+    lock: AtomicU64,
+    stop: AtomicBool,
+    /// Bursts the progress thread ran.
+    bursts: AtomicU64,
+    driver: UnsafeCell<SocketDriver>,
+}
+
+// SAFETY: `driver` is only accessed by whoever set bit 0 of `lock` (the
+// application through `Tcp::get`, the progress thread in `burst`), with
+// Acquire on taking and Release on giving back, so accesses never overlap and
+// each sees the previous holder's writes. `SocketDriver` is `Send` (asserted
+// below), so using it from either thread is sound.
+unsafe impl Sync for Shared {}
+
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<SocketDriver>();
+};
+
+const HELD: u64 = 1;
+/// One entry: the count goes up by one (bit 1) and bit 0 is set.
+const ENTER: u64 = 0b11;
+
+/// The context's TCP driver, with its progress thread when one runs.
+pub(super) struct Tcp {
+    shared: Arc<Shared>,
+    /// The lock word as this thread set it while it holds the driver, else 0.
+    held: u64,
+    worker: Option<JoinHandle<()>>,
+    /// The driver's longest get (a constant of its configuration).
+    max_get_len: u32,
+}
+
+impl core::fmt::Debug for Tcp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tcp")
+            .field("held", &(self.held != 0))
+            .field("thread", &self.worker.is_some())
+            .finish()
+    }
+}
+
+impl Tcp {
+    /// Wraps the driver; no progress thread yet.
+    pub(super) fn new(driver: SocketDriver) -> Tcp {
+        Tcp {
+            max_get_len: driver.max_get_len(),
+            shared: Arc::new(Shared {
+                lock: AtomicU64::new(0),
+                stop: AtomicBool::new(false),
+                bursts: AtomicU64::new(0),
+                driver: UnsafeCell::new(driver),
+            }),
+            held: 0,
+            worker: None,
+        }
+    }
+
+    /// Starts the progress thread (once). `clock` is the context's time base
+    /// (the driver's `now` must not go backwards between the two threads);
+    /// `cpu` pins the thread.
+    ///
+    /// # Errors
+    ///
+    /// When the thread or its epoll descriptor cannot be created.
+    pub(super) fn start(
+        &mut self,
+        mode: ThreadMode,
+        clock: Instant,
+        cpu: Option<usize>,
+        pe: u32,
+    ) -> std::io::Result<()> {
+        if self.worker.is_some() {
+            return Ok(());
+        }
+        let parker = self
+            .get()
+            .parker()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.leave();
+        let shared = Arc::clone(&self.shared);
+        let h = std::thread::Builder::new()
+            .name(format!("sy-progress-{pe}"))
+            .spawn(move || run(&shared, &parker, mode, clock, cpu))?;
+        self.worker = Some(h);
+        Ok(())
+    }
+
+    /// The driver, taken for this thread until [`Tcp::leave`] (at once when
+    /// already taken; otherwise after at most one burst of the progress
+    /// thread).
+    #[inline]
+    pub(super) fn get(&mut self) -> &mut SocketDriver {
+        if self.held == 0 {
+            self.acquire();
+        }
+        // SAFETY: this thread holds bit 0 (`held != 0`), so nobody else
+        // touches the driver until `leave`, which needs `&mut self` and so
+        // cannot run while the returned borrow lives.
+        unsafe { &mut *self.shared.driver.get() }
+    }
+
+    #[cold]
+    fn acquire(&mut self) {
+        let lock = &self.shared.lock;
+        loop {
+            let v = lock.load(Ordering::Relaxed);
+            if v & HELD == 0 {
+                let mine = v.wrapping_add(ENTER);
+                // SYNC POINT: Acquire pairs with the Release in `leave` and in
+                // `burst`: the last holder's writes to the driver are visible.
+                if lock
+                    .compare_exchange_weak(v, mine, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    self.held = mine;
+                    return;
+                }
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Gives the driver back (no-op when not taken), so the progress thread
+    /// may run while the application is outside the library.
+    #[inline]
+    pub(super) fn leave(&mut self) {
+        if self.held != 0 {
+            // SYNC POINT: Release publishes this thread's driver writes to the
+            // next holder's Acquire.
+            self.shared.lock.store(self.held & !HELD, Ordering::Release);
+            self.held = 0;
+        }
+    }
+
+    /// The driver's longest get, in bytes.
+    #[inline]
+    pub(super) fn max_get_len(&self) -> u32 {
+        self.max_get_len
+    }
+
+    /// Whether a progress thread runs.
+    pub(super) fn has_thread(&self) -> bool {
+        self.worker.is_some()
+    }
+
+    /// Bursts the progress thread ran so far.
+    pub(super) fn thread_bursts(&self) -> u64 {
+        self.shared.bursts.load(Ordering::Relaxed)
+    }
+
+    /// Stops and joins the progress thread (within one tick). The driver is
+    /// the application's alone afterwards.
+    pub(super) fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(h) = self.worker.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Tcp {
+    fn drop(&mut self) {
+        // The thread must be gone before the driver (and the heap it writes,
+        // owned by the context's segment) is dropped.
+        self.stop();
+    }
+}
+
+fn run(shared: &Shared, parker: &Parker, mode: ThreadMode, clock: Instant, cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        // Best effort: an unpinned progress thread still works.
+        let _ = crate::sys::pin_current_thread(cpu);
+    }
+    let tick = match mode {
+        ThreadMode::Busy => BUSY_CHECK,
+        ThreadMode::Adaptive { tick } => tick,
+    };
+    let mut backoff = MIN_BACKOFF;
+    while !shared.stop.load(Ordering::Acquire) {
+        match mode {
+            ThreadMode::Busy => {
+                let t = Instant::now();
+                while t.elapsed() < BUSY_CHECK {
+                    for _ in 0..64 {
+                        core::hint::spin_loop();
+                    }
+                }
+            }
+            ThreadMode::Adaptive { tick } => {
+                parker.wait(tick);
+            }
+        }
+        if burst(shared, clock) {
+            backoff = MIN_BACKOFF;
+        } else {
+            // The application is inside and progresses itself; input it has
+            // not read yet would wake the park at once, so sleep instead.
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(tick.max(MIN_BACKOFF));
+        }
+    }
+}
+
+/// Takes the driver when the application is outside the library and runs up
+/// to [`BURST`] progress steps (fewer when a step finds nothing to do).
+/// Returns false when the application holds it.
+fn burst(shared: &Shared, clock: Instant) -> bool {
+    let v = shared.lock.load(Ordering::Relaxed);
+    if v & HELD != 0 {
+        return false;
+    }
+    // SYNC POINT: Acquire pairs with the application's Release in `leave`.
+    if shared
+        .lock
+        .compare_exchange(v, v | HELD, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    // SAFETY: bit 0 is ours until the store below; see `Shared`.
+    let d = unsafe { &mut *shared.driver.get() };
+    for _ in 0..BURST {
+        let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
+        if d.progress(now) == PollResult::Idle {
+            break;
+        }
+    }
+    shared.bursts.fetch_add(1, Ordering::Relaxed);
+    // SYNC POINT: Release publishes the driver's state to the application's
+    // next Acquire.
+    shared.lock.store(v, Ordering::Release);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver() -> SocketDriver {
+        SocketDriver::with_owned_heap(switchyard_socket::TcpConfig::default(), 1 << 16)
+            .expect("a driver")
+    }
+
+    #[test]
+    fn the_application_and_the_thread_take_turns() {
+        let mut t = Tcp::new(driver());
+        t.start(
+            ThreadMode::Adaptive {
+                tick: Duration::from_millis(1),
+            },
+            Instant::now(),
+            None,
+            0,
+        )
+        .unwrap();
+        assert!(t.has_thread());
+        // Held: the thread cannot run a burst.
+        let _ = t.get();
+        let before = t.thread_bursts();
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(
+            t.thread_bursts(),
+            before,
+            "a burst ran while the application held the driver"
+        );
+        // Left: it runs at its tick.
+        t.leave();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while t.thread_bursts() == before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            t.thread_bursts() > before,
+            "no burst while the application was out"
+        );
+        // Entries are counted in the lock word; it is clear after leave.
+        let v = t.shared.lock.load(Ordering::Relaxed);
+        assert_eq!(v & HELD, 0);
+        assert!(v >> 1 >= 2, "two entries counted, got {}", v >> 1);
+        let _ = t.get();
+        t.stop();
+        assert!(!t.has_thread());
+    }
+}
