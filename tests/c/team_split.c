@@ -150,6 +150,28 @@ int main(void) {
     shmem_team_destroy(odd);
     shmem_team_destroy(even);
 
+    /* 2D split: rows of 3 (x-axis teams) and columns (y-axis teams) */
+    {
+        shmem_team_t xt, yt;
+        CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, 3, NULL, 0, &xt, NULL, 0, &yt) == 0, "split_2d");
+        CHECK(shmem_team_my_pe(xt) == me % 3 && shmem_team_my_pe(yt) == me / 3, "2d coordinates (%d, %d)",
+              shmem_team_my_pe(xt), shmem_team_my_pe(yt));
+        int row = me / 3, rows = (npes + 2) / 3;
+        int xn = npes - row * 3 < 3 ? npes - row * 3 : 3;
+        int yn = rows - ((npes % 3) != 0 && me % 3 >= npes % 3 ? 1 : 0);
+        CHECK(shmem_team_n_pes(xt) == xn, "x team size %d, want %d", shmem_team_n_pes(xt), xn);
+        CHECK(shmem_team_n_pes(yt) == yn, "y team size %d, want %d", shmem_team_n_pes(yt), yn);
+        CHECK(shmem_team_translate_pe(yt, 0, SHMEM_TEAM_WORLD) == me % 3, "y team rank 0");
+        exercise(xt, "x axis");
+        exercise(yt, "y axis");
+        shmem_team_destroy(yt);
+        shmem_team_destroy(xt);
+        shmem_team_t a = SHMEM_TEAM_WORLD, b = SHMEM_TEAM_WORLD;
+        CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, 0, NULL, 0, &a, NULL, 0, &b) != 0 && a == SHMEM_TEAM_INVALID &&
+                  b == SHMEM_TEAM_INVALID,
+              "split_2d xrange 0");
+    }
+
     /* more teams over time than there are scratch slots */
     for (int i = 0; i < 100; i++) {
         shmem_team_t a, b;

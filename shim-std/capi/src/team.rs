@@ -395,12 +395,8 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     if new_team.is_null() {
         state::fatal(CALL, format_args!("new_team is NULL"));
     }
-    let cfg = if config_mask & TEAM_NUM_CONTEXTS != 0 && !config.is_null() {
-        // SAFETY: non-null; the caller passes a shmem_team_config_t.
-        unsafe { *config }
-    } else {
-        TeamConfig::default()
-    };
+    // SAFETY: as documented for the caller.
+    let cfg = unsafe { config_of(config, config_mask) };
     let (rc, h) = if parent_team.is_null() {
         (-1, core::ptr::null_mut())
     } else {
@@ -427,14 +423,31 @@ fn split(
     if check_triplet(start, stride, size, p.size).is_err() {
         return (-1, core::ptr::null_mut());
     }
-    let (nstart, nstride) = (p.pe(start as u32), i64::from(stride) * p.stride);
-    let nsize = size as u32;
-    let me_pe = i64::from(ctx.my_pe());
-    let my_rank = rank_in(nstart, nstride, nsize, me_pe);
+    let triplet = (
+        p.pe(start as u32),
+        i64::from(stride) * p.stride,
+        size as u32,
+    );
+    split_core(ctx, t, CALL, ps, triplet, cfg)
+}
+
+/// Makes the team `(start, stride, size)` (job PEs) out of the parent in
+/// slot `ps`; collective over the parent. Members may pass different
+/// (disjoint) teams, as `shmem_team_split_2d` does: the slot is the lowest
+/// one free on every parent member, so it suits every new team at once.
+fn split_core(
+    ctx: &mut Context,
+    t: &mut Teams,
+    call: &'static str,
+    ps: usize,
+    (nstart, nstride, nsize): (i64, i64, u32),
+    cfg: TeamConfig,
+) -> (i32, TeamHandle) {
+    let my_rank = rank_in(nstart, nstride, nsize, i64::from(ctx.my_pe()));
     let offer = if my_rank.is_some() { t.free_mask() } else { !0 };
     let common = {
-        let mut g = t.group(ctx, CALL, ps);
-        state::ok(CALL, algo::allreduce_and(ctx, &mut g, offer))
+        let mut g = t.group(ctx, call, ps);
+        state::ok(call, algo::allreduce_and(ctx, &mut g, offer))
     } & ((1u64 << MAX_TEAMS) - 1);
     if common == 0 {
         return (-1, core::ptr::null_mut());
@@ -443,10 +456,10 @@ fn split(
     if let Some(r) = my_rank {
         let pool = t.pool.expect("the parent's group checked the pool");
         let words = state::ok(
-            CALL,
+            call,
             ctx.sym_at::<i64>(pool + slot as u64 * SLOT_BYTES, WORDS),
         );
-        state::ok(CALL, ctx.write_local(&words, 0, &[0i64; WORDS]));
+        state::ok(call, ctx.write_local(&words, 0, &[0i64; WORDS]));
         t.gens[slot] = t.gens[slot].wrapping_add(1).max(1);
         t.slots[slot] = Some(Team {
             start: nstart,
@@ -458,12 +471,88 @@ fn split(
         });
     }
     // Nobody signals into the new slot before every member zeroed it.
-    let mut g = t.group(ctx, CALL, ps);
-    state::ok(CALL, algo::sync(ctx, &mut g));
+    let mut g = t.group(ctx, call, ps);
+    state::ok(call, algo::sync(ctx, &mut g));
     match my_rank {
         Some(_) => (0, t.handle(slot)),
         None => (0, core::ptr::null_mut()),
     }
+}
+
+/// The config a split uses: `config` where the mask asks for a field.
+///
+/// # Safety
+///
+/// `config` is NULL or points to a `shmem_team_config_t`.
+unsafe fn config_of(config: *const TeamConfig, mask: i64) -> TeamConfig {
+    if mask & TEAM_NUM_CONTEXTS != 0 && !config.is_null() {
+        // SAFETY: non-null; the caller passes a shmem_team_config_t.
+        unsafe { *config }
+    } else {
+        TeamConfig::default()
+    }
+}
+
+/// `int shmem_team_split_2d(shmem_team_t parent_team, int xrange, const
+/// shmem_team_config_t *xaxis_config, long xaxis_mask, shmem_team_t
+/// *xaxis_team, const shmem_team_config_t *yaxis_config, long yaxis_mask,
+/// shmem_team_t *yaxis_team)`. Parent rank `p` is at `(p mod xrange, p div
+/// xrange)`; the x-axis team is its row, the y-axis team its column (an
+/// `xrange` above the parent's size is the parent's size). Returns 0 when
+/// both teams were made; non-zero, with the teams not made set to
+/// `SHMEM_TEAM_INVALID`, for an invalid parent, `xrange < 1` or no free slot.
+///
+/// # Safety
+///
+/// The configs are NULL or point to `shmem_team_config_t`s; the team
+/// pointers point to `shmem_team_t`s (NULL ends the job).
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn shmem_team_split_2d(
+    parent_team: TeamHandle,
+    xrange: i32,
+    xaxis_config: *const TeamConfig,
+    xaxis_mask: i64,
+    xaxis_team: *mut TeamHandle,
+    yaxis_config: *const TeamConfig,
+    yaxis_mask: i64,
+    yaxis_team: *mut TeamHandle,
+) -> i32 {
+    const CALL: &str = "shmem_team_split_2d";
+    if xaxis_team.is_null() || yaxis_team.is_null() {
+        state::fatal(CALL, format_args!("xaxis_team or yaxis_team is NULL"));
+    }
+    // SAFETY: as documented for the caller.
+    let (xc, yc) = unsafe {
+        (
+            config_of(xaxis_config, xaxis_mask),
+            config_of(yaxis_config, yaxis_mask),
+        )
+    };
+    let (rc, x, y) = if parent_team.is_null() || xrange < 1 {
+        (-1, core::ptr::null_mut(), core::ptr::null_mut())
+    } else {
+        with_teams(CALL, |ctx, t| {
+            let ps = t.slot(CALL, parent_team);
+            let p = t.team(ps);
+            let (n, me) = (p.size, p.me);
+            let xr = (xrange as u32).min(n);
+            let (col, row) = (me % xr, me / xr);
+            let row_len = xr.min(n - row * xr);
+            let col_len = (n - col).div_ceil(xr);
+            let xt = (p.pe(row * xr), p.stride, row_len);
+            let yt = (p.pe(col), i64::from(xr) * p.stride, col_len);
+            let (rx, x) = split_core(ctx, t, CALL, ps, xt, xc);
+            let (ry, y) = split_core(ctx, t, CALL, ps, yt, yc);
+            (if rx == 0 && ry == 0 { 0 } else { -1 }, x, y)
+        })
+    };
+    // SAFETY: non-null (checked); the caller passes shmem_team_t slots.
+    unsafe {
+        xaxis_team.write(x);
+        yaxis_team.write(y);
+    }
+    rc
 }
 
 /// `void shmem_team_destroy(shmem_team_t team)`: collective over the team
