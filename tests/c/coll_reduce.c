@@ -167,6 +167,19 @@ int main(void) {
     BITWISE(size_t, size);
     ARITH(float, float);
     ARITH(double, double);
+#if defined(__x86_64__)
+    ARITH(long double, longdouble);
+    { /* values a double cannot hold: the sum keeps the 64-bit mantissa */
+        long double *s = shmem_malloc(sizeof(long double)), *d = shmem_malloc(sizeof(long double));
+        *s = 1.0L + 0x1p-58L * (me + 1);
+        shmem_longdouble_sum_reduce(SHMEM_TEAM_WORLD, d, s, 1);
+        long double want = 0;
+        for (int p = 0; p < npes; p++) want += 1.0L + 0x1p-58L * (p + 1);
+        if (*d != want || (double)(*d - npes) == 0.0) FAIL("longdouble_sum_reduce lost precision");
+        shmem_free(d);
+        shmem_free(s);
+    }
+#endif
     TEST_COMPLEX(double _Complex, complexd);
     TEST_COMPLEX(float _Complex, complexf);
 
@@ -192,6 +205,10 @@ int main(void) {
     TEST_TO_ALL(float, float, sum, C_SUM, v_small);
     TEST_TO_ALL(double, double, max, C_MAX, v_small);
     TEST_TO_ALL(double, double, prod, C_PROD, v_prod);
+#if defined(__x86_64__)
+    TEST_TO_ALL(long double, longdouble, sum, C_SUM, v_small);
+    TEST_TO_ALL(long double, longdouble, min, C_MIN, v_small);
+#endif
 
     shmem_barrier_all();
     shmem_finalize();

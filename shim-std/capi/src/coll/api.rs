@@ -502,7 +502,7 @@ macro_rules! active_reduce {
 }
 
 // Generated from the specification's tables (standard RMA types; team and
-// active-set reduction types). Long double reductions are not provided yet.
+// active-set reduction types); long double reductions on x86-64 only.
 
 team_data!(u32: shmem_float_broadcast, shmem_float_collect, shmem_float_fcollect, shmem_float_alltoall, shmem_float_alltoalls);
 team_data!(u64: shmem_double_broadcast, shmem_double_collect, shmem_double_fcollect, shmem_double_alltoall, shmem_double_alltoalls);
@@ -709,3 +709,24 @@ active_reduce!(f32, Prod: shmem_float_prod_to_all);
 active_reduce!(f64, Prod: shmem_double_prod_to_all);
 active_reduce!([f64; 2], Prod: shmem_complexd_prod_to_all);
 active_reduce!([f32; 2], Prod: shmem_complexf_prod_to_all);
+
+#[cfg(target_arch = "x86_64")]
+mod long_double {
+    //! `long double` reductions (x86-64: 80-bit extended on the x87 unit).
+    use core::ffi::{c_long, c_void};
+
+    use super::{active_reduce, team_reduce};
+    use crate::{
+        coll::ops::{LongDouble, Max, Min, Prod, Sum},
+        team::TeamHandle,
+    };
+
+    team_reduce!(LongDouble, Max: shmem_longdouble_max_reduce);
+    team_reduce!(LongDouble, Min: shmem_longdouble_min_reduce);
+    team_reduce!(LongDouble, Sum: shmem_longdouble_sum_reduce);
+    team_reduce!(LongDouble, Prod: shmem_longdouble_prod_reduce);
+    active_reduce!(LongDouble, Max: shmem_longdouble_max_to_all);
+    active_reduce!(LongDouble, Min: shmem_longdouble_min_to_all);
+    active_reduce!(LongDouble, Sum: shmem_longdouble_sum_to_all);
+    active_reduce!(LongDouble, Prod: shmem_longdouble_prod_to_all);
+}
