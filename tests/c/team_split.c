@@ -70,9 +70,20 @@ int main(void) {
     CHECK(shmem_team_n_pes(SHMEM_TEAM_WORLD) == npes, "world n_pes");
     CHECK(shmem_team_my_pe(SHMEM_TEAM_INVALID) == -1, "invalid my_pe");
     CHECK(shmem_team_n_pes(SHMEM_TEAM_INVALID) == -1, "invalid n_pes");
-    /* one node: the shared team is the world */
-    CHECK(shmem_team_n_pes(SHMEM_TEAM_SHARED) == npes, "shared n_pes = %d", shmem_team_n_pes(SHMEM_TEAM_SHARED));
-    CHECK(shmem_team_translate_pe(SHMEM_TEAM_SHARED, me, SHMEM_TEAM_WORLD) == me, "shared→world");
+    /* the shared team: exactly the PEs shmem_ptr reaches (all of them on one
+     * node with shared memory, only this one over TCP alone) */
+    {
+        int *probe = shmem_malloc(sizeof(int)), reach = 0;
+        for (int p = 0; p < npes; p++) reach += shmem_ptr(probe, p) != NULL;
+        int sn = shmem_team_n_pes(SHMEM_TEAM_SHARED);
+        CHECK(sn == reach, "shared n_pes = %d, shmem_ptr reaches %d", sn, reach);
+        for (int r = 0; r < sn; r++)
+            CHECK(shmem_ptr(probe, shmem_team_translate_pe(SHMEM_TEAM_SHARED, r, SHMEM_TEAM_WORLD)) != NULL,
+                  "shared rank %d", r);
+        CHECK(shmem_team_translate_pe(SHMEM_TEAM_WORLD, me, SHMEM_TEAM_SHARED) == shmem_team_my_pe(SHMEM_TEAM_SHARED),
+              "world→shared");
+        shmem_free(probe);
+    }
     shmem_team_config_t cfg = {.num_contexts = 99};
     CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, SHMEM_TEAM_NUM_CONTEXTS, &cfg) == 0 && cfg.num_contexts == 0,
           "world config");

@@ -25,14 +25,14 @@
 //! `SHMEM_TEAM_INVALID`.
 //!
 //! Teams are arithmetic progressions of job PEs (`start + i * stride`), which
-//! every split of a progression is. `SHMEM_TEAM_SHARED` holds the PEs on this
-//! node (path class LOCAL or SHM) when they form such a progression, and only
-//! the calling PE otherwise.
+//! every split of a progression is. `SHMEM_TEAM_SHARED` holds the PEs whose
+//! heaps this PE maps (the ones `shmem_ptr` reaches: this node's, unless
+//! `transports` leaves shared memory out) when they form such a progression,
+//! and only the calling PE otherwise.
 
 use core::{cell::UnsafeCell, ffi::c_void};
 
 use switchyard::context::Context;
-use switchyard_core::class::PathClass;
 
 use crate::{
     coll::{
@@ -261,9 +261,8 @@ pub fn init(call: &'static str) {
             counts: Counts::new(),
             config: TeamConfig::default(),
         });
-        let node: Vec<u32> = (0..n)
-            .filter(|&p| p == me || matches!(ctx.class(p), Some(PathClass::Local | PathClass::Shm)))
-            .collect();
+        // The PEs whose heap this PE maps: exactly those `shmem_ptr` reaches.
+        let node: Vec<u32> = (0..n).filter(|&p| ctx.peer_heap(p).is_some()).collect();
         let (start, stride, size) = progression(&node).unwrap_or((i64::from(me), 1, 1));
         teams.slots[SHARED_SLOT] = Some(Team {
             start,
