@@ -139,6 +139,18 @@ static long v_prod(int pe, size_t i) { return (long)(1 + (pe + i) % 2); }
         shmem_free(src);                                                            \
     } while (0)
 
+/* The documented reduction order (shim-std/capi/src/coll/algo.rs,
+ * tree_fold): ranks [a, b) combine as v[a] + f(a+1, a+2) + f(a+2, a+4) + ...
+ * left to right, each term a subtree. */
+static double tree_sum(const double *v, int a, int b) {
+    double acc = v[a];
+    for (int step = 1; a + step < b; step *= 2) {
+        int e = a + 2 * step < b ? a + 2 * step : b;
+        acc += tree_sum(v, a + step, e);
+    }
+    return acc;
+}
+
 int main(void) {
     shmem_init();
     me = shmem_my_pe();
@@ -182,6 +194,22 @@ int main(void) {
 #endif
     TEST_COMPLEX(double _Complex, complexd);
     TEST_COMPLEX(float _Complex, complexf);
+
+    /* Non-integer doubles: bit for bit the documented order, on every PE. */
+    {
+        size_t n = 600;
+        double *src = shmem_malloc(n * sizeof(double));
+        double *dst = shmem_malloc(n * sizeof(double));
+        double v[64];
+        for (size_t i = 0; i < n; i++) src[i] = 1.0 / (me + 3) + (double)i * 1e-3;
+        shmem_double_sum_reduce(SHMEM_TEAM_WORLD, dst, src, n);
+        for (size_t i = 0; i < n && npes <= 64; i++) {
+            for (int p = 0; p < npes; p++) v[p] = 1.0 / (p + 3) + (double)i * 1e-3;
+            if (dst[i] != tree_sum(v, 0, npes)) { FAIL("double_sum_reduce [%zu] not in the documented order", i); break; }
+        }
+        shmem_free(dst);
+        shmem_free(src);
+    }
 
     /* C11 generic names */
     {

@@ -195,9 +195,10 @@ impl Teams {
 
     /// The team in `slot` (from [`Teams::slot`]).
     pub fn team(&self, slot: usize) -> &Team {
-        self.slots[slot]
-            .as_ref()
-            .expect("slot checked by Teams::slot")
+        match &self.slots[slot] {
+            Some(t) => t,
+            None => empty_slot(slot),
+        }
     }
 
     /// The link group of the team in `slot`, for its collectives.
@@ -210,9 +211,9 @@ impl Teams {
         };
         let base = pool + slot as u64 * SLOT_BYTES;
         let words = state::ok(call, ctx.sym_at::<i64>(base, WORDS));
-        let t = self.slots[slot]
-            .as_mut()
-            .expect("slot checked by Teams::slot");
+        let Some(t) = self.slots[slot].as_mut() else {
+            empty_slot(slot)
+        };
         Group::new(
             t.size,
             t.me,
@@ -222,6 +223,14 @@ impl Teams {
             Mode::Count(&mut t.counts),
         )
     }
+}
+
+/// A slot that [`Teams::slot`] checked is not empty: reaching this is a bug.
+fn empty_slot(slot: usize) -> ! {
+    state::fatal(
+        "teams",
+        format_args!("internal error: team slot {slot} is empty"),
+    )
 }
 
 struct Cell(UnsafeCell<Teams>);
@@ -453,7 +462,12 @@ fn split_core(
     }
     let slot = common.trailing_zeros() as usize;
     if let Some(r) = my_rank {
-        let pool = t.pool.expect("the parent's group checked the pool");
+        let Some(pool) = t.pool else {
+            state::fatal(
+                call,
+                format_args!("teams are not set up (shmem_init did not run)"),
+            )
+        };
         let words = state::ok(
             call,
             ctx.sym_at::<i64>(pool + slot as u64 * SLOT_BYTES, WORDS),

@@ -394,10 +394,11 @@ impl Buf {
 
     /// The buffer as elements of `T`.
     pub fn typed<T: Plain>(&mut self) -> &mut [T] {
+        const { assert!(core::mem::size_of::<T>() > 0 && core::mem::align_of::<T>() <= 16) };
         let size = core::mem::size_of::<T>();
-        assert!(size > 0 && core::mem::align_of::<T>() <= 16);
         // SAFETY: the buffer is initialized (zeroed, then only written through
-        // this view), aligned to 16 >= align_of::<T>() (asserted), and
+        // this view), aligned to 16 >= align_of::<T>() (checked at compile
+        // time above), and
         // CHUNK / size elements fit in it; `T: Plain` accepts any bytes.
         unsafe { core::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<T>(), CHUNK / size) }
     }
