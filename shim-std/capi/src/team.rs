@@ -8,7 +8,9 @@
 //! symmetric heap's allocator needs every PE of the *job* to make the same
 //! sequence of allocations, but a split is collective only over the parent
 //! team, so teams cannot allocate as they are made. Instead [`init`] (called
-//! by `shmem_init`, on every PE) reserves a pool of [`MAX_TEAMS`] slots, and a
+//! by `shmem_init`, on every PE) reserves a pool of [`MAX_TEAMS`] slots
+//! (fewer in a heap under 2.3 MiB: at most a sixteenth of it, see
+//! [`pool_slots`]), and a
 //! team is given a slot every member has free: the split runs a bitwise AND
 //! of the members' free-slot masks over the parent team and takes the lowest
 //! common slot. Slot 0 is `SHMEM_TEAM_WORLD`, slot 1 `SHMEM_TEAM_SHARED`.
@@ -137,8 +139,10 @@ pub fn check_triplet(start: i32, stride: i32, size: i32, n: u32) -> Result<(), S
 /// Every team of this PE, and the pool.
 #[derive(Debug)]
 pub struct Teams {
-    /// Byte offset of the pool, once [`init`] ran.
+    /// Byte offset of the pool, once [`init`] ran (and the heap had room).
     pool: Option<u64>,
+    /// Slots in the pool ([`pool_slots`]).
+    n_slots: usize,
     slots: [Option<Team>; MAX_TEAMS],
     gens: [u8; MAX_TEAMS],
 }
@@ -147,6 +151,7 @@ impl Teams {
     const fn new() -> Teams {
         Teams {
             pool: None,
+            n_slots: 0,
             slots: [const { None }; MAX_TEAMS],
             gens: [0; MAX_TEAMS],
         }
@@ -155,7 +160,7 @@ impl Teams {
     /// Slots this PE has no team in, as a mask.
     fn free_mask(&self) -> u64 {
         let mut m = 0u64;
-        for (i, s) in self.slots.iter().enumerate() {
+        for (i, s) in self.slots.iter().enumerate().take(self.n_slots) {
             if s.is_none() {
                 m |= 1 << i;
             }
@@ -206,7 +211,11 @@ impl Teams {
         let Some(pool) = self.pool else {
             state::fatal(
                 call,
-                format_args!("teams are not set up (shmem_init did not run)"),
+                format_args!(
+                    "no team scratch: the symmetric heap is too small for it (teams need \
+                     {} bytes or more; raise SHMEM_SYMMETRIC_SIZE)",
+                    2 * SLOT_BYTES * 16
+                ),
             )
         };
         let base = pool + slot as u64 * SLOT_BYTES;
@@ -258,9 +267,17 @@ pub fn with_teams<R>(call: &'static str, f: impl FnOnce(&mut Context, &mut Teams
 /// every PE right after the context is installed.
 pub fn init(call: &'static str) {
     with_teams(call, |ctx, teams| {
-        let pool = state::ok(call, ctx.alloc::<u8>(MAX_TEAMS * SLOT_BYTES as usize));
         *teams = Teams::new();
-        teams.pool = Some(pool.offset());
+        let (_, heap) = ctx.local_heap();
+        let n_slots = pool_slots(heap);
+        // Every PE has the same heap size, so every PE allocates (or skips)
+        // alike; without a pool the team collectives end the job saying why.
+        if n_slots > 0
+            && let Ok(pool) = ctx.alloc::<u8>(n_slots * SLOT_BYTES as usize)
+        {
+            teams.pool = Some(pool.offset());
+            teams.n_slots = n_slots;
+        }
         let (me, n) = (ctx.my_pe(), ctx.n_pes());
         teams.slots[WORLD_SLOT] = Some(Team {
             start: 0,
@@ -282,6 +299,18 @@ pub fn init(call: &'static str) {
             config: TeamConfig::default(),
         });
     });
+}
+
+/// Team slots for a heap of `heap` bytes: [`MAX_TEAMS`], or fewer so the
+/// pool takes at most a sixteenth of a small heap; 0 (no team collectives,
+/// only the queries) when not even `SHMEM_TEAM_WORLD` and
+/// `SHMEM_TEAM_SHARED` fit.
+pub fn pool_slots(heap: u64) -> usize {
+    let fit = (heap / 16 / SLOT_BYTES) as usize;
+    match fit.min(MAX_TEAMS) {
+        0 | 1 => 0,
+        n => n,
+    }
 }
 
 /// `(start, stride, size)` of a sorted list that is an arithmetic progression.
@@ -462,12 +491,7 @@ fn split_core(
     }
     let slot = common.trailing_zeros() as usize;
     if let Some(r) = my_rank {
-        let Some(pool) = t.pool else {
-            state::fatal(
-                call,
-                format_args!("teams are not set up (shmem_init did not run)"),
-            )
-        };
+        let Some(pool) = t.pool else { empty_slot(slot) };
         let words = state::ok(
             call,
             ctx.sym_at::<i64>(pool + slot as u64 * SLOT_BYTES, WORDS),
@@ -673,6 +697,7 @@ mod test {
     #[test]
     fn handles_round_trip_and_reject_strangers() {
         let mut t = Teams::new();
+        t.n_slots = MAX_TEAMS;
         t.slots[3] = Some(Team {
             start: 0,
             stride: 1,
@@ -690,6 +715,15 @@ mod test {
         assert_eq!(t.lookup(0x1234 as TeamHandle), None);
         assert_eq!(t.free_mask() & (1 << 3), 0);
         assert_eq!(t.free_mask().count_ones() as usize, MAX_TEAMS - 1);
+    }
+
+    #[test]
+    fn pool_fits_the_heap() {
+        assert_eq!(pool_slots(64 << 20), MAX_TEAMS);
+        assert_eq!(pool_slots(1 << 20), 14);
+        assert_eq!(pool_slots(2 * 16 * SLOT_BYTES), 2);
+        assert_eq!(pool_slots(2 * 16 * SLOT_BYTES - 1), 0);
+        assert_eq!(pool_slots(4096), 0);
     }
 
     #[test]
