@@ -717,6 +717,43 @@ mod test {
         assert_eq!(t.free_mask().count_ones() as usize, MAX_TEAMS - 1);
     }
 
+    /// `shmem.h` spells the handles and sizes the code uses.
+    #[test]
+    fn header_matches_the_code() {
+        let h = include_str!("../include/shmem.h");
+        let t = Teams::new();
+        let world = format!(
+            "#define SHMEM_TEAM_WORLD ((shmem_team_t){:#X})",
+            t.handle(WORLD_SLOT) as usize
+        );
+        let shared = format!(
+            "#define SHMEM_TEAM_SHARED ((shmem_team_t){:#X})",
+            t.handle(SHARED_SLOT) as usize
+        );
+        assert!(h.contains(&world.replace("0X", "0x")), "{world}");
+        assert!(h.contains(&shared.replace("0X", "0x")), "{shared}");
+        use crate::coll::api::{REDUCE_MIN_WRKDATA_SIZE, SYNC_SIZE, SYNC_VALUE};
+        for name in [
+            "SYNC",
+            "BARRIER_SYNC",
+            "BCAST_SYNC",
+            "REDUCE_SYNC",
+            "COLLECT_SYNC",
+            "ALLTOALL_SYNC",
+            "ALLTOALLS_SYNC",
+        ] {
+            let line = format!("#define SHMEM_{name}_SIZE {SYNC_SIZE}\n");
+            assert!(h.contains(&line), "{line}");
+        }
+        assert!(h.contains(&format!(
+            "#define SHMEM_REDUCE_MIN_WRKDATA_SIZE {REDUCE_MIN_WRKDATA_SIZE}\n"
+        )));
+        assert!(h.contains(&format!("#define SHMEM_SYNC_VALUE {SYNC_VALUE}L\n")));
+        assert!(
+            h.contains("#define SHMEM_TEAM_NUM_CONTEXTS (1L << 0)\n") && TEAM_NUM_CONTEXTS == 1
+        );
+    }
+
     #[test]
     fn pool_fits_the_heap() {
         assert_eq!(pool_slots(64 << 20), MAX_TEAMS);
