@@ -25,7 +25,7 @@ static int me, npes, errors;
 
 #define TEST_TYPE(T, N)                                                              \
     do {                                                                             \
-        size_t n = 700; /* > 4 KiB for the 8- and 16-byte types */                  \
+        size_t n = 700;                                                              \
         T *src = shmem_malloc(n * npes * sizeof(T));                                 \
         T *b1 = shmem_malloc(n * sizeof(T));                                         \
         T *b2 = shmem_malloc(n * sizeof(T));                                         \

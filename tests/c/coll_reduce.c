@@ -1,6 +1,6 @@
 /* Team reductions (every operator on every type of the specification's
  * table) and the active-set _to_all forms, checked against a sequential
- * reference. Sizes cross the 4 KiB reduction chunk; in-place reductions and
+ * reference. Sizes cross the 16 KiB reduction chunk; in-place reductions and
  * back-to-back calls without synchronization in between are included.
  * Floating-point inputs are small integers, so every order is exact. */
 #include <shmem.h>
@@ -10,7 +10,7 @@
 #include <complex.h>
 
 static int me, npes, errors;
-static const size_t sizes[] = {1, 7, 1000, 3001};
+static const size_t sizes[] = {1, 7, 1000, 17000};
 
 #define FAIL(...)                                                   \
     do {                                                            \

@@ -9,7 +9,7 @@
 //! sequence of allocations, but a split is collective only over the parent
 //! team, so teams cannot allocate as they are made. Instead [`init`] (called
 //! by `shmem_init`, on every PE) reserves a pool of [`MAX_TEAMS`] slots
-//! (fewer in a heap under 2.3 MiB: at most a sixteenth of it, see
+//! (fewer in a heap under 8.25 MiB: at most a sixteenth of it, see
 //! [`pool_slots`]), and a
 //! team is given a slot every member has free: the split runs a bitwise AND
 //! of the members' free-slot masks over the parent team and takes the lowest
@@ -757,7 +757,8 @@ mod test {
     #[test]
     fn pool_fits_the_heap() {
         assert_eq!(pool_slots(64 << 20), MAX_TEAMS);
-        assert_eq!(pool_slots(1 << 20), 14);
+        assert_eq!(pool_slots(1 << 20), (1 << 20) / 16 / SLOT_BYTES as usize);
+        assert_eq!(pool_slots(8 << 20), 31, "the C tests' 8 MiB heap");
         assert_eq!(pool_slots(2 * 16 * SLOT_BYTES), 2);
         assert_eq!(pool_slots(2 * 16 * SLOT_BYTES - 1), 0);
         assert_eq!(pool_slots(4096), 0);

@@ -12,9 +12,10 @@
 //! | reductions | binomial reduce to rank 0 in chunks, then broadcast of the result | chunks + 2⌈log2 n⌉ | partials pulled from the child's outbox |
 //!
 //! Reductions combine in a fixed order, the same on every PE and for every
-//! timing: the result over ranks `[a, b)` is `f(a, b) = f(a, a+1) ⊕ f(a+1,
-//! a+2) ⊕ f(a+2, a+4) ⊕ f(a+4, a+8) …` evaluated left to right, each term
-//! being the subtree of one child ([`tree_fold`] is this order, sequentially).
+//! timing: the result over ranks `[a, b)` is `f(a, b) = v[a] ⊕ f(a+1, a+2)
+//! ⊕ f(a+2, a+4) ⊕ f(a+4, a+8) …` (each range cut at `b`) evaluated left to
+//! right, each term being the subtree of one child ([`tree_fold`] is this
+//! order, sequentially).
 //! Integer results are exact in any order; floating-point results equal
 //! [`tree_fold`] of the same inputs bit for bit, and every PE gets the same bits.
 
@@ -26,7 +27,7 @@ use super::{
 };
 
 /// Bytes of a reduction chunk (stack buffers and team outboxes).
-pub const CHUNK: usize = 4096;
+pub const CHUNK: usize = 16384;
 
 /// Most bytes one put_nbi moves (its length is 32-bit).
 const MAX_PUT: usize = 1 << 30;
