@@ -355,6 +355,44 @@ int main() {
 }
 
 #[test]
+fn programs_linked_with_the_static_library_run() {
+    if !have_cc() {
+        return;
+    }
+    // globals.c too: with the static library, the library's own statics are
+    // in the executable's data, which shmem_init moves into shared memory.
+    for name in ["basics", "globals"] {
+        let exe = tree().out.join(format!("{name}_static"));
+        let out = switchyard()
+            .args([
+                "cc",
+                "--static",
+                "-std=c11",
+                "-Wall",
+                "-Wextra",
+                "-pedantic",
+                "-Werror",
+            ])
+            .arg(repo().join(format!("tests/c/{name}.c")))
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .expect("run switchyard cc");
+        assert!(
+            out.status.success(),
+            "switchyard cc --static {name}.c:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = run(&exe, 2, &[]);
+        assert!(
+            out.status.success(),
+            "{name} (static): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
 fn cc_show_and_pkg_config() {
     if !have_cc() {
         return;

@@ -291,6 +291,23 @@ SHMEM_AMO_BIT_TYPES(SHMEM_DECL_AMO_BIT_)
     size_t shmem_##N##_test_some_vector(T *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const T *cmp_values);
 SHMEM_P2P_TYPES(SHMEM_DECL_P2P_)
 
+
+/* ---- communication contexts ------------------------------------------------
+ * One context serves the whole PE here: every context orders and completes
+ * with all of this PE's operations (stronger than the spec asks), so the
+ * shmem_ctx_* forms forward to the plain ones. shmem_ctx_create hands out
+ * distinct handles; the C11 generic names take no context argument. */
+
+typedef struct shmem_ctx_opaque_ *shmem_ctx_t;
+#define SHMEM_CTX_SERIALIZED (1L << 0)
+#define SHMEM_CTX_PRIVATE (1L << 1)
+#define SHMEM_CTX_NOSTORE (1L << 2)
+#define SHMEM_CTX_INVALID ((shmem_ctx_t)0)
+#define SHMEM_CTX_DEFAULT ((shmem_ctx_t)1)
+
+int shmem_ctx_create(long options, shmem_ctx_t *ctx);
+void shmem_ctx_destroy(shmem_ctx_t ctx);
+
 /* ---- locks ---------------------------------------------------------------- */
 
 void shmem_set_lock(long *lock);
@@ -939,6 +956,67 @@ static inline long double shmem_longdouble_g(const long double *source, int pe) 
     shmem_getmem(&v, source, sizeof v, pe);
     return v;
 }
+
+
+/* communication-context forms (see shmem_ctx_t) */
+static inline void shmem_ctx_fence(shmem_ctx_t ctx) { (void)ctx; shmem_fence(); }
+static inline void shmem_ctx_quiet(shmem_ctx_t ctx) { (void)ctx; shmem_quiet(); }
+#define SHMEM_CTX_RMA_(T, N) \
+    static inline void shmem_ctx_##N##_put(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_put(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_get(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_get(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_##N##_iput(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_##N##_iget(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_##N##_iget(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_put_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_get_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_p(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_p(dest, value, pe); } \
+    static inline T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T *source, int pe) { (void)ctx; return shmem_##N##_g(source, pe); } \
+    static inline void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_##N##_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    static inline void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_##N##_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
+SHMEM_RMA_TYPES(SHMEM_CTX_RMA_)
+#define SHMEM_CTX_SIZED_(S) \
+    static inline void shmem_ctx_put##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_put##S(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_get##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_get##S(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_put##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_put##S##_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_get##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_get##S##_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_put##S##_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_put##S##_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    static inline void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_put##S##_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
+SHMEM_CTX_SIZED_(8)
+SHMEM_CTX_SIZED_(16)
+SHMEM_CTX_SIZED_(32)
+SHMEM_CTX_SIZED_(64)
+SHMEM_CTX_SIZED_(128)
+SHMEM_CTX_SIZED_(mem)
+#define SHMEM_CTX_ISIZED_(S) \
+    static inline void shmem_ctx_iput##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_iput##S(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_iget##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_iget##S(dest, source, dst, sst, nelems, pe); }
+SHMEM_CTX_ISIZED_(8)
+SHMEM_CTX_ISIZED_(16)
+SHMEM_CTX_ISIZED_(32)
+SHMEM_CTX_ISIZED_(64)
+SHMEM_CTX_ISIZED_(128)
+#define SHMEM_CTX_AMO_EXT_(T, N) \
+    static inline T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t ctx, const T *source, int pe) { (void)ctx; return shmem_##N##_atomic_fetch(source, pe); } \
+    static inline void shmem_ctx_##N##_atomic_set(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_set(dest, value, pe); } \
+    static inline T shmem_ctx_##N##_atomic_swap(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; return shmem_##N##_atomic_swap(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t ctx, T *fetch, const T *source, int pe) { (void)ctx; shmem_##N##_atomic_fetch_nbi(fetch, source, pe); } \
+    static inline void shmem_ctx_##N##_atomic_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_swap_nbi(fetch, dest, value, pe); }
+SHMEM_AMO_EXT_TYPES(SHMEM_CTX_AMO_EXT_)
+#define SHMEM_CTX_AMO_STD_(T, N) \
+    static inline T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t ctx, T *dest, T cond, T value, int pe) { (void)ctx; return shmem_##N##_atomic_compare_swap(dest, cond, value, pe); } \
+    static inline T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t ctx, T *dest, int pe) { (void)ctx; return shmem_##N##_atomic_fetch_inc(dest, pe); } \
+    static inline void shmem_ctx_##N##_atomic_inc(shmem_ctx_t ctx, T *dest, int pe) { (void)ctx; shmem_##N##_atomic_inc(dest, pe); } \
+    static inline T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; return shmem_##N##_atomic_fetch_add(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_add(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_add(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T cond, T value, int pe) { (void)ctx; shmem_##N##_atomic_compare_swap_nbi(fetch, dest, cond, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T *fetch, T *dest, int pe) { (void)ctx; shmem_##N##_atomic_fetch_inc_nbi(fetch, dest, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_fetch_add_nbi(fetch, dest, value, pe); }
+SHMEM_AMO_STD_TYPES(SHMEM_CTX_AMO_STD_)
+#define SHMEM_CTX_AMO_BIT_OP_(T, N, OP) \
+    static inline T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; return shmem_##N##_atomic_fetch_##OP(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_##OP(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_fetch_##OP##_nbi(fetch, dest, value, pe); }
+#define SHMEM_CTX_AMO_BIT_(T, N) SHMEM_CTX_AMO_BIT_OP_(T, N, and) SHMEM_CTX_AMO_BIT_OP_(T, N, or) SHMEM_CTX_AMO_BIT_OP_(T, N, xor)
+SHMEM_AMO_BIT_TYPES(SHMEM_CTX_AMO_BIT_)
 
 /* ---- C11 generic interfaces (spec 1.5, on the basic C types; the
  * fixed-width typedefs are the same types) ------------------------------------ */

@@ -16,8 +16,9 @@
 //! install prefix is `PREFIX/bin/switchyard`, `PREFIX/lib/libswitchyard_shmem.so`
 //! (or `.a`) and `PREFIX/include/shmem.h`.
 //!
-//! `--show` prints the command instead of running it; `--pkg-config` prints
-//! a `switchyard-shmem.pc` for the same paths.
+//! `--show` prints the command instead of running it; `--static` links
+//! `libswitchyard_shmem.a` into the program instead of the shared library;
+//! `--pkg-config` prints a `switchyard-shmem.pc` for the same paths.
 
 use std::{
     ffi::OsString,
@@ -83,22 +84,26 @@ fn clean(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// The compiler command line: compiler, `-I`, `args`, then the link flags.
-pub fn command(compiler: &str, paths: &Paths, args: &[String]) -> Vec<String> {
+/// The compiler command line: compiler, `-I`, `args`, then the link flags
+/// (the static library itself when `static_lib`, else `-L`, an rpath and
+/// `-lswitchyard_shmem`).
+pub fn command(compiler: &str, paths: &Paths, args: &[String], static_lib: bool) -> Vec<String> {
     let lib = paths.lib.display().to_string();
     let mut v = vec![
         compiler.to_string(),
         format!("-I{}", paths.include.display()),
     ];
     v.extend(args.iter().cloned());
-    v.extend([
-        format!("-L{lib}"),
-        format!("-Wl,-rpath,{lib}"),
-        "-lswitchyard_shmem".into(),
-        "-lpthread".into(),
-        "-ldl".into(),
-        "-lm".into(),
-    ]);
+    if static_lib {
+        v.push(paths.lib.join(LIB_NAMES[1]).display().to_string());
+    } else {
+        v.extend([
+            format!("-L{lib}"),
+            format!("-Wl,-rpath,{lib}"),
+            "-lswitchyard_shmem".into(),
+        ]);
+    }
+    v.extend(["-lpthread".into(), "-ldl".into(), "-lm".into()]);
     v
 }
 
@@ -117,7 +122,9 @@ pub fn pkg_config(paths: &Paths) -> String {
 }
 
 const USAGE: &str = "\
-Usage: switchyard cc [--show] [CC ARGS...]   compile and link against libswitchyard_shmem
+Usage: switchyard cc [--show] [--static] [CC ARGS...]
+                                            compile and link against libswitchyard_shmem
+                                            (--static: link libswitchyard_shmem.a in)
        switchyard cc --pkg-config            print switchyard-shmem.pc for this installation
 
 The compiler is $SWITCHYARD_CC, else $CC, else cc. shmem.h and the library are
@@ -147,15 +154,27 @@ pub fn main(args: &[String]) -> ExitCode {
         print!("{}", pkg_config(&paths));
         return ExitCode::SUCCESS;
     }
-    let (show, args) = match args.first() {
-        Some(a) if a == "--show" => (true, &args[1..]),
-        _ => (false, args),
-    };
+    let (mut show, mut static_lib, mut args) = (false, false, args);
+    loop {
+        match args.first().map(String::as_str) {
+            Some("--show") => show = true,
+            Some("--static") => static_lib = true,
+            _ => break,
+        }
+        args = &args[1..];
+    }
+    if static_lib && !paths.lib.join(LIB_NAMES[1]).is_file() {
+        eprintln!(
+            "switchyard cc: --static: {} not found",
+            paths.lib.join(LIB_NAMES[1]).display()
+        );
+        return ExitCode::from(1);
+    }
     let compiler = ["SWITCHYARD_CC", "CC"]
         .iter()
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
         .unwrap_or_else(|| "cc".into());
-    let cmd = command(compiler.trim(), &paths, args);
+    let cmd = command(compiler.trim(), &paths, args, static_lib);
     if show {
         println!("{}", cmd.join(" "));
         return ExitCode::SUCCESS;
@@ -184,10 +203,13 @@ mod test {
         let p = locate(&dir.join("bin"), |_| None).unwrap();
         assert_eq!(p.include, dir.join("include").canonicalize().unwrap());
         assert_eq!(p.lib, dir.join("lib").canonicalize().unwrap());
-        let c = command("gcc", &p, &["x.c".into(), "-o".into(), "x".into()]);
+        let c = command("gcc", &p, &["x.c".into(), "-o".into(), "x".into()], false);
         assert_eq!(c[0], "gcc");
         assert!(c[1].starts_with("-I") && c[2] == "x.c");
         assert!(c.contains(&"-lswitchyard_shmem".to_string()));
+        let s = command("gcc", &p, &["x.c".into()], true);
+        assert!(s.iter().any(|a| a.ends_with("/libswitchyard_shmem.a")));
+        assert!(!s.contains(&"-lswitchyard_shmem".to_string()));
         assert!(pkg_config(&p).contains("Libs: -L${libdir}"));
         let e = locate(&dir.join("bin"), |k| {
             (k == "SWITCHYARD_SHMEM_LIB").then(|| dir.join("nowhere").into())
