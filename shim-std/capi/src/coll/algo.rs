@@ -9,7 +9,7 @@
 //! | fcollect | Bruck (dissemination allgather) | ⌈log2 n⌉ | put straight into `dest`, forwarding what arrived |
 //! | collect | Hillis–Steele scan of the sizes, then one put per member, quiet, sync | ⌈log2 n⌉ + 1 sync | put straight into `dest` |
 //! | alltoall(s) | one put per member (rotated start), quiet, sync | 1 sync | put straight into `dest` |
-//! | reductions | binomial reduce to rank 0 in chunks, then broadcast of the result | chunks + 2⌈log2 n⌉ | partials pulled from the child's outbox |
+//! | reductions | binomial reduce to rank 0 in chunks, then broadcast of the result | chunks + 2⌈log2 n⌉ | partials pulled from the child's outbox (two halves: the child fills one while the parent reads the other) |
 //!
 //! Reductions combine in a fixed order, the same on every PE and for every
 //! timing: the result over ranks `[a, b)` is `f(a, b) = v[a] ⊕ f(a+1, a+2)
@@ -308,33 +308,44 @@ pub fn reduce<T: Plain, O: Combine<T>>(
 ) -> Result<()> {
     let mut acc = Buf::new();
     let mut tmp = Buf::new();
-    let chunk = acc.typed::<T>().len().min(g.outbox_len::<T>()).max(1);
+    // Two halves of the outbox: a child fills one while its parent reads
+    // the other (one half when the outbox holds a single element).
+    let halves = if g.outbox_len::<T>() >= 2 { 2 } else { 1 };
+    let half = g.outbox_len::<T>() / halves;
+    let chunk = acc.typed::<T>().len().min(half).max(1);
     let out = g.outbox::<T>(ctx)?;
-    let mut s = 0;
+    let (mut s, mut c) = (0, 0);
     while s < nreduce {
         let m = chunk.min(nreduce - s);
         let a = &mut acc.typed::<T>()[..m];
         ctx.read_local(src, s, a)?;
-        reduce_up::<T, O>(ctx, g, &out, a, &mut tmp.typed::<T>()[..m], s > 0)?;
+        let t = &mut tmp.typed::<T>()[..m];
+        reduce_up::<T, O>(ctx, g, &out, (c % halves) * half, a, t, c >= halves)?;
         if g.me == 0 {
             ctx.write_local(dst, s, a)?;
         }
         s += m;
+        c += 1;
     }
-    if g.me != 0 && nreduce > 0 {
-        g.wait(ctx, Dir::Fwd, reduce_parent_link(g.me))?; // last chunk consumed
+    if g.me != 0 {
+        // The acknowledgements not waited for yet: the parent consumed all.
+        for _ in 0..c.min(halves) {
+            g.wait(ctx, Dir::Fwd, reduce_parent_link(g.me))?;
+        }
     }
     broadcast(ctx, g, 0, dst, dst, nreduce, false)
 }
 
-/// One chunk of the reduction tree: combines the children's partials into
-/// `acc` (smallest subtree first) and, below the root, hands `acc` to the
-/// parent through the outbox (after the parent consumed the previous chunk
-/// when `again`).
+/// One chunk of the reduction tree: combines the children's partials (at
+/// element `at` of their outboxes) into `acc`, smallest subtree first, and,
+/// below the root, hands `acc` to the parent at element `at` of this PE's
+/// outbox, first waiting for one acknowledgement when `again` (the parent
+/// consumed what was last written there: acknowledgements come in order).
 fn reduce_up<T: Plain, O: Combine<T>>(
     ctx: &mut Context,
     g: &mut Group<'_>,
     out: &Sym<T>,
+    at: usize,
     acc: &mut [T],
     tmp: &mut [T],
     again: bool,
@@ -343,7 +354,7 @@ fn reduce_up<T: Plain, O: Combine<T>>(
     for k in reduce_child_links(me, n) {
         g.wait(ctx, Dir::Bwd, k)?;
         let child = g.pe(g.up(1 << k));
-        ctx.get(out, 0, tmp, child)?;
+        ctx.get(out, at, tmp, child)?;
         g.notify(ctx, Dir::Fwd, k)?; // consumed: the child may refill
         for (a, x) in acc.iter_mut().zip(tmp.iter()) {
             O::combine(a, x);
@@ -354,7 +365,7 @@ fn reduce_up<T: Plain, O: Combine<T>>(
         if again {
             g.wait(ctx, Dir::Fwd, k)?;
         }
-        ctx.write_local(out, 0, acc)?;
+        ctx.write_local(out, at, acc)?;
         g.notify(ctx, Dir::Bwd, k)?;
     }
     Ok(())
@@ -367,7 +378,7 @@ pub fn allreduce_and(ctx: &mut Context, g: &mut Group<'_>, mine: u64) -> Result<
     let out = g.outbox::<u64>(ctx)?;
     let mut acc = [mine];
     let mut tmp = [0u64];
-    reduce_up::<u64, super::ops::And>(ctx, g, &out, &mut acc, &mut tmp, false)?;
+    reduce_up::<u64, super::ops::And>(ctx, g, &out, 0, &mut acc, &mut tmp, false)?;
     let (me, n) = (g.me, g.n);
     if me != 0 {
         g.wait(ctx, Dir::Fwd, reduce_parent_link(me))?;
