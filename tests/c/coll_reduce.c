@@ -222,6 +222,18 @@ int main(void) {
         shmem_free(b);
         shmem_free(a);
     }
+#if defined(__x86_64__)
+    {
+        long double *a = shmem_malloc(2 * sizeof(long double));
+        long double *b = shmem_malloc(2 * sizeof(long double));
+        a[0] = me + 0.5L;
+        a[1] = -me;
+        shmem_max_reduce(SHMEM_TEAM_WORLD, b, a, 2);
+        if (b[0] != npes - 0.5L || b[1] != 0) FAIL("shmem_max_reduce (generic, long double)");
+        shmem_free(b);
+        shmem_free(a);
+    }
+#endif
 
     TEST_TO_ALL(short, short, and, C_AND, v_bits);
     TEST_TO_ALL(int, int, or, C_OR, v_bits);

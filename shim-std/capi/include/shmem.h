@@ -717,6 +717,11 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
 /* ---- C11 generic names -------------------------------------------------------- */
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__cplusplus)
+#if defined(__x86_64__)
+#define SHMEM_LD_REDUCE_(op) long double: shmem_longdouble_##op##_reduce,
+#else
+#define SHMEM_LD_REDUCE_(op)
+#endif
 #define shmem_broadcast(team, dest, source, nelems, PE_root) \
   _Generic(*(dest), \
     float: shmem_float_broadcast, \
@@ -828,6 +833,7 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
 
 #define shmem_max_reduce(team, dest, source, nreduce) \
   _Generic(*(dest), \
+    SHMEM_LD_REDUCE_(max) \
     char: shmem_char_max_reduce, \
     signed char: shmem_schar_max_reduce, \
     short: shmem_short_max_reduce, \
@@ -844,6 +850,7 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
 
 #define shmem_min_reduce(team, dest, source, nreduce) \
   _Generic(*(dest), \
+    SHMEM_LD_REDUCE_(min) \
     char: shmem_char_min_reduce, \
     signed char: shmem_schar_min_reduce, \
     short: shmem_short_min_reduce, \
@@ -860,6 +867,7 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
 
 #define shmem_sum_reduce(team, dest, source, nreduce) \
   _Generic(*(dest), \
+    SHMEM_LD_REDUCE_(sum) \
     char: shmem_char_sum_reduce, \
     signed char: shmem_schar_sum_reduce, \
     short: shmem_short_sum_reduce, \
@@ -878,6 +886,7 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
 
 #define shmem_prod_reduce(team, dest, source, nreduce) \
   _Generic(*(dest), \
+    SHMEM_LD_REDUCE_(prod) \
     char: shmem_char_prod_reduce, \
     signed char: shmem_schar_prod_reduce, \
     short: shmem_short_prod_reduce, \
