@@ -138,7 +138,7 @@ use std::{
     io::{self, BufRead, BufReader, IsTerminal, Read, Write},
     net::{Ipv4Addr, SocketAddr},
     os::unix::process::{CommandExt, ExitStatusExt},
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command, ExitCode, ExitStatus, Stdio},
     thread::{self, JoinHandle},
     time::{Duration, Instant},
@@ -594,6 +594,22 @@ pub fn shm_object_prefix(job_id: u64) -> String {
     switchyard_shm::object_prefix(job_id)
 }
 
+/// Where `shmem_global_exit` leaves its marker for the launcher: a file of the
+/// job in [`SHM_DIR`] (removed with the job's objects) holding `RANK STATUS`.
+/// The first PE to create it decides the job's exit status.
+pub fn global_exit_path(job_id: u64) -> PathBuf {
+    Path::new(SHM_DIR).join(format!("{}global-exit", shm_object_prefix(job_id)))
+}
+
+/// The `(rank, status)` a PE left in [`global_exit_path`], if any.
+pub fn read_global_exit(job_id: u64) -> Option<(u32, i32)> {
+    let text = std::fs::read_to_string(global_exit_path(job_id)).ok()?;
+    let mut it = text.split_whitespace();
+    let rank = it.next()?.parse().ok()?;
+    let status = it.next()?.parse().ok()?;
+    Some((rank, status))
+}
+
 /// Deletes every object of job `job_id` in `dir` (normally [`SHM_DIR`]), that
 /// is every entry whose name starts with [`shm_object_prefix`]; returns how many
 /// it deleted. A missing `dir` holds nothing.
@@ -969,9 +985,13 @@ impl Job<'_> {
         live
     }
 
-    /// Reaps what has exited; returns the first failure among them.
+    /// Reaps what has exited; returns the first failure among them. A rank
+    /// that called `shmem_global_exit` ([`global_exit_path`]) counts as the
+    /// failure whatever its status (0 included), ahead of the ranks that
+    /// failed because it left.
     fn reap(&mut self) -> Result<Option<(usize, RankExit)>, LaunchError> {
         let mut failed = None;
+        let mut global = None;
         for (i, pe) in self.pes.iter_mut().enumerate() {
             if pe.exit.is_some() {
                 continue;
@@ -984,6 +1004,11 @@ impl Job<'_> {
                     if !exit.success() && failed.is_none() {
                         failed = Some((i, exit));
                     }
+                    if global.is_none()
+                        && read_global_exit(self.job_id).is_some_and(|(r, _)| r == pe.rank)
+                    {
+                        global = Some((i, exit));
+                    }
                 }
                 Err(source) => {
                     return Err(LaunchError::Wait {
@@ -993,7 +1018,7 @@ impl Job<'_> {
                 }
             }
         }
-        Ok(failed)
+        Ok(global.or(failed))
     }
 
     /// Watches the running job until every rank has exited (or would not die).
@@ -1019,12 +1044,16 @@ impl Job<'_> {
                 }
                 let rank = self.pes[i].rank;
                 let others = self.signal_live(libc::SIGTERM);
+                let what = match read_global_exit(self.job_id) {
+                    Some((r, status)) if r == rank => {
+                        format!("rank {rank} called shmem_global_exit({status})")
+                    }
+                    _ => format!("rank {rank} {exit}"),
+                };
                 if others > 0 {
-                    note(format_args!(
-                        "rank {rank} {exit}; stopping the other {others} rank(s)"
-                    ));
+                    note(format_args!("{what}; stopping the other {others} rank(s)"));
                 } else {
-                    note(format_args!("rank {rank} {exit}"));
+                    note(format_args!("{what}"));
                 }
                 end = Some(JobEnd::RankFailed { rank, exit });
                 sigkill_at = Instant::now().checked_add(grace);
@@ -1892,6 +1921,26 @@ mod test {
         let opts = parse(&["-n", "1", "-x", "PATH", "true"]).unwrap();
         assert_eq!(opts.env[0].0, "PATH");
         assert_eq!(opts.env[0].1, std::env::var("PATH").unwrap());
+    }
+
+    #[test]
+    fn global_exit_marker_round_trip() {
+        let job = 0x5ead_0000_0000_0000 | u64::from(std::process::id());
+        let path = global_exit_path(job);
+        assert!(path.starts_with(SHM_DIR));
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&shm_object_prefix(job)),
+            "removed with the job's objects"
+        );
+        assert_eq!(read_global_exit(job), None);
+        std::fs::write(&path, "3 7\n").unwrap();
+        assert_eq!(read_global_exit(job), Some((3, 7)));
+        std::fs::write(&path, "garbage").unwrap();
+        assert_eq!(read_global_exit(job), None);
+        assert_eq!(remove_shm_objects(Path::new(SHM_DIR), job).unwrap(), 1);
     }
 
     #[test]

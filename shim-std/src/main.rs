@@ -19,6 +19,9 @@ fn main() -> ExitCode {
         Ok(args) if args.first().is_some_and(|a| a == "run") => {
             return switchyard::launch::main(&args[1..]);
         }
+        Ok(args) if args.first().is_some_and(|a| a == "cc") => {
+            return cli::cc::main(&args[1..]);
+        }
         Ok(args) if args.first().is_some_and(|a| a == "perf") => {
             return switchyard::perf::main(&args[1..]);
         }

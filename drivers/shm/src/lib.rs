@@ -284,6 +284,13 @@ impl ShmTransport {
         (m.heap_ptr(), m.heap_len())
     }
 
+    /// The heap mapping of a connected same-node peer (or this PE's own):
+    /// base and length; `None` when `pe` is not mapped. Other PEs write it at
+    /// any time; access it only through raw-pointer copies and atomics.
+    pub fn peer_heap(&self, pe: u32) -> Option<(*mut u8, u64)> {
+        self.mapping(pe).ok().map(|m| (m.heap_ptr(), m.heap_len()))
+    }
+
     fn n_pes(&self) -> u32 {
         self.peers.len() as u32
     }

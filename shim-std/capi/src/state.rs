@@ -123,6 +123,34 @@ pub fn pe(ctx: &Context, call: &'static str, pe: i32) -> u32 {
     }
 }
 
+/// Why a C address is not a usable symmetric range ([`try_sym`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SymError {
+    /// The range (this many bytes, `usize::MAX` when the size overflows) is
+    /// not inside symmetric memory.
+    NotSymmetric {
+        /// Bytes of the range.
+        bytes: usize,
+    },
+    /// Not aligned for the element type.
+    Misaligned,
+}
+
+/// [`sym`] without ending the job: the checked handle, or why there is none
+/// (for queries such as `shmem_addr_accessible`).
+pub fn try_sym<T: Plain>(
+    ctx: &Context,
+    ptr: *const c_void,
+    count: usize,
+) -> Result<Sym<T>, SymError> {
+    let bytes = count.checked_mul(core::mem::size_of::<T>());
+    let off = offset_of(ctx, ptr as usize, bytes).ok_or(SymError::NotSymmetric {
+        bytes: bytes.unwrap_or(usize::MAX),
+    })?;
+    ctx.sym_at::<T>(off, count)
+        .map_err(|_| SymError::Misaligned)
+}
+
 /// A checked handle for `count` elements of `T` at the C address `ptr`
 /// (argument `arg` of `call`): the range must lie in the symmetric heap (outside
 /// its reserved area) or in the executable's global and static variables

@@ -5,6 +5,7 @@
 //! Exit status: 0 on success, 2 on a usage error or bad input (a message on
 //! stderr, never a panic).
 
+pub mod cc;
 pub mod info;
 pub mod sim;
 pub mod topo;
@@ -53,6 +54,7 @@ Usage:
   switchyard info [OPTIONS]          show transports, devices, machine facts and the configuration
   switchyard topo [FILE] [OPTIONS]   show the path classes and routes of a topology
   switchyard sim up|status|link|down simulate a cluster in network namespaces (root)
+  switchyard cc [--show] [CC ARGS...] compile an OpenSHMEM C program against libswitchyard_shmem
   switchyard --help                  this text
   switchyard --version               the version
 

@@ -102,6 +102,35 @@ impl SymAllocator {
         Some(off)
     }
 
+    /// Reserves `bytes` (rounded up to [`BLOCK_ALIGN`]) at an offset that is
+    /// a multiple of `align` (a power of two, at least [`BLOCK_ALIGN`]): first
+    /// fit, the gap before the block stays free.
+    pub(crate) fn alloc_aligned(&mut self, bytes: u64, align: u64) -> Option<u64> {
+        if align <= BLOCK_ALIGN {
+            return self.alloc(bytes);
+        }
+        let size = bytes.max(1).checked_next_multiple_of(BLOCK_ALIGN)?;
+        let (&off, &len, start) = self.free.iter().find_map(|(off, len)| {
+            let start = off.checked_next_multiple_of(align)?;
+            let end = start.checked_add(size)?;
+            (end <= off + len).then_some((off, len, start))
+        })?;
+        self.free.remove(&off);
+        if start > off {
+            self.free.insert(off, start - off);
+        }
+        if off + len > start + size {
+            self.free.insert(start + size, off + len - start - size);
+        }
+        self.used.insert(start, size);
+        Some(start)
+    }
+
+    /// The length of the block at `off`, if one starts there.
+    pub(crate) fn block_len(&self, off: u64) -> Option<u64> {
+        self.used.get(&off).copied()
+    }
+
     /// Releases the block at `off`; `false` if there is none.
     pub(crate) fn free(&mut self, off: u64) -> bool {
         let Some(mut size) = self.used.remove(&off) else {
@@ -146,6 +175,20 @@ mod test {
         assert_eq!(a.available(), 64 * 10);
         assert_eq!(a.alloc(64 * 10).unwrap(), base, "fully coalesced");
         assert!(a.alloc(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn aligned_blocks_leave_the_gap_free() {
+        let mut a = SymAllocator::new(0, 1 << 16);
+        assert_eq!(a.alloc(64), Some(0));
+        let x = a.alloc_aligned(100, 4096).unwrap();
+        assert_eq!(x, 4096);
+        assert_eq!(a.block_len(x), Some(128));
+        assert_eq!(a.alloc(64), Some(64), "the gap before it is still free");
+        assert!(a.alloc_aligned(1, 1 << 20).is_none());
+        assert!(a.free(x));
+        assert_eq!(a.block_len(x), None);
+        assert_eq!(a.available(), (1 << 16) - 128);
     }
 
     #[test]

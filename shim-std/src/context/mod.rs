@@ -44,6 +44,7 @@ use drv::{Drv, DrvError};
 use heap::{BLOCK_ALIGN, SymAllocator};
 pub use heap::{Plain, Sym};
 pub use init::InitOptions;
+pub use raw::Bitwise;
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, TransportId, class_between},
     route::{Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles},

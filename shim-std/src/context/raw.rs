@@ -1,9 +1,26 @@
 //! Address-based access for foreign-language front ends (the OpenSHMEM C API
 //! in `shim-std/capi`): the local heap mapping and handles made from a byte
 //! offset, checked against the heap, so a caller holding only a pointer can
-//! use the typed operations.
+//! use the typed operations; plus what such a front end needs beyond the
+//! typed API (bitwise atomics, aligned and resized blocks, waits on a caller's
+//! own condition, same-node peers' heaps).
 
-use super::{Context, Error, Plain, Result, Sym, SymmetricData};
+use std::time::Instant;
+
+use switchyard_core::{transport::Transport, wire::AtomicKind};
+
+use super::{AtomicInt, BLOCK_ALIGN, Context, Error, Plain, Result, Sym, SymmetricData, Watch};
+
+/// A bitwise atomic operation ([`Context::fetch_bitwise`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bitwise {
+    /// `old & operand`
+    And,
+    /// `old | operand`
+    Or,
+    /// `old ^ operand`
+    Xor,
+}
 
 impl Context {
     /// This PE's own heap mapping: its base address and length in bytes. The
@@ -19,6 +36,16 @@ impl Context {
     /// gave them at init.
     pub fn symmetric_data(&self) -> Option<SymmetricData> {
         self.data
+    }
+
+    /// The heap mapping of a same-node peer (this PE's own for `pe ==
+    /// my_pe()`): base address and length. `None` when `pe` is not mapped here
+    /// (another node, or not connected). Other PEs write it at any time.
+    pub fn peer_heap(&self, pe: u32) -> Option<(*mut u8, u64)> {
+        if pe == self.me {
+            return Some(self.local_heap());
+        }
+        self.shm.peer_heap(pe)
     }
 
     /// A handle for `len` elements of `T` at byte `offset` of the heap.
@@ -43,5 +70,142 @@ impl Context {
                 len: usize::try_from(self.heap_len).unwrap_or(usize::MAX),
             }),
         }
+    }
+
+    /// Atomically applies `op` with `value` to element `at` of `pe`'s copy of
+    /// `sym` and returns the old value.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn fetch_bitwise<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        op: Bitwise,
+        value: T,
+        pe: u32,
+    ) -> Result<T> {
+        let kind = match op {
+            Bitwise::And => AtomicKind::FetchAnd,
+            Bitwise::Or => AtomicKind::FetchOr,
+            Bitwise::Xor => AtomicKind::FetchXor,
+        };
+        self.atomic(sym, at, kind, value, value, pe)
+    }
+
+    /// Collectively allocates `bytes` aligned to `align` (a power of two;
+    /// blocks are always aligned to at least 64), zeroed, like
+    /// [`Context::alloc`]. Returns the block's heap offset.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`] (also for an `align` that is not a power of
+    /// two); barrier errors.
+    pub fn alloc_bytes(&mut self, bytes: u64, align: u64) -> Result<u64> {
+        let off = self.alloc_quiet(bytes, align)?;
+        self.zero(off, bytes)?;
+        self.barrier_all()?;
+        Ok(off)
+    }
+
+    /// Collectively resizes the block at heap offset `off` to `bytes`: a new
+    /// block (same alignment as the blocks of [`Context::alloc_bytes`] with
+    /// `align`) holding the old contents up to the smaller size, the rest
+    /// zeroed; the old block is freed. Starts with a barrier (nobody still
+    /// writes the old block) and ends with one (nobody writes the new one
+    /// before it is filled). Returns the new offset.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignHandle`] when `off` is not a block;
+    /// [`Error::OutOfMemory`] (the old block is kept); barrier errors.
+    pub fn realloc_bytes(&mut self, off: u64, bytes: u64, align: u64) -> Result<u64> {
+        let old = self.alloc.block_len(off).ok_or(Error::ForeignHandle)?;
+        self.barrier_all()?;
+        let new = self.alloc_quiet(bytes, align)?;
+        let keep = old.min(bytes);
+        // Both blocks are distinct (the old one is still allocated) and no
+        // peer writes either between the two barriers.
+        let mut done = 0u64;
+        while done < keep {
+            let n = (keep - done).min(1 << 30) as u32;
+            self.shm
+                .put_from_heap(self.me, new + done, off + done, n, self.sel_ctx())?;
+            done += u64::from(n);
+        }
+        self.quiet()?;
+        self.zero(new + keep, bytes.saturating_sub(keep))?;
+        self.alloc.free(off);
+        self.barrier_all()?;
+        Ok(new)
+    }
+
+    /// Collectively frees the block at heap offset `off` (a barrier first).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignHandle`] when `off` is not the start of a block.
+    pub fn free_bytes(&mut self, off: u64) -> Result<()> {
+        if self.alloc.block_len(off).is_none() {
+            return Err(Error::ForeignHandle);
+        }
+        self.barrier_all()?;
+        self.alloc.free(off);
+        Ok(())
+    }
+
+    fn alloc_quiet(&mut self, bytes: u64, align: u64) -> Result<u64> {
+        let oom = |available| Error::OutOfMemory {
+            requested: bytes,
+            available,
+        };
+        if !align.is_power_of_two() {
+            return Err(oom(self.alloc.available()));
+        }
+        self.alloc
+            .alloc_aligned(bytes, align.max(BLOCK_ALIGN))
+            .ok_or_else(|| oom(self.alloc.available()))
+    }
+
+    fn zero(&mut self, mut off: u64, bytes: u64) -> Result<()> {
+        let zeros = [0u8; 4096];
+        let end = off + bytes;
+        while off < end {
+            let n = (end - off).min(zeros.len() as u64);
+            self.shm
+                .put(self.me, off, &zeros[..n as usize], self.sel_ctx())?;
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Waits until `ready` returns true, making progress between calls (it
+    /// may read the own heap, or run operations on peers through the context
+    /// it is given). Bounded by the op timeout; fails early when a PE dies.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] naming `what`, [`Error::PeerDead`], or the error
+    /// `ready` returns.
+    pub fn wait_for(
+        &mut self,
+        what: &'static str,
+        mut ready: impl FnMut(&mut Context) -> Result<bool>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if ready(self)? {
+                return Ok(());
+            }
+            self.pause(&mut spins, start, what, Watch::Any)?;
+        }
+    }
+
+    /// One progress step of every driver (what a `test` call does before it
+    /// looks at its word, so data arriving over TCP is applied).
+    pub fn progress(&mut self) {
+        self.poll_once();
     }
 }
