@@ -47,7 +47,9 @@ pub use init::InitOptions;
 pub use raw::Bitwise;
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, TransportId, class_between},
-    route::{Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles},
+    route::{
+        Op, Policy, PolicyConfig, Route, SelectError, Selector, TransportRoles, UnreachableReason,
+    },
     topology::{LinkState, Shape, Topology, TopologyBox},
     trace::{TraceRecord, TraceRing, TraceWriter},
     transport::{
@@ -804,7 +806,23 @@ impl Context {
         let mut blocked_since: Option<Instant> = None;
         let mut spins = 0u32;
         loop {
-            let route = self.select(pe, len, op, frame)?;
+            let route = match self.select(pe, len, op, frame) {
+                Ok(r) => r,
+                // Every link to `pe` is down, but the drivers have not given
+                // up on it: they reconnect and replay. Wait for a link (the
+                // wait ends with PeerDead at the give-up time, or the op
+                // timeout) instead of failing an operation a brief cut would
+                // only delay.
+                Err(Error::Route(SelectError::Unreachable {
+                    reason: UnreachableReason::NoHealthyTransport,
+                    ..
+                })) if self.tcp.is_some() && !self.is_dead(pe) => {
+                    let start = *blocked_since.get_or_insert_with(Instant::now);
+                    self.pause(&mut spins, start, "a link to come back", Watch::Peer(pe))?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let Some(mut d) = self.drv(route.transport) else {
                 return Err(Error::TransportUnavailable {
                     transport: route.transport,
