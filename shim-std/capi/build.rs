@@ -25,7 +25,7 @@ fn main() {
          Description: switchyard's OpenSHMEM 1.5 C API\nVersion: {}\n\
          Cflags: -I${{includedir}}\n\
          Libs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lswitchyard_shmem\n\
-         Libs.private: -lpthread -ldl -lm\n",
+         Libs.private: -libverbs -lpthread -ldl -lm\n",
         include.display(),
         profile.display(),
         env!("CARGO_PKG_VERSION")

@@ -3,7 +3,7 @@
 //! equivalent). It runs the C compiler (`$SWITCHYARD_CC`, else `$CC`, else
 //! `cc`) with `-I` for `shmem.h`, then the caller's arguments, then `-L`,
 //! an rpath, `-lswitchyard_shmem` and the system libraries the Rust library
-//! needs (`-lpthread -ldl -lm`).
+//! needs (`-lpthread -ldl -lm`, and `-libverbs` with `--static`).
 //!
 //! Where the pieces are found, first match wins:
 //!
@@ -96,6 +96,9 @@ pub fn command(compiler: &str, paths: &Paths, args: &[String], static_lib: bool)
     v.extend(args.iter().cloned());
     if static_lib {
         v.push(paths.lib.join(LIB_NAMES[1]).display().to_string());
+        // What the archive's verbs driver calls (the shared library brings
+        // it along by itself).
+        v.push("-libverbs".into());
     } else {
         v.extend([
             format!("-L{lib}"),
@@ -114,7 +117,7 @@ pub fn pkg_config(paths: &Paths) -> String {
          Description: switchyard's OpenSHMEM 1.5 C API\nVersion: {}\n\
          Cflags: -I${{includedir}}\n\
          Libs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lswitchyard_shmem\n\
-         Libs.private: -lpthread -ldl -lm\n",
+         Libs.private: -libverbs -lpthread -ldl -lm\n",
         paths.include.display(),
         paths.lib.display(),
         env!("CARGO_PKG_VERSION")
@@ -210,6 +213,7 @@ mod test {
         let s = command("gcc", &p, &["x.c".into()], true);
         assert!(s.iter().any(|a| a.ends_with("/libswitchyard_shmem.a")));
         assert!(!s.contains(&"-lswitchyard_shmem".to_string()));
+        assert!(s.contains(&"-libverbs".to_string()), "{s:?}");
         assert!(pkg_config(&p).contains("Libs: -L${libdir}"));
         let e = locate(&dir.join("bin"), |k| {
             (k == "SWITCHYARD_SHMEM_LIB").then(|| dir.join("nowhere").into())
