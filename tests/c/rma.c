@@ -118,6 +118,23 @@ static void nbi_symmetric(int me, int right, int left) {
     shmem_free(src);
 }
 
+/* A PE's transfers to itself whose ranges overlap behave like memmove. */
+static void overlap_self(int me) {
+    long *b = shmem_malloc(16 * sizeof(long));
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_putmem(b + 1, b, 8 * sizeof(long), me);         /* forward */
+    for (int i = 0; i < 8; i++) CHECK(b[i + 1] == i, "overlapping put to self");
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_long_get(b, b + 2, 8, me);                      /* backward */
+    for (int i = 0; i < 8; i++) CHECK(b[i] == i + 2, "overlapping get from self");
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_long_put_nbi(b + 3, b, 10, me);
+    shmem_quiet();
+    for (int i = 0; i < 10; i++) CHECK(b[i + 3] == i, "overlapping put_nbi to self");
+    shmem_barrier_all();
+    shmem_free(b);
+}
+
 static void generic(int me, int right, int left) {
     int *a = shmem_malloc(8 * sizeof(int));
     double *d = shmem_malloc(sizeof(double));
@@ -145,6 +162,7 @@ int main(void) {
     SHMEM_RMA_TYPES(RUN)
     sized(me, right, left);
     nbi_symmetric(me, right, left);
+    overlap_self(me);
     generic(me, right, left);
     shmem_finalize();
     if (errors == 0 && me == 0) printf("rma: ok on %d PEs\n", n);

@@ -13,7 +13,7 @@ use core::ffi::{
     c_ushort, c_void,
 };
 
-use switchyard::context::Plain;
+use switchyard::context::{Context, Plain};
 
 use crate::{cbuf, state};
 
@@ -42,6 +42,12 @@ pub(crate) unsafe fn put<T: Plain>(
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
         let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
+        cbuf::check(call, "source", source, n);
+        // SAFETY: `dest` checked symmetric, `source` checked and readable
+        // (the caller's contract), both for `n`.
+        if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+            return;
+        }
         // SAFETY: the caller's contract for `source`.
         let s = unsafe { cbuf::src(call, "source", source, n) };
         state::ok(call, ctx.put(&d, 0, s, pe));
@@ -64,6 +70,12 @@ pub(crate) unsafe fn get<T: Plain>(
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
+        cbuf::check(call, "dest", dest.cast_const(), n);
+        // SAFETY: `source` checked symmetric, `dest` checked and writable
+        // (the caller's contract), both for `n`.
+        if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+            return;
+        }
         // SAFETY: the caller's contract for `dest`.
         let d = unsafe { cbuf::dst(call, "dest", dest, n) };
         state::ok(call, ctx.get(&s, 0, d, pe));
@@ -89,6 +101,8 @@ pub(crate) unsafe fn put_nbi<T: Plain>(
         let pe = state::pe(ctx, call, pe);
         let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
         match state::try_sym::<T>(ctx, source.cast(), n) {
+            // SAFETY: both checked symmetric for `n` elements.
+            Ok(_) if unsafe { moved_in_place(ctx, pe, dest, source, n) } => {}
             Ok(s) if n > 0 && fits_u32::<T>(n) => {
                 state::ok(call, ctx.put_nbi(&d, 0, &s, 0, n, pe));
             }
@@ -119,6 +133,8 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
         let pe = state::pe(ctx, call, pe);
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
         match state::try_sym::<T>(ctx, dest.cast_const().cast(), n) {
+            // SAFETY: both checked symmetric for `n` elements.
+            Ok(_) if unsafe { moved_in_place(ctx, pe, dest, source, n) } => {}
             Ok(d) if n > 0 && fits_u32::<T>(n) => {
                 state::ok(call, ctx.get_nbi(&d, 0, &s, 0, n, pe));
             }
@@ -129,6 +145,31 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
             }
         }
     })
+}
+
+/// A transfer from this PE to itself whose two ranges overlap: done here
+/// with `memmove` semantics (the drivers copy without overlap) and true;
+/// false for anything else, which then takes the normal path.
+///
+/// # Safety
+///
+/// `dst` is valid for writing and `src` for reading `n` elements (checked
+/// by the caller), in this process.
+#[inline]
+unsafe fn moved_in_place<T>(ctx: &Context, pe: u32, dst: *mut T, src: *const T, n: usize) -> bool {
+    if pe != ctx.my_pe() || n == 0 {
+        return false;
+    }
+    // No overflow: both ranges were checked to fit the address space.
+    let bytes = n * core::mem::size_of::<T>();
+    let (d, s) = (dst as usize, src as usize);
+    if d < s + bytes && s < d + bytes {
+        // SAFETY: both ranges valid for `n` elements (caller); `copy`
+        // allows the overlap.
+        unsafe { core::ptr::copy(src, dst, n) };
+        return true;
+    }
+    false
 }
 
 /// Whether `n` elements of `T` are one heap-to-heap transfer (at most
