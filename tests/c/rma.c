@@ -92,6 +92,49 @@ static void sized(int me, int right, int left) {
     shmem_free(a);
 }
 
+/* _nbi between symmetric buffers: issued heap to heap, complete at quiet */
+static void nbi_symmetric(int me, int right, int left) {
+    enum { M = 3000 };
+    long *src = shmem_malloc(M * sizeof(long));
+    long *dst = shmem_calloc(M, sizeof(long));
+    long *back = shmem_calloc(M, sizeof(long));
+    for (int i = 0; i < M; i++) src[i] = me * 1000000L + i;
+    shmem_barrier_all();
+    shmem_long_put_nbi(dst, src, M / 2, right);
+    shmem_putmem_nbi(dst + M / 2, src + M / 2, (M - M / 2) * sizeof(long), right);
+    shmem_quiet();
+    shmem_barrier_all();
+    for (int i = 0; i < M; i++)
+        if (dst[i] != left * 1000000L + i) { CHECK(0, "put_nbi from symmetric memory"); break; }
+    shmem_long_get_nbi(back, dst, M / 3, right);
+    shmem_getmem_nbi(back + M / 3, dst + M / 3, (M - M / 3) * sizeof(long), right);
+    shmem_get64_nbi(back, dst, 1, right);
+    shmem_quiet();
+    for (int i = 0; i < M; i++)
+        if (back[i] != me * 1000000L + i) { CHECK(0, "get_nbi into symmetric memory"); break; }
+    shmem_barrier_all();
+    shmem_free(back);
+    shmem_free(dst);
+    shmem_free(src);
+}
+
+/* A PE's transfers to itself whose ranges overlap behave like memmove. */
+static void overlap_self(int me) {
+    long *b = shmem_malloc(16 * sizeof(long));
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_putmem(b + 1, b, 8 * sizeof(long), me);         /* forward */
+    for (int i = 0; i < 8; i++) CHECK(b[i + 1] == i, "overlapping put to self");
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_long_get(b, b + 2, 8, me);                      /* backward */
+    for (int i = 0; i < 8; i++) CHECK(b[i] == i + 2, "overlapping get from self");
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_long_put_nbi(b + 3, b, 10, me);
+    shmem_quiet();
+    for (int i = 0; i < 10; i++) CHECK(b[i + 3] == i, "overlapping put_nbi to self");
+    shmem_barrier_all();
+    shmem_free(b);
+}
+
 static void generic(int me, int right, int left) {
     int *a = shmem_malloc(8 * sizeof(int));
     double *d = shmem_malloc(sizeof(double));
@@ -118,6 +161,8 @@ int main(void) {
 #define RUN(T, NAME) test_##NAME(me, right, left);
     SHMEM_RMA_TYPES(RUN)
     sized(me, right, left);
+    nbi_symmetric(me, right, left);
+    overlap_self(me);
     generic(me, right, left);
     shmem_finalize();
     if (errors == 0 && me == 0) printf("rma: ok on %d PEs\n", n);

@@ -2,16 +2,18 @@
 //! every standard RMA type, `putmem`/`getmem`, and the sized
 //! `put8..put128`/`get8..get128` forms.
 //!
-//! The `_nbi` forms complete before they return (a valid implementation: the
-//! spec only says they *may* return earlier), so `shmem_quiet` has nothing
-//! left to wait for from them.
+//! The `_nbi` forms are non-blocking when both sides are symmetric (a put
+//! from symmetric memory, a get into it): the transfer is issued heap to
+//! heap and is complete after `shmem_quiet` (over TCP the frames go out
+//! while the caller goes on). With a private buffer on the local side they
+//! complete before they return, which the spec also allows.
 
 use core::ffi::{
     c_char, c_int, c_long, c_longlong, c_schar, c_short, c_uchar, c_uint, c_ulong, c_ulonglong,
     c_ushort, c_void,
 };
 
-use switchyard::context::Plain;
+use switchyard::context::{Context, Plain};
 
 use crate::{cbuf, state};
 
@@ -40,6 +42,12 @@ pub(crate) unsafe fn put<T: Plain>(
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
         let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
+        cbuf::check(call, "source", source, n);
+        // SAFETY: `dest` checked symmetric, `source` checked and readable
+        // (the caller's contract), both for `n`.
+        if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+            return;
+        }
         // SAFETY: the caller's contract for `source`.
         let s = unsafe { cbuf::src(call, "source", source, n) };
         state::ok(call, ctx.put(&d, 0, s, pe));
@@ -62,10 +70,113 @@ pub(crate) unsafe fn get<T: Plain>(
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
+        cbuf::check(call, "dest", dest.cast_const(), n);
+        // SAFETY: `source` checked symmetric, `dest` checked and writable
+        // (the caller's contract), both for `n`.
+        if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+            return;
+        }
         // SAFETY: the caller's contract for `dest`.
         let d = unsafe { cbuf::dst(call, "dest", dest, n) };
         state::ok(call, ctx.get(&s, 0, d, pe));
     })
+}
+
+/// A non-blocking put: heap to heap when `source` is symmetric too,
+/// otherwise as [`put`].
+///
+/// # Safety
+///
+/// `source` points to `n` readable elements that do not change until the
+/// next quiet.
+#[inline]
+pub(crate) unsafe fn put_nbi<T: Plain>(
+    call: &'static str,
+    dest: *mut T,
+    source: *const T,
+    n: usize,
+    pe: c_int,
+) {
+    state::with(call, |ctx| {
+        let pe = state::pe(ctx, call, pe);
+        let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
+        match state::try_sym::<T>(ctx, source.cast(), n) {
+            // SAFETY: both checked symmetric for `n` elements.
+            Ok(_) if unsafe { moved_in_place(ctx, pe, dest, source, n) } => {}
+            Ok(s) if n > 0 && fits_u32::<T>(n) => {
+                state::ok(call, ctx.put_nbi(&d, 0, &s, 0, n, pe));
+            }
+            _ => {
+                // SAFETY: the caller's contract for `source`.
+                let s = unsafe { cbuf::src(call, "source", source, n) };
+                state::ok(call, ctx.put(&d, 0, s, pe));
+            }
+        }
+    })
+}
+
+/// A non-blocking get: heap to heap when `dest` is symmetric too (the data
+/// is there after the next quiet), otherwise as [`get`].
+///
+/// # Safety
+///
+/// `dest` points to `n` writable elements.
+#[inline]
+pub(crate) unsafe fn get_nbi<T: Plain>(
+    call: &'static str,
+    dest: *mut T,
+    source: *const T,
+    n: usize,
+    pe: c_int,
+) {
+    state::with(call, |ctx| {
+        let pe = state::pe(ctx, call, pe);
+        let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
+        match state::try_sym::<T>(ctx, dest.cast_const().cast(), n) {
+            // SAFETY: both checked symmetric for `n` elements.
+            Ok(_) if unsafe { moved_in_place(ctx, pe, dest, source, n) } => {}
+            Ok(d) if n > 0 && fits_u32::<T>(n) => {
+                state::ok(call, ctx.get_nbi(&d, 0, &s, 0, n, pe));
+            }
+            _ => {
+                // SAFETY: the caller's contract for `dest`.
+                let d = unsafe { cbuf::dst(call, "dest", dest, n) };
+                state::ok(call, ctx.get(&s, 0, d, pe));
+            }
+        }
+    })
+}
+
+/// A transfer from this PE to itself whose two ranges overlap: done here
+/// with `memmove` semantics (the drivers copy without overlap) and true;
+/// false for anything else, which then takes the normal path.
+///
+/// # Safety
+///
+/// `dst` is valid for writing and `src` for reading `n` elements (checked
+/// by the caller), in this process.
+#[inline]
+unsafe fn moved_in_place<T>(ctx: &Context, pe: u32, dst: *mut T, src: *const T, n: usize) -> bool {
+    if pe != ctx.my_pe() || n == 0 {
+        return false;
+    }
+    // No overflow: both ranges were checked to fit the address space.
+    let bytes = n * core::mem::size_of::<T>();
+    let (d, s) = (dst as usize, src as usize);
+    if d < s + bytes && s < d + bytes {
+        // SAFETY: both ranges valid for `n` elements (caller); `copy`
+        // allows the overlap.
+        unsafe { core::ptr::copy(src, dst, n) };
+        return true;
+    }
+    false
+}
+
+/// Whether `n` elements of `T` are one heap-to-heap transfer (at most
+/// `u32::MAX` bytes).
+fn fits_u32<T>(n: usize) -> bool {
+    n.checked_mul(core::mem::size_of::<T>())
+        .is_some_and(|b| u32::try_from(b).is_ok())
 }
 
 #[inline]
@@ -221,18 +332,19 @@ macro_rules! rma_ptr {
             unsafe { iget(stringify!($iget), dest, source, dst, sst, nelems, pe) }
         }
 
-        #[doc = concat!("`", stringify!($put_nbi), "`: non-blocking put (complete on return).")]
+        #[doc = concat!("`", stringify!($put_nbi), "`: non-blocking put, complete after `shmem_quiet`.")]
         ///
         /// # Safety
         ///
-        /// `source` points to `nelems` readable elements.
+        /// `source` points to `nelems` readable elements, unchanged until
+        /// the next quiet.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $put_nbi(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
             // SAFETY: the caller's contract.
-            unsafe { put(stringify!($put_nbi), dest, source, nelems, pe) }
+            unsafe { put_nbi(stringify!($put_nbi), dest, source, nelems, pe) }
         }
 
-        #[doc = concat!("`", stringify!($get_nbi), "`: non-blocking get (complete on return).")]
+        #[doc = concat!("`", stringify!($get_nbi), "`: non-blocking get, complete after `shmem_quiet`.")]
         ///
         /// # Safety
         ///
@@ -240,7 +352,7 @@ macro_rules! rma_ptr {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $get_nbi(dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) {
             // SAFETY: the caller's contract.
-            unsafe { get(stringify!($get_nbi), dest, source, nelems, pe) }
+            unsafe { get_nbi(stringify!($get_nbi), dest, source, nelems, pe) }
         }
     )*};
 }
@@ -368,18 +480,19 @@ macro_rules! rma_void {
             unsafe { iget::<$t>(stringify!($iget), dest.cast(), source.cast(), dst, sst, nelems, pe) }
         }
 
-        #[doc = concat!("`", stringify!($put_nbi), "`: non-blocking put (complete on return).")]
+        #[doc = concat!("`", stringify!($put_nbi), "`: non-blocking put, complete after `shmem_quiet`.")]
         ///
         /// # Safety
         ///
-        /// `source` points to `nelems` readable elements.
+        /// `source` points to `nelems` readable elements, unchanged until
+        /// the next quiet.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $put_nbi(dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) {
             // SAFETY: the caller's contract.
-            unsafe { put::<$t>(stringify!($put_nbi), dest.cast(), source.cast(), nelems, pe) }
+            unsafe { put_nbi::<$t>(stringify!($put_nbi), dest.cast(), source.cast(), nelems, pe) }
         }
 
-        #[doc = concat!("`", stringify!($get_nbi), "`: non-blocking get (complete on return).")]
+        #[doc = concat!("`", stringify!($get_nbi), "`: non-blocking get, complete after `shmem_quiet`.")]
         ///
         /// # Safety
         ///
@@ -387,7 +500,7 @@ macro_rules! rma_void {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $get_nbi(dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) {
             // SAFETY: the caller's contract.
-            unsafe { get::<$t>(stringify!($get_nbi), dest.cast(), source.cast(), nelems, pe) }
+            unsafe { get_nbi::<$t>(stringify!($get_nbi), dest.cast(), source.cast(), nelems, pe) }
         }
     )*};
 }
@@ -432,11 +545,12 @@ pub unsafe extern "C" fn shmem_getmem(
     unsafe { get::<u8>("shmem_getmem", dest.cast(), source.cast(), nelems, pe) }
 }
 
-/// `shmem_putmem_nbi`: as [`shmem_putmem`] (complete on return).
+/// `shmem_putmem_nbi`: as [`shmem_putmem`], complete after `shmem_quiet`.
 ///
 /// # Safety
 ///
-/// `source` points to `nelems` readable bytes.
+/// `source` points to `nelems` readable bytes, unchanged until the next
+/// quiet.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn shmem_putmem_nbi(
     dest: *mut c_void,
@@ -445,10 +559,10 @@ pub unsafe extern "C" fn shmem_putmem_nbi(
     pe: c_int,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { put::<u8>("shmem_putmem_nbi", dest.cast(), source.cast(), nelems, pe) }
+    unsafe { put_nbi::<u8>("shmem_putmem_nbi", dest.cast(), source.cast(), nelems, pe) }
 }
 
-/// `shmem_getmem_nbi`: as [`shmem_getmem`] (complete on return).
+/// `shmem_getmem_nbi`: as [`shmem_getmem`], complete after `shmem_quiet`.
 ///
 /// # Safety
 ///
@@ -461,5 +575,5 @@ pub unsafe extern "C" fn shmem_getmem_nbi(
     pe: c_int,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { get::<u8>("shmem_getmem_nbi", dest.cast(), source.cast(), nelems, pe) }
+    unsafe { get_nbi::<u8>("shmem_getmem_nbi", dest.cast(), source.cast(), nelems, pe) }
 }

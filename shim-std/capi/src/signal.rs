@@ -14,7 +14,11 @@ use core::ffi::{
 
 use switchyard::context::Plain;
 
-use crate::{cbuf, rma::Bits128, rma::LongDouble, state, sync};
+use crate::{
+    cbuf,
+    rma::{Bits128, LongDouble},
+    state, sync,
+};
 
 /// `SHMEM_SIGNAL_SET`: the signal word becomes the signal value.
 pub const SHMEM_SIGNAL_SET: c_int = 0;

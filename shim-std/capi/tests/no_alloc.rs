@@ -79,6 +79,13 @@ fn main() {
             shmem_uint64_iput(words.add(16), got.as_ptr(), 2, 1, 4, 0);
             shmem_uint64_iget(got.as_mut_ptr(), words.add(16), 1, 2, 4, 0);
             shmem_put64_nbi(words.add(32).cast(), got.as_ptr().cast(), 8, 0);
+            shmem_putmem_nbi(bytes.add(2048).cast(), bytes.cast::<c_void>(), 512, 0);
+            shmem_getmem_nbi(
+                bytes.add(1024).cast(),
+                bytes.add(2048).cast::<c_void>(),
+                256,
+                0,
+            );
             shmem_uint64_atomic_fetch_add(words.add(1), 1, 0);
             shmem_uint64_atomic_compare_swap(words.add(2), i, i + 1, 0);
             shmem_uint64_atomic_swap(words.add(3), i, 0);
