@@ -21,13 +21,24 @@ use switchyard_socket::{SocketDriver, TcpConfig};
 
 struct Counting;
 
+/// The counting window.
 static COUNTING: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Set on the two PE threads: only theirs count (the test harness's
+    /// main thread allocates meanwhile).
+    static ENROLLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn counting() -> bool {
+    COUNTING.load(Ordering::Relaxed) && ENROLLED.try_with(std::cell::Cell::get).unwrap_or(false)
+}
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as the caller's.
@@ -38,7 +49,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as the caller's.
@@ -78,6 +89,7 @@ fn data_path_does_not_allocate_after_connect() {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let pe1 = std::thread::spawn(move || {
+        ENROLLED.with(|c| c.set(true));
         b.connect_all([0].into_iter(), now(t0), Duration::from_secs(10))
             .expect("connect");
         while !s.load(Ordering::Relaxed) {
@@ -134,6 +146,7 @@ fn data_path_does_not_allocate_after_connect() {
     for i in 0..64 {
         round(&mut a, i);
     }
+    ENROLLED.with(|c| c.set(true));
     COUNTING.store(true, Ordering::Relaxed);
     for i in 0..3000 {
         round(&mut a, i);

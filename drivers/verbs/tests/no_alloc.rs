@@ -6,7 +6,7 @@
 
 use std::{
     alloc::{GlobalAlloc, Layout, System},
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicU64, Ordering},
 };
 
 use switchyard_core::{
@@ -18,13 +18,21 @@ use switchyard_verbs::{VerbsDriver, fake::Fabric, params::VerbsConfig};
 
 struct Counting;
 
-static COUNTING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Set on the test thread while it counts (the harness's main thread
+    /// allocates meanwhile; its allocations are not the data path's).
+    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn counting() -> bool {
+    COUNTING.try_with(std::cell::Cell::get).unwrap_or(false)
+}
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as the caller's.
@@ -35,7 +43,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as the caller's.
@@ -102,11 +110,11 @@ fn data_path_does_not_allocate_after_connect() {
     let buf = vec![7u8; 300];
     let mut out = vec![0u8; 4096];
     round(&mut a, &buf, &mut out); // warm-up: the fake's CQ grows here
-    COUNTING.store(true, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
     for _ in 0..5 {
         round(&mut a, &buf, &mut out);
     }
-    COUNTING.store(false, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(false));
     assert_eq!(
         ALLOCS.load(Ordering::Relaxed),
         0,
