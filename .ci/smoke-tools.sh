@@ -54,6 +54,18 @@ run perf put-lat --transport tcp --iters 2000 | tee "$out/perf-tcp.txt"
 grep -q 'tcp-pingpong' "$out/perf-tcp.txt" && grep -q 'put-lat' "$out/perf-tcp.txt"
 run perf put-bw --transport tcp --sizes 4K..64K --iters 128 --json > "$out/perf-tcp.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["results"]' "$out/perf-tcp.json"
+# perf over verbs: without a usable RDMA port, exit 1 with the probe's reason
+# (never a panic); with one, a short run of every test.
+if "$sy" info --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d["transports"][2]["available"] else 1)'; then
+    run perf put-lat --transport verbs --iters 2000 >/dev/null
+else
+    set +e
+    timeout 60 "$sy" perf put-lat --transport verbs >/dev/null 2>"$out/verbs.err"; rc=$?
+    set -e
+    cat "$out/verbs.err"
+    [ "$rc" -eq 1 ] && grep -q 'transport verbs is not available: ' "$out/verbs.err" \
+        && ! grep -q panicked "$out/verbs.err" || { echo "perf --transport verbs: rc $rc"; exit 1; }
+fi
 if ls /dev/shm | grep -q '^switchyard-'; then echo "shared-memory objects left behind:"; ls /dev/shm; exit 1; fi
 # sim: a simulated cluster in network namespaces (root and `ip netns` only).
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
