@@ -913,6 +913,23 @@ impl VerbsDriver {
         Ok(())
     }
 
+    /// The peer reports (over another transport) that its side of the link
+    /// failed: this side is taken down the same way as after a local
+    /// failure (QPs reset, outstanding work settled once, [`Event::Link`]
+    /// Error and [`Event::RebuildNeeded`]), so both sides rebuild to the
+    /// same generation. A QP whose peer was reset would otherwise only find
+    /// out at its next post, after the transport retries ran out. No-op
+    /// when the link already failed or was never connected.
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::InvalidPe`] for this PE or one outside the job.
+    pub fn peer_failed(&mut self, peer: u32) -> Result<()> {
+        self.peer_ref(peer)?;
+        self.fail_peer(peer);
+        Ok(())
+    }
+
     /// The next event, once.
     pub fn poll_event(&mut self) -> Option<Event> {
         if self.ev_len == 0 {

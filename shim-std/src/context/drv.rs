@@ -10,6 +10,7 @@ use switchyard_core::{
 };
 use switchyard_shm::{ShmError, ShmTransport};
 use switchyard_socket::{Rail, SocketError};
+use switchyard_verbs::{VerbsDriver, VerbsError};
 
 /// One driver, borrowed for one operation.
 pub(super) enum Drv<'a> {
@@ -17,6 +18,8 @@ pub(super) enum Drv<'a> {
     Shm(&'a mut ShmTransport),
     /// One TCP rail.
     Tcp(Rail<'a>),
+    /// RDMA verbs.
+    Verbs(&'a mut VerbsDriver),
 }
 
 /// The error of whichever driver ran the operation.
@@ -28,6 +31,9 @@ pub(super) enum DrvError {
     /// From TCP.
     #[error(transparent)]
     Tcp(#[from] SocketError),
+    /// From RDMA verbs.
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
 }
 
 impl TransportError for DrvError {
@@ -35,6 +41,7 @@ impl TransportError for DrvError {
         match self {
             DrvError::Shm(e) => e.kind(),
             DrvError::Tcp(e) => e.kind(),
+            DrvError::Verbs(e) => e.kind(),
         }
     }
 
@@ -42,6 +49,7 @@ impl TransportError for DrvError {
         match self {
             DrvError::Shm(e) => e.peer(),
             DrvError::Tcp(e) => e.peer(),
+            DrvError::Verbs(e) => e.peer(),
         }
     }
 }
@@ -51,6 +59,7 @@ impl From<DrvError> for super::Error {
         match e {
             DrvError::Shm(e) => super::Error::Shm(e),
             DrvError::Tcp(e) => super::Error::Tcp(e),
+            DrvError::Verbs(e) => super::Error::Verbs(e),
         }
     }
 }
@@ -62,6 +71,7 @@ macro_rules! dispatch {
         match $self {
             Drv::Shm($t) => $e.map_err(DrvError::Shm),
             Drv::Tcp($t) => $e.map_err(DrvError::Tcp),
+            Drv::Verbs($t) => $e.map_err(DrvError::Verbs),
         }
     };
 }
@@ -73,6 +83,7 @@ impl Transport for Drv<'_> {
         match self {
             Drv::Shm(t) => t.name(),
             Drv::Tcp(t) => t.name(),
+            Drv::Verbs(t) => t.name(),
         }
     }
 
@@ -84,6 +95,7 @@ impl Transport for Drv<'_> {
         match self {
             Drv::Shm(t) => t.state(peer),
             Drv::Tcp(t) => t.state(peer),
+            Drv::Verbs(t) => t.state(peer),
         }
     }
 
@@ -91,6 +103,7 @@ impl Transport for Drv<'_> {
         match self {
             Drv::Shm(t) => t.heap_len(peer),
             Drv::Tcp(t) => t.heap_len(peer),
+            Drv::Verbs(t) => t.heap_len(peer),
         }
     }
 
@@ -167,6 +180,7 @@ impl Transport for Drv<'_> {
         match self {
             Drv::Shm(t) => t.progress(now),
             Drv::Tcp(t) => t.progress(now),
+            Drv::Verbs(t) => t.progress(now),
         }
     }
 
@@ -174,6 +188,7 @@ impl Transport for Drv<'_> {
         match self {
             Drv::Shm(t) => t.max_get_len(),
             Drv::Tcp(t) => t.max_get_len(),
+            Drv::Verbs(t) => t.max_get_len(),
         }
     }
 

@@ -112,6 +112,9 @@ impl Context {
             }
             _ => None,
         };
+        // RDMA verbs over the same heap, when a port is usable and the job
+        // allows it (and has TCP: the pair addresses travel over it).
+        let (verbs_drv, verbs_why) = create_verbs(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
         let card = Card {
             job_id: info.job_id,
             rank: info.rank,
@@ -130,7 +133,7 @@ impl Context {
                 .as_ref()
                 .map(|t| t.local_addrs().to_vec())
                 .unwrap_or_default(),
-            verbs: None,
+            verbs: super::verbs::pe_card_bytes(verbs_drv.as_ref()),
         };
         let Some(root) = root else {
             let peers = [peer_of(&card)];
@@ -142,8 +145,18 @@ impl Context {
         if let (Some(t), Some(c0)) = (tcp.as_mut(), rv.cards.first()) {
             t.set_cookie(c0.cookie);
         }
+        let verbs_cards: Vec<Option<Vec<u8>>> = rv.cards.iter().map(|c| c.verbs.clone()).collect();
         let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
+        // Before anything polls the TCP driver: the peers' verbs records
+        // wait in its event queue until the driver is attached.
+        match verbs_drv {
+            Some(d) => ctx.attach_verbs(d, info.job_id, &verbs_cards),
+            None => ctx.verbs_why = verbs_why,
+        }
         ctx.start_progress_thread(cfg)?;
+        if ctx.verbs.is_some() {
+            ctx.verbs_connect(cfg.bootstrap_timeout);
+        }
         // Everyone has attached everyone before anyone returns (and may put).
         rv.bootstrap.barrier(cfg.bootstrap_timeout)?;
         ctx.attach_bootstrap(rv.bootstrap, rv.root);
@@ -178,6 +191,53 @@ impl Context {
                 .map_err(|e| Error::Tcp(switchyard_socket::SocketError::Epoll { source: e }))?;
         }
         Ok(())
+    }
+}
+
+/// The verbs driver over the own heap, or why there is none.
+fn create_verbs(
+    cfg: &Config,
+    info: &RankInfo,
+    has_tcp: bool,
+    heap: *mut u8,
+    heap_len: u64,
+) -> (Option<switchyard_verbs::VerbsDriver>, Option<String>) {
+    if info.size < 2 {
+        return (None, Some("a job of one PE has no peer to reach over verbs".into()));
+    }
+    if !cfg.transports.verbs {
+        return (None, Some("verbs is not in SWITCHYARD_TRANSPORTS".into()));
+    }
+    if let Some(why) = switchyard_verbs::probe::probe().unavailable {
+        return (None, Some(why.to_string()));
+    }
+    if !has_tcp {
+        return (
+            None,
+            Some("verbs needs TCP between the PEs (pair addresses and rebuilds travel over it)".into()),
+        );
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the heap is the own segment's mapping, valid for `heap_len`
+    // bytes and page-aligned; the segment moves into the context with the
+    // driver and outlives it (the context's `verbs` field is declared, so
+    // dropped, before `shm`).
+    let d = unsafe {
+        switchyard_verbs::VerbsDriver::new(
+            super::verbs::verbs_config(cfg),
+            info.rank,
+            info.size,
+            info.job_id,
+            heap,
+            heap_len,
+        )
+    };
+    match d {
+        Ok(d) => (Some(d), None),
+        Err(e) => {
+            eprintln!("switchyard: warning: PE {}: verbs not used: {e}", info.rank);
+            (None, Some(format!("the verbs driver could not be created: {e}")))
+        }
     }
 }
 

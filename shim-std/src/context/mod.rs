@@ -209,6 +209,20 @@ pub enum Error {
     /// The TCP transport failed.
     #[error(transparent)]
     Tcp(#[from] SocketError),
+    /// The RDMA verbs transport failed (an atomic whose outcome is unknown,
+    /// a device error).
+    #[error(transparent)]
+    Verbs(#[from] switchyard_verbs::VerbsError),
+    /// Operations the verbs driver offered for replay after its link failed
+    /// could not be sent over TCP (refused, or the peer is dead): they are
+    /// not applied.
+    #[error("{ops} operations to PE {pe} could not be replayed over TCP after its verbs link failed")]
+    ReplayLost {
+        /// The (first) PE concerned.
+        pe: u32,
+        /// How many operations.
+        ops: u64,
+    },
     /// No route to the PE.
     #[error("{0}")]
     Route(SelectError),
@@ -356,6 +370,12 @@ pub struct Stats {
     /// classes whose downgrade rule is `AllowAndCount` (NEAR to TCP while
     /// verbs is unavailable, for one).
     pub downgrades: [u64; 5],
+    /// Verbs links that failed (each clears the verbs health bit; the
+    /// peer's traffic goes over TCP until the link is rebuilt).
+    pub verbs_failovers: u64,
+    /// Operations the verbs driver handed back after a failure and this
+    /// context replayed over TCP.
+    pub verbs_replays: u64,
 }
 
 static NEXT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -368,6 +388,11 @@ pub struct Context {
     owner: u64,
     /// Declared before `shm`: dropped first, as it writes into shm's heap.
     tcp: Option<progress::Tcp>,
+    /// The verbs driver, when one is used (before `shm`: it registered the
+    /// heap and the device writes it).
+    verbs: Option<verbs::Verbs>,
+    /// Why there is no verbs driver, when init decided not to create one.
+    verbs_why: Option<String>,
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,
@@ -592,6 +617,8 @@ impl Context {
             progress: setup.progress,
             stats: Stats::default(),
             tcp: tcp.map(progress::Tcp::new),
+            verbs: None,
+            verbs_why: None,
             link_seen: vec![0; n as usize],
             link_version: 0,
             dead: vec![false; n as usize],
@@ -624,6 +651,10 @@ impl Context {
         s.progress_thread = self.tcp.as_ref().is_some_and(|t| t.has_thread());
         s.progress_bursts = self.tcp.as_ref().map_or(0, |t| t.thread_bursts());
         s.downgrades = self.sel.downgrades();
+        if let Some(v) = &self.verbs {
+            s.verbs_failovers = v.failovers;
+            s.verbs_replays = v.replays;
+        }
         s
     }
 
@@ -731,6 +762,11 @@ impl Context {
     /// Handles a driver error: a dead peer flips its health bit (so the next
     /// select falls back or fails at once) and may be retried elsewhere.
     fn on_error(&mut self, t: TransportId, e: DrvError, route: &Route) -> Option<Error> {
+        if t == VERBS {
+            // The link failed: apply its events and replay what it handed
+            // back over TCP before this operation is retried there.
+            self.verbs_events();
+        }
         if e.kind() == ErrorKind::PeerDown {
             if let Some(pe) = e.peer() {
                 self.topo.apply_link_state(t, pe, LinkState::Error);
@@ -754,6 +790,9 @@ impl Context {
     fn drv(&mut self, t: TransportId) -> Option<Drv<'_>> {
         if t == SHM {
             return Some(Drv::Shm(&mut self.shm));
+        }
+        if t == VERBS {
+            return self.verbs.as_mut().map(|v| Drv::Verbs(&mut v.drv));
         }
         let r = rail_of(t)?;
         let tcp = self.tcp.as_mut().map(progress::Tcp::get)?;
@@ -1088,6 +1127,7 @@ impl Context {
             .tcp
             .as_ref()
             .map_or(u32::MAX, |t| t.max_get_len())
+            .min(self.verbs.as_ref().map_or(u32::MAX, |v| v.drv.max_get_len()))
             .max(1);
         let mut done = 0u32;
         loop {
@@ -1268,6 +1308,9 @@ impl Context {
     #[inline]
     pub fn fence(&mut self) -> Result<()> {
         self.shm.fence()?;
+        if let Some(v) = self.verbs.as_mut() {
+            v.drv.fence()?;
+        }
         if let Some(t) = self.tcp.as_mut() {
             let r = t.get().fence();
             t.leave();
@@ -1293,11 +1336,15 @@ impl Context {
         let mut spins = 0u32;
         loop {
             let shm = self.shm.quiet_poll()?;
+            let verbs = self.verbs_quiet_poll()?;
             let tcp = match self.tcp.as_mut().map(progress::Tcp::get) {
                 Some(t) => t.quiet_poll()?,
                 None => true,
             };
-            if shm && tcp {
+            if shm && verbs && tcp {
+                // Nothing sent over TCP is still in flight: links that came
+                // (back) up may take traffic now without overtaking it.
+                self.verbs_raise();
                 return Ok(());
             }
             // The drivers report a dead peer with operations pending; one
@@ -1445,6 +1492,9 @@ impl Context {
                 self.on_event(ev);
             }
         }
+        if self.verbs.is_some() {
+            self.verbs_poll(now);
+        }
     }
 
     /// Applies one TCP driver event: a rail going down or up toward a peer
@@ -1464,8 +1514,14 @@ impl Context {
                 }
                 self.topo.apply_link_state(tcp_rail(r), peer, state);
                 self.broadcast_link(peer, rail, state);
+                if state == LinkState::Up {
+                    self.verbs_tcp_up(peer);
+                }
             }
             Event::PeerDead { peer } => self.mark_dead(peer),
+            Event::LinkState { from, record } if verbs::Record::is_verbs(&record) => {
+                self.verbs_record(from, &record);
+            }
             Event::LinkState { from, record } => self.apply_link_record(from, &record),
             Event::Refused { .. } => {}
         }
@@ -1669,6 +1725,9 @@ impl Context {
                 .unwrap_or(Err(crate::bootstrap::BootstrapError::Unusable))
         });
         let _ = self.shm.close();
+        if let Some(v) = self.verbs.as_mut() {
+            let _ = v.drv.close();
+        }
         if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             let _ = t.close();
         }

@@ -1,62 +1,129 @@
 //! The context's side of the RDMA verbs transport.
 //!
-//! Today the context does not drive a [`VerbsDriver`]: it never sets the
-//! verbs health bits, so route selection treats verbs as unhealthy for every
-//! peer and NEAR and ROUTED traffic falls back to TCP exactly as the route
-//! policy says (`switchyard_core::route`): a downgrade that is allowed,
-//! counted where the class's rule is `AllowAndCount` ([`super::Stats`]'s
-//! `downgrades`), and refused with `DowngradeForbidden` where it is
-//! `Forbid`. [`Context::verbs_status`](super::Context::verbs_status) says
-//! why verbs is not in use (the probe's reason, or that the context does not
-//! drive it yet).
+//! # What is wired
 //!
-//! What wiring the driver in needs (kept here so the shared files stay
-//! small): create it with the context's heap (`VerbsDriver::new`, settings
-//! from [`verbs_config`]), put
-//! [`pe_card_bytes`] in the bootstrap card's `verbs` field, exchange pair
-//! cards (the QPNs are per pair: a second all-to-all after the card
-//! allgather, or over the TCP control connections), `connect` every NEAR
-//! peer, set the verbs health bit on [`Event::Link`] Up and clear it on
-//! Error, replay [`VerbsDriver::drain_replays`] over TCP, relay
-//! [`Event::RebuildNeeded`] / [`Event::Rebuilt`] through the link-state
-//! records, and add a `Drv::Verbs` arm to the dispatch.
+//! * **Driver.** When the probe finds a usable port, `transports` allows
+//!   verbs and the job has TCP (the control channel below), init creates one
+//!   [`VerbsDriver`] over the context's own heap (the shared-memory segment's
+//!   mapping, registered once), with settings from [`verbs_config`] and the
+//!   job id as the PSN seed. The application thread progresses it in
+//!   `poll_once` (every wait step); no progress thread is needed, the NIC
+//!   does the target side of every operation. The dispatch has a
+//!   `Drv::Verbs` arm for transport id [`VERBS`](super::VERBS).
+//! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
+//!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
+//!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
+//!   travel in the bootstrap: they go to each peer in one 32-byte control
+//!   record over the TCP connections ([`Record::Qpns`], sent with the TCP
+//!   driver's link-state records, so the bootstrap card stays O(1) and no
+//!   second allgather is needed); the initial PSNs are derived from the job
+//!   seed on both sides ([`psn_for`]). Everything received is validated
+//!   ([`parse_pe_card`], [`Record::decode`]): bad bytes are a typed error,
+//!   the peer is left on TCP and a warning names it.
+//! * **Connect.** Init connects every NEAR peer that sent a card (ROUTED
+//!   peers stay on TCP, see below), waits (bounded by the bootstrap
+//!   timeout) until each side reported its QPs at RTS ([`Record::Rts`]), and
+//!   sets the verbs health bit: NEAR traffic then goes over verbs.
+//! * **Failure.** [`Event::Link`] Error clears the health bit at once (the
+//!   next select takes TCP), and the driver's replays
+//!   ([`VerbsDriver::drain_replays`]) are sent over TCP before any later
+//!   operation can be (the drain runs in the same step, and a verbs error
+//!   met by an operation drains before that operation is retried). The peer
+//!   is told ([`Record::Failed`]) so its side resets too, both rebuild to
+//!   the same generation after a backoff (1 ms doubling to 1 s), exchange
+//!   [`Record::Rts`], and the link is Up again. The health bit is set again
+//!   only at the end of a successful `quiet` (or barrier), when nothing sent
+//!   over TCP meanwhile can still be overtaken by verbs.
+//! * **Exactly once.** Puts and gets that were in flight when the link
+//!   failed are offered for replay once by the driver (its settle window)
+//!   and sent once over TCP, where the TCP driver's sequence numbers dedup
+//!   its own retransmissions. A replayed put may already have been applied
+//!   over verbs (an in-doubt WRITE): applying it again writes the same bytes
+//!   at the same place, and nothing of this PE's can land between the two
+//!   (later operations to that peer are issued after the replay, and `quiet`
+//!   does not return until the replay is acked), so the result is the one a
+//!   single application gives. Non-fetching atomics are replayed only when
+//!   they never reached the device; an atomic that may have run fails with
+//!   `OutcomeUnknown` and is never retried. A replay TCP cannot take
+//!   (refused, peer dead) is reported by the next `quiet`
+//!   ([`Error::ReplayLost`](super::Error::ReplayLost)), never dropped
+//!   silently.
+//! * **Counting.** `Stats::downgrades` counts NEAR operations that fell back
+//!   (where the class's rule is `AllowAndCount`), `Stats::verbs_failovers`
+//!   the links lost, `Stats::verbs_replays` the operations replayed.
+//!
+//! # What is not wired
+//!
+//! * **ROUTED peers** stay on TCP although the policy would send their long
+//!   messages over verbs: splitting one peer's traffic by size over two
+//!   transports breaks `fence` ordering between them (each driver fences
+//!   only its own operations).
+//! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
+//!   the rebuild handshake travel over TCP, so verbs is not used then
+//!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
+//! * The control records are not retransmitted by TCP's replay (they are
+//!   control frames); a lost one is sent again when the peer's TCP link
+//!   comes back up.
+//! * Nothing of this has run on an RDMA device: it is tested on the verbs
+//!   driver's in-process fake HCA (two contexts in two threads, see the
+//!   tests below).
 
+use std::time::Duration;
+
+use switchyard_core::{
+    class::PathClass,
+    route::ContextId,
+    topology::LinkState,
+    transport::{ErrorKind, Instant as CoreInstant, Transport, TransportError},
+};
+use switchyard_socket::SocketDriver;
 use switchyard_verbs::{
-    Event, VerbsDriver,
+    Event, Replay, VerbsDriver, VerbsError,
+    card::{CardError, MAX_24, MAX_QPS, QpAddr, VerbsCard},
     params::{Template, VerbsConfig},
     probe,
+    qp_plan::psn_for,
 };
 
+use super::{Context, VERBS, progress};
 use crate::config::{Config, Key, Source, Template as ConfigTemplate};
+
+/// First delay before a rebuild after a failure (ns).
+const MIN_BACKOFF_NS: u64 = 1_000_000;
+/// Longest delay before a rebuild (ns).
+const MAX_BACKOFF_NS: u64 = 1_000_000_000;
+/// A failure this long after the previous one starts the backoff over (ns).
+const BACKOFF_RESET_NS: u64 = 10_000_000_000;
 
 /// Whether the verbs transport is in use by this context, and why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerbsStatus {
-    /// The probe found a usable port.
+    /// The probe found a usable port (or a test injected a device).
     pub device_usable: bool,
-    /// Whether this context routes over verbs.
+    /// Whether this context drives a verbs driver and routes over it.
     pub in_use: bool,
+    /// Peers whose verbs health bit is set now.
+    pub peers_up: u32,
     /// Why not, when it does not.
     pub why_not: Option<String>,
 }
 
-/// The status for a context that does not drive the verbs driver: the
-/// probe's reason without a device, else that the driver is not wired in.
-pub fn status() -> VerbsStatus {
+/// The status without a context's driver: the probe's reason without a
+/// device, else `why` (the reason the context did not create one).
+pub fn status_without_driver(why: &str) -> VerbsStatus {
     let p = probe::probe();
     match p.unavailable {
         Some(u) => VerbsStatus {
             device_usable: false,
             in_use: false,
+            peers_up: 0,
             why_not: Some(u.to_string()),
         },
         None => VerbsStatus {
             device_usable: true,
             in_use: false,
-            why_not: Some(
-                "an RDMA port is usable, but the context does not drive the verbs driver yet: NEAR and ROUTED use TCP"
-                    .into(),
-            ),
+            peers_up: 0,
+            why_not: Some(why.into()),
         },
     }
 }
@@ -76,6 +143,7 @@ pub fn verbs_config(cfg: &Config) -> VerbsConfig {
         },
         sq_depth: explicit(Key::QueueDepth).then_some(cfg.queue_depth),
         max_inline: explicit(Key::InlineThreshold).then_some(cfg.inline_threshold),
+        device: std::env::var("SWITCHYARD_VERBS_DEVICE").ok(),
         ..VerbsConfig::default()
     }
 }
@@ -84,6 +152,41 @@ pub fn verbs_config(cfg: &Config) -> VerbsConfig {
 /// address, rkey, heap base and length); `None` without a driver.
 pub fn pe_card_bytes(drv: Option<&VerbsDriver>) -> Option<Vec<u8>> {
     drv.and_then(|d| d.pe_card().to_vec().ok())
+}
+
+/// Decodes a bootstrap card's `verbs` field: a checked PE card (no QPs;
+/// those come per pair in a [`Record::Qpns`]).
+///
+/// # Errors
+///
+/// [`CardError`] naming the bad field; a card with QPs is a `qp count`
+/// error.
+pub fn parse_pe_card(bytes: &[u8]) -> Result<VerbsCard, CardError> {
+    let c = VerbsCard::decode(bytes)?;
+    if c.n_qps != 0 {
+        return Err(CardError::Field {
+            field: "qp count",
+            value: c.n_qps.into(),
+            expected: "0 in a bootstrap card (QPs travel per pair)",
+        });
+    }
+    Ok(c)
+}
+
+/// The card of `from`'s QPs toward `to`: `from`'s PE card, the QPNs of its
+/// [`Record::Qpns`], and the initial PSNs both sides derive from the job
+/// seed.
+pub fn pair_card(pe: &VerbsCard, qpns: &[u32], seed: u64, from: u32, to: u32) -> VerbsCard {
+    let mut c = *pe;
+    let n = qpns.len().min(MAX_QPS);
+    for (i, &qpn) in qpns.iter().take(n).enumerate() {
+        c.qps[i] = QpAddr {
+            qpn,
+            psn: psn_for(seed, from, to, i as u8, 0),
+        };
+    }
+    c.n_qps = n as u8;
+    c
 }
 
 /// Whether a driver event means the verbs health bit of a peer changes:
@@ -95,11 +198,682 @@ pub fn health_change(e: &Event) -> Option<(u32, bool)> {
     }
 }
 
-impl super::Context {
-    /// Whether this context routes over RDMA verbs, and why not (shown by
-    /// `switchyard info` as the verbs probe).
+/// A verbs control record between two PEs, carried in the TCP driver's
+/// 32-byte link-state records. Layout: `"SYV"`, kind `u8`, then
+///
+/// * kind 1, QPNs: count `u8` (2 to 9: control + data), then each QPN in 3
+///   bytes little-endian (non-zero);
+/// * kind 2, RTS: generation `u32` LE, the sender's QPs toward the reader are
+///   at RTS for it (0: the first connect);
+/// * kind 3, failed: generation `u32` LE, the sender's link to the reader
+///   failed and it rebuilds to that generation;
+///
+/// and zeros to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    /// The sender's QP numbers toward the reader.
+    Qpns {
+        /// How many of `qpns` are used.
+        n: u8,
+        /// QP numbers (index 0 the control QP).
+        qpns: [u32; MAX_QPS],
+    },
+    /// The sender's QPs are at RTS for `generation`.
+    Rts {
+        /// The generation.
+        generation: u32,
+    },
+    /// The sender's link failed; it rebuilds to `generation`.
+    Failed {
+        /// The generation.
+        generation: u32,
+    },
+}
+
+/// Why a verbs control record was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Not a verbs record.
+    #[error("verbs record magic {got:02x?}, expected \"SYV\"")]
+    Magic {
+        /// The bytes found.
+        got: [u8; 3],
+    },
+    /// An unknown kind.
+    #[error("verbs record kind {kind}, expected 1 (QPNs), 2 (RTS) or 3 (failed)")]
+    Kind {
+        /// The kind byte.
+        kind: u8,
+    },
+    /// A QP count outside 2..=9.
+    #[error("verbs record QP count {n}, expected 2 to 9 (control + 1..=8 data)")]
+    QpCount {
+        /// The count.
+        n: u8,
+    },
+    /// A zero QPN.
+    #[error("verbs record QPN {index} is 0, expected 1 to 2^24-1")]
+    Qpn {
+        /// Its index.
+        index: u8,
+    },
+    /// Non-zero bytes after the fields.
+    #[error("verbs record has non-zero bytes after its fields, at byte {at}")]
+    Trailing {
+        /// The first one.
+        at: usize,
+    },
+}
+
+const MAGIC: [u8; 3] = *b"SYV";
+
+impl Record {
+    /// Whether `b` is meant to be a verbs record (its magic).
+    pub fn is_verbs(b: &[u8; 32]) -> bool {
+        b[..3] == MAGIC
+    }
+
+    /// The 32 bytes.
+    pub fn encode(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..3].copy_from_slice(&MAGIC);
+        match *self {
+            Record::Qpns { n, qpns } => {
+                b[3] = 1;
+                let n = n.min(MAX_QPS as u8);
+                b[4] = n;
+                for (i, q) in qpns.iter().take(usize::from(n)).enumerate() {
+                    b[5 + 3 * i..8 + 3 * i].copy_from_slice(&(q & MAX_24).to_le_bytes()[..3]);
+                }
+            }
+            Record::Rts { generation } => {
+                b[3] = 2;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+            Record::Failed { generation } => {
+                b[3] = 3;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    /// Decodes and checks 32 record bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordError`] naming what was wrong; never panics.
+    pub fn decode(b: &[u8; 32]) -> Result<Record, RecordError> {
+        if b[..3] != MAGIC {
+            return Err(RecordError::Magic {
+                got: [b[0], b[1], b[2]],
+            });
+        }
+        let gen_at = || u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        let (rec, end) = match b[3] {
+            1 => {
+                let n = b[4];
+                if !(2..=MAX_QPS as u8).contains(&n) {
+                    return Err(RecordError::QpCount { n });
+                }
+                let mut qpns = [0u32; MAX_QPS];
+                for (i, q) in qpns.iter_mut().take(usize::from(n)).enumerate() {
+                    let at = 5 + 3 * i;
+                    *q = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], 0]);
+                    if *q == 0 {
+                        return Err(RecordError::Qpn { index: i as u8 });
+                    }
+                }
+                (Record::Qpns { n, qpns }, 5 + 3 * usize::from(n))
+            }
+            2 => (Record::Rts { generation: gen_at() }, 8),
+            3 => (
+                Record::Failed {
+                    generation: gen_at(),
+                },
+                8,
+            ),
+            kind => return Err(RecordError::Kind { kind }),
+        };
+        if let Some(at) = (end..32).find(|&i| b[i] != 0) {
+            return Err(RecordError::Trailing { at });
+        }
+        Ok(rec)
+    }
+}
+
+/// What the context knows of one peer's verbs link.
+#[derive(Debug, Clone, Default)]
+struct PeerV {
+    /// Its PE card (from the bootstrap): `None` when it has no verbs.
+    card: Option<VerbsCard>,
+    /// Whether this PE routes to it over verbs (NEAR, with a card).
+    wanted: bool,
+    /// Whether our QPNs went out to it.
+    qpns_sent: bool,
+    /// Whether its QPNs arrived and the QPs were connected.
+    connected: bool,
+    /// Generation our QPs are at RTS for.
+    generation: u32,
+    /// The driver reports the link Up.
+    local_up: bool,
+    /// The generation the peer says its QPs are at RTS for.
+    peer_rts: Option<u32>,
+    /// A rebuild to do, and not before `rebuild_at` (ns on the context clock).
+    rebuild_to: Option<u32>,
+    rebuild_at: u64,
+    backoff: u64,
+    last_fail: u64,
+    /// Whether the health bit is set.
+    bit: bool,
+}
+
+/// The verbs driver a context drives, and the per-peer link bookkeeping.
+pub(super) struct Verbs {
+    /// The driver (its own heap registration, QPs, CQ).
+    pub(super) drv: VerbsDriver,
+    seed: u64,
+    peers: Vec<PeerV>,
+    /// The device failed: verbs is never used again by this context.
+    fatal: bool,
+    /// Replays TCP could not take since the last quiet: (first peer, count).
+    lost: Option<(u32, u64)>,
+    /// Whether replays may be waiting in the driver.
+    drain_due: bool,
+    pub(super) failovers: u64,
+    pub(super) replays: u64,
+    pub(super) bad_records: u64,
+}
+
+impl core::fmt::Debug for Verbs {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Verbs")
+            .field("fatal", &self.fatal)
+            .field("failovers", &self.failovers)
+            .field("replays", &self.replays)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verbs {
+    /// Peers whose health bit is set.
+    fn peers_up(&self) -> u32 {
+        self.peers.iter().filter(|p| p.bit).count() as u32
+    }
+}
+
+/// Replays one operation over TCP rail 0, making progress while the TCP
+/// window is full, for at most `patience`. Returns whether TCP took it.
+fn replay_one(
+    tcp: &mut SocketDriver,
+    r: Replay<'_>,
+    me: u32,
+    clock: std::time::Instant,
+    patience: Duration,
+) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        let mut rail = tcp.rail(0);
+        let res = match r {
+            Replay::Put {
+                peer,
+                seq,
+                offset,
+                bytes,
+            } => rail.put(peer, offset, bytes, ContextId { pe: me, seq }),
+            Replay::PutFromHeap {
+                peer,
+                seq,
+                offset,
+                local_offset,
+                len,
+            } => rail.put_from_heap(peer, offset, local_offset, len, ContextId { pe: me, seq }),
+            Replay::GetIntoHeap {
+                peer,
+                seq,
+                offset,
+                local_offset,
+                len,
+            } => rail.get_into_heap(peer, offset, local_offset, len, ContextId { pe: me, seq }),
+            Replay::Atomic {
+                peer,
+                seq,
+                offset,
+                op,
+            } => rail
+                .atomic_start(peer, offset, op, ContextId { pe: me, seq })
+                .map(|_| ()),
+        };
+        match res {
+            Ok(()) => return true,
+            Err(e) if e.kind() == ErrorKind::WouldBlock && start.elapsed() < patience => {
+                let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
+                tcp.progress(now);
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+impl Context {
+    /// Takes over a verbs driver created over this context's heap: decodes
+    /// the peers' bootstrap `verbs` fields (index = PE; a bad one leaves
+    /// that peer on TCP with a warning), chooses the NEAR peers with a card,
+    /// and sends each our QP numbers. `seed` is the PSN seed the driver was
+    /// created with (the job id). Without TCP the driver is dropped (verbs
+    /// needs the TCP control records) and the reason kept for
+    /// [`Context::verbs_status`].
+    pub(super) fn attach_verbs(&mut self, drv: VerbsDriver, seed: u64, cards: &[Option<Vec<u8>>]) {
+        if self.tcp.is_none() {
+            self.verbs_why = Some(
+                "verbs needs TCP between the PEs (pair addresses and rebuilds travel over it): NEAR uses TCP"
+                    .into(),
+            );
+            return;
+        }
+        let mut peers = vec![PeerV::default(); self.n_pes as usize];
+        for (pe, p) in peers.iter_mut().enumerate() {
+            let pe = pe as u32;
+            let Some(Some(bytes)) = cards.get(pe as usize) else {
+                continue;
+            };
+            if pe == self.me {
+                continue;
+            }
+            match parse_pe_card(bytes) {
+                Ok(c) => p.card = Some(c),
+                Err(e) => {
+                    self.warnings
+                        .push(format!("PE {pe}'s verbs card is refused ({e}): it stays on TCP"));
+                    continue;
+                }
+            }
+            p.wanted = self.class(pe) == Some(PathClass::Near);
+            p.backoff = MIN_BACKOFF_NS;
+        }
+        self.verbs = Some(Verbs {
+            drv,
+            seed,
+            peers,
+            fatal: false,
+            lost: None,
+            drain_due: false,
+            failovers: 0,
+            replays: 0,
+            bad_records: 0,
+        });
+        self.verbs_why = None;
+        self.verbs_send_qpns();
+        self.leave();
+    }
+
+    /// Sends our QP numbers to every wanted peer that has not had them.
+    fn verbs_send_qpns(&mut self) {
+        let (Some(v), Some(t)) = (self.verbs.as_mut(), self.tcp.as_mut()) else {
+            return;
+        };
+        let t = t.get();
+        for pe in 0..v.peers.len() as u32 {
+            let p = &v.peers[pe as usize];
+            if !p.wanted || p.qpns_sent {
+                continue;
+            }
+            let Ok(card) = v.drv.card_for(pe) else {
+                continue;
+            };
+            let mut qpns = [0u32; MAX_QPS];
+            for (q, a) in qpns.iter_mut().zip(card.qps()) {
+                *q = a.qpn;
+            }
+            let rec = Record::Qpns {
+                n: card.n_qps,
+                qpns,
+            };
+            if t.send_link_state(pe, rec.encode()).is_ok() {
+                v.peers[pe as usize].qpns_sent = true;
+            }
+        }
+    }
+
+    /// Sends one control record to `pe` (best effort: a lost one is sent
+    /// again when TCP to `pe` comes back up).
+    fn verbs_send(&mut self, pe: u32, rec: Record) {
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
+            let _ = t.send_link_state(pe, rec.encode());
+        }
+    }
+
+    /// Waits (progressing, at most `timeout`) until every wanted peer's
+    /// link is Up at both ends, then sets their health bits (at init
+    /// nothing sent over TCP can be overtaken). Returns the peers up.
+    pub(super) fn verbs_connect(&mut self, timeout: Duration) -> u32 {
+        let start = std::time::Instant::now();
+        loop {
+            self.poll_once();
+            let done = self.verbs.as_ref().is_none_or(|v| {
+                v.fatal
+                    || v.peers.iter().all(|p| {
+                        !p.wanted || (p.local_up && p.peer_rts == Some(p.generation))
+                    })
+            });
+            if done || start.elapsed() > timeout {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.verbs_raise();
+        let up = self.verbs.as_ref().map_or(0, Verbs::peers_up);
+        if let Some(v) = &self.verbs {
+            let missing: Vec<u32> = (0..v.peers.len() as u32)
+                .filter(|&pe| v.peers[pe as usize].wanted && !v.peers[pe as usize].bit)
+                .collect();
+            if !missing.is_empty() {
+                self.warnings.push(format!(
+                    "verbs links to PEs {missing:?} did not come up within {timeout:?}: they use TCP until they do"
+                ));
+            }
+        }
+        self.leave();
+        up
+    }
+
+    /// Sets the health bit of every peer whose link is Up at both ends (at
+    /// the end of a successful quiet: nothing sent over TCP before can be
+    /// overtaken by what goes over verbs from now on).
+    pub(super) fn verbs_raise(&mut self) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        if v.fatal {
+            return;
+        }
+        for (pe, p) in v.peers.iter_mut().enumerate() {
+            if p.wanted && !p.bit && p.local_up && p.peer_rts == Some(p.generation) {
+                self.topo.set_health(VERBS, pe as u32, true);
+                p.bit = true;
+            }
+        }
+    }
+
+    /// One verbs step of `poll_once`: progress the driver, apply its
+    /// events, drain replays, start rebuilds that are due.
+    pub(super) fn verbs_poll(&mut self, now: CoreInstant) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        v.drv.progress(now);
+        self.verbs_events();
+        let Some(v) = self.verbs.as_mut() else { return };
+        if v.fatal {
+            return;
+        }
+        let now_ns = now.nanos;
+        for pe in 0..v.peers.len() as u32 {
+            let p = &mut v.peers[pe as usize];
+            let Some(g) = p.rebuild_to else { continue };
+            if now_ns < p.rebuild_at {
+                continue;
+            }
+            match v.drv.rebuild(pe, g) {
+                // Rebuilt (reported as an event) or nothing left to do
+                // (already at that generation, or the link is working).
+                Ok(()) => p.rebuild_to = None,
+                Err(VerbsError::PeerDown { .. }) => {
+                    // Replays still waiting: drained on the next step.
+                    v.drain_due = true;
+                }
+                Err(VerbsError::Plan { .. }) => p.rebuild_to = None,
+                Err(_) => {
+                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF_NS);
+                    p.rebuild_at = now_ns + p.backoff;
+                }
+            }
+        }
+        self.verbs_events();
+    }
+
+    /// Applies every queued driver event, then drains replays when a link
+    /// failed. Also what an operation that met a verbs error runs before it
+    /// is retried elsewhere.
+    pub(super) fn verbs_events(&mut self) {
+        while let Some(ev) = self.verbs.as_mut().and_then(|v| v.drv.poll_event()) {
+            self.verbs_event(ev);
+        }
+        if self.verbs.as_ref().is_some_and(|v| v.drain_due) {
+            self.verbs_drain();
+        }
+    }
+
+    fn verbs_event(&mut self, ev: Event) {
+        let now = self.now().nanos;
+        let Some(v) = self.verbs.as_mut() else { return };
+        match ev {
+            Event::Link { peer, state } => {
+                let Some(p) = v.peers.get_mut(peer as usize) else {
+                    return;
+                };
+                self.stats.link_transitions += 1;
+                if state == LinkState::Up {
+                    p.local_up = true;
+                    return;
+                }
+                p.local_up = false;
+                p.bit = false;
+                v.drain_due = true;
+                v.failovers += 1;
+                self.stats.links_lost += 1;
+                if now.saturating_sub(p.last_fail) > BACKOFF_RESET_NS {
+                    p.backoff = MIN_BACKOFF_NS;
+                } else {
+                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF_NS);
+                }
+                p.last_fail = now;
+                // At once: the next select takes TCP.
+                self.topo.apply_link_state(VERBS, peer, LinkState::Error);
+            }
+            Event::RebuildNeeded { peer, generation } => {
+                let Some(p) = v.peers.get_mut(peer as usize) else {
+                    return;
+                };
+                p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
+                p.rebuild_at = now + p.backoff;
+                v.drain_due = true;
+                // The peer's QPs were not reset by our failure: tell it.
+                self.verbs_send(peer, Record::Failed { generation });
+            }
+            Event::Rebuilt { peer, generation } => {
+                let Some(p) = v.peers.get_mut(peer as usize) else {
+                    return;
+                };
+                p.generation = generation;
+                let peer_ready = p.peer_rts == Some(generation);
+                if peer_ready {
+                    let _ = v.drv.peer_rebuilt(peer, generation);
+                }
+                self.verbs_send(peer, Record::Rts { generation });
+            }
+            Event::DeviceFatal => {
+                v.fatal = true;
+                v.drain_due = true;
+                for pe in 0..v.peers.len() as u32 {
+                    v.peers[pe as usize].bit = false;
+                    self.topo.apply_link_state(VERBS, pe, LinkState::Error);
+                }
+                self.warnings
+                    .push("the RDMA device failed: this PE uses TCP from now on".into());
+            }
+            Event::PortDown { .. } | Event::PortActive { .. } => {}
+        }
+    }
+
+    /// Sends every operation the driver offers for replay over TCP, each
+    /// once, in the order given (before any later operation to that peer).
+    fn verbs_drain(&mut self) {
+        let (me, clock, patience) = (self.me, self.clock, self.op_timeout);
+        let Some(v) = self.verbs.as_mut() else { return };
+        v.drain_due = false;
+        let mut tcp = self.tcp.as_mut().map(progress::Tcp::get);
+        let (mut n, mut lost, mut first) = (0u64, 0u64, None);
+        v.drv.drain_replays(|r| {
+            n += 1;
+            let peer = match r {
+                Replay::Put { peer, .. }
+                | Replay::PutFromHeap { peer, .. }
+                | Replay::GetIntoHeap { peer, .. }
+                | Replay::Atomic { peer, .. } => peer,
+            };
+            let ok = tcp
+                .as_deref_mut()
+                .is_some_and(|t| replay_one(t, r, me, clock, patience));
+            if !ok {
+                lost += 1;
+                first.get_or_insert(peer);
+            }
+        });
+        v.replays += n;
+        if let Some(pe) = first {
+            let (p0, c) = v.lost.unwrap_or((pe, 0));
+            v.lost = Some((p0, c + lost));
+        }
+    }
+
+    /// Applies a verbs control record from `from` (a TCP link-state record
+    /// with the verbs magic). Bad records are counted and ignored.
+    pub(super) fn verbs_record(&mut self, from: u32, bytes: &[u8; 32]) {
+        let (seed, me) = (self.verbs.as_ref().map_or(0, |v| v.seed), self.me);
+        let Some(v) = self.verbs.as_mut() else { return };
+        let rec = match Record::decode(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                v.bad_records += 1;
+                if v.bad_records == 1 {
+                    self.warnings
+                        .push(format!("PE {from} sent a bad verbs record: {e}"));
+                }
+                return;
+            }
+        };
+        let Some(p) = v.peers.get_mut(from as usize) else {
+            v.bad_records += 1;
+            return;
+        };
+        if !p.wanted {
+            return;
+        }
+        match rec {
+            Record::Qpns { n, qpns } => {
+                if p.connected {
+                    return;
+                }
+                let Some(pe_card) = p.card else { return };
+                let card = pair_card(&pe_card, &qpns[..usize::from(n)], seed, from, me);
+                let r = v
+                    .drv
+                    .set_peer_card(from, card)
+                    .and_then(|()| v.drv.connect(from));
+                match r {
+                    Ok(()) => {
+                        p.connected = true;
+                        p.generation = 0;
+                        self.verbs_send(from, Record::Rts { generation: 0 });
+                    }
+                    Err(e) => {
+                        p.wanted = false;
+                        self.warnings
+                            .push(format!("verbs to PE {from} not connected ({e}): it stays on TCP"));
+                    }
+                }
+            }
+            Record::Rts { generation } => {
+                p.peer_rts = Some(generation);
+                if generation > 0 && generation == p.generation {
+                    let _ = v.drv.peer_rebuilt(from, generation);
+                }
+                self.verbs_events();
+            }
+            Record::Failed { generation } => {
+                // Only a generation beyond ours: an announcement of the
+                // failure we already rebuilt from is old news.
+                if generation > p.generation {
+                    let _ = v.drv.peer_failed(from);
+                    p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
+                    self.verbs_events();
+                }
+            }
+        }
+    }
+
+    /// TCP to `pe` came back up: send the verbs records it may have missed.
+    pub(super) fn verbs_tcp_up(&mut self, pe: u32) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        let Some(p) = v.peers.get_mut(pe as usize) else {
+            return;
+        };
+        if !p.wanted {
+            return;
+        }
+        let (connected, g, up, rebuild) = (p.connected, p.generation, p.local_up, p.rebuild_to);
+        if !p.qpns_sent {
+            self.verbs_send_qpns();
+        }
+        if let Some(g) = rebuild {
+            self.verbs_send(pe, Record::Failed { generation: g });
+        } else if connected && (up || g > 0) {
+            self.verbs_send(pe, Record::Rts { generation: g });
+        }
+    }
+
+    /// Whether verbs still has work outstanding (`Ok(true)`: all complete),
+    /// for `quiet`. A failed link reports not done until its replays were
+    /// drained over TCP (the next progress step does it).
+    pub(super) fn verbs_quiet_poll(&mut self) -> super::Result<bool> {
+        let Some(v) = self.verbs.as_mut() else {
+            return Ok(true);
+        };
+        if let Some((pe, ops)) = v.lost.take() {
+            return Err(super::Error::ReplayLost { pe, ops });
+        }
+        if v.fatal && !v.drain_due {
+            return Ok(true);
+        }
+        match v.drv.quiet_poll() {
+            Ok(done) => Ok(done && !v.drain_due),
+            Err(VerbsError::PeerDown { .. } | VerbsError::DeviceFatal) => {
+                v.drain_due = true;
+                Ok(false)
+            }
+            Err(e) => Err(super::Error::Verbs(e)),
+        }
+    }
+
+    /// Whether this context routes over RDMA verbs, and why not.
     pub fn verbs_status(&self) -> VerbsStatus {
-        status()
+        match &self.verbs {
+            Some(v) if v.fatal => VerbsStatus {
+                device_usable: false,
+                in_use: false,
+                peers_up: 0,
+                why_not: Some("the RDMA device failed: every peer uses TCP".into()),
+            },
+            Some(v) => {
+                let up = v.peers_up();
+                VerbsStatus {
+                    device_usable: true,
+                    in_use: up > 0,
+                    peers_up: up,
+                    why_not: (up == 0).then(|| {
+                        if v.peers.iter().any(|p| p.wanted) {
+                            "no verbs link is up now (connecting or rebuilding): NEAR uses TCP"
+                                .into()
+                        } else {
+                            "no NEAR peer with a verbs card: nothing to route over verbs".into()
+                        }
+                    }),
+                }
+            }
+            None => status_without_driver(
+                self.verbs_why
+                    .as_deref()
+                    .unwrap_or("the context does not drive a verbs driver"),
+            ),
+        }
     }
 }
 
@@ -170,7 +944,7 @@ mod test {
             Err(SelectError::DowngradeForbidden { .. })
         ));
         // The reason the context gives for not using verbs.
-        let s = status();
+        let s = status_without_driver("not attached");
         assert!(!s.in_use);
         assert!(s.why_not.is_some_and(|w| !w.is_empty()));
     }
