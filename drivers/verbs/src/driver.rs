@@ -1101,6 +1101,9 @@ impl VerbsDriver {
             return Ok(false);
         }
         for spin in 0..FULL_SPIN {
+            // Making room polls the CQ, which may fail the link: never queue
+            // on a failed one (the work would be neither done nor replayed).
+            self.check_up(peer)?;
             let pe = self.peer_ref(peer)?;
             let n = pe.qps.len();
             let busy = pe
@@ -1872,6 +1875,9 @@ impl VerbsDriver {
     fn dry_run(&mut self, peer: u32, offset: u64, len: u64, staged: bool) -> Result<u64> {
         let mut what = "send queue";
         for _ in 0..FULL_SPIN {
+            // Making room polls the CQ, which may fail the link: never queue
+            // on a failed one (the work would be neither done nor replayed).
+            self.check_up(peer)?;
             match self.room(peer, offset, len, staged)? {
                 Ok(pieces) => return Ok(pieces),
                 Err(w) => what = w,
@@ -1886,6 +1892,9 @@ impl VerbsDriver {
     fn single_room(&mut self, peer: u32, qi: usize) -> Result<()> {
         let mut what = "send queue";
         for _ in 0..FULL_SPIN {
+            // Making room polls the CQ, which may fail the link: never queue
+            // on a failed one (the work would be neither done nor replayed).
+            self.check_up(peer)?;
             let q = &self.peer_ref(peer)?.qps[qi];
             let short = if q.sq.free() < 2 {
                 Some("send queue")
@@ -1909,6 +1918,9 @@ impl VerbsDriver {
     /// has nothing outstanding.
     fn drain_qp(&mut self, peer: u32, qi: usize) -> Result<()> {
         for _ in 0..FULL_SPIN {
+            // Making room polls the CQ, which may fail the link: never queue
+            // on a failed one (the work would be neither done nor replayed).
+            self.check_up(peer)?;
             if self.peer_ref(peer)?.qps[qi].outstanding() == 0 {
                 return Ok(());
             }

@@ -999,3 +999,354 @@ mod test {
         assert_eq!(pe_card_bytes(None), None);
     }
 }
+
+/// Records and cards: every bad byte is a typed error.
+#[cfg(test)]
+mod record_test {
+    use proptest::prelude::*;
+    use switchyard_verbs::{card::LinkLayer, params::Mtu};
+
+    use super::*;
+
+    fn pe_card() -> VerbsCard {
+        VerbsCard {
+            link_layer: LinkLayer::Ethernet,
+            mtu: Mtu::M1024,
+            lid: 0,
+            gid: Some([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            atomics: true,
+            rkey: 0x1234,
+            heap_base: 0x7f00_0000_0000,
+            heap_len: 1 << 20,
+            qps: [QpAddr::default(); MAX_QPS],
+            n_qps: 0,
+        }
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let mut qpns = [0u32; MAX_QPS];
+        qpns[..3].copy_from_slice(&[0x101, 0xFF_FFFF, 7]);
+        for r in [
+            Record::Qpns { n: 3, qpns },
+            Record::Rts { generation: 0 },
+            Record::Rts { generation: 9 },
+            Record::Failed { generation: 1 },
+        ] {
+            let b = r.encode();
+            assert!(Record::is_verbs(&b));
+            assert_eq!(Record::decode(&b), Ok(r));
+        }
+        // The TCP link-state records are not verbs records.
+        let mut ls = [0u8; 32];
+        ls[..4].copy_from_slice(b"SYLS");
+        assert!(!Record::is_verbs(&ls));
+    }
+
+    #[test]
+    fn bad_records_are_named() {
+        let mut qpns = [0u32; MAX_QPS];
+        qpns[..2].copy_from_slice(&[5, 6]);
+        let good = Record::Qpns { n: 2, qpns }.encode();
+        let bad = |f: &dyn Fn(&mut [u8; 32])| {
+            let mut b = good;
+            f(&mut b);
+            Record::decode(&b).unwrap_err()
+        };
+        assert_eq!(
+            bad(&|b| b[0] = b'X'),
+            RecordError::Magic {
+                got: [b'X', b'Y', b'V']
+            }
+        );
+        assert_eq!(bad(&|b| b[3] = 4), RecordError::Kind { kind: 4 });
+        assert_eq!(bad(&|b| b[4] = 1), RecordError::QpCount { n: 1 });
+        assert_eq!(bad(&|b| b[4] = 10), RecordError::QpCount { n: 10 });
+        assert_eq!(bad(&|b| b[8..11].fill(0)), RecordError::Qpn { index: 1 });
+        assert_eq!(bad(&|b| b[31] = 1), RecordError::Trailing { at: 31 });
+        let mut rts = Record::Rts { generation: 1 }.encode();
+        rts[8] = 1;
+        assert_eq!(Record::decode(&rts), Err(RecordError::Trailing { at: 8 }));
+    }
+
+    #[test]
+    fn bootstrap_cards_are_pe_cards() {
+        let pe = pe_card();
+        let bytes = pe.to_vec().unwrap();
+        assert_eq!(parse_pe_card(&bytes), Ok(pe));
+        // A card with QPs is not what the bootstrap carries.
+        let with_qps = pair_card(&pe, &[0x11, 0x12], 42, 1, 0);
+        assert!(matches!(
+            parse_pe_card(&with_qps.to_vec().unwrap()),
+            Err(CardError::Field {
+                field: "qp count",
+                value: 2,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_pe_card(&bytes[..10]),
+            Err(CardError::Truncated { .. })
+        ));
+        // The pair card's PSNs are the ones the sender's driver starts with.
+        assert_eq!(with_qps.qps()[1].qpn, 0x12);
+        assert_eq!(with_qps.qps()[1].psn, psn_for(42, 1, 0, 1, 0));
+    }
+
+    proptest! {
+        /// Arbitrary bytes with the verbs magic decode to an error or to a
+        /// record that encodes to the same bytes; nothing panics.
+        #[test]
+        fn arbitrary_records_never_panic(tail in proptest::array::uniform29(any::<u8>())) {
+            let mut b = [0u8; 32];
+            b[..3].copy_from_slice(b"SYV");
+            b[3..].copy_from_slice(&tail);
+            if let Ok(r) = Record::decode(&b) {
+                prop_assert_eq!(r.encode(), b);
+            }
+        }
+    }
+}
+
+/// Two contexts in two threads of one process, NEAR to each other, with TCP
+/// over loopback and the verbs driver on the fake HCA (one fabric shared by
+/// both): the wiring end to end, without RDMA hardware.
+#[cfg(test)]
+mod fake_pair_test {
+    use std::{
+        net::SocketAddr,
+        sync::mpsc::{Receiver, Sender, channel},
+        time::{Duration, Instant},
+    };
+
+    use switchyard_core::{
+        class::NO_SWITCH,
+        route::{Downgrade, PolicyConfig},
+        trace::TraceRecord,
+    };
+    use switchyard_shm::HugePages;
+    use switchyard_socket::TcpConfig;
+    use switchyard_verbs::fake::Fabric;
+
+    use super::*;
+    use crate::context::{PeerInfo, Progress, Setup, Sym, TCP, TRACE_RECORDS};
+
+    const N: u64 = 64;
+
+    enum Msg {
+        Addrs(Vec<SocketAddr>),
+        Card(Option<Vec<u8>>),
+    }
+
+    fn context(
+        job: u64,
+        me: u32,
+        fabric: &Fabric,
+        tx: &Sender<Msg>,
+        rx: &Receiver<Msg>,
+    ) -> Context {
+        let wait = Duration::from_secs(20);
+        let setup = Setup {
+            job_id: job,
+            me,
+            n_pes: 2,
+            heap_size: 1 << 20,
+            huge_pages: HugePages::Off,
+            numa_node: None,
+            op_timeout: wait,
+            progress: Progress::Adaptive { spin: 64 },
+            policy: PolicyConfig {
+                downgrade: [Downgrade::AllowAndCount; 5],
+                ..PolicyConfig::default()
+            },
+            connect_timeout: wait,
+            shm_peers: true,
+            symmetric_data: None,
+        };
+        let seg = Context::create_segment(&setup).expect("segment");
+        let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
+        let tcfg = TcpConfig {
+            job_id: job,
+            cookie: *b"verbs-fake-pair!",
+            me,
+            n_pes: 2,
+            listen: vec!["127.0.0.1".parse().expect("ip")],
+            detection_window: Duration::from_secs(10),
+            give_up: Duration::from_secs(20),
+            ..TcpConfig::default()
+        };
+        // SAFETY: the segment's heap mapping, valid for `len` bytes; the
+        // segment moves into the context with the driver and outlives it.
+        #[allow(unsafe_code)]
+        let tcp = unsafe { SocketDriver::new(tcfg, heap, len) }.expect("tcp driver");
+        tx.send(Msg::Addrs(tcp.local_addrs().to_vec())).unwrap();
+        let Ok(Msg::Addrs(other)) = rx.recv_timeout(wait) else {
+            panic!("no addresses from the other PE");
+        };
+        let mine = tcp.local_addrs().to_vec();
+        let info = |pe: u32, tcp: Vec<SocketAddr>| PeerInfo {
+            node: 1000 + u64::from(pe),
+            switch: 5,
+            tree: NO_SWITCH,
+            shm: None,
+            tcp,
+        };
+        let peers = if me == 0 {
+            [info(0, mine), info(1, other)]
+        } else {
+            [info(0, other), info(1, mine)]
+        };
+        let mut ctx = Context::from_parts(setup, seg, &peers, Some(tcp)).expect("context");
+        assert_eq!(ctx.class(1 - me), Some(PathClass::Near));
+        let (h, l) = ctx.shm.local_heap();
+        // SAFETY: the context's own heap; the driver is dropped with the
+        // context, before its segment.
+        #[allow(unsafe_code)]
+        let drv = unsafe { VerbsDriver::new_fake(VerbsConfig::default(), me, 2, job, h, l, fabric) }
+            .expect("fake verbs driver");
+        tx.send(Msg::Card(pe_card_bytes(Some(&drv)))).unwrap();
+        let Ok(Msg::Card(card)) = rx.recv_timeout(wait) else {
+            panic!("no card from the other PE");
+        };
+        let mut cards = vec![None, None];
+        cards[(1 - me) as usize] = card;
+        cards[me as usize] = pe_card_bytes(Some(&drv));
+        ctx.attach_verbs(drv, job, &cards);
+        assert_eq!(ctx.verbs_connect(wait), 1, "verbs link up at init");
+        ctx
+    }
+
+    fn verbs_ops(ctx: &Context) -> u64 {
+        ctx.stats().ops[VERBS.index()]
+    }
+
+    /// Waits (bounded) until this PE's verbs link to the other is up again,
+    /// progressing and quieting (which raises the bit) meanwhile.
+    fn wait_up(ctx: &mut Context) {
+        let start = Instant::now();
+        while ctx.verbs_status().peers_up == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "the verbs link did not come back: {:?}",
+                ctx.verbs_status()
+            );
+            ctx.poll_once();
+            ctx.quiet().expect("quiet");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    fn script(mut ctx: Context, fabric: &Fabric) -> Context {
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(256).expect("alloc");
+        let near = PathClass::Near.index();
+        // 1. Put, get and atomics go over verbs.
+        if me == 0 {
+            let (v0, t0) = (verbs_ops(&ctx), ctx.stats().ops[TCP.index()]);
+            ctx.put(&sym, 0, &[11, 12, 13], 1).unwrap();
+            let mut g = [0u64; 3];
+            ctx.get(&sym, 0, &mut g, 1).unwrap();
+            assert_eq!(g, [11, 12, 13]);
+            assert_eq!(ctx.fetch_add(&sym, 10, 5, 1).unwrap(), 0);
+            assert_eq!(ctx.fetch_add(&sym, 10, 1, 1).unwrap(), 5);
+            assert_eq!(ctx.compare_swap(&sym, 10, 6, 7, 1).unwrap(), 6);
+            ctx.quiet().unwrap();
+            let s = ctx.stats();
+            assert_eq!(verbs_ops(&ctx) - v0, 5, "{s:?}");
+            assert_eq!(s.ops[TCP.index()], t0, "nothing went over TCP");
+            assert_eq!(s.downgrades[near], 0);
+            let mut recs = [TraceRecord::default(); TRACE_RECORDS];
+            let n = ctx.trace().snapshot(&mut recs);
+            let last = recs[n - 1];
+            assert_eq!((last.dst, last.transport), (1, VERBS.index() as u8));
+            let st = ctx.verbs_status();
+            assert!(st.in_use && st.peers_up == 1, "{st:?}");
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut v = [0u64; 11];
+            ctx.read_local(&sym, 0, &mut v).unwrap();
+            assert_eq!((v[0], v[1], v[2], v[10]), (11, 12, 13, 7));
+        }
+        ctx.barrier_all().unwrap();
+        // 2. The link fails: the bit clears, what was in flight is replayed
+        //    over TCP once, later operations go over TCP, in order.
+        if me == 0 {
+            fabric.break_links();
+            let t0 = ctx.stats().ops[TCP.index()];
+            for i in 0..N {
+                ctx.put(&sym, 100 + i as usize, &[i + 1], 1).unwrap();
+                ctx.put(&sym, 50, &[i + 1], 1).unwrap();
+            }
+            ctx.quiet().unwrap();
+            let s = ctx.stats();
+            assert!(s.verbs_failovers >= 1, "{s:?}");
+            assert!(s.verbs_replays >= 1, "{s:?}");
+            assert!(s.ops[TCP.index()] > t0, "{s:?}");
+            assert!(s.downgrades[near] >= 1, "{s:?}");
+            let mut recs = [TraceRecord::default(); TRACE_RECORDS];
+            let n = ctx.trace().snapshot(&mut recs);
+            assert!(
+                recs[..n]
+                    .iter()
+                    .any(|r| r.transport == TCP.index() as u8
+                        && r.flags & TraceRecord::DOWNGRADED != 0),
+                "a downgraded NEAR put over TCP is traced"
+            );
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut v = [0u64; N as usize];
+            ctx.read_local(&sym, 100, &mut v).unwrap();
+            for (i, x) in v.iter().enumerate() {
+                assert_eq!(*x, i as u64 + 1, "slot {i}");
+            }
+            let mut last = [0u64];
+            ctx.read_local(&sym, 50, &mut last).unwrap();
+            assert_eq!(last[0], N, "an older put (a replay) overtook a newer one");
+        }
+        ctx.barrier_all().unwrap();
+        // 3. Healed: both sides rebuild, the bit is set again, verbs again.
+        if me == 0 {
+            fabric.heal();
+        }
+        ctx.barrier_all().unwrap();
+        wait_up(&mut ctx);
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            let v0 = verbs_ops(&ctx);
+            ctx.put(&sym, 60, &[99], 1).unwrap();
+            assert_eq!(ctx.fetch_add(&sym, 61, 1, 1).unwrap(), 0);
+            ctx.quiet().unwrap();
+            assert_eq!(verbs_ops(&ctx) - v0, 2, "{:?}", ctx.stats());
+            assert!(ctx.verbs.as_ref().unwrap().drv.stats().rebuilds >= 1);
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut v = [0u64; 2];
+            ctx.read_local(&sym, 60, &mut v).unwrap();
+            assert_eq!(v, [99, 1]);
+        }
+        ctx.barrier_all().unwrap();
+        // The last barrier flag is applied before this side closes.
+        ctx.quiet().unwrap();
+        ctx
+    }
+
+    #[test]
+    fn near_traffic_goes_over_verbs_fails_over_to_tcp_and_comes_back() {
+        let job = 0x7e_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, &tx1, &rx1);
+            drop(script(ctx, &f1));
+        });
+        let ctx = context(job, 0, &fabric, &tx0, &rx0);
+        let ctx = script(ctx, &fabric);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+}
