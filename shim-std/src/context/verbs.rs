@@ -1115,7 +1115,10 @@ mod record_test {
 mod fake_pair_test {
     use std::{
         net::SocketAddr,
-        sync::mpsc::{Receiver, Sender, channel},
+        sync::{
+            Arc, Barrier,
+            mpsc::{Receiver, Sender, channel},
+        },
         time::{Duration, Instant},
     };
 
@@ -1236,7 +1239,7 @@ mod fake_pair_test {
         }
     }
 
-    fn script(mut ctx: Context, fabric: &Fabric) -> Context {
+    fn script(mut ctx: Context, fabric: &Fabric, done: &Barrier) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(256).expect("alloc");
         let near = PathClass::Near.index();
@@ -1328,8 +1331,10 @@ mod fake_pair_test {
             assert_eq!(v, [99, 1]);
         }
         ctx.barrier_all().unwrap();
-        // The last barrier flag is applied before this side closes.
+        // Nothing of either side is in flight when the other closes (an
+        // operation in flight to a closed peer is reported, not dropped).
         ctx.quiet().unwrap();
+        done.wait();
         ctx
     }
 
@@ -1340,12 +1345,14 @@ mod fake_pair_test {
         let (tx0, rx1) = channel();
         let (tx1, rx0) = channel();
         let f1 = fabric.clone();
+        let done = Arc::new(Barrier::new(2));
+        let done1 = Arc::clone(&done);
         let pe1 = std::thread::spawn(move || {
             let ctx = context(job, 1, &f1, &tx1, &rx1);
-            drop(script(ctx, &f1));
+            drop(script(ctx, &f1, &done1));
         });
         let ctx = context(job, 0, &fabric, &tx0, &rx0);
-        let ctx = script(ctx, &fabric);
+        let ctx = script(ctx, &fabric, &done);
         pe1.join().expect("PE 1");
         drop(ctx);
     }
