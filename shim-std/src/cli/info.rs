@@ -130,7 +130,10 @@ pub fn run(args: &[String]) -> Output {
 
 fn render(args: &InfoArgs) -> Result<Output, InfoCliError> {
     let config = load_config(args.config.as_deref())?;
-    let transports = probes();
+    let mut transports = probes();
+    for t in &mut transports {
+        t.decide_use(&config);
+    }
     let machine = Machine::read();
     // Warnings about unknown variables are part of the report (a "Warnings"
     // section, or `config.warnings` in JSON), not stderr noise.
@@ -166,7 +169,32 @@ struct TransportInfo {
     name: &'static str,
     available: bool,
     why_not: Option<String>,
+    /// Whether a job started here with this configuration routes over it
+    /// (available, and allowed by `transports`; verbs also needs TCP, its
+    /// control channel).
+    in_use: bool,
+    /// Why an available transport is not used.
+    not_used: Option<String>,
     devices: Vec<DeviceInfo>,
+}
+
+impl TransportInfo {
+    /// Sets `in_use` and `not_used` from the configuration.
+    fn decide_use(&mut self, config: &Config) {
+        let t = config.transports;
+        let why = match self.name {
+            _ if !self.available => None,
+            "shm" if !t.shm => Some("SWITCHYARD_TRANSPORTS leaves shm out"),
+            "tcp" if !t.tcp => Some("SWITCHYARD_TRANSPORTS leaves tcp out"),
+            "verbs" if !t.verbs => Some("SWITCHYARD_TRANSPORTS leaves verbs out"),
+            "verbs" if !t.tcp => Some(
+                "verbs needs tcp for its control records (pair addresses, rebuilds): add tcp to SWITCHYARD_TRANSPORTS",
+            ),
+            _ => None,
+        };
+        self.in_use = self.available && why.is_none();
+        self.not_used = why.map(str::to_string);
+    }
 }
 
 /// One device of a transport.
@@ -182,6 +210,8 @@ impl From<ProbeReport> for TransportInfo {
             name: r.name,
             available: r.available,
             why_not: r.why_not,
+            in_use: false,
+            not_used: None,
             devices: r
                 .devices
                 .into_iter()
@@ -360,7 +390,12 @@ fn render_text(transports: &[TransportInfo], m: &Machine, config: &Config) -> St
     for t in transports {
         let status = if t.available {
             let n = t.devices.len();
-            format!("available    {n} device{}", if n == 1 { "" } else { "s" })
+            let used = match &t.not_used {
+                Some(why) => format!(", not used: {why}"),
+                None if t.name == "verbs" => ", used for NEAR peers".to_string(),
+                None => String::new(),
+            };
+            format!("available    {n} device{}{used}", if n == 1 { "" } else { "s" })
         } else {
             format!(
                 "unavailable  {}",
@@ -638,6 +673,8 @@ mod test {
                 name: "verbs",
                 available: false,
                 why_not: Some("no RDMA port is active (mlx5_0:1 DOWN)".into()),
+                in_use: false,
+                not_used: None,
                 devices: vec![DeviceInfo {
                     name: "mlx5_0:1".into(),
                     detail: "DOWN, InfiniBand".into(),
@@ -648,6 +685,33 @@ mod test {
         assert_eq!(json["why_not"], "no RDMA port is active (mlx5_0:1 DOWN)");
         assert_eq!(json["devices"][0]["name"], "mlx5_0:1");
         assert_eq!(json["devices"][0]["detail"], "DOWN, InfiniBand");
+    }
+
+    /// `in_use` is what a job here would do: an available transport the
+    /// configuration allows (verbs also needs tcp, its control channel).
+    #[test]
+    fn in_use_follows_availability_and_transports() {
+        let load = |v: &str| {
+            Config::load_from_vars([("SWITCHYARD_TRANSPORTS".to_string(), v.to_string())])
+                .unwrap()
+        };
+        let mut t = TransportInfo {
+            name: "verbs",
+            available: true,
+            why_not: None,
+            in_use: false,
+            not_used: None,
+            devices: Vec::new(),
+        };
+        t.decide_use(&load("all"));
+        assert!(t.in_use && t.not_used.is_none(), "{t:?}");
+        t.decide_use(&load("shm,verbs"));
+        assert!(!t.in_use && t.not_used.as_deref().is_some_and(|w| w.contains("needs tcp")));
+        t.decide_use(&load("tcp"));
+        assert!(!t.in_use && t.not_used.as_deref().is_some_and(|w| w.contains("leaves verbs out")));
+        t.available = false;
+        t.decide_use(&load("all"));
+        assert!(!t.in_use && t.not_used.is_none(), "the probe's reason says why");
     }
 
     #[test]
