@@ -125,6 +125,7 @@ fn json_parses_with_transports_machine_and_config_sources() {
     if let Some(why) = verbs_reason() {
         assert_eq!(transports[2]["available"], false);
         assert_eq!(transports[2]["why_not"], why.as_str());
+        assert_eq!(transports[2]["in_use"], false);
     }
     // The drivers probe: tcp is not written yet but lists the interfaces.
     if !switchyard_socket::IMPLEMENTED {

@@ -1724,10 +1724,11 @@ impl Context {
             h.join()
                 .unwrap_or(Err(crate::bootstrap::BootstrapError::Unusable))
         });
-        let _ = self.shm.close();
+        // The verbs driver first: it registered the heap shm maps.
         if let Some(v) = self.verbs.as_mut() {
             let _ = v.drv.close();
         }
+        let _ = self.shm.close();
         if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             let _ = t.close();
         }

@@ -381,6 +381,11 @@ pub(super) struct Verbs {
     lost: Option<(u32, u64)>,
     /// Whether replays may be waiting in the driver.
     drain_due: bool,
+    /// Whether a peer may have a rebuild to start (else `poll_once` skips
+    /// the per-peer scan).
+    rebuild_due: bool,
+    /// Whether a peer's link may have come up (else `quiet` skips the scan).
+    raise_due: bool,
     pub(super) failovers: u64,
     pub(super) replays: u64,
     pub(super) bad_records: u64,
@@ -499,6 +504,8 @@ impl Context {
             fatal: false,
             lost: None,
             drain_due: false,
+            rebuild_due: false,
+            raise_due: false,
             failovers: 0,
             replays: 0,
             bad_records: 0,
@@ -583,9 +590,10 @@ impl Context {
     /// overtaken by what goes over verbs from now on).
     pub(super) fn verbs_raise(&mut self) {
         let Some(v) = self.verbs.as_mut() else { return };
-        if v.fatal {
+        if v.fatal || !v.raise_due {
             return;
         }
+        v.raise_due = false;
         for (pe, p) in v.peers.iter_mut().enumerate() {
             if p.wanted && !p.bit && p.local_up && p.peer_rts == Some(p.generation) {
                 self.topo.set_health(VERBS, pe as u32, true);
@@ -601,14 +609,16 @@ impl Context {
         v.drv.progress(now);
         self.verbs_events();
         let Some(v) = self.verbs.as_mut() else { return };
-        if v.fatal {
+        if v.fatal || !v.rebuild_due {
             return;
         }
         let now_ns = now.nanos;
+        v.rebuild_due = false;
         for pe in 0..v.peers.len() as u32 {
             let p = &mut v.peers[pe as usize];
             let Some(g) = p.rebuild_to else { continue };
             if now_ns < p.rebuild_at {
+                v.rebuild_due = true;
                 continue;
             }
             match v.drv.rebuild(pe, g) {
@@ -618,11 +628,13 @@ impl Context {
                 Err(VerbsError::PeerDown { .. }) => {
                     // Replays still waiting: drained on the next step.
                     v.drain_due = true;
+                    v.rebuild_due = true;
                 }
                 Err(VerbsError::Plan { .. }) => p.rebuild_to = None,
                 Err(_) => {
                     p.backoff = (p.backoff * 2).min(MAX_BACKOFF_NS);
                     p.rebuild_at = now_ns + p.backoff;
+                    v.rebuild_due = true;
                 }
             }
         }
@@ -652,6 +664,7 @@ impl Context {
                 self.stats.link_transitions += 1;
                 if state == LinkState::Up {
                     p.local_up = true;
+                    v.raise_due = true;
                     return;
                 }
                 p.local_up = false;
@@ -675,6 +688,7 @@ impl Context {
                 p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
                 p.rebuild_at = now + p.backoff;
                 v.drain_due = true;
+                v.rebuild_due = true;
                 // The peer's QPs were not reset by our failure: tell it.
                 self.verbs_send(peer, Record::Failed { generation });
             }
@@ -783,6 +797,7 @@ impl Context {
             }
             Record::Rts { generation } => {
                 p.peer_rts = Some(generation);
+                v.raise_due = true;
                 if generation > 0 && generation == p.generation {
                     let _ = v.drv.peer_rebuilt(from, generation);
                 }
@@ -794,6 +809,7 @@ impl Context {
                 if generation > p.generation {
                     let _ = v.drv.peer_failed(from);
                     p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
+                    v.rebuild_due = true;
                     self.verbs_events();
                 }
             }
