@@ -395,7 +395,10 @@ fn render_text(transports: &[TransportInfo], m: &Machine, config: &Config) -> St
                 None if t.name == "verbs" => ", used for NEAR peers".to_string(),
                 None => String::new(),
             };
-            format!("available    {n} device{}{used}", if n == 1 { "" } else { "s" })
+            format!(
+                "available    {n} device{}{used}",
+                if n == 1 { "" } else { "s" }
+            )
         } else {
             format!(
                 "unavailable  {}",
@@ -692,8 +695,7 @@ mod test {
     #[test]
     fn in_use_follows_availability_and_transports() {
         let load = |v: &str| {
-            Config::load_from_vars([("SWITCHYARD_TRANSPORTS".to_string(), v.to_string())])
-                .unwrap()
+            Config::load_from_vars([("SWITCHYARD_TRANSPORTS".to_string(), v.to_string())]).unwrap()
         };
         let mut t = TransportInfo {
             name: "verbs",
@@ -706,12 +708,25 @@ mod test {
         t.decide_use(&load("all"));
         assert!(t.in_use && t.not_used.is_none(), "{t:?}");
         t.decide_use(&load("shm,verbs"));
-        assert!(!t.in_use && t.not_used.as_deref().is_some_and(|w| w.contains("needs tcp")));
+        assert!(
+            !t.in_use
+                && t.not_used
+                    .as_deref()
+                    .is_some_and(|w| w.contains("needs tcp"))
+        );
         t.decide_use(&load("tcp"));
-        assert!(!t.in_use && t.not_used.as_deref().is_some_and(|w| w.contains("leaves verbs out")));
+        assert!(
+            !t.in_use
+                && t.not_used
+                    .as_deref()
+                    .is_some_and(|w| w.contains("leaves verbs out"))
+        );
         t.available = false;
         t.decide_use(&load("all"));
-        assert!(!t.in_use && t.not_used.is_none(), "the probe's reason says why");
+        assert!(
+            !t.in_use && t.not_used.is_none(),
+            "the probe's reason says why"
+        );
     }
 
     #[test]

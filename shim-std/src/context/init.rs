@@ -114,7 +114,8 @@ impl Context {
         };
         // RDMA verbs over the same heap, when a port is usable and the job
         // allows it (and has TCP: the pair addresses travel over it).
-        let (verbs_drv, verbs_why) = create_verbs(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
+        let (verbs_drv, verbs_why) =
+            create_verbs(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
         let card = Card {
             job_id: info.job_id,
             rank: info.rank,
@@ -203,7 +204,10 @@ fn create_verbs(
     heap_len: u64,
 ) -> (Option<switchyard_verbs::VerbsDriver>, Option<String>) {
     if info.size < 2 {
-        return (None, Some("a job of one PE has no peer to reach over verbs".into()));
+        return (
+            None,
+            Some("a job of one PE has no peer to reach over verbs".into()),
+        );
     }
     if !cfg.transports.verbs {
         return (None, Some("verbs is not in SWITCHYARD_TRANSPORTS".into()));
@@ -214,7 +218,10 @@ fn create_verbs(
     if !has_tcp {
         return (
             None,
-            Some("verbs needs TCP between the PEs (pair addresses and rebuilds travel over it)".into()),
+            Some(
+                "verbs needs TCP between the PEs (pair addresses and rebuilds travel over it)"
+                    .into(),
+            ),
         );
     }
     #[allow(unsafe_code)]
@@ -236,7 +243,10 @@ fn create_verbs(
         Ok(d) => (Some(d), None),
         Err(e) => {
             eprintln!("switchyard: warning: PE {}: verbs not used: {e}", info.rank);
-            (None, Some(format!("the verbs driver could not be created: {e}")))
+            (
+                None,
+                Some(format!("the verbs driver could not be created: {e}")),
+            )
         }
     }
 }

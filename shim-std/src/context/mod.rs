@@ -216,7 +216,9 @@ pub enum Error {
     /// Operations the verbs driver offered for replay after its link failed
     /// could not be sent over TCP (refused, or the peer is dead): they are
     /// not applied.
-    #[error("{ops} operations to PE {pe} could not be replayed over TCP after its verbs link failed")]
+    #[error(
+        "{ops} operations to PE {pe} could not be replayed over TCP after its verbs link failed"
+    )]
     ReplayLost {
         /// The (first) PE concerned.
         pe: u32,
@@ -1127,7 +1129,11 @@ impl Context {
             .tcp
             .as_ref()
             .map_or(u32::MAX, |t| t.max_get_len())
-            .min(self.verbs.as_ref().map_or(u32::MAX, |v| v.drv.max_get_len()))
+            .min(
+                self.verbs
+                    .as_ref()
+                    .map_or(u32::MAX, |v| v.drv.max_get_len()),
+            )
             .max(1);
         let mut done = 0u32;
         loop {

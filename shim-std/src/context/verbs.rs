@@ -327,7 +327,12 @@ impl Record {
                 }
                 (Record::Qpns { n, qpns }, 5 + 3 * usize::from(n))
             }
-            2 => (Record::Rts { generation: gen_at() }, 8),
+            2 => (
+                Record::Rts {
+                    generation: gen_at(),
+                },
+                8,
+            ),
             3 => (
                 Record::Failed {
                     generation: gen_at(),
@@ -489,8 +494,9 @@ impl Context {
             match parse_pe_card(bytes) {
                 Ok(c) => p.card = Some(c),
                 Err(e) => {
-                    self.warnings
-                        .push(format!("PE {pe}'s verbs card is refused ({e}): it stays on TCP"));
+                    self.warnings.push(format!(
+                        "PE {pe}'s verbs card is refused ({e}): it stays on TCP"
+                    ));
                     continue;
                 }
             }
@@ -560,9 +566,9 @@ impl Context {
             self.poll_once();
             let done = self.verbs.as_ref().is_none_or(|v| {
                 v.fatal
-                    || v.peers.iter().all(|p| {
-                        !p.wanted || (p.local_up && p.peer_rts == Some(p.generation))
-                    })
+                    || v.peers
+                        .iter()
+                        .all(|p| !p.wanted || (p.local_up && p.peer_rts == Some(p.generation)))
             });
             if done || start.elapsed() > timeout {
                 break;
@@ -790,8 +796,9 @@ impl Context {
                     }
                     Err(e) => {
                         p.wanted = false;
-                        self.warnings
-                            .push(format!("verbs to PE {from} not connected ({e}): it stays on TCP"));
+                        self.warnings.push(format!(
+                            "verbs to PE {from} not connected ({e}): it stays on TCP"
+                        ));
                     }
                 }
             }
@@ -1194,9 +1201,9 @@ mod fake_pair_test {
             give_up: Duration::from_secs(20),
             ..TcpConfig::default()
         };
+        #[allow(unsafe_code)]
         // SAFETY: the segment's heap mapping, valid for `len` bytes; the
         // segment moves into the context with the driver and outlives it.
-        #[allow(unsafe_code)]
         let tcp = unsafe { SocketDriver::new(tcfg, heap, len) }.expect("tcp driver");
         tx.send(Msg::Addrs(tcp.local_addrs().to_vec())).unwrap();
         let Ok(Msg::Addrs(other)) = rx.recv_timeout(wait) else {
@@ -1218,11 +1225,12 @@ mod fake_pair_test {
         let mut ctx = Context::from_parts(setup, seg, &peers, Some(tcp)).expect("context");
         assert_eq!(ctx.class(1 - me), Some(PathClass::Near));
         let (h, l) = ctx.shm.local_heap();
+        #[allow(unsafe_code)]
         // SAFETY: the context's own heap; the driver is dropped with the
         // context, before its segment.
-        #[allow(unsafe_code)]
-        let drv = unsafe { VerbsDriver::new_fake(VerbsConfig::default(), me, 2, job, h, l, fabric) }
-            .expect("fake verbs driver");
+        let drv =
+            unsafe { VerbsDriver::new_fake(VerbsConfig::default(), me, 2, job, h, l, fabric) }
+                .expect("fake verbs driver");
         tx.send(Msg::Card(pe_card_bytes(Some(&drv)))).unwrap();
         let Ok(Msg::Card(card)) = rx.recv_timeout(wait) else {
             panic!("no card from the other PE");
