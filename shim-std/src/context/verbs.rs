@@ -42,9 +42,17 @@
 //!   at the same place, and nothing of this PE's can land between the two
 //!   (later operations to that peer are issued after the replay, and `quiet`
 //!   does not return until the replay is acked), so the result is the one a
-//!   single application gives. Non-fetching atomics are replayed only when
-//!   they never reached the device; an atomic that may have run fails with
-//!   `OutcomeUnknown` and is never retried. A replay TCP cannot take
+//!   single application gives to every program that waits for `quiet` (or a
+//!   barrier) before another PE touches those bytes. **Known gap:** a target
+//!   that acts on a *later* in-doubt operation of the same failed batch (the
+//!   flag of a put + fence + flag-put pattern, executed by the NIC just
+//!   before the link failed) and then rewrites the data can see the replay
+//!   overwrite it. Closing it needs target-side evidence of what landed: an
+//!   inline 8-byte "last sequence applied" WRITE at the end of each
+//!   doorbell batch, per data QP, read over TCP before replaying only what
+//!   is above it (a driver change, not done). Non-fetching atomics are
+//!   replayed only when they never reached the device; an atomic that may
+//!   have run fails with `OutcomeUnknown` and is never retried. A replay TCP cannot take
 //!   (refused, peer dead) is reported by the next `quiet`
 //!   ([`Error::ReplayLost`](super::Error::ReplayLost)), never dropped
 //!   silently.
