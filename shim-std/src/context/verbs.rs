@@ -9,7 +9,7 @@
 //!   job id as the PSN seed. The application thread progresses it in
 //!   `poll_once` (every wait step); no progress thread is needed, the NIC
 //!   does the target side of every operation. The dispatch has a
-//!   `Drv::Verbs` arm for transport id [`VERBS`](super::VERBS).
+//!   `Drv::Verbs` arm for transport id [`VERBS`].
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
 //!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
