@@ -1147,7 +1147,8 @@ mod fake_pair_test {
     use std::{
         net::SocketAddr,
         sync::{
-            Arc, Barrier,
+            Arc,
+            atomic::{AtomicU32, Ordering},
             mpsc::{Receiver, Sender, channel},
         },
         time::{Duration, Instant},
@@ -1172,12 +1173,14 @@ mod fake_pair_test {
         Card(Option<Vec<u8>>),
     }
 
+    /// PE `me` of a NEAR pair; `corrupt` flips a byte of the card received
+    /// from the other PE before it is attached.
     fn context(
         job: u64,
         me: u32,
         fabric: &Fabric,
-        tx: &Sender<Msg>,
-        rx: &Receiver<Msg>,
+        (tx, rx): (&Sender<Msg>, &Receiver<Msg>),
+        corrupt: bool,
     ) -> Context {
         let wait = Duration::from_secs(20);
         let setup = Setup {
@@ -1240,14 +1243,18 @@ mod fake_pair_test {
             unsafe { VerbsDriver::new_fake(VerbsConfig::default(), me, 2, job, h, l, fabric) }
                 .expect("fake verbs driver");
         tx.send(Msg::Card(pe_card_bytes(Some(&drv)))).unwrap();
-        let Ok(Msg::Card(card)) = rx.recv_timeout(wait) else {
+        let Ok(Msg::Card(mut card)) = rx.recv_timeout(wait) else {
             panic!("no card from the other PE");
         };
+        if corrupt && let Some(c) = card.as_mut() {
+            c[5] = 9; // the link layer
+        }
         let mut cards = vec![None, None];
         cards[(1 - me) as usize] = card;
         cards[me as usize] = pe_card_bytes(Some(&drv));
         ctx.attach_verbs(drv, job, &cards);
-        assert_eq!(ctx.verbs_connect(wait), 1, "verbs link up at init");
+        let up = ctx.verbs_connect(wait);
+        assert_eq!(up, u32::from(!corrupt), "verbs links up at init");
         ctx
     }
 
@@ -1271,7 +1278,7 @@ mod fake_pair_test {
         }
     }
 
-    fn script(mut ctx: Context, fabric: &Fabric, done: &Barrier) -> Context {
+    fn script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(256).expect("alloc");
         let near = PathClass::Near.index();
@@ -1363,11 +1370,23 @@ mod fake_pair_test {
             assert_eq!(v, [99, 1]);
         }
         ctx.barrier_all().unwrap();
-        // Nothing of either side is in flight when the other closes (an
-        // operation in flight to a closed peer is reported, not dropped).
-        ctx.quiet().unwrap();
-        done.wait();
+        close_together(&mut ctx, done);
         ctx
+    }
+
+    /// Quiet, then keep progressing (acks, verbs records) until the other
+    /// side is quiet too: nothing of either side is in flight when the other
+    /// closes (an operation in flight to a closed peer is reported, not
+    /// dropped).
+    fn close_together(ctx: &mut Context, done: &AtomicU32) {
+        ctx.quiet().unwrap();
+        done.fetch_add(1, Ordering::SeqCst);
+        let start = Instant::now();
+        while done.load(Ordering::SeqCst) < 2 {
+            assert!(start.elapsed() < Duration::from_secs(20), "the other PE");
+            ctx.poll_once();
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 
     #[test]
@@ -1377,15 +1396,54 @@ mod fake_pair_test {
         let (tx0, rx1) = channel();
         let (tx1, rx0) = channel();
         let f1 = fabric.clone();
-        let done = Arc::new(Barrier::new(2));
+        let done = Arc::new(AtomicU32::new(0));
         let done1 = Arc::clone(&done);
         let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, &tx1, &rx1);
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), false);
             drop(script(ctx, &f1, &done1));
         });
-        let ctx = context(job, 0, &fabric, &tx0, &rx0);
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), false);
         let ctx = script(ctx, &fabric, &done);
         pe1.join().expect("PE 1");
         drop(ctx);
+    }
+
+    /// A bad verbs card from the bootstrap is a typed error in the
+    /// warnings, never a panic: that peer stays on TCP (counted as a NEAR
+    /// downgrade) and the status says no verbs link is up.
+    #[test]
+    fn a_bad_verbs_card_leaves_the_peer_on_tcp() {
+        let job = 0x7f_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let done1 = Arc::clone(&done);
+        let run = move |mut ctx: Context, done: &AtomicU32| {
+            let me = ctx.my_pe();
+            let w = ctx.warnings().join("\n");
+            assert!(
+                w.contains("verbs card is refused") && w.contains("link layer"),
+                "{w}"
+            );
+            let st = ctx.verbs_status();
+            assert!(!st.in_use && st.peers_up == 0, "{st:?}");
+            let sym: Sym<u64> = ctx.alloc(4).expect("alloc");
+            ctx.put(&sym, 0, &[u64::from(me) + 1], 1 - me).unwrap();
+            ctx.barrier_all().unwrap();
+            let mut v = [0u64];
+            ctx.read_local(&sym, 0, &mut v).unwrap();
+            assert_eq!(v[0], u64::from(1 - me) + 1);
+            let s = ctx.stats();
+            assert_eq!(s.ops[VERBS.index()], 0, "{s:?}");
+            assert!(s.downgrades[PathClass::Near.index()] >= 1, "{s:?}");
+            close_together(&mut ctx, done);
+        };
+        let pe1 = std::thread::spawn(move || {
+            run(context(job, 1, &f1, (&tx1, &rx1), true), &done1);
+        });
+        run(context(job, 0, &fabric, (&tx0, &rx0), true), &done);
+        pe1.join().expect("PE 1");
     }
 }
