@@ -138,7 +138,9 @@ impl Context {
         };
         let Some(root) = root else {
             let peers = [peer_of(&card)];
-            return Context::from_parts(setup, own, &peers, None);
+            let mut ctx = Context::from_parts(setup, own, &peers, None)?;
+            ctx.verbs_why = verbs_why;
+            return Ok(ctx);
         };
         let mut rv =
             bootstrap::rendezvous(&info, root, card, cfg.bootstrap_timeout, info.hosts_root())?;
