@@ -156,7 +156,13 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
 /// `dst` is valid for writing and `src` for reading `n` elements (checked
 /// by the caller), in this process.
 #[inline]
-pub(crate) unsafe fn moved_in_place<T>(ctx: &Context, pe: u32, dst: *mut T, src: *const T, n: usize) -> bool {
+pub(crate) unsafe fn moved_in_place<T>(
+    ctx: &Context,
+    pe: u32,
+    dst: *mut T,
+    src: *const T,
+    n: usize,
+) -> bool {
     if pe != ctx.my_pe() || n == 0 {
         return false;
     }
