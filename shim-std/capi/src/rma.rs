@@ -71,6 +71,7 @@ pub(crate) unsafe fn get<T: Plain>(
         let pe = state::pe(ctx, call, pe);
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
         cbuf::check(call, "dest", dest.cast_const(), n);
+        state::check_private(ctx, call, "dest", dest.cast_const(), n);
         // SAFETY: `source` checked symmetric, `dest` checked and writable
         // (the caller's contract), both for `n`.
         if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
@@ -107,6 +108,12 @@ pub(crate) unsafe fn put_nbi<T: Plain>(
                 state::ok(call, ctx.put_nbi(&d, 0, &s, 0, n, pe));
             }
             _ => {
+                cbuf::check(call, "source", source, n);
+                // SAFETY: `dest` checked symmetric, `source` checked and
+                // readable (the caller's contract), both for `n`.
+                if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+                    return;
+                }
                 // SAFETY: the caller's contract for `source`.
                 let s = unsafe { cbuf::src(call, "source", source, n) };
                 state::ok(call, ctx.put(&d, 0, s, pe));
@@ -132,6 +139,7 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
+        state::check_private(ctx, call, "dest", dest.cast_const(), n);
         match state::try_sym::<T>(ctx, dest.cast_const().cast(), n) {
             // SAFETY: both checked symmetric for `n` elements.
             Ok(_) if unsafe { moved_in_place(ctx, pe, dest, source, n) } => {}
@@ -139,6 +147,12 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
                 state::ok(call, ctx.get_nbi(&d, 0, &s, 0, n, pe));
             }
             _ => {
+                cbuf::check(call, "dest", dest.cast_const(), n);
+                // SAFETY: `source` checked symmetric, `dest` checked and
+                // writable (the caller's contract), both for `n`.
+                if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+                    return;
+                }
                 // SAFETY: the caller's contract for `dest`.
                 let d = unsafe { cbuf::dst(call, "dest", dest, n) };
                 state::ok(call, ctx.get(&s, 0, d, pe));
@@ -321,6 +335,7 @@ unsafe fn iget<T: Plain>(
         let (dn, sn) = (span(call, "dst", dst, n), span(call, "sst", sst, n));
         let s = state::sym::<T>(ctx, call, "source", source.cast(), sn);
         cbuf::check(call, "dest", dest.cast_const(), dn);
+        state::check_private(ctx, call, "dest", dest.cast_const(), dn);
         // SAFETY: `source` checked symmetric for `sn` elements, `dest`
         // checked and writable for `dn` (the caller's contract).
         if unsafe { strided_in_place(ctx, pe, (dest, dn, dst), (source, sn, sst), n) } {

@@ -235,6 +235,30 @@ pub fn sym<T: Plain>(
     }
 }
 
+/// A private buffer the library writes (the destination of a get) that
+/// starts in the symmetric heap's own part must lie inside one allocated
+/// block there, like a symmetric argument; anything else ends the job naming
+/// the call and the argument. Buffers elsewhere are the caller's business
+/// (see [`crate::cbuf`]).
+pub fn check_private<T>(
+    ctx: &Context,
+    call: &'static str,
+    arg: &'static str,
+    p: *const T,
+    count: usize,
+) {
+    let bytes = count.saturating_mul(core::mem::size_of::<T>());
+    let (base, len) = ctx.local_heap();
+    let heap_end = ctx.symmetric_data().map_or(len, |d| d.offset);
+    let off = (p as u64).wrapping_sub(base as u64);
+    if bytes == 0 || (p as usize) < base as usize || off >= heap_end {
+        return;
+    }
+    if let Err(e) = in_block(ctx, off, bytes) {
+        outside_block(ctx, call, arg, p.cast(), Some(bytes), e);
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn outside_block(
