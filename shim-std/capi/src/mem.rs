@@ -97,9 +97,10 @@ pub extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
 }
 
 /// The largest alignment `shmem_align` gives: the allocator aligns heap
-/// *offsets*, and every PE's heap starts on a page of its own choosing, so
-/// an offset aligned beyond a page is not an aligned address on every PE.
-pub const MAX_ALIGN: usize = 4096;
+/// *offsets*, which are aligned addresses on every PE up to the alignment
+/// of every PE's heap start ([`HEAP_ALIGN`](switchyard::context::HEAP_ALIGN),
+/// 2 MiB).
+pub const MAX_ALIGN: usize = switchyard::context::HEAP_ALIGN as usize;
 
 /// Ends the job unless `alignment` is a power of two of at most
 /// [`MAX_ALIGN`].
@@ -115,7 +116,7 @@ fn check_alignment(call: &'static str, alignment: usize) {
             call,
             format_args!(
                 "alignment = {alignment} is above {MAX_ALIGN}, the largest alignment the \
-                 symmetric heap gives on every PE (each PE's heap is only page aligned)"
+                 symmetric heap gives on every PE (the alignment of each PE's heap start)"
             ),
         );
     }
