@@ -32,6 +32,11 @@ static FINALIZED: AtomicBool = AtomicBool::new(false);
 static PROVIDED: AtomicI32 = AtomicI32::new(SHMEM_THREAD_SERIALIZED);
 static DEBUG: AtomicBool = AtomicBool::new(false);
 
+/// Whether `shmem_finalize` ran.
+pub(crate) fn finalized() -> bool {
+    FINALIZED.load(Ordering::Relaxed)
+}
+
 /// Whether `SHMEM_DEBUG` asked for debug messages.
 pub fn debug() -> bool {
     DEBUG.load(Ordering::Relaxed)

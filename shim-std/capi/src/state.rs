@@ -63,6 +63,9 @@ pub fn with<R>(call: &'static str, f: impl FnOnce(&mut Context) -> R) -> R {
     let _held = hold(call);
     match slot() {
         Some(ctx) => f(ctx),
+        None if crate::setup::finalized() => {
+            fatal(call, format_args!("called after shmem_finalize"))
+        }
         None => fatal(call, format_args!("called before shmem_init")),
     }
 }
