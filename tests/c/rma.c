@@ -118,7 +118,8 @@ static void nbi_symmetric(int me, int right, int left) {
     shmem_free(src);
 }
 
-/* A PE's transfers to itself whose ranges overlap behave like memmove. */
+/* A PE's transfers to itself whose ranges overlap behave like memmove
+ * (strided ones: as if every source element were read first). */
 static void overlap_self(int me) {
     long *b = shmem_malloc(16 * sizeof(long));
     for (int i = 0; i < 16; i++) b[i] = i;
@@ -131,6 +132,19 @@ static void overlap_self(int me) {
     shmem_long_put_nbi(b + 3, b, 10, me);
     shmem_quiet();
     for (int i = 0; i < 10; i++) CHECK(b[i + 3] == i, "overlapping put_nbi to self");
+    /* a source running past its block is read as a local buffer: still
+     * like memmove when it overlaps dest */
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_long_put_nbi(b + 8, b + 9, 8, me);
+    shmem_quiet();
+    for (int i = 0; i < 7; i++) CHECK(b[i + 8] == i + 9, "overlapping put_nbi from past a block");
+    /* strided: every source element is read before any is written */
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_long_iput(b + 1, b, 2, 1, 6, me);                /* b[1 + 2k] = old b[k] */
+    for (int k = 0; k < 6; k++) CHECK(b[1 + 2 * k] == k, "overlapping iput to self");
+    for (int i = 0; i < 16; i++) b[i] = i;
+    shmem_long_iget(b + 1, b, 2, 1, 6, me);                /* the same, as a get */
+    for (int k = 0; k < 6; k++) CHECK(b[1 + 2 * k] == k, "overlapping iget from self");
     shmem_barrier_all();
     shmem_free(b);
 }

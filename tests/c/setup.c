@@ -70,6 +70,13 @@ int main(void) {
     for (int i = 0; i < 100; i++) CHECK(c[i] == 0, "calloc zeroes");
     void *a = shmem_align(4096, 100);
     CHECK(a != NULL && ((uintptr_t)a % 4096) == 0, "align 4096");
+    /* beyond a page: the allocator aligns offsets, each heap starts 2 MiB aligned */
+    void *a64k = shmem_align((size_t)1 << 16, 100);
+    CHECK(a64k != NULL && ((uintptr_t)a64k % ((uintptr_t)1 << 16)) == 0, "align 64K");
+    void *a2m = shmem_align((size_t)1 << 21, 100);
+    CHECK(a2m != NULL && ((uintptr_t)a2m % ((uintptr_t)1 << 21)) == 0, "align 2M");
+    shmem_free(a2m);
+    shmem_free(a64k);
     for (int i = 0; i < 100; i++) c[i] = i * me;
     c = shmem_realloc(c, 1000 * sizeof(int));
     CHECK(c != NULL, "realloc");

@@ -1,6 +1,7 @@
 /* Signals: put_signal with SHMEM_SIGNAL_SET and _ADD (typed, sized, putmem,
  * _nbi and the generic name), signal_wait_until, signal_fetch. The data must
- * be there when the signal is seen. */
+ * be there when the signal is seen; to the calling PE with overlapping
+ * source and dest it copies like memmove. */
 // tcp: yes
 #include <shmem.h>
 #include <stdio.h>
@@ -47,6 +48,12 @@ int main(void) {
         CHECK(shmem_signal_fetch(&sig[1]) == (uint64_t)n, "signal_fetch after adds");
         for (int i = 0; i < n; i++) CHECK(slot[i] == i, "data of each add");
     }
+    shmem_barrier_all();
+    /* to this PE, source and dest overlapping: copied like memmove */
+    for (int i = 0; i < 16; i++) data[i] = i;
+    shmem_long_put_signal(data + 1, data, 8, &sig[0], 99, SHMEM_SIGNAL_SET, me);
+    CHECK(shmem_signal_wait_until(&sig[0], SHMEM_CMP_EQ, 99) == 99, "signal to self");
+    for (int i = 0; i < 8; i++) CHECK(data[i + 1] == i, "overlapping put_signal to self");
     shmem_barrier_all();
     shmem_free(slot);
     shmem_free(sig);

@@ -236,6 +236,7 @@ fn every_c_program_under_2_and_4_pes() {
                 .stderr
                 .iter()
                 .filter(|s| !stderr.contains(s.as_str()))
+                .chain(e.stdout.iter().filter(|s| !stdout.contains(s.as_str())))
                 .collect();
             if code != e.status || !missing.is_empty() {
                 failures.push(format!(

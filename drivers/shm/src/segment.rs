@@ -39,6 +39,10 @@ const READY: u32 = 0x5EAD_7001;
 const PAGE: u64 = 4096;
 /// Huge page size used for the heap.
 pub const HUGE_PAGE: u64 = 2 << 20;
+/// Every PE's own heap starts at an address that is a multiple of this
+/// (its mapping is placed so), so heap offsets aligned to it, or to any
+/// smaller power of two, are aligned addresses on every PE.
+pub const HEAP_ALIGN: u64 = HUGE_PAGE;
 /// Where POSIX shared-memory objects live on Linux.
 pub const SHM_DIR: &str = "/dev/shm";
 /// Where huge-page objects live, when mounted.
@@ -309,7 +313,14 @@ impl Segment {
                 source,
             })?;
         // Populate after mbind, so the pages land on the right node.
-        let map = Mmap::map(&file, total, false).map_err(|source| ShmError::Map {
+        let map = Mmap::map_aligned(
+            &file,
+            total,
+            false,
+            HEAP_ALIGN as usize,
+            (heap_offset % HEAP_ALIGN) as usize,
+        )
+        .map_err(|source| ShmError::Map {
             path: path.clone(),
             len: total,
             source,

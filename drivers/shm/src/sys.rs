@@ -52,6 +52,82 @@ impl Mmap {
         Ok(Mmap { base, len })
     }
 
+    /// As [`Mmap::map`], at an address `a` with `(a + skew) % align == 0`
+    /// (`align` a power of two, `skew < align`): address space for `len +
+    /// align` bytes is reserved, the file is mapped over the right part of
+    /// it, and the rest is released.
+    pub(crate) fn map_aligned(
+        file: &File,
+        len: usize,
+        populate: bool,
+        align: usize,
+        skew: usize,
+    ) -> io::Result<Mmap> {
+        if len == 0 || !align.is_power_of_two() || skew >= align {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad aligned mapping",
+            ));
+        }
+        let reserve = len
+            .checked_add(align)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "mapping too large"))?;
+        // SAFETY: a fresh inaccessible anonymous mapping chosen by the kernel
+        // (addr null); no existing memory is affected.
+        let r = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                reserve,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if r == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let start = r as usize;
+        // `start + skew` rounded up stays below `start + align + skew`, so
+        // `a .. a + len` lies inside the reservation.
+        let a = (start + skew).next_multiple_of(align) - skew;
+        let flags =
+            libc::MAP_SHARED | libc::MAP_FIXED | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: `a .. a + len` is inside the reservation made above, which
+        // nothing else uses; MAP_FIXED replaces exactly those pages.
+        let p = unsafe {
+            libc::mmap(
+                a as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        let mapped = if p == libc::MAP_FAILED {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        };
+        // Release the reservation around the mapping (all of it on failure).
+        let (head, tail) = match mapped {
+            Ok(()) => ((start, a - start), (a + len, start + reserve - (a + len))),
+            Err(_) => ((start, reserve), (0, 0)),
+        };
+        for (at, n) in [head, tail] {
+            if n > 0 {
+                // SAFETY: a part of the reservation made above that holds no
+                // mapping anyone uses.
+                unsafe { libc::munmap(at as *mut libc::c_void, n) };
+            }
+        }
+        mapped?;
+        let base = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
+        Ok(Mmap { base, len })
+    }
+
     /// Start of the mapping.
     #[inline]
     pub(crate) fn as_ptr(&self) -> *mut u8 {

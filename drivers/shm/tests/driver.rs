@@ -67,6 +67,19 @@ fn put_get_roundtrip_and_bounds() {
 }
 
 #[test]
+fn every_heap_starts_heap_align_aligned() {
+    for heap in [4096, 8192, 3 << 20] {
+        let s = Segment::create(&SegmentConfig::new(job(), 0, 1, heap)).unwrap();
+        let at = s.mapped().heap_ptr() as usize;
+        assert_eq!(
+            at % switchyard_shm::HEAP_ALIGN as usize,
+            0,
+            "heap of {heap} at {at:#x}"
+        );
+    }
+}
+
+#[test]
 fn heap_to_heap_ops() {
     let (mut t, _s1) = pair(4096);
     t.put(0, 0, b"hello, heap", CTX).unwrap();

@@ -147,6 +147,17 @@ fn bitwise<T: Amo>(call: &'static str, dest: *mut T, op: Bitwise, value: T, pe: 
     }))
 }
 
+/// Checks the `fetch` argument of an `_nbi` AMO before the operation runs
+/// (an operation done and its old value undeliverable would be half a call):
+/// what [`crate::cbuf`] checks, and, in the symmetric heap, that it lies in
+/// an allocated block.
+fn check_fetch<T>(call: &'static str, fetch: *mut T) {
+    state::with(call, |ctx| {
+        cbuf::check(call, "fetch", fetch.cast_const(), 1);
+        state::check_private(ctx, call, "fetch", fetch.cast_const(), 1);
+    });
+}
+
 /// Stores `v` in the caller's private `fetch` (argument of an `_nbi` AMO).
 ///
 /// # Safety
@@ -186,6 +197,7 @@ macro_rules! amo_ext {
         /// `fetch` points to a writable element.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $fetch_nbi(fetch_: *mut $t, source: *const $t, pe: c_int) {
+            check_fetch(stringify!($fetch_nbi), fetch_);
             let v = fetch(stringify!($fetch_nbi), source, pe);
             // SAFETY: the caller's contract.
             unsafe { deliver(stringify!($fetch_nbi), fetch_, v) }
@@ -198,6 +210,7 @@ macro_rules! amo_ext {
         /// `fetch` points to a writable element.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $swap_nbi(fetch_: *mut $t, dest: *mut $t, value: $t, pe: c_int) {
+            check_fetch(stringify!($swap_nbi), fetch_);
             let v = swap(stringify!($swap_nbi), dest, value, pe);
             // SAFETY: the caller's contract.
             unsafe { deliver(stringify!($swap_nbi), fetch_, v) }
@@ -247,6 +260,7 @@ macro_rules! amo_std {
         /// `fetch` points to a writable element.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $cswap_nbi(fetch_: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: c_int) {
+            check_fetch(stringify!($cswap_nbi), fetch_);
             let v = compare_swap(stringify!($cswap_nbi), dest, cond, value, pe);
             // SAFETY: the caller's contract.
             unsafe { deliver(stringify!($cswap_nbi), fetch_, v) }
@@ -259,6 +273,7 @@ macro_rules! amo_std {
         /// `fetch` points to a writable element.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $finc_nbi(fetch_: *mut $t, dest: *mut $t, pe: c_int) {
+            check_fetch(stringify!($finc_nbi), fetch_);
             let v = fetch_inc(stringify!($finc_nbi), dest, pe);
             // SAFETY: the caller's contract.
             unsafe { deliver(stringify!($finc_nbi), fetch_, v) }
@@ -271,6 +286,7 @@ macro_rules! amo_std {
         /// `fetch` points to a writable element.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $fadd_nbi(fetch_: *mut $t, dest: *mut $t, value: $t, pe: c_int) {
+            check_fetch(stringify!($fadd_nbi), fetch_);
             let v = fetch_add(stringify!($fadd_nbi), dest, value, pe);
             // SAFETY: the caller's contract.
             unsafe { deliver(stringify!($fadd_nbi), fetch_, v) }
@@ -300,6 +316,7 @@ macro_rules! amo_bit {
         /// `fetch` points to a writable element.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $fop_nbi(fetch_: *mut $t, dest: *mut $t, value: $t, pe: c_int) {
+            check_fetch(stringify!($fop_nbi), fetch_);
             let v = bitwise(stringify!($fop_nbi), dest, Bitwise::$kind, value, pe);
             // SAFETY: the caller's contract.
             unsafe { deliver(stringify!($fop_nbi), fetch_, v) }

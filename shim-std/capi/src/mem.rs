@@ -87,18 +87,39 @@ pub extern "C" fn shmem_calloc(count: usize, size: usize) -> *mut c_void {
     }
 }
 
-/// `shmem_align`: `size` bytes aligned to `alignment` (a power of two;
-/// anything else ends the job).
+/// `shmem_align`: `size` bytes aligned to `alignment` (a power of two of at
+/// most [`MAX_ALIGN`]; anything else ends the job).
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
     const CALL: &str = "shmem_align";
+    check_alignment(CALL, alignment);
+    alloc(CALL, size, alignment)
+}
+
+/// The largest alignment `shmem_align` gives: the allocator aligns heap
+/// *offsets*, which are aligned addresses on every PE up to the alignment
+/// of every PE's heap start ([`HEAP_ALIGN`](switchyard::context::HEAP_ALIGN),
+/// 2 MiB).
+pub const MAX_ALIGN: usize = switchyard::context::HEAP_ALIGN as usize;
+
+/// Ends the job unless `alignment` is a power of two of at most
+/// [`MAX_ALIGN`].
+fn check_alignment(call: &'static str, alignment: usize) {
     if !alignment.is_power_of_two() {
         state::fatal(
-            CALL,
+            call,
             format_args!("alignment = {alignment} is not a power of two"),
         );
     }
-    alloc(CALL, size, alignment)
+    if alignment > MAX_ALIGN {
+        state::fatal(
+            call,
+            format_args!(
+                "alignment = {alignment} is above {MAX_ALIGN}, the largest alignment the \
+                 symmetric heap gives on every PE (the alignment of each PE's heap start)"
+            ),
+        );
+    }
 }
 
 /// `shmem_realloc`: resizes a block, keeping its contents up to the smaller
@@ -169,11 +190,6 @@ pub extern "C" fn shrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
 /// `shmemalign` (deprecated): [`shmem_align`].
 #[unsafe(no_mangle)]
 pub extern "C" fn shmemalign(alignment: usize, size: usize) -> *mut c_void {
-    if !alignment.is_power_of_two() {
-        state::fatal(
-            "shmemalign",
-            format_args!("alignment = {alignment} is not a power of two"),
-        );
-    }
+    check_alignment("shmemalign", alignment);
     alloc("shmemalign", size, alignment)
 }

@@ -71,6 +71,7 @@ pub(crate) unsafe fn get<T: Plain>(
         let pe = state::pe(ctx, call, pe);
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
         cbuf::check(call, "dest", dest.cast_const(), n);
+        state::check_private(ctx, call, "dest", dest.cast_const(), n);
         // SAFETY: `source` checked symmetric, `dest` checked and writable
         // (the caller's contract), both for `n`.
         if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
@@ -107,6 +108,12 @@ pub(crate) unsafe fn put_nbi<T: Plain>(
                 state::ok(call, ctx.put_nbi(&d, 0, &s, 0, n, pe));
             }
             _ => {
+                cbuf::check(call, "source", source, n);
+                // SAFETY: `dest` checked symmetric, `source` checked and
+                // readable (the caller's contract), both for `n`.
+                if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+                    return;
+                }
                 // SAFETY: the caller's contract for `source`.
                 let s = unsafe { cbuf::src(call, "source", source, n) };
                 state::ok(call, ctx.put(&d, 0, s, pe));
@@ -132,6 +139,7 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
+        state::check_private(ctx, call, "dest", dest.cast_const(), n);
         match state::try_sym::<T>(ctx, dest.cast_const().cast(), n) {
             // SAFETY: both checked symmetric for `n` elements.
             Ok(_) if unsafe { moved_in_place(ctx, pe, dest, source, n) } => {}
@@ -139,6 +147,12 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
                 state::ok(call, ctx.get_nbi(&d, 0, &s, 0, n, pe));
             }
             _ => {
+                cbuf::check(call, "dest", dest.cast_const(), n);
+                // SAFETY: `source` checked symmetric, `dest` checked and
+                // writable (the caller's contract), both for `n`.
+                if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
+                    return;
+                }
                 // SAFETY: the caller's contract for `dest`.
                 let d = unsafe { cbuf::dst(call, "dest", dest, n) };
                 state::ok(call, ctx.get(&s, 0, d, pe));
@@ -156,7 +170,13 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
 /// `dst` is valid for writing and `src` for reading `n` elements (checked
 /// by the caller), in this process.
 #[inline]
-unsafe fn moved_in_place<T>(ctx: &Context, pe: u32, dst: *mut T, src: *const T, n: usize) -> bool {
+pub(crate) unsafe fn moved_in_place<T>(
+    ctx: &Context,
+    pe: u32,
+    dst: *mut T,
+    src: *const T,
+    n: usize,
+) -> bool {
     if pe != ctx.my_pe() || n == 0 {
         return false;
     }
@@ -170,6 +190,42 @@ unsafe fn moved_in_place<T>(ctx: &Context, pe: u32, dst: *mut T, src: *const T, 
         return true;
     }
     false
+}
+
+/// A strided transfer from this PE to itself whose two spans overlap: every
+/// source element is read before any destination element is written (the
+/// element-by-element path would read elements it already overwrote, through
+/// a slice the writes alias), and true; false for anything else, which then
+/// takes the normal path. Spans are `(pointer, elements spanned, stride)`.
+///
+/// # Safety
+///
+/// `dst` is valid for writing its span and `src` for reading its span
+/// (checked by the caller), in this process; `n` elements fit both spans.
+unsafe fn strided_in_place<T: Copy>(
+    ctx: &Context,
+    pe: u32,
+    (dst, dn, dst_stride): (*mut T, usize, isize),
+    (src, sn, src_stride): (*const T, usize, isize),
+    n: usize,
+) -> bool {
+    if pe != ctx.my_pe() || n == 0 {
+        return false;
+    }
+    let size = core::mem::size_of::<T>();
+    // No overflow: both spans were checked to fit the address space.
+    let (d, s) = (dst as usize, src as usize);
+    if !(d < s + sn * size && s < d + dn * size) {
+        return false;
+    }
+    let (ds, ss) = (dst_stride as usize, src_stride as usize);
+    // SAFETY: element `i * ss < sn` of the source span (caller).
+    let copy: Vec<T> = (0..n).map(|i| unsafe { src.add(i * ss).read() }).collect();
+    for (i, v) in copy.into_iter().enumerate() {
+        // SAFETY: element `i * ds < dn` of the destination span (caller).
+        unsafe { dst.add(i * ds).write(v) };
+    }
+    true
 }
 
 /// Whether `n` elements of `T` are one heap-to-heap transfer (at most
@@ -241,6 +297,12 @@ unsafe fn iput<T: Plain>(
         }
         let (dn, sn) = (span(call, "dst", dst, n), span(call, "sst", sst, n));
         let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), dn);
+        cbuf::check(call, "source", source, sn);
+        // SAFETY: `dest` checked symmetric for `dn` elements, `source`
+        // checked and readable for `sn` (the caller's contract).
+        if unsafe { strided_in_place(ctx, pe, (dest, dn, dst), (source, sn, sst), n) } {
+            return;
+        }
         // SAFETY: the caller's contract for `source`.
         let s = unsafe { cbuf::src(call, "source", source, sn) };
         for i in 0..n {
@@ -272,6 +334,13 @@ unsafe fn iget<T: Plain>(
         }
         let (dn, sn) = (span(call, "dst", dst, n), span(call, "sst", sst, n));
         let s = state::sym::<T>(ctx, call, "source", source.cast(), sn);
+        cbuf::check(call, "dest", dest.cast_const(), dn);
+        state::check_private(ctx, call, "dest", dest.cast_const(), dn);
+        // SAFETY: `source` checked symmetric for `sn` elements, `dest`
+        // checked and writable for `dn` (the caller's contract).
+        if unsafe { strided_in_place(ctx, pe, (dest, dn, dst), (source, sn, sst), n) } {
+            return;
+        }
         // SAFETY: the caller's contract for `dest`.
         let d = unsafe { cbuf::dst(call, "dest", dest, dn) };
         for i in 0..n {

@@ -3,7 +3,7 @@
 //! `shmem_global_exit`, library info, and the `SHMEM_*` environment.
 
 use core::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use switchyard::{
     config::{Config, format_size, parse_size},
@@ -27,7 +27,15 @@ pub const VENDOR: &str = "switchyard";
 pub const MAX_NAME_LEN: usize = 256;
 
 static FINALIZED: AtomicBool = AtomicBool::new(false);
+/// The thread level provided: `SHMEM_THREAD_SERIALIZED` after `shmem_init`,
+/// what `shmem_init_thread` returned in `*provided` after it.
+static PROVIDED: AtomicI32 = AtomicI32::new(SHMEM_THREAD_SERIALIZED);
 static DEBUG: AtomicBool = AtomicBool::new(false);
+
+/// Whether `shmem_finalize` ran.
+pub(crate) fn finalized() -> bool {
+    FINALIZED.load(Ordering::Relaxed)
+}
 
 /// Whether `SHMEM_DEBUG` asked for debug messages.
 pub fn debug() -> bool {
@@ -148,15 +156,22 @@ pub extern "C" fn shmem_init() {
 /// `provided` is NULL or points to a writable `int`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_int) -> c_int {
+    let first = !state::initialized();
     init("shmem_init_thread");
+    let level = requested.clamp(SHMEM_THREAD_SINGLE, SHMEM_THREAD_SERIALIZED);
+    if first {
+        PROVIDED.store(level, Ordering::Relaxed);
+    }
     if !provided.is_null() {
         // SAFETY: non-null, writable (caller).
-        unsafe { provided.write(requested.clamp(SHMEM_THREAD_SINGLE, SHMEM_THREAD_SERIALIZED)) };
+        unsafe { provided.write(PROVIDED.load(Ordering::Relaxed)) };
     }
     0
 }
 
-/// `shmem_query_thread`: the thread level provided.
+/// `shmem_query_thread`: the thread level provided (the one
+/// `shmem_init_thread` returned, `SHMEM_THREAD_SERIALIZED` after
+/// `shmem_init`).
 ///
 /// # Safety
 ///
@@ -165,7 +180,7 @@ pub unsafe extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_in
 pub unsafe extern "C" fn shmem_query_thread(provided: *mut c_int) {
     if !provided.is_null() {
         // SAFETY: non-null, writable (caller).
-        unsafe { provided.write(SHMEM_THREAD_SERIALIZED) };
+        unsafe { provided.write(PROVIDED.load(Ordering::Relaxed)) };
     }
 }
 

@@ -16,7 +16,7 @@ use switchyard::context::Plain;
 
 use crate::{
     cbuf,
-    rma::{Bits128, LongDouble},
+    rma::{self, Bits128, LongDouble},
     state, sync,
 };
 
@@ -51,9 +51,16 @@ unsafe fn put_signal<T: Plain>(
                 ),
             );
         }
-        // SAFETY: the caller's contract.
-        let s = unsafe { cbuf::src(call, "source", source, n) };
-        state::ok(call, ctx.put(&d, 0, s, pe));
+        cbuf::check(call, "source", source, n);
+        // A put to this PE whose ranges overlap copies like memmove, as
+        // `shmem_put` does (the drivers copy without overlap).
+        // SAFETY: `dest` checked symmetric, `source` checked and readable
+        // (the caller's contract), both for `n`.
+        if !unsafe { rma::moved_in_place(ctx, pe, dest, source, n) } {
+            // SAFETY: the caller's contract.
+            let s = unsafe { cbuf::src(call, "source", source, n) };
+            state::ok(call, ctx.put(&d, 0, s, pe));
+        }
         state::ok(call, ctx.fence());
         if sig_op == SHMEM_SIGNAL_SET {
             state::ok(call, ctx.set(&sig, 0, signal, pe));

@@ -63,6 +63,9 @@ pub fn with<R>(call: &'static str, f: impl FnOnce(&mut Context) -> R) -> R {
     let _held = hold(call);
     match slot() {
         Some(ctx) => f(ctx),
+        None if crate::setup::finalized() => {
+            fatal(call, format_args!("called after shmem_finalize"))
+        }
         None => fatal(call, format_args!("called before shmem_init")),
     }
 }
@@ -134,6 +137,32 @@ pub enum SymError {
     },
     /// Not aligned for the element type.
     Misaligned,
+    /// In the symmetric heap, but not inside one allocated block: it runs
+    /// past the end of the block it starts in (`Some((offset, bytes))` of
+    /// that block), or starts in memory no block holds (`None`: never
+    /// allocated, or freed).
+    OutsideBlock {
+        /// The block the range starts in.
+        block: Option<(u64, u64)>,
+    },
+}
+
+/// Checks that the `bytes` at heap offset `off` lie inside one allocated
+/// block when they are in the heap's own part (the global variables are
+/// one object each, of sizes only the program knows). Without this, a
+/// count too large for its object (an undersized `pSync` or `pWrk`, a
+/// `dest` too short for `nelems`) silently overwrote the next block.
+fn in_block(ctx: &Context, off: u64, bytes: usize) -> Result<(), SymError> {
+    let heap_end = ctx
+        .symmetric_data()
+        .map_or(ctx.local_heap().1, |d| d.offset);
+    if bytes == 0 || off >= heap_end {
+        return Ok(());
+    }
+    match ctx.block_of(off) {
+        Some((start, len)) if off + bytes as u64 <= start + len => Ok(()),
+        block => Err(SymError::OutsideBlock { block }),
+    }
 }
 
 /// [`sym`] without ending the job: the checked handle, or why there is none
@@ -147,13 +176,16 @@ pub fn try_sym<T: Plain>(
     let off = offset_of(ctx, ptr as usize, bytes).ok_or(SymError::NotSymmetric {
         bytes: bytes.unwrap_or(usize::MAX),
     })?;
-    ctx.sym_at::<T>(off, count)
-        .map_err(|_| SymError::Misaligned)
+    let s = ctx
+        .sym_at::<T>(off, count)
+        .map_err(|_| SymError::Misaligned)?;
+    in_block(ctx, off, bytes.unwrap_or(usize::MAX))?;
+    Ok(s)
 }
 
 /// A checked handle for `count` elements of `T` at the C address `ptr`
-/// (argument `arg` of `call`): the range must lie in the symmetric heap (outside
-/// its reserved area) or in the executable's global and static variables
+/// (argument `arg` of `call`): the range must lie inside one allocated block
+/// of the symmetric heap or in the executable's global and static variables
 /// ([`crate::globals`]), and be aligned for `T`. Anything else ends the job
 /// naming the call and the argument.
 pub fn sym<T: Plain>(
@@ -167,7 +199,10 @@ pub fn sym<T: Plain>(
     let bytes = count.checked_mul(core::mem::size_of::<T>());
     match offset_of(ctx, addr, bytes) {
         Some(off) => match ctx.sym_at::<T>(off, count) {
-            Ok(s) => s,
+            Ok(s) => match in_block(ctx, off, bytes.unwrap_or(usize::MAX)) {
+                Ok(()) => s,
+                Err(e) => outside_block(ctx, call, arg, ptr, bytes, e),
+            },
             Err(_) => fatal(
                 call,
                 format_args!(
@@ -200,6 +235,64 @@ pub fn sym<T: Plain>(
                 ),
             )
         }
+    }
+}
+
+/// A private buffer the library writes (the destination of a get) that
+/// starts in the symmetric heap's own part must lie inside one allocated
+/// block there, like a symmetric argument; anything else ends the job naming
+/// the call and the argument. Buffers elsewhere are the caller's business
+/// (see [`crate::cbuf`]).
+pub fn check_private<T>(
+    ctx: &Context,
+    call: &'static str,
+    arg: &'static str,
+    p: *const T,
+    count: usize,
+) {
+    let bytes = count.saturating_mul(core::mem::size_of::<T>());
+    let (base, len) = ctx.local_heap();
+    let heap_end = ctx.symmetric_data().map_or(len, |d| d.offset);
+    let off = (p as u64).wrapping_sub(base as u64);
+    if bytes == 0 || (p as usize) < base as usize || off >= heap_end {
+        return;
+    }
+    if let Err(e) = in_block(ctx, off, bytes) {
+        outside_block(ctx, call, arg, p.cast(), Some(bytes), e);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn outside_block(
+    ctx: &Context,
+    call: &'static str,
+    arg: &'static str,
+    ptr: *const c_void,
+    bytes: Option<usize>,
+    e: SymError,
+) -> ! {
+    let base = ctx.local_heap().0 as usize;
+    let bytes = bytes.unwrap_or(usize::MAX);
+    match e {
+        SymError::OutsideBlock {
+            block: Some((start, len)),
+        } => fatal(
+            call,
+            format_args!(
+                "{arg} = {ptr:p} ({bytes} bytes) runs past the end of its symmetric block \
+                 {:#x}..{:#x} ({len} bytes from shmem_malloc)",
+                base + start as usize,
+                base + (start + len) as usize
+            ),
+        ),
+        _ => fatal(
+            call,
+            format_args!(
+                "{arg} = {ptr:p} ({bytes} bytes) is symmetric heap memory that no block holds \
+                 (not from shmem_malloc, or freed)"
+            ),
+        ),
     }
 }
 

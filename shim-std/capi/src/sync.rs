@@ -298,6 +298,7 @@ unsafe fn wait_some<T: Word>(
     // SAFETY: the caller's contract.
     unsafe {
         with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
+            state::check_private(ctx, call, "indices", out.as_ptr(), n);
             if !s.any_included() {
                 return 0;
             }
@@ -372,6 +373,7 @@ unsafe fn test_some<T: Word>(
     // SAFETY: the caller's contract.
     unsafe {
         with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
+            state::check_private(ctx, call, "indices", out.as_ptr(), n);
             ctx.progress();
             s.some(out)
         })

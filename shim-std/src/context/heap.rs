@@ -131,6 +131,12 @@ impl SymAllocator {
         self.used.get(&off).copied()
     }
 
+    /// The allocated block holding byte `off`: its offset and length.
+    pub(crate) fn block_of(&self, off: u64) -> Option<(u64, u64)> {
+        let (&start, &len) = self.used.range(..=off).next_back()?;
+        (off - start < len).then_some((start, len))
+    }
+
     /// Releases the block at `off`; `false` if there is none.
     pub(crate) fn free(&mut self, off: u64) -> bool {
         let Some(mut size) = self.used.remove(&off) else {
@@ -175,6 +181,19 @@ mod test {
         assert_eq!(a.available(), 64 * 10);
         assert_eq!(a.alloc(64 * 10).unwrap(), base, "fully coalesced");
         assert!(a.alloc(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn the_block_holding_an_offset() {
+        let mut a = SymAllocator::new(0, 1 << 16);
+        let x = a.alloc(100).unwrap();
+        let y = a.alloc(64).unwrap();
+        assert_eq!(a.block_of(x), Some((x, 128)));
+        assert_eq!(a.block_of(x + 127), Some((x, 128)));
+        assert_eq!(a.block_of(y), Some((y, 64)));
+        assert_eq!(a.block_of(y + 64), None, "free space after the last block");
+        assert!(a.free(x));
+        assert_eq!(a.block_of(x + 5), None, "a freed block");
     }
 
     #[test]

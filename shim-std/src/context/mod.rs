@@ -57,7 +57,7 @@ use switchyard_core::{
     },
     wire::{AtomicKind, FrameOp},
 };
-pub use switchyard_shm::Alias;
+pub use switchyard_shm::{Alias, HEAP_ALIGN};
 use switchyard_shm::{HugePages, Segment, SegmentConfig, ShmError, ShmTransport};
 use switchyard_socket::{Event, SocketDriver, SocketError};
 use zerocopy::IntoBytes;

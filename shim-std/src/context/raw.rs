@@ -141,6 +141,14 @@ impl Context {
         Ok(new)
     }
 
+    /// The allocated block holding heap byte `off`: its offset and length in
+    /// bytes (a multiple of 64: allocations are rounded up). `None` when no
+    /// block holds it: free heap space, the reserved area, the symmetric
+    /// global variables.
+    pub fn block_of(&self, off: u64) -> Option<(u64, u64)> {
+        self.alloc.block_of(off)
+    }
+
     /// Collectively frees the block at heap offset `off` (a barrier first).
     ///
     /// # Errors
