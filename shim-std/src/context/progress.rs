@@ -172,6 +172,7 @@ impl Tcp {
     #[cold]
     fn acquire(&mut self) {
         let lock = &self.shared.lock;
+        let mut spins = 0u32;
         loop {
             let v = lock.load(Ordering::Relaxed);
             if v & HELD == 0 {
@@ -186,7 +187,14 @@ impl Tcp {
                     return;
                 }
             }
-            core::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) {
+                // The progress thread holds it for one burst; if it was
+                // preempted meanwhile (more threads than cores), let it run.
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
         }
     }
 
