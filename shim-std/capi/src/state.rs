@@ -242,7 +242,7 @@ pub fn sym<T: Plain>(
 /// starts in the symmetric heap's own part must lie inside one allocated
 /// block there, like a symmetric argument; anything else ends the job naming
 /// the call and the argument. Buffers elsewhere are the caller's business
-/// (see [`crate::cbuf`]).
+/// (see the `cbuf` module).
 pub fn check_private<T>(
     ctx: &Context,
     call: &'static str,
