@@ -327,30 +327,37 @@ int main() {
     )
     .unwrap();
     let exe = t.out.join("cpp_ring");
-    let out = switchyard()
-        .env("SWITCHYARD_CC", "c++")
-        .args([
-            "cc",
-            "-std=c++11",
-            "-Wall",
-            "-Wextra",
-            "-pedantic",
-            "-Werror",
-        ])
-        .arg(&src)
+    build_and_run(
+        switchyard().env("SWITCHYARD_CC", "c++"),
+        &["-std=c++11"],
+        &src,
+        &exe,
+        "SWITCHYARD_CC=c++ switchyard cc",
+    );
+}
+
+/// Compiles `src` to `exe` with `cmd` (`switchyard` with its environment),
+/// `cc`, `flags` and warnings as errors, then runs it on 2 PEs; both must
+/// succeed (`what` names the build in the failure message).
+fn build_and_run(cmd: &mut Command, flags: &[&str], src: &Path, exe: &Path, what: &str) {
+    let out = cmd
+        .arg("cc")
+        .args(flags)
+        .args(["-Wall", "-Wextra", "-pedantic", "-Werror"])
+        .arg(src)
         .arg("-o")
-        .arg(&exe)
+        .arg(exe)
         .output()
         .expect("run switchyard cc");
     assert!(
         out.status.success(),
-        "SWITCHYARD_CC=c++ switchyard cc:\n{}",
+        "{what}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = run(&exe, 2, &[]);
+    let out = run(exe, 2, &[]);
     assert!(
         out.status.success(),
-        "{}",
+        "{what}, run: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
@@ -364,31 +371,12 @@ fn programs_linked_with_the_static_library_run() {
     // in the executable's data, which shmem_init moves into shared memory.
     for name in ["basics", "globals"] {
         let exe = tree().out.join(format!("{name}_static"));
-        let out = switchyard()
-            .args([
-                "cc",
-                "--static",
-                "-std=c11",
-                "-Wall",
-                "-Wextra",
-                "-pedantic",
-                "-Werror",
-            ])
-            .arg(repo().join(format!("tests/c/{name}.c")))
-            .arg("-o")
-            .arg(&exe)
-            .output()
-            .expect("run switchyard cc");
-        assert!(
-            out.status.success(),
-            "switchyard cc --static {name}.c:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out = run(&exe, 2, &[]);
-        assert!(
-            out.status.success(),
-            "{name} (static): {}",
-            String::from_utf8_lossy(&out.stderr)
+        build_and_run(
+            &mut switchyard(),
+            &["--static", "-std=c11"],
+            &repo().join(format!("tests/c/{name}.c")),
+            &exe,
+            &format!("switchyard cc --static {name}.c"),
         );
     }
 }
