@@ -14,6 +14,12 @@
 //!    load never fails a message).
 //! 5. Nothing healthy → [`SelectError::Unreachable`] at once, with the reason.
 //!
+//! Atomics have a band of their own when RDMA atomics may not be used
+//! ([`PolicyConfig::rdma_atomics`] off: the NIC's atomics are not atomic with
+//! respect to the CPU's, which shared memory, the stream target and a PE's own
+//! atomics use): its candidates are the class's without RDMA, so an atomic to
+//! a NEAR peer takes a stream rail as its *first* choice (not a downgrade).
+//!
 //! Taking anything but the first candidate of a (class, length band) is a
 //! *downgrade*; per class it is allowed, allowed and counted, or forbidden
 //! ([`Downgrade`]). The candidate lists are computed once, in
@@ -103,6 +109,13 @@ pub struct PolicyConfig {
     /// applied one and only the ack or reply was lost, a retry elsewhere would
     /// apply it twice. Puts and gets may always be retried.
     pub retry_atomics: bool,
+    /// Whether atomics may take the RDMA transport. On by default. Off when
+    /// the NIC's atomics are atomic only among themselves (`IBV_ATOMIC_HCA`)
+    /// while other agents update the same words with CPU atomics (shared
+    /// memory, the stream transport's target, a PE's own atomics): atomics
+    /// then use the class's candidates without RDMA (the atomic band), and a
+    /// stream rail is their first choice, not a downgrade.
+    pub rdma_atomics: bool,
 }
 
 impl Default for PolicyConfig {
@@ -113,6 +126,7 @@ impl Default for PolicyConfig {
             load_watermark: LoadWatermark { per_mille: 750 },
             downgrade: [Downgrade::Allow; 5],
             retry_atomics: false,
+            rdma_atomics: true,
         }
     }
 }
@@ -162,6 +176,10 @@ const ENTRY_ID: u8 = 0x07;
 static_assertions::const_assert!(MAX_TRANSPORTS <= ENTRY_ID as usize + 1);
 /// One entry per subset of the [`MAX_TRANSPORTS`] transports.
 const MASKS: usize = 1 << MAX_TRANSPORTS;
+/// Length bands: 0 short, 1 long, 2 atomics without RDMA.
+const BANDS: usize = 3;
+/// The band of atomics when [`PolicyConfig::rdma_atomics`] is off.
+const ATOMIC_BAND: usize = 2;
 
 /// A route policy with its decisions computed.
 ///
@@ -169,14 +187,17 @@ const MASKS: usize = 1 << MAX_TRANSPORTS;
 /// every subset of usable transports once and stores the outcome, so a select is
 /// a handful of loads and one table lookup, with no branch that depends on the
 /// health bits or the candidate order (which random traffic would mispredict).
-/// The table is 2,560 bytes and stays in L1.
+/// The table is 3,840 bytes and stays in L1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     config: PolicyConfig,
-    /// `[class][band]`, band 0 short, 1 long. Unreachable has no candidates.
-    candidates: [[Candidates; 2]; 5],
+    /// `[class][band]`, band 0 short, 1 long, 2 atomics without RDMA.
+    /// Unreachable has no candidates.
+    candidates: [[Candidates; BANDS]; 5],
     /// `[class][band][usable mask]` → entry.
-    table: [[[u8; MASKS]; 2]; 5],
+    table: [[[u8; MASKS]; BANDS]; 5],
+    /// Per [`Op`] (`op as usize`): whether it uses the atomic band.
+    atomic_band: [bool; 4],
     /// `[class]`: whether downgrades are counted.
     count: [bool; 5],
     /// Whether any class counts downgrades.
@@ -187,7 +208,7 @@ impl Policy {
     /// Computes the candidate lists and decisions for `config`.
     pub fn new(config: PolicyConfig) -> Policy {
         let r = &config.roles;
-        let mut candidates = [[Candidates::EMPTY; 2]; 5];
+        let mut candidates = [[Candidates::EMPTY; BANDS]; 5];
         for (band, long) in [(0, false), (1, true)] {
             // LOCAL / SHM: shared memory, then the rule-3 fallback.
             let mut same_node = Candidates::EMPTY;
@@ -217,14 +238,24 @@ impl Policy {
             }
             candidates[PathClass::Routed.index()][band] = routed;
         }
+        // Atomics without RDMA: each class's short candidates, RDMA left out.
+        for class in 0..5 {
+            let mut c = Candidates::EMPTY;
+            for &t in candidates[class][0].as_slice() {
+                if Some(t) != r.rdma {
+                    c.push(Some(t));
+                }
+            }
+            candidates[class][ATOMIC_BAND] = c;
+        }
 
-        let mut table = [[[0u8; MASKS]; 2]; 5];
+        let mut table = [[[0u8; MASKS]; BANDS]; 5];
         let mut count = [false; 5];
         for class in 0..5 {
             let rule = config.downgrade[class];
             let forbid = rule == Downgrade::Forbid;
             count[class] = rule == Downgrade::AllowAndCount;
-            for band in 0..2 {
+            for band in 0..BANDS {
                 let ids = candidates[class][band].as_slice();
                 let allowed = if forbid {
                     &ids[..ids.len().min(1)]
@@ -245,10 +276,13 @@ impl Policy {
             }
         }
         let counting = count.iter().any(|&c| c);
+        let no_rdma_atomics = !config.rdma_atomics;
         Policy {
             config,
             candidates,
             table,
+            // Indexed by `Op as usize`: Put, Get, FetchingAtomic, Atomic.
+            atomic_band: [false, false, no_rdma_atomics, no_rdma_atomics],
             count,
             counting,
         }
@@ -259,13 +293,35 @@ impl Policy {
         &self.config
     }
 
-    /// The transports tried for `class` and a message of `len` bytes, in order.
+    /// The transports tried for `class` and a message of `len` bytes, in order
+    /// (puts and gets; see [`Policy::candidates_for`]).
     pub fn candidates(&self, class: PathClass, len: u32) -> impl Iterator<Item = TransportId> + '_ {
-        let band = (len >= self.config.short_threshold) as usize;
-        self.candidates[class.index()][band]
+        self.candidates_for(class, len, Op::Put)
+    }
+
+    /// The transports tried for `class`, a message of `len` bytes and `op`,
+    /// in order: atomics leave RDMA out when
+    /// [`PolicyConfig::rdma_atomics`] is off.
+    pub fn candidates_for(
+        &self,
+        class: PathClass,
+        len: u32,
+        op: Op,
+    ) -> impl Iterator<Item = TransportId> + '_ {
+        self.candidates[class.index()][self.band(len, op)]
             .as_slice()
             .iter()
             .copied()
+    }
+
+    /// The band of `len` bytes of `op`: short, long, or the atomic band.
+    #[inline(always)]
+    fn band(&self, len: u32, op: Op) -> usize {
+        if self.atomic_band[op as usize] {
+            ATOMIC_BAND
+        } else {
+            (len >= self.config.short_threshold) as usize
+        }
     }
 
     /// Why nothing was selected for `class`/`band` with `healthy` transports.
@@ -410,6 +466,7 @@ pub struct Selector<'a> {
     reader: Reader<'a>,
     policy: Policy,
     pe: u32,
+    n_transports: u8,
     lane_bits: u64,
     counter: u64,
     /// `counter` when this selector was made.
@@ -471,26 +528,12 @@ impl<'a> Selector<'a> {
     /// [`SelectorError::RoleOutOfRange`] when the policy names a transport the
     /// topology has no health bits for.
     pub fn new(topo: &Topology<'a>, policy: Policy) -> Result<Self, SelectorError> {
-        let n_transports = topo.shape().n_transports;
-        let r = &policy.config.roles;
-        let roles = [("shm", r.shm), ("rdma", r.rdma)]
-            .into_iter()
-            .chain(r.stream.iter().map(|&t| ("stream", t)));
-        for (role, id) in roles {
-            if let Some(id) = id
-                && id.index() >= n_transports as usize
-            {
-                return Err(SelectorError::RoleOutOfRange {
-                    role,
-                    id,
-                    n_transports,
-                });
-            }
-        }
+        check_roles(&policy, topo.shape().n_transports)?;
         let reader = topo.reader().ok_or(SelectorError::NoReaderSlot)?;
         let counter = reader.saved_counter();
         Ok(Selector {
             pe: topo.shape().me,
+            n_transports: topo.shape().n_transports,
             lane_bits: (reader.index() as u64) << CONTEXT_COUNTER_BITS,
             reader,
             policy,
@@ -503,6 +546,19 @@ impl<'a> Selector<'a> {
     /// The policy in use.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// Replaces the policy (a setting learned after the selector was made,
+    /// such as whether the RDMA device's atomics may be used). The decision
+    /// counter and the downgrade counts carry on.
+    ///
+    /// # Errors
+    /// [`SelectorError::RoleOutOfRange`] as [`Selector::new`]; the policy is
+    /// then unchanged.
+    pub fn set_policy(&mut self, policy: Policy) -> Result<(), SelectorError> {
+        check_roles(&policy, self.n_transports)?;
+        self.policy = policy;
+        Ok(())
     }
 
     /// Downgrades counted so far per class ([`PathClass::index`]), for classes
@@ -573,6 +629,27 @@ impl<'a> Selector<'a> {
     }
 }
 
+/// Refuses a policy whose roles name transports the topology has no health
+/// bits for.
+fn check_roles(policy: &Policy, n_transports: u8) -> Result<(), SelectorError> {
+    let r = &policy.config.roles;
+    let roles = [("shm", r.shm), ("rdma", r.rdma)]
+        .into_iter()
+        .chain(r.stream.iter().map(|&t| ("stream", t)));
+    for (role, id) in roles {
+        if let Some(id) = id
+            && id.index() >= n_transports as usize
+        {
+            return Err(SelectorError::RoleOutOfRange {
+                role,
+                id,
+                n_transports,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A selector inside one topology version (see [`Selector::pin`]).
 #[derive(Debug)]
 pub struct PinnedSelector<'s, 'a> {
@@ -627,7 +704,7 @@ impl PinnedSelector<'_, '_> {
             });
         };
         let policy = self.policy;
-        let band = (len >= policy.config.short_threshold) as usize;
+        let band = policy.band(len, op);
         let (healthy, over) = view.link_masks(dst);
         let decisions = &policy.table[ci][band];
         let mut entry = decisions[(healthy & !over) & (MASKS - 1)];

@@ -32,7 +32,8 @@ pub struct TraceRecord {
     pub transport: u8,
     /// Operation code (caller-defined; e.g. [`FrameOp`](crate::wire::FrameOp) as u8).
     pub op: u8,
-    /// Flags: [`TraceRecord::DOWNGRADED`], [`TraceRecord::ERROR`].
+    /// Flags: [`TraceRecord::DOWNGRADED`], [`TraceRecord::ERROR`],
+    /// [`TraceRecord::CPU_ATOMIC`], [`TraceRecord::ORDERED`].
     pub flags: u8,
     /// Timestamp supplied by the caller (the core has no clock).
     pub timestamp: u64,
@@ -43,6 +44,14 @@ impl TraceRecord {
     pub const DOWNGRADED: u8 = 1;
     /// The decision failed (no route).
     pub const ERROR: u8 = 2;
+    /// An atomic that left RDMA out because the NIC's atomics are not
+    /// atomic with respect to the CPU's (the atomicity policy, not a
+    /// failure or a downgrade).
+    pub const CPU_ATOMIC: u8 = 4;
+    /// The operation first waited for this PE's earlier operations to the
+    /// same peer over another transport to complete (cross-transport
+    /// ordering: a fence, or a read that must see earlier writes).
+    pub const ORDERED: u8 = 8;
     /// `transport` value of a failed decision.
     pub const NO_TRANSPORT: u8 = 0xFF;
 

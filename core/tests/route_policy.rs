@@ -419,3 +419,74 @@ proptest! {
         }
     }
 }
+
+/// With RDMA atomics off, every atomic leaves RDMA out: a NEAR or ROUTED
+/// atomic takes TCP as its first choice (not a downgrade, not counted, not
+/// refused under `Forbid`), a same-node one shm; puts and gets are unchanged.
+/// Turned on again with `set_policy`, NEAR atomics take RDMA.
+#[test]
+fn atomics_without_rdma_take_the_stream_first() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    for p in 0..4 {
+        set_bits(&topo, p, 0b111, 0);
+    }
+    let mut downgrade = [Downgrade::Forbid; 5];
+    downgrade[PathClass::Routed.index()] = Downgrade::AllowAndCount;
+    let cfg = PolicyConfig {
+        roles: default_roles(),
+        downgrade,
+        rdma_atomics: false,
+        ..PolicyConfig::default()
+    };
+    let mut sel = Selector::new(&topo, Policy::new(cfg)).unwrap();
+    for op in [Op::Atomic, Op::FetchingAtomic] {
+        for len in [4, 8, THRESHOLD, u32::MAX] {
+            for (p, want) in [(0, SHM), (1, SHM), (2, TCP), (3, TCP)] {
+                let r = sel.select(p, len, op).unwrap();
+                assert_eq!(r.transport, t(want), "PE {p}, {op:?}, {len}");
+                assert!(!r.downgraded, "PE {p}, {op:?}");
+            }
+        }
+        let c: Vec<_> = sel
+            .policy()
+            .candidates_for(PathClass::Near, 8, op)
+            .collect();
+        assert_eq!(c, [t(TCP)]);
+    }
+    assert_eq!(sel.downgrades(), [0; 5]);
+    // Puts and gets keep RDMA.
+    assert_eq!(sel.select(2, 8, Op::Put).unwrap().transport, t(RDMA));
+    assert_eq!(
+        sel.select(3, THRESHOLD, Op::Get).unwrap().transport,
+        t(RDMA)
+    );
+    // TCP down: a NEAR atomic has nowhere to go (RDMA is not a fallback).
+    topo.set_health(t(TCP), 2, false);
+    assert!(matches!(
+        sel.select(2, 8, Op::FetchingAtomic),
+        Err(SelectError::Unreachable {
+            reason: UnreachableReason::NoHealthyTransport,
+            ..
+        })
+    ));
+    topo.set_health(t(TCP), 2, true);
+    sel.set_policy(Policy::new(PolicyConfig {
+        rdma_atomics: true,
+        ..cfg
+    }))
+    .unwrap();
+    assert_eq!(
+        sel.select(2, 8, Op::FetchingAtomic).unwrap().transport,
+        t(RDMA)
+    );
+    // A policy naming a transport without health bits is refused.
+    let bad = TransportRoles {
+        rdma: Some(t(5)),
+        ..default_roles()
+    };
+    assert!(matches!(
+        sel.set_policy(Policy::new(PolicyConfig { roles: bad, ..cfg })),
+        Err(SelectorError::RoleOutOfRange { .. })
+    ));
+}
