@@ -449,7 +449,7 @@ impl VerbsDriver {
             max_sge: 1,
             max_qp_init_rd_atom: 16,
             max_qp_rd_atom: 16,
-            atomic_cap: crate::params::AtomicCap::Hca,
+            atomic_cap: fabric.atomic_cap(),
             max_mr_size: u64::MAX,
             active_mtu: Mtu::M4096,
         };

@@ -24,6 +24,7 @@ use std::{
 use switchyard_core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{
+    params::AtomicCap,
     qp_plan::{QpState, Step},
     sys::{Cqe, SendWr, access, ibv_wr_opcode, send_flags},
 };
@@ -56,6 +57,7 @@ struct State {
     qps: Vec<FQp>,
     broken: bool,
     posts: u64,
+    atomic_cap: AtomicCap,
 }
 
 /// The fake fabric (and HCA) shared by the drivers of one test.
@@ -83,6 +85,18 @@ impl Fabric {
     /// Posts succeed again (on QPs that were rebuilt).
     pub fn heal(&self) {
         self.lock().broken = false;
+    }
+
+    /// Sets the `atomic_cap` the fake device reports to drivers created on
+    /// this fabric from now on ([`AtomicCap::Hca`] by default, as most
+    /// devices report; its atomics are the CPU's whatever it says).
+    pub fn set_atomic_cap(&self, cap: AtomicCap) {
+        self.lock().atomic_cap = cap;
+    }
+
+    /// The `atomic_cap` the fake device reports.
+    pub fn atomic_cap(&self) -> AtomicCap {
+        self.lock().atomic_cap
     }
 
     /// Posts (doorbells) so far.
@@ -302,5 +316,27 @@ unsafe fn execute(s: &State, dest: u32, w: &SendWr) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::{VerbsDriver, params::VerbsConfig};
+
+    /// The device's `atomic_cap` is a fabric setting: drivers created after
+    /// the change report it, and say whether they do atomics at all.
+    #[test]
+    fn the_reported_atomic_cap_is_configurable() {
+        let f = Fabric::new();
+        let d = |f: &Fabric| {
+            VerbsDriver::fake_with_owned_heap(VerbsConfig::default(), 0, 2, 1, 4096, f).unwrap()
+        };
+        assert_eq!(d(&f).params().atomic_cap, AtomicCap::Hca);
+        for cap in [AtomicCap::Global, AtomicCap::None] {
+            f.set_atomic_cap(cap);
+            let p = *d(&f).params();
+            assert_eq!((p.atomic_cap, p.atomics), (cap, cap != AtomicCap::None));
+        }
     }
 }

@@ -74,14 +74,27 @@ impl fmt::Display for Mtu {
 }
 
 /// What the device offers for atomics (`ibv_device_attr::atomic_cap`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AtomicCap {
     /// No RDMA atomics.
     None,
-    /// Atomic between operations of this HCA only.
+    /// Atomic between operations of this HCA only (`IBV_ATOMIC_HCA`); what
+    /// most devices report.
+    #[default]
     Hca,
-    /// Atomic also with respect to other agents (CPUs).
+    /// Atomic also with respect to other agents (CPUs): `IBV_ATOMIC_GLOB`.
     Global,
+}
+
+impl AtomicCap {
+    /// `none`, `HCA` or `global`, as `switchyard info` prints it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AtomicCap::None => "none",
+            AtomicCap::Hca => "HCA",
+            AtomicCap::Global => "global",
+        }
+    }
 }
 
 /// The device and port limits derivation needs (from `ibv_query_device` and
@@ -241,6 +254,10 @@ pub struct QpParams {
     pub max_dest_rd_atomic: u8,
     /// Whether RDMA atomics are available.
     pub atomics: bool,
+    /// What the device's atomics are atomic with respect to
+    /// (`atomic_cap`): [`AtomicCap::Hca`] means only other atomics of the
+    /// same HCA, not the CPU's.
+    pub atomic_cap: AtomicCap,
 }
 
 /// A parameter that cannot be used: its name, value, and what was expected.
@@ -400,6 +417,7 @@ pub fn derive(cfg: &VerbsConfig, limits: &DeviceLimits) -> Result<QpParams, Para
         max_rd_atomic,
         max_dest_rd_atomic,
         atomics: limits.atomic_cap != AtomicCap::None,
+        atomic_cap: limits.atomic_cap,
     })
 }
 
