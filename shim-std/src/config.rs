@@ -48,6 +48,8 @@
 //! | `reconnect_base` | duration | `5ms` | 100us to 10s |
 //! | `reconnect_cap` | duration | `500ms` | 1ms to 60s, not shorter than `reconnect_base` |
 //! | `payload_crc` | [`PayloadCrc`] | `always` | `always`, `sample:N` with N from 1 to 1000000 |
+//! | `verbs_atomics` | [`VerbsAtomics`] | `auto` | `auto`, `nic`, `cpu` |
+//! | `verbs_routed` | on/off | `on` | `on`, `off` (`true`/`false` too) |
 //!
 //! Enumerated values are case-insensitive.
 //!
@@ -69,6 +71,19 @@
 //! * `payload_crc`: bulk payloads (64 KiB and more) carry a payload CRC on
 //!   every frame (`always`) or on every N-th (`sample:N`); headers are always
 //!   checked.
+//!
+//! What the verbs keys mean:
+//!
+//! * `verbs_atomics`: `auto` uses the NIC's atomics only when the device
+//!   reports them atomic with respect to the CPU (`IBV_ATOMIC_GLOB`); with
+//!   any other device (most report `IBV_ATOMIC_HCA`) every atomic to a verbs
+//!   peer goes over TCP and runs on the target's CPU, like same-node and
+//!   local atomics, so no update is lost when they mix. `nic` forces the
+//!   NIC's atomics (a job whose atomics on one word never mix NIC and CPU
+//!   agents); `cpu` never uses them. See [`VerbsAtomics`].
+//! * `verbs_routed`: ROUTED peers (another switch) get verbs queue pairs too
+//!   and their messages of `short_threshold` bytes and more go over verbs,
+//!   shorter ones over TCP; `off` keeps them on TCP entirely.
 //!
 //! # Value syntax
 //!
@@ -266,11 +281,17 @@ pub enum Key {
     PayloadCrc,
     /// `transports`: which transports PEs may use between each other.
     Transports,
+    /// `verbs_atomics`: whether atomics to verbs peers use the NIC's atomics
+    /// or go to the target's CPU over TCP.
+    VerbsAtomics,
+    /// `verbs_routed`: whether ROUTED peers (across switches) use verbs for
+    /// long messages.
+    VerbsRouted,
 }
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 21;
+    pub const COUNT: usize = 23;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -295,6 +316,8 @@ impl Key {
         Key::ReconnectCap,
         Key::PayloadCrc,
         Key::Transports,
+        Key::VerbsAtomics,
+        Key::VerbsRouted,
     ];
 
     /// The key as written in the TOML file: `heap_size`.
@@ -321,6 +344,8 @@ impl Key {
             Key::ReconnectCap => "reconnect_cap",
             Key::PayloadCrc => "payload_crc",
             Key::Transports => "transports",
+            Key::VerbsAtomics => "verbs_atomics",
+            Key::VerbsRouted => "verbs_routed",
         }
     }
 
@@ -348,6 +373,8 @@ impl Key {
             Key::ReconnectCap => "SWITCHYARD_RECONNECT_CAP",
             Key::PayloadCrc => "SWITCHYARD_PAYLOAD_CRC",
             Key::Transports => "SWITCHYARD_TRANSPORTS",
+            Key::VerbsAtomics => "SWITCHYARD_VERBS_ATOMICS",
+            Key::VerbsRouted => "SWITCHYARD_VERBS_ROUTED",
         }
     }
 
@@ -384,6 +411,8 @@ impl Key {
             Key::Transports => {
                 "all, or a comma-separated list of shm, tcp and verbs, such as shm,tcp or tcp"
             }
+            Key::VerbsAtomics => "auto, nic or cpu",
+            Key::VerbsRouted => "on or off",
         }
     }
 
@@ -577,6 +606,60 @@ impl fmt::Display for PayloadCrc {
             PayloadCrc::Always => f.write_str("always"),
             PayloadCrc::Sample { every } => write!(f, "sample:{every}"),
         }
+    }
+}
+
+/// Whether atomics to verbs peers use the NIC's atomics (`verbs_atomics`).
+///
+/// An RDMA atomic is atomic with respect to the CPU's atomics only when the
+/// device says so (`atomic_cap` = `IBV_ATOMIC_GLOB`); most devices report
+/// `IBV_ATOMIC_HCA`: atomic only among that HCA's own atomics. switchyard runs
+/// same-node atomics (shared memory), the TCP target's atomics and a PE's own
+/// atomics on the CPU, so with such a device a NIC fetch-add and a CPU
+/// fetch-add on one word can lose an update. (UCX's `UCX_ATOMIC_MODE`
+/// `cpu|device|guess` and SOS's choice between NIC and shared-memory atomics
+/// face the same question.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum VerbsAtomics {
+    /// NIC atomics only when the device reports global atomicity
+    /// (`IBV_ATOMIC_GLOB`); otherwise every atomic to a verbs peer goes over
+    /// TCP and runs on the target's CPU, coherent with shared memory and
+    /// local atomics.
+    #[default]
+    Auto,
+    /// NIC atomics whenever the device does RDMA atomics at all: for jobs
+    /// whose atomics on a word never mix NIC and CPU agents.
+    Nic,
+    /// Atomics to verbs peers always go over TCP (the target's CPU).
+    Cpu,
+}
+
+impl VerbsAtomics {
+    /// The value's name: `auto`, `nic`, `cpu`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            VerbsAtomics::Auto => "auto",
+            VerbsAtomics::Nic => "nic",
+            VerbsAtomics::Cpu => "cpu",
+        }
+    }
+
+    fn parse(s: &str) -> Option<VerbsAtomics> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Some(VerbsAtomics::Auto),
+            "nic" => Some(VerbsAtomics::Nic),
+            "cpu" => Some(VerbsAtomics::Cpu),
+            _ => None,
+        }
+    }
+}
+
+/// Parses `on`/`off` (`true`/`false` too), case-insensitive.
+fn parse_on_off(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" => Some(true),
+        "off" | "false" => Some(false),
+        _ => None,
     }
 }
 
@@ -1304,6 +1387,12 @@ pub struct Config {
     pub reconnect_cap: Duration,
     /// Which bulk payloads carry a CRC. Default [`PayloadCrc::Always`].
     pub payload_crc: PayloadCrc,
+    /// Whether atomics to verbs peers use the NIC's atomics. Default
+    /// [`VerbsAtomics::Auto`].
+    pub verbs_atomics: VerbsAtomics,
+    /// Whether ROUTED peers use verbs for long messages (short ones and
+    /// everything while verbs is down go over TCP). Default on.
+    pub verbs_routed: bool,
     template: Option<(Template, Source)>,
     file: Option<PathBuf>,
     sources: [Source; Key::COUNT],
@@ -1334,6 +1423,8 @@ impl Default for Config {
             reconnect_base: Duration::from_millis(5),
             reconnect_cap: Duration::from_millis(500),
             payload_crc: PayloadCrc::Always,
+            verbs_atomics: VerbsAtomics::Auto,
+            verbs_routed: true,
             template: None,
             file: None,
             sources: std::array::from_fn(|_| Source::Default),
@@ -1633,6 +1724,8 @@ impl Config {
             ),
             Key::PayloadCrc => put(&mut self.payload_crc, PayloadCrc::parse(s)),
             Key::Transports => put(&mut self.transports, Transports::parse(s)),
+            Key::VerbsAtomics => put(&mut self.verbs_atomics, VerbsAtomics::parse(s)),
+            Key::VerbsRouted => put(&mut self.verbs_routed, parse_on_off(s)),
         }
     }
 
@@ -1723,6 +1816,8 @@ impl Config {
             Key::ReconnectCap => format_duration(self.reconnect_cap),
             Key::PayloadCrc => self.payload_crc.to_string(),
             Key::Transports => self.transports.to_string(),
+            Key::VerbsAtomics => self.verbs_atomics.name().into(),
+            Key::VerbsRouted => if self.verbs_routed { "on" } else { "off" }.into(),
         }
     }
 
@@ -2132,6 +2227,8 @@ mod test {
                 ],
             ),
             (Key::Transports, &["udp", "tcp,tcp", "shm,,tcp", "none"]),
+            (Key::VerbsAtomics, &["global", "hca", "1", "nic,cpu", "on"]),
+            (Key::VerbsRouted, &["auto", "1", "yes", "routed"]),
         ];
         assert_eq!(bad.len(), Key::COUNT);
         for &(key, values) in bad {

@@ -51,6 +51,8 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::ReconnectCap => ("\"1s\"", "2s"),
         Key::PayloadCrc => ("\"sample:4\"", "sample:8"),
         Key::Transports => ("\"shm,tcp\"", "TCP"),
+        Key::VerbsAtomics => ("\"nic\"", "CPU"),
+        Key::VerbsRouted => ("false", "on"),
         _ => unreachable!("a key without test values"),
     }
 }
@@ -653,4 +655,62 @@ fn transports_parse_and_reject() {
             .to_string();
         assert!(e.contains("SWITCHYARD_TRANSPORTS"), "{bad}: {e}");
     }
+}
+
+#[test]
+fn verbs_atomics_and_verbs_routed() {
+    use switchyard::config::VerbsAtomics;
+    let d = Config::default();
+    assert_eq!(
+        (d.verbs_atomics, d.verbs_routed),
+        (VerbsAtomics::Auto, true)
+    );
+    assert_eq!(d.value(Key::VerbsAtomics), "auto");
+    assert_eq!(d.value(Key::VerbsRouted), "on");
+    for (v, want) in [
+        ("auto", VerbsAtomics::Auto),
+        ("NIC", VerbsAtomics::Nic),
+        (" cpu ", VerbsAtomics::Cpu),
+    ] {
+        let cfg = load(&[("SWITCHYARD_VERBS_ATOMICS", v)]).unwrap();
+        assert_eq!(cfg.verbs_atomics, want, "{v}");
+    }
+    for (v, want) in [
+        ("off", false),
+        ("FALSE", false),
+        ("on", true),
+        ("true", true),
+    ] {
+        let cfg = load(&[("SWITCHYARD_VERBS_ROUTED", v)]).unwrap();
+        assert_eq!(cfg.verbs_routed, want, "{v}");
+    }
+    let e = load(&[("SWITCHYARD_VERBS_ATOMICS", "hca")]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "SWITCHYARD_VERBS_ATOMICS=hca: expected auto, nic or cpu"
+    );
+    // The file form: a string, or a boolean for verbs_routed.
+    let file = scratch(
+        "verbs-keys.toml",
+        "verbs_atomics = \"cpu\"\nverbs_routed = false\n",
+    );
+    let cfg = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap();
+    assert_eq!(
+        (cfg.verbs_atomics, cfg.verbs_routed),
+        (VerbsAtomics::Cpu, false)
+    );
+    assert_eq!(
+        cfg.source(Key::VerbsRouted),
+        &Source::File {
+            path: file.clone(),
+            line: 2
+        }
+    );
+    let file = scratch("verbs-keys-bad.toml", "verbs_routed = 3\n");
+    let e = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("verbs_routed = 3: expected on or off"),
+        "{e}"
+    );
 }
