@@ -17,8 +17,13 @@ use std::{
 use serde::Serialize;
 use switchyard_core::transport::ProbeReport;
 
+use switchyard_verbs::params::AtomicCap;
+
 use super::{EXIT_USAGE, Output};
-use crate::config::{Config, ConfigError, ConfigWarning, ENV_CONFIG, Source, Template};
+use crate::{
+    config::{Config, ConfigError, ConfigWarning, ENV_CONFIG, Source, Template},
+    context::verbs::nic_atomics,
+};
 
 /// Usage of `switchyard info`.
 pub const USAGE: &str = "\
@@ -176,6 +181,16 @@ struct TransportInfo {
     /// Why an available transport is not used.
     not_used: Option<String>,
     devices: Vec<DeviceInfo>,
+    /// Verbs only: the device's atomic capability and the atomics policy
+    /// in force (`verbs_atomics`), in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomics: Option<String>,
+    /// Verbs only: the device's `atomic_cap` (`none`, `HCA`, `global`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomic_cap: Option<&'static str>,
+    /// Verbs only: the `atomic_cap` of the device a PE would use.
+    #[serde(skip)]
+    cap: Option<AtomicCap>,
 }
 
 impl TransportInfo {
@@ -194,6 +209,24 @@ impl TransportInfo {
         };
         self.in_use = self.available && why.is_none();
         self.not_used = why.map(str::to_string);
+        if self.name == "verbs" {
+            self.atomics = Some(atomics_text(config, self.cap));
+            self.atomic_cap = self.cap.map(AtomicCap::name);
+        }
+    }
+}
+
+/// What `switchyard info` says about atomics over verbs: the device's
+/// capability and what `verbs_atomics` makes of it (the rule a PE applies
+/// when it attaches verbs, [`nic_atomics`]).
+fn atomics_text(config: &Config, cap: Option<AtomicCap>) -> String {
+    let setting = config.verbs_atomics.name();
+    match cap {
+        Some(cap) => {
+            let (_, why) = nic_atomics(config.verbs_atomics, cap);
+            format!("device {}, verbs_atomics = {setting}: {why}", cap.name())
+        }
+        None => format!("verbs_atomics = {setting} (no device to apply it to)"),
     }
 }
 
@@ -220,20 +253,34 @@ impl From<ProbeReport> for TransportInfo {
                     detail: d.detail,
                 })
                 .collect(),
+            atomics: None,
+            atomic_cap: None,
+            cap: None,
         }
     }
 }
 
 /// Every transport's report, shm, tcp, verbs, as each driver probes it.
 fn probes() -> Vec<TransportInfo> {
-    [
+    let verbs = switchyard_verbs::probe::probe();
+    // The device of the port a PE would use (the first usable one).
+    let cap = verbs.best().and_then(|(port, _)| {
+        verbs.attrs.iter().find_map(|(name, a)| {
+            (name == &port.device)
+                .then(|| a.as_ref().ok().map(|a| a.atomic_cap))
+                .flatten()
+        })
+    });
+    let mut out: Vec<TransportInfo> = [
         switchyard_shm::probe(),
         switchyard_socket::probe(),
-        switchyard_verbs::probe(),
+        verbs.report(),
     ]
     .into_iter()
     .map(TransportInfo::from)
-    .collect()
+    .collect();
+    out[2].cap = cap;
+    out
 }
 
 // ---------------------------------------------------------------------------
@@ -392,7 +439,12 @@ fn render_text(transports: &[TransportInfo], m: &Machine, config: &Config) -> St
             let n = t.devices.len();
             let used = match &t.not_used {
                 Some(why) => format!(", not used: {why}"),
-                None if t.name == "verbs" => ", used for NEAR peers".to_string(),
+                None if t.name == "verbs" && config.verbs_routed => {
+                    ", used for NEAR peers and long messages to ROUTED peers".to_string()
+                }
+                None if t.name == "verbs" => {
+                    ", used for NEAR peers (verbs_routed = off)".to_string()
+                }
                 None => String::new(),
             };
             format!(
@@ -406,6 +458,9 @@ fn render_text(transports: &[TransportInfo], m: &Machine, config: &Config) -> St
             )
         };
         let _ = writeln!(s, "  {:<7} {status}", t.name);
+        if let Some(a) = t.atomics.as_ref().filter(|_| t.available) {
+            let _ = writeln!(s, "  {:<7} atomics: {a}", "");
+        }
     }
 
     s.push_str("\nDevices:\n");
@@ -682,6 +737,9 @@ mod test {
                     name: "mlx5_0:1".into(),
                     detail: "DOWN, InfiniBand".into(),
                 }],
+                atomics: None,
+                atomic_cap: None,
+                cap: None,
             }
         );
         let json = serde_json::to_value(&t).unwrap();
@@ -704,6 +762,9 @@ mod test {
             in_use: false,
             not_used: None,
             devices: Vec::new(),
+            atomics: None,
+            atomic_cap: None,
+            cap: None,
         };
         t.decide_use(&load("all"));
         assert!(t.in_use && t.not_used.is_none(), "{t:?}");
@@ -727,6 +788,55 @@ mod test {
             !t.in_use && t.not_used.is_none(),
             "the probe's reason says why"
         );
+    }
+
+    /// The atomics line: the device's capability and the policy in force.
+    #[test]
+    fn atomics_show_the_capability_and_the_policy() {
+        let load = |v: &str| {
+            Config::load_from_vars([("SWITCHYARD_VERBS_ATOMICS".to_string(), v.to_string())])
+                .unwrap()
+        };
+        let mut t = TransportInfo {
+            name: "verbs",
+            available: true,
+            why_not: None,
+            in_use: false,
+            not_used: None,
+            devices: Vec::new(),
+            atomics: None,
+            atomic_cap: None,
+            cap: Some(AtomicCap::Hca),
+        };
+        t.decide_use(&load("auto"));
+        let a = t.atomics.clone().unwrap();
+        assert!(
+            a.starts_with("device HCA, verbs_atomics = auto:") && a.contains("over TCP"),
+            "{a}"
+        );
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["atomic_cap"], "HCA");
+        assert!(json.get("cap").is_none());
+        t.decide_use(&load("nic"));
+        assert!(t.atomics.as_deref().unwrap().contains("use the NIC"));
+        t.cap = Some(AtomicCap::Global);
+        t.decide_use(&load("auto"));
+        assert!(t.atomics.as_deref().unwrap().contains("use the NIC"));
+        t.decide_use(&load("cpu"));
+        assert!(t.atomics.as_deref().unwrap().contains("over TCP"));
+        let text = render_text(&[t.clone()], &Machine::read(), &load("cpu"));
+        assert!(
+            text.contains("atomics: device global, verbs_atomics = cpu"),
+            "{text}"
+        );
+        t.cap = None;
+        t.decide_use(&load("auto"));
+        assert!(t.atomics.as_deref().unwrap().contains("no device"));
+        // Other transports have no atomics line.
+        let mut shm = TransportInfo { name: "shm", ..t };
+        shm.atomics = None;
+        shm.decide_use(&load("auto"));
+        assert!(shm.atomics.is_none());
     }
 
     #[test]

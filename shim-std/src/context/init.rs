@@ -76,6 +76,8 @@ impl Context {
             connect_timeout: cfg.bootstrap_timeout,
             shm_peers: cfg.transports.shm,
             symmetric_data: opts.symmetric_data,
+            verbs_atomics: cfg.verbs_atomics,
+            verbs_routed: cfg.verbs_routed,
         };
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));

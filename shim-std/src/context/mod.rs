@@ -31,6 +31,7 @@
 mod drv;
 mod heap;
 mod init;
+mod order;
 mod progress;
 mod raw;
 pub mod verbs;
@@ -328,6 +329,11 @@ pub struct Setup {
     /// and static variables, for the C API): moved into the segment after
     /// the heap, see [`switchyard_shm::Alias`].
     pub symmetric_data: Option<Alias>,
+    /// Whether atomics to verbs peers may use the NIC's atomics
+    /// (`verbs_atomics`; decided against the device when verbs is attached).
+    pub verbs_atomics: crate::config::VerbsAtomics,
+    /// Whether ROUTED peers use verbs for long messages (`verbs_routed`).
+    pub verbs_routed: bool,
 }
 
 /// The executable's global and static variables, moved into the symmetric
@@ -378,6 +384,16 @@ pub struct Stats {
     /// Operations the verbs driver handed back after a failure and this
     /// context replayed over TCP.
     pub verbs_replays: u64,
+    /// Atomics to a peer whose verbs link was up that went over TCP (run by
+    /// the target's CPU) because the NIC's atomics are not atomic with
+    /// respect to the CPU's (`verbs_atomics`). Not failures, not downgrades;
+    /// traced with [`TraceRecord::CPU_ATOMIC`].
+    pub cpu_atomics: u64,
+    /// Operations (and fences) that first waited for this PE's earlier
+    /// operations to the same peer over another transport to complete (a
+    /// peer's traffic split over verbs and TCP; see the ordering rules in
+    /// [`verbs`]). Traced with [`TraceRecord::ORDERED`].
+    pub ordering_waits: u64,
 }
 
 static NEXT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -395,6 +411,21 @@ pub struct Context {
     verbs: Option<verbs::Verbs>,
     /// Why there is no verbs driver, when init decided not to create one.
     verbs_why: Option<String>,
+    /// `verbs_atomics` as configured.
+    verbs_atomics: crate::config::VerbsAtomics,
+    /// `verbs_routed` as configured.
+    verbs_routed: bool,
+    /// Atomics leave RDMA out (the policy's atomic band is in use): the
+    /// device's atomics are not atomic with respect to the CPU's.
+    cpu_atomics_rule: bool,
+    /// Why ([`verbs::nic_atomics`]); empty before verbs is attached.
+    verbs_atomics_why: &'static str,
+    /// Cross-transport ordering: per peer, the transports with writes that
+    /// may not be complete.
+    order: order::Order,
+    /// Trace flags for the next [`Context::trace_route`] (set when the
+    /// operation waited for ordering).
+    next_flags: u8,
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,
@@ -621,6 +652,12 @@ impl Context {
             tcp: tcp.map(progress::Tcp::new),
             verbs: None,
             verbs_why: None,
+            verbs_atomics: setup.verbs_atomics,
+            verbs_routed: setup.verbs_routed,
+            cpu_atomics_rule: false,
+            verbs_atomics_why: "",
+            order: order::Order::default(),
+            next_flags: 0,
             link_seen: vec![0; n as usize],
             link_version: 0,
             dead: vec![false; n as usize],
@@ -743,9 +780,17 @@ impl Context {
             TraceRecord::DOWNGRADED
         } else {
             0
-        };
+        } | core::mem::take(&mut self.next_flags);
         if failed {
             flags |= TraceRecord::ERROR;
+        } else if self.cpu_atomics_rule
+            && frame == FrameOp::Atomic
+            && route.transport != VERBS
+            && matches!(route.class, PathClass::Near | PathClass::Routed)
+            && self.verbs_up(pe)
+        {
+            flags |= TraceRecord::CPU_ATOMIC;
+            self.stats.cpu_atomics += 1;
         }
         let rec = TraceRecord {
             seq: route.context.seq,
@@ -864,6 +909,14 @@ impl Context {
                 }
                 Err(e) => return Err(e),
             };
+            let k = if self.order.enabled {
+                order::kind(route.transport)
+            } else {
+                0
+            };
+            if k != 0 {
+                self.order_before(pe, k, op)?;
+            }
             let Some(mut d) = self.drv(route.transport) else {
                 return Err(Error::TransportUnavailable {
                     transport: route.transport,
@@ -872,6 +925,11 @@ impl Context {
             };
             match run(&mut d, &route) {
                 Ok(r) => {
+                    if k != 0 && matches!(op, Op::Put | Op::Atomic) {
+                        // A write that may be pending until quiet.
+                        let code = self.order.get(pe) | k;
+                        self.order.set(pe, code);
+                    }
                     self.trace_route(pe, len, frame, &route, false);
                     return Ok((r, route));
                 }
@@ -888,6 +946,52 @@ impl Context {
                     }
                 }
             }
+        }
+    }
+
+    /// Cross-transport ordering before an operation of kind `op` goes to
+    /// `pe` over transport kind `k` (see the rules in the [`verbs`] module
+    /// docs): a read (get, fetching atomic) first completes `pe`'s pending
+    /// writes over the other transport, so it observes them; a write does
+    /// so only after a fence (else nothing orders them). Costs one bit test
+    /// when `pe`'s traffic is not split.
+    #[inline]
+    fn order_before(&mut self, pe: u32, k: u8, op: Op) -> Result<()> {
+        let code = self.order.get(pe);
+        let other = code & !k;
+        if other == 0 {
+            return Ok(());
+        }
+        let must = match op {
+            Op::Get | Op::FetchingAtomic => true,
+            Op::Put | Op::Atomic => self.order.fenced,
+        };
+        if must {
+            self.quiet_kinds(other)?;
+            self.order.set(pe, code & !other);
+            self.stats.ordering_waits += 1;
+            self.next_flags |= TraceRecord::ORDERED;
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded by the op timeout) until every earlier operation over
+    /// the transports of `kinds` ([`order::V`], [`order::T`]) is complete.
+    #[cold]
+    fn quiet_kinds(&mut self, kinds: u8) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let verbs = kinds & order::V == 0 || self.verbs_quiet_poll()?;
+            let tcp = kinds & order::T == 0
+                || match self.tcp.as_mut().map(progress::Tcp::get) {
+                    Some(t) => t.quiet_poll()?,
+                    None => true,
+                };
+            if verbs && tcp {
+                return Ok(());
+            }
+            self.pause(&mut spins, start, "an ordering wait", Watch::Drivers)?;
         }
     }
 
@@ -1306,13 +1410,21 @@ impl Context {
     // ---- ordering and waiting ------------------------------------------
 
     /// Orders this PE's earlier puts and non-fetching atomics to each PE
-    /// before its later ones.
+    /// before its later ones. Each driver orders its own operations; when a
+    /// peer's operations since the last quiet went over both verbs and TCP
+    /// this is a [`quiet`](Context::quiet) (see the ordering rules in the
+    /// [`verbs`] module docs).
     ///
     /// # Errors
     ///
-    /// When a transport is unusable.
+    /// When a transport is unusable; as [`Context::quiet`] when it is one.
     #[inline]
     pub fn fence(&mut self) -> Result<()> {
+        if self.order.mixed {
+            self.stats.ordering_waits += 1;
+            return self.quiet();
+        }
+        self.order.fence();
         self.shm.fence()?;
         if let Some(v) = self.verbs.as_mut() {
             v.drv.fence()?;
@@ -1348,6 +1460,8 @@ impl Context {
                 None => true,
             };
             if shm && verbs && tcp {
+                // Every write is complete: no ordering is owed.
+                self.order.clear();
                 // Nothing sent over TCP is still in flight: links that came
                 // (back) up may take traffic now without overtaking it.
                 self.verbs_raise();

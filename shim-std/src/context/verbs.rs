@@ -88,13 +88,13 @@ use switchyard_socket::SocketDriver;
 use switchyard_verbs::{
     Event, Replay, VerbsDriver, VerbsError,
     card::{CardError, MAX_24, MAX_QPS, QpAddr, VerbsCard},
-    params::{Template, VerbsConfig},
+    params::{AtomicCap, Template, VerbsConfig},
     probe,
     qp_plan::psn_for,
 };
 
 use super::{Context, VERBS, progress};
-use crate::config::{Config, Key, Source, Template as ConfigTemplate};
+use crate::config::{Config, Key, Source, Template as ConfigTemplate, VerbsAtomics};
 
 /// First delay before a rebuild after a failure (ns).
 const MIN_BACKOFF_NS: u64 = 1_000_000;
@@ -114,6 +114,44 @@ pub struct VerbsStatus {
     pub peers_up: u32,
     /// Why not, when it does not.
     pub why_not: Option<String>,
+    /// Whether atomics to verbs peers use the NIC's atomics (else they go
+    /// over TCP and run on the target's CPU; see [`nic_atomics`]).
+    pub nic_atomics: bool,
+}
+
+/// Whether atomics to verbs peers may use the NIC's atomics, given the
+/// `verbs_atomics` setting and the device's `atomic_cap`, and why.
+///
+/// * `auto`: only a device whose atomics are atomic with respect to the
+///   CPU's (`IBV_ATOMIC_GLOB`). With `IBV_ATOMIC_HCA` (what most devices
+///   report) a NIC atomic and a CPU atomic on one word (a same-node peer's
+///   over shared memory, a TCP peer's run by the target, the owner's own)
+///   can lose an update, so atomics go over TCP to the target's CPU.
+/// * `nic`: whenever the device does RDMA atomics at all.
+/// * `cpu`: never.
+pub fn nic_atomics(setting: VerbsAtomics, cap: AtomicCap) -> (bool, &'static str) {
+    match (setting, cap) {
+        (_, AtomicCap::None) => (
+            false,
+            "the device does no RDMA atomics: atomics go over TCP (the target's CPU)",
+        ),
+        (VerbsAtomics::Cpu, _) => (
+            false,
+            "verbs_atomics = cpu: atomics go over TCP (the target's CPU)",
+        ),
+        (VerbsAtomics::Nic, AtomicCap::Global) | (VerbsAtomics::Auto, AtomicCap::Global) => (
+            true,
+            "the device's atomics are atomic with the CPU's (global): atomics use the NIC",
+        ),
+        (VerbsAtomics::Nic, AtomicCap::Hca) => (
+            true,
+            "verbs_atomics = nic: atomics use the NIC although they are atomic only among the HCA's own (do not mix them with same-node or TCP atomics on one word)",
+        ),
+        (VerbsAtomics::Auto, AtomicCap::Hca) => (
+            false,
+            "the device's atomics are atomic only among the HCA's own, not with the CPU's: atomics go over TCP (the target's CPU); verbs_atomics = nic forces the NIC",
+        ),
+    }
 }
 
 /// The status without a context's driver: the probe's reason without a
@@ -126,12 +164,14 @@ pub fn status_without_driver(why: &str) -> VerbsStatus {
             in_use: false,
             peers_up: 0,
             why_not: Some(u.to_string()),
+            nic_atomics: false,
         },
         None => VerbsStatus {
             device_usable: true,
             in_use: false,
             peers_up: 0,
             why_not: Some(why.into()),
+            nic_atomics: false,
         },
     }
 }
@@ -421,6 +461,23 @@ impl Verbs {
     }
 }
 
+impl Context {
+    /// Whether `pe`'s verbs health bit is set (no driver: no).
+    #[inline]
+    pub(super) fn verbs_up(&self, pe: u32) -> bool {
+        self.verbs
+            .as_ref()
+            .and_then(|v| v.peers.get(pe as usize))
+            .is_some_and(|p| p.bit)
+    }
+
+    /// Why atomics to verbs peers use the NIC or not ([`nic_atomics`]);
+    /// empty before a verbs driver is attached.
+    pub fn verbs_atomics_reason(&self) -> &'static str {
+        self.verbs_atomics_why
+    }
+}
+
 /// Replays one operation over TCP rail 0, making progress while the TCP
 /// window is full, for at most `patience`. Returns whether TCP took it.
 fn replay_one(
@@ -508,9 +565,27 @@ impl Context {
                     continue;
                 }
             }
-            p.wanted = self.class(pe) == Some(PathClass::Near);
+            p.wanted = match self.class(pe) {
+                Some(PathClass::Near) => true,
+                Some(PathClass::Routed) => self.verbs_routed,
+                _ => false,
+            };
             p.backoff = MIN_BACKOFF_NS;
         }
+        // The atomicity domain: NIC atomics only where they are atomic with
+        // the CPU's (or the configuration forces them); else the policy's
+        // atomic band leaves RDMA out and atomics go to the target's CPU.
+        let (nic, why) = nic_atomics(self.verbs_atomics, drv.params().atomic_cap);
+        let mut policy = *self.sel.policy().config();
+        policy.rdma_atomics = nic;
+        if self
+            .sel
+            .set_policy(switchyard_core::route::Policy::new(policy))
+            .is_ok()
+        {
+            self.cpu_atomics_rule = !nic;
+        }
+        self.verbs_atomics_why = why;
         self.verbs = Some(Verbs {
             drv,
             seed,
@@ -525,6 +600,8 @@ impl Context {
             bad_records: 0,
         });
         self.verbs_why = None;
+        // A peer's operations may now be split over verbs and TCP.
+        self.order.enable(self.n_pes);
         self.verbs_send_qpns();
         self.leave();
     }
@@ -882,6 +959,7 @@ impl Context {
                 in_use: false,
                 peers_up: 0,
                 why_not: Some("the RDMA device failed: every peer uses TCP".into()),
+                nic_atomics: false,
             },
             Some(v) => {
                 let up = v.peers_up();
@@ -893,10 +971,15 @@ impl Context {
                         if v.peers.iter().any(|p| p.wanted) {
                             "no verbs link is up now (connecting or rebuilding): NEAR uses TCP"
                                 .into()
+                        } else if self.verbs_routed {
+                            "no NEAR or ROUTED peer with a verbs card: nothing to route over verbs"
+                                .into()
                         } else {
-                            "no NEAR peer with a verbs card: nothing to route over verbs".into()
+                            "no NEAR peer with a verbs card (verbs_routed = off): nothing to route over verbs"
+                                .into()
                         }
                     }),
+                    nic_atomics: !self.cpu_atomics_rule,
                 }
             }
             None => status_without_driver(
@@ -1173,15 +1256,29 @@ mod fake_pair_test {
         Card(Option<Vec<u8>>),
     }
 
-    /// PE `me` of a NEAR pair; `corrupt` flips a byte of the card received
-    /// from the other PE before it is attached.
+    /// How a test pair is set up.
+    #[derive(Debug, Clone, Copy, Default)]
+    struct Opts {
+        /// Flip a byte of the card received from the other PE before it is
+        /// attached.
+        corrupt: bool,
+        /// The two PEs are on different switches (ROUTED), not NEAR.
+        routed: bool,
+        /// `verbs_atomics`.
+        atomics: VerbsAtomics,
+        /// `verbs_routed = off`.
+        no_routed: bool,
+    }
+
+    /// PE `me` of a NEAR (or, with `opts.routed`, ROUTED) pair.
     fn context(
         job: u64,
         me: u32,
         fabric: &Fabric,
         (tx, rx): (&Sender<Msg>, &Receiver<Msg>),
-        corrupt: bool,
+        opts: Opts,
     ) -> Context {
+        let corrupt = opts.corrupt;
         let wait = Duration::from_secs(20);
         let setup = Setup {
             job_id: job,
@@ -1199,6 +1296,8 @@ mod fake_pair_test {
             connect_timeout: wait,
             shm_peers: true,
             symmetric_data: None,
+            verbs_atomics: opts.atomics,
+            verbs_routed: !opts.no_routed,
         };
         let seg = Context::create_segment(&setup).expect("segment");
         let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
@@ -1223,7 +1322,7 @@ mod fake_pair_test {
         let mine = tcp.local_addrs().to_vec();
         let info = |pe: u32, tcp: Vec<SocketAddr>| PeerInfo {
             node: 1000 + u64::from(pe),
-            switch: 5,
+            switch: if opts.routed { 5 + pe } else { 5 },
             tree: NO_SWITCH,
             shm: None,
             tcp,
@@ -1234,7 +1333,12 @@ mod fake_pair_test {
             [info(0, other), info(1, mine)]
         };
         let mut ctx = Context::from_parts(setup, seg, &peers, Some(tcp)).expect("context");
-        assert_eq!(ctx.class(1 - me), Some(PathClass::Near));
+        let class = if opts.routed {
+            PathClass::Routed
+        } else {
+            PathClass::Near
+        };
+        assert_eq!(ctx.class(1 - me), Some(class));
         let (h, l) = ctx.shm.local_heap();
         #[allow(unsafe_code)]
         // SAFETY: the context's own heap; the driver is dropped with the
@@ -1254,7 +1358,8 @@ mod fake_pair_test {
         cards[me as usize] = pe_card_bytes(Some(&drv));
         ctx.attach_verbs(drv, job, &cards);
         let up = ctx.verbs_connect(wait);
-        assert_eq!(up, u32::from(!corrupt), "verbs links up at init");
+        let want = !corrupt && !(opts.routed && opts.no_routed);
+        assert_eq!(up, u32::from(want), "verbs links up at init");
         ctx
     }
 
@@ -1398,11 +1503,16 @@ mod fake_pair_test {
         let f1 = fabric.clone();
         let done = Arc::new(AtomicU32::new(0));
         let done1 = Arc::clone(&done);
+        // NIC atomics: this test fails atomics over verbs over too.
+        let o = Opts {
+            atomics: VerbsAtomics::Nic,
+            ..Opts::default()
+        };
         let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, (&tx1, &rx1), false);
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), o);
             drop(script(ctx, &f1, &done1));
         });
-        let ctx = context(job, 0, &fabric, (&tx0, &rx0), false);
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), o);
         let ctx = script(ctx, &fabric, &done);
         pe1.join().expect("PE 1");
         drop(ctx);
@@ -1441,9 +1551,287 @@ mod fake_pair_test {
             close_together(&mut ctx, done);
         };
         let pe1 = std::thread::spawn(move || {
-            run(context(job, 1, &f1, (&tx1, &rx1), true), &done1);
+            let o = Opts {
+                corrupt: true,
+                ..Opts::default()
+            };
+            run(context(job, 1, &f1, (&tx1, &rx1), o), &done1);
         });
-        run(context(job, 0, &fabric, (&tx0, &rx0), true), &done);
+        let o = Opts {
+            corrupt: true,
+            ..Opts::default()
+        };
+        run(context(job, 0, &fabric, (&tx0, &rx0), o), &done);
         pe1.join().expect("PE 1");
+    }
+
+    /// Runs `script` on both PEs of a pair set up as `opts` on a fake HCA
+    /// reporting `cap`, then closes them together.
+    fn pair<F>(opts: Opts, cap: AtomicCap, script: F)
+    where
+        F: Fn(&mut Context) + Send + Clone + 'static,
+    {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = u64::from(NEXT.fetch_add(1, Ordering::Relaxed));
+        let job = (0x90_0000_0000 + (n << 32)) ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        fabric.set_atomic_cap(cap);
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let done1 = Arc::clone(&done);
+        let script1 = script.clone();
+        let pe1 = std::thread::spawn(move || {
+            let mut ctx = context(job, 1, &f1, (&tx1, &rx1), opts);
+            script1(&mut ctx);
+            close_together(&mut ctx, &done1);
+        });
+        let mut ctx = context(job, 0, &fabric, (&tx0, &rx0), opts);
+        script(&mut ctx);
+        close_together(&mut ctx, &done);
+        pe1.join().expect("PE 1");
+    }
+
+    fn tcp_ops(ctx: &Context) -> u64 {
+        ctx.stats().ops[TCP.index()]
+    }
+
+    fn last_trace(ctx: &Context) -> TraceRecord {
+        let mut recs = [TraceRecord::default(); TRACE_RECORDS];
+        let n = ctx.trace().snapshot(&mut recs);
+        recs[n - 1]
+    }
+
+    /// Both PEs add to a word of PE 1: PE 1's adds are its own (CPU
+    /// atomics), PE 0's remote. With NIC atomics allowed they go over
+    /// verbs, else over TCP (counted as `cpu_atomics`, traced with
+    /// `CPU_ATOMIC`, not downgrades); puts stay on verbs either way, and
+    /// no update is lost.
+    fn atomics_script(expect_nic: bool) -> impl Fn(&mut Context) + Send + Clone + 'static {
+        move |ctx: &mut Context| {
+            const ADDS: u64 = 100;
+            let me = ctx.my_pe();
+            let sym: Sym<u64> = ctx.alloc(4).expect("alloc");
+            let st = ctx.verbs_status();
+            assert_eq!((st.peers_up, st.nic_atomics), (1, expect_nic), "{st:?}");
+            assert!(!ctx.verbs_atomics_reason().is_empty());
+            let (v0, t0, s0) = (verbs_ops(ctx), tcp_ops(ctx), ctx.stats());
+            let mut olds = Vec::new();
+            for _ in 0..ADDS {
+                olds.push(ctx.fetch_add(&sym, 0, 1, 1).unwrap());
+            }
+            ctx.add(&sym, 1, 2, 1).unwrap();
+            if me == 0 {
+                let (dv, dt) = (verbs_ops(ctx) - v0, tcp_ops(ctx) - t0);
+                let s = ctx.stats();
+                let last = last_trace(ctx);
+                if expect_nic {
+                    assert_eq!((dv, dt), (ADDS + 1, 0), "{s:?}");
+                    assert_eq!(s.cpu_atomics, 0, "{s:?}");
+                    assert_eq!(last.transport, VERBS.index() as u8);
+                } else {
+                    assert_eq!((dv, dt), (0, ADDS + 1), "{s:?}");
+                    assert_eq!(s.cpu_atomics - s0.cpu_atomics, ADDS + 1, "{s:?}");
+                    assert_eq!(last.transport, TCP.index() as u8);
+                    assert_ne!(last.flags & TraceRecord::CPU_ATOMIC, 0, "{last:?}");
+                }
+                assert_eq!(last.flags & TraceRecord::DOWNGRADED, 0, "{last:?}");
+                assert_eq!(s.downgrades, s0.downgrades, "not downgrades");
+                // A put still goes over verbs.
+                let v1 = verbs_ops(ctx);
+                ctx.put(&sym, 3, &[7], 1).unwrap();
+                assert_eq!(verbs_ops(ctx) - v1, 1);
+            } else {
+                assert_eq!(ctx.stats().cpu_atomics, 0, "its own atomics are local");
+            }
+            // Old values are increasing and distinct on each PE.
+            assert!(olds.windows(2).all(|w| w[0] < w[1]), "{olds:?}");
+            ctx.barrier_all().unwrap();
+            if me == 1 {
+                let mut v = [0u64; 4];
+                ctx.read_local(&sym, 0, &mut v).unwrap();
+                assert_eq!((v[0], v[1], v[3]), (2 * ADDS, 4, 7), "an update was lost");
+            }
+            ctx.barrier_all().unwrap();
+        }
+    }
+
+    /// An HCA-only device with `verbs_atomics = auto`: atomics to the NEAR
+    /// peer go over TCP (the target's CPU), coherent with its own.
+    #[test]
+    fn hca_only_atomics_go_over_tcp_with_auto() {
+        pair(Opts::default(), AtomicCap::Hca, atomics_script(false));
+    }
+
+    /// `verbs_atomics = nic` forces NIC atomics on an HCA-only device.
+    #[test]
+    fn nic_forces_atomics_over_verbs() {
+        let o = Opts {
+            atomics: VerbsAtomics::Nic,
+            ..Opts::default()
+        };
+        pair(o, AtomicCap::Hca, atomics_script(true));
+    }
+
+    /// A device with global atomics uses them with `auto`; `cpu` never.
+    #[test]
+    fn global_atomics_with_auto_and_cpu_forced() {
+        pair(Opts::default(), AtomicCap::Global, atomics_script(true));
+        let o = Opts {
+            atomics: VerbsAtomics::Cpu,
+            ..Opts::default()
+        };
+        pair(o, AtomicCap::Global, atomics_script(false));
+    }
+
+    /// The decision table of [`nic_atomics`].
+    #[test]
+    fn nic_atomics_rule() {
+        use VerbsAtomics::{Auto, Cpu, Nic};
+        for (set, cap, want) in [
+            (Auto, AtomicCap::Global, true),
+            (Auto, AtomicCap::Hca, false),
+            (Auto, AtomicCap::None, false),
+            (Nic, AtomicCap::Global, true),
+            (Nic, AtomicCap::Hca, true),
+            (Nic, AtomicCap::None, false),
+            (Cpu, AtomicCap::Global, false),
+            (Cpu, AtomicCap::Hca, false),
+        ] {
+            let (nic, why) = nic_atomics(set, cap);
+            assert_eq!(nic, want, "{set:?} {cap:?}");
+            assert!(!why.is_empty());
+        }
+    }
+
+    const LONG: usize = 16 << 10;
+
+    /// ROUTED peers over verbs: long messages take verbs, short ones TCP,
+    /// and the ordering rules hold across the two.
+    fn routed_script(ctx: &mut Context) {
+        let me = ctx.my_pe();
+        let data: Sym<u8> = ctx.alloc(LONG).expect("alloc");
+        let flag: Sym<u64> = ctx.alloc(1).expect("alloc");
+        let st = ctx.verbs_status();
+        assert_eq!(st.peers_up, 1, "a verbs link to the ROUTED peer: {st:?}");
+        // 1. Split by size: short over TCP, long over verbs.
+        if me == 0 {
+            let (v0, t0) = (verbs_ops(ctx), tcp_ops(ctx));
+            ctx.put(&data, 0, &[1u8; 64], 1).unwrap();
+            assert_eq!((verbs_ops(ctx) - v0, tcp_ops(ctx) - t0), (0, 1));
+            assert_eq!(last_trace(ctx).class, PathClass::Routed.to_wire());
+            ctx.put(&data, 0, &[2u8; LONG], 1).unwrap();
+            assert_eq!((verbs_ops(ctx) - v0, tcp_ops(ctx) - t0), (1, 1));
+            let last = last_trace(ctx);
+            assert_eq!(last.transport, VERBS.index() as u8);
+            assert_eq!(last.flags & TraceRecord::DOWNGRADED, 0, "{last:?}");
+            ctx.quiet().unwrap();
+        }
+        ctx.barrier_all().unwrap();
+        // 2. put long (verbs) + fence + flag (TCP): the target sees the
+        //    flag only after the data. PE 0 then sleeps without progress:
+        //    whatever it left unposted stays so.
+        //    Odd rounds start clean: the fence is the verbs driver's own and
+        //    the flag put waits for the data (traced ORDERED). Even rounds
+        //    start with the barrier's flag put (TCP) pending: the data makes
+        //    the peer's writes mixed and the fence is a quiet.
+        for round in 1..=4u8 {
+            if me == 0 {
+                if round % 2 == 1 {
+                    ctx.quiet().unwrap();
+                }
+                let w0 = ctx.stats().ordering_waits;
+                ctx.put(&data, 0, &[round; LONG], 1).unwrap();
+                ctx.fence().unwrap();
+                ctx.put(&flag, 0, &[u64::from(round)], 1).unwrap();
+                assert!(ctx.stats().ordering_waits > w0, "{:?}", ctx.stats());
+                let ordered = last_trace(ctx).flags & TraceRecord::ORDERED != 0;
+                assert_eq!(ordered, round % 2 == 1, "round {round}");
+                std::thread::sleep(Duration::from_millis(30));
+                ctx.quiet().unwrap();
+            } else {
+                ctx.wait_until(&flag, 0, crate::context::Cmp::Eq, u64::from(round))
+                    .unwrap();
+                let mut v = vec![0u8; LONG];
+                ctx.read_local(&data, 0, &mut v).unwrap();
+                let stale = v.iter().filter(|&&b| b != round).count();
+                assert_eq!(stale, 0, "round {round}: the flag overtook the data");
+            }
+            ctx.barrier_all().unwrap();
+        }
+        // 3. A get after a long put returns the new bytes, over TCP (short)
+        //    and over verbs (long).
+        if me == 0 {
+            ctx.put(&data, 0, &[7u8; LONG], 1).unwrap();
+            let mut g = [0u8; 64];
+            ctx.get(&data, 100, &mut g, 1).unwrap();
+            assert_eq!(g, [7u8; 64], "a short get (TCP) missed the long put");
+        }
+        ctx.barrier_all().unwrap();
+        // 4. A long get (verbs) after a short put (TCP) while the target
+        //    does not progress: it must wait for the put's ack.
+        if me == 1 {
+            std::thread::sleep(Duration::from_millis(100));
+        } else {
+            let w0 = ctx.stats().ordering_waits;
+            ctx.put(&data, 200, &[9u8; 64], 1).unwrap();
+            let mut g = vec![0u8; LONG];
+            ctx.get(&data, 0, &mut g, 1).unwrap();
+            assert_eq!(
+                &g[200..264],
+                &[9u8; 64],
+                "a long get (verbs) missed the short put"
+            );
+            assert_eq!(g[0], 7);
+            assert!(ctx.stats().ordering_waits > w0);
+        }
+        ctx.barrier_all().unwrap();
+        // 5. A fetching atomic (over TCP: the fake is HCA-only) observes a
+        //    long put (verbs) of the word.
+        if me == 0 {
+            let mut bytes = [0u8; LONG];
+            bytes[..8].copy_from_slice(&1000u64.to_le_bytes());
+            ctx.put(&data, 0, &bytes, 1).unwrap();
+            // The first 8 bytes of `data`, as a word: a Sym<u64> over them.
+            let word = Sym::<u64>::new(data.offset, 1, data.owner);
+            assert_eq!(ctx.fetch_add(&word, 0, 1, 1).unwrap(), 1000);
+        }
+        ctx.barrier_all().unwrap();
+    }
+
+    /// A ROUTED pair: verbs QPs are connected to it too, long puts go over
+    /// verbs and short ones over TCP, a fence between them orders them,
+    /// reads see earlier writes over the other transport.
+    #[test]
+    fn routed_peers_split_by_size_and_stay_ordered() {
+        let o = Opts {
+            routed: true,
+            ..Opts::default()
+        };
+        pair(o, AtomicCap::Hca, routed_script);
+    }
+
+    /// `verbs_routed = off`: a ROUTED peer gets no verbs link; its long
+    /// messages go over TCP (its first choice then: not a downgrade).
+    #[test]
+    fn verbs_routed_off_keeps_routed_peers_on_tcp() {
+        let o = Opts {
+            routed: true,
+            no_routed: true,
+            ..Opts::default()
+        };
+        pair(o, AtomicCap::Hca, |ctx: &mut Context| {
+            let data: Sym<u8> = ctx.alloc(LONG).expect("alloc");
+            let st = ctx.verbs_status();
+            assert_eq!(st.peers_up, 0, "{st:?}");
+            assert!(st.why_not.is_some_and(|w| w.contains("verbs_routed = off")));
+            if ctx.my_pe() == 0 {
+                let (v0, t0) = (verbs_ops(ctx), tcp_ops(ctx));
+                ctx.put(&data, 0, &[3u8; LONG], 1).unwrap();
+                assert_eq!((verbs_ops(ctx) - v0, tcp_ops(ctx) - t0), (0, 1));
+            }
+            ctx.barrier_all().unwrap();
+        });
     }
 }

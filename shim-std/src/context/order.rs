@@ -1,0 +1,127 @@
+//! Ordering across transports for a peer whose operations are split over
+//! RDMA verbs and TCP (see the rules in the [`verbs`](super::verbs) module
+//! docs): which transports carried writes to each peer since they were last
+//! known complete, two bits per peer, set without allocating.
+
+use switchyard_core::class::TransportId;
+
+use super::{VERBS, rail_of};
+
+/// The verbs bit of a peer's code.
+pub(super) const V: u8 = 1;
+/// The TCP bit (every rail: one driver, which orders its rails itself).
+pub(super) const T: u8 = 2;
+
+/// The tracking bit of transport `t`: verbs, TCP, or 0 for shared memory
+/// (whose puts and atomics are complete when they return).
+#[inline]
+pub(super) fn kind(t: TransportId) -> u8 {
+    if t == VERBS {
+        V
+    } else if rail_of(t).is_some() {
+        T
+    } else {
+        0
+    }
+}
+
+/// Per peer, the transports that carried writes (puts, non-fetching
+/// atomics) to it that may not be complete yet; and whether a fence or a
+/// mix makes the next switch of transport wait.
+#[derive(Debug, Default)]
+pub(super) struct Order {
+    /// Two bits per peer ([`V`], [`T`]), 32 peers a word. Empty while
+    /// tracking is off.
+    bits: Vec<u64>,
+    /// Tracking is on (a verbs driver is attached: a peer's traffic may be
+    /// split over two drivers).
+    pub(super) enabled: bool,
+    /// Some peer had writes over both transports since the last full quiet:
+    /// the next fence must be a quiet.
+    pub(super) mixed: bool,
+    /// A fence was issued while writes were pending: a write over the other
+    /// transport than a peer's pending writes must wait for them.
+    pub(super) fenced: bool,
+    /// Some bit may be set (else [`Order::clear`] has nothing to do).
+    dirty: bool,
+}
+
+impl Order {
+    /// Tracking for `n_pes` peers (allocates once, at init).
+    pub(super) fn enable(&mut self, n_pes: u32) {
+        self.bits = vec![0; (n_pes as usize).div_ceil(32)];
+        self.enabled = true;
+    }
+
+    /// The code of `pe` (0 for a PE outside the job).
+    #[inline]
+    pub(super) fn get(&self, pe: u32) -> u8 {
+        let (w, sh) = (pe as usize / 32, (pe % 32) * 2);
+        self.bits.get(w).map_or(0, |x| ((x >> sh) & 3) as u8)
+    }
+
+    /// Sets the code of `pe`.
+    #[inline]
+    pub(super) fn set(&mut self, pe: u32, code: u8) {
+        let (w, sh) = (pe as usize / 32, (pe % 32) * 2);
+        if let Some(x) = self.bits.get_mut(w) {
+            *x = (*x & !(3 << sh)) | (u64::from(code & 3) << sh);
+            self.dirty |= code != 0;
+            self.mixed |= code == V | T;
+        }
+    }
+
+    /// Everything is complete (a full quiet): no peer has pending writes.
+    pub(super) fn clear(&mut self) {
+        if self.dirty {
+            self.bits.fill(0);
+            self.dirty = false;
+        }
+        self.mixed = false;
+        self.fenced = false;
+    }
+
+    /// A per-driver fence was issued: pending writes stay pending, but a
+    /// later write over another transport must wait for them.
+    pub(super) fn fence(&mut self) {
+        self.fenced |= self.dirty;
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::context::{SHM, TCP, tcp_rail};
+
+    #[test]
+    fn two_bits_per_peer() {
+        let mut o = Order::default();
+        o.set(3, V);
+        assert_eq!(o.get(3), 0, "off: nothing is kept");
+        o.enable(70);
+        assert_eq!(o.bits.len(), 3);
+        for pe in [0, 31, 32, 69] {
+            o.set(pe, V);
+            assert_eq!(o.get(pe), V);
+        }
+        assert!(o.dirty && !o.mixed);
+        o.set(32, V | T);
+        assert!(o.mixed);
+        assert_eq!((o.get(31), o.get(32), o.get(33)), (V, V | T, 0));
+        o.set(32, T);
+        assert_eq!(o.get(32), T);
+        // Out of range: ignored, never a panic.
+        o.set(200, V);
+        assert_eq!(o.get(200), 0);
+        o.fence();
+        assert!(o.fenced);
+        o.clear();
+        assert!(!o.fenced && !o.mixed && (0..70).all(|p| o.get(p) == 0));
+        o.fence();
+        assert!(!o.fenced, "a fence with nothing pending changes nothing");
+        assert_eq!(
+            (kind(VERBS), kind(TCP), kind(tcp_rail(1)), kind(SHM)),
+            (V, T, T, 0)
+        );
+    }
+}
