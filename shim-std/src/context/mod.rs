@@ -384,10 +384,11 @@ pub struct Stats {
     /// Operations the verbs driver handed back after a failure and this
     /// context replayed over TCP.
     pub verbs_replays: u64,
-    /// Atomics to a peer whose verbs link was up that went over TCP (run by
-    /// the target's CPU) because the NIC's atomics are not atomic with
-    /// respect to the CPU's (`verbs_atomics`). Not failures, not downgrades;
-    /// traced with [`TraceRecord::CPU_ATOMIC`].
+    /// Atomics that would have gone over verbs (a NEAR peer, or a ROUTED one
+    /// at `short_threshold` and up, whose verbs link was up) but went over
+    /// TCP, run by the target's CPU, because the NIC's atomics are not
+    /// atomic with respect to the CPU's (`verbs_atomics`). Not failures, not
+    /// downgrades; traced with [`TraceRecord::CPU_ATOMIC`].
     pub cpu_atomics: u64,
     /// Operations (and fences) that first waited for this PE's earlier
     /// operations to the same peer over another transport to complete (a
@@ -786,7 +787,9 @@ impl Context {
         } else if self.cpu_atomics_rule
             && frame == FrameOp::Atomic
             && route.transport != VERBS
-            && matches!(route.class, PathClass::Near | PathClass::Routed)
+            && (route.class == PathClass::Near
+                || (route.class == PathClass::Routed
+                    && len >= u64::from(self.sel.policy().config().short_threshold)))
             && self.verbs_up(pe)
         {
             flags |= TraceRecord::CPU_ATOMIC;

@@ -20,10 +20,23 @@
 //!   seed on both sides ([`psn_for`]). Everything received is validated
 //!   ([`parse_pe_card`], [`Record::decode`]): bad bytes are a typed error,
 //!   the peer is left on TCP and a warning names it.
-//! * **Connect.** Init connects every NEAR peer that sent a card (ROUTED
-//!   peers stay on TCP, see below), waits (bounded by the bootstrap
-//!   timeout) until each side reported its QPs at RTS ([`Record::Rts`]), and
-//!   sets the verbs health bit: NEAR traffic then goes over verbs.
+//! * **Connect.** Init connects every NEAR peer that sent a card, and every
+//!   ROUTED one (RoCEv2 is routable) unless `verbs_routed = off`, waits
+//!   (bounded by the bootstrap timeout) until each side reported its QPs at
+//!   RTS ([`Record::Rts`]), and sets the verbs health bit: NEAR traffic then
+//!   goes over verbs, and ROUTED messages of `short_threshold` bytes and
+//!   more (the route policy's rule 3; shorter ones take TCP).
+//! * **Atomics** ([`nic_atomics`], `verbs_atomics = auto | nic | cpu`). RDMA
+//!   atomics of a device whose `atomic_cap` is `IBV_ATOMIC_HCA` are atomic
+//!   only among that HCA's own atomics, while same-node atomics (shared
+//!   memory), the TCP target's and a PE's own are CPU atomics: mixed on one
+//!   word they can lose an update. Unless the device reports
+//!   `IBV_ATOMIC_GLOB` (or `nic` forces it), attach sets the route policy's
+//!   `rdma_atomics` off: every atomic to a verbs peer takes TCP as its first
+//!   choice and runs on the target's CPU. Counted in `Stats::cpu_atomics`,
+//!   traced `CPU_ATOMIC`; not downgrades. The job's devices are assumed
+//!   alike: the decision uses this PE's device (the PE card does not carry
+//!   the capability), and the target's NIC is what executes an atomic.
 //! * **Failure.** [`Event::Link`] Error clears the health bit at once (the
 //!   next select takes TCP), and the driver's replays
 //!   ([`VerbsDriver::drain_replays`]) are sent over TCP before any later
@@ -56,16 +69,41 @@
 //!   (refused, peer dead) is reported by the next `quiet`
 //!   ([`Error::ReplayLost`](super::Error::ReplayLost)), never dropped
 //!   silently.
+//! * **Ordering across transports.** A peer's operations may go over two
+//!   drivers (a ROUTED peer by size, a NEAR peer whose atomics go to the
+//!   CPU, a peer during failover), and each driver orders only its own. The
+//!   context keeps two bits per peer (`context/order.rs`): the transports
+//!   (verbs, TCP: all rails count as one driver) that carried *writes* (puts,
+//!   non-blocking puts, non-fetching atomics) to it since they were last
+//!   known complete. Shared memory is not tracked: its writes are complete
+//!   when they return. What is guaranteed, per target PE, when its
+//!   operations are split:
+//!   - `fence` orders every earlier put, non-blocking put and non-fetching
+//!     atomic before every later one (OpenSHMEM's rule): when some peer's
+//!     writes since the last quiet went over both transports, the fence is
+//!     a full `quiet`; otherwise each driver fences its own, and a later
+//!     write to a peer over the *other* transport than its pending writes
+//!     first waits until those are complete (a quiet of that driver).
+//!     Without a fence, writes over two transports are not ordered (nor are
+//!     they by OpenSHMEM).
+//!   - A blocking get, a non-blocking get, or a fetching atomic over one
+//!     transport first waits until the peer's pending writes over the other
+//!     are complete, so it observes every earlier write of this PE to that
+//!     peer, as it would on one in-order transport.
+//!   - `quiet` (and every barrier) completes everything on every transport.
+//!
+//!   Over one transport the driver's own ordering applies (TCP frames in
+//!   order per connection; verbs as the driver fences). Each wait is counted
+//!   in `Stats::ordering_waits` and the operation traced `ORDERED`. The bits
+//!   are stale after a driver-only wait (a later wait on an idle driver
+//!   returns at once) and are cleared by each full quiet; nothing allocates
+//!   after init (the bitmap is sized at attach).
 //! * **Counting.** `Stats::downgrades` counts NEAR operations that fell back
 //!   (where the class's rule is `AllowAndCount`), `Stats::verbs_failovers`
 //!   the links lost, `Stats::verbs_replays` the operations replayed.
 //!
 //! # What is not wired
 //!
-//! * **ROUTED peers** stay on TCP although the policy would send their long
-//!   messages over verbs: splitting one peer's traffic by size over two
-//!   transports breaks `fence` ordering between them (each driver fences
-//!   only its own operations).
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
