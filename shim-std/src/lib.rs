@@ -76,4 +76,6 @@ pub mod launch;
 pub mod perf;
 pub mod sim;
 mod sys;
+#[cfg(test)]
+mod test_alloc;
 pub mod topo;

@@ -1872,4 +1872,85 @@ mod fake_pair_test {
             ctx.barrier_all().unwrap();
         });
     }
+
+    /// After init, puts, gets and atomics over the fake verbs fabric (and
+    /// the TCP half of a split peer, the ordering waits, fence, quiet and
+    /// barriers) allocate nothing on either PE thread. Each pass is run
+    /// once to warm up (first-use paths, the fake's queues), then counted.
+    fn no_alloc_script(ctx: &mut Context) {
+        use crate::test_alloc::{allocations, count_here};
+        const ROUNDS: u64 = 200;
+        let me = ctx.my_pe();
+        let a: Sym<u64> = ctx.alloc(64).expect("alloc");
+        let b: Sym<u8> = ctx.alloc(2 * LONG).expect("alloc");
+        let src = vec![5u8; LONG];
+        let mut dst = vec![0u8; LONG];
+        let mut words = [0u64; 8];
+        for pass in 0..2 {
+            ctx.barrier_all().unwrap();
+            let s0 = ctx.stats();
+            let before = allocations();
+            if pass == 1 {
+                count_here(true);
+            }
+            if me == 0 {
+                for i in 0..ROUNDS {
+                    ctx.put(&a, 0, &[i], 1).unwrap();
+                    ctx.put(&b, 0, &src, 1).unwrap();
+                    ctx.get(&a, 0, &mut words, 1).unwrap();
+                    ctx.get(&b, 0, &mut dst, 1).unwrap();
+                    ctx.fetch_add(&a, 1, 1, 1).unwrap();
+                    ctx.compare_swap(&a, 2, i, i + 1, 1).unwrap();
+                    ctx.swap(&a, 3, i, 1).unwrap();
+                    ctx.add(&a, 4, 1, 1).unwrap();
+                    ctx.put_nbi(&b, LONG, &b, 0, LONG, 1).unwrap();
+                    ctx.get_nbi(&b, 0, &b, LONG, 64, 1).unwrap();
+                    ctx.fence().unwrap();
+                    ctx.put(&a, 5, &[i], 1).unwrap();
+                    ctx.quiet().unwrap();
+                }
+            }
+            ctx.barrier_all().unwrap();
+            if pass == 1 {
+                count_here(false);
+                let n = allocations() - before;
+                assert_eq!(n, 0, "PE {me}: {n} allocations on the data path");
+                let s = ctx.stats();
+                if me == 0 {
+                    // The long puts, long gets and put_nbi went over verbs.
+                    let dv = s.ops[VERBS.index()] - s0.ops[VERBS.index()];
+                    assert!(dv >= 3 * ROUNDS, "{s:?}");
+                }
+            }
+        }
+        if me == 1 {
+            // fetch_add and add ran twice per round; the compare-swaps
+            // matched in the first pass only.
+            let mut v = [0u64; 4];
+            ctx.read_local(&a, 1, &mut v).unwrap();
+            assert_eq!((v[0], v[1], v[3]), (2 * ROUNDS, ROUNDS, 2 * ROUNDS));
+        }
+        ctx.barrier_all().unwrap();
+    }
+
+    /// NEAR with NIC atomics: everything over verbs.
+    #[test]
+    fn verbs_data_path_does_not_allocate() {
+        let o = Opts {
+            atomics: VerbsAtomics::Nic,
+            ..Opts::default()
+        };
+        pair(o, AtomicCap::Hca, no_alloc_script);
+    }
+
+    /// ROUTED with atomics to the CPU: split over verbs and TCP, with the
+    /// ordering waits.
+    #[test]
+    fn split_data_path_does_not_allocate() {
+        let o = Opts {
+            routed: true,
+            ..Opts::default()
+        };
+        pair(o, AtomicCap::Hca, no_alloc_script);
+    }
 }
