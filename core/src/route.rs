@@ -239,14 +239,14 @@ impl Policy {
             candidates[PathClass::Routed.index()][band] = routed;
         }
         // Atomics without RDMA: each class's short candidates, RDMA left out.
-        for class in 0..5 {
+        for bands in &mut candidates {
             let mut c = Candidates::EMPTY;
-            for &t in candidates[class][0].as_slice() {
+            for &t in bands[0].as_slice() {
                 if Some(t) != r.rdma {
                     c.push(Some(t));
                 }
             }
-            candidates[class][ATOMIC_BAND] = c;
+            bands[ATOMIC_BAND] = c;
         }
 
         let mut table = [[[0u8; MASKS]; BANDS]; 5];
