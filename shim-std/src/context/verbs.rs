@@ -34,9 +34,12 @@
 //!   `IBV_ATOMIC_GLOB` (or `nic` forces it), attach sets the route policy's
 //!   `rdma_atomics` off: every atomic to a verbs peer takes TCP as its first
 //!   choice and runs on the target's CPU. Counted in `Stats::cpu_atomics`,
-//!   traced `CPU_ATOMIC`; not downgrades. The job's devices are assumed
-//!   alike: the decision uses this PE's device (the PE card does not carry
-//!   the capability), and the target's NIC is what executes an atomic.
+//!   traced `CPU_ATOMIC`; not downgrades. A peer whose card says its
+//!   device does no RDMA atomics turns them off too. The job's devices are
+//!   otherwise assumed alike: the target's NIC is what executes an atomic,
+//!   but the decision uses this PE's `atomic_cap` (the PE card carries
+//!   whether a device does atomics, not whether they are global), so a job
+//!   mixing global and HCA-only devices needs `verbs_atomics = cpu`.
 //! * **Failure.** [`Event::Link`] Error clears the health bit at once (the
 //!   next select takes TCP), and the driver's replays
 //!   ([`VerbsDriver::drain_replays`]) are sent over TCP before any later
@@ -613,7 +616,18 @@ impl Context {
         // The atomicity domain: NIC atomics only where they are atomic with
         // the CPU's (or the configuration forces them); else the policy's
         // atomic band leaves RDMA out and atomics go to the target's CPU.
-        let (nic, why) = nic_atomics(self.verbs_atomics, drv.params().atomic_cap);
+        let (mut nic, mut why) = nic_atomics(self.verbs_atomics, drv.params().atomic_cap);
+        if nic
+            && peers
+                .iter()
+                .any(|p| p.wanted && p.card.is_some_and(|c| !c.atomics))
+        {
+            // The driver refuses atomics toward such a peer (`NoAtomics`).
+            (nic, why) = (
+                false,
+                "a peer's device does no RDMA atomics: atomics go over TCP (the target's CPU)",
+            );
+        }
         let mut policy = *self.sel.policy().config();
         policy.rdma_atomics = nic;
         if self
@@ -1306,6 +1320,9 @@ mod fake_pair_test {
         atomics: VerbsAtomics,
         /// `verbs_routed = off`.
         no_routed: bool,
+        /// Clear the atomics flag of the card received from the other PE
+        /// (its device does no RDMA atomics).
+        peer_without_atomics: bool,
     }
 
     /// PE `me` of a NEAR (or, with `opts.routed`, ROUTED) pair.
@@ -1390,6 +1407,11 @@ mod fake_pair_test {
         };
         if corrupt && let Some(c) = card.as_mut() {
             c[5] = 9; // the link layer
+        }
+        if opts.peer_without_atomics
+            && let Some(c) = card.as_mut()
+        {
+            c[2] &= !2; // the flags: atomics
         }
         let mut cards = vec![None, None];
         cards[(1 - me) as usize] = card;
@@ -1710,6 +1732,18 @@ mod fake_pair_test {
             ..Opts::default()
         };
         pair(o, AtomicCap::Hca, atomics_script(true));
+    }
+
+    /// A peer whose device does no RDMA atomics: even `nic` sends atomics
+    /// over TCP (the driver would refuse them).
+    #[test]
+    fn a_peer_without_rdma_atomics_gets_them_over_tcp() {
+        let o = Opts {
+            atomics: VerbsAtomics::Nic,
+            peer_without_atomics: true,
+            ..Opts::default()
+        };
+        pair(o, AtomicCap::Global, atomics_script(false));
     }
 
     /// A device with global atomics uses them with `auto`; `cpu` never.
