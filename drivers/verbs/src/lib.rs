@@ -175,6 +175,40 @@ pub enum Event {
     },
     /// The device (or the CQ) failed: the driver is unusable.
     DeviceFatal,
+    /// After the link to `peer` failed (here, or reported by the peer with
+    /// [`VerbsDriver::peer_failed`]), this side's QPs toward it are in the
+    /// error state and every receive completion of theirs was polled:
+    /// `applied` says which of the peer's puts landed here. Send it to the
+    /// peer, which passes it to [`VerbsDriver::settle_receipts`].
+    Receipts {
+        /// The peer whose puts these are.
+        peer: u32,
+        /// The generation the failed link rebuilds to (the one in
+        /// [`Event::RebuildNeeded`]).
+        generation: u32,
+        /// The receipts.
+        applied: Receipts,
+    },
+}
+
+/// Which puts of a peer landed at this PE over a failed link: per data QP,
+/// the highest receipt (the sequence number of a put among the RDMA WRITEs
+/// with immediate on that QP in the current generation, from 1) whose
+/// receive completion this PE saw. RC executes a QP's messages in order,
+/// so every put up to it landed and none after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Receipts {
+    /// Data QPs (entries of `seq` used).
+    pub n: u8,
+    /// Highest receipt per data QP (index 0: data QP 1); 0: none landed.
+    pub seq: [u64; params::MAX_DATA_QPS as usize],
+}
+
+impl Receipts {
+    /// The used entries.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.seq[..usize::from(self.n).min(self.seq.len())]
+    }
 }
 
 /// Counters of one driver ([`VerbsDriver::stats`]).
@@ -212,6 +246,15 @@ pub struct VerbsStats {
     pub rebuilds: u64,
     /// Quiet markers posted (zero-length signaled writes).
     pub markers: u64,
+    /// Receipts received: puts of peers that landed here (receive
+    /// completions of RDMA WRITEs with immediate).
+    pub receipts: u64,
+    /// Receive WQEs re-posted to the shared receive queue.
+    pub recv_reposts: u64,
+    /// In-doubt puts a peer's receipts showed landed (not replayed).
+    pub receipts_settled: u64,
+    /// In-doubt puts given up without receipts (reported as lost).
+    pub receipts_abandoned: u64,
 }
 
 /// Errors of the verbs transport.
@@ -357,6 +400,14 @@ pub enum VerbsError {
     /// The device failed; the driver is unusable.
     #[error("the RDMA device failed (device fatal or CQ error)")]
     DeviceFatal,
+    /// A peer's receipts do not fit what this side sent it.
+    #[error("receipts from PE {peer}: {what}")]
+    BadReceipts {
+        /// The PE.
+        peer: u32,
+        /// What does not fit.
+        what: &'static str,
+    },
     /// The driver was closed.
     #[error("the verbs driver is closed")]
     Closed {
@@ -379,6 +430,7 @@ impl TransportError for VerbsError {
             | VerbsError::Modify { .. }
             | VerbsError::StaleTicket { .. }
             | VerbsError::OutcomeUnknown { .. }
+            | VerbsError::BadReceipts { .. }
             | VerbsError::DeviceFatal
             | VerbsError::Closed { .. } => ErrorKind::Fatal,
             VerbsError::InvalidPe { .. } | VerbsError::PeerUnknown { .. } => ErrorKind::InvalidPe,
@@ -404,7 +456,8 @@ impl TransportError for VerbsError {
             | VerbsError::Misaligned { peer, .. }
             | VerbsError::NoAtomics { peer }
             | VerbsError::TooLong { peer, .. }
-            | VerbsError::StaleTicket { peer, .. } => Some(*peer),
+            | VerbsError::StaleTicket { peer, .. }
+            | VerbsError::BadReceipts { peer, .. } => Some(*peer),
             VerbsError::Closed { peer } => *peer,
             _ => None,
         }

@@ -86,7 +86,7 @@ use switchyard_core::{
 };
 use switchyard_socket::SocketDriver;
 use switchyard_verbs::{
-    Event, Replay, VerbsDriver, VerbsError,
+    Event, Receipts, Replay, VerbsDriver, VerbsError,
     card::{CardError, MAX_24, MAX_QPS, QpAddr, VerbsCard},
     params::{Template, VerbsConfig},
     probe,
@@ -215,6 +215,10 @@ pub fn health_change(e: &Event) -> Option<(u32, bool)> {
 ///   at RTS for it (0: the first connect);
 /// * kind 3, failed: generation `u32` LE, the sender's link to the reader
 ///   failed and it rebuilds to that generation;
+/// * kind 4, applied: generation `u32` LE (the failure's, as in kind 3),
+///   data QP `u8` (1 to `of`), `of` `u8` (the sender's data QPs, 1 to 8),
+///   receipt `u64` LE: the highest receipt of the reader's puts the sender
+///   saw on that data QP before the link failed (one record per data QP);
 ///
 /// and zeros to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +240,19 @@ pub enum Record {
         /// The generation.
         generation: u32,
     },
+    /// After the link failed (rebuilding to `generation`), the reader's
+    /// puts on data QP `qp` that landed at the sender: every one up to
+    /// receipt `seq`, none after it.
+    Applied {
+        /// The generation of the failure.
+        generation: u32,
+        /// The data QP (1 to `of`).
+        qp: u8,
+        /// The sender's data QPs per peer.
+        of: u8,
+        /// The highest receipt seen (0: none).
+        seq: u64,
+    },
 }
 
 /// Why a verbs control record was refused.
@@ -249,7 +266,7 @@ pub enum RecordError {
         got: [u8; 3],
     },
     /// An unknown kind.
-    #[error("verbs record kind {kind}, expected 1 (QPNs), 2 (RTS) or 3 (failed)")]
+    #[error("verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed) or 4 (applied)")]
     Kind {
         /// The kind byte.
         kind: u8,
@@ -259,6 +276,14 @@ pub enum RecordError {
     QpCount {
         /// The count.
         n: u8,
+    },
+    /// A data QP outside 1..=of, or `of` outside 1..=8.
+    #[error("verbs record data QP {qp} of {of}, expected 1 to {of} of 1 to 8")]
+    DataQp {
+        /// The data QP.
+        qp: u8,
+        /// The data QP count.
+        of: u8,
     },
     /// A zero QPN.
     #[error("verbs record QPN {index} is 0, expected 1 to 2^24-1")]
@@ -302,6 +327,18 @@ impl Record {
             Record::Failed { generation } => {
                 b[3] = 3;
                 b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+            Record::Applied {
+                generation,
+                qp,
+                of,
+                seq,
+            } => {
+                b[3] = 4;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+                b[8] = qp;
+                b[9] = of;
+                b[10..18].copy_from_slice(&seq.to_le_bytes());
             }
         }
         b
@@ -347,6 +384,23 @@ impl Record {
                 },
                 8,
             ),
+            4 => {
+                let (qp, of) = (b[8], b[9]);
+                if !(1..=MAX_QPS as u8 - 1).contains(&of) || !(1..=of).contains(&qp) {
+                    return Err(RecordError::DataQp { qp, of });
+                }
+                let mut seq = [0u8; 8];
+                seq.copy_from_slice(&b[10..18]);
+                (
+                    Record::Applied {
+                        generation: gen_at(),
+                        qp,
+                        of,
+                        seq: u64::from_le_bytes(seq),
+                    },
+                    18,
+                )
+            }
             kind => return Err(RecordError::Kind { kind }),
         };
         if let Some(at) = (end..32).find(|&i| b[i] != 0) {
@@ -380,6 +434,13 @@ struct PeerV {
     last_fail: u64,
     /// Whether the health bit is set.
     bit: bool,
+    /// In-doubt puts to it wait for its receipts ([`Record::Applied`]):
+    /// nothing newer goes to it meanwhile, until `hold_until` (ns).
+    hold: bool,
+    hold_until: u64,
+    /// Receipts received so far for `applied_gen`, per data QP.
+    applied: [Option<u64>; MAX_QPS],
+    applied_gen: u32,
 }
 
 /// The verbs driver a context drives, and the per-peer link bookkeeping.
@@ -399,6 +460,8 @@ pub(super) struct Verbs {
     rebuild_due: bool,
     /// Whether a peer's link may have come up (else `quiet` skips the scan).
     raise_due: bool,
+    /// Peers with `hold` set (else nothing checks them).
+    pub(super) holding: u32,
     pub(super) failovers: u64,
     pub(super) replays: u64,
     pub(super) bad_records: u64,
@@ -520,6 +583,7 @@ impl Context {
             drain_due: false,
             rebuild_due: false,
             raise_due: false,
+            holding: 0,
             failovers: 0,
             replays: 0,
             bad_records: 0,
@@ -622,6 +686,9 @@ impl Context {
         let Some(v) = self.verbs.as_mut() else { return };
         v.drv.progress(now);
         self.verbs_events();
+        if self.verbs.as_ref().is_some_and(|v| v.holding > 0) {
+            self.verbs_hold_deadlines(now.nanos);
+        }
         let Some(v) = self.verbs.as_mut() else { return };
         if v.fatal || !v.rebuild_due {
             return;
@@ -655,6 +722,66 @@ impl Context {
         self.verbs_events();
     }
 
+    /// Gives up on the receipts of every held peer that is dead or did not
+    /// answer within the op timeout: its in-doubt puts are reported lost
+    /// by the next `quiet` ([`Error::ReplayLost`](super::Error::ReplayLost)),
+    /// never replayed blindly nor dropped silently.
+    fn verbs_hold_deadlines(&mut self, now: u64) {
+        let n = self.verbs.as_ref().map_or(0, |v| v.peers.len() as u32);
+        for pe in 0..n {
+            let Some(v) = self.verbs.as_ref() else { return };
+            let p = &v.peers[pe as usize];
+            if !p.hold {
+                continue;
+            }
+            let expired = now > p.hold_until;
+            if !expired && !self.is_dead(pe) {
+                continue;
+            }
+            let Some(v) = self.verbs.as_mut() else { return };
+            let lost = v.drv.abandon_receipts(pe);
+            v.peers[pe as usize].hold = false;
+            v.holding -= 1;
+            v.drain_due = true;
+            if lost > 0 {
+                let (p0, c) = v.lost.unwrap_or((pe, 0));
+                v.lost = Some((p0, c + lost));
+            }
+            self.warnings.push(format!(
+                "PE {pe} sent no verbs receipts ({}): {lost} puts in doubt reported lost",
+                if expired { "timed out" } else { "it died" }
+            ));
+        }
+        self.verbs_events();
+    }
+
+    /// Whether operations to `pe` must wait: its verbs link failed with
+    /// puts in doubt, whose receipts have not come (they are replayed, or
+    /// known landed, before anything newer goes to `pe`).
+    #[inline]
+    pub(super) fn verbs_holds(&self, pe: u32) -> bool {
+        self.verbs
+            .as_ref()
+            .is_some_and(|v| v.holding > 0 && v.peers.get(pe as usize).is_some_and(|p| p.hold))
+    }
+
+    /// Sends `to` our receipts of its puts (one [`Record::Applied`] per
+    /// data QP), for the failure that rebuilds to `generation`.
+    fn verbs_send_receipts(&mut self, to: u32, generation: u32, applied: &Receipts) {
+        let of = applied.n;
+        for (i, &seq) in applied.as_slice().iter().enumerate() {
+            self.verbs_send(
+                to,
+                Record::Applied {
+                    generation,
+                    qp: i as u8 + 1,
+                    of,
+                    seq,
+                },
+            );
+        }
+    }
+
     /// Applies every queued driver event, then drains replays when a link
     /// failed. Also what an operation that met a verbs error runs before it
     /// is retried elsewhere.
@@ -685,6 +812,14 @@ impl Context {
                 p.bit = false;
                 v.drain_due = true;
                 v.failovers += 1;
+                if !p.hold && v.drv.awaits_receipts(peer) {
+                    // Puts in doubt: ask the peer which landed (the
+                    // Failed record below) and hold everything newer.
+                    p.hold = true;
+                    p.hold_until = now + self.op_timeout.as_nanos() as u64;
+                    p.applied = [None; MAX_QPS];
+                    v.holding += 1;
+                }
                 self.stats.links_lost += 1;
                 if now.saturating_sub(p.last_fail) > BACKOFF_RESET_NS {
                     p.backoff = MIN_BACKOFF_NS;
@@ -727,6 +862,11 @@ impl Context {
                 self.warnings
                     .push("the RDMA device failed: this PE uses TCP from now on".into());
             }
+            Event::Receipts {
+                peer,
+                generation,
+                applied,
+            } => self.verbs_send_receipts(peer, generation, &applied),
             Event::PortDown { .. } | Event::PortActive { .. } => {}
         }
     }
@@ -825,8 +965,53 @@ impl Context {
                     let _ = v.drv.peer_failed(from);
                     p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
                     v.rebuild_due = true;
-                    self.verbs_events();
                 }
+                // The peer asks which of its puts landed: answer now when
+                // the receipts are collected (also for a failure we already
+                // rebuilt from: the question may come late), else when the
+                // driver reports them.
+                if let Some((g, r)) = v.drv.receipts(from) {
+                    self.verbs_send_receipts(from, g, &r);
+                }
+                self.verbs_events();
+            }
+            Record::Applied {
+                generation,
+                qp,
+                of,
+                seq,
+            } => {
+                if !p.hold {
+                    return; // nothing waits for it (a repeat, or late)
+                }
+                if p.applied_gen != generation {
+                    p.applied = [None; MAX_QPS];
+                    p.applied_gen = generation;
+                }
+                p.applied[usize::from(qp - 1)] = Some(seq);
+                let of = usize::from(of);
+                if p.applied[..of].iter().any(Option::is_none) {
+                    return;
+                }
+                let mut got = [0u64; MAX_QPS];
+                for (g, a) in got.iter_mut().zip(&p.applied[..of]) {
+                    *g = a.unwrap_or(0);
+                }
+                match v.drv.settle_receipts(from, generation, &got[..of]) {
+                    Ok(_) => {
+                        p.hold = false;
+                        v.holding -= 1;
+                        v.drain_due = true;
+                    }
+                    Err(e) => {
+                        // Keep holding: the deadline reports the puts lost.
+                        p.applied = [None; MAX_QPS];
+                        v.bad_records += 1;
+                        self.warnings
+                            .push(format!("PE {from} sent verbs receipts that do not fit: {e}"));
+                    }
+                }
+                self.verbs_events();
             }
         }
     }
@@ -1063,6 +1248,18 @@ mod record_test {
             Record::Rts { generation: 0 },
             Record::Rts { generation: 9 },
             Record::Failed { generation: 1 },
+            Record::Applied {
+                generation: 1,
+                qp: 1,
+                of: 1,
+                seq: 0,
+            },
+            Record::Applied {
+                generation: u32::MAX,
+                qp: 8,
+                of: 8,
+                seq: u64::MAX,
+            },
         ] {
             let b = r.encode();
             assert!(Record::is_verbs(&b));
@@ -1090,7 +1287,7 @@ mod record_test {
                 got: [b'X', b'Y', b'V']
             }
         );
-        assert_eq!(bad(&|b| b[3] = 4), RecordError::Kind { kind: 4 });
+        assert_eq!(bad(&|b| b[3] = 5), RecordError::Kind { kind: 5 });
         assert_eq!(bad(&|b| b[4] = 1), RecordError::QpCount { n: 1 });
         assert_eq!(bad(&|b| b[4] = 10), RecordError::QpCount { n: 10 });
         assert_eq!(bad(&|b| b[8..11].fill(0)), RecordError::Qpn { index: 1 });
@@ -1098,6 +1295,25 @@ mod record_test {
         let mut rts = Record::Rts { generation: 1 }.encode();
         rts[8] = 1;
         assert_eq!(Record::decode(&rts), Err(RecordError::Trailing { at: 8 }));
+        // Receipts: the data QP within 1..=of, of within 1..=8, nothing
+        // after the receipt.
+        let applied = Record::Applied {
+            generation: 3,
+            qp: 2,
+            of: 4,
+            seq: u64::MAX - 1,
+        }
+        .encode();
+        let bad_applied = |f: &dyn Fn(&mut [u8; 32])| {
+            let mut b = applied;
+            f(&mut b);
+            Record::decode(&b).unwrap_err()
+        };
+        assert_eq!(bad_applied(&|b| b[8] = 0), RecordError::DataQp { qp: 0, of: 4 });
+        assert_eq!(bad_applied(&|b| b[8] = 5), RecordError::DataQp { qp: 5, of: 4 });
+        assert_eq!(bad_applied(&|b| b[9] = 0), RecordError::DataQp { qp: 2, of: 0 });
+        assert_eq!(bad_applied(&|b| b[9] = 9), RecordError::DataQp { qp: 2, of: 9 });
+        assert_eq!(bad_applied(&|b| b[18] = 1), RecordError::Trailing { at: 18 });
     }
 
     #[test]
