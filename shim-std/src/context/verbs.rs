@@ -1624,6 +1624,97 @@ mod fake_pair_test {
         drop(ctx);
     }
 
+    /// The known gap of the replay without receipts, made deterministic:
+    /// PE 0 puts data, fences and puts a flag over verbs; both land at
+    /// PE 1 but the flag's ack is lost (an in-doubt WRITE), so PE 0's link
+    /// fails with both puts in flight. Before PE 0's context acts on the
+    /// failure, PE 1 sees the flag and writes newer data, as the flag
+    /// allows. Then PE 0 fails over: its receipts handshake shows both puts
+    /// landed, so neither is replayed and PE 1's newer data stays. (A
+    /// blind replay over TCP writes the old data over it.)
+    fn gap_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
+        let wait_step = |want: u32| {
+            let start = Instant::now();
+            while step.load(Ordering::SeqCst) < want {
+                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        };
+        ctx.barrier_all().unwrap();
+        // The barrier's last put may still be in a batch: post it (the
+        // other PE waits for it while this one waits without progress).
+        ctx.quiet().unwrap();
+        if me == 1 {
+            step.store(1, Ordering::SeqCst);
+            // Wait for the flag reading the heap only: no progress, so
+            // nothing of PE 0's failover can be applied meanwhile.
+            let start = Instant::now();
+            let mut flag = [0u64];
+            while flag[0] != 1 {
+                assert!(start.elapsed() < Duration::from_secs(20), "no flag");
+                std::thread::sleep(Duration::from_micros(50));
+                ctx.read_local(&sym, 8, &mut flag).unwrap();
+            }
+            let mut data = [0u64];
+            ctx.read_local(&sym, 0, &mut data).unwrap();
+            assert_eq!(data[0], 1, "the fence: the data landed before the flag");
+            ctx.write_local(&sym, 0, &[2]).unwrap();
+            step.store(2, Ordering::SeqCst);
+        } else {
+            wait_step(1);
+            let failovers = ctx.stats().verbs_failovers;
+            fabric.lose_ack_after(1); // the data is acked, the flag is not
+            ctx.put(&sym, 0, &[1], 1).unwrap();
+            ctx.fence().unwrap();
+            ctx.put(&sym, 8, &[1], 1).unwrap();
+            // Post the batch (both land, the flag's ack is lost) without
+            // letting the context act on the failure yet.
+            let v = ctx.verbs.as_mut().expect("verbs");
+            v.drv.progress(CoreInstant::default());
+            assert_eq!(v.drv.state(1), LinkState::Error);
+            wait_step(2);
+            ctx.quiet().unwrap();
+            let s = ctx.stats();
+            assert_eq!(s.verbs_failovers, failovers + 1, "{s:?}");
+            let d = ctx.verbs.as_ref().expect("verbs").drv.stats();
+            assert_eq!(d.receipts_settled, 2, "both puts known landed: {d:?}");
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut data = [0u64];
+            ctx.read_local(&sym, 0, &mut data).unwrap();
+            assert_eq!(
+                data[0], 2,
+                "a replay of an in-doubt put overwrote the newer data"
+            );
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn a_flag_acted_on_before_the_failover_is_not_undone_by_a_replay() {
+        let job = 0x7d_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), false);
+            drop(gap_script(ctx, &f1, &done1, &step1));
+        });
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), false);
+        let ctx = gap_script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
     /// A bad verbs card from the bootstrap is a typed error in the
     /// warnings, never a panic: that peer stays on TCP (counted as a NEAR
     /// downgrade) and the status says no verbs link is up.
