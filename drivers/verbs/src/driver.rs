@@ -628,9 +628,7 @@ impl VerbsDriver {
             (u64::from(p.cq_depth) + flush_headroom).min(u64::from(limits.max_cqe)) as u32;
         let cq = backend.cq(cq_entries).map_err(res("ibv_create_cq"))?;
         // Receipts: one SRQ for every peer's data QPs, fully posted.
-        let srq = backend
-            .srq(p.srq_depth)
-            .map_err(res("ibv_create_srq"))?;
+        let srq = backend.srq(p.srq_depth).map_err(res("ibv_create_srq"))?;
         let mut qpns = Vec::with_capacity((n_peers * u64::from(p.data_qps)) as usize);
         let mut peers = Vec::with_capacity(n_pes as usize);
         let mut stage_off = 0usize;
@@ -1108,8 +1106,7 @@ impl VerbsDriver {
         for r in pe.replays.iter_mut().take(pe.n_replays) {
             let Some(rec) = r else { continue };
             let put = matches!(rec.what, What::PutStaged { .. } | What::PutHeap { .. });
-            if put && rec.rcpt != 0 && rec.qp > 0 && rec.rcpt <= applied[usize::from(rec.qp) - 1]
-            {
+            if put && rec.rcpt != 0 && rec.qp > 0 && rec.rcpt <= applied[usize::from(rec.qp) - 1] {
                 *r = None;
                 landed += 1;
             }
@@ -1135,7 +1132,9 @@ impl VerbsDriver {
         }
         let mut n = 0u64;
         for r in pe.replays.iter_mut().take(pe.n_replays) {
-            if r.is_some_and(|rec| matches!(rec.what, What::PutStaged { .. } | What::PutHeap { .. })) {
+            if r.is_some_and(|rec| {
+                matches!(rec.what, What::PutStaged { .. } | What::PutHeap { .. })
+            }) {
                 *r = None;
                 n += 1;
             }
@@ -3355,9 +3354,14 @@ mod test {
         assert_eq!(qpn_lookup(&t, 0xFF_FFFF), None);
     }
 
-    /// Puts until the link fails at `fail`, then the receipts handshake.
-    /// Returns (puts known landed, replays drained as (offset, bytes)).
-    fn data_fence_flag(fail: impl FnOnce(&Fabric)) -> (u64, Vec<(u64, Vec<u8>)>, Vec<u8>) {
+    /// Replays drained, as (offset, bytes).
+    type Replayed = Vec<(u64, Vec<u8>)>;
+
+    /// Data, fence, flag, with the link failing as `fail` sets up; the
+    /// target rewrites the data if the flag landed; then the receipts
+    /// handshake and the replays (applied by hand, in order). Returns (puts
+    /// known landed, the replays, the target's data afterwards).
+    fn data_fence_flag(fail: impl FnOnce(&Fabric)) -> (u64, Replayed, Vec<u8>) {
         let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 17);
         while a.poll_event().is_some() {}
         fail(&f);

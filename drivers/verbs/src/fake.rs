@@ -330,13 +330,17 @@ impl Fabric {
             let (sge, inline) = if w.num_sge == 1 {
                 // SAFETY: `num_sge == 1`: the list holds one entry.
                 let g = unsafe { &*w.sg_list };
-                ((g.addr, u64::from(g.length), g.lkey), w.send_flags & send_flags::INLINE != 0)
+                (
+                    (g.addr, u64::from(g.length), g.lkey),
+                    w.send_flags & send_flags::INLINE != 0,
+                )
             } else {
                 ((0, 0, 0), false)
             };
             let atomic = matches!(
                 w.opcode,
-                ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD | ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
+                ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD
+                    | ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
             );
             let (remote_addr, rkey, compare_add, swap) = if atomic {
                 // SAFETY: the opcode says the `atomic` member is the one set.
@@ -542,7 +546,7 @@ unsafe fn execute(s: &mut State, dest: u32, op: &Op) -> Ran {
             Ran::Done
         }
         ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD | ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
-            if op.remote_addr % 8 != 0
+            if !op.remote_addr.is_multiple_of(8)
                 || llen != 8
                 || !mr_covers(s, op.rkey, true, op.remote_addr, 8, access::REMOTE_ATOMIC)
                 || !mr_covers(s, lkey, false, laddr, 8, access::LOCAL_WRITE)

@@ -393,12 +393,16 @@ pub fn derive(cfg: &VerbsConfig, limits: &DeviceLimits) -> Result<QpParams, Para
         return bad(
             "device limits",
             format_args!("max_srq_wr {}", limits.max_srq_wr),
-            format!("a device with shared receive queues of at least {MIN_SRQ_DEPTH} entries (put receipts)"),
+            format!(
+                "a device with shared receive queues of at least {MIN_SRQ_DEPTH} entries (put receipts)"
+            ),
         );
     }
     let srq_cap = limits.max_srq_wr.min(limits.max_cqe);
     let srq_depth = match cfg.srq_depth {
-        Some(d) if d < MIN_SRQ_DEPTH => return bad("srq_depth", d, format!("at least {MIN_SRQ_DEPTH}")),
+        Some(d) if d < MIN_SRQ_DEPTH => {
+            return bad("srq_depth", d, format!("at least {MIN_SRQ_DEPTH}"));
+        }
         Some(d) if d > srq_cap => {
             return bad(
                 "srq_depth",
@@ -707,21 +711,21 @@ mod test {
             "srq_depth"
         );
         assert_eq!(
-            derive(
-                &base(),
-                &DeviceLimits {
-                    max_srq_wr: 0,
-                    ..d
-                }
-            )
-            .unwrap_err()
-            .field,
+            derive(&base(), &DeviceLimits { max_srq_wr: 0, ..d })
+                .unwrap_err()
+                .field,
             "device limits"
         );
         assert_eq!(
-            derive(&base(), &DeviceLimits { max_srq_wr: 100, ..d })
-                .unwrap()
-                .srq_depth,
+            derive(
+                &base(),
+                &DeviceLimits {
+                    max_srq_wr: 100,
+                    ..d
+                }
+            )
+            .unwrap()
+            .srq_depth,
             100,
             "the template's depth is clamped to the device"
         );

@@ -1007,8 +1007,9 @@ impl Context {
                         // Keep holding: the deadline reports the puts lost.
                         p.applied = [None; MAX_QPS];
                         v.bad_records += 1;
-                        self.warnings
-                            .push(format!("PE {from} sent verbs receipts that do not fit: {e}"));
+                        self.warnings.push(format!(
+                            "PE {from} sent verbs receipts that do not fit: {e}"
+                        ));
                     }
                 }
                 self.verbs_events();
@@ -1309,11 +1310,26 @@ mod record_test {
             f(&mut b);
             Record::decode(&b).unwrap_err()
         };
-        assert_eq!(bad_applied(&|b| b[8] = 0), RecordError::DataQp { qp: 0, of: 4 });
-        assert_eq!(bad_applied(&|b| b[8] = 5), RecordError::DataQp { qp: 5, of: 4 });
-        assert_eq!(bad_applied(&|b| b[9] = 0), RecordError::DataQp { qp: 2, of: 0 });
-        assert_eq!(bad_applied(&|b| b[9] = 9), RecordError::DataQp { qp: 2, of: 9 });
-        assert_eq!(bad_applied(&|b| b[18] = 1), RecordError::Trailing { at: 18 });
+        assert_eq!(
+            bad_applied(&|b| b[8] = 0),
+            RecordError::DataQp { qp: 0, of: 4 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[8] = 5),
+            RecordError::DataQp { qp: 5, of: 4 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[9] = 0),
+            RecordError::DataQp { qp: 2, of: 0 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[9] = 9),
+            RecordError::DataQp { qp: 2, of: 9 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[18] = 1),
+            RecordError::Trailing { at: 18 }
+        );
     }
 
     #[test]
@@ -1632,7 +1648,12 @@ mod fake_pair_test {
     /// allows. Then PE 0 fails over: its receipts handshake shows both puts
     /// landed, so neither is replayed and PE 1's newer data stays. (A
     /// blind replay over TCP writes the old data over it.)
-    fn gap_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    fn gap_script(
+        mut ctx: Context,
+        fabric: &Fabric,
+        done: &AtomicU32,
+        step: &AtomicU32,
+    ) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
         let wait_step = |want: u32| {
