@@ -25,37 +25,54 @@
 //!   timeout) until each side reported its QPs at RTS ([`Record::Rts`]), and
 //!   sets the verbs health bit: NEAR traffic then goes over verbs.
 //! * **Failure.** [`Event::Link`] Error clears the health bit at once (the
-//!   next select takes TCP), and the driver's replays
-//!   ([`VerbsDriver::drain_replays`]) are sent over TCP before any later
-//!   operation can be (the drain runs in the same step, and a verbs error
-//!   met by an operation drains before that operation is retried). The peer
-//!   is told ([`Record::Failed`]) so its side resets too, both rebuild to
+//!   next select takes TCP). The peer is told ([`Record::Failed`]) so its
+//!   side fails too and reports which of our puts landed (the receipts
+//!   handshake below); the driver's replays
+//!   ([`VerbsDriver::drain_replays`]) are sent over TCP once the receipts
+//!   settled them, before any later operation to that peer (operations to
+//!   it wait meanwhile, bounded by the op timeout). Both sides rebuild to
 //!   the same generation after a backoff (1 ms doubling to 1 s), exchange
 //!   [`Record::Rts`], and the link is Up again. The health bit is set again
 //!   only at the end of a successful `quiet` (or barrier), when nothing sent
 //!   over TCP meanwhile can still be overtaken by verbs.
-//! * **Exactly once.** Puts and gets that were in flight when the link
-//!   failed are offered for replay once by the driver (its settle window)
-//!   and sent once over TCP, where the TCP driver's sequence numbers dedup
-//!   its own retransmissions. A replayed put may already have been applied
-//!   over verbs (an in-doubt WRITE): applying it again writes the same bytes
-//!   at the same place, and nothing of this PE's can land between the two
-//!   (later operations to that peer are issued after the replay, and `quiet`
-//!   does not return until the replay is acked), so the result is the one a
-//!   single application gives to every program that waits for `quiet` (or a
-//!   barrier) before another PE touches those bytes. **Known gap:** a target
-//!   that acts on a *later* in-doubt operation of the same failed batch (the
-//!   flag of a put + fence + flag-put pattern, executed by the NIC just
-//!   before the link failed) and then rewrites the data can see the replay
-//!   overwrite it. Closing it needs target-side evidence of what landed: an
-//!   inline 8-byte "last sequence applied" WRITE at the end of each
-//!   doorbell batch, per data QP, read over TCP before replaying only what
-//!   is above it (a driver change, not done). Non-fetching atomics are
-//!   replayed only when they never reached the device; an atomic that may
-//!   have run fails with `OutcomeUnknown` and is never retried. A replay TCP cannot take
-//!   (refused, peer dead) is reported by the next `quiet`
-//!   ([`Error::ReplayLost`](super::Error::ReplayLost)), never dropped
-//!   silently.
+//! * **Exactly once: receipts.** Every put is an RDMA WRITE with immediate;
+//!   the immediate is the put's *receipt*, its number among the puts on its
+//!   (peer, data QP) in this generation, from 1. The target's driver takes
+//!   one receive WQE of its shared receive queue per put and polls the
+//!   receive completions in its progress step; RC executes a QP's messages
+//!   in order, so the highest receipt it saw on a QP means every earlier put
+//!   on that QP landed and no later one did. When a link fails, the
+//!   initiator (A) keeps its in-doubt puts (posted, not known complete) and
+//!   replays nothing yet; it sends [`Record::Failed`]. The target (B) takes
+//!   its QPs toward A to the error state (nothing more of A's lands), waits
+//!   until each data QP reported its last WQE and its receive CQ is empty
+//!   ([`Event::Receipts`]), and answers with one [`Record::Applied`] per data
+//!   QP. A then settles ([`VerbsDriver::settle_receipts`]): a put at or below
+//!   its QP's receipt landed and is *not* replayed; the rest are replayed
+//!   over TCP exactly once, in order, and only then does anything newer go
+//!   to B (new operations to B wait in `routed`, bounded by the op
+//!   timeout). So a target that acted on a landed flag (data, fence, flag)
+//!   and rewrote the data never sees a replay undo it
+//!   (`fake_pair_test::a_flag_acted_on_before_the_failover_is_not_undone_by_a_replay`).
+//!   Gets are replayed as before (reading twice is harmless).
+//!
+//!   What is *not* guaranteed: if B is dead or its receipts do not come
+//!   within the op timeout, A cannot know which of its in-doubt puts landed;
+//!   they are neither replayed (that could apply one twice) nor dropped
+//!   silently: the next `quiet` fails with
+//!   [`Error::ReplayLost`](super::Error::ReplayLost) naming B and the count,
+//!   and a warning says why. Atomics go over the control QP, which carries
+//!   no receipts: a non-fetching atomic is replayed only when it never
+//!   reached the device, and an atomic that may have run fails with
+//!   `OutcomeUnknown` and is never retried, as before. Receipts need the
+//!   target to progress: its receive queue holds
+//!   [`QpParams::srq_depth`](switchyard_verbs::params::QpParams::srq_depth)
+//!   puts (from all peers together) between two of its progress steps;
+//!   beyond that the senders get RNR NAKs and wait (`rnr_retry` is 7,
+//!   infinite), which delays puts but never fails a link. The receipts
+//!   handshake is answered in the target's `poll_once` too, so a target that
+//!   computes outside the library for longer than the op timeout makes the
+//!   initiator report its in-doubt puts lost.
 //! * **Counting.** `Stats::downgrades` counts NEAR operations that fell back
 //!   (where the class's rule is `AllowAndCount`), `Stats::verbs_failovers`
 //!   the links lost, `Stats::verbs_replays` the operations replayed.
@@ -72,6 +89,16 @@
 //! * The control records are not retransmitted by TCP's replay (they are
 //!   control frames); a lost one is sent again when the peer's TCP link
 //!   comes back up.
+//! * **The progress thread does not progress verbs.** The TCP progress
+//!   thread (`context/progress.rs`) applies TCP traffic while the application
+//!   computes outside the library; the verbs driver (its receive side:
+//!   receipts, receive re-posts, and the receipts handshake records) is
+//!   progressed only in the application's calls. A PE that stays outside
+//!   the library for more than `srq_depth` incoming puts stalls its senders
+//!   (RNR, no failure), and one that stays outside longer than the op
+//!   timeout while a peer's link fails makes that peer report its in-doubt
+//!   puts as lost. Moving the driver's receive side under the progress
+//!   thread's hand-off is the fix (not done).
 //! * Nothing of this has run on an RDMA device: it is tested on the verbs
 //!   driver's in-process fake HCA (two contexts in two threads, see the
 //!   tests below).
