@@ -3497,6 +3497,61 @@ mod test {
         assert_eq!(n, 1, "the put after the cut");
     }
 
+    /// Without the peer's receipts (dead, or no answer in time) the puts
+    /// in doubt are counted and dropped, never replayed blindly; a get in
+    /// the same failure is still replayed, and the link rebuilds.
+    #[test]
+    fn abandoned_receipts_drop_the_puts_in_doubt_and_count_them() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 16);
+        while a.poll_event().is_some() {}
+        f.break_links();
+        a.put(1, 0, b"one", CTX).unwrap();
+        a.put(1, 8, b"two", CTX).unwrap();
+        a.get_into_heap(1, 0, 100, 3, CTX).unwrap();
+        assert_eq!(quiet(&mut a).unwrap_err().kind(), ErrorKind::PeerDown);
+        assert!(a.awaits_receipts(1));
+        assert_eq!(
+            a.rebuild(1, 1).unwrap_err().kind(),
+            ErrorKind::PeerDown,
+            "not while the receipts are pending"
+        );
+        assert_eq!(a.abandon_receipts(1), 2);
+        assert_eq!(a.abandon_receipts(1), 0, "once");
+        assert!(!a.awaits_receipts(1));
+        assert_eq!(
+            a.settle_receipts(1, 1, &[0]).unwrap(),
+            0,
+            "late receipts find nothing waiting"
+        );
+        let mut got = Vec::new();
+        a.drain_replays(|r| got.push(r.to_owned_kind()));
+        assert_eq!(got, ["get"]);
+        assert_eq!(a.stats().receipts_abandoned, 2);
+        f.heal();
+        b.peer_failed(0).unwrap();
+        a.rebuild(1, 1).unwrap();
+        b.rebuild(0, 1).unwrap();
+        a.peer_rebuilt(1, 1).unwrap();
+        b.peer_rebuilt(0, 1).unwrap();
+        a.put(1, 16, b"after", CTX).unwrap();
+        quiet(&mut a).unwrap();
+        for _ in 0..100 {
+            b.progress(Instant::default());
+        }
+        assert_eq!(get(&mut a, 1, 16, 5).unwrap(), b"after");
+        assert_eq!(b.stats().receipts, 1, "receipts count from 1 again");
+    }
+
+    impl Replay<'_> {
+        fn to_owned_kind(self) -> &'static str {
+            match self {
+                Replay::Put { .. } | Replay::PutFromHeap { .. } => "put",
+                Replay::GetIntoHeap { .. } => "get",
+                Replay::Atomic { .. } => "atomic",
+            }
+        }
+    }
+
     #[test]
     fn close_releases_everything_once() {
         let (mut a, _b, _f) = pair(VerbsConfig::default(), 4096);
