@@ -16,10 +16,11 @@ use crate::{
     params::{DeviceLimits, Mtu, QpParams, VerbsConfig, derive},
     probe,
     qp_plan::{LocalQp, QpState, RemoteQp, plan_connect, plan_rebuild, psn_for},
+    recv::RecvSide,
     seq::{Settle, SettleWindow},
     signal::{CqCredits, SendQueue},
     stage::StageRing,
-    sys::{self, POLL_BATCH, RECV_BATCH, SendWr, Sge, access, send_flags},
+    sys::{self, POLL_BATCH, SendWr, Sge, access, send_flags},
 };
 
 /// Heap block size for data-QP placement: every byte of a block always goes
@@ -157,9 +158,6 @@ struct QpSlot {
     /// Initiator: the receipt of the next put (RDMA WRITE with immediate)
     /// on this QP in this generation (from 1).
     rcpt_next: u64,
-    /// Target: the highest receipt of the peer's puts seen on this QP in
-    /// this generation (0: none).
-    rcpt_seen: u64,
     /// Target: `IBV_EVENT_QP_LAST_WQE_REACHED` seen since the last
     /// rebuild (no receive completion of this QP comes after it).
     last_wqe: bool,
@@ -280,19 +278,12 @@ pub struct VerbsDriver {
     // Verbs objects, released in this order by `release`.
     scratch_mr: Option<sys::Mr>,
     heap_mr: Option<sys::Mr>,
-    /// The shared receive queue of every data QP, with its receive CQ.
-    srq: Option<sys::Srq>,
-    /// Receive completions polled per batch.
-    rcqes: Box<[sys::Cqe]>,
-    /// Receive WQEs consumed and not re-posted yet.
-    srq_owed: u32,
-    /// Re-post once this many are owed (a quarter of the SRQ, at most one
-    /// chain).
-    srq_batch: u32,
+    /// The shared receive queue of every data QP, its receive CQ and the
+    /// receipts seen (index `peer * data_qps + qp - 1`); a clone may be
+    /// polled by another thread ([`VerbsDriver::recv_side`]).
+    recv: Option<RecvSide>,
     /// Peers whose receipts are being collected.
     collecting: u32,
-    /// Data QPN → `peer << 8 | qp index`, open addressing (QPN 0: empty).
-    qpn_table: Box<[(u32, u32)]>,
     cq: Option<sys::Cq>,
     pd: Option<sys::Pd>,
     ctx: Option<sys::Ctx>,
@@ -356,42 +347,6 @@ unsafe impl Send for VerbsDriver {}
 /// `wr_id`: WR number (low 32 bits), QP index (4), incarnation (8), peer (20).
 const fn wr_id(peer: u32, qp: u8, inc: u8, index: u64) -> u64 {
     (peer as u64) << 44 | (inc as u64) << 36 | ((qp as u64) & 0xF) << 32 | (index & 0xFFFF_FFFF)
-}
-
-/// Slot of a QPN in a table of `len` (a power of two) entries.
-const fn qpn_slot(qpn: u32, len: usize) -> usize {
-    (qpn.wrapping_mul(0x9E37_79B1) as usize) & (len - 1)
-}
-
-/// Builds the QPN table of `(qpn, tag)` pairs (QPNs non-zero, distinct).
-fn qpn_table(entries: &[(u32, u32)]) -> Box<[(u32, u32)]> {
-    let len = (entries.len() * 2).next_power_of_two().max(2);
-    let mut t = vec![(0u32, 0u32); len].into_boxed_slice();
-    for &(qpn, tag) in entries {
-        let mut i = qpn_slot(qpn, len);
-        while t[i].0 != 0 {
-            i = (i + 1) & (len - 1);
-        }
-        t[i] = (qpn, tag);
-    }
-    t
-}
-
-/// The tag of `qpn` in a table from [`qpn_table`] (at most half full, so
-/// a probe ends at an empty slot).
-fn qpn_lookup(t: &[(u32, u32)], qpn: u32) -> Option<u32> {
-    if qpn == 0 {
-        return None;
-    }
-    let mut i = qpn_slot(qpn, t.len());
-    loop {
-        debug_assert!(i < t.len());
-        match t[i] {
-            (0, _) => return None,
-            (q, tag) if q == qpn => return Some(tag),
-            _ => i = (i + 1) & (t.len() - 1),
-        }
-    }
 }
 
 const fn split_wr_id(id: u64) -> (u32, u8, u8, u32) {
@@ -644,7 +599,7 @@ impl VerbsDriver {
                     .qp(&cq, (qi > 0).then_some(&srq), p.sq_depth, p.max_inline, tag)
                     .map_err(res("ibv_create_qp"))?;
                 if qi > 0 {
-                    qpns.push((qp.qpn(), tag as u32));
+                    qpns.push((qp.qpn(), pe * u32::from(p.data_qps) + u32::from(qi) - 1));
                 }
                 let inline_cap = qp.cap.max_inline_data.min(p.max_inline);
                 let mut batch = vec![sys::empty_wr(); BATCH].into_boxed_slice();
@@ -673,7 +628,6 @@ impl VerbsDriver {
                     n_batch: 0,
                     inline_cap,
                     rcpt_next: 1,
-                    rcpt_seen: 0,
                     last_wqe: false,
                 });
                 stage_off += stage_per_qp as usize;
@@ -737,12 +691,13 @@ impl VerbsDriver {
             closed: false,
             scratch_mr: Some(scratch_mr),
             heap_mr: Some(heap_mr),
-            srq: Some(srq),
-            rcqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
-            srq_owed: 0,
-            srq_batch: (p.srq_depth / 4).clamp(1, RECV_BATCH as u32),
+            recv: Some(RecvSide::new(
+                srq,
+                p.srq_depth,
+                &qpns,
+                n_pes as usize * usize::from(p.data_qps),
+            )),
             collecting: 0,
-            qpn_table: qpn_table(&qpns),
             cq: Some(cq),
             pd: None,
             ctx: None,
@@ -778,7 +733,21 @@ impl VerbsDriver {
 
     /// Counters.
     pub fn stats(&self) -> VerbsStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(r) = &self.recv {
+            s.receipts = r.receipts();
+            s.recv_reposts = r.reposts();
+        }
+        s
+    }
+
+    /// A handle on this driver's receive side (the receipts of the peers'
+    /// puts), for a thread that progresses it while the driver's owner is
+    /// busy elsewhere ([`RecvSide::poll`]); `None` once closed. Without
+    /// one, only [`Transport::progress`] re-posts receives, so the owner
+    /// must call it at least once per `srq_depth` puts received.
+    pub fn recv_side(&self) -> Option<RecvSide> {
+        self.recv.clone()
     }
 
     /// This PE's *PE card*: the port address and the heap (no QPs), for
@@ -983,8 +952,10 @@ impl VerbsDriver {
             // Receipts count from 1 again in the new generation, at both
             // ends (the peer's were collected before this rebuild).
             q.rcpt_next = 1;
-            q.rcpt_seen = 0;
             q.last_wqe = false;
+        }
+        if let Some(r) = &self.recv {
+            r.reset(self.seen_range(peer));
         }
         self.bring_up(peer, generation, true)?;
         self.stats.rebuilds += 1;
@@ -1939,55 +1910,22 @@ impl VerbsDriver {
         self.push_event(Event::RebuildNeeded { peer, generation });
     }
 
-    /// Polls the receive CQ once (a batch): each completion is a receipt
-    /// of a peer's put on one of this side's data QPs, found by QPN in
-    /// O(1); re-posts receives once a batch is owed. Returns whether
+    /// Polls the receive side once (a batch of receipts, receives
+    /// re-posted; skipped while another thread polls it). Returns whether
     /// anything was reaped.
     fn poll_recv(&mut self) -> bool {
-        let Some(srq) = self.srq.as_mut() else {
-            return false;
-        };
-        let n = match srq.cq.poll(&mut self.rcqes) {
-            Ok(n) => n,
-            Err(_) => {
-                self.device_failed();
-                return false;
-            }
-        };
-        for i in 0..n {
-            let c = self.rcqes[i];
-            self.srq_owed += 1;
-            if !c.ok {
-                continue; // consumed, nothing landed
-            }
-            let Some(tag) = qpn_lookup(&self.qpn_table, c.qp_num) else {
-                continue;
-            };
-            let Some(Some(pe)) = self.peers.get_mut((tag >> 8) as usize) else {
-                continue;
-            };
-            let Some(q) = pe.qps.get_mut((tag & 0xFF) as usize) else {
-                continue;
-            };
-            // Receipts arrive in order, one per put: the low 32 bits
-            // extend against the last one seen.
-            let delta = c.imm.wrapping_sub(q.rcpt_seen as u32);
-            if delta != 0 && delta < 1 << 31 {
-                q.rcpt_seen += u64::from(delta);
-                self.stats.receipts += 1;
-            }
+        let Some(r) = &self.recv else { return false };
+        let busy = r.poll() == PollResult::Busy;
+        if r.failed() {
+            self.device_failed();
         }
-        while self.srq_owed >= self.srq_batch {
-            let k = self.srq_owed.min(RECV_BATCH as u32);
-            let Some(srq) = self.srq.as_mut() else { break };
-            if srq.post(k as usize).is_err() {
-                self.device_failed();
-                break;
-            }
-            self.srq_owed -= k;
-            self.stats.recv_reposts += u64::from(k);
-        }
-        n > 0
+        busy
+    }
+
+    /// Where `peer`'s receipts are in the receive side's table.
+    fn seen_range(&self, peer: u32) -> core::ops::Range<usize> {
+        let d = usize::from(self.p.data_qps);
+        peer as usize * d..(peer as usize + 1) * d
     }
 
     /// Finishes the receipt collection of every failed peer whose data QPs
@@ -2005,17 +1943,17 @@ impl VerbsDriver {
             if !ready {
                 continue;
             }
-            while self.poll_recv() {}
+            let mut applied = Receipts {
+                n: self.p.data_qps,
+                ..Receipts::default()
+            };
+            let range = self.seen_range(peer);
+            if let Some(r) = &self.recv {
+                r.drain_and_read(range, &mut applied.seq);
+            }
             let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
                 continue;
             };
-            let mut applied = Receipts {
-                n: (pe.qps.len() - 1) as u8,
-                ..Receipts::default()
-            };
-            for (a, q) in applied.seq.iter_mut().zip(pe.qps.iter().skip(1)) {
-                *a = q.rcpt_seen;
-            }
             let generation = pe.generation + 1;
             pe.collect = false;
             pe.receipts = Some((generation, applied));
@@ -2090,8 +2028,11 @@ impl VerbsDriver {
         for p in self.peers.iter_mut().flatten() {
             p.qps = Box::new([]);
         }
-        // The SRQ after its QPs (its receive CQ with it).
-        self.srq = None;
+        // The SRQ after its QPs (its receive CQ with it), taken out of the
+        // receive side even if another thread still holds a clone.
+        if let Some(r) = self.recv.take() {
+            drop(r.release());
+        }
         self.scratch_mr = None;
         self.heap_mr = None;
         self.cq = None;
@@ -3342,6 +3283,7 @@ mod test {
 
     #[test]
     fn the_qpn_table_finds_every_data_qp() {
+        use crate::recv::{qpn_lookup, qpn_table};
         let entries: Vec<(u32, u32)> = (0..300u32)
             .map(|i| ((i * 7919 + 0x11) & 0xFF_FFFF, i << 8 | (i % 8 + 1)))
             .collect();
@@ -3495,6 +3437,66 @@ mod test {
         let mut n = 0;
         a.drain_replays(|_| n += 1);
         assert_eq!(n, 1, "the put after the cut");
+    }
+
+    /// The target's owner never progresses; a second thread polls its
+    /// receive side: the puts (far more than the SRQ holds) complete.
+    #[test]
+    fn another_thread_can_keep_the_receive_side_going() {
+        let cfg = VerbsConfig {
+            srq_depth: Some(16),
+            ..VerbsConfig::default()
+        };
+        let (mut a, b, f) = pair(cfg, 1 << 16);
+        let r = b.recv_side().expect("open");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        /// Stops the poller also when the test panics (else the scope
+        /// would wait for it forever).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if r.poll() == PollResult::Idle {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+            let _stop = Stop(&stop);
+            let t0 = std::time::Instant::now();
+            let bound = std::time::Duration::from_secs(60);
+            for i in 0..500u64 {
+                loop {
+                    match a.put(1, (i % 512) * 8, &i.to_le_bytes(), CTX) {
+                        Ok(()) => break,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            assert!(t0.elapsed() < bound, "put {i} never had room");
+                            std::thread::yield_now();
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            while !a.quiet_poll().unwrap() {
+                assert!(t0.elapsed() < bound, "quiet");
+                std::thread::yield_now();
+            }
+        });
+        assert!(f.rnr_naks() > 0, "the SRQ ran dry at times");
+        while r.poll() == PollResult::Busy {}
+        assert_eq!(b.stats().receipts, 500);
+        assert_eq!(r.receipts(), 500);
+        assert_eq!(get(&mut a, 1, 499 * 8, 8).unwrap(), 499u64.to_le_bytes());
+        drop(b);
+        assert_eq!(
+            r.poll(),
+            PollResult::Idle,
+            "a closed driver's receive side is empty"
+        );
     }
 
     /// Without the peer's receipts (dead, or no answer in time) the puts

@@ -30,6 +30,8 @@
 //!   rebuild (RESET first, same QPN, new PSN per generation).
 //! * [`signal`]: selective signaling and send-queue/CQ accounting.
 //! * [`seq`]: each operation settled exactly once across failures.
+//! * [`recv`]: the target side of the receipts (shared receive queue,
+//!   receive CQ, receipts seen), pollable from a second thread.
 //! * [`stage`]: the per-QP staging rings for puts from unregistered buffers.
 //! * [`atomic_plan`]: every atomic kind and width from 64-bit fetch-add and
 //!   compare-swap.
@@ -81,9 +83,10 @@
 //! [`params::VerbsConfig::srq_depth`]; at most the device's `max_srq_wr` and
 //! `max_cqe`; the receive CQ has as many entries, so it cannot overflow).
 //! The target must run `progress` at least once per `srq_depth` puts
-//! received from all peers together; otherwise senders get RNR NAKs and
-//! retry (`rnr_retry` must be 7, infinite), which delays their puts but
-//! never fails a link.
+//! received from all peers together, or let another thread poll the
+//! receive side meanwhile ([`VerbsDriver::recv_side`], [`recv`]); otherwise
+//! senders get RNR NAKs and retry (`rnr_retry` must be 7, infinite), which
+//! delays their puts but never fails a link.
 //!
 //! ## Failure
 //!
@@ -145,7 +148,8 @@
 //! MSRV: the workspace's `rust-version`.
 #![deny(missing_docs)]
 // Unsafe code only in `sys` (the verbs calls), `driver` (copies into and
-// out of the registered scratch the device also writes) and `fake`.
+// out of the registered scratch the device also writes), `recv` (the
+// receive side shared with a progress thread) and `fake`.
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
@@ -158,6 +162,7 @@ pub mod fake;
 pub mod params;
 pub mod probe;
 pub mod qp_plan;
+pub mod recv;
 pub mod seq;
 pub mod signal;
 pub mod stage;

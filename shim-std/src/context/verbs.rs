@@ -69,10 +69,11 @@
 //!   [`QpParams::srq_depth`](switchyard_verbs::params::QpParams::srq_depth)
 //!   puts (from all peers together) between two of its progress steps;
 //!   beyond that the senders get RNR NAKs and wait (`rnr_retry` is 7,
-//!   infinite), which delays puts but never fails a link. The receipts
-//!   handshake is answered in the target's `poll_once` too, so a target that
-//!   computes outside the library for longer than the op timeout makes the
-//!   initiator report its in-doubt puts lost.
+//!   infinite), which delays puts but never fails a link; the progress
+//!   thread re-posts them while the application computes (see below). The
+//!   receipts handshake is answered in the target's `poll_once`, so a target
+//!   that computes outside the library for longer than the op timeout makes
+//!   the initiator report its in-doubt puts lost.
 //! * **Counting.** `Stats::downgrades` counts NEAR operations that fell back
 //!   (where the class's rule is `AllowAndCount`), `Stats::verbs_failovers`
 //!   the links lost, `Stats::verbs_replays` the operations replayed.
@@ -89,16 +90,18 @@
 //! * The control records are not retransmitted by TCP's replay (they are
 //!   control frames); a lost one is sent again when the peer's TCP link
 //!   comes back up.
-//! * **The progress thread does not progress verbs.** The TCP progress
-//!   thread (`context/progress.rs`) applies TCP traffic while the application
-//!   computes outside the library; the verbs driver (its receive side:
-//!   receipts, receive re-posts, and the receipts handshake records) is
-//!   progressed only in the application's calls. A PE that stays outside
-//!   the library for more than `srq_depth` incoming puts stalls its senders
-//!   (RNR, no failure), and one that stays outside longer than the op
-//!   timeout while a peer's link fails makes that peer report its in-doubt
-//!   puts as lost. Moving the driver's receive side under the progress
-//!   thread's hand-off is the fix (not done).
+//! * **The progress thread progresses only verbs' receive side.** While
+//!   the application computes outside the library, the TCP progress
+//!   thread (`context/progress.rs`) also polls the verbs driver's receive
+//!   side ([`VerbsDriver::recv_side`]: receipts, receives re-posted, at
+//!   least every tick), so peers putting to this PE over verbs do not stall
+//!   on RNR. The rest of verbs (its send side, its events, and the receipts
+//!   handshake records, which arrive as TCP events) runs only in the
+//!   application's calls: a PE that stays outside the library longer than
+//!   the op timeout while a peer's link to it fails makes that peer report
+//!   its in-doubt puts as lost. With `progress = caller` there is no
+//!   thread, and the application must progress once per `srq_depth`
+//!   incoming puts.
 //! * Nothing of this has run on an RDMA device: it is tested on the verbs
 //!   driver's in-process fake HCA (two contexts in two threads, see the
 //!   tests below).
@@ -616,6 +619,14 @@ impl Context {
             bad_records: 0,
         });
         self.verbs_why = None;
+        // The progress thread keeps the receive side going (receipts,
+        // receives re-posted) while the application is outside.
+        if let (Some(t), Some(r)) = (
+            self.tcp.as_ref(),
+            self.verbs.as_ref().and_then(|v| v.drv.recv_side()),
+        ) {
+            t.set_verbs_recv(r);
+        }
         self.verbs_send_qpns();
         self.leave();
     }
@@ -1438,8 +1449,20 @@ mod fake_pair_test {
         job: u64,
         me: u32,
         fabric: &Fabric,
+        chans: (&Sender<Msg>, &Receiver<Msg>),
+        corrupt: bool,
+    ) -> Context {
+        context_with(job, me, fabric, chans, corrupt, VerbsConfig::default())
+    }
+
+    /// [`context`] with the verbs driver's settings `vcfg`.
+    fn context_with(
+        job: u64,
+        me: u32,
+        fabric: &Fabric,
         (tx, rx): (&Sender<Msg>, &Receiver<Msg>),
         corrupt: bool,
+        vcfg: VerbsConfig,
     ) -> Context {
         let wait = Duration::from_secs(20);
         let setup = Setup {
@@ -1498,9 +1521,8 @@ mod fake_pair_test {
         #[allow(unsafe_code)]
         // SAFETY: the context's own heap; the driver is dropped with the
         // context, before its segment.
-        let drv =
-            unsafe { VerbsDriver::new_fake(VerbsConfig::default(), me, 2, job, h, l, fabric) }
-                .expect("fake verbs driver");
+        let drv = unsafe { VerbsDriver::new_fake(vcfg, me, 2, job, h, l, fabric) }
+            .expect("fake verbs driver");
         tx.send(Msg::Card(pe_card_bytes(Some(&drv)))).unwrap();
         let Ok(Msg::Card(mut card)) = rx.recv_timeout(wait) else {
             panic!("no card from the other PE");
@@ -1760,6 +1782,100 @@ mod fake_pair_test {
         let ctx = context(job, 0, &fabric, (&tx0, &rx0), false);
         let ctx = gap_script(ctx, &fabric, &done, &step);
         pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
+    /// PE 1 computes outside the library (no calls at all) while PE 0
+    /// puts far more than PE 1's shared receive queue holds (16): PE 1's
+    /// progress thread re-posts the receives, so PE 0's puts complete (over
+    /// verbs, no failover) instead of waiting on RNR until PE 1 calls in.
+    fn idle_target_script(mut ctx: Context, done: &AtomicU32, step: &AtomicU32) -> Context {
+        const PUTS: u64 = 300;
+        let me = ctx.my_pe();
+        // As init starts it for `progress = adaptive`.
+        let clock = ctx.clock;
+        ctx.tcp
+            .as_mut()
+            .expect("tcp")
+            .start(
+                progress::ThreadMode::Adaptive {
+                    tick: Duration::from_millis(1),
+                },
+                clock,
+                None,
+                me,
+            )
+            .expect("progress thread");
+        let sym: Sym<u64> = ctx.alloc(64).expect("alloc");
+        ctx.barrier_all().unwrap();
+        ctx.quiet().unwrap(); // the barrier's last put is out
+        let start = Instant::now();
+        if me == 1 {
+            step.store(1, Ordering::SeqCst);
+            while step.load(Ordering::SeqCst) < 2 {
+                assert!(start.elapsed() < Duration::from_secs(20), "PE 0's puts");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        } else {
+            while step.load(Ordering::SeqCst) < 1 {
+                assert!(start.elapsed() < Duration::from_secs(20), "PE 1");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            let (v0, t0) = (verbs_ops(&ctx), ctx.stats().ops[TCP.index()]);
+            for i in 0..PUTS {
+                ctx.put(&sym, (i % 64) as usize, &[i + 1], 1).unwrap();
+            }
+            ctx.quiet().unwrap();
+            let s = ctx.stats();
+            assert!(verbs_ops(&ctx) - v0 >= PUTS, "over verbs: {s:?}");
+            assert_eq!(s.ops[TCP.index()], t0, "nothing over TCP: {s:?}");
+            assert_eq!(s.verbs_failovers, 0, "{s:?}");
+            step.store(2, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut v = [0u64; 64];
+            ctx.read_local(&sym, 0, &mut v).unwrap();
+            for (i, x) in v.iter().enumerate() {
+                let i = i as u64;
+                let last = i + 64 * ((PUTS - 1 - i) / 64); // the last put there
+                assert_eq!(*x, last + 1, "slot {i}");
+            }
+            // Every put left its receipt (the last ones may still be in
+            // the receive CQ: progress polls them).
+            let start = Instant::now();
+            while ctx.verbs.as_ref().expect("verbs").drv.stats().receipts < PUTS {
+                assert!(start.elapsed() < Duration::from_secs(10), "receipts");
+                ctx.poll_once();
+            }
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn the_progress_thread_reposts_receives_while_the_target_computes() {
+        let job = 0x7c_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let cfg = || VerbsConfig {
+            srq_depth: Some(16),
+            ..VerbsConfig::default()
+        };
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context_with(job, 1, &f1, (&tx1, &rx1), false, cfg());
+            drop(idle_target_script(ctx, &done1, &step1));
+        });
+        let ctx = context_with(job, 0, &fabric, (&tx0, &rx0), false, cfg());
+        let ctx = idle_target_script(ctx, &done, &step);
+        pe1.join().expect("PE 1");
+        assert!(fabric.rnr_naks() > 0, "PE 1's SRQ ran dry at times");
         drop(ctx);
     }
 
