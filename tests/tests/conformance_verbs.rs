@@ -1,7 +1,9 @@
 //! The driver conformance suite, run against the RDMA verbs driver: PE 0 and
 //! PE 1 are two drivers in this process on the same device, connected over
 //! it (loopback through the NIC, or soft-RoCE). PE 1 needs no progress: the
-//! operations are one-sided.
+//! operations are one-sided (each put also consumes a receive WQE of PE 1's
+//! shared receive queue, its receipt, and the SRQ of either configuration
+//! holds more than the suite's puts between PE 1's progress steps).
 //!
 //! The suite runs twice: on the in-process fake HCA
 //! (`switchyard_verbs::fake`, always: the whole driver without hardware),

@@ -10,12 +10,13 @@ use switchyard_core::{
 };
 
 use crate::{
-    Event, Result, VerbsError, VerbsStats,
+    Event, Receipts, Result, VerbsError, VerbsStats,
     atomic_plan::{AtomicPlan, Next, Wr},
     card::{LinkLayer, MAX_QPS, QpAddr, VerbsCard},
     params::{DeviceLimits, Mtu, QpParams, VerbsConfig, derive},
     probe,
     qp_plan::{LocalQp, QpState, RemoteQp, plan_connect, plan_rebuild, psn_for},
+    recv::RecvSide,
     seq::{Settle, SettleWindow},
     signal::{CqCredits, SendQueue},
     stage::StageRing,
@@ -127,12 +128,15 @@ struct Record {
     what: What,
     /// Staging ring head after this WR's bytes (to free in order).
     stage_end: u64,
+    /// The put's receipt on its QP (0: not a put).
+    rcpt: u64,
 }
 
 const EMPTY: Record = Record {
     seq: 0,
     what: What::Empty,
     stage_end: 0,
+    rcpt: 0,
 };
 
 /// One QP toward a peer, with its accounting, staging ring and batch.
@@ -151,6 +155,12 @@ struct QpSlot {
     sges: Box<[Sge]>,
     n_batch: usize,
     inline_cap: u32,
+    /// Initiator: the receipt of the next put (RDMA WRITE with immediate)
+    /// on this QP in this generation (from 1).
+    rcpt_next: u64,
+    /// Target: `IBV_EVENT_QP_LAST_WQE_REACHED` seen since the last
+    /// rebuild (no receive completion of this QP comes after it).
+    last_wqe: bool,
 }
 
 impl QpSlot {
@@ -177,6 +187,15 @@ struct Peer {
     /// Failures to report through `quiet_poll` (atomics with unknown
     /// outcome that nobody polls).
     unreported: Option<VerbsError>,
+    /// Initiator: in-doubt puts wait in `replays` for the peer's receipts
+    /// ([`VerbsDriver::settle_receipts`]); nothing is drained meanwhile.
+    await_receipts: bool,
+    /// Target: the link failed and this side's receipts are being
+    /// collected (QPs in error, waiting for their last WQE).
+    collect: bool,
+    /// Target: the receipts collected at the last failure, and the
+    /// generation that failure rebuilds to.
+    receipts: Option<(u32, Receipts)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -185,6 +204,8 @@ struct ReplayRec {
     qp: u8,
     what: What,
     atomic: Option<(u64, AtomicOp)>,
+    /// A put's receipt (0: none).
+    rcpt: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +278,12 @@ pub struct VerbsDriver {
     // Verbs objects, released in this order by `release`.
     scratch_mr: Option<sys::Mr>,
     heap_mr: Option<sys::Mr>,
+    /// The shared receive queue of every data QP, its receive CQ and the
+    /// receipts seen (index `peer * data_qps + qp - 1`); a clone may be
+    /// polled by another thread ([`VerbsDriver::recv_side`]).
+    recv: Option<RecvSide>,
+    /// Peers whose receipts are being collected.
+    collecting: u32,
     cq: Option<sys::Cq>,
     pd: Option<sys::Pd>,
     ctx: Option<sys::Ctx>,
@@ -451,6 +478,7 @@ impl VerbsDriver {
             max_qp_rd_atom: 16,
             atomic_cap: fabric.atomic_cap(),
             max_mr_size: u64::MAX,
+            max_srq_wr: 1 << 16,
             active_mtu: Mtu::M4096,
         };
         let mut gid = [0u8; 16];
@@ -554,6 +582,9 @@ impl VerbsDriver {
         let cq_entries =
             (u64::from(p.cq_depth) + flush_headroom).min(u64::from(limits.max_cqe)) as u32;
         let cq = backend.cq(cq_entries).map_err(res("ibv_create_cq"))?;
+        // Receipts: one SRQ for every peer's data QPs, fully posted.
+        let srq = backend.srq(p.srq_depth).map_err(res("ibv_create_srq"))?;
+        let mut qpns = Vec::with_capacity((n_peers * u64::from(p.data_qps)) as usize);
         let mut peers = Vec::with_capacity(n_pes as usize);
         let mut stage_off = 0usize;
         for pe in 0..n_pes {
@@ -565,8 +596,11 @@ impl VerbsDriver {
             for qi in 0..qps_per_peer as u8 {
                 let tag = (pe as usize) << 8 | usize::from(qi);
                 let qp = backend
-                    .qp(&cq, p.sq_depth, p.max_inline, tag)
+                    .qp(&cq, (qi > 0).then_some(&srq), p.sq_depth, p.max_inline, tag)
                     .map_err(res("ibv_create_qp"))?;
+                if qi > 0 {
+                    qpns.push((qp.qpn(), pe * u32::from(p.data_qps) + u32::from(qi) - 1));
+                }
                 let inline_cap = qp.cap.max_inline_data.min(p.max_inline);
                 let mut batch = vec![sys::empty_wr(); BATCH].into_boxed_slice();
                 for w in batch.iter_mut() {
@@ -593,6 +627,8 @@ impl VerbsDriver {
                     .into_boxed_slice(),
                     n_batch: 0,
                     inline_cap,
+                    rcpt_next: 1,
+                    last_wqe: false,
                 });
                 stage_off += stage_per_qp as usize;
             }
@@ -609,6 +645,9 @@ impl VerbsDriver {
                 replays: vec![None; replay_cap].into_boxed_slice(),
                 n_replays: 0,
                 unreported: None,
+                await_receipts: false,
+                collect: false,
+                receipts: None,
             }));
         }
         let scratch_ptr = scratch.ptr();
@@ -652,6 +691,13 @@ impl VerbsDriver {
             closed: false,
             scratch_mr: Some(scratch_mr),
             heap_mr: Some(heap_mr),
+            recv: Some(RecvSide::new(
+                srq,
+                p.srq_depth,
+                &qpns,
+                n_pes as usize * usize::from(p.data_qps),
+            )),
+            collecting: 0,
             cq: Some(cq),
             pd: None,
             ctx: None,
@@ -687,7 +733,21 @@ impl VerbsDriver {
 
     /// Counters.
     pub fn stats(&self) -> VerbsStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(r) = &self.recv {
+            s.receipts = r.receipts();
+            s.recv_reposts = r.reposts();
+        }
+        s
+    }
+
+    /// A handle on this driver's receive side (the receipts of the peers'
+    /// puts), for a thread that progresses it while the driver's owner is
+    /// busy elsewhere ([`RecvSide::poll`]); `None` once closed. Without
+    /// one, only [`Transport::progress`] re-posts receives, so the owner
+    /// must call it at least once per `srq_depth` puts received.
+    pub fn recv_side(&self) -> Option<RecvSide> {
+        self.recv.clone()
     }
 
     /// This PE's *PE card*: the port address and the heap (no QPs), for
@@ -855,8 +915,12 @@ impl VerbsDriver {
     /// fails (the peer stays in Error); [`VerbsError::PeerDown`] while
     /// replays are still waiting to be drained.
     pub fn rebuild(&mut self, peer: u32, generation: u32) -> Result<()> {
+        self.peer_ref(peer)?;
+        self.collect_receipts();
         let pe = self.peer_mut(peer)?;
-        if pe.n_replays > 0 {
+        if pe.n_replays > 0 || pe.await_receipts || pe.collect {
+            // Replays not drained yet, or receipts not settled: a reset
+            // now would lose what tells which puts landed.
             return Err(VerbsError::PeerDown { peer });
         }
         if pe.state == LinkState::Up || (pe.state == LinkState::Down && pe.generation == 0) {
@@ -885,6 +949,13 @@ impl VerbsDriver {
         }
         for q in pe.qps.iter_mut() {
             q.stage.reset();
+            // Receipts count from 1 again in the new generation, at both
+            // ends (the peer's were collected before this rebuild).
+            q.rcpt_next = 1;
+            q.last_wqe = false;
+        }
+        if let Some(r) = &self.recv {
+            r.reset(self.seen_range(peer));
         }
         self.bring_up(peer, generation, true)?;
         self.stats.rebuilds += 1;
@@ -921,6 +992,10 @@ impl VerbsDriver {
     /// out at its next post, after the transport retries ran out. No-op
     /// when the link already failed or was never connected.
     ///
+    /// As after every failure, this side then collects its receipts of the
+    /// peer's puts ([`Event::Receipts`]) for the peer's
+    /// [`VerbsDriver::settle_receipts`].
+    ///
     /// # Errors
     ///
     /// [`VerbsError::InvalidPe`] for this PE or one outside the job.
@@ -952,6 +1027,95 @@ impl VerbsDriver {
         self.ev_len += 1;
     }
 
+    /// The receipts this side collected at the last failure of the link to
+    /// `peer` (and the generation that failure rebuilds to), once
+    /// [`Event::Receipts`] was reported; `None` before, or while
+    /// collecting. Kept until the next failure, so a peer that asks late is
+    /// answered the same.
+    pub fn receipts(&self, peer: u32) -> Option<(u32, Receipts)> {
+        self.peer_ref(peer).ok()?.receipts
+    }
+
+    /// Whether in-doubt puts toward `peer` wait for its receipts.
+    pub fn awaits_receipts(&self, peer: u32) -> bool {
+        self.peer_ref(peer).is_ok_and(|p| p.await_receipts)
+    }
+
+    /// Settles the in-doubt puts toward `peer` with its receipts (from its
+    /// [`Event::Receipts`] for `generation`, the one this side's
+    /// [`Event::RebuildNeeded`] named): each put whose receipt is at most
+    /// the one `applied` gives for its data QP landed, and is dropped from
+    /// the replays; the rest are drained by the next
+    /// [`VerbsDriver::drain_replays`], in order. Returns how many were
+    /// known landed. Without puts waiting, nothing happens (`Ok(0)`).
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::BadReceipts`] when `generation` is not the failure's,
+    /// `applied` has not one entry per data QP, or a receipt is above any
+    /// put this side posted on that QP (nothing is settled then).
+    pub fn settle_receipts(&mut self, peer: u32, generation: u32, applied: &[u64]) -> Result<u64> {
+        let pe = self.peer_mut(peer)?;
+        if !pe.await_receipts {
+            return Ok(0);
+        }
+        let bad = |what| Err(VerbsError::BadReceipts { peer, what });
+        if generation != pe.generation + 1 {
+            return bad("not the generation of this side's failure");
+        }
+        if applied.len() + 1 != pe.qps.len() {
+            return bad("not one receipt per data QP");
+        }
+        if applied
+            .iter()
+            .zip(pe.qps.iter().skip(1))
+            .any(|(&a, q)| a >= q.rcpt_next)
+        {
+            return bad("a receipt above every put posted on its QP");
+        }
+        let mut landed = 0u64;
+        for r in pe.replays.iter_mut().take(pe.n_replays) {
+            let Some(rec) = r else { continue };
+            let put = matches!(rec.what, What::PutStaged { .. } | What::PutHeap { .. });
+            if put && rec.rcpt != 0 && rec.qp > 0 && rec.rcpt <= applied[usize::from(rec.qp) - 1] {
+                *r = None;
+                landed += 1;
+            }
+        }
+        pe.await_receipts = false;
+        self.stats.receipts_settled += landed;
+        self.stats.replays -= landed.min(self.stats.replays);
+        Ok(landed)
+    }
+
+    /// Gives up on `peer`'s receipts (it is dead, or did not answer in
+    /// time): every put waiting for them is dropped and counted, for the
+    /// caller to report as lost (replaying one could apply it twice, not
+    /// replaying it could lose it: neither is silent). Gets and atomics
+    /// waiting stay for [`VerbsDriver::drain_replays`]. Returns the puts
+    /// dropped.
+    pub fn abandon_receipts(&mut self, peer: u32) -> u64 {
+        let Ok(pe) = self.peer_mut(peer) else {
+            return 0;
+        };
+        if !pe.await_receipts {
+            return 0;
+        }
+        let mut n = 0u64;
+        for r in pe.replays.iter_mut().take(pe.n_replays) {
+            if r.is_some_and(|rec| {
+                matches!(rec.what, What::PutStaged { .. } | What::PutHeap { .. })
+            }) {
+                *r = None;
+                n += 1;
+            }
+        }
+        pe.await_receipts = false;
+        self.stats.receipts_abandoned += n;
+        self.stats.replays -= n.min(self.stats.replays);
+        n
+    }
+
     /// Calls `f` with every operation waiting for replay over the fallback
     /// (each once: settled by sequence), then frees what they held. Replay
     /// them before any later operation to that peer, in the order given:
@@ -961,7 +1125,7 @@ impl VerbsDriver {
         let scratch = self.scratch_ptr;
         for (pe_idx, slot) in self.peers.iter_mut().enumerate() {
             let Some(pe) = slot else { continue };
-            if pe.n_replays == 0 {
+            if pe.n_replays == 0 || pe.await_receipts {
                 continue;
             }
             let peer = pe_idx as u32;
@@ -1185,13 +1349,25 @@ impl VerbsDriver {
                 q.sig_in_flight += 1;
             }
             let depth = q.records.len() as u64;
+            let rcpt = if opcode == sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM {
+                q.rcpt_next += 1;
+                q.rcpt_next - 1
+            } else {
+                0
+            };
             q.records[(slot.index % depth) as usize] = Record {
                 seq,
                 what,
                 stage_end,
+                rcpt,
             };
             let n = q.n_batch;
             let wr = &mut q.batch[n];
+            if rcpt != 0 {
+                // The low 32 bits; the target extends them (in order, one
+                // at a time, so never ambiguous).
+                sys::set_imm(wr, rcpt as u32);
+            }
             wr.wr_id = wr_id(peer, qi as u8, pe_inc, slot.index);
             wr.opcode = opcode;
             wr.send_flags = if slot.signaled {
@@ -1548,6 +1724,7 @@ impl VerbsDriver {
                         first: false,
                     },
                     atomic: t.plan.map(|p| (t.offset, *p.op())),
+                    rcpt: 0,
                 });
                 pe.n_replays += 1;
                 self.stats.replays += 1;
@@ -1591,10 +1768,14 @@ impl VerbsDriver {
         pe.incarnation = pe.incarnation.wrapping_add(1);
         self.stats.peer_failures += 1;
         let mut give = 0u32;
+        let mut puts = false;
         for qi in 0..pe.qps.len() {
             let q = &mut pe.qps[qi];
-            let _ = q.qp.modify(&crate::qp_plan::Step::Reset);
-            q.state = QpState::Reset;
+            // ERROR, not RESET: nothing more of the peer's lands here, its
+            // receive completions stay in the receive CQ (a reset may drop
+            // them) and the QP reports its last WQE; rebuild resets it.
+            let _ = q.qp.modify(&crate::qp_plan::Step::Error);
+            q.state = QpState::Err;
             give += q.sig_in_flight;
             q.sig_in_flight = 0;
             if q.n_batch > 0 {
@@ -1612,11 +1793,13 @@ impl VerbsDriver {
                 match rec.what {
                     What::PutStaged { .. } | What::PutHeap { .. } | What::GetHeap { .. } => {
                         if pe.n_replays < pe.replays.len() {
+                            puts |= rec.rcpt != 0 && reached;
                             pe.replays[pe.n_replays] = Some(ReplayRec {
                                 seq: rec.seq,
                                 qp: qi as u8,
                                 what: rec.what,
                                 atomic: None,
+                                rcpt: rec.rcpt,
                             });
                             pe.n_replays += 1;
                             self.stats.replays += 1;
@@ -1639,6 +1822,7 @@ impl VerbsDriver {
                                 qp: 0,
                                 what: rec.what,
                                 atomic: t.plan.map(|p| (t.offset, *p.op())),
+                                rcpt: 0,
                             });
                             pe.n_replays += 1;
                             self.stats.replays += 1;
@@ -1666,6 +1850,15 @@ impl VerbsDriver {
             q.sq.reset();
             q.to_hw = q.sq.posted();
         }
+        // A put that reached the device may have landed: wait for the
+        // peer's receipts before replaying any of them.
+        pe.await_receipts = puts;
+        // And this side collects its receipts of the peer's puts.
+        pe.receipts = None;
+        if !pe.collect {
+            pe.collect = true;
+            self.collecting += 1;
+        }
         self.credits.give(give);
         // Atomics whose next compare-swap was waiting for room never
         // applied it: replay the non-fetching ones, fail the others (safe to
@@ -1692,6 +1885,7 @@ impl VerbsDriver {
                         first: false,
                     },
                     atomic: t.plan.map(|p| (t.offset, *p.op())),
+                    rcpt: 0,
                 });
                 pe.n_replays += 1;
                 self.stats.replays += 1;
@@ -1716,6 +1910,62 @@ impl VerbsDriver {
         self.push_event(Event::RebuildNeeded { peer, generation });
     }
 
+    /// Polls the receive side once (a batch of receipts, receives
+    /// re-posted; skipped while another thread polls it). Returns whether
+    /// anything was reaped.
+    fn poll_recv(&mut self) -> bool {
+        let Some(r) = &self.recv else { return false };
+        let busy = r.poll() == PollResult::Busy;
+        if r.failed() {
+            self.device_failed();
+        }
+        busy
+    }
+
+    /// Where `peer`'s receipts are in the receive side's table.
+    fn seen_range(&self, peer: u32) -> core::ops::Range<usize> {
+        let d = usize::from(self.p.data_qps);
+        peer as usize * d..(peer as usize + 1) * d
+    }
+
+    /// Finishes the receipt collection of every failed peer whose data QPs
+    /// all reported their last WQE: polls the receive CQ empty, keeps the
+    /// receipts and reports [`Event::Receipts`].
+    fn collect_receipts(&mut self) {
+        if self.collecting == 0 {
+            return;
+        }
+        self.async_events();
+        for peer in 0..self.n_pes {
+            let ready = self.peers[peer as usize]
+                .as_ref()
+                .is_some_and(|p| p.collect && p.qps.iter().skip(1).all(|q| q.last_wqe));
+            if !ready {
+                continue;
+            }
+            let mut applied = Receipts {
+                n: self.p.data_qps,
+                ..Receipts::default()
+            };
+            let range = self.seen_range(peer);
+            if let Some(r) = &self.recv {
+                r.drain_and_read(range, &mut applied.seq);
+            }
+            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+                continue;
+            };
+            let generation = pe.generation + 1;
+            pe.collect = false;
+            pe.receipts = Some((generation, applied));
+            self.collecting -= 1;
+            self.push_event(Event::Receipts {
+                peer,
+                generation,
+                applied,
+            });
+        }
+    }
+
     fn device_failed(&mut self) {
         if self.fatal {
             return;
@@ -1727,9 +1977,17 @@ impl VerbsDriver {
         self.push_event(Event::DeviceFatal);
     }
 
+    /// The next async event: the device's, or the fake HCA's.
+    fn next_async(&self) -> Option<sys::AsyncEvent> {
+        if let Some(e) = self.ctx.as_ref().and_then(sys::Ctx::next_async_event) {
+            return Some(e);
+        }
+        self.cq.as_ref().and_then(sys::Cq::fake_event)
+    }
+
     fn async_events(&mut self) -> bool {
         let mut any = false;
-        while let Some(ev) = self.ctx.as_ref().and_then(sys::Ctx::next_async_event) {
+        while let Some(ev) = self.next_async() {
             any = true;
             self.stats.async_events += 1;
             use sys::event::*;
@@ -1737,6 +1995,14 @@ impl VerbsDriver {
                 QP_FATAL | QP_REQ_ERR | QP_ACCESS_ERR | PATH_MIG_ERR => {
                     if let Some(tag) = ev.qp_context {
                         self.fail_peer((tag >> 8) as u32);
+                    }
+                }
+                LAST_WQE_REACHED => {
+                    if let Some(tag) = ev.qp_context
+                        && let Some(Some(pe)) = self.peers.get_mut(tag >> 8)
+                        && let Some(q) = pe.qps.get_mut(tag & 0xFF)
+                    {
+                        q.last_wqe = true;
                     }
                 }
                 PORT_ERR => {
@@ -1761,6 +2027,11 @@ impl VerbsDriver {
         // QPs before the CQ, MRs and QPs before the PD, all before the context.
         for p in self.peers.iter_mut().flatten() {
             p.qps = Box::new([]);
+        }
+        // The SRQ after its QPs (its receive CQ with it), taken out of the
+        // receive side even if another thread still holds a clone.
+        if let Some(r) = self.recv.take() {
+            drop(r.release());
         }
         self.scratch_mr = None;
         self.heap_mr = None;
@@ -1847,7 +2118,9 @@ impl VerbsDriver {
                 qi,
                 what,
                 seq,
-                sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+                // With immediate: the target's receive completion is the
+                // put's receipt.
+                sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
                 Some(sge),
                 (card.heap_base + at, card.rkey),
                 None,
@@ -2545,6 +2818,9 @@ impl Transport for VerbsDriver {
         }
         self.retry_reposts();
         busy |= self.poll_cq();
+        // The target side: receipts of the peers' puts, receives re-posted.
+        busy |= self.poll_recv();
+        self.collect_receipts();
         self.steps = self.steps.wrapping_add(1);
         // The async fd is a read(2): every ASYNC_EVERY steps, not per spin.
         // Fatal QP events come with error completions anyway when work is
@@ -2644,6 +2920,20 @@ mod test {
             })
         );
         (a, b, f)
+    }
+
+    /// The shim's receipts handshake, by hand: `b` (PE `b_pe`) hears that
+    /// the link from `a` (PE `a_pe`) failed and collects its receipts; `a`
+    /// settles its in-doubt puts with them. Returns the puts known landed.
+    fn handshake(a: &mut VerbsDriver, b: &mut VerbsDriver, a_pe: u32, b_pe: u32) -> u64 {
+        b.peer_failed(a_pe).unwrap();
+        for _ in 0..1000 {
+            b.progress(Instant::default());
+            if let Some((generation, r)) = b.receipts(a_pe) {
+                return a.settle_receipts(b_pe, generation, r.as_slice()).unwrap();
+            }
+        }
+        panic!("no receipts");
     }
 
     fn quiet(a: &mut VerbsDriver) -> Result<()> {
@@ -2816,6 +3106,9 @@ mod test {
             a.put(1, 0, b"x", CTX).unwrap_err().kind(),
             ErrorKind::PeerDown
         );
+        // Nothing is replayed before the target's receipts are in.
+        a.drain_replays(|r| panic!("replayed before the receipts: {r:?}"));
+        assert_eq!(handshake(&mut a, &mut b, 0, 1), 0, "nothing landed");
         // Each in-doubt put is offered for replay exactly once.
         let mut replays = Vec::new();
         a.drain_replays(|r| {
@@ -2839,9 +3132,19 @@ mod test {
         // Rebuild both sides to generation 1, same QPNs, new PSNs.
         f.heal();
         let qpn = a.card_for(1).unwrap().qps()[0].qpn;
-        b.put(0, 0, b"b sees it too", CTX).unwrap();
-        let _ = quiet(&mut b);
+        assert_eq!(b.state(0), LinkState::Error, "b was told");
         a.rebuild(1, 1).unwrap();
+        assert!(
+            matches!(
+                a.poll_event(),
+                Some(Event::Receipts {
+                    peer: 1,
+                    generation: 1,
+                    ..
+                })
+            ),
+            "a collected its receipts of b's puts first"
+        );
         assert_eq!(
             a.poll_event(),
             Some(Event::Rebuilt {
@@ -2891,6 +3194,7 @@ mod test {
         assert_eq!(quiet(&mut a).unwrap_err().kind(), ErrorKind::PeerDown);
         assert_eq!(a.state(1), LinkState::Error);
         assert_eq!(a.stats().completion_errors, 1);
+        assert_eq!(handshake(&mut a, &mut b, 0, 1), 0, "nothing landed");
         let mut n = 0;
         a.drain_replays(|r| {
             assert!(matches!(
@@ -2975,6 +3279,279 @@ mod test {
         assert_eq!(f.posts(), before + 1, "nothing left to post");
         quiet(&mut a).unwrap();
         assert_eq!(get(&mut a, 1, 0, 7).unwrap(), b"batched");
+    }
+
+    #[test]
+    fn the_qpn_table_finds_every_data_qp() {
+        use crate::recv::{qpn_lookup, qpn_table};
+        let entries: Vec<(u32, u32)> = (0..300u32)
+            .map(|i| ((i * 7919 + 0x11) & 0xFF_FFFF, i << 8 | (i % 8 + 1)))
+            .collect();
+        let t = qpn_table(&entries);
+        assert!(t.len() >= 2 * entries.len());
+        for &(qpn, tag) in &entries {
+            assert_eq!(qpn_lookup(&t, qpn), Some(tag));
+        }
+        assert_eq!(qpn_lookup(&t, 0), None);
+        assert_eq!(qpn_lookup(&t, 0xFF_FFFF), None);
+    }
+
+    /// Replays drained, as (offset, bytes).
+    type Replayed = Vec<(u64, Vec<u8>)>;
+
+    /// Data, fence, flag, with the link failing as `fail` sets up; the
+    /// target rewrites the data if the flag landed; then the receipts
+    /// handshake and the replays (applied by hand, in order). Returns (puts
+    /// known landed, the replays, the target's data afterwards).
+    fn data_fence_flag(fail: impl FnOnce(&Fabric)) -> (u64, Replayed, Vec<u8>) {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 17);
+        while a.poll_event().is_some() {}
+        fail(&f);
+        a.put(1, 0, b"data", CTX).unwrap();
+        a.fence().unwrap();
+        a.put(1, 70_000, b"F", CTX).unwrap();
+        assert_eq!(quiet(&mut a).unwrap_err().kind(), ErrorKind::PeerDown);
+        assert_eq!(a.state(1), LinkState::Error);
+        a.drain_replays(|r| panic!("replayed before the receipts: {r:?}"));
+        // The target acts on what landed: it sees the flag, rewrites the
+        // data (as a program waiting on the flag would).
+        let landed_flag = get(&mut b, 1, 70_000, 1).unwrap() == b"F";
+        if landed_flag {
+            b.put(1, 0, b"next", CTX).unwrap();
+        }
+        let landed = handshake(&mut a, &mut b, 0, 1);
+        let mut replays = Vec::new();
+        a.drain_replays(|r| match r {
+            Replay::Put { offset, bytes, .. } => replays.push((offset, bytes.to_vec())),
+            r => panic!("unexpected {r:?}"),
+        });
+        a.drain_replays(|r| panic!("replayed twice: {r:?}"));
+        // Replays go over TCP in the shim; here by hand, in order.
+        for (offset, bytes) in &replays {
+            b.put(1, *offset, bytes, CTX).unwrap();
+        }
+        (landed, replays, get(&mut b, 1, 0, 4).unwrap())
+    }
+
+    #[test]
+    fn an_ack_lost_after_the_flag_landed_replays_nothing() {
+        // The data and the flag land; the flag's ack is lost.
+        let (landed, replays, data) = data_fence_flag(|f| f.lose_ack_after(1));
+        assert_eq!(landed, 2, "both puts are known landed");
+        assert!(replays.is_empty(), "nothing replayed: {replays:?}");
+        assert_eq!(data, b"next", "the target's newer data is not overwritten");
+    }
+
+    #[test]
+    fn an_ack_lost_after_the_data_landed_replays_the_flag_only() {
+        let (landed, replays, data) = data_fence_flag(|f| f.lose_ack_after(0));
+        assert_eq!(landed, 1);
+        assert_eq!(replays, [(70_000, b"F".to_vec())]);
+        assert_eq!(data, b"data");
+    }
+
+    #[test]
+    fn a_cut_before_landing_replays_everything_once_in_order() {
+        let (landed, replays, data) = data_fence_flag(Fabric::break_links);
+        assert_eq!(landed, 0);
+        assert_eq!(
+            replays,
+            [(0, b"data".to_vec()), (70_000, b"F".to_vec())],
+            "once each, data before flag"
+        );
+        assert_eq!(data, b"data");
+    }
+
+    #[test]
+    fn receipts_advance_and_the_srq_keeps_up_with_more_puts_than_it_holds() {
+        let cfg = VerbsConfig {
+            data_qps: Some(2),
+            srq_depth: Some(16),
+            ..VerbsConfig::default()
+        };
+        let (mut a, mut b, f) = pair(cfg, 1 << 20);
+        // More puts than the SRQ holds, the target progressing only now
+        // and then: senders wait on RNR, nothing fails.
+        const PUTS: u64 = 200;
+        let at = |i: u64| (i * 4096) % (4 * BLOCK);
+        let mut dry = 0;
+        for i in 0..PUTS {
+            loop {
+                match a.put(1, at(i), &i.to_le_bytes(), CTX) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        b.progress(Instant::default());
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            a.progress(Instant::default());
+            if i % 40 == 39 {
+                dry += usize::from(f.rnr_waiting() > 0);
+                b.progress(Instant::default());
+            }
+        }
+        assert!(dry > 0, "the SRQ ran dry at times: puts waited");
+        for _ in 0..10_000 {
+            b.progress(Instant::default());
+            if a.quiet_poll().unwrap() {
+                break;
+            }
+        }
+        assert!(a.quiet_poll().unwrap(), "quiet once the target re-posted");
+        assert_eq!(a.state(1), LinkState::Up);
+        assert!(f.rnr_naks() > 0);
+        let s = b.stats();
+        assert_eq!(s.receipts, PUTS, "one receipt per put: {s:?}");
+        assert!(s.recv_reposts >= PUTS - 16, "{s:?}");
+        for i in PUTS - 16..PUTS {
+            assert_eq!(get(&mut a, 1, at(i), 8).unwrap(), i.to_le_bytes());
+        }
+        // The receipts, as reported after a failure: per data QP, the
+        // count of puts on it (blocks alternate between the two).
+        f.break_links();
+        a.put(1, 0, b"x", CTX).unwrap();
+        let _ = quiet(&mut a);
+        b.peer_failed(0).unwrap();
+        let mut got = None;
+        for _ in 0..100 {
+            b.progress(Instant::default());
+            got = b.receipts(0);
+            if got.is_some() {
+                break;
+            }
+        }
+        let (generation, r) = got.expect("receipts");
+        assert_eq!(generation, 1);
+        assert_eq!(r.as_slice().iter().sum::<u64>(), PUTS);
+        assert_eq!(r.as_slice().len(), 2);
+        // Bad receipts are refused, naming why; nothing is settled.
+        for (g, applied) in [(2, vec![0, 0]), (1, vec![0]), (1, vec![0, 1 << 20])] {
+            assert!(matches!(
+                a.settle_receipts(1, g, &applied),
+                Err(VerbsError::BadReceipts { peer: 1, .. })
+            ));
+        }
+        assert!(a.awaits_receipts(1));
+        assert_eq!(a.settle_receipts(1, 1, r.as_slice()).unwrap(), 0);
+        let mut n = 0;
+        a.drain_replays(|_| n += 1);
+        assert_eq!(n, 1, "the put after the cut");
+    }
+
+    /// The target's owner never progresses; a second thread polls its
+    /// receive side: the puts (far more than the SRQ holds) complete.
+    #[test]
+    fn another_thread_can_keep_the_receive_side_going() {
+        let cfg = VerbsConfig {
+            srq_depth: Some(16),
+            ..VerbsConfig::default()
+        };
+        let (mut a, b, f) = pair(cfg, 1 << 16);
+        let r = b.recv_side().expect("open");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        /// Stops the poller also when the test panics (else the scope
+        /// would wait for it forever).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if r.poll() == PollResult::Idle {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+            let _stop = Stop(&stop);
+            let t0 = std::time::Instant::now();
+            let bound = std::time::Duration::from_secs(60);
+            for i in 0..500u64 {
+                loop {
+                    match a.put(1, (i % 512) * 8, &i.to_le_bytes(), CTX) {
+                        Ok(()) => break,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            assert!(t0.elapsed() < bound, "put {i} never had room");
+                            std::thread::yield_now();
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            while !a.quiet_poll().unwrap() {
+                assert!(t0.elapsed() < bound, "quiet");
+                std::thread::yield_now();
+            }
+        });
+        assert!(f.rnr_naks() > 0, "the SRQ ran dry at times");
+        while r.poll() == PollResult::Busy {}
+        assert_eq!(b.stats().receipts, 500);
+        assert_eq!(r.receipts(), 500);
+        assert_eq!(get(&mut a, 1, 499 * 8, 8).unwrap(), 499u64.to_le_bytes());
+        drop(b);
+        assert_eq!(
+            r.poll(),
+            PollResult::Idle,
+            "a closed driver's receive side is empty"
+        );
+    }
+
+    /// Without the peer's receipts (dead, or no answer in time) the puts
+    /// in doubt are counted and dropped, never replayed blindly; a get in
+    /// the same failure is still replayed, and the link rebuilds.
+    #[test]
+    fn abandoned_receipts_drop_the_puts_in_doubt_and_count_them() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 16);
+        while a.poll_event().is_some() {}
+        f.break_links();
+        a.put(1, 0, b"one", CTX).unwrap();
+        a.put(1, 8, b"two", CTX).unwrap();
+        a.get_into_heap(1, 0, 100, 3, CTX).unwrap();
+        assert_eq!(quiet(&mut a).unwrap_err().kind(), ErrorKind::PeerDown);
+        assert!(a.awaits_receipts(1));
+        assert_eq!(
+            a.rebuild(1, 1).unwrap_err().kind(),
+            ErrorKind::PeerDown,
+            "not while the receipts are pending"
+        );
+        assert_eq!(a.abandon_receipts(1), 2);
+        assert_eq!(a.abandon_receipts(1), 0, "once");
+        assert!(!a.awaits_receipts(1));
+        assert_eq!(
+            a.settle_receipts(1, 1, &[0]).unwrap(),
+            0,
+            "late receipts find nothing waiting"
+        );
+        let mut got = Vec::new();
+        a.drain_replays(|r| got.push(r.to_owned_kind()));
+        assert_eq!(got, ["get"]);
+        assert_eq!(a.stats().receipts_abandoned, 2);
+        f.heal();
+        b.peer_failed(0).unwrap();
+        a.rebuild(1, 1).unwrap();
+        b.rebuild(0, 1).unwrap();
+        a.peer_rebuilt(1, 1).unwrap();
+        b.peer_rebuilt(0, 1).unwrap();
+        a.put(1, 16, b"after", CTX).unwrap();
+        quiet(&mut a).unwrap();
+        for _ in 0..100 {
+            b.progress(Instant::default());
+        }
+        assert_eq!(get(&mut a, 1, 16, 5).unwrap(), b"after");
+        assert_eq!(b.stats().receipts, 1, "receipts count from 1 again");
+    }
+
+    impl Replay<'_> {
+        fn to_owned_kind(self) -> &'static str {
+            match self {
+                Replay::Put { .. } | Replay::PutFromHeap { .. } => "put",
+                Replay::GetIntoHeap { .. } => "get",
+                Replay::Atomic { .. } => "atomic",
+            }
+        }
     }
 
     #[test]

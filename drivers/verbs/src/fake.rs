@@ -1,6 +1,6 @@
 //! An in-process fake HCA (feature `fake-hca`, and in this crate's unit
 //! tests): lets the whole driver (accounting, signaling, fences, failures,
-//! replays, rebuilds) run without RDMA hardware.
+//! replays, receipts, rebuilds) run without RDMA hardware.
 //!
 //! Two drivers in one process share one [`Fabric`]. A post executes its work
 //! requests at once, in order, against real memory: RDMA WRITE and READ are
@@ -9,10 +9,30 @@
 //! run on the remote word and write the old value to the local buffer. Keys,
 //! access flags, bounds and QP states are checked as a device would, and a
 //! failure is an error completion followed by flush errors, with the QP in
-//! error. [`Fabric::break_links`] makes every QP fail its next post, like a
-//! cable pulled; [`Fabric::heal`] undoes it. Completions are queued on the
-//! QP's CQ for the driver to poll. This is a model for tests, not a
-//! performance model, and its atomics are the CPU's.
+//! error. Completions are queued on the QP's CQ for the driver to poll.
+//!
+//! **Receipts.** An RDMA WRITE with immediate needs a receive WQE of the
+//! responder QP's shared receive queue: it consumes one and queues a receive
+//! completion (the responder's QPN and the immediate) on the SRQ's CQ after
+//! the data landed. With no receive posted the responder answers RNR NAK
+//! and, as with `rnr_retry = 7` on a device, the message waits: it stays
+//! pending on the initiator QP (it and every later WR of that QP, in order,
+//! inline bytes copied) and runs when the responder posts receives. Nothing
+//! fails and nothing runs out of order, so tests stay deterministic; the
+//! initiator sees no completion until then.
+//!
+//! **Faults.** [`Fabric::break_links`] makes every QP fail its next post,
+//! like a cable pulled; [`Fabric::heal`] undoes it.
+//! [`Fabric::lose_ack_after`] models an in-doubt WRITE: a message executes
+//! at the target (data and receipt land) but its acknowledgement is lost,
+//! so the initiator gets an error completion and its QP goes to error.
+//! A QP attached to an SRQ that enters the error state (modified there, or
+//! failing as initiator) reports `IBV_EVENT_QP_LAST_WQE_REACHED` to its
+//! owner ([`crate::sys::Cq::fake_event`] on the QP's CQ): after it, no
+//! more receive completions of that QP come.
+//!
+//! This is a model for tests, not a performance model, and its atomics are
+//! the CPU's.
 #![allow(unsafe_code)]
 
 use std::{
@@ -26,7 +46,7 @@ use switchyard_core::sync::atomic::{AtomicU64, Ordering};
 use crate::{
     params::AtomicCap,
     qp_plan::{QpState, Step},
-    sys::{Cqe, SendWr, access, ibv_wr_opcode, send_flags},
+    sys::{AsyncEvent, Cqe, SendWr, access, event, ibv_wr_opcode, send_flags},
 };
 
 /// Largest inline payload the fake grants.
@@ -45,9 +65,40 @@ struct FMr {
 #[derive(Debug)]
 struct FQp {
     cq: usize,
+    srq: Option<usize>,
+    tag: usize,
     state: QpState,
     dest: u32,
     live: bool,
+    /// Messages waiting for the responder's receives (RNR), in order.
+    pending: VecDeque<Op>,
+}
+
+#[derive(Debug)]
+struct FSrq {
+    /// The receive CQ.
+    cq: usize,
+    /// Receive WQEs posted and not consumed.
+    posted: u64,
+}
+
+/// One work request as the fake runs it (copied out of the caller's chain
+/// when it must wait).
+#[derive(Debug, Clone)]
+struct Op {
+    wr_id: u64,
+    opcode: u32,
+    flags: u32,
+    /// (addr, len, lkey) of the one SGE, or zeros.
+    sge: (u64, u64, u32),
+    /// Inline bytes copied when the op waits (the caller's buffer is only
+    /// valid during the post).
+    inline_copy: Option<Vec<u8>>,
+    remote_addr: u64,
+    rkey: u32,
+    compare_add: u64,
+    swap: u64,
+    imm: u32,
 }
 
 #[derive(Debug, Default)]
@@ -55,9 +106,25 @@ struct State {
     mrs: Vec<FMr>,
     cqs: Vec<VecDeque<Cqe>>,
     qps: Vec<FQp>,
+    srqs: Vec<FSrq>,
+    /// Async events: (the QP's CQ, the event).
+    events: VecDeque<(usize, AsyncEvent)>,
     broken: bool,
+    /// `Some(n)`: the message executed after `n` more lands, its ack lost.
+    lose_ack: Option<u64>,
     posts: u64,
     atomic_cap: AtomicCap,
+    rnr_naks: u64,
+}
+
+/// What running one message did.
+enum Ran {
+    /// Executed and acknowledged.
+    Done,
+    /// Not executed: an error completion.
+    Failed,
+    /// Not executed: no receive at the responder (retry later).
+    Rnr,
 }
 
 /// The fake fabric (and HCA) shared by the drivers of one test.
@@ -104,6 +171,63 @@ impl Fabric {
         self.lock().posts
     }
 
+    /// The message that executes after `n` more have executed lands at the
+    /// target (data and receipt) but its acknowledgement is lost: the
+    /// initiator gets an error completion and its QP goes to error (an
+    /// in-doubt WRITE). Once.
+    pub fn lose_ack_after(&self, n: u64) {
+        self.lock().lose_ack = Some(n);
+    }
+
+    /// RNR NAKs so far (messages that found no receive and waited).
+    pub fn rnr_naks(&self) -> u64 {
+        self.lock().rnr_naks
+    }
+
+    /// Messages waiting on an RNR NAK now, over all QPs.
+    pub fn rnr_waiting(&self) -> usize {
+        self.lock().qps.iter().map(|q| q.pending.len()).sum()
+    }
+
+    /// Receive WQEs posted and not consumed on every SRQ, in creation order.
+    pub fn srq_posted(&self) -> Vec<u64> {
+        self.lock().srqs.iter().map(|q| q.posted).collect()
+    }
+
+    pub(crate) fn create_srq(&self, cq: usize) -> usize {
+        let mut s = self.lock();
+        s.srqs.push(FSrq { cq, posted: 0 });
+        s.srqs.len() - 1
+    }
+
+    /// Posts `n` receive WQEs on SRQ `srq`, then lets the messages waiting
+    /// on RNR run (in order, as far as the receives go).
+    pub(crate) fn post_recv(&self, srq: usize, n: u32) {
+        let mut s = self.lock();
+        let Some(q) = s.srqs.get_mut(srq) else { return };
+        q.posted += u64::from(n);
+        for me in 0..s.qps.len() {
+            while let Some(op) = s.qps[me].pending.pop_front() {
+                // SAFETY: a waiting op's addresses point into regions
+                // that stay registered while its QP is not reset (a reset
+                // or error drops the waiting ops); inline bytes are copied.
+                match unsafe { run(&mut s, me, &op) } {
+                    Ran::Rnr => {
+                        s.qps[me].pending.push_front(op);
+                        break;
+                    }
+                    r => finish(&mut s, me, &op, r),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn take_event(&self, cq: usize) -> Option<AsyncEvent> {
+        let mut s = self.lock();
+        let i = s.events.iter().position(|(c, _)| *c == cq)?;
+        s.events.remove(i).map(|(_, e)| e)
+    }
+
     pub(crate) fn reg_mr(&self, addr: u64, len: u64, access: u32) -> (u32, u32) {
         let mut s = self.lock();
         let i = s.mrs.len() as u32;
@@ -143,13 +267,16 @@ impl Fabric {
         n
     }
 
-    pub(crate) fn create_qp(&self, cq: usize, _tag: usize) -> u32 {
+    pub(crate) fn create_qp(&self, cq: usize, srq: Option<usize>, tag: usize) -> u32 {
         let mut s = self.lock();
         s.qps.push(FQp {
             cq,
+            srq,
+            tag,
             state: QpState::Reset,
             dest: 0,
             live: true,
+            pending: VecDeque::new(),
         });
         QPN_BASE + s.qps.len() as u32 - 1
     }
@@ -170,7 +297,7 @@ impl Fabric {
         };
         let ok = matches!(
             (q.state, step),
-            (_, Step::Reset)
+            (_, Step::Reset | Step::Error)
                 | (QpState::Reset, Step::Init { .. })
                 | (QpState::Init, Step::Rtr { .. })
                 | (QpState::Rtr, Step::Rts { .. })
@@ -181,7 +308,16 @@ impl Fabric {
         if let Step::Rtr { dest_qpn, .. } = step {
             q.dest = *dest_qpn;
         }
-        q.state = step.target();
+        let me = qpn.wrapping_sub(QPN_BASE) as usize;
+        match step {
+            Step::Error => to_error(&mut s, me),
+            Step::Reset => {
+                // Nothing of a reset QP is sent again, nor completed.
+                s.qps[me].pending.clear();
+                s.qps[me].state = QpState::Reset;
+            }
+            _ => s.qps[me].state = step.target(),
+        }
         Ok(())
     }
 
@@ -201,24 +337,141 @@ impl Fabric {
         if q.state == QpState::Reset || q.state == QpState::Init || q.state == QpState::Rtr {
             return Err((libc::EINVAL, 0));
         }
-        let cq = q.cq;
         while !wr.is_null() {
             // SAFETY: the caller's chain is valid.
             let w = unsafe { &*wr };
             wr = w.next;
-            let ok = s.qps[me].state == QpState::Rts
-                && !s.broken
-                // SAFETY: `w` is valid; addresses are checked in `execute`.
-                && unsafe { execute(&s, s.qps[me].dest, w) };
-            if !ok {
-                s.qps[me].state = QpState::Err;
-            }
-            if !ok || w.send_flags & send_flags::SIGNALED != 0 {
-                s.cqs[cq].push_back(Cqe { wr_id: w.wr_id, ok });
+            let (sge, inline) = if w.num_sge == 1 {
+                // SAFETY: `num_sge == 1`: the list holds one entry.
+                let g = unsafe { &*w.sg_list };
+                (
+                    (g.addr, u64::from(g.length), g.lkey),
+                    w.send_flags & send_flags::INLINE != 0,
+                )
+            } else {
+                ((0, 0, 0), false)
+            };
+            let atomic = matches!(
+                w.opcode,
+                ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD
+                    | ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
+            );
+            let (remote_addr, rkey, compare_add, swap) = if atomic {
+                // SAFETY: the opcode says the `atomic` member is the one set.
+                let a = unsafe { w.wr.atomic };
+                (a.remote_addr, a.rkey, a.compare_add, a.swap)
+            } else {
+                // SAFETY: every other opcode the driver posts sets `rdma`.
+                let r = unsafe { w.wr.rdma };
+                (r.remote_addr, r.rkey, 0, 0)
+            };
+            let mut op = Op {
+                wr_id: w.wr_id,
+                opcode: w.opcode,
+                flags: w.send_flags,
+                sge,
+                inline_copy: None,
+                remote_addr,
+                rkey,
+                compare_add,
+                swap,
+                // SAFETY: a plain integer of the union, set or zero.
+                imm: unsafe { w.__bindgen_anon_1.imm_data },
+            };
+            let waiting = !s.qps[me].pending.is_empty();
+            let ran = if waiting && s.qps[me].state == QpState::Rts {
+                Ran::Rnr
+            } else {
+                // SAFETY: `op` comes from the caller's valid WR; addresses
+                // are checked in `run`.
+                unsafe { run(&mut s, me, &op) }
+            };
+            match ran {
+                Ran::Rnr => {
+                    if inline && sge.1 <= u64::from(MAX_INLINE) {
+                        // SAFETY: inline data is readable during the post
+                        // (the caller's promise), `sge.1` bytes long.
+                        let b = unsafe {
+                            std::slice::from_raw_parts(sge.0 as *const u8, sge.1 as usize)
+                        };
+                        op.inline_copy = Some(b.to_vec());
+                    }
+                    s.qps[me].pending.push_back(op);
+                }
+                r => finish(&mut s, me, &op, r),
             }
         }
         Ok(())
     }
+}
+
+/// Takes QP `me` to the error state: waiting messages are flushed with
+/// error completions, and a QP on an SRQ reports its last WQE reached.
+fn to_error(s: &mut State, me: usize) {
+    let was = s.qps[me].state;
+    s.qps[me].state = QpState::Err;
+    let cq = s.qps[me].cq;
+    while let Some(op) = s.qps[me].pending.pop_front() {
+        s.cqs[cq].push_back(Cqe {
+            wr_id: op.wr_id,
+            ok: false,
+            ..Cqe::default()
+        });
+    }
+    if was != QpState::Err && s.qps[me].srq.is_some() {
+        let tag = s.qps[me].tag;
+        s.events.push_back((
+            cq,
+            AsyncEvent {
+                kind: event::LAST_WQE_REACHED,
+                qp_context: Some(tag),
+                port: None,
+            },
+        ));
+    }
+}
+
+/// Queues the initiator's completion of a message that ran (or failed).
+fn finish(s: &mut State, me: usize, op: &Op, ran: Ran) {
+    let cq = s.qps[me].cq;
+    let ok = match ran {
+        Ran::Done => true,
+        Ran::Failed | Ran::Rnr => false,
+    };
+    if !ok {
+        to_error(s, me);
+    }
+    if !ok || op.flags & send_flags::SIGNALED != 0 {
+        s.cqs[cq].push_back(Cqe {
+            wr_id: op.wr_id,
+            ok,
+            ..Cqe::default()
+        });
+    }
+}
+
+/// Runs one message of QP `me` (the initiator) at its destination.
+///
+/// # Safety
+///
+/// `op`'s local address is the caller's registered memory (or its inline
+/// copy); every address is checked against a live region before use.
+unsafe fn run(s: &mut State, me: usize, op: &Op) -> Ran {
+    if s.qps[me].state != QpState::Rts || s.broken {
+        return Ran::Failed;
+    }
+    // SAFETY: passed on.
+    let ran = unsafe { execute(s, s.qps[me].dest, op) };
+    if matches!(ran, Ran::Done)
+        && let Some(n) = s.lose_ack
+    {
+        if n == 0 {
+            s.lose_ack = None;
+            return Ran::Failed; // landed, but the initiator never hears so
+        }
+        s.lose_ack = Some(n - 1);
+    }
+    ran
 }
 
 fn mr_covers(s: &State, key: u32, remote: bool, addr: u64, len: u64, need: u32) -> bool {
@@ -231,79 +484,97 @@ fn mr_covers(s: &State, key: u32, remote: bool, addr: u64, len: u64, need: u32) 
     })
 }
 
-/// Runs one work request; `false` is an error completion.
+/// Runs one work request at the responder `dest`.
 ///
 /// # Safety
 ///
-/// `w` is a valid work request; every address it names is checked against
-/// a live region before it is touched.
-unsafe fn execute(s: &State, dest: u32, w: &SendWr) -> bool {
-    let Some(peer) = s.qps.get(dest.wrapping_sub(QPN_BASE) as usize) else {
-        return false;
+/// `op`'s local address is valid as [`run`] says; every address it names
+/// is checked against a live region before it is touched.
+unsafe fn execute(s: &mut State, dest: u32, op: &Op) -> Ran {
+    let di = dest.wrapping_sub(QPN_BASE) as usize;
+    let Some(peer) = s.qps.get(di) else {
+        return Ran::Failed;
     };
     if !peer.live || !matches!(peer.state, QpState::Rtr | QpState::Rts) {
-        return false; // nobody answers: retries exceeded
+        return Ran::Failed; // nobody answers: retries exceeded
     }
-    let (laddr, llen, lkey) = if w.num_sge == 1 {
-        // SAFETY: `num_sge == 1`: the list holds one entry.
-        let g = unsafe { &*w.sg_list };
-        (g.addr, u64::from(g.length), g.lkey)
-    } else {
-        (0, 0, 0)
-    };
-    let inline = w.send_flags & send_flags::INLINE != 0;
-    match w.opcode {
-        ibv_wr_opcode::IBV_WR_RDMA_WRITE | ibv_wr_opcode::IBV_WR_RDMA_READ => {
-            // SAFETY: the opcode says the `rdma` member is the one set.
-            let r = unsafe { w.wr.rdma };
-            let read = w.opcode == ibv_wr_opcode::IBV_WR_RDMA_READ;
+    let (laddr, llen, lkey) = op.sge;
+    let inline = op.flags & send_flags::INLINE != 0;
+    let src = op.inline_copy.as_ref().map_or(laddr, |b| b.as_ptr() as u64);
+    let with_imm = op.opcode == ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
+    let mut srq = None;
+    if with_imm {
+        match peer.srq {
+            Some(q) if s.srqs[q].posted > 0 => srq = Some(q),
+            Some(_) => {
+                s.rnr_naks += 1;
+                return Ran::Rnr;
+            }
+            None => return Ran::Failed, // no receive queue: a device error
+        }
+    }
+    match op.opcode {
+        ibv_wr_opcode::IBV_WR_RDMA_WRITE
+        | ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
+        | ibv_wr_opcode::IBV_WR_RDMA_READ => {
+            let read = op.opcode == ibv_wr_opcode::IBV_WR_RDMA_READ;
             let remote_need = if read {
                 access::REMOTE_READ
             } else {
                 access::REMOTE_WRITE
             };
-            if !mr_covers(s, r.rkey, true, r.remote_addr, llen, remote_need) {
-                return false;
+            if !mr_covers(s, op.rkey, true, op.remote_addr, llen, remote_need) {
+                return Ran::Failed;
             }
-            if llen == 0 {
-                return true;
+            if llen > 0 {
+                let local_ok = if read {
+                    mr_covers(s, lkey, false, laddr, llen, access::LOCAL_WRITE)
+                } else {
+                    inline && llen <= u64::from(MAX_INLINE)
+                        || mr_covers(s, lkey, false, laddr, llen, 0)
+                };
+                if !local_ok {
+                    return Ran::Failed;
+                }
+                let (from, to) = if read {
+                    (op.remote_addr, laddr)
+                } else {
+                    (src, op.remote_addr)
+                };
+                // SAFETY: both ranges lie in live registered regions
+                // (checked) or the op's own inline copy; `copy` allows
+                // overlap.
+                unsafe { std::ptr::copy(from as *const u8, to as *mut u8, llen as usize) };
             }
-            let local_ok = if read {
-                mr_covers(s, lkey, false, laddr, llen, access::LOCAL_WRITE)
-            } else {
-                inline && llen <= u64::from(MAX_INLINE) || mr_covers(s, lkey, false, laddr, llen, 0)
-            };
-            if !local_ok {
-                return false;
+            if let Some(q) = srq {
+                // The receipt: after the data, one receive consumed.
+                s.srqs[q].posted -= 1;
+                let cq = s.srqs[q].cq;
+                s.cqs[cq].push_back(Cqe {
+                    wr_id: 0,
+                    ok: true,
+                    qp_num: dest,
+                    imm: u32::from_be(op.imm),
+                });
             }
-            let (src, dst) = if read {
-                (r.remote_addr, laddr)
-            } else {
-                (laddr, r.remote_addr)
-            };
-            // SAFETY: both ranges lie in live registered regions (checked);
-            // `copy` allows overlap.
-            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, llen as usize) };
-            true
+            Ran::Done
         }
         ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD | ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
-            // SAFETY: the opcode says the `atomic` member is the one set.
-            let a = unsafe { w.wr.atomic };
-            if a.remote_addr % 8 != 0
+            if !op.remote_addr.is_multiple_of(8)
                 || llen != 8
-                || !mr_covers(s, a.rkey, true, a.remote_addr, 8, access::REMOTE_ATOMIC)
+                || !mr_covers(s, op.rkey, true, op.remote_addr, 8, access::REMOTE_ATOMIC)
                 || !mr_covers(s, lkey, false, laddr, 8, access::LOCAL_WRITE)
             {
-                return false;
+                return Ran::Failed;
             }
             // SAFETY: an 8-aligned word of a live region (checked).
-            let word = unsafe { AtomicU64::from_ptr(a.remote_addr as *mut u64) };
-            let old = if w.opcode == ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD {
-                word.fetch_add(a.compare_add, Ordering::AcqRel)
+            let word = unsafe { AtomicU64::from_ptr(op.remote_addr as *mut u64) };
+            let old = if op.opcode == ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD {
+                word.fetch_add(op.compare_add, Ordering::AcqRel)
             } else {
                 match word.compare_exchange(
-                    a.compare_add,
-                    a.swap,
+                    op.compare_add,
+                    op.swap,
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
@@ -313,9 +584,9 @@ unsafe fn execute(s: &State, dest: u32, w: &SendWr) -> bool {
             // SAFETY: 8 bytes of a live local region (checked); unaligned
             // write for safety.
             unsafe { std::ptr::write_unaligned(laddr as *mut u64, old) };
-            true
+            Ran::Done
         }
-        _ => false,
+        _ => Ran::Failed,
     }
 }
 

@@ -30,6 +30,8 @@
 //!   rebuild (RESET first, same QPN, new PSN per generation).
 //! * [`signal`]: selective signaling and send-queue/CQ accounting.
 //! * [`seq`]: each operation settled exactly once across failures.
+//! * [`recv`]: the target side of the receipts (shared receive queue,
+//!   receive CQ, receipts seen), pollable from a second thread.
 //! * [`stage`]: the per-QP staging rings for puts from unregistered buffers.
 //! * [`atomic_plan`]: every atomic kind and width from 64-bit fetch-add and
 //!   compare-swap.
@@ -48,9 +50,9 @@
 //! control QP (atomics: control work never waits behind bulk data) and
 //! [`params::VerbsConfig::data_qps`] data QPs; puts and gets are split at
 //! 64 KiB heap blocks and each block always uses the same data QP, so
-//! operations on the same bytes stay ordered. Puts are RDMA WRITE (inline
-//! up to the granted `max_inline_data`), gets RDMA READ, atomics RDMA
-//! fetch-add / compare-swap. Work requests are chained per QP and posted
+//! operations on the same bytes stay ordered. Puts are RDMA WRITE with
+//! immediate (inline up to the granted `max_inline_data`), gets RDMA READ,
+//! atomics RDMA fetch-add / compare-swap. Work requests are chained per QP and posted
 //! with one doorbell per batch; every k-th is signaled ([`signal`]).
 //! `fence` makes the next operation to each peer wait for that peer's other
 //! QPs to drain and carries `IBV_SEND_FENCE`; `quiet_poll` posts a signaled
@@ -58,15 +60,46 @@
 //! every QP is drained. Nothing on the data path allocates or locks: tables,
 //! rings and work-request arrays are sized at [`VerbsDriver::new`].
 //!
+//! ## Receipts
+//!
+//! A put's immediate is its *receipt*: the low 32 bits of its number among
+//! the puts (RDMA WRITEs with immediate) on its (peer, data QP) in the
+//! current generation, counted from 1 at connect and again at every
+//! rebuild, at both ends. Markers (zero-length plain WRITEs), READs and
+//! atomics carry none. At the target, every peer's data QPs take their
+//! receive WQEs from one shared receive queue (SRQ) with its own receive
+//! CQ, pre-posted with zero-SGE receives: each put consumes one and
+//! produces a receive completion with the responder QP's number and the
+//! immediate. `progress` polls that CQ in batches, maps the QP number to
+//! (peer, data QP) through a fixed open-addressing table (O(1), no
+//! allocation), extends the 32 bits against the last receipt seen (they
+//! come in order, one per put), and re-posts receives in chains of up to
+//! 64 once a quarter of the SRQ is consumed. RC executes a QP's messages in
+//! order, so the highest receipt seen on a QP means every earlier put on it
+//! landed and no later one did.
+//!
+//! *Sizing:* the SRQ holds [`params::QpParams::srq_depth`] receives
+//! (template: 4096 trading, 16384 storage, 8192 AI; override
+//! [`params::VerbsConfig::srq_depth`]; at most the device's `max_srq_wr` and
+//! `max_cqe`; the receive CQ has as many entries, so it cannot overflow).
+//! The target must run `progress` at least once per `srq_depth` puts
+//! received from all peers together, or let another thread poll the
+//! receive side meanwhile ([`VerbsDriver::recv_side`], [`recv`]); otherwise
+//! senders get RNR NAKs and retry (`rnr_retry` must be 7, infinite), which
+//! delays their puts but never fails a link.
+//!
 //! ## Failure
 //!
 //! A completion error, a post failure, or an async event (QP fatal, port
 //! error, device fatal, CQ error) takes the peer to
 //! `LinkState::Error` and
 //! reports [`Event::Link`], so the shim clears the health bit and select
-//! moves to TCP at once. The peer's QPs are reset; every operation that was
-//! outstanding is settled once ([`seq`]): puts and gets into the heap are
-//! offered for replay over the fallback ([`VerbsDriver::drain_replays`]),
+//! moves to TCP at once. The peer's QPs go to the error state (not RESET,
+//! which may drop receive completions; the rebuild resets them); every
+//! operation that was outstanding is settled once ([`seq`]): puts and gets
+//! into the heap are offered for replay over the fallback
+//! ([`VerbsDriver::drain_replays`]; puts that reached the device only after
+//! the peer's receipts, below),
 //! pending gets fail with `PeerDown` (the shim retries them elsewhere),
 //! atomics that never reached the device fail with `PeerDown`, and atomics
 //! that may have executed fail with [`VerbsError::OutcomeUnknown`] (never
@@ -75,6 +108,20 @@
 //! takes the same QPs through RESET→INIT→RTR→RTS with the generation's PSNs,
 //! and [`VerbsDriver::peer_rebuilt`] (once the peer reports the same) sets
 //! the peer Up again.
+//!
+//! **Receipts after a failure.** Both ends of a failed link (this side
+//! after a local failure or [`VerbsDriver::peer_failed`]) collect their
+//! receipts: once every data QP toward the peer reported
+//! `IBV_EVENT_QP_LAST_WQE_REACHED` (no receive completion of it comes
+//! after), the receive CQ is polled empty and [`Event::Receipts`] gives the
+//! highest receipt per data QP ([`VerbsDriver::receipts`] keeps it until the
+//! next failure). The initiator holds its in-doubt puts until the shim
+//! passes the peer's receipts to [`VerbsDriver::settle_receipts`]: puts at
+//! or below them landed and are dropped, the rest are replayed, in order.
+//! Without receipts (peer dead, no answer) [`VerbsDriver::abandon_receipts`]
+//! drops the puts and counts them for the shim to report as lost. A rebuild
+//! waits until both are done. Atomics (control QP, no receipts) are settled
+//! as before.
 //!
 //! The CQ holds the signaled-WR budget (CQ credits) plus the flush
 //! completions of up to four peers failing at once; more simultaneous
@@ -101,7 +148,8 @@
 //! MSRV: the workspace's `rust-version`.
 #![deny(missing_docs)]
 // Unsafe code only in `sys` (the verbs calls), `driver` (copies into and
-// out of the registered scratch the device also writes) and `fake`.
+// out of the registered scratch the device also writes), `recv` (the
+// receive side shared with a progress thread) and `fake`.
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
@@ -114,6 +162,7 @@ pub mod fake;
 pub mod params;
 pub mod probe;
 pub mod qp_plan;
+pub mod recv;
 pub mod seq;
 pub mod signal;
 pub mod stage;
@@ -175,6 +224,40 @@ pub enum Event {
     },
     /// The device (or the CQ) failed: the driver is unusable.
     DeviceFatal,
+    /// After the link to `peer` failed (here, or reported by the peer with
+    /// [`VerbsDriver::peer_failed`]), this side's QPs toward it are in the
+    /// error state and every receive completion of theirs was polled:
+    /// `applied` says which of the peer's puts landed here. Send it to the
+    /// peer, which passes it to [`VerbsDriver::settle_receipts`].
+    Receipts {
+        /// The peer whose puts these are.
+        peer: u32,
+        /// The generation the failed link rebuilds to (the one in
+        /// [`Event::RebuildNeeded`]).
+        generation: u32,
+        /// The receipts.
+        applied: Receipts,
+    },
+}
+
+/// Which puts of a peer landed at this PE over a failed link: per data QP,
+/// the highest receipt (the sequence number of a put among the RDMA WRITEs
+/// with immediate on that QP in the current generation, from 1) whose
+/// receive completion this PE saw. RC executes a QP's messages in order,
+/// so every put up to it landed and none after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Receipts {
+    /// Data QPs (entries of `seq` used).
+    pub n: u8,
+    /// Highest receipt per data QP (index 0: data QP 1); 0: none landed.
+    pub seq: [u64; params::MAX_DATA_QPS as usize],
+}
+
+impl Receipts {
+    /// The used entries.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.seq[..usize::from(self.n).min(self.seq.len())]
+    }
 }
 
 /// Counters of one driver ([`VerbsDriver::stats`]).
@@ -212,6 +295,15 @@ pub struct VerbsStats {
     pub rebuilds: u64,
     /// Quiet markers posted (zero-length signaled writes).
     pub markers: u64,
+    /// Receipts received: puts of peers that landed here (receive
+    /// completions of RDMA WRITEs with immediate).
+    pub receipts: u64,
+    /// Receive WQEs re-posted to the shared receive queue.
+    pub recv_reposts: u64,
+    /// In-doubt puts a peer's receipts showed landed (not replayed).
+    pub receipts_settled: u64,
+    /// In-doubt puts given up without receipts (reported as lost).
+    pub receipts_abandoned: u64,
 }
 
 /// Errors of the verbs transport.
@@ -357,6 +449,14 @@ pub enum VerbsError {
     /// The device failed; the driver is unusable.
     #[error("the RDMA device failed (device fatal or CQ error)")]
     DeviceFatal,
+    /// A peer's receipts do not fit what this side sent it.
+    #[error("receipts from PE {peer}: {what}")]
+    BadReceipts {
+        /// The PE.
+        peer: u32,
+        /// What does not fit.
+        what: &'static str,
+    },
     /// The driver was closed.
     #[error("the verbs driver is closed")]
     Closed {
@@ -379,6 +479,7 @@ impl TransportError for VerbsError {
             | VerbsError::Modify { .. }
             | VerbsError::StaleTicket { .. }
             | VerbsError::OutcomeUnknown { .. }
+            | VerbsError::BadReceipts { .. }
             | VerbsError::DeviceFatal
             | VerbsError::Closed { .. } => ErrorKind::Fatal,
             VerbsError::InvalidPe { .. } | VerbsError::PeerUnknown { .. } => ErrorKind::InvalidPe,
@@ -404,7 +505,8 @@ impl TransportError for VerbsError {
             | VerbsError::Misaligned { peer, .. }
             | VerbsError::NoAtomics { peer }
             | VerbsError::TooLong { peer, .. }
-            | VerbsError::StaleTicket { peer, .. } => Some(*peer),
+            | VerbsError::StaleTicket { peer, .. }
+            | VerbsError::BadReceipts { peer, .. } => Some(*peer),
             VerbsError::Closed { peer } => *peer,
             _ => None,
         }

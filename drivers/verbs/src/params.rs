@@ -12,6 +12,10 @@ use std::fmt;
 /// Most data QPs per peer (plus one control QP).
 pub const MAX_DATA_QPS: u8 = 8;
 
+/// Smallest shared receive queue (receives are re-posted in batches of
+/// up to a quarter of it).
+pub const MIN_SRQ_DEPTH: u32 = 16;
+
 /// Largest inline payload switchyard asks for (devices commonly allow 64 to
 /// 1024 bytes; the actual value is what `ibv_create_qp` grants).
 pub const MAX_INLINE_CAP: u32 = 1024;
@@ -117,6 +121,8 @@ pub struct DeviceLimits {
     pub atomic_cap: AtomicCap,
     /// Largest memory region (`max_mr_size`).
     pub max_mr_size: u64,
+    /// Largest shared receive queue (`max_srq_wr`; 0: no SRQ).
+    pub max_srq_wr: u32,
     /// The port's active MTU.
     pub active_mtu: Mtu,
 }
@@ -141,6 +147,19 @@ impl Template {
             "storage" => Some(Template::Storage),
             "ai" | "ai-training" => Some(Template::Ai),
             _ => None,
+        }
+    }
+
+    /// The template's shared receive queue depth: how many puts (from all
+    /// peers together) may land at this PE between two of its progress
+    /// steps before the senders see RNR NAKs (they wait and retry; nothing
+    /// fails). Trading PEs poll constantly; storage and AI jobs take many
+    /// puts from many peers between polls.
+    pub const fn srq_depth(self) -> u32 {
+        match self {
+            Template::Trading => 4096,
+            Template::Storage => 16384,
+            Template::Ai => 8192,
         }
     }
 
@@ -172,6 +191,11 @@ pub struct VerbsConfig {
     pub cq_depth: Option<u32>,
     /// Inline threshold in bytes (0 = never inline).
     pub max_inline: Option<u32>,
+    /// Receive WQEs of the driver's shared receive queue (one per put that
+    /// may land between two progress steps of this PE; see
+    /// [`Template::srq_depth`]). At least [`MIN_SRQ_DEPTH`], at most the
+    /// device's `max_srq_wr` and `max_cqe`.
+    pub srq_depth: Option<u32>,
     /// Signal every k-th work request (default: a quarter of the SQ, at most 64).
     pub signal_every: Option<u32>,
     /// Path MTU (default: the smaller of the two ports' active MTUs).
@@ -181,7 +205,10 @@ pub struct VerbsConfig {
     pub timeout: u8,
     /// Transport retries before an error completion, 0 to 7.
     pub retry_cnt: u8,
-    /// RNR retries, 0 to 7 (7 = infinite; one-sided traffic never sees RNR).
+    /// RNR retries: must be 7 (infinite). Every put is an RDMA WRITE with
+    /// immediate that consumes a receive WQE at the target (its receipt);
+    /// a target slow to re-post receives answers RNR NAK, which must only
+    /// delay the put, never fail the link.
     pub rnr_retry: u8,
     /// Minimum RNR NAK timer code, 0 to 31.
     pub min_rnr_timer: u8,
@@ -207,6 +234,7 @@ impl Default for VerbsConfig {
             sq_depth: None,
             cq_depth: None,
             max_inline: None,
+            srq_depth: None,
             signal_every: None,
             path_mtu: None,
             // 4.096 us * 2^14 = 67 ms per try, 7 tries: a dead peer is an
@@ -236,6 +264,9 @@ pub struct QpParams {
     pub cq_depth: u32,
     /// Inline threshold requested from `ibv_create_qp`.
     pub max_inline: u32,
+    /// Receive WQEs of the shared receive queue (and entries of the
+    /// receive CQ).
+    pub srq_depth: u32,
     /// Signal every k-th WR.
     pub signal_every: u32,
     /// Local port MTU bound (the connect takes the smaller with the peer's).
@@ -368,9 +399,37 @@ pub fn derive(cfg: &VerbsConfig, limits: &DeviceLimits) -> Result<QpParams, Para
     if cfg.retry_cnt > 7 {
         return bad("retry_cnt", cfg.retry_cnt, "0 to 7");
     }
-    if cfg.rnr_retry > 7 {
-        return bad("rnr_retry", cfg.rnr_retry, "0 to 7");
+    if cfg.rnr_retry != 7 {
+        return bad(
+            "rnr_retry",
+            cfg.rnr_retry,
+            "7 (infinite: a put waiting for the target to re-post receives must not fail the link)",
+        );
     }
+    if limits.max_srq_wr < MIN_SRQ_DEPTH {
+        return bad(
+            "device limits",
+            format_args!("max_srq_wr {}", limits.max_srq_wr),
+            format!(
+                "a device with shared receive queues of at least {MIN_SRQ_DEPTH} entries (put receipts)"
+            ),
+        );
+    }
+    let srq_cap = limits.max_srq_wr.min(limits.max_cqe);
+    let srq_depth = match cfg.srq_depth {
+        Some(d) if d < MIN_SRQ_DEPTH => {
+            return bad("srq_depth", d, format!("at least {MIN_SRQ_DEPTH}"));
+        }
+        Some(d) if d > srq_cap => {
+            return bad(
+                "srq_depth",
+                d,
+                format!("at most the device's max_srq_wr and max_cqe ({srq_cap})"),
+            );
+        }
+        Some(d) => d,
+        None => cfg.template.srq_depth().min(srq_cap),
+    };
     if cfg.min_rnr_timer > 31 {
         return bad("min_rnr_timer", cfg.min_rnr_timer, "0 to 31");
     }
@@ -408,6 +467,7 @@ pub fn derive(cfg: &VerbsConfig, limits: &DeviceLimits) -> Result<QpParams, Para
         sq_depth,
         cq_depth,
         max_inline,
+        srq_depth,
         signal_every,
         path_mtu,
         timeout: cfg.timeout,
@@ -437,6 +497,7 @@ mod test {
             max_qp_rd_atom: 16,
             atomic_cap: AtomicCap::Hca,
             max_mr_size: u64::MAX,
+            max_srq_wr: 32768,
             active_mtu: Mtu::M4096,
         }
     }
@@ -644,6 +705,47 @@ mod test {
                 ..base()
             }),
             "rnr_retry"
+        );
+        assert_eq!(
+            field(VerbsConfig {
+                rnr_retry: 3,
+                ..base()
+            }),
+            "rnr_retry",
+            "receipts need infinite RNR retry"
+        );
+        assert_eq!(
+            field(VerbsConfig {
+                srq_depth: Some(8),
+                ..base()
+            }),
+            "srq_depth"
+        );
+        assert_eq!(
+            field(VerbsConfig {
+                srq_depth: Some(1 << 20),
+                ..base()
+            }),
+            "srq_depth"
+        );
+        assert_eq!(
+            derive(&base(), &DeviceLimits { max_srq_wr: 0, ..d })
+                .unwrap_err()
+                .field,
+            "device limits"
+        );
+        assert_eq!(
+            derive(
+                &base(),
+                &DeviceLimits {
+                    max_srq_wr: 100,
+                    ..d
+                }
+            )
+            .unwrap()
+            .srq_depth,
+            100,
+            "the template's depth is clamped to the device"
         );
         assert_eq!(
             field(VerbsConfig {

@@ -219,6 +219,8 @@ pub struct DeviceAttrs {
     pub atomic_cap: AtomicCap,
     /// Largest memory region.
     pub max_mr_size: u64,
+    /// Largest shared receive queue (`max_srq_wr`; 0: no SRQ support).
+    pub max_srq_wr: u32,
 }
 
 impl DeviceAttrs {
@@ -233,6 +235,7 @@ impl DeviceAttrs {
             max_qp_rd_atom: self.rd_atom.1,
             atomic_cap: self.atomic_cap,
             max_mr_size: self.max_mr_size,
+            max_srq_wr: self.max_srq_wr,
             active_mtu,
         }
     }
@@ -702,6 +705,7 @@ mod test {
             rd_atom: (16, 16),
             atomic_cap: AtomicCap::Hca,
             max_mr_size: u64::MAX,
+            max_srq_wr: 32768,
         };
         p.attrs = vec![
             ("mlx5_0".into(), Ok(a.clone())),

@@ -91,6 +91,10 @@ pub struct LocalQp {
 pub enum Step {
     /// To RESET (from any state).
     Reset,
+    /// To ERROR (from any state): the QP stops executing incoming
+    /// messages and flushes its work. The target of a failed link takes its
+    /// QPs there before reporting which puts landed (the receipts).
+    Error,
     /// RESET → INIT.
     Init {
         /// Port.
@@ -139,6 +143,7 @@ impl Step {
     pub const fn target(&self) -> QpState {
         match self {
             Step::Reset => QpState::Reset,
+            Step::Error => QpState::Err,
             Step::Init { .. } => QpState::Init,
             Step::Rtr { .. } => QpState::Rtr,
             Step::Rts { .. } => QpState::Rts,
@@ -369,6 +374,7 @@ mod test {
             max_qp_rd_atom: 16,
             atomic_cap: AtomicCap::Hca,
             max_mr_size: u64::MAX,
+            max_srq_wr: 1 << 16,
             active_mtu: Mtu::M4096,
         };
         derive(&VerbsConfig::default(), &limits).unwrap()

@@ -241,6 +241,7 @@ pub fn device_attrs(name: &str) -> io::Result<crate::probe::DeviceAttrs> {
             _ => crate::params::AtomicCap::None,
         },
         max_mr_size: a.max_mr_size,
+        max_srq_wr: n(a.max_srq_wr),
     })
 }
 
@@ -357,6 +358,11 @@ pub struct Cqe {
     pub wr_id: u64,
     /// Whether it succeeded.
     pub ok: bool,
+    /// The local QP it belongs to (receive completions of an SRQ).
+    pub qp_num: u32,
+    /// The immediate data in host order (receive completions of an RDMA
+    /// WRITE with immediate; 0 otherwise).
+    pub imm: u32,
 }
 
 /// Completions taken per poll at most.
@@ -429,12 +435,24 @@ impl Cq {
                     *o = Cqe {
                         wr_id: w.wr_id(),
                         ok: w.is_valid(),
+                        qp_num: w.qp_num,
+                        imm: w.imm_data().map_or(0, u32::from_be),
                     };
                 }
                 Ok(got)
             }
             #[cfg(any(test, feature = "fake-hca"))]
             CqInner::Fake { fabric, id } => Ok(fabric.poll(*id, out)),
+        }
+    }
+
+    /// The next async event of a fake QP on this CQ (the fake HCA has no
+    /// async fd); `None` on a real CQ, whose events come from the context.
+    pub fn fake_event(&self) -> Option<AsyncEvent> {
+        match &self.inner {
+            CqInner::Real { .. } => None,
+            #[cfg(any(test, feature = "fake-hca"))]
+            CqInner::Fake { fabric, id } => fabric.take_event(*id),
         }
     }
 
@@ -486,12 +504,14 @@ enum QpInner {
 unsafe impl Send for Qp {}
 
 impl Qp {
-    /// An RC QP on `cq` (send and receive; no receives are ever posted),
-    /// with `qp_context` set to `tag`.
+    /// An RC QP on `cq` with `qp_context` set to `tag`; its receives come
+    /// from `srq` (with completions on the SRQ's receive CQ) when given,
+    /// else from its own receive queue of one entry, never posted.
     pub fn create(
         ctx: &Ctx,
         pd: &Pd,
         cq: &Cq,
+        srq: Option<&Srq>,
         sq_depth: u32,
         max_inline: u32,
         tag: usize,
@@ -499,11 +519,18 @@ impl Qp {
         let raw_cq = cq
             .as_raw()
             .ok_or_else(|| io::Error::other("a fake CQ for a real QP"))?;
+        let (raw_srq, recv_cq) = match srq {
+            Some(q) => match (&q.inner, q.cq.as_raw()) {
+                (SrqInner::Real { ptr, .. }, Some(rcq)) => (ptr.as_ptr(), rcq),
+                _ => return Err(io::Error::other("a fake SRQ for a real QP")),
+            },
+            None => (std::ptr::null_mut(), raw_cq),
+        };
         let mut attr = ffi::ibv_qp_init_attr {
             qp_context: tag as *mut _,
             send_cq: raw_cq,
-            recv_cq: raw_cq,
-            srq: std::ptr::null_mut(),
+            recv_cq,
+            srq: raw_srq,
             cap: ffi::ibv_qp_cap {
                 max_send_wr: sq_depth,
                 max_recv_wr: 1,
@@ -552,6 +579,10 @@ impl Qp {
         let mask = match *step {
             Step::Reset => {
                 a.qp_state = S::IBV_QPS_RESET;
+                M::IBV_QP_STATE
+            }
+            Step::Error => {
+                a.qp_state = S::IBV_QPS_ERR;
                 M::IBV_QP_STATE
             }
             Step::Init {
@@ -717,19 +748,62 @@ impl Backend<'_> {
         }
     }
 
-    /// Creates an RC QP.
-    pub fn qp(&self, cq: &Cq, sq_depth: u32, max_inline: u32, tag: usize) -> io::Result<Qp> {
+    /// Creates the shared receive queue of `depth` WQEs, with its own
+    /// receive CQ of `depth` entries (a receive completes once), and posts
+    /// every WQE.
+    pub fn srq(&self, depth: u32) -> io::Result<Srq> {
+        let cq = self.cq(depth)?;
+        let mut srq = match self {
+            Backend::Real(ctx, pd) => Srq::create(ctx, pd, cq, depth)?,
+            #[cfg(any(test, feature = "fake-hca"))]
+            Backend::Fake(f) => {
+                let CqInner::Fake { id, .. } = &cq.inner else {
+                    return Err(io::Error::other("a real CQ for a fake SRQ"));
+                };
+                Srq {
+                    inner: SrqInner::Fake {
+                        fabric: (*f).clone(),
+                        id: f.create_srq(*id),
+                    },
+                    cq,
+                    chain: recv_chain(),
+                }
+            }
+        };
+        let mut left = depth;
+        while left > 0 {
+            let n = left.min(RECV_BATCH as u32);
+            srq.post(n as usize)?;
+            left -= n;
+        }
+        Ok(srq)
+    }
+
+    /// Creates an RC QP (its receives from `srq` when given).
+    pub fn qp(
+        &self,
+        cq: &Cq,
+        srq: Option<&Srq>,
+        sq_depth: u32,
+        max_inline: u32,
+        tag: usize,
+    ) -> io::Result<Qp> {
         match self {
-            Backend::Real(ctx, pd) => Qp::create(ctx, pd, cq, sq_depth, max_inline, tag),
+            Backend::Real(ctx, pd) => Qp::create(ctx, pd, cq, srq, sq_depth, max_inline, tag),
             #[cfg(any(test, feature = "fake-hca"))]
             Backend::Fake(f) => {
                 let CqInner::Fake { id, .. } = &cq.inner else {
                     return Err(io::Error::other("a real CQ for a fake QP"));
                 };
+                let srq_id = match srq.map(|q| &q.inner) {
+                    None => None,
+                    Some(SrqInner::Fake { id, .. }) => Some(*id),
+                    Some(_) => return Err(io::Error::other("a real SRQ for a fake QP")),
+                };
                 Ok(Qp {
                     inner: QpInner::Fake {
                         fabric: (*f).clone(),
-                        qpn: f.create_qp(*id, tag),
+                        qpn: f.create_qp(*id, srq_id, tag),
                     },
                     cap: ffi::ibv_qp_cap {
                         max_send_wr: sq_depth,
@@ -758,6 +832,131 @@ pub mod access {
 }
 
 pub use ffi::{ibv_send_wr as SendWr, ibv_sge as Sge, ibv_wr_opcode};
+
+/// Receive WQEs posted per doorbell at most (the SRQ's chain).
+pub const RECV_BATCH: usize = 64;
+
+/// A chain of [`RECV_BATCH`] zero-SGE receive WRs (a receipt carries no
+/// payload: the WRITE's data goes to the heap, the immediate to the CQE).
+fn recv_chain() -> Box<[ffi::ibv_recv_wr]> {
+    vec![
+        ffi::ibv_recv_wr {
+            wr_id: 0,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 0,
+        };
+        RECV_BATCH
+    ]
+    .into_boxed_slice()
+}
+
+type PostRecvFn = unsafe extern "C" fn(
+    *mut ffi::ibv_srq,
+    *mut ffi::ibv_recv_wr,
+    *mut *mut ffi::ibv_recv_wr,
+) -> i32;
+
+/// A shared receive queue with its receive CQ: the data QPs of every peer
+/// take their receive WQEs from it, one per RDMA WRITE with immediate.
+pub struct Srq {
+    inner: SrqInner,
+    /// The receive CQ (the SRQ's QPs' `recv_cq`).
+    pub cq: Cq,
+    /// Pre-built receive WRs, chained at each post (never reallocated).
+    chain: Box<[ffi::ibv_recv_wr]>,
+}
+
+enum SrqInner {
+    Real {
+        ptr: NonNull<ffi::ibv_srq>,
+        post: PostRecvFn,
+    },
+    #[cfg(any(test, feature = "fake-hca"))]
+    Fake {
+        fabric: crate::fake::Fabric,
+        id: usize,
+    },
+}
+
+// SAFETY: as for `Ctx`.
+unsafe impl Send for Srq {}
+
+impl Srq {
+    /// `ibv_create_srq` with `depth` WRs of no SGE, receive CQ `cq`.
+    fn create(ctx: &Ctx, pd: &Pd, cq: Cq, depth: u32) -> io::Result<Srq> {
+        let mut attr = ffi::ibv_srq_init_attr {
+            srq_context: std::ptr::null_mut(),
+            attr: ffi::ibv_srq_attr {
+                max_wr: depth,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        };
+        // SAFETY: a live PD; `attr` is valid and filled back.
+        let srq = unsafe { ffi::ibv_create_srq(pd.ptr.as_ptr(), &mut attr) };
+        let ptr = NonNull::new(srq).ok_or_else(last_err)?;
+        // SAFETY: the context's ops table is filled by the provider at open.
+        let post = unsafe { (*ctx.as_raw()).ops.post_srq_recv };
+        let Some(post) = post else {
+            // SAFETY: the SRQ was just created and is destroyed once.
+            let _ = unsafe { ffi::ibv_destroy_srq(ptr.as_ptr()) };
+            return Err(io::Error::other("provider has no post_srq_recv"));
+        };
+        Ok(Srq {
+            inner: SrqInner::Real { ptr, post },
+            cq,
+            chain: recv_chain(),
+        })
+    }
+
+    /// Posts `n` (at most [`RECV_BATCH`]) receive WQEs with one doorbell.
+    pub fn post(&mut self, n: usize) -> io::Result<()> {
+        let n = n.min(self.chain.len());
+        if n == 0 {
+            return Ok(());
+        }
+        let (ptr, post) = match &self.inner {
+            SrqInner::Real { ptr, post } => (*ptr, *post),
+            #[cfg(any(test, feature = "fake-hca"))]
+            SrqInner::Fake { fabric, id } => {
+                fabric.post_recv(*id, n as u32);
+                return Ok(());
+            }
+        };
+        let base = self.chain.as_mut_ptr();
+        for i in 0..n {
+            // SAFETY: `i < n <= chain.len()`; the chain points only into
+            // this SRQ's own array, which does not move.
+            unsafe {
+                (*base.add(i)).next = if i + 1 < n {
+                    base.add(i + 1)
+                } else {
+                    std::ptr::null_mut()
+                };
+            }
+        }
+        let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: a live SRQ and a valid chain of zero-SGE WRs.
+        check(unsafe { post(ptr.as_ptr(), base, &mut bad) })
+    }
+}
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        #[allow(irrefutable_let_patterns)] // without the fake, only Real
+        if let SrqInner::Real { ptr, .. } = &self.inner {
+            // SAFETY: destroyed once, after the QPs attached to it (owner
+            // order), before its CQ (a field, dropped after this).
+            let _ = unsafe { ffi::ibv_destroy_srq(ptr.as_ptr()) };
+        }
+    }
+}
+
+/// Sets the immediate data (host order; sent in network order).
+pub fn set_imm(wr: &mut SendWr, imm: u32) {
+    wr.__bindgen_anon_1.imm_data = imm.to_be();
+}
 
 /// `IBV_SEND_*` bits.
 pub mod send_flags {
@@ -797,6 +996,7 @@ pub mod event {
         IBV_EVENT_CQ_ERR as CQ_ERR, IBV_EVENT_DEVICE_FATAL as DEVICE_FATAL,
         IBV_EVENT_PATH_MIG_ERR as PATH_MIG_ERR, IBV_EVENT_PORT_ACTIVE as PORT_ACTIVE,
         IBV_EVENT_PORT_ERR as PORT_ERR, IBV_EVENT_QP_ACCESS_ERR as QP_ACCESS_ERR,
-        IBV_EVENT_QP_FATAL as QP_FATAL, IBV_EVENT_QP_REQ_ERR as QP_REQ_ERR,
+        IBV_EVENT_QP_FATAL as QP_FATAL, IBV_EVENT_QP_LAST_WQE_REACHED as LAST_WQE_REACHED,
+        IBV_EVENT_QP_REQ_ERR as QP_REQ_ERR,
     };
 }

@@ -1,8 +1,10 @@
 //! After connect, put, put_from_heap, get_into_heap, get, atomics (native
-//! and emulated), fence, quiet and progress do not allocate: a counting
-//! global allocator around two drivers on the fake HCA. A warm-up round
-//! first lets the fake's own completion queue reach its size. One test in
-//! this binary, so no other test's allocations are counted.
+//! and emulated), fence, quiet and progress do not allocate, at the
+//! initiator nor at the target (whose progress polls the receipts of the
+//! puts and re-posts receives): a counting global allocator around two
+//! drivers on the fake HCA. A warm-up round first lets the fake's own
+//! completion queues reach their size. One test in this binary, so no other
+//! test's allocations are counted.
 
 use std::{
     alloc::{GlobalAlloc, Layout, System},
@@ -56,7 +58,7 @@ static GLOBAL: Counting = Counting;
 
 const CX: ContextId = ContextId { pe: 0, seq: 1 };
 
-fn round(a: &mut VerbsDriver, buf: &[u8], out: &mut [u8]) {
+fn round(a: &mut VerbsDriver, b: &mut VerbsDriver, buf: &[u8], out: &mut [u8]) {
     let ops = [
         (AtomicKind::FetchAdd, AtomicWidth::W64),
         (AtomicKind::CompareSwap, AtomicWidth::W64),
@@ -90,6 +92,7 @@ fn round(a: &mut VerbsDriver, buf: &[u8], out: &mut [u8]) {
     while !a.quiet_poll().expect("quiet") {}
     for _ in 0..300 {
         a.progress(Instant::default());
+        b.progress(Instant::default());
     }
 }
 
@@ -109,10 +112,10 @@ fn data_path_does_not_allocate_after_connect() {
     while a.poll_event().is_some() {}
     let buf = vec![7u8; 300];
     let mut out = vec![0u8; 4096];
-    round(&mut a, &buf, &mut out); // warm-up: the fake's CQ grows here
+    round(&mut a, &mut b, &buf, &mut out); // warm-up: the fake's CQ grows here
     COUNTING.with(|c| c.set(true));
     for _ in 0..5 {
-        round(&mut a, &buf, &mut out);
+        round(&mut a, &mut b, &buf, &mut out);
     }
     COUNTING.with(|c| c.set(false));
     assert_eq!(
@@ -121,4 +124,7 @@ fn data_path_does_not_allocate_after_connect() {
         "allocations on the data path"
     );
     assert_eq!(out[..300], buf[..]);
+    let s = b.stats();
+    assert!(s.receipts >= 6 * 66, "the target saw the receipts: {s:?}");
+    assert!(s.recv_reposts > 0, "and re-posted receives: {s:?}");
 }

@@ -16,7 +16,6 @@ use std::{
 
 use serde::Serialize;
 use switchyard_core::transport::ProbeReport;
-
 use switchyard_verbs::params::AtomicCap;
 
 use super::{EXIT_USAGE, Output};

@@ -912,6 +912,13 @@ impl Context {
                 }
                 Err(e) => return Err(e),
             };
+            if route.transport != VERBS && self.verbs_holds(pe) {
+                // The verbs link to `pe` failed with puts in doubt: nothing
+                // newer may overtake their replay (or their receipts).
+                let start = *blocked_since.get_or_insert_with(Instant::now);
+                self.pause(&mut spins, start, "verbs receipts", Watch::Peer(pe))?;
+                continue;
+            }
             let k = if self.order.enabled {
                 order::kind(route.transport)
             } else {

@@ -27,6 +27,19 @@
 //!
 //! Driver events (link transitions, dead peers) the thread's steps produce stay
 //! queued in the driver; the context applies them at its next progress step.
+//!
+//! # The verbs receive side
+//!
+//! When the context drives a verbs driver, each burst also polls that
+//! driver's receive side ([`RecvSide`]: the receipts of the peers' puts, and
+//! the shared receive queue re-posted), so peers putting to this PE over
+//! verbs do not stall on RNR while the application computes. It has its own
+//! try-lock (the application's progress skips a poll the thread is doing).
+//! The thread wakes on TCP input or its tick, not on verbs completions: a
+//! target outside the library re-posts at least every tick, so it takes up
+//! to `srq_depth` puts per tick without RNR. The rest of verbs (the send
+//! side, events, the receipts handshake records) still runs only in the
+//! application's calls.
 
 #![allow(unsafe_code)]
 
@@ -42,6 +55,7 @@ use std::{
 
 use switchyard_core::transport::{Instant as CoreInstant, PollResult};
 use switchyard_socket::{Parker, SocketDriver};
+use switchyard_verbs::recv::RecvSide;
 
 /// How often a busy progress thread looks at the lock word.
 pub(super) const BUSY_CHECK: Duration = Duration::from_micros(20);
@@ -72,6 +86,8 @@ struct Shared {
     /// Bursts the progress thread ran.
     bursts: AtomicU64,
     driver: UnsafeCell<SocketDriver>,
+    /// The verbs driver's receive side, polled in each burst too.
+    verbs_recv: std::sync::OnceLock<RecvSide>,
 }
 
 // SAFETY: `driver` is only accessed by whoever set bit 0 of `lock` (the
@@ -119,6 +135,7 @@ impl Tcp {
                 stop: AtomicBool::new(false),
                 bursts: AtomicU64::new(0),
                 driver: UnsafeCell::new(driver),
+                verbs_recv: std::sync::OnceLock::new(),
             }),
             held: 0,
             worker: None,
@@ -216,6 +233,12 @@ impl Tcp {
         self.max_get_len
     }
 
+    /// Lets the progress thread also poll a verbs driver's receive side
+    /// (once; later calls are ignored).
+    pub(super) fn set_verbs_recv(&self, r: RecvSide) {
+        let _ = self.shared.verbs_recv.set(r);
+    }
+
     /// Whether a progress thread runs.
     pub(super) fn has_thread(&self) -> bool {
         self.worker.is_some()
@@ -301,6 +324,13 @@ fn burst(shared: &Shared, clock: Instant) -> bool {
         let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
         if d.progress(now) == PollResult::Idle {
             break;
+        }
+    }
+    if let Some(r) = shared.verbs_recv.get() {
+        for _ in 0..BURST {
+            if r.poll() == PollResult::Idle {
+                break;
+            }
         }
     }
     shared.bursts.fetch_add(1, Ordering::Relaxed);

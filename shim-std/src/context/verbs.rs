@@ -41,37 +41,55 @@
 //!   whether a device does atomics, not whether they are global), so a job
 //!   mixing global and HCA-only devices needs `verbs_atomics = cpu`.
 //! * **Failure.** [`Event::Link`] Error clears the health bit at once (the
-//!   next select takes TCP), and the driver's replays
-//!   ([`VerbsDriver::drain_replays`]) are sent over TCP before any later
-//!   operation can be (the drain runs in the same step, and a verbs error
-//!   met by an operation drains before that operation is retried). The peer
-//!   is told ([`Record::Failed`]) so its side resets too, both rebuild to
+//!   next select takes TCP). The peer is told ([`Record::Failed`]) so its
+//!   side fails too and reports which of our puts landed (the receipts
+//!   handshake below); the driver's replays
+//!   ([`VerbsDriver::drain_replays`]) are sent over TCP once the receipts
+//!   settled them, before any later operation to that peer (operations to
+//!   it wait meanwhile, bounded by the op timeout). Both sides rebuild to
 //!   the same generation after a backoff (1 ms doubling to 1 s), exchange
 //!   [`Record::Rts`], and the link is Up again. The health bit is set again
 //!   only at the end of a successful `quiet` (or barrier), when nothing sent
 //!   over TCP meanwhile can still be overtaken by verbs.
-//! * **Exactly once.** Puts and gets that were in flight when the link
-//!   failed are offered for replay once by the driver (its settle window)
-//!   and sent once over TCP, where the TCP driver's sequence numbers dedup
-//!   its own retransmissions. A replayed put may already have been applied
-//!   over verbs (an in-doubt WRITE): applying it again writes the same bytes
-//!   at the same place, and nothing of this PE's can land between the two
-//!   (later operations to that peer are issued after the replay, and `quiet`
-//!   does not return until the replay is acked), so the result is the one a
-//!   single application gives to every program that waits for `quiet` (or a
-//!   barrier) before another PE touches those bytes. **Known gap:** a target
-//!   that acts on a *later* in-doubt operation of the same failed batch (the
-//!   flag of a put + fence + flag-put pattern, executed by the NIC just
-//!   before the link failed) and then rewrites the data can see the replay
-//!   overwrite it. Closing it needs target-side evidence of what landed: an
-//!   inline 8-byte "last sequence applied" WRITE at the end of each
-//!   doorbell batch, per data QP, read over TCP before replaying only what
-//!   is above it (a driver change, not done). Non-fetching atomics are
-//!   replayed only when they never reached the device; an atomic that may
-//!   have run fails with `OutcomeUnknown` and is never retried. A replay TCP cannot take
-//!   (refused, peer dead) is reported by the next `quiet`
-//!   ([`Error::ReplayLost`](super::Error::ReplayLost)), never dropped
-//!   silently.
+//! * **Exactly once: receipts.** Every put is an RDMA WRITE with immediate;
+//!   the immediate is the put's *receipt*, its number among the puts on its
+//!   (peer, data QP) in this generation, from 1. The target's driver takes
+//!   one receive WQE of its shared receive queue per put and polls the
+//!   receive completions in its progress step; RC executes a QP's messages
+//!   in order, so the highest receipt it saw on a QP means every earlier put
+//!   on that QP landed and no later one did. When a link fails, the
+//!   initiator (A) keeps its in-doubt puts (posted, not known complete) and
+//!   replays nothing yet; it sends [`Record::Failed`]. The target (B) takes
+//!   its QPs toward A to the error state (nothing more of A's lands), waits
+//!   until each data QP reported its last WQE and its receive CQ is empty
+//!   ([`Event::Receipts`]), and answers with one [`Record::Applied`] per data
+//!   QP. A then settles ([`VerbsDriver::settle_receipts`]): a put at or below
+//!   its QP's receipt landed and is *not* replayed; the rest are replayed
+//!   over TCP exactly once, in order, and only then does anything newer go
+//!   to B (new operations to B wait in `routed`, bounded by the op
+//!   timeout). So a target that acted on a landed flag (data, fence, flag)
+//!   and rewrote the data never sees a replay undo it
+//!   (`fake_pair_test::a_flag_acted_on_before_the_failover_is_not_undone_by_a_replay`).
+//!   Gets are replayed as before (reading twice is harmless).
+//!
+//!   What is *not* guaranteed: if B is dead or its receipts do not come
+//!   within the op timeout, A cannot know which of its in-doubt puts landed;
+//!   they are neither replayed (that could apply one twice) nor dropped
+//!   silently: the next `quiet` fails with
+//!   [`Error::ReplayLost`](super::Error::ReplayLost) naming B and the count,
+//!   and a warning says why. Atomics go over the control QP, which carries
+//!   no receipts: a non-fetching atomic is replayed only when it never
+//!   reached the device, and an atomic that may have run fails with
+//!   `OutcomeUnknown` and is never retried, as before. Receipts need the
+//!   target to progress: its receive queue holds
+//!   [`QpParams::srq_depth`](switchyard_verbs::params::QpParams::srq_depth)
+//!   puts (from all peers together) between two of its progress steps;
+//!   beyond that the senders get RNR NAKs and wait (`rnr_retry` is 7,
+//!   infinite), which delays puts but never fails a link; the progress
+//!   thread re-posts them while the application computes (see below). The
+//!   receipts handshake is answered in the target's `poll_once`, so a target
+//!   that computes outside the library for longer than the op timeout makes
+//!   the initiator report its in-doubt puts lost.
 //! * **Ordering across transports.** A peer's operations may go over two
 //!   drivers (a ROUTED peer by size, a NEAR peer whose atomics go to the
 //!   CPU, a peer during failover), and each driver orders only its own. The
@@ -113,6 +131,18 @@
 //! * The control records are not retransmitted by TCP's replay (they are
 //!   control frames); a lost one is sent again when the peer's TCP link
 //!   comes back up.
+//! * **The progress thread progresses only verbs' receive side.** While
+//!   the application computes outside the library, the TCP progress
+//!   thread (`context/progress.rs`) also polls the verbs driver's receive
+//!   side ([`VerbsDriver::recv_side`]: receipts, receives re-posted, at
+//!   least every tick), so peers putting to this PE over verbs do not stall
+//!   on RNR. The rest of verbs (its send side, its events, and the receipts
+//!   handshake records, which arrive as TCP events) runs only in the
+//!   application's calls: a PE that stays outside the library longer than
+//!   the op timeout while a peer's link to it fails makes that peer report
+//!   its in-doubt puts as lost. With `progress = caller` there is no
+//!   thread, and the application must progress once per `srq_depth`
+//!   incoming puts.
 //! * Nothing of this has run on an RDMA device: it is tested on the verbs
 //!   driver's in-process fake HCA (two contexts in two threads, see the
 //!   tests below).
@@ -127,7 +157,7 @@ use switchyard_core::{
 };
 use switchyard_socket::SocketDriver;
 use switchyard_verbs::{
-    Event, Replay, VerbsDriver, VerbsError,
+    Event, Receipts, Replay, VerbsDriver, VerbsError,
     card::{CardError, MAX_24, MAX_QPS, QpAddr, VerbsCard},
     params::{AtomicCap, Template, VerbsConfig},
     probe,
@@ -296,6 +326,10 @@ pub fn health_change(e: &Event) -> Option<(u32, bool)> {
 ///   at RTS for it (0: the first connect);
 /// * kind 3, failed: generation `u32` LE, the sender's link to the reader
 ///   failed and it rebuilds to that generation;
+/// * kind 4, applied: generation `u32` LE (the failure's, as in kind 3),
+///   data QP `u8` (1 to `of`), `of` `u8` (the sender's data QPs, 1 to 8),
+///   receipt `u64` LE: the highest receipt of the reader's puts the sender
+///   saw on that data QP before the link failed (one record per data QP);
 ///
 /// and zeros to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,6 +351,19 @@ pub enum Record {
         /// The generation.
         generation: u32,
     },
+    /// After the link failed (rebuilding to `generation`), the reader's
+    /// puts on data QP `qp` that landed at the sender: every one up to
+    /// receipt `seq`, none after it.
+    Applied {
+        /// The generation of the failure.
+        generation: u32,
+        /// The data QP (1 to `of`).
+        qp: u8,
+        /// The sender's data QPs per peer.
+        of: u8,
+        /// The highest receipt seen (0: none).
+        seq: u64,
+    },
 }
 
 /// Why a verbs control record was refused.
@@ -330,7 +377,7 @@ pub enum RecordError {
         got: [u8; 3],
     },
     /// An unknown kind.
-    #[error("verbs record kind {kind}, expected 1 (QPNs), 2 (RTS) or 3 (failed)")]
+    #[error("verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed) or 4 (applied)")]
     Kind {
         /// The kind byte.
         kind: u8,
@@ -340,6 +387,14 @@ pub enum RecordError {
     QpCount {
         /// The count.
         n: u8,
+    },
+    /// A data QP outside 1..=of, or `of` outside 1..=8.
+    #[error("verbs record data QP {qp} of {of}, expected 1 to {of} of 1 to 8")]
+    DataQp {
+        /// The data QP.
+        qp: u8,
+        /// The data QP count.
+        of: u8,
     },
     /// A zero QPN.
     #[error("verbs record QPN {index} is 0, expected 1 to 2^24-1")]
@@ -383,6 +438,18 @@ impl Record {
             Record::Failed { generation } => {
                 b[3] = 3;
                 b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+            Record::Applied {
+                generation,
+                qp,
+                of,
+                seq,
+            } => {
+                b[3] = 4;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+                b[8] = qp;
+                b[9] = of;
+                b[10..18].copy_from_slice(&seq.to_le_bytes());
             }
         }
         b
@@ -428,6 +495,23 @@ impl Record {
                 },
                 8,
             ),
+            4 => {
+                let (qp, of) = (b[8], b[9]);
+                if !(1..=MAX_QPS as u8 - 1).contains(&of) || !(1..=of).contains(&qp) {
+                    return Err(RecordError::DataQp { qp, of });
+                }
+                let mut seq = [0u8; 8];
+                seq.copy_from_slice(&b[10..18]);
+                (
+                    Record::Applied {
+                        generation: gen_at(),
+                        qp,
+                        of,
+                        seq: u64::from_le_bytes(seq),
+                    },
+                    18,
+                )
+            }
             kind => return Err(RecordError::Kind { kind }),
         };
         if let Some(at) = (end..32).find(|&i| b[i] != 0) {
@@ -461,6 +545,13 @@ struct PeerV {
     last_fail: u64,
     /// Whether the health bit is set.
     bit: bool,
+    /// In-doubt puts to it wait for its receipts ([`Record::Applied`]):
+    /// nothing newer goes to it meanwhile, until `hold_until` (ns).
+    hold: bool,
+    hold_until: u64,
+    /// Receipts received so far for `applied_gen`, per data QP.
+    applied: [Option<u64>; MAX_QPS],
+    applied_gen: u32,
 }
 
 /// The verbs driver a context drives, and the per-peer link bookkeeping.
@@ -480,6 +571,8 @@ pub(super) struct Verbs {
     rebuild_due: bool,
     /// Whether a peer's link may have come up (else `quiet` skips the scan).
     raise_due: bool,
+    /// Peers with `hold` set (else nothing checks them).
+    pub(super) holding: u32,
     pub(super) failovers: u64,
     pub(super) replays: u64,
     pub(super) bad_records: u64,
@@ -647,6 +740,7 @@ impl Context {
             drain_due: false,
             rebuild_due: false,
             raise_due: false,
+            holding: 0,
             failovers: 0,
             replays: 0,
             bad_records: 0,
@@ -654,6 +748,14 @@ impl Context {
         self.verbs_why = None;
         // A peer's operations may now be split over verbs and TCP.
         self.order.enable(self.n_pes);
+        // The progress thread keeps the receive side going (receipts,
+        // receives re-posted) while the application is outside.
+        if let (Some(t), Some(r)) = (
+            self.tcp.as_ref(),
+            self.verbs.as_ref().and_then(|v| v.drv.recv_side()),
+        ) {
+            t.set_verbs_recv(r);
+        }
         self.verbs_send_qpns();
         self.leave();
     }
@@ -751,6 +853,9 @@ impl Context {
         let Some(v) = self.verbs.as_mut() else { return };
         v.drv.progress(now);
         self.verbs_events();
+        if self.verbs.as_ref().is_some_and(|v| v.holding > 0) {
+            self.verbs_hold_deadlines(now.nanos);
+        }
         let Some(v) = self.verbs.as_mut() else { return };
         if v.fatal || !v.rebuild_due {
             return;
@@ -784,6 +889,66 @@ impl Context {
         self.verbs_events();
     }
 
+    /// Gives up on the receipts of every held peer that is dead or did not
+    /// answer within the op timeout: its in-doubt puts are reported lost
+    /// by the next `quiet` ([`Error::ReplayLost`](super::Error::ReplayLost)),
+    /// never replayed blindly nor dropped silently.
+    fn verbs_hold_deadlines(&mut self, now: u64) {
+        let n = self.verbs.as_ref().map_or(0, |v| v.peers.len() as u32);
+        for pe in 0..n {
+            let Some(v) = self.verbs.as_ref() else { return };
+            let p = &v.peers[pe as usize];
+            if !p.hold {
+                continue;
+            }
+            let expired = now > p.hold_until;
+            if !expired && !self.is_dead(pe) {
+                continue;
+            }
+            let Some(v) = self.verbs.as_mut() else { return };
+            let lost = v.drv.abandon_receipts(pe);
+            v.peers[pe as usize].hold = false;
+            v.holding -= 1;
+            v.drain_due = true;
+            if lost > 0 {
+                let (p0, c) = v.lost.unwrap_or((pe, 0));
+                v.lost = Some((p0, c + lost));
+            }
+            self.warnings.push(format!(
+                "PE {pe} sent no verbs receipts ({}): {lost} puts in doubt reported lost",
+                if expired { "timed out" } else { "it died" }
+            ));
+        }
+        self.verbs_events();
+    }
+
+    /// Whether operations to `pe` must wait: its verbs link failed with
+    /// puts in doubt, whose receipts have not come (they are replayed, or
+    /// known landed, before anything newer goes to `pe`).
+    #[inline]
+    pub(super) fn verbs_holds(&self, pe: u32) -> bool {
+        self.verbs
+            .as_ref()
+            .is_some_and(|v| v.holding > 0 && v.peers.get(pe as usize).is_some_and(|p| p.hold))
+    }
+
+    /// Sends `to` our receipts of its puts (one [`Record::Applied`] per
+    /// data QP), for the failure that rebuilds to `generation`.
+    fn verbs_send_receipts(&mut self, to: u32, generation: u32, applied: &Receipts) {
+        let of = applied.n;
+        for (i, &seq) in applied.as_slice().iter().enumerate() {
+            self.verbs_send(
+                to,
+                Record::Applied {
+                    generation,
+                    qp: i as u8 + 1,
+                    of,
+                    seq,
+                },
+            );
+        }
+    }
+
     /// Applies every queued driver event, then drains replays when a link
     /// failed. Also what an operation that met a verbs error runs before it
     /// is retried elsewhere.
@@ -814,6 +979,14 @@ impl Context {
                 p.bit = false;
                 v.drain_due = true;
                 v.failovers += 1;
+                if !p.hold && v.drv.awaits_receipts(peer) {
+                    // Puts in doubt: ask the peer which landed (the
+                    // Failed record below) and hold everything newer.
+                    p.hold = true;
+                    p.hold_until = now + self.op_timeout.as_nanos() as u64;
+                    p.applied = [None; MAX_QPS];
+                    v.holding += 1;
+                }
                 self.stats.links_lost += 1;
                 if now.saturating_sub(p.last_fail) > BACKOFF_RESET_NS {
                     p.backoff = MIN_BACKOFF_NS;
@@ -856,6 +1029,11 @@ impl Context {
                 self.warnings
                     .push("the RDMA device failed: this PE uses TCP from now on".into());
             }
+            Event::Receipts {
+                peer,
+                generation,
+                applied,
+            } => self.verbs_send_receipts(peer, generation, &applied),
             Event::PortDown { .. } | Event::PortActive { .. } => {}
         }
     }
@@ -954,8 +1132,54 @@ impl Context {
                     let _ = v.drv.peer_failed(from);
                     p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
                     v.rebuild_due = true;
-                    self.verbs_events();
                 }
+                // The peer asks which of its puts landed: answer now when
+                // the receipts are collected (also for a failure we already
+                // rebuilt from: the question may come late), else when the
+                // driver reports them.
+                if let Some((g, r)) = v.drv.receipts(from) {
+                    self.verbs_send_receipts(from, g, &r);
+                }
+                self.verbs_events();
+            }
+            Record::Applied {
+                generation,
+                qp,
+                of,
+                seq,
+            } => {
+                if !p.hold {
+                    return; // nothing waits for it (a repeat, or late)
+                }
+                if p.applied_gen != generation {
+                    p.applied = [None; MAX_QPS];
+                    p.applied_gen = generation;
+                }
+                p.applied[usize::from(qp - 1)] = Some(seq);
+                let of = usize::from(of);
+                if p.applied[..of].iter().any(Option::is_none) {
+                    return;
+                }
+                let mut got = [0u64; MAX_QPS];
+                for (g, a) in got.iter_mut().zip(&p.applied[..of]) {
+                    *g = a.unwrap_or(0);
+                }
+                match v.drv.settle_receipts(from, generation, &got[..of]) {
+                    Ok(_) => {
+                        p.hold = false;
+                        v.holding -= 1;
+                        v.drain_due = true;
+                    }
+                    Err(e) => {
+                        // Keep holding: the deadline reports the puts lost.
+                        p.applied = [None; MAX_QPS];
+                        v.bad_records += 1;
+                        self.warnings.push(format!(
+                            "PE {from} sent verbs receipts that do not fit: {e}"
+                        ));
+                    }
+                }
+                self.verbs_events();
             }
         }
     }
@@ -1198,6 +1422,18 @@ mod record_test {
             Record::Rts { generation: 0 },
             Record::Rts { generation: 9 },
             Record::Failed { generation: 1 },
+            Record::Applied {
+                generation: 1,
+                qp: 1,
+                of: 1,
+                seq: 0,
+            },
+            Record::Applied {
+                generation: u32::MAX,
+                qp: 8,
+                of: 8,
+                seq: u64::MAX,
+            },
         ] {
             let b = r.encode();
             assert!(Record::is_verbs(&b));
@@ -1225,7 +1461,7 @@ mod record_test {
                 got: [b'X', b'Y', b'V']
             }
         );
-        assert_eq!(bad(&|b| b[3] = 4), RecordError::Kind { kind: 4 });
+        assert_eq!(bad(&|b| b[3] = 5), RecordError::Kind { kind: 5 });
         assert_eq!(bad(&|b| b[4] = 1), RecordError::QpCount { n: 1 });
         assert_eq!(bad(&|b| b[4] = 10), RecordError::QpCount { n: 10 });
         assert_eq!(bad(&|b| b[8..11].fill(0)), RecordError::Qpn { index: 1 });
@@ -1233,6 +1469,40 @@ mod record_test {
         let mut rts = Record::Rts { generation: 1 }.encode();
         rts[8] = 1;
         assert_eq!(Record::decode(&rts), Err(RecordError::Trailing { at: 8 }));
+        // Receipts: the data QP within 1..=of, of within 1..=8, nothing
+        // after the receipt.
+        let applied = Record::Applied {
+            generation: 3,
+            qp: 2,
+            of: 4,
+            seq: u64::MAX - 1,
+        }
+        .encode();
+        let bad_applied = |f: &dyn Fn(&mut [u8; 32])| {
+            let mut b = applied;
+            f(&mut b);
+            Record::decode(&b).unwrap_err()
+        };
+        assert_eq!(
+            bad_applied(&|b| b[8] = 0),
+            RecordError::DataQp { qp: 0, of: 4 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[8] = 5),
+            RecordError::DataQp { qp: 5, of: 4 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[9] = 0),
+            RecordError::DataQp { qp: 2, of: 0 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[9] = 9),
+            RecordError::DataQp { qp: 2, of: 9 }
+        );
+        assert_eq!(
+            bad_applied(&|b| b[18] = 1),
+            RecordError::Trailing { at: 18 }
+        );
     }
 
     #[test]
@@ -1330,8 +1600,20 @@ mod fake_pair_test {
         job: u64,
         me: u32,
         fabric: &Fabric,
+        chans: (&Sender<Msg>, &Receiver<Msg>),
+        opts: Opts,
+    ) -> Context {
+        context_with(job, me, fabric, chans, opts, VerbsConfig::default())
+    }
+
+    /// [`context`] with the verbs driver's settings `vcfg`.
+    fn context_with(
+        job: u64,
+        me: u32,
+        fabric: &Fabric,
         (tx, rx): (&Sender<Msg>, &Receiver<Msg>),
         opts: Opts,
+        vcfg: VerbsConfig,
     ) -> Context {
         let corrupt = opts.corrupt;
         let wait = Duration::from_secs(20);
@@ -1398,9 +1680,8 @@ mod fake_pair_test {
         #[allow(unsafe_code)]
         // SAFETY: the context's own heap; the driver is dropped with the
         // context, before its segment.
-        let drv =
-            unsafe { VerbsDriver::new_fake(VerbsConfig::default(), me, 2, job, h, l, fabric) }
-                .expect("fake verbs driver");
+        let drv = unsafe { VerbsDriver::new_fake(vcfg, me, 2, job, h, l, fabric) }
+            .expect("fake verbs driver");
         tx.send(Msg::Card(pe_card_bytes(Some(&drv)))).unwrap();
         let Ok(Msg::Card(mut card)) = rx.recv_timeout(wait) else {
             panic!("no card from the other PE");
@@ -1575,6 +1856,196 @@ mod fake_pair_test {
         let ctx = context(job, 0, &fabric, (&tx0, &rx0), o);
         let ctx = script(ctx, &fabric, &done);
         pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
+    /// The known gap of the replay without receipts, made deterministic:
+    /// PE 0 puts data, fences and puts a flag over verbs; both land at
+    /// PE 1 but the flag's ack is lost (an in-doubt WRITE), so PE 0's link
+    /// fails with both puts in flight. Before PE 0's context acts on the
+    /// failure, PE 1 sees the flag and writes newer data, as the flag
+    /// allows. Then PE 0 fails over: its receipts handshake shows both puts
+    /// landed, so neither is replayed and PE 1's newer data stays. (A
+    /// blind replay over TCP writes the old data over it.)
+    fn gap_script(
+        mut ctx: Context,
+        fabric: &Fabric,
+        done: &AtomicU32,
+        step: &AtomicU32,
+    ) -> Context {
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
+        let wait_step = |want: u32| {
+            let start = Instant::now();
+            while step.load(Ordering::SeqCst) < want {
+                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        };
+        ctx.barrier_all().unwrap();
+        // The barrier's last put may still be in a batch: post it (the
+        // other PE waits for it while this one waits without progress).
+        ctx.quiet().unwrap();
+        if me == 1 {
+            step.store(1, Ordering::SeqCst);
+            // Wait for the flag reading the heap only: no progress, so
+            // nothing of PE 0's failover can be applied meanwhile.
+            let start = Instant::now();
+            let mut flag = [0u64];
+            while flag[0] != 1 {
+                assert!(start.elapsed() < Duration::from_secs(20), "no flag");
+                std::thread::sleep(Duration::from_micros(50));
+                ctx.read_local(&sym, 8, &mut flag).unwrap();
+            }
+            let mut data = [0u64];
+            ctx.read_local(&sym, 0, &mut data).unwrap();
+            assert_eq!(data[0], 1, "the fence: the data landed before the flag");
+            ctx.write_local(&sym, 0, &[2]).unwrap();
+            step.store(2, Ordering::SeqCst);
+        } else {
+            wait_step(1);
+            let failovers = ctx.stats().verbs_failovers;
+            fabric.lose_ack_after(1); // the data is acked, the flag is not
+            ctx.put(&sym, 0, &[1], 1).unwrap();
+            ctx.fence().unwrap();
+            ctx.put(&sym, 8, &[1], 1).unwrap();
+            // Post the batch (both land, the flag's ack is lost) without
+            // letting the context act on the failure yet.
+            let v = ctx.verbs.as_mut().expect("verbs");
+            v.drv.progress(CoreInstant::default());
+            assert_eq!(v.drv.state(1), LinkState::Error);
+            wait_step(2);
+            ctx.quiet().unwrap();
+            let s = ctx.stats();
+            assert_eq!(s.verbs_failovers, failovers + 1, "{s:?}");
+            let d = ctx.verbs.as_ref().expect("verbs").drv.stats();
+            assert_eq!(d.receipts_settled, 2, "both puts known landed: {d:?}");
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut data = [0u64];
+            ctx.read_local(&sym, 0, &mut data).unwrap();
+            assert_eq!(
+                data[0], 2,
+                "a replay of an in-doubt put overwrote the newer data"
+            );
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn a_flag_acted_on_before_the_failover_is_not_undone_by_a_replay() {
+        let job = 0x7d_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
+            drop(gap_script(ctx, &f1, &done1, &step1));
+        });
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
+        let ctx = gap_script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
+    /// PE 1 computes outside the library (no calls at all) while PE 0
+    /// puts far more than PE 1's shared receive queue holds (16): PE 1's
+    /// progress thread re-posts the receives, so PE 0's puts complete (over
+    /// verbs, no failover) instead of waiting on RNR until PE 1 calls in.
+    fn idle_target_script(mut ctx: Context, done: &AtomicU32, step: &AtomicU32) -> Context {
+        const PUTS: u64 = 300;
+        let me = ctx.my_pe();
+        // As init starts it for `progress = adaptive`.
+        let clock = ctx.clock;
+        ctx.tcp
+            .as_mut()
+            .expect("tcp")
+            .start(
+                progress::ThreadMode::Adaptive {
+                    tick: Duration::from_millis(1),
+                },
+                clock,
+                None,
+                me,
+            )
+            .expect("progress thread");
+        let sym: Sym<u64> = ctx.alloc(64).expect("alloc");
+        ctx.barrier_all().unwrap();
+        ctx.quiet().unwrap(); // the barrier's last put is out
+        let start = Instant::now();
+        if me == 1 {
+            step.store(1, Ordering::SeqCst);
+            while step.load(Ordering::SeqCst) < 2 {
+                assert!(start.elapsed() < Duration::from_secs(20), "PE 0's puts");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        } else {
+            while step.load(Ordering::SeqCst) < 1 {
+                assert!(start.elapsed() < Duration::from_secs(20), "PE 1");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            let (v0, t0) = (verbs_ops(&ctx), ctx.stats().ops[TCP.index()]);
+            for i in 0..PUTS {
+                ctx.put(&sym, (i % 64) as usize, &[i + 1], 1).unwrap();
+            }
+            ctx.quiet().unwrap();
+            let s = ctx.stats();
+            assert!(verbs_ops(&ctx) - v0 >= PUTS, "over verbs: {s:?}");
+            assert_eq!(s.ops[TCP.index()], t0, "nothing over TCP: {s:?}");
+            assert_eq!(s.verbs_failovers, 0, "{s:?}");
+            step.store(2, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut v = [0u64; 64];
+            ctx.read_local(&sym, 0, &mut v).unwrap();
+            for (i, x) in v.iter().enumerate() {
+                let i = i as u64;
+                let last = i + 64 * ((PUTS - 1 - i) / 64); // the last put there
+                assert_eq!(*x, last + 1, "slot {i}");
+            }
+            // Every put left its receipt (the last ones may still be in
+            // the receive CQ: progress polls them).
+            let start = Instant::now();
+            while ctx.verbs.as_ref().expect("verbs").drv.stats().receipts < PUTS {
+                assert!(start.elapsed() < Duration::from_secs(10), "receipts");
+                ctx.poll_once();
+            }
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn the_progress_thread_reposts_receives_while_the_target_computes() {
+        let job = 0x7c_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let cfg = || VerbsConfig {
+            srq_depth: Some(16),
+            ..VerbsConfig::default()
+        };
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context_with(job, 1, &f1, (&tx1, &rx1), Opts::default(), cfg());
+            drop(idle_target_script(ctx, &done1, &step1));
+        });
+        let ctx = context_with(job, 0, &fabric, (&tx0, &rx0), Opts::default(), cfg());
+        let ctx = idle_target_script(ctx, &done, &step);
+        pe1.join().expect("PE 1");
+        assert!(fabric.rnr_naks() > 0, "PE 1's SRQ ran dry at times");
         drop(ctx);
     }
 

@@ -1,7 +1,9 @@
 //! `switchyard perf --transport verbs`: the verbs driver measured on its own,
 //! two drivers in this process on one RDMA device (PE 0 issues, PE 1's heap
-//! is the target; one-sided, so PE 1 runs nothing), through the NIC's
-//! loopback or soft-RoCE.
+//! is the target), through the NIC's loopback or soft-RoCE. The operations
+//! are one-sided, but every put also consumes a receive of PE 1's shared
+//! receive queue (its receipt), so a thread progresses PE 1's driver while
+//! PE 0 measures (as a target PE's own polling would), re-posting them.
 //!
 //! Tests: `put-lat` (put, then quiet: the round trip of the write's ack,
 //! halved), `get-lat` (a blocking get), `atomic-lat` (a fetch-add), `put-bw`
@@ -86,10 +88,33 @@ pub fn run(plan: &Plan) -> Result<Vec<Measurement>, String> {
         .map_err(|e| err("card", e))?;
     b.connect(0).map_err(|e| err("connect PE 1", e))?;
     a.connect(1).map_err(|e| err("connect PE 0", e))?;
-    let out = measure_all(&mut a, plan)?;
+    let out = with_target_progress(&mut b, || measure_all(&mut a, plan))?;
     a.close().map_err(|e| err("close", e))?;
     drop(b);
     Ok(out)
+}
+
+/// Runs `f` while a thread progresses the target's driver `b` (the
+/// receipts of the puts, receives re-posted; without it the puts stall on
+/// RNR once `b`'s shared receive queue is used up).
+fn with_target_progress<R>(b: &mut VerbsDriver, f: impl FnOnce() -> R) -> R {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (stop_ref, b) = (&stop, b);
+        let h = s.spawn(move || {
+            while !stop_ref.load(std::sync::atomic::Ordering::Relaxed) {
+                if b.progress(switchyard_core::transport::Instant::default())
+                    == switchyard_core::transport::PollResult::Idle
+                {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let r = f();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = h.join();
+        r
+    })
 }
 
 /// Runs every test of `plan` from PE 0's driver `a` toward PE 1.
@@ -305,7 +330,7 @@ mod test {
             window: 8,
             qd_sweep: true,
         };
-        let rows = measure_all(&mut a, &plan).unwrap();
+        let rows = with_target_progress(&mut b, || measure_all(&mut a, &plan)).unwrap();
         let names: Vec<&str> = rows.iter().map(|m| m.test.as_str()).collect();
         // put-lat and get-lat: 7 depths x 2 sizes; atomic-lat: 7 depths
         // (8 bytes only); put-bw: 2 sizes.

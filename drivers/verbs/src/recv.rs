@@ -1,0 +1,288 @@
+//! The target side of the receipts: the shared receive queue (SRQ), its
+//! receive CQ and the highest receipt seen per (peer, data QP), in one
+//! object that a second thread may poll too ([`RecvSide`]).
+//!
+//! Every put a peer makes to this PE is an RDMA WRITE with immediate that
+//! consumes one receive WQE of the SRQ and leaves one receive completion
+//! (the responder QP's number and the immediate, the put's receipt). The
+//! SRQ must be re-posted at least once per `srq_depth` puts, or the senders
+//! see RNR NAKs and wait. The driver's `progress` polls it; so can the
+//! shim's progress thread while the application computes outside the
+//! library ([`RecvSide::poll`]), through a clone of the handle
+//! ([`crate::VerbsDriver::recv_side`]).
+//!
+//! **Exclusion.** The state sits behind a one-word try-lock: whoever takes
+//! it polls one batch and gives it back; the other side skips its poll
+//! (never waits) when it finds it taken, except the driver's few cold
+//! paths that need the state exactly (collecting receipts after a failure,
+//! a rebuild, close), which spin for at most the other side's one batch.
+//! Nothing allocates after construction.
+#![allow(unsafe_code)]
+
+use std::{cell::UnsafeCell, sync::Arc};
+
+use switchyard_core::{
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    transport::PollResult,
+};
+
+use crate::sys::{self, POLL_BATCH, RECV_BATCH};
+
+/// The receive side of one driver; clones share it.
+#[derive(Clone)]
+pub struct RecvSide {
+    inner: Arc<Shared>,
+}
+
+impl core::fmt::Debug for RecvSide {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RecvSide")
+            .field("receipts", &self.receipts())
+            .field("reposts", &self.reposts())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    /// Taken (true) by whoever uses `state`.
+    busy: AtomicBool,
+    /// A poll or re-post failed: the device is unusable.
+    failed: AtomicBool,
+    receipts: AtomicU64,
+    reposts: AtomicU64,
+    state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is only accessed by the holder of `busy` (taken with
+// Acquire by a successful swap, given back with Release in `Guard::drop`),
+// so accesses never overlap and each holder sees the previous one's
+// writes; everything in `State` is `Send` (the verbs objects are used by
+// one thread at a time, which libibverbs allows).
+unsafe impl Sync for Shared {}
+// SAFETY: as above; `State` is `Send`.
+unsafe impl Send for Shared {}
+
+struct State {
+    /// `None` once released (the driver closed): polls find nothing.
+    srq: Option<sys::Srq>,
+    cqes: Box<[sys::Cqe]>,
+    /// Receive WQEs consumed and not re-posted yet.
+    owed: u32,
+    /// Re-post once this many are owed.
+    batch: u32,
+    /// QPN → index into `seen`, open addressing (QPN 0: empty).
+    table: Box<[(u32, u32)]>,
+    /// Highest receipt seen per (peer, data QP) (index from the driver).
+    seen: Box<[u64]>,
+}
+
+/// The state, held until dropped.
+struct Guard<'a> {
+    shared: &'a Shared,
+}
+
+impl Guard<'_> {
+    fn state(&mut self) -> &mut State {
+        // SAFETY: this guard holds `busy` (see `Shared`), and `&mut self`
+        // keeps the borrow unique.
+        unsafe { &mut *self.shared.state.get() }
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        // SYNC POINT with the Acquire swap in `RecvSide::try_take`.
+        self.shared.busy.store(false, Ordering::Release);
+    }
+}
+
+/// Slot of a QPN in a table of `len` (a power of two) entries.
+const fn qpn_slot(qpn: u32, len: usize) -> usize {
+    (qpn.wrapping_mul(0x9E37_79B1) as usize) & (len - 1)
+}
+
+/// Builds the QPN table of `(qpn, value)` pairs (QPNs non-zero, distinct),
+/// at most half full.
+pub(crate) fn qpn_table(entries: &[(u32, u32)]) -> Box<[(u32, u32)]> {
+    let len = (entries.len() * 2).next_power_of_two().max(2);
+    let mut t = vec![(0u32, 0u32); len].into_boxed_slice();
+    for &(qpn, v) in entries {
+        let mut i = qpn_slot(qpn, len);
+        while t[i].0 != 0 {
+            i = (i + 1) & (len - 1);
+        }
+        t[i] = (qpn, v);
+    }
+    t
+}
+
+/// The value of `qpn` in a table from [`qpn_table`] (at most half full, so
+/// a probe ends at an empty slot): O(1) expected, no allocation.
+pub(crate) fn qpn_lookup(t: &[(u32, u32)], qpn: u32) -> Option<u32> {
+    if qpn == 0 {
+        return None;
+    }
+    let mut i = qpn_slot(qpn, t.len());
+    loop {
+        debug_assert!(i < t.len());
+        match t[i] {
+            (0, _) => return None,
+            (q, v) if q == qpn => return Some(v),
+            _ => i = (i + 1) & (t.len() - 1),
+        }
+    }
+}
+
+impl RecvSide {
+    /// Wraps a fully posted SRQ of `depth` WQEs; `qpns` maps each data QP's
+    /// number to its index in a table of `n_seen` receipts.
+    pub(crate) fn new(srq: sys::Srq, depth: u32, qpns: &[(u32, u32)], n_seen: usize) -> RecvSide {
+        RecvSide {
+            inner: Arc::new(Shared {
+                busy: AtomicBool::new(false),
+                failed: AtomicBool::new(false),
+                receipts: AtomicU64::new(0),
+                reposts: AtomicU64::new(0),
+                state: UnsafeCell::new(State {
+                    srq: Some(srq),
+                    cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
+                    owed: 0,
+                    batch: (depth / 4).clamp(1, RECV_BATCH as u32),
+                    table: qpn_table(qpns),
+                    seen: vec![0; n_seen].into_boxed_slice(),
+                }),
+            }),
+        }
+    }
+
+    fn try_take(&self) -> Option<Guard<'_>> {
+        // SYNC POINT with the Release store in `Guard::drop`.
+        if self.inner.busy.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        Some(Guard {
+            shared: &self.inner,
+        })
+    }
+
+    /// Takes the state, spinning while the other side polls (one batch).
+    fn take(&self) -> Guard<'_> {
+        let mut spins = 0u32;
+        loop {
+            if let Some(g) = self.try_take() {
+                return g;
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) {
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Polls one batch of receipts and re-posts receives once a batch is
+    /// owed. `Busy` when it reaped something; `Idle` when nothing came, or
+    /// when the other side is polling now (never waits). For the shim's
+    /// progress thread, while the application is outside the library.
+    pub fn poll(&self) -> PollResult {
+        match self.try_take() {
+            Some(mut g) => self.poll_held(&mut g),
+            None => PollResult::Idle,
+        }
+    }
+
+    fn poll_held(&self, g: &mut Guard<'_>) -> PollResult {
+        let shared = g.shared;
+        let st = g.state();
+        let Some(srq) = st.srq.as_mut() else {
+            return PollResult::Idle;
+        };
+        let n = match srq.cq.poll(&mut st.cqes) {
+            Ok(n) => n,
+            Err(_) => {
+                shared.failed.store(true, Ordering::Relaxed);
+                return PollResult::Idle;
+            }
+        };
+        let mut got = 0u64;
+        for i in 0..n {
+            let c = st.cqes[i];
+            st.owed += 1;
+            if !c.ok {
+                continue; // consumed, nothing landed
+            }
+            let Some(at) = qpn_lookup(&st.table, c.qp_num) else {
+                continue;
+            };
+            let Some(seen) = st.seen.get_mut(at as usize) else {
+                continue;
+            };
+            // Receipts arrive in order, one per put: the low 32 bits
+            // extend against the last one seen.
+            let delta = c.imm.wrapping_sub(*seen as u32);
+            if delta != 0 && delta < 1 << 31 {
+                *seen += u64::from(delta);
+                got += 1;
+            }
+        }
+        while st.owed >= st.batch {
+            let k = st.owed.min(RECV_BATCH as u32);
+            if srq.post(k as usize).is_err() {
+                shared.failed.store(true, Ordering::Relaxed);
+                break;
+            }
+            st.owed -= k;
+            shared.reposts.fetch_add(u64::from(k), Ordering::Relaxed);
+        }
+        if got > 0 {
+            shared.receipts.fetch_add(got, Ordering::Relaxed);
+        }
+        if n > 0 {
+            PollResult::Busy
+        } else {
+            PollResult::Idle
+        }
+    }
+
+    /// Polls until the receive CQ is empty (waiting for the other side's
+    /// batch first), then reads receipts `range` into `out`.
+    pub(crate) fn drain_and_read(&self, range: core::ops::Range<usize>, out: &mut [u64]) {
+        let mut g = self.take();
+        while self.poll_held(&mut g) == PollResult::Busy {}
+        let st = g.state();
+        for (o, s) in out.iter_mut().zip(st.seen.get(range).unwrap_or(&[])) {
+            *o = *s;
+        }
+    }
+
+    /// Sets receipts `range` back to 0 (a rebuild: they count from 1 again).
+    pub(crate) fn reset(&self, range: core::ops::Range<usize>) {
+        let mut g = self.take();
+        if let Some(s) = g.state().seen.get_mut(range) {
+            s.fill(0);
+        }
+    }
+
+    /// Whether a poll or a re-post failed (the device is unusable).
+    pub(crate) fn failed(&self) -> bool {
+        self.inner.failed.load(Ordering::Relaxed)
+    }
+
+    /// Receipts seen so far.
+    pub fn receipts(&self) -> u64 {
+        self.inner.receipts.load(Ordering::Relaxed)
+    }
+
+    /// Receive WQEs re-posted so far.
+    pub fn reposts(&self) -> u64 {
+        self.inner.reposts.load(Ordering::Relaxed)
+    }
+
+    /// Takes the SRQ out (the driver closes: its QPs are gone, its PD and
+    /// context go next); later polls find nothing.
+    pub(crate) fn release(&self) -> Option<sys::Srq> {
+        let mut g = self.take();
+        g.state().srq.take()
+    }
+}
