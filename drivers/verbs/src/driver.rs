@@ -41,6 +41,14 @@ const FULL_SPIN: u32 = 4096;
 /// Largest number of PEs (`wr_id` has 20 bits for the peer).
 const MAX_PES: u32 = 1 << 20;
 
+/// A QP's entry in the driver's list of pending batches: the peer above 4
+/// bits, the QP index (below [`MAX_QPS`] ≤ 16) in them.
+#[inline]
+fn pending_code(peer: u32, qi: usize) -> u32 {
+    peer << 4 | qi as u32
+}
+const _: () = assert!(MAX_QPS <= 16);
+
 /// An operation offered for replay over the fallback transport after the
 /// verbs link failed ([`VerbsDriver::drain_replays`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +169,9 @@ struct QpSlot {
     /// Target: `IBV_EVENT_QP_LAST_WQE_REACHED` seen since the last
     /// rebuild (no receive completion of this QP comes after it).
     last_wqe: bool,
+    /// In the driver's list of QPs that may hold a batch not yet posted
+    /// (listed once, so the list never outgrows the QPs).
+    listed: bool,
 }
 
 impl QpSlot {
@@ -266,6 +277,12 @@ pub struct VerbsDriver {
     reposts: u32,
     /// QPs with a batch not yet posted.
     batched: u32,
+    /// The QPs that may hold a batch not yet posted ([`pending_code`]), in
+    /// a list sized for every QP at creation: [`VerbsDriver::post_batches`]
+    /// visits only these, never every peer.
+    pending: Box<[u32]>,
+    /// Entries used in `pending`.
+    n_pending: usize,
     cqes: Box<[sys::Cqe]>,
     credits: CqCredits,
     events: Box<[Option<Event>]>,
@@ -629,6 +646,7 @@ impl VerbsDriver {
                     inline_cap,
                     rcpt_next: 1,
                     last_wqe: false,
+                    listed: false,
                 });
                 stage_off += stage_per_qp as usize;
             }
@@ -680,6 +698,8 @@ impl VerbsDriver {
             },
             reposts: 0,
             batched: 0,
+            pending: vec![0; n_pes as usize * qps_per_peer as usize].into_boxed_slice(),
+            n_pending: 0,
             cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
             credits: CqCredits::new(p.cq_depth),
             events: vec![None; EVENT_RING].into_boxed_slice(),
@@ -1391,6 +1411,11 @@ impl VerbsDriver {
             }
             if q.n_batch == 0 {
                 self.batched += 1;
+                if !q.listed && self.n_pending < self.pending.len() {
+                    q.listed = true;
+                    self.pending[self.n_pending] = pending_code(peer, qi);
+                    self.n_pending += 1;
+                }
             }
             q.n_batch += 1;
             q.stage.commit(stage_end);
@@ -1406,6 +1431,35 @@ impl VerbsDriver {
             self.flush_qp(peer, qi);
         }
         Ok(())
+    }
+
+    /// Rings the doorbell of every QP whose work requests are still batched
+    /// (small puts wait in a batch so that one doorbell posts many). The
+    /// context calls it whenever the application leaves the library, so a
+    /// batch never waits on the application's next call: batching coalesces
+    /// the work requests of one call (the pieces of a put, a collective's
+    /// puts, `quiet`'s markers) and of the calls between two progress steps
+    /// inside one wait. Visits only the QPs that batched something; returns
+    /// whether it posted anything. No allocation.
+    pub fn post_batches(&mut self) -> bool {
+        let mut posted = false;
+        while self.n_pending > 0 {
+            self.n_pending -= 1;
+            let code = self.pending[self.n_pending];
+            let (peer, qi) = (code >> 4, (code & 0xf) as usize);
+            let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
+                continue;
+            };
+            let Some(q) = p.qps.get_mut(qi) else {
+                continue;
+            };
+            q.listed = false;
+            if q.n_batch > 0 {
+                self.flush_qp(peer, qi);
+                posted = true;
+            }
+        }
+        posted
     }
 
     /// Posts QP `qi`'s batch with one doorbell. A failed post fails the peer.
@@ -2801,21 +2855,8 @@ impl Transport for VerbsDriver {
             return PollResult::Idle;
         }
         let mut busy = false;
-        // Doorbells for batches left by puts (scanned only when there are).
-        if self.batched > 0 {
-            for peer in 0..self.n_pes {
-                let n = self.peer_ref(peer).map_or(0, |p| p.qps.len());
-                for qi in 0..n {
-                    if self.peers[peer as usize]
-                        .as_ref()
-                        .is_some_and(|p| p.qps[qi].n_batch > 0)
-                    {
-                        self.flush_qp(peer, qi);
-                        busy = true;
-                    }
-                }
-            }
-        }
+        // Doorbells for batches left by puts.
+        busy |= self.post_batches();
         self.retry_reposts();
         busy |= self.poll_cq();
         // The target side: receipts of the peers' puts, receives re-posted.
@@ -3279,6 +3320,35 @@ mod test {
         assert_eq!(f.posts(), before + 1, "nothing left to post");
         quiet(&mut a).unwrap();
         assert_eq!(get(&mut a, 1, 0, 7).unwrap(), b"batched");
+    }
+
+    #[test]
+    fn post_batches_posts_every_left_batch_once_and_only_those() {
+        let cfg = VerbsConfig {
+            data_qps: Some(2),
+            ..VerbsConfig::default()
+        };
+        let (mut a, _b, f) = pair(cfg, 1 << 18);
+        assert!(!a.post_batches(), "nothing batched");
+        let before = f.posts();
+        // Two blocks (two data QPs), twice each: two batches.
+        for off in [0u64, 8, 1 << 16, (1 << 16) + 8] {
+            a.put(1, off, b"left", CTX).unwrap();
+        }
+        assert_eq!(f.posts(), before, "batched, not posted yet");
+        assert!(a.post_batches());
+        assert_eq!(f.posts(), before + 2, "one doorbell per QP");
+        assert!(!a.post_batches(), "the list is empty again");
+        assert_eq!(f.posts(), before + 2);
+        // A batch posted by quiet leaves a stale entry: skipped, not posted.
+        a.put(1, 16, b"again", CTX).unwrap();
+        quiet(&mut a).unwrap();
+        let after_quiet = f.posts();
+        assert!(!a.post_batches());
+        assert_eq!(f.posts(), after_quiet);
+        for off in [0u64, 8, 1 << 16, (1 << 16) + 8] {
+            assert_eq!(get(&mut a, 1, off, 4).unwrap(), b"left");
+        }
     }
 
     #[test]

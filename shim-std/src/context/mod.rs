@@ -1750,6 +1750,11 @@ impl Context {
     /// progress thread may run while the application is outside.
     #[inline]
     fn leave(&mut self) {
+        // Work requests batched during the call go out now: nothing waits
+        // on the application's next call.
+        if let Some(v) = self.verbs.as_mut() {
+            v.drv.post_batches();
+        }
         if let Some(t) = self.tcp.as_mut() {
             t.leave();
         }

@@ -2355,6 +2355,41 @@ mod fake_pair_test {
         pair(o, AtomicCap::Hca, routed_script);
     }
 
+    /// A put's work request is posted before the call returns, not left in
+    /// a doorbell batch for the application's next call: PE 1 sees the
+    /// bytes while PE 0 makes no further call (it waits on a plain atomic,
+    /// as an application computing between calls would). Before the fix,
+    /// the put waited in PE 0's batch until PE 0 called in again.
+    #[test]
+    fn a_put_is_posted_before_the_call_returns() {
+        let step = Arc::new(AtomicU32::new(0));
+        pair(Opts::default(), AtomicCap::Hca, move |ctx: &mut Context| {
+            let a: Sym<u64> = ctx.alloc(8).expect("alloc");
+            ctx.barrier_all().unwrap();
+            let wait_for = |v: u32| {
+                let start = Instant::now();
+                while step.load(Ordering::Acquire) < v {
+                    assert!(start.elapsed() < Duration::from_secs(10), "step {v}");
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            };
+            if ctx.my_pe() == 0 {
+                let v0 = verbs_ops(ctx);
+                ctx.put(&a, 0, &[42u64], 1).unwrap();
+                assert_eq!(verbs_ops(ctx) - v0, 1, "the put went over verbs");
+                step.store(1, Ordering::Release);
+                wait_for(2);
+            } else {
+                wait_for(1);
+                let mut w = [0u64];
+                ctx.read_local(&a, 0, &mut w).unwrap();
+                step.store(2, Ordering::Release);
+                assert_eq!(w[0], 42, "the put is still batched at PE 0");
+            }
+            ctx.barrier_all().unwrap();
+        });
+    }
+
     /// `verbs_routed = off`: a ROUTED peer gets no verbs link; its long
     /// messages go over TCP (its first choice then: not a downgrade).
     #[test]
