@@ -249,9 +249,11 @@ impl Fabric {
         }
     }
 
-    pub(crate) fn create_cq(&self) -> usize {
+    /// A CQ of `entries` entries: its queue is allocated once, as a
+    /// device's ring is, so completions never allocate on the data path.
+    pub(crate) fn create_cq(&self, entries: u32) -> usize {
         let mut s = self.lock();
-        s.cqs.push(VecDeque::new());
+        s.cqs.push(VecDeque::with_capacity(entries as usize));
         s.cqs.len() - 1
     }
 

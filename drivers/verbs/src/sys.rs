@@ -742,7 +742,7 @@ impl Backend<'_> {
             Backend::Fake(f) => Ok(Cq {
                 inner: CqInner::Fake {
                     fabric: (*f).clone(),
-                    id: f.create_cq(),
+                    id: f.create_cq(entries),
                 },
             }),
         }

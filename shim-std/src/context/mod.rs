@@ -358,7 +358,8 @@ pub struct Stats {
     /// Bursts of progress steps that thread ran while the application was
     /// outside the library.
     pub progress_bursts: u64,
-    /// Operations per transport id.
+    /// Operations issued per transport id (once each, whatever the attempts
+    /// a full send window or a failover took).
     pub ops: [u64; 8],
     /// Operations re-routed after a transport failed.
     pub reroutes: u64,
@@ -747,10 +748,7 @@ impl Context {
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
         // Sticky pin: no fence per operation; `pause` unpins when idle.
         match self.sel.pin_sticky().select(pe, len32, op) {
-            Ok(route) => {
-                self.stats.ops[route.transport.index()] += 1;
-                Ok(route)
-            }
+            Ok(route) => Ok(route),
             Err(e) => {
                 let rec = TraceRecord {
                     seq: 0,
@@ -940,6 +938,9 @@ impl Context {
                         let code = self.order.get(pe) | k;
                         self.order.set(pe, code);
                     }
+                    // Counted once issued (not per attempt: a send window
+                    // that pushes back makes the loop select again).
+                    self.stats.ops[route.transport.index()] += 1;
                     self.trace_route(pe, len, frame, &route, false);
                     return Ok((r, route));
                 }
