@@ -3519,18 +3519,19 @@ mod test {
         };
         let (mut a, b, f) = pair(cfg, 1 << 16);
         let r = b.recv_side().expect("open");
-        let stop = std::sync::atomic::AtomicBool::new(false);
+        let stop = switchyard_core::sync::atomic::AtomicBool::new(false);
         /// Stops the poller also when the test panics (else the scope
         /// would wait for it forever).
-        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        struct Stop<'a>(&'a switchyard_core::sync::atomic::AtomicBool);
         impl Drop for Stop<'_> {
             fn drop(&mut self) {
-                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.0
+                    .store(true, switchyard_core::sync::atomic::Ordering::Relaxed);
             }
         }
         std::thread::scope(|s| {
             s.spawn(|| {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                while !stop.load(switchyard_core::sync::atomic::Ordering::Relaxed) {
                     if r.poll() == PollResult::Idle {
                         std::thread::yield_now();
                     }
