@@ -1047,6 +1047,16 @@ impl VerbsDriver {
         self.ev_len += 1;
     }
 
+    /// Fake HCA only: the device reports `IBV_EVENT_DEVICE_FATAL` (seen
+    /// at the next async-event check of `progress`), as a real device
+    /// that died would.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_device_fatal(&self) {
+        if let Some(cq) = &self.cq {
+            cq.fake_push_event(sys::event::DEVICE_FATAL);
+        }
+    }
+
     /// The receipts this side collected at the last failure of the link to
     /// `peer` (and the generation that failure rebuilds to), once
     /// [`Event::Receipts`] was reported; `None` before, or while

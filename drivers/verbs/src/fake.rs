@@ -222,6 +222,19 @@ impl Fabric {
         }
     }
 
+    /// Queues async event `kind` on fake CQ `cq` (a device or port event
+    /// for the driver that owns it; [`crate::VerbsDriver::fake_device_fatal`]).
+    pub(crate) fn push_event(&self, cq: usize, kind: u32) {
+        self.lock().events.push_back((
+            cq,
+            AsyncEvent {
+                kind,
+                qp_context: None,
+                port: None,
+            },
+        ));
+    }
+
     pub(crate) fn take_event(&self, cq: usize) -> Option<AsyncEvent> {
         let mut s = self.lock();
         let i = s.events.iter().position(|(c, _)| *c == cq)?;

@@ -1214,6 +1214,11 @@ impl Context {
         if let Some((pe, ops)) = v.lost.take() {
             return Err(super::Error::ReplayLost { pe, ops });
         }
+        if v.fatal && v.holding > 0 {
+            // Puts in doubt wait for their receipts (or the deadline),
+            // then are replayed over TCP: not complete yet.
+            return Ok(false);
+        }
         if v.fatal && !v.drain_due {
             return Ok(true);
         }
@@ -1951,6 +1956,84 @@ mod fake_pair_test {
         });
         let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
         let ctx = gap_script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
+    /// PE 0's device dies with a put in doubt (posted unsignaled, landed
+    /// at PE 1, not known complete): `quiet` must not return while that
+    /// put waits for PE 1's receipts, even though verbs is never used
+    /// again. PE 1 stays outside the library until PE 0 is in its quiet,
+    /// and answers only some time later.
+    fn fatal_script(
+        mut ctx: Context,
+        fabric: &Fabric,
+        done: &AtomicU32,
+        step: &AtomicU32,
+    ) -> Context {
+        let _ = fabric;
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
+        let wait_step = |want: u32| {
+            let start = Instant::now();
+            while step.load(Ordering::SeqCst) < want {
+                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        };
+        ctx.barrier_all().unwrap();
+        ctx.quiet().unwrap();
+        if me == 1 {
+            step.store(1, Ordering::SeqCst);
+            wait_step(2);
+            // PE 0 is in its quiet now: answer (in the barrier) later.
+            std::thread::sleep(Duration::from_millis(300));
+        } else {
+            wait_step(1);
+            ctx.put(&sym, 0, &[5], 1).unwrap();
+            ctx.verbs.as_ref().expect("verbs").drv.fake_device_fatal();
+            let start = Instant::now();
+            while ctx.verbs_status().in_use {
+                assert!(start.elapsed() < Duration::from_secs(20), "no fatal");
+                ctx.poll_once();
+            }
+            assert!(ctx.verbs_holds(1), "the put is in doubt");
+            step.store(2, Ordering::SeqCst);
+            ctx.quiet().unwrap();
+            let v = ctx.verbs.as_ref().expect("verbs");
+            assert!(
+                !v.drv.awaits_receipts(1) && !ctx.verbs_holds(1),
+                "quiet returned with a put still waiting for its receipts"
+            );
+            assert_eq!(v.drv.stats().receipts_settled, 1, "{:?}", v.drv.stats());
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut data = [0u64];
+            ctx.read_local(&sym, 0, &mut data).unwrap();
+            assert_eq!(data[0], 5);
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn quiet_waits_for_receipts_after_the_device_died() {
+        let job = 0x7b_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
+            drop(fatal_script(ctx, &f1, &done1, &step1));
+        });
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
+        let ctx = fatal_script(ctx, &fabric, &done, &step);
         pe1.join().expect("PE 1");
         drop(ctx);
     }
