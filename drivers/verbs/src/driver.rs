@@ -30,7 +30,7 @@ pub const BLOCK: u64 = 64 << 10;
 const BATCH: usize = 16;
 /// Progress steps between reads of the async event fd (a syscall).
 const ASYNC_EVERY: u32 = 256;
-/// Events kept until polled.
+/// Events kept until polled, at least (more with many peers: `assemble`).
 const EVENT_RING: usize = 256;
 /// Smallest staging ring per QP (two blocks).
 const MIN_STAGE: u64 = 2 * BLOCK;
@@ -702,7 +702,12 @@ impl VerbsDriver {
             n_pending: 0,
             cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
             credits: CqCredits::new(p.cq_depth),
-            events: vec![None; EVENT_RING].into_boxed_slice(),
+            // Room for every peer's events of one failure cycle (link
+            // error, rebuild needed, receipts, rebuilt, link up) plus the
+            // device's: a device or port failure reports every peer at
+            // once, and the shim holds a peer's newer operations (and asks
+            // for its receipts) on its link event, so none may be dropped.
+            events: vec![None; EVENT_RING.max(5 * n_pes as usize + 8)].into_boxed_slice(),
             ev_head: 0,
             ev_len: 0,
             steps: 0,
@@ -1031,18 +1036,20 @@ impl VerbsDriver {
             return None;
         }
         let e = self.events[self.ev_head].take();
-        self.ev_head = (self.ev_head + 1) % EVENT_RING;
+        self.ev_head = (self.ev_head + 1) % self.events.len();
         self.ev_len -= 1;
         e
     }
 
     fn push_event(&mut self, e: Event) {
-        if self.ev_len == EVENT_RING {
-            // Full: drop the oldest (the newest state matters most).
-            self.ev_head = (self.ev_head + 1) % EVENT_RING;
+        let cap = self.events.len();
+        if self.ev_len == cap {
+            // Full (only when the shim stops polling events across many
+            // failure cycles): drop the oldest.
+            self.ev_head = (self.ev_head + 1) % cap;
             self.ev_len -= 1;
         }
-        let at = (self.ev_head + self.ev_len) % EVENT_RING;
+        let at = (self.ev_head + self.ev_len) % cap;
         self.events[at] = Some(e);
         self.ev_len += 1;
     }
@@ -3632,6 +3639,52 @@ mod test {
                 Replay::Atomic { .. } => "atomic",
             }
         }
+    }
+
+    /// A device failure with many peers up reports every peer's link
+    /// failure: the shim holds a peer's newer operations (and asks for its
+    /// receipts) only on that event, so none may be dropped from the
+    /// event ring.
+    #[test]
+    fn a_device_failure_reports_every_peer_however_many() {
+        const N: u32 = 140;
+        let cfg = VerbsConfig {
+            data_qps: Some(1),
+            sq_depth: Some(16),
+            srq_depth: Some(16),
+            staging_bytes: 4096,
+            ..VerbsConfig::default()
+        };
+        let f = Fabric::new();
+        let mut a = VerbsDriver::fake_with_owned_heap(cfg.clone(), 0, N, 7, 1 << 16, &f).unwrap();
+        let b = VerbsDriver::fake_with_owned_heap(cfg, 1, 2, 7, 1 << 16, &f).unwrap();
+        // Every peer's QPs point at b's (the fake checks nothing more for
+        // a link without traffic).
+        let card = b.card_for(0).unwrap();
+        for peer in 1..N {
+            a.set_peer_card(peer, card).unwrap();
+            a.connect(peer).unwrap();
+        }
+        while a.poll_event().is_some() {}
+        a.fake_device_fatal();
+        for _ in 0..2 * ASYNC_EVERY {
+            a.progress(Instant::default());
+        }
+        let mut failed = vec![false; N as usize];
+        while let Some(e) = a.poll_event() {
+            if let Event::Link {
+                peer,
+                state: LinkState::Error,
+            } = e
+            {
+                failed[peer as usize] = true;
+            }
+        }
+        let missing: Vec<u32> = (1..N).filter(|&p| !failed[p as usize]).collect();
+        assert!(
+            missing.is_empty(),
+            "link failures not reported: {missing:?}"
+        );
     }
 
     #[test]
