@@ -1360,6 +1360,8 @@ impl VerbsDriver {
     ) -> Result<()> {
         if self.peer_ref(peer)?.qps[qi].n_batch == BATCH {
             self.flush_qp(peer, qi);
+            // A refused doorbell failed the link: queue nothing on it.
+            self.check_up(peer)?;
         }
         if self.peer_ref(peer)?.qps[qi].sq.free() == 0 {
             return Err(self.would_block(peer, "send queue"));
@@ -2184,6 +2186,16 @@ impl VerbsDriver {
                 ),
             };
             let seq = self.next_seq(peer)?;
+            if piece > 0 && self.peer_ref(peer)?.state != LinkState::Up {
+                // A doorbell for the earlier pieces was refused and failed
+                // the link: this piece joins them in the replays instead
+                // of the failed QP (where it would be neither done nor
+                // replayed).
+                self.replay_unposted(peer, qi, what, seq, end);
+                done += n;
+                at += n;
+                continue;
+            }
             self.queue_wr(
                 peer,
                 qi,
@@ -2207,6 +2219,34 @@ impl VerbsDriver {
             at += n;
         }
         Ok(())
+    }
+
+    /// Adds a piece of a put that was never posted (its link failed while
+    /// the put was queued) to the peer's replays, after the pieces
+    /// `fail_peer` put there: it carries no receipt, so it is replayed
+    /// whatever the peer's receipts say. Its staged bytes stay until the
+    /// replays are drained.
+    fn replay_unposted(&mut self, peer: u32, qi: usize, what: What, seq: u64, stage_end: u64) {
+        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        pe.qps[qi].stage.commit(stage_end);
+        if pe.settle.settle(seq) != Settle::New {
+            return;
+        }
+        if pe.n_replays < pe.replays.len() {
+            pe.replays[pe.n_replays] = Some(ReplayRec {
+                seq,
+                qp: qi as u8,
+                what,
+                atomic: None,
+                rcpt: 0,
+            });
+            pe.n_replays += 1;
+            self.stats.replays += 1;
+        } else if pe.unreported.is_none() {
+            pe.unreported = Some(VerbsError::PeerDown { peer });
+        }
     }
 
     /// Checks that the pieces of an operation of `len` bytes at `offset`
@@ -3639,6 +3679,54 @@ mod test {
                 Replay::Atomic { .. } => "atomic",
             }
         }
+    }
+
+    /// A post refused in the middle of a put (its pieces' batch fills and
+    /// the doorbell fails) fails the link; the put's later pieces must
+    /// not be queued on the failed QP (neither done nor replayed): every
+    /// piece is replayed once, and nothing stays outstanding.
+    #[test]
+    fn a_post_refused_mid_put_replays_every_piece() {
+        const PIECES: u64 = BATCH as u64 + 3;
+        let cfg = VerbsConfig {
+            data_qps: Some(1),
+            ..VerbsConfig::default()
+        };
+        let (mut a, _b, f) = pair(cfg, 4 << 20);
+        f.fail_post_after(0);
+        a.put_from_heap(1, 0, 2 << 20, (PIECES * BLOCK) as u32, CTX)
+            .unwrap();
+        a.progress(Instant::default());
+        assert_eq!(a.state(1), LinkState::Error);
+        assert!(!a.awaits_receipts(1), "no piece reached the device");
+        let mut got = Vec::new();
+        a.drain_replays(|r| {
+            if let Replay::PutFromHeap {
+                offset,
+                local_offset,
+                len,
+                ..
+            } = r
+            {
+                got.push((offset, local_offset, len));
+            }
+        });
+        let want: Vec<(u64, u64, u32)> = (0..PIECES)
+            .map(|i| (i * BLOCK, (2 << 20) + i * BLOCK, BLOCK as u32))
+            .collect();
+        assert_eq!(got, want, "every piece replayed once, in order");
+        for _ in 0..100 {
+            a.progress(Instant::default());
+        }
+        assert!(
+            a.peers[1]
+                .as_ref()
+                .unwrap()
+                .qps
+                .iter()
+                .all(|q| q.outstanding() == 0),
+            "work left on the failed QPs"
+        );
     }
 
     /// A device failure with many peers up reports every peer's link
