@@ -1179,8 +1179,9 @@ impl VerbsDriver {
                         let q = &pe.qps[usize::from(r.qp)];
                         let start = q.stage_off + q.stage.offset(at) as usize;
                         // SAFETY: the staged bytes lie inside the scratch
-                        // allocation and the QP is reset (the device no
-                        // longer reads them).
+                        // allocation and the QP is in the error state (the
+                        // device no longer reads them; it is reset only by
+                        // a rebuild, after the replays are drained).
                         let bytes =
                             unsafe { std::slice::from_raw_parts(scratch.add(start), len as usize) };
                         Replay::Put {
