@@ -30,7 +30,7 @@ pub const BLOCK: u64 = 64 << 10;
 const BATCH: usize = 16;
 /// Progress steps between reads of the async event fd (a syscall).
 const ASYNC_EVERY: u32 = 256;
-/// Events kept until polled.
+/// Events kept until polled, at least (more with many peers: `assemble`).
 const EVENT_RING: usize = 256;
 /// Smallest staging ring per QP (two blocks).
 const MIN_STAGE: u64 = 2 * BLOCK;
@@ -702,7 +702,12 @@ impl VerbsDriver {
             n_pending: 0,
             cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
             credits: CqCredits::new(p.cq_depth),
-            events: vec![None; EVENT_RING].into_boxed_slice(),
+            // Room for every peer's events of one failure cycle (link
+            // error, rebuild needed, receipts, rebuilt, link up) plus the
+            // device's: a device or port failure reports every peer at
+            // once, and the shim holds a peer's newer operations (and asks
+            // for its receipts) on its link event, so none may be dropped.
+            events: vec![None; EVENT_RING.max(5 * n_pes as usize + 8)].into_boxed_slice(),
             ev_head: 0,
             ev_len: 0,
             steps: 0,
@@ -1031,20 +1036,32 @@ impl VerbsDriver {
             return None;
         }
         let e = self.events[self.ev_head].take();
-        self.ev_head = (self.ev_head + 1) % EVENT_RING;
+        self.ev_head = (self.ev_head + 1) % self.events.len();
         self.ev_len -= 1;
         e
     }
 
     fn push_event(&mut self, e: Event) {
-        if self.ev_len == EVENT_RING {
-            // Full: drop the oldest (the newest state matters most).
-            self.ev_head = (self.ev_head + 1) % EVENT_RING;
+        let cap = self.events.len();
+        if self.ev_len == cap {
+            // Full (only when the shim stops polling events across many
+            // failure cycles): drop the oldest.
+            self.ev_head = (self.ev_head + 1) % cap;
             self.ev_len -= 1;
         }
-        let at = (self.ev_head + self.ev_len) % EVENT_RING;
+        let at = (self.ev_head + self.ev_len) % cap;
         self.events[at] = Some(e);
         self.ev_len += 1;
+    }
+
+    /// Fake HCA only: the device reports `IBV_EVENT_DEVICE_FATAL` (seen
+    /// at the next async-event check of `progress`), as a real device
+    /// that died would.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_device_fatal(&self) {
+        if let Some(cq) = &self.cq {
+            cq.fake_push_event(sys::event::DEVICE_FATAL);
+        }
     }
 
     /// The receipts this side collected at the last failure of the link to
@@ -1162,8 +1179,9 @@ impl VerbsDriver {
                         let q = &pe.qps[usize::from(r.qp)];
                         let start = q.stage_off + q.stage.offset(at) as usize;
                         // SAFETY: the staged bytes lie inside the scratch
-                        // allocation and the QP is reset (the device no
-                        // longer reads them).
+                        // allocation and the QP is in the error state (the
+                        // device no longer reads them; it is reset only by
+                        // a rebuild, after the replays are drained).
                         let bytes =
                             unsafe { std::slice::from_raw_parts(scratch.add(start), len as usize) };
                         Replay::Put {
@@ -1343,6 +1361,8 @@ impl VerbsDriver {
     ) -> Result<()> {
         if self.peer_ref(peer)?.qps[qi].n_batch == BATCH {
             self.flush_qp(peer, qi);
+            // A refused doorbell failed the link: queue nothing on it.
+            self.check_up(peer)?;
         }
         if self.peer_ref(peer)?.qps[qi].sq.free() == 0 {
             return Err(self.would_block(peer, "send queue"));
@@ -2167,6 +2187,16 @@ impl VerbsDriver {
                 ),
             };
             let seq = self.next_seq(peer)?;
+            if piece > 0 && self.peer_ref(peer)?.state != LinkState::Up {
+                // A doorbell for the earlier pieces was refused and failed
+                // the link: this piece joins them in the replays instead
+                // of the failed QP (where it would be neither done nor
+                // replayed).
+                self.replay_unposted(peer, qi, what, seq, end);
+                done += n;
+                at += n;
+                continue;
+            }
             self.queue_wr(
                 peer,
                 qi,
@@ -2190,6 +2220,34 @@ impl VerbsDriver {
             at += n;
         }
         Ok(())
+    }
+
+    /// Adds a piece of a put that was never posted (its link failed while
+    /// the put was queued) to the peer's replays, after the pieces
+    /// `fail_peer` put there: it carries no receipt, so it is replayed
+    /// whatever the peer's receipts say. Its staged bytes stay until the
+    /// replays are drained.
+    fn replay_unposted(&mut self, peer: u32, qi: usize, what: What, seq: u64, stage_end: u64) {
+        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        pe.qps[qi].stage.commit(stage_end);
+        if pe.settle.settle(seq) != Settle::New {
+            return;
+        }
+        if pe.n_replays < pe.replays.len() {
+            pe.replays[pe.n_replays] = Some(ReplayRec {
+                seq,
+                qp: qi as u8,
+                what,
+                atomic: None,
+                rcpt: 0,
+            });
+            pe.n_replays += 1;
+            self.stats.replays += 1;
+        } else if pe.unreported.is_none() {
+            pe.unreported = Some(VerbsError::PeerDown { peer });
+        }
     }
 
     /// Checks that the pieces of an operation of `len` bytes at `offset`
@@ -3623,6 +3681,100 @@ mod test {
                 Replay::Atomic { .. } => "atomic",
             }
         }
+    }
+
+    /// A post refused in the middle of a put (its pieces' batch fills and
+    /// the doorbell fails) fails the link; the put's later pieces must
+    /// not be queued on the failed QP (neither done nor replayed): every
+    /// piece is replayed once, and nothing stays outstanding.
+    #[test]
+    fn a_post_refused_mid_put_replays_every_piece() {
+        const PIECES: u64 = BATCH as u64 + 3;
+        let cfg = VerbsConfig {
+            data_qps: Some(1),
+            ..VerbsConfig::default()
+        };
+        let (mut a, _b, f) = pair(cfg, 4 << 20);
+        f.fail_post_after(0);
+        a.put_from_heap(1, 0, 2 << 20, (PIECES * BLOCK) as u32, CTX)
+            .unwrap();
+        a.progress(Instant::default());
+        assert_eq!(a.state(1), LinkState::Error);
+        assert!(!a.awaits_receipts(1), "no piece reached the device");
+        let mut got = Vec::new();
+        a.drain_replays(|r| {
+            if let Replay::PutFromHeap {
+                offset,
+                local_offset,
+                len,
+                ..
+            } = r
+            {
+                got.push((offset, local_offset, len));
+            }
+        });
+        let want: Vec<(u64, u64, u32)> = (0..PIECES)
+            .map(|i| (i * BLOCK, (2 << 20) + i * BLOCK, BLOCK as u32))
+            .collect();
+        assert_eq!(got, want, "every piece replayed once, in order");
+        for _ in 0..100 {
+            a.progress(Instant::default());
+        }
+        assert!(
+            a.peers[1]
+                .as_ref()
+                .unwrap()
+                .qps
+                .iter()
+                .all(|q| q.outstanding() == 0),
+            "work left on the failed QPs"
+        );
+    }
+
+    /// A device failure with many peers up reports every peer's link
+    /// failure: the shim holds a peer's newer operations (and asks for its
+    /// receipts) only on that event, so none may be dropped from the
+    /// event ring.
+    #[test]
+    fn a_device_failure_reports_every_peer_however_many() {
+        const N: u32 = 140;
+        let cfg = VerbsConfig {
+            data_qps: Some(1),
+            sq_depth: Some(16),
+            srq_depth: Some(16),
+            staging_bytes: 4096,
+            ..VerbsConfig::default()
+        };
+        let f = Fabric::new();
+        let mut a = VerbsDriver::fake_with_owned_heap(cfg.clone(), 0, N, 7, 1 << 16, &f).unwrap();
+        let b = VerbsDriver::fake_with_owned_heap(cfg, 1, 2, 7, 1 << 16, &f).unwrap();
+        // Every peer's QPs point at b's (the fake checks nothing more for
+        // a link without traffic).
+        let card = b.card_for(0).unwrap();
+        for peer in 1..N {
+            a.set_peer_card(peer, card).unwrap();
+            a.connect(peer).unwrap();
+        }
+        while a.poll_event().is_some() {}
+        a.fake_device_fatal();
+        for _ in 0..2 * ASYNC_EVERY {
+            a.progress(Instant::default());
+        }
+        let mut failed = vec![false; N as usize];
+        while let Some(e) = a.poll_event() {
+            if let Event::Link {
+                peer,
+                state: LinkState::Error,
+            } = e
+            {
+                failed[peer as usize] = true;
+            }
+        }
+        let missing: Vec<u32> = (1..N).filter(|&p| !failed[p as usize]).collect();
+        assert!(
+            missing.is_empty(),
+            "link failures not reported: {missing:?}"
+        );
     }
 
     #[test]

@@ -113,6 +113,8 @@ struct State {
     /// `Some(n)`: the message executed after `n` more lands, its ack lost.
     lose_ack: Option<u64>,
     posts: u64,
+    /// `Some(n)`: the post after `n` more is refused (nothing accepted).
+    fail_post: Option<u64>,
     atomic_cap: AtomicCap,
     rnr_naks: u64,
 }
@@ -179,6 +181,13 @@ impl Fabric {
         self.lock().lose_ack = Some(n);
     }
 
+    /// The post (doorbell) after `n` more is refused by the provider
+    /// (`ibv_post_send` fails, no WR of the chain accepted), as a device
+    /// may refuse a post to a QP that went to error meanwhile. Once.
+    pub fn fail_post_after(&self, n: u64) {
+        self.lock().fail_post = Some(n);
+    }
+
     /// RNR NAKs so far (messages that found no receive and waited).
     pub fn rnr_naks(&self) -> u64 {
         self.lock().rnr_naks
@@ -220,6 +229,19 @@ impl Fabric {
                 }
             }
         }
+    }
+
+    /// Queues async event `kind` on fake CQ `cq` (a device or port event
+    /// for the driver that owns it; [`crate::VerbsDriver::fake_device_fatal`]).
+    pub(crate) fn push_event(&self, cq: usize, kind: u32) {
+        self.lock().events.push_back((
+            cq,
+            AsyncEvent {
+                kind,
+                qp_context: None,
+                port: None,
+            },
+        ));
     }
 
     pub(crate) fn take_event(&self, cq: usize) -> Option<AsyncEvent> {
@@ -332,6 +354,14 @@ impl Fabric {
     pub(crate) unsafe fn post(&self, qpn: u32, mut wr: *mut SendWr) -> Result<(), (i32, usize)> {
         let mut s = self.lock();
         s.posts += 1;
+        match s.fail_post {
+            Some(0) => {
+                s.fail_post = None;
+                return Err((libc::EIO, 0));
+            }
+            Some(n) => s.fail_post = Some(n - 1),
+            None => {}
+        }
         let me = qpn.wrapping_sub(QPN_BASE) as usize;
         let Some(q) = s.qps.get(me) else {
             return Err((libc::EINVAL, 0));

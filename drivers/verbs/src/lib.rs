@@ -74,9 +74,9 @@
 //! (peer, data QP) through a fixed open-addressing table (O(1), no
 //! allocation), extends the 32 bits against the last receipt seen (they
 //! come in order, one per put), and re-posts receives in chains of up to
-//! 64 once a quarter of the SRQ is consumed. RC executes a QP's messages in
-//! order, so the highest receipt seen on a QP means every earlier put on it
-//! landed and no later one did.
+//! 64 once a quarter of the SRQ, or 64 if fewer, are consumed. RC executes
+//! a QP's messages in order, so the highest receipt seen on a QP means
+//! every earlier put on it landed and no later one did.
 //!
 //! *Sizing:* the SRQ holds [`params::QpParams::srq_depth`] receives
 //! (template: 4096 trading, 16384 storage, 8192 AI; override

@@ -456,6 +456,15 @@ impl Cq {
         }
     }
 
+    /// Queues async event `kind` for this fake CQ's owner (tests); no-op
+    /// on a real CQ.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_push_event(&self, kind: u32) {
+        if let CqInner::Fake { fabric, id } = &self.inner {
+            fabric.push_event(*id, kind);
+        }
+    }
+
     fn as_raw(&self) -> Option<*mut ffi::ibv_cq> {
         match &self.inner {
             CqInner::Real { ptr, .. } => Some(ptr.as_ptr()),

@@ -130,7 +130,10 @@
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
 //! * The control records are not retransmitted by TCP's replay (they are
 //!   control frames); a lost one is sent again when the peer's TCP link
-//!   comes back up.
+//!   comes back up, and a PE holding its operations for a peer's receipts
+//!   asks again ([`Record::Failed`], answered the same each time) from
+//!   20 ms after the failure, doubling up to 1 s, until they come or the
+//!   op timeout.
 //! * **The progress thread progresses only verbs' receive side.** While
 //!   the application computes outside the library, the TCP progress
 //!   thread (`context/progress.rs`) also polls the verbs driver's receive
@@ -171,6 +174,9 @@ use crate::config::{Config, Key, Source, Template as ConfigTemplate, VerbsAtomic
 const MIN_BACKOFF_NS: u64 = 1_000_000;
 /// Longest delay before a rebuild (ns).
 const MAX_BACKOFF_NS: u64 = 1_000_000_000;
+/// First delay before a held peer is asked again for its receipts (ns);
+/// it doubles up to [`MAX_BACKOFF_NS`].
+const ASK_AGAIN_NS: u64 = 20_000_000;
 /// A failure this long after the previous one starts the backoff over (ns).
 const BACKOFF_RESET_NS: u64 = 10_000_000_000;
 
@@ -549,6 +555,11 @@ struct PeerV {
     /// nothing newer goes to it meanwhile, until `hold_until` (ns).
     hold: bool,
     hold_until: u64,
+    /// When to ask again ([`Record::Failed`]) while holding: a control
+    /// record the TCP driver could not queue is not sent again by it, and
+    /// the answer is idempotent.
+    ask_at: u64,
+    ask_every: u64,
     /// Receipts received so far for `applied_gen`, per data QP.
     applied: [Option<u64>; MAX_QPS],
     applied_gen: u32,
@@ -576,6 +587,10 @@ pub(super) struct Verbs {
     pub(super) failovers: u64,
     pub(super) replays: u64,
     pub(super) bad_records: u64,
+    /// Tests: [`Record::Applied`] records to drop instead of sending (a
+    /// control record lost).
+    #[cfg(test)]
+    drop_applied: u32,
 }
 
 impl core::fmt::Debug for Verbs {
@@ -744,6 +759,8 @@ impl Context {
             failovers: 0,
             replays: 0,
             bad_records: 0,
+            #[cfg(test)]
+            drop_applied: 0,
         });
         self.verbs_why = None;
         // A peer's operations may now be split over verbs and TCP.
@@ -791,6 +808,13 @@ impl Context {
     /// Sends one control record to `pe` (best effort: a lost one is sent
     /// again when TCP to `pe` comes back up).
     fn verbs_send(&mut self, pe: u32, rec: Record) {
+        #[cfg(test)]
+        if let (Some(v), Record::Applied { .. }) = (self.verbs.as_mut(), rec)
+            && v.drop_applied > 0
+        {
+            v.drop_applied -= 1;
+            return;
+        }
         if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             let _ = t.send_link_state(pe, rec.encode());
         }
@@ -901,8 +925,17 @@ impl Context {
             if !p.hold {
                 continue;
             }
-            let expired = now > p.hold_until;
+            let (expired, ask) = (now > p.hold_until, now >= p.ask_at);
+            let generation = p.rebuild_to.unwrap_or(p.generation + 1);
             if !expired && !self.is_dead(pe) {
+                if ask {
+                    // No (complete) answer yet: ask again.
+                    let Some(v) = self.verbs.as_mut() else { return };
+                    let p = &mut v.peers[pe as usize];
+                    p.ask_every = (p.ask_every * 2).min(MAX_BACKOFF_NS);
+                    p.ask_at = now + p.ask_every;
+                    self.verbs_send(pe, Record::Failed { generation });
+                }
                 continue;
             }
             let Some(v) = self.verbs.as_mut() else { return };
@@ -984,6 +1017,8 @@ impl Context {
                     // Failed record below) and hold everything newer.
                     p.hold = true;
                     p.hold_until = now + self.op_timeout.as_nanos() as u64;
+                    p.ask_every = ASK_AGAIN_NS;
+                    p.ask_at = now + ASK_AGAIN_NS;
                     p.applied = [None; MAX_QPS];
                     v.holding += 1;
                 }
@@ -1213,6 +1248,11 @@ impl Context {
         };
         if let Some((pe, ops)) = v.lost.take() {
             return Err(super::Error::ReplayLost { pe, ops });
+        }
+        if v.fatal && v.holding > 0 {
+            // Puts in doubt wait for their receipts (or the deadline),
+            // then are replayed over TCP: not complete yet.
+            return Ok(false);
         }
         if v.fatal && !v.drain_due {
             return Ok(true);
@@ -1951,6 +1991,162 @@ mod fake_pair_test {
         });
         let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
         let ctx = gap_script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
+    /// PE 0's put lands but its ack is lost (in doubt), and one of PE 1's
+    /// receipts records is lost on the way (a control record the TCP
+    /// driver could not queue is not resent by it): PE 0 asks again and
+    /// settles, instead of holding its operations to PE 1 until the op
+    /// timeout and reporting the put lost.
+    fn lost_receipt_script(
+        mut ctx: Context,
+        fabric: &Fabric,
+        done: &AtomicU32,
+        step: &AtomicU32,
+    ) -> Context {
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
+        let wait_step = |want: u32| {
+            let start = Instant::now();
+            while step.load(Ordering::SeqCst) < want {
+                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        };
+        ctx.barrier_all().unwrap();
+        ctx.quiet().unwrap();
+        if me == 1 {
+            // Both answers PE 1 may give without being asked again (when
+            // it finds the failure itself, and to PE 0's first question).
+            let v = ctx.verbs.as_mut().expect("verbs");
+            v.drop_applied = 2 * u32::from(v.drv.params().data_qps);
+            step.store(1, Ordering::SeqCst);
+            wait_step(2);
+        } else {
+            wait_step(1);
+            fabric.lose_ack_after(0);
+            ctx.put(&sym, 0, &[7], 1).unwrap();
+            let v = ctx.verbs.as_mut().expect("verbs");
+            v.drv.progress(CoreInstant::default());
+            assert_eq!(v.drv.state(1), LinkState::Error);
+            step.store(2, Ordering::SeqCst);
+            let start = Instant::now();
+            ctx.quiet().expect("quiet: the put is known landed");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the receipts took {:?}",
+                start.elapsed()
+            );
+            let d = ctx.verbs.as_ref().expect("verbs").drv.stats();
+            assert_eq!(d.receipts_settled, 1, "{d:?}");
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut data = [0u64];
+            ctx.read_local(&sym, 0, &mut data).unwrap();
+            assert_eq!(data[0], 7);
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn a_lost_receipts_record_is_asked_for_again() {
+        let job = 0x7a_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
+            drop(lost_receipt_script(ctx, &f1, &done1, &step1));
+        });
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
+        let ctx = lost_receipt_script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
+    /// PE 0's device dies with a put in doubt (posted unsignaled, landed
+    /// at PE 1, not known complete): `quiet` must not return while that
+    /// put waits for PE 1's receipts, even though verbs is never used
+    /// again. PE 1 stays outside the library until PE 0 is in its quiet,
+    /// and answers only some time later.
+    fn fatal_script(
+        mut ctx: Context,
+        fabric: &Fabric,
+        done: &AtomicU32,
+        step: &AtomicU32,
+    ) -> Context {
+        let _ = fabric;
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
+        let wait_step = |want: u32| {
+            let start = Instant::now();
+            while step.load(Ordering::SeqCst) < want {
+                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        };
+        ctx.barrier_all().unwrap();
+        ctx.quiet().unwrap();
+        if me == 1 {
+            step.store(1, Ordering::SeqCst);
+            wait_step(2);
+            // PE 0 is in its quiet now: answer (in the barrier) later.
+            std::thread::sleep(Duration::from_millis(300));
+        } else {
+            wait_step(1);
+            ctx.put(&sym, 0, &[5], 1).unwrap();
+            ctx.verbs.as_ref().expect("verbs").drv.fake_device_fatal();
+            let start = Instant::now();
+            while ctx.verbs_status().in_use {
+                assert!(start.elapsed() < Duration::from_secs(20), "no fatal");
+                ctx.poll_once();
+            }
+            assert!(ctx.verbs_holds(1), "the put is in doubt");
+            step.store(2, Ordering::SeqCst);
+            ctx.quiet().unwrap();
+            let v = ctx.verbs.as_ref().expect("verbs");
+            assert!(
+                !v.drv.awaits_receipts(1) && !ctx.verbs_holds(1),
+                "quiet returned with a put still waiting for its receipts"
+            );
+            assert_eq!(v.drv.stats().receipts_settled, 1, "{:?}", v.drv.stats());
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut data = [0u64];
+            ctx.read_local(&sym, 0, &mut data).unwrap();
+            assert_eq!(data[0], 5);
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn quiet_waits_for_receipts_after_the_device_died() {
+        let job = 0x7b_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
+            drop(fatal_script(ctx, &f1, &done1, &step1));
+        });
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
+        let ctx = fatal_script(ctx, &fabric, &done, &step);
         pe1.join().expect("PE 1");
         drop(ctx);
     }
