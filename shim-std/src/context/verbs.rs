@@ -1097,6 +1097,16 @@ impl Context {
                 first.get_or_insert(peer);
             }
         });
+        if n > lost
+            && let Some(t) = tcp
+        {
+            // The replays went over rail 0; a later operation may take
+            // another rail, and TCP orders its rails only at a fence. The
+            // replays stand for operations issued before anything that
+            // follows, so they are fenced off from it (a fence that
+            // follows them in the application's order needs it).
+            let _ = t.fence();
+        }
         v.replays += n;
         if let Some(pe) = first {
             let (p0, c) = v.lost.unwrap_or((pe, 0));
