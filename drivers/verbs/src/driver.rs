@@ -198,6 +198,10 @@ struct Peer {
     /// Failures to report through `quiet_poll` (atomics with unknown
     /// outcome that nobody polls).
     unreported: Option<VerbsError>,
+    /// Operations nobody polls that were not applied and found no room in
+    /// `replays` (nor a ticket to fail): reported once by `quiet_poll` as
+    /// [`VerbsError::ReplayLost`], never silently dropped.
+    lost: u64,
     /// Initiator: in-doubt puts wait in `replays` for the peer's receipts
     /// ([`VerbsDriver::settle_receipts`]); nothing is drained meanwhile.
     await_receipts: bool,
@@ -663,6 +667,7 @@ impl VerbsDriver {
                 replays: vec![None; replay_cap].into_boxed_slice(),
                 n_replays: 0,
                 unreported: None,
+                lost: 0,
                 await_receipts: false,
                 collect: false,
                 receipts: None,
@@ -1061,6 +1066,18 @@ impl VerbsDriver {
     pub fn fake_device_fatal(&self) {
         if let Some(cq) = &self.cq {
             cq.fake_push_event(sys::event::DEVICE_FATAL);
+        }
+    }
+
+    /// Fake HCA only: keeps at most `n` operations toward `peer` for
+    /// replay (the list is sized for every outstanding WR, so tests shrink
+    /// it to reach the full case). Allocates: call it before traffic.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_limit_replays(&mut self, peer: u32, n: usize) {
+        if let Ok(pe) = self.peer_mut(peer)
+            && pe.n_replays == 0
+        {
+            pe.replays = vec![None; n].into_boxed_slice();
         }
     }
 
@@ -1780,11 +1797,11 @@ impl VerbsDriver {
     /// when nobody polls it.
     fn continue_atomic(&mut self, idx: u32, wr: Wr) -> bool {
         use switchyard_core::transport::{ErrorKind, TransportError};
-        let e = match self.post_atomic(idx, wr, false) {
+        match self.post_atomic(idx, wr, false) {
             Ok(()) => return true,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
-            Err(e) => e,
-        };
+            Err(_) => {}
+        }
         let t = self.tickets[idx as usize];
         if let Some(Some(pe)) = self.peers.get_mut(t.peer as usize)
             && pe.settle.settle(t.seq) == Settle::New
@@ -1802,8 +1819,9 @@ impl VerbsDriver {
                 });
                 pe.n_replays += 1;
                 self.stats.replays += 1;
-            } else if t.internal && pe.unreported.is_none() {
-                pe.unreported = Some(e);
+            } else if t.internal {
+                // Never applied (see above), and nobody polls it.
+                pe.lost += 1;
             }
         }
         fail_ticket(&mut self.tickets, idx, false, &mut self.stats);
@@ -1877,8 +1895,10 @@ impl VerbsDriver {
                             });
                             pe.n_replays += 1;
                             self.stats.replays += 1;
-                        } else if pe.unreported.is_none() {
-                            pe.unreported = Some(VerbsError::PeerDown { peer });
+                        } else {
+                            // No room to keep it for replay: lost,
+                            // reported by the next quiet.
+                            pe.lost += 1;
                         }
                     }
                     What::Get { ticket } => {
@@ -1902,15 +1922,14 @@ impl VerbsDriver {
                             self.stats.replays += 1;
                             release_ticket(&mut self.tickets, &mut self.free_list, ticket);
                         } else {
-                            if t.internal && pe.unreported.is_none() {
-                                pe.unreported = Some(if reached {
-                                    VerbsError::OutcomeUnknown {
-                                        peer,
-                                        offset: t.offset,
-                                    }
-                                } else {
-                                    VerbsError::PeerDown { peer }
+                            if t.internal && reached && pe.unreported.is_none() {
+                                pe.unreported = Some(VerbsError::OutcomeUnknown {
+                                    peer,
+                                    offset: t.offset,
                                 });
+                            } else if t.internal && !reached {
+                                // Not applied, no room to replay it.
+                                pe.lost += 1;
                             }
                             fail_ticket(&mut self.tickets, ticket, reached, &mut self.stats);
                             if t.internal {
@@ -1965,8 +1984,8 @@ impl VerbsDriver {
                 self.stats.replays += 1;
             } else {
                 fail_ticket(&mut self.tickets, idx as u32, false, &mut self.stats);
-                if t.internal && pe.unreported.is_none() {
-                    pe.unreported = Some(VerbsError::PeerDown { peer });
+                if t.internal {
+                    pe.lost += 1;
                 }
             }
             if t.internal {
@@ -2245,8 +2264,8 @@ impl VerbsDriver {
             });
             pe.n_replays += 1;
             self.stats.replays += 1;
-        } else if pe.unreported.is_none() {
-            pe.unreported = Some(VerbsError::PeerDown { peer });
+        } else {
+            pe.lost += 1;
         }
     }
 
@@ -2867,6 +2886,21 @@ impl Transport for VerbsDriver {
         if self.closed {
             return Err(VerbsError::Closed { peer: None });
         }
+        // Operations lost or of unknown outcome first, also after the
+        // device died (it fails every peer, which may lose some).
+        for (peer, pe) in self.peers.iter_mut().enumerate() {
+            let Some(pe) = pe else { continue };
+            if let Some(e) = pe.unreported.take() {
+                return Err(e);
+            }
+            if pe.lost > 0 {
+                let ops = core::mem::take(&mut pe.lost);
+                return Err(VerbsError::ReplayLost {
+                    peer: peer as u32,
+                    ops,
+                });
+            }
+        }
         if self.fatal {
             return Err(VerbsError::DeviceFatal);
         }
@@ -2875,9 +2909,6 @@ impl Transport for VerbsDriver {
             let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
                 continue;
             };
-            if let Some(e) = pe.unreported.take() {
-                return Err(e);
-            }
             if pe.n_replays > 0 {
                 // Completed through the fallback once the shim drains them.
                 return Err(VerbsError::PeerDown { peer });
@@ -3729,6 +3760,56 @@ mod test {
                 .all(|q| q.outstanding() == 0),
             "work left on the failed QPs"
         );
+    }
+
+    /// Pieces of a put that found no room in the replay list are lost:
+    /// the next `quiet_poll` reports them once as `ReplayLost` (not
+    /// `PeerDown`, which means "replays pending" and is retried); the kept
+    /// pieces are still replayed.
+    #[test]
+    fn operations_with_no_room_to_replay_are_reported_lost() {
+        const PIECES: u64 = 5;
+        let cfg = VerbsConfig {
+            data_qps: Some(1),
+            ..VerbsConfig::default()
+        };
+        let (mut a, _b, f) = pair(cfg, 4 << 20);
+        a.fake_limit_replays(1, 2);
+        f.fail_post_after(0);
+        a.put_from_heap(1, 0, 2 << 20, (PIECES * BLOCK) as u32, CTX)
+            .unwrap();
+        a.progress(Instant::default());
+        assert_eq!(a.state(1), LinkState::Error);
+        match a.quiet_poll() {
+            Err(VerbsError::ReplayLost { peer: 1, ops: 3 }) => {}
+            r => panic!("three pieces lost, not reported: {r:?}"),
+        }
+        assert!(matches!(
+            a.quiet_poll(),
+            Err(VerbsError::PeerDown { peer: 1 })
+        ));
+        let mut kept = 0;
+        a.drain_replays(|_| kept += 1);
+        assert_eq!(kept, 2);
+        assert!(quiet(&mut a).is_ok(), "reported once");
+    }
+
+    /// After the device died, operations lost at the failure are still
+    /// reported before `DeviceFatal`.
+    #[test]
+    fn operations_lost_at_a_device_failure_are_reported() {
+        let (mut a, _b, _f) = pair(VerbsConfig::default(), 4 << 20);
+        a.fake_limit_replays(1, 0);
+        a.put(1, 0, &[7; 64], CTX).unwrap();
+        a.fake_device_fatal();
+        for _ in 0..2 * ASYNC_EVERY {
+            a.progress(Instant::default());
+        }
+        match a.quiet_poll() {
+            Err(VerbsError::ReplayLost { peer: 1, ops }) if ops >= 1 => {}
+            r => panic!("the lost put was not reported: {r:?}"),
+        }
+        assert!(matches!(a.quiet_poll(), Err(VerbsError::DeviceFatal)));
     }
 
     /// A device failure with many peers up reports every peer's link

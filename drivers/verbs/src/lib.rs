@@ -449,6 +449,19 @@ pub enum VerbsError {
     /// The device failed; the driver is unusable.
     #[error("the RDMA device failed (device fatal or CQ error)")]
     DeviceFatal,
+    /// Operations nobody polls (puts, non-fetching atomics) were in flight
+    /// when the link to the peer failed and could not be kept for replay
+    /// (the replay list was full): they are not applied. Reported once, by
+    /// `quiet_poll`.
+    #[error(
+        "{ops} operations to PE {peer} were lost when its verbs link failed (no room to replay them): not applied"
+    )]
+    ReplayLost {
+        /// The PE.
+        peer: u32,
+        /// How many operations.
+        ops: u64,
+    },
     /// A peer's receipts do not fit what this side sent it.
     #[error("receipts from PE {peer}: {what}")]
     BadReceipts {
@@ -480,6 +493,7 @@ impl TransportError for VerbsError {
             | VerbsError::StaleTicket { .. }
             | VerbsError::OutcomeUnknown { .. }
             | VerbsError::BadReceipts { .. }
+            | VerbsError::ReplayLost { .. }
             | VerbsError::DeviceFatal
             | VerbsError::Closed { .. } => ErrorKind::Fatal,
             VerbsError::InvalidPe { .. } | VerbsError::PeerUnknown { .. } => ErrorKind::InvalidPe,
@@ -506,7 +520,8 @@ impl TransportError for VerbsError {
             | VerbsError::NoAtomics { peer }
             | VerbsError::TooLong { peer, .. }
             | VerbsError::StaleTicket { peer, .. }
-            | VerbsError::BadReceipts { peer, .. } => Some(*peer),
+            | VerbsError::BadReceipts { peer, .. }
+            | VerbsError::ReplayLost { peer, .. } => Some(*peer),
             VerbsError::Closed { peer } => *peer,
             _ => None,
         }
