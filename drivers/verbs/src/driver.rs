@@ -10,7 +10,7 @@ use switchyard_core::{
 };
 
 use crate::{
-    Event, Receipts, Result, VerbsError, VerbsStats,
+    Event, Receipts, Result, VerbsError, VerbsStats, Withheld,
     atomic_plan::{AtomicPlan, Next, Wr},
     card::{LinkLayer, MAX_QPS, QpAddr, VerbsCard},
     params::{DeviceLimits, Mtu, QpParams, VerbsConfig, derive},
@@ -211,6 +211,9 @@ struct Peer {
     /// Target: the receipts collected at the last failure, and the
     /// generation that failure rebuilds to.
     receipts: Option<(u32, Receipts)>,
+    /// Target: when the collection gives up (ns on the `progress` clock),
+    /// set at the first collection step after the failure.
+    collect_until: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -305,6 +308,8 @@ pub struct VerbsDriver {
     recv: Option<RecvSide>,
     /// Peers whose receipts are being collected.
     collecting: u32,
+    /// The `now` of the last `progress` (the driver has no clock).
+    now: Instant,
     cq: Option<sys::Cq>,
     pd: Option<sys::Pd>,
     ctx: Option<sys::Ctx>,
@@ -671,6 +676,7 @@ impl VerbsDriver {
                 await_receipts: false,
                 collect: false,
                 receipts: None,
+                collect_until: None,
             }));
         }
         let scratch_ptr = scratch.ptr();
@@ -728,6 +734,7 @@ impl VerbsDriver {
                 n_pes as usize * usize::from(p.data_qps),
             )),
             collecting: 0,
+            now: Instant::default(),
             cq: Some(cq),
             pd: None,
             ctx: None,
@@ -943,7 +950,11 @@ impl VerbsDriver {
     ///
     /// [`VerbsError::Modify`] or [`VerbsError::Plan`] when a transition
     /// fails (the peer stays in Error); [`VerbsError::PeerDown`] while
-    /// replays are still waiting to be drained.
+    /// replays are still waiting to be drained, the peer's receipts are
+    /// not settled or abandoned, or this side still collects its receipts
+    /// of the peer's puts (at most
+    /// [`VerbsConfig::collect_timeout_ms`](crate::params::VerbsConfig::collect_timeout_ms)
+    /// of `progress` time after the failure).
     pub fn rebuild(&mut self, peer: u32, generation: u32) -> Result<()> {
         self.peer_ref(peer)?;
         self.collect_receipts();
@@ -1861,12 +1872,17 @@ impl VerbsDriver {
         self.stats.peer_failures += 1;
         let mut give = 0u32;
         let mut puts = false;
+        let mut refused = None;
         for qi in 0..pe.qps.len() {
             let q = &mut pe.qps[qi];
             // ERROR, not RESET: nothing more of the peer's lands here, its
             // receive completions stay in the receive CQ (a reset may drop
-            // them) and the QP reports its last WQE; rebuild resets it.
-            let _ = q.qp.modify(&crate::qp_plan::Step::Error);
+            // them) and the QP reports its last WQE; rebuild resets it. A
+            // data QP that cannot be moved there may still take the
+            // peer's puts: its receipts cannot be trusted.
+            if q.qp.modify(&crate::qp_plan::Step::Error).is_err() && qi > 0 {
+                refused.get_or_insert(qi as u8);
+            }
             q.state = QpState::Err;
             give += q.sig_in_flight;
             q.sig_in_flight = 0;
@@ -1946,9 +1962,11 @@ impl VerbsDriver {
         // A put that reached the device may have landed: wait for the
         // peer's receipts before replaying any of them.
         pe.await_receipts = puts;
-        // And this side collects its receipts of the peer's puts.
+        // And this side collects its receipts of the peer's puts (not
+        // when a data QP stayed out of the error state: withheld below).
         pe.receipts = None;
-        if !pe.collect {
+        pe.collect_until = None;
+        if !pe.collect && refused.is_none() {
             pe.collect = true;
             self.collecting += 1;
         }
@@ -2001,6 +2019,14 @@ impl VerbsDriver {
             state: LinkState::Error,
         });
         self.push_event(Event::RebuildNeeded { peer, generation });
+        if let Some(qp) = refused {
+            self.stats.receipts_withheld += 1;
+            self.push_event(Event::ReceiptsWithheld {
+                peer,
+                generation,
+                reason: Withheld::ModifyFailed { qp },
+            });
+        }
     }
 
     /// Polls the receive side once (a batch of receipts, receives
@@ -2023,17 +2049,43 @@ impl VerbsDriver {
 
     /// Finishes the receipt collection of every failed peer whose data QPs
     /// all reported their last WQE: polls the receive CQ empty, keeps the
-    /// receipts and reports [`Event::Receipts`].
+    /// receipts and reports [`Event::Receipts`]. Gives up on a peer whose
+    /// data QPs did not all report it by the collection deadline
+    /// ([`VerbsConfig::collect_timeout_ms`] after the first step that saw
+    /// it collecting): no answer ([`Event::ReceiptsWithheld`]), and the
+    /// rebuild may go ahead. So a missing event costs at most that long of
+    /// async-event reads on the progress path.
     fn collect_receipts(&mut self) {
         if self.collecting == 0 {
             return;
         }
         self.async_events();
+        let now = self.now.nanos;
+        let patience = u64::from(self.cfg.collect_timeout_ms) * 1_000_000;
         for peer in 0..self.n_pes {
-            let ready = self.peers[peer as usize]
-                .as_ref()
-                .is_some_and(|p| p.collect && p.qps.iter().skip(1).all(|q| q.last_wqe));
-            if !ready {
+            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+                continue;
+            };
+            if !pe.collect {
+                continue;
+            }
+            if let Some(i) = pe.qps.iter().skip(1).position(|q| !q.last_wqe) {
+                let until = *pe.collect_until.get_or_insert(now.saturating_add(patience));
+                if now < until {
+                    continue;
+                }
+                // Receive completions of that QP may still come: an answer
+                // now could be too low. Give up without one.
+                pe.collect = false;
+                pe.collect_until = None;
+                let generation = pe.generation + 1;
+                self.collecting -= 1;
+                self.stats.receipts_withheld += 1;
+                self.push_event(Event::ReceiptsWithheld {
+                    peer,
+                    generation,
+                    reason: Withheld::NoLastWqe { qp: i as u8 + 1 },
+                });
                 continue;
             }
             let mut applied = Receipts {
@@ -2049,6 +2101,7 @@ impl VerbsDriver {
             };
             let generation = pe.generation + 1;
             pe.collect = false;
+            pe.collect_until = None;
             pe.receipts = Some((generation, applied));
             self.collecting -= 1;
             self.push_event(Event::Receipts {
@@ -2939,10 +2992,11 @@ impl Transport for VerbsDriver {
         Ok(done)
     }
 
-    fn progress(&mut self, _now: Instant) -> PollResult {
+    fn progress(&mut self, now: Instant) -> PollResult {
         if self.closed {
             return PollResult::Idle;
         }
+        self.now = now;
         let mut busy = false;
         // Doorbells for batches left by puts.
         busy |= self.post_batches();
@@ -3810,6 +3864,82 @@ mod test {
             r => panic!("the lost put was not reported: {r:?}"),
         }
         assert!(matches!(a.quiet_poll(), Err(VerbsError::DeviceFatal)));
+    }
+
+    fn ms(m: u64) -> Instant {
+        Instant::from_nanos(m * 1_000_000)
+    }
+
+    fn events(d: &mut VerbsDriver) -> Vec<Event> {
+        std::iter::from_fn(|| d.poll_event()).collect()
+    }
+
+    /// The target never hears `LAST_WQE_REACHED` (a provider without it, a
+    /// dead device): it keeps collecting until the deadline on the
+    /// `progress` clock, then gives up *without answering*, counts it,
+    /// reports `ReceiptsWithheld`, stops reading async events on every
+    /// step, and lets the rebuild go ahead.
+    #[test]
+    fn a_missing_last_wqe_ends_the_collection_at_its_deadline_unanswered() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        a.put(1, 0, &[1; 64], CTX).unwrap();
+        quiet(&mut a).unwrap();
+        b.progress(ms(0));
+        f.suppress_last_wqe(true);
+        b.peer_failed(0).unwrap();
+        let _ = events(&mut b);
+        for t in 1..300 {
+            b.progress(ms(t));
+        }
+        assert!(b.receipts(0).is_none());
+        assert!(
+            matches!(b.rebuild(0, 1), Err(VerbsError::PeerDown { peer: 0 })),
+            "still collecting before the deadline"
+        );
+        b.progress(ms(301));
+        assert!(b.receipts(0).is_none(), "an answer without the event");
+        assert_eq!(
+            events(&mut b),
+            vec![Event::ReceiptsWithheld {
+                peer: 0,
+                generation: 1,
+                reason: Withheld::NoLastWqe { qp: 1 },
+            }]
+        );
+        assert_eq!(b.stats().receipts_withheld, 1);
+        assert_eq!(b.collecting, 0, "async events read on every step");
+        f.suppress_last_wqe(false);
+        b.rebuild(0, 1).expect("the rebuild goes ahead");
+    }
+
+    /// A data QP that cannot be moved to ERROR may still take the peer's
+    /// puts: the target does not collect (nor answer) at all.
+    #[test]
+    fn a_refused_modify_to_error_withholds_the_receipts() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        a.put(1, 0, &[1; 64], CTX).unwrap();
+        quiet(&mut a).unwrap();
+        b.progress(ms(0));
+        f.refuse_error_state(true);
+        b.peer_failed(0).unwrap();
+        f.refuse_error_state(false);
+        for t in 0..10 {
+            b.progress(ms(t));
+        }
+        assert!(b.receipts(0).is_none(), "an answer it cannot trust");
+        let ev = events(&mut b);
+        assert!(
+            ev.contains(&Event::ReceiptsWithheld {
+                peer: 0,
+                generation: 1,
+                reason: Withheld::ModifyFailed { qp: 1 },
+            }),
+            "{ev:?}"
+        );
+        assert!(!ev.iter().any(|e| matches!(e, Event::Receipts { .. })));
+        assert_eq!(b.stats().receipts_withheld, 1);
+        assert_eq!(b.collecting, 0);
+        b.rebuild(0, 1).expect("the rebuild goes ahead");
     }
 
     /// A device failure with many peers up reports every peer's link

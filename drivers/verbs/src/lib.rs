@@ -123,6 +123,19 @@
 //! waits until both are done. Atomics (control QP, no receipts) are settled
 //! as before.
 //!
+//! *Bounded collection.* The target waits for the last-WQE events at most
+//! [`params::VerbsConfig::collect_timeout_ms`] (default 300 ms) of the
+//! `now` passed to `progress`, from its first step after the failure. If a
+//! data QP could not be moved to the error state, or its event did not
+//! come in time (a provider that does not send it, a dead device), the
+//! target gives up collecting *without answering*: an answer without the
+//! event could be too low, and make the initiator replay a put that
+//! landed. It reports [`Event::ReceiptsWithheld`] (counted in
+//! [`VerbsStats::receipts_withheld`]), the rebuild may go ahead, and the
+//! initiator, with no answer, reports its puts in doubt lost at its op
+//! timeout. Reading async events on every progress step (a syscall) lasts
+//! only while a collection does.
+//!
 //! The CQ holds the signaled-WR budget (CQ credits) plus the flush
 //! completions of up to four peers failing at once; more simultaneous
 //! failures can overrun it, which the device reports as a CQ error and the
@@ -238,6 +251,52 @@ pub enum Event {
         /// The receipts.
         applied: Receipts,
     },
+    /// After the link to `peer` failed, this side gave up collecting its
+    /// receipts of the peer's puts and will *not* answer for this failure
+    /// (an answer it cannot trust could make the peer apply a landed put
+    /// twice): the peer reports its puts in doubt lost at its op timeout.
+    /// Counted in [`VerbsStats::receipts_withheld`]; worth a warning.
+    ReceiptsWithheld {
+        /// The peer whose puts these are.
+        peer: u32,
+        /// The generation the failed link rebuilds to.
+        generation: u32,
+        /// Why.
+        reason: Withheld,
+    },
+}
+
+/// Why receipts were withheld ([`Event::ReceiptsWithheld`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withheld {
+    /// Data QP `qp` did not report `IBV_EVENT_QP_LAST_WQE_REACHED` within
+    /// [`params::VerbsConfig::collect_timeout_ms`] (a provider that does
+    /// not send it, a device that died): receive completions of it might
+    /// still come.
+    NoLastWqe {
+        /// The data QP (from 1).
+        qp: u8,
+    },
+    /// Data QP `qp` could not be moved to the error state, so the peer's
+    /// puts may still land on it.
+    ModifyFailed {
+        /// The data QP (from 1).
+        qp: u8,
+    },
+}
+
+impl core::fmt::Display for Withheld {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Withheld::NoLastWqe { qp } => write!(
+                f,
+                "data QP {qp} did not report its last WQE within the collection deadline"
+            ),
+            Withheld::ModifyFailed { qp } => {
+                write!(f, "data QP {qp} could not be moved to the error state")
+            }
+        }
+    }
 }
 
 /// Which puts of a peer landed at this PE over a failed link: per data QP,
@@ -304,6 +363,9 @@ pub struct VerbsStats {
     pub receipts_settled: u64,
     /// In-doubt puts given up without receipts (reported as lost).
     pub receipts_abandoned: u64,
+    /// Failures after which this side withheld its receipts of the peer's
+    /// puts ([`Event::ReceiptsWithheld`]).
+    pub receipts_withheld: u64,
 }
 
 /// Errors of the verbs transport.

@@ -74,6 +74,11 @@
 //!
 //!   What is *not* guaranteed: if B is dead or its receipts do not come
 //!   within the op timeout, A cannot know which of its in-doubt puts landed;
+//!   B withholds them on purpose when a data QP toward A could not be moved
+//!   to the error state or did not report its last WQE within the driver's
+//!   `collect_timeout_ms` (300 ms; an answer without that event could be
+//!   too low and get a landed put applied twice): B warns
+//!   ([`Event::ReceiptsWithheld`]), rebuilds, and A ends as below;
 //!   they are neither replayed (that could apply one twice) nor dropped
 //!   silently: the next `quiet` fails with
 //!   [`Error::ReplayLost`](super::Error::ReplayLost) naming B and the count,
@@ -1073,6 +1078,13 @@ impl Context {
                 generation,
                 applied,
             } => self.verbs_send_receipts(peer, generation, &applied),
+            Event::ReceiptsWithheld {
+                peer,
+                generation,
+                reason,
+            } => self.warnings.push(format!(
+                "verbs receipts of PE {peer}'s puts withheld for generation {generation} ({reason}): PE {peer} reports its puts in doubt lost at its op timeout"
+            )),
             Event::PortDown { .. } | Event::PortActive { .. } => {}
         }
     }
