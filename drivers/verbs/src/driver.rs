@@ -995,10 +995,15 @@ impl VerbsDriver {
             q.rcpt_next = 1;
             q.last_wqe = false;
         }
+        self.bring_up(peer, generation, true)?;
+        // After the reset (nothing of the old QPs completes any more) and
+        // before the peer hears of the rebuild (nothing of the new ones
+        // yet): old completions still queued (a collection given up, a
+        // provider whose reset keeps them) are taken before the receipts
+        // count from 0 again.
         if let Some(r) = &self.recv {
             r.reset(self.seen_range(peer));
         }
-        self.bring_up(peer, generation, true)?;
         self.stats.rebuilds += 1;
         let pe = self.peer_mut(peer)?;
         pe.state = LinkState::Down;
@@ -3864,6 +3869,58 @@ mod test {
             r => panic!("the lost put was not reported: {r:?}"),
         }
         assert!(matches!(a.quiet_poll(), Err(VerbsError::DeviceFatal)));
+    }
+
+    /// Other peers keep the receive CQ full while a failed link's
+    /// receipts are collected: the drain stops after as many completions
+    /// as the CQ holds (all of the failed link's are among them), and the
+    /// answer is still right.
+    #[test]
+    fn the_receipts_drain_is_bounded_when_other_peers_keep_sending() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        a.put(1, 0, &[1; 64], CTX).unwrap();
+        quiet(&mut a).unwrap();
+        b.progress(Instant::default());
+        let srq = b.params().srq_depth as u64;
+        f.flood_receives(1 << 20);
+        b.peer_failed(0).unwrap();
+        for _ in 0..3 {
+            b.progress(Instant::default());
+        }
+        let (g, r) = b.receipts(0).expect("answered");
+        assert_eq!((g, r.as_slice()), (1, &[1u64][..]));
+        assert!(
+            f.flooded() <= srq + 4 * POLL_BATCH as u64,
+            "the drain took {} completions (CQ of {srq})",
+            f.flooded()
+        );
+        f.flood_receives(0);
+    }
+
+    /// A collection given up leaves old completions in the receive CQ; the
+    /// rebuild takes them before the receipts count from 0 again, so they
+    /// never count against the new generation.
+    #[test]
+    fn a_rebuild_after_a_withheld_collection_starts_the_receipts_from_zero() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        for i in 0..100u64 {
+            a.put(1, i * 64, &[1; 64], CTX).unwrap();
+        }
+        quiet(&mut a).unwrap();
+        f.suppress_last_wqe(true);
+        b.peer_failed(0).unwrap();
+        b.progress(ms(0));
+        b.progress(ms(1000));
+        assert_eq!(b.stats().receipts_withheld, 1);
+        f.suppress_last_wqe(false);
+        b.rebuild(0, 1).unwrap();
+        for _ in 0..10 {
+            b.progress(ms(1001));
+        }
+        let mut seen = [0u64; 1];
+        let range = b.seen_range(0);
+        b.recv.as_ref().unwrap().drain_and_read(range, &mut seen);
+        assert_eq!(seen, [0], "old receipts counted in the new generation");
     }
 
     fn ms(m: u64) -> Instant {
