@@ -148,6 +148,20 @@ const EMPTY: Record = Record {
 };
 
 /// One QP toward a peer, with its accounting, staging ring and batch.
+/// A data QP's wait for its last-WQE event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wqe {
+    /// Not moved to ERROR by the driver since its last rebuild: an event
+    /// now belongs to an earlier incarnation, or came before the driver
+    /// moved the QP (ignored either way: taking an old event for the
+    /// current one could end a collection too early).
+    Idle,
+    /// Moved to ERROR by `fail_peer`: the event is awaited.
+    Awaiting,
+    /// The event came after the move.
+    Reached,
+}
+
 struct QpSlot {
     qp: sys::Qp,
     state: QpState,
@@ -166,9 +180,10 @@ struct QpSlot {
     /// Initiator: the receipt of the next put (RDMA WRITE with immediate)
     /// on this QP in this generation (from 1).
     rcpt_next: u64,
-    /// Target: `IBV_EVENT_QP_LAST_WQE_REACHED` seen since the last
-    /// rebuild (no receive completion of this QP comes after it).
-    last_wqe: bool,
+    /// Target: where this (data) QP is in waiting for
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` (no receive completion of it comes
+    /// after the event).
+    wqe: Wqe,
     /// In the driver's list of QPs that may hold a batch not yet posted
     /// (listed once, so the list never outgrows the QPs).
     listed: bool,
@@ -654,7 +669,7 @@ impl VerbsDriver {
                     n_batch: 0,
                     inline_cap,
                     rcpt_next: 1,
-                    last_wqe: false,
+                    wqe: Wqe::Idle,
                     listed: false,
                 });
                 stage_off += stage_per_qp as usize;
@@ -957,6 +972,11 @@ impl VerbsDriver {
     /// of `progress` time after the failure).
     pub fn rebuild(&mut self, peer: u32, generation: u32) -> Result<()> {
         self.peer_ref(peer)?;
+        // Events of the old QPs queued until now are read while the link
+        // is still in Error: a late QP-fatal one then changes nothing
+        // (after the rebuild it would fail the new link), a late last-WQE
+        // one is ignored once the QPs are back to `Wqe::Idle`.
+        self.async_events();
         self.collect_receipts();
         let pe = self.peer_mut(peer)?;
         if pe.n_replays > 0 || pe.await_receipts || pe.collect {
@@ -993,7 +1013,7 @@ impl VerbsDriver {
             // Receipts count from 1 again in the new generation, at both
             // ends (the peer's were collected before this rebuild).
             q.rcpt_next = 1;
-            q.last_wqe = false;
+            q.wqe = Wqe::Idle;
         }
         self.bring_up(peer, generation, true)?;
         // After the reset (nothing of the old QPs completes any more) and
@@ -1885,9 +1905,11 @@ impl VerbsDriver {
             // them) and the QP reports its last WQE; rebuild resets it. A
             // data QP that cannot be moved there may still take the
             // peer's puts: its receipts cannot be trusted.
-            if q.qp.modify(&crate::qp_plan::Step::Error).is_err() && qi > 0 {
+            let moved = q.qp.modify(&crate::qp_plan::Step::Error).is_ok();
+            if qi > 0 && !moved {
                 refused.get_or_insert(qi as u8);
             }
+            q.wqe = if moved { Wqe::Awaiting } else { Wqe::Idle };
             q.state = QpState::Err;
             give += q.sig_in_flight;
             q.sig_in_flight = 0;
@@ -2074,7 +2096,7 @@ impl VerbsDriver {
             if !pe.collect {
                 continue;
             }
-            if let Some(i) = pe.qps.iter().skip(1).position(|q| !q.last_wqe) {
+            if let Some(i) = pe.qps.iter().skip(1).position(|q| q.wqe != Wqe::Reached) {
                 let until = *pe.collect_until.get_or_insert(now.saturating_add(patience));
                 if now < until {
                     continue;
@@ -2153,7 +2175,11 @@ impl VerbsDriver {
                         && let Some(Some(pe)) = self.peers.get_mut(tag >> 8)
                         && let Some(q) = pe.qps.get_mut(tag & 0xFF)
                     {
-                        q.last_wqe = true;
+                        if q.wqe == Wqe::Awaiting {
+                            q.wqe = Wqe::Reached;
+                        } else {
+                            self.stats.stale_async_events += 1;
+                        }
                     }
                 }
                 PORT_ERR => {
@@ -3921,6 +3947,57 @@ mod test {
         let range = b.seen_range(0);
         b.recv.as_ref().unwrap().drain_and_read(range, &mut seen);
         assert_eq!(seen, [0], "old receipts counted in the new generation");
+    }
+
+    /// The old link's `LAST_WQE_REACHED` arrives late, after the rebuild
+    /// (its collection was given up): it is ignored, so the next failure
+    /// still waits for its own event (here withheld too) instead of
+    /// answering at once with receipts that may be too low.
+    #[test]
+    fn a_late_last_wqe_of_the_old_link_does_not_end_the_next_collection() {
+        let (_a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        f.suppress_last_wqe(true);
+        b.peer_failed(0).unwrap();
+        b.progress(ms(0));
+        b.progress(ms(1000));
+        assert_eq!(b.stats().receipts_withheld, 1);
+        b.rebuild(0, 1).unwrap();
+        f.release_last_wqe();
+        for _ in 0..2 * ASYNC_EVERY {
+            b.progress(ms(1001));
+        }
+        b.peer_failed(0).unwrap();
+        b.progress(ms(2000));
+        assert!(
+            b.receipts(0).is_none(),
+            "answered on the old link's event, before its own"
+        );
+        b.progress(ms(3000));
+        assert_eq!(b.stats().receipts_withheld, 2);
+        assert!(b.receipts(0).is_none());
+        assert!(b.stats().stale_async_events >= 1);
+    }
+
+    /// A QP-fatal event of the old link still queued at the rebuild is
+    /// read before it (the link is in Error: nothing happens), not after,
+    /// where it would fail the rebuilt link.
+    #[test]
+    fn a_late_qp_fatal_event_does_not_fail_the_rebuilt_link() {
+        let (_a, mut b, _f) = pair(VerbsConfig::default(), 1 << 20);
+        b.peer_failed(0).unwrap();
+        for _ in 0..10 {
+            b.progress(ms(0));
+        }
+        assert!(b.receipts(0).is_some());
+        b.cq.as_ref()
+            .unwrap()
+            .fake_push_qp_event(sys::event::QP_FATAL, Some(1));
+        b.rebuild(0, 1).unwrap();
+        for _ in 0..2 * ASYNC_EVERY {
+            b.progress(ms(1));
+        }
+        assert_eq!(b.state(0), LinkState::Down, "the rebuilt link failed");
+        assert_eq!(b.stats().peer_failures, 1);
     }
 
     fn ms(m: u64) -> Instant {

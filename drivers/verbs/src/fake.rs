@@ -121,8 +121,10 @@ struct State {
     fail_post: Option<u64>,
     atomic_cap: AtomicCap,
     rnr_naks: u64,
-    /// QPs entering the error state report no `LAST_WQE_REACHED`.
+    /// QPs entering the error state report no `LAST_WQE_REACHED` (held
+    /// here until [`Fabric::release_last_wqe`]).
     no_last_wqe: bool,
+    held_events: VecDeque<(usize, AsyncEvent)>,
     /// `ibv_modify_qp` to ERROR fails (the QP stays as it was).
     refuse_error: bool,
     /// Receive completions of no known QP still to produce on every poll
@@ -203,7 +205,8 @@ impl Fabric {
 
     /// QPs entering the error state from now on report no
     /// `IBV_EVENT_QP_LAST_WQE_REACHED` (`true`), as a provider that does
-    /// not send it, or a device that died, would; `false` undoes it.
+    /// not send it, or a device that died, would; `false` undoes it. The
+    /// events are held until [`Fabric::release_last_wqe`] (late ones).
     pub fn suppress_last_wqe(&self, on: bool) {
         self.lock().no_last_wqe = on;
     }
@@ -271,15 +274,24 @@ impl Fabric {
 
     /// Queues async event `kind` on fake CQ `cq` (a device or port event
     /// for the driver that owns it; [`crate::VerbsDriver::fake_device_fatal`]).
-    pub(crate) fn push_event(&self, cq: usize, kind: u32) {
+    pub(crate) fn push_event(&self, cq: usize, kind: u32, qp_context: Option<usize>) {
         self.lock().events.push_back((
             cq,
             AsyncEvent {
                 kind,
-                qp_context: None,
+                qp_context,
                 port: None,
             },
         ));
+    }
+
+    /// Queues now the `LAST_WQE_REACHED` events withheld while
+    /// [`Fabric::suppress_last_wqe`] was on (they arrive late).
+    pub fn release_last_wqe(&self) {
+        let mut s = self.lock();
+        while let Some(e) = s.held_events.pop_front() {
+            s.events.push_back(e);
+        }
     }
 
     pub(crate) fn take_event(&self, cq: usize) -> Option<AsyncEvent> {
@@ -508,16 +520,21 @@ fn to_error(s: &mut State, me: usize) {
             ..Cqe::default()
         });
     }
-    if was != QpState::Err && s.qps[me].srq.is_some() && !s.no_last_wqe {
+    if was != QpState::Err && s.qps[me].srq.is_some() {
         let tag = s.qps[me].tag;
-        s.events.push_back((
+        let e = (
             cq,
             AsyncEvent {
                 kind: event::LAST_WQE_REACHED,
                 qp_context: Some(tag),
                 port: None,
             },
-        ));
+        );
+        if s.no_last_wqe {
+            s.held_events.push_back(e);
+        } else {
+            s.events.push_back(e);
+        }
     }
 }
 

@@ -136,6 +136,22 @@
 //! timeout. Reading async events on every progress step (a syscall) lasts
 //! only while a collection does.
 //!
+//! *Stale QP events.* Async events carry no generation. A data QP's
+//! `LAST_WQE_REACHED` counts only while the driver awaits it (from its own
+//! modify to ERROR in the failure, until the rebuild); any other is
+//! ignored and counted ([`VerbsStats::stale_async_events`]), so a late one
+//! of an earlier link never ends a later collection early (receipts too
+//! low would get a landed put applied twice). A rebuild first reads every
+//! async event queued, while the link is still in error, so a late
+//! QP-fatal event of the old QPs does not fail the rebuilt link. Not
+//! guaranteed: an event the device delivers only after that read (the
+//! kernel queues them asynchronously) is still taken for the new QPs' (a
+//! QP-fatal one fails the rebuilt link once more, a last-WQE one is
+//! ignored); and a QP that went to error on its own, whose event is read
+//! before the driver noticed the failure (its error completion), has that
+//! event ignored: its collection ends at the deadline, withheld (safe,
+//! the peer reports its puts in doubt lost).
+//!
 //! The CQ holds the signaled-WR budget (CQ credits) plus the flush
 //! completions of up to four peers failing at once; more simultaneous
 //! failures can overrun it, which the device reports as a CQ error and the
@@ -366,6 +382,9 @@ pub struct VerbsStats {
     /// Failures after which this side withheld its receipts of the peer's
     /// puts ([`Event::ReceiptsWithheld`]).
     pub receipts_withheld: u64,
+    /// `LAST_WQE_REACHED` events ignored: of a QP the driver had not moved
+    /// to ERROR since its last rebuild (an earlier incarnation's, late).
+    pub stale_async_events: u64,
 }
 
 /// Errors of the verbs transport.
