@@ -234,7 +234,8 @@ pub struct VerbsConfig {
     /// its puts in doubt lost at its op timeout. 1 to 60000; default 300
     /// (the event normally comes within microseconds of the modify to
     /// ERROR; the peer asks for receipts from 20 ms and gives up at its op
-    /// timeout, seconds).
+    /// timeout, seconds). A caller whose `now` never advances (a constant
+    /// `Instant`) never reaches it.
     pub collect_timeout_ms: u32,
 }
 
