@@ -10,7 +10,7 @@ use switchyard_core::{
 };
 
 use crate::{
-    Event, Receipts, Result, VerbsError, VerbsStats,
+    Event, Receipts, Result, VerbsError, VerbsStats, Withheld,
     atomic_plan::{AtomicPlan, Next, Wr},
     card::{LinkLayer, MAX_QPS, QpAddr, VerbsCard},
     params::{DeviceLimits, Mtu, QpParams, VerbsConfig, derive},
@@ -148,6 +148,20 @@ const EMPTY: Record = Record {
 };
 
 /// One QP toward a peer, with its accounting, staging ring and batch.
+/// A data QP's wait for its last-WQE event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wqe {
+    /// Not moved to ERROR by the driver since its last rebuild: an event
+    /// now belongs to an earlier incarnation, or came before the driver
+    /// moved the QP (ignored either way: taking an old event for the
+    /// current one could end a collection too early).
+    Idle,
+    /// Moved to ERROR by `fail_peer`: the event is awaited.
+    Awaiting,
+    /// The event came after the move.
+    Reached,
+}
+
 struct QpSlot {
     qp: sys::Qp,
     state: QpState,
@@ -166,9 +180,10 @@ struct QpSlot {
     /// Initiator: the receipt of the next put (RDMA WRITE with immediate)
     /// on this QP in this generation (from 1).
     rcpt_next: u64,
-    /// Target: `IBV_EVENT_QP_LAST_WQE_REACHED` seen since the last
-    /// rebuild (no receive completion of this QP comes after it).
-    last_wqe: bool,
+    /// Target: where this (data) QP is in waiting for
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` (no receive completion of it comes
+    /// after the event).
+    wqe: Wqe,
     /// In the driver's list of QPs that may hold a batch not yet posted
     /// (listed once, so the list never outgrows the QPs).
     listed: bool,
@@ -198,6 +213,10 @@ struct Peer {
     /// Failures to report through `quiet_poll` (atomics with unknown
     /// outcome that nobody polls).
     unreported: Option<VerbsError>,
+    /// Operations nobody polls that were not applied and found no room in
+    /// `replays` (nor a ticket to fail): reported once by `quiet_poll` as
+    /// [`VerbsError::ReplayLost`], never silently dropped.
+    lost: u64,
     /// Initiator: in-doubt puts wait in `replays` for the peer's receipts
     /// ([`VerbsDriver::settle_receipts`]); nothing is drained meanwhile.
     await_receipts: bool,
@@ -207,6 +226,9 @@ struct Peer {
     /// Target: the receipts collected at the last failure, and the
     /// generation that failure rebuilds to.
     receipts: Option<(u32, Receipts)>,
+    /// Target: when the collection gives up (ns on the `progress` clock),
+    /// set at the first collection step after the failure.
+    collect_until: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -301,6 +323,8 @@ pub struct VerbsDriver {
     recv: Option<RecvSide>,
     /// Peers whose receipts are being collected.
     collecting: u32,
+    /// The `now` of the last `progress` (the driver has no clock).
+    now: Instant,
     cq: Option<sys::Cq>,
     pd: Option<sys::Pd>,
     ctx: Option<sys::Ctx>,
@@ -645,7 +669,7 @@ impl VerbsDriver {
                     n_batch: 0,
                     inline_cap,
                     rcpt_next: 1,
-                    last_wqe: false,
+                    wqe: Wqe::Idle,
                     listed: false,
                 });
                 stage_off += stage_per_qp as usize;
@@ -663,9 +687,11 @@ impl VerbsDriver {
                 replays: vec![None; replay_cap].into_boxed_slice(),
                 n_replays: 0,
                 unreported: None,
+                lost: 0,
                 await_receipts: false,
                 collect: false,
                 receipts: None,
+                collect_until: None,
             }));
         }
         let scratch_ptr = scratch.ptr();
@@ -723,6 +749,7 @@ impl VerbsDriver {
                 n_pes as usize * usize::from(p.data_qps),
             )),
             collecting: 0,
+            now: Instant::default(),
             cq: Some(cq),
             pd: None,
             ctx: None,
@@ -938,9 +965,18 @@ impl VerbsDriver {
     ///
     /// [`VerbsError::Modify`] or [`VerbsError::Plan`] when a transition
     /// fails (the peer stays in Error); [`VerbsError::PeerDown`] while
-    /// replays are still waiting to be drained.
+    /// replays are still waiting to be drained, the peer's receipts are
+    /// not settled or abandoned, or this side still collects its receipts
+    /// of the peer's puts (at most
+    /// [`VerbsConfig::collect_timeout_ms`](crate::params::VerbsConfig::collect_timeout_ms)
+    /// of `progress` time after the failure).
     pub fn rebuild(&mut self, peer: u32, generation: u32) -> Result<()> {
         self.peer_ref(peer)?;
+        // Events of the old QPs queued until now are read while the link
+        // is still in Error: a late QP-fatal one then changes nothing
+        // (after the rebuild it would fail the new link), a late last-WQE
+        // one is ignored once the QPs are back to `Wqe::Idle`.
+        self.async_events();
         self.collect_receipts();
         let pe = self.peer_mut(peer)?;
         if pe.n_replays > 0 || pe.await_receipts || pe.collect {
@@ -977,12 +1013,17 @@ impl VerbsDriver {
             // Receipts count from 1 again in the new generation, at both
             // ends (the peer's were collected before this rebuild).
             q.rcpt_next = 1;
-            q.last_wqe = false;
+            q.wqe = Wqe::Idle;
         }
+        self.bring_up(peer, generation, true)?;
+        // After the reset (nothing of the old QPs completes any more) and
+        // before the peer hears of the rebuild (nothing of the new ones
+        // yet): old completions still queued (a collection given up, a
+        // provider whose reset keeps them) are taken before the receipts
+        // count from 0 again.
         if let Some(r) = &self.recv {
             r.reset(self.seen_range(peer));
         }
-        self.bring_up(peer, generation, true)?;
         self.stats.rebuilds += 1;
         let pe = self.peer_mut(peer)?;
         pe.state = LinkState::Down;
@@ -1061,6 +1102,18 @@ impl VerbsDriver {
     pub fn fake_device_fatal(&self) {
         if let Some(cq) = &self.cq {
             cq.fake_push_event(sys::event::DEVICE_FATAL);
+        }
+    }
+
+    /// Fake HCA only: keeps at most `n` operations toward `peer` for
+    /// replay (the list is sized for every outstanding WR, so tests shrink
+    /// it to reach the full case). Allocates: call it before traffic.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_limit_replays(&mut self, peer: u32, n: usize) {
+        if let Ok(pe) = self.peer_mut(peer)
+            && pe.n_replays == 0
+        {
+            pe.replays = vec![None; n].into_boxed_slice();
         }
     }
 
@@ -1780,11 +1833,11 @@ impl VerbsDriver {
     /// when nobody polls it.
     fn continue_atomic(&mut self, idx: u32, wr: Wr) -> bool {
         use switchyard_core::transport::{ErrorKind, TransportError};
-        let e = match self.post_atomic(idx, wr, false) {
+        match self.post_atomic(idx, wr, false) {
             Ok(()) => return true,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
-            Err(e) => e,
-        };
+            Err(_) => {}
+        }
         let t = self.tickets[idx as usize];
         if let Some(Some(pe)) = self.peers.get_mut(t.peer as usize)
             && pe.settle.settle(t.seq) == Settle::New
@@ -1802,8 +1855,9 @@ impl VerbsDriver {
                 });
                 pe.n_replays += 1;
                 self.stats.replays += 1;
-            } else if t.internal && pe.unreported.is_none() {
-                pe.unreported = Some(e);
+            } else if t.internal {
+                // Never applied (see above), and nobody polls it.
+                pe.lost += 1;
             }
         }
         fail_ticket(&mut self.tickets, idx, false, &mut self.stats);
@@ -1843,12 +1897,19 @@ impl VerbsDriver {
         self.stats.peer_failures += 1;
         let mut give = 0u32;
         let mut puts = false;
+        let mut refused = None;
         for qi in 0..pe.qps.len() {
             let q = &mut pe.qps[qi];
             // ERROR, not RESET: nothing more of the peer's lands here, its
             // receive completions stay in the receive CQ (a reset may drop
-            // them) and the QP reports its last WQE; rebuild resets it.
-            let _ = q.qp.modify(&crate::qp_plan::Step::Error);
+            // them) and the QP reports its last WQE; rebuild resets it. A
+            // data QP that cannot be moved there may still take the
+            // peer's puts: its receipts cannot be trusted.
+            let moved = q.qp.modify(&crate::qp_plan::Step::Error).is_ok();
+            if qi > 0 && !moved {
+                refused.get_or_insert(qi as u8);
+            }
+            q.wqe = if moved { Wqe::Awaiting } else { Wqe::Idle };
             q.state = QpState::Err;
             give += q.sig_in_flight;
             q.sig_in_flight = 0;
@@ -1877,8 +1938,10 @@ impl VerbsDriver {
                             });
                             pe.n_replays += 1;
                             self.stats.replays += 1;
-                        } else if pe.unreported.is_none() {
-                            pe.unreported = Some(VerbsError::PeerDown { peer });
+                        } else {
+                            // No room to keep it for replay: lost,
+                            // reported by the next quiet.
+                            pe.lost += 1;
                         }
                     }
                     What::Get { ticket } => {
@@ -1902,15 +1965,14 @@ impl VerbsDriver {
                             self.stats.replays += 1;
                             release_ticket(&mut self.tickets, &mut self.free_list, ticket);
                         } else {
-                            if t.internal && pe.unreported.is_none() {
-                                pe.unreported = Some(if reached {
-                                    VerbsError::OutcomeUnknown {
-                                        peer,
-                                        offset: t.offset,
-                                    }
-                                } else {
-                                    VerbsError::PeerDown { peer }
+                            if t.internal && reached && pe.unreported.is_none() {
+                                pe.unreported = Some(VerbsError::OutcomeUnknown {
+                                    peer,
+                                    offset: t.offset,
                                 });
+                            } else if t.internal && !reached {
+                                // Not applied, no room to replay it.
+                                pe.lost += 1;
                             }
                             fail_ticket(&mut self.tickets, ticket, reached, &mut self.stats);
                             if t.internal {
@@ -1927,9 +1989,11 @@ impl VerbsDriver {
         // A put that reached the device may have landed: wait for the
         // peer's receipts before replaying any of them.
         pe.await_receipts = puts;
-        // And this side collects its receipts of the peer's puts.
+        // And this side collects its receipts of the peer's puts (not
+        // when a data QP stayed out of the error state: withheld below).
         pe.receipts = None;
-        if !pe.collect {
+        pe.collect_until = None;
+        if !pe.collect && refused.is_none() {
             pe.collect = true;
             self.collecting += 1;
         }
@@ -1965,8 +2029,8 @@ impl VerbsDriver {
                 self.stats.replays += 1;
             } else {
                 fail_ticket(&mut self.tickets, idx as u32, false, &mut self.stats);
-                if t.internal && pe.unreported.is_none() {
-                    pe.unreported = Some(VerbsError::PeerDown { peer });
+                if t.internal {
+                    pe.lost += 1;
                 }
             }
             if t.internal {
@@ -1982,6 +2046,14 @@ impl VerbsDriver {
             state: LinkState::Error,
         });
         self.push_event(Event::RebuildNeeded { peer, generation });
+        if let Some(qp) = refused {
+            self.stats.receipts_withheld += 1;
+            self.push_event(Event::ReceiptsWithheld {
+                peer,
+                generation,
+                reason: Withheld::ModifyFailed { qp },
+            });
+        }
     }
 
     /// Polls the receive side once (a batch of receipts, receives
@@ -2004,17 +2076,43 @@ impl VerbsDriver {
 
     /// Finishes the receipt collection of every failed peer whose data QPs
     /// all reported their last WQE: polls the receive CQ empty, keeps the
-    /// receipts and reports [`Event::Receipts`].
+    /// receipts and reports [`Event::Receipts`]. Gives up on a peer whose
+    /// data QPs did not all report it by the collection deadline
+    /// ([`VerbsConfig::collect_timeout_ms`] after the first step that saw
+    /// it collecting): no answer ([`Event::ReceiptsWithheld`]), and the
+    /// rebuild may go ahead. So a missing event costs at most that long of
+    /// async-event reads on the progress path.
     fn collect_receipts(&mut self) {
         if self.collecting == 0 {
             return;
         }
         self.async_events();
+        let now = self.now.nanos;
+        let patience = u64::from(self.cfg.collect_timeout_ms) * 1_000_000;
         for peer in 0..self.n_pes {
-            let ready = self.peers[peer as usize]
-                .as_ref()
-                .is_some_and(|p| p.collect && p.qps.iter().skip(1).all(|q| q.last_wqe));
-            if !ready {
+            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+                continue;
+            };
+            if !pe.collect {
+                continue;
+            }
+            if let Some(i) = pe.qps.iter().skip(1).position(|q| q.wqe != Wqe::Reached) {
+                let until = *pe.collect_until.get_or_insert(now.saturating_add(patience));
+                if now < until {
+                    continue;
+                }
+                // Receive completions of that QP may still come: an answer
+                // now could be too low. Give up without one.
+                pe.collect = false;
+                pe.collect_until = None;
+                let generation = pe.generation + 1;
+                self.collecting -= 1;
+                self.stats.receipts_withheld += 1;
+                self.push_event(Event::ReceiptsWithheld {
+                    peer,
+                    generation,
+                    reason: Withheld::NoLastWqe { qp: i as u8 + 1 },
+                });
                 continue;
             }
             let mut applied = Receipts {
@@ -2030,6 +2128,7 @@ impl VerbsDriver {
             };
             let generation = pe.generation + 1;
             pe.collect = false;
+            pe.collect_until = None;
             pe.receipts = Some((generation, applied));
             self.collecting -= 1;
             self.push_event(Event::Receipts {
@@ -2076,7 +2175,11 @@ impl VerbsDriver {
                         && let Some(Some(pe)) = self.peers.get_mut(tag >> 8)
                         && let Some(q) = pe.qps.get_mut(tag & 0xFF)
                     {
-                        q.last_wqe = true;
+                        if q.wqe == Wqe::Awaiting {
+                            q.wqe = Wqe::Reached;
+                        } else {
+                            self.stats.stale_async_events += 1;
+                        }
                     }
                 }
                 PORT_ERR => {
@@ -2245,8 +2348,8 @@ impl VerbsDriver {
             });
             pe.n_replays += 1;
             self.stats.replays += 1;
-        } else if pe.unreported.is_none() {
-            pe.unreported = Some(VerbsError::PeerDown { peer });
+        } else {
+            pe.lost += 1;
         }
     }
 
@@ -2867,6 +2970,21 @@ impl Transport for VerbsDriver {
         if self.closed {
             return Err(VerbsError::Closed { peer: None });
         }
+        // Operations lost or of unknown outcome first, also after the
+        // device died (it fails every peer, which may lose some).
+        for (peer, pe) in self.peers.iter_mut().enumerate() {
+            let Some(pe) = pe else { continue };
+            if let Some(e) = pe.unreported.take() {
+                return Err(e);
+            }
+            if pe.lost > 0 {
+                let ops = core::mem::take(&mut pe.lost);
+                return Err(VerbsError::ReplayLost {
+                    peer: peer as u32,
+                    ops,
+                });
+            }
+        }
         if self.fatal {
             return Err(VerbsError::DeviceFatal);
         }
@@ -2875,9 +2993,6 @@ impl Transport for VerbsDriver {
             let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
                 continue;
             };
-            if let Some(e) = pe.unreported.take() {
-                return Err(e);
-            }
             if pe.n_replays > 0 {
                 // Completed through the fallback once the shim drains them.
                 return Err(VerbsError::PeerDown { peer });
@@ -2908,10 +3023,11 @@ impl Transport for VerbsDriver {
         Ok(done)
     }
 
-    fn progress(&mut self, _now: Instant) -> PollResult {
+    fn progress(&mut self, now: Instant) -> PollResult {
         if self.closed {
             return PollResult::Idle;
         }
+        self.now = now;
         let mut busy = false;
         // Doorbells for batches left by puts.
         busy |= self.post_batches();
@@ -3729,6 +3845,235 @@ mod test {
                 .all(|q| q.outstanding() == 0),
             "work left on the failed QPs"
         );
+    }
+
+    /// Pieces of a put that found no room in the replay list are lost:
+    /// the next `quiet_poll` reports them once as `ReplayLost` (not
+    /// `PeerDown`, which means "replays pending" and is retried); the kept
+    /// pieces are still replayed.
+    #[test]
+    fn operations_with_no_room_to_replay_are_reported_lost() {
+        const PIECES: u64 = 5;
+        let cfg = VerbsConfig {
+            data_qps: Some(1),
+            ..VerbsConfig::default()
+        };
+        let (mut a, _b, f) = pair(cfg, 4 << 20);
+        a.fake_limit_replays(1, 2);
+        f.fail_post_after(0);
+        a.put_from_heap(1, 0, 2 << 20, (PIECES * BLOCK) as u32, CTX)
+            .unwrap();
+        a.progress(Instant::default());
+        assert_eq!(a.state(1), LinkState::Error);
+        match a.quiet_poll() {
+            Err(VerbsError::ReplayLost { peer: 1, ops: 3 }) => {}
+            r => panic!("three pieces lost, not reported: {r:?}"),
+        }
+        assert!(matches!(
+            a.quiet_poll(),
+            Err(VerbsError::PeerDown { peer: 1 })
+        ));
+        let mut kept = 0;
+        a.drain_replays(|_| kept += 1);
+        assert_eq!(kept, 2);
+        assert!(quiet(&mut a).is_ok(), "reported once");
+    }
+
+    /// After the device died, operations lost at the failure are still
+    /// reported before `DeviceFatal`.
+    #[test]
+    fn operations_lost_at_a_device_failure_are_reported() {
+        let (mut a, _b, _f) = pair(VerbsConfig::default(), 4 << 20);
+        a.fake_limit_replays(1, 0);
+        a.put(1, 0, &[7; 64], CTX).unwrap();
+        a.fake_device_fatal();
+        for _ in 0..2 * ASYNC_EVERY {
+            a.progress(Instant::default());
+        }
+        match a.quiet_poll() {
+            Err(VerbsError::ReplayLost { peer: 1, ops }) if ops >= 1 => {}
+            r => panic!("the lost put was not reported: {r:?}"),
+        }
+        assert!(matches!(a.quiet_poll(), Err(VerbsError::DeviceFatal)));
+    }
+
+    /// Other peers keep the receive CQ full while a failed link's
+    /// receipts are collected: the drain stops after as many completions
+    /// as the CQ holds (all of the failed link's are among them), and the
+    /// answer is still right.
+    #[test]
+    fn the_receipts_drain_is_bounded_when_other_peers_keep_sending() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        a.put(1, 0, &[1; 64], CTX).unwrap();
+        quiet(&mut a).unwrap();
+        b.progress(Instant::default());
+        let srq = b.params().srq_depth as u64;
+        f.flood_receives(1 << 20);
+        b.peer_failed(0).unwrap();
+        for _ in 0..3 {
+            b.progress(Instant::default());
+        }
+        let (g, r) = b.receipts(0).expect("answered");
+        assert_eq!((g, r.as_slice()), (1, &[1u64][..]));
+        assert!(
+            f.flooded() <= srq + 4 * POLL_BATCH as u64,
+            "the drain took {} completions (CQ of {srq})",
+            f.flooded()
+        );
+        f.flood_receives(0);
+    }
+
+    /// A collection given up leaves old completions in the receive CQ; the
+    /// rebuild takes them before the receipts count from 0 again, so they
+    /// never count against the new generation.
+    #[test]
+    fn a_rebuild_after_a_withheld_collection_starts_the_receipts_from_zero() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        for i in 0..100u64 {
+            a.put(1, i * 64, &[1; 64], CTX).unwrap();
+        }
+        quiet(&mut a).unwrap();
+        f.suppress_last_wqe(true);
+        b.peer_failed(0).unwrap();
+        b.progress(ms(0));
+        b.progress(ms(1000));
+        assert_eq!(b.stats().receipts_withheld, 1);
+        f.suppress_last_wqe(false);
+        b.rebuild(0, 1).unwrap();
+        for _ in 0..10 {
+            b.progress(ms(1001));
+        }
+        let mut seen = [0u64; 1];
+        let range = b.seen_range(0);
+        b.recv.as_ref().unwrap().drain_and_read(range, &mut seen);
+        assert_eq!(seen, [0], "old receipts counted in the new generation");
+    }
+
+    /// The old link's `LAST_WQE_REACHED` arrives late, after the rebuild
+    /// (its collection was given up): it is ignored, so the next failure
+    /// still waits for its own event (here withheld too) instead of
+    /// answering at once with receipts that may be too low.
+    #[test]
+    fn a_late_last_wqe_of_the_old_link_does_not_end_the_next_collection() {
+        let (_a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        f.suppress_last_wqe(true);
+        b.peer_failed(0).unwrap();
+        b.progress(ms(0));
+        b.progress(ms(1000));
+        assert_eq!(b.stats().receipts_withheld, 1);
+        b.rebuild(0, 1).unwrap();
+        f.release_last_wqe();
+        for _ in 0..2 * ASYNC_EVERY {
+            b.progress(ms(1001));
+        }
+        b.peer_failed(0).unwrap();
+        b.progress(ms(2000));
+        assert!(
+            b.receipts(0).is_none(),
+            "answered on the old link's event, before its own"
+        );
+        b.progress(ms(3000));
+        assert_eq!(b.stats().receipts_withheld, 2);
+        assert!(b.receipts(0).is_none());
+        assert!(b.stats().stale_async_events >= 1);
+    }
+
+    /// A QP-fatal event of the old link still queued at the rebuild is
+    /// read before it (the link is in Error: nothing happens), not after,
+    /// where it would fail the rebuilt link.
+    #[test]
+    fn a_late_qp_fatal_event_does_not_fail_the_rebuilt_link() {
+        let (_a, mut b, _f) = pair(VerbsConfig::default(), 1 << 20);
+        b.peer_failed(0).unwrap();
+        for _ in 0..10 {
+            b.progress(ms(0));
+        }
+        assert!(b.receipts(0).is_some());
+        b.cq.as_ref()
+            .unwrap()
+            .fake_push_qp_event(sys::event::QP_FATAL, Some(1));
+        b.rebuild(0, 1).unwrap();
+        for _ in 0..2 * ASYNC_EVERY {
+            b.progress(ms(1));
+        }
+        assert_eq!(b.state(0), LinkState::Down, "the rebuilt link failed");
+        assert_eq!(b.stats().peer_failures, 1);
+    }
+
+    fn ms(m: u64) -> Instant {
+        Instant::from_nanos(m * 1_000_000)
+    }
+
+    fn events(d: &mut VerbsDriver) -> Vec<Event> {
+        std::iter::from_fn(|| d.poll_event()).collect()
+    }
+
+    /// The target never hears `LAST_WQE_REACHED` (a provider without it, a
+    /// dead device): it keeps collecting until the deadline on the
+    /// `progress` clock, then gives up *without answering*, counts it,
+    /// reports `ReceiptsWithheld`, stops reading async events on every
+    /// step, and lets the rebuild go ahead.
+    #[test]
+    fn a_missing_last_wqe_ends_the_collection_at_its_deadline_unanswered() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        a.put(1, 0, &[1; 64], CTX).unwrap();
+        quiet(&mut a).unwrap();
+        b.progress(ms(0));
+        f.suppress_last_wqe(true);
+        b.peer_failed(0).unwrap();
+        let _ = events(&mut b);
+        for t in 1..300 {
+            b.progress(ms(t));
+        }
+        assert!(b.receipts(0).is_none());
+        assert!(
+            matches!(b.rebuild(0, 1), Err(VerbsError::PeerDown { peer: 0 })),
+            "still collecting before the deadline"
+        );
+        b.progress(ms(301));
+        assert!(b.receipts(0).is_none(), "an answer without the event");
+        assert_eq!(
+            events(&mut b),
+            vec![Event::ReceiptsWithheld {
+                peer: 0,
+                generation: 1,
+                reason: Withheld::NoLastWqe { qp: 1 },
+            }]
+        );
+        assert_eq!(b.stats().receipts_withheld, 1);
+        assert_eq!(b.collecting, 0, "async events read on every step");
+        f.suppress_last_wqe(false);
+        b.rebuild(0, 1).expect("the rebuild goes ahead");
+    }
+
+    /// A data QP that cannot be moved to ERROR may still take the peer's
+    /// puts: the target does not collect (nor answer) at all.
+    #[test]
+    fn a_refused_modify_to_error_withholds_the_receipts() {
+        let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 20);
+        a.put(1, 0, &[1; 64], CTX).unwrap();
+        quiet(&mut a).unwrap();
+        b.progress(ms(0));
+        f.refuse_error_state(true);
+        b.peer_failed(0).unwrap();
+        f.refuse_error_state(false);
+        for t in 0..10 {
+            b.progress(ms(t));
+        }
+        assert!(b.receipts(0).is_none(), "an answer it cannot trust");
+        let ev = events(&mut b);
+        assert!(
+            ev.contains(&Event::ReceiptsWithheld {
+                peer: 0,
+                generation: 1,
+                reason: Withheld::ModifyFailed { qp: 1 },
+            }),
+            "{ev:?}"
+        );
+        assert!(!ev.iter().any(|e| matches!(e, Event::Receipts { .. })));
+        assert_eq!(b.stats().receipts_withheld, 1);
+        assert_eq!(b.collecting, 0);
+        b.rebuild(0, 1).expect("the rebuild goes ahead");
     }
 
     /// A device failure with many peers up reports every peer's link

@@ -29,7 +29,11 @@
 //! A QP attached to an SRQ that enters the error state (modified there, or
 //! failing as initiator) reports `IBV_EVENT_QP_LAST_WQE_REACHED` to its
 //! owner ([`crate::sys::Cq::fake_event`] on the QP's CQ): after it, no
-//! more receive completions of that QP come.
+//! more receive completions of that QP come. [`Fabric::suppress_last_wqe`]
+//! withholds that event and [`Fabric::refuse_error_state`] makes the
+//! modify to ERROR fail (a provider without the event, a dead device);
+//! [`Fabric::flood_receives`] keeps a receive CQ full (peers sending at
+//! full rate).
 //!
 //! This is a model for tests, not a performance model, and its atomics are
 //! the CPU's.
@@ -117,6 +121,17 @@ struct State {
     fail_post: Option<u64>,
     atomic_cap: AtomicCap,
     rnr_naks: u64,
+    /// QPs entering the error state report no `LAST_WQE_REACHED` (held
+    /// here until [`Fabric::release_last_wqe`]).
+    no_last_wqe: bool,
+    held_events: VecDeque<(usize, AsyncEvent)>,
+    /// `ibv_modify_qp` to ERROR fails (the QP stays as it was).
+    refuse_error: bool,
+    /// Receive completions of no known QP still to produce on every poll
+    /// of a receive CQ (other peers sending at full rate).
+    flood: u64,
+    /// Flood completions produced so far.
+    flooded: u64,
 }
 
 /// What running one message did.
@@ -188,6 +203,32 @@ impl Fabric {
         self.lock().fail_post = Some(n);
     }
 
+    /// QPs entering the error state from now on report no
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` (`true`), as a provider that does
+    /// not send it, or a device that died, would; `false` undoes it. The
+    /// events are held until [`Fabric::release_last_wqe`] (late ones).
+    pub fn suppress_last_wqe(&self, on: bool) {
+        self.lock().no_last_wqe = on;
+    }
+
+    /// `ibv_modify_qp` to ERROR fails from now on (`true`; the QP stays in
+    /// its state and reports nothing); `false` undoes it.
+    pub fn refuse_error_state(&self, on: bool) {
+        self.lock().refuse_error = on;
+    }
+
+    /// Every poll of a receive CQ (an SRQ's) returns a full batch of
+    /// receive completions of no known QP until `n` more were produced, as
+    /// if other peers kept sending at full rate.
+    pub fn flood_receives(&self, n: u64) {
+        self.lock().flood = n;
+    }
+
+    /// Flood completions produced so far ([`Fabric::flood_receives`]).
+    pub fn flooded(&self) -> u64 {
+        self.lock().flooded
+    }
+
     /// RNR NAKs so far (messages that found no receive and waited).
     pub fn rnr_naks(&self) -> u64 {
         self.lock().rnr_naks
@@ -233,15 +274,24 @@ impl Fabric {
 
     /// Queues async event `kind` on fake CQ `cq` (a device or port event
     /// for the driver that owns it; [`crate::VerbsDriver::fake_device_fatal`]).
-    pub(crate) fn push_event(&self, cq: usize, kind: u32) {
+    pub(crate) fn push_event(&self, cq: usize, kind: u32, qp_context: Option<usize>) {
         self.lock().events.push_back((
             cq,
             AsyncEvent {
                 kind,
-                qp_context: None,
+                qp_context,
                 port: None,
             },
         ));
+    }
+
+    /// Queues now the `LAST_WQE_REACHED` events withheld while
+    /// [`Fabric::suppress_last_wqe`] was on (they arrive late).
+    pub fn release_last_wqe(&self) {
+        let mut s = self.lock();
+        while let Some(e) = s.held_events.pop_front() {
+            s.events.push_back(e);
+        }
     }
 
     pub(crate) fn take_event(&self, cq: usize) -> Option<AsyncEvent> {
@@ -281,6 +331,22 @@ impl Fabric {
 
     pub(crate) fn poll(&self, cq: usize, out: &mut [Cqe]) -> usize {
         let mut s = self.lock();
+        if s.flood > 0 && s.srqs.iter().any(|q| q.cq == cq) {
+            let n = out
+                .len()
+                .min(usize::try_from(s.flood).unwrap_or(usize::MAX));
+            for c in out.iter_mut().take(n) {
+                *c = Cqe {
+                    wr_id: 0,
+                    ok: true,
+                    qp_num: 0,
+                    imm: 0,
+                };
+            }
+            s.flood -= n as u64;
+            s.flooded += n as u64;
+            return n;
+        }
         let Some(q) = s.cqs.get_mut(cq) else { return 0 };
         let mut n = 0;
         while n < out.len() {
@@ -316,6 +382,7 @@ impl Fabric {
     pub(crate) fn modify(&self, qpn: u32, step: &Step) -> io::Result<()> {
         let mut s = self.lock();
         let einval = || Err(io::Error::from_raw_os_error(libc::EINVAL));
+        let refuse_error = s.refuse_error;
         let Some(q) = s.qps.get_mut(qpn.wrapping_sub(QPN_BASE) as usize) else {
             return einval();
         };
@@ -328,6 +395,9 @@ impl Fabric {
         );
         if !ok {
             return einval();
+        }
+        if matches!(step, Step::Error) && refuse_error {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         if let Step::Rtr { dest_qpn, .. } = step {
             q.dest = *dest_qpn;
@@ -452,14 +522,19 @@ fn to_error(s: &mut State, me: usize) {
     }
     if was != QpState::Err && s.qps[me].srq.is_some() {
         let tag = s.qps[me].tag;
-        s.events.push_back((
+        let e = (
             cq,
             AsyncEvent {
                 kind: event::LAST_WQE_REACHED,
                 qp_context: Some(tag),
                 port: None,
             },
-        ));
+        );
+        if s.no_last_wqe {
+            s.held_events.push_back(e);
+        } else {
+            s.events.push_back(e);
+        }
     }
 }
 

@@ -123,6 +123,35 @@
 //! waits until both are done. Atomics (control QP, no receipts) are settled
 //! as before.
 //!
+//! *Bounded collection.* The target waits for the last-WQE events at most
+//! [`params::VerbsConfig::collect_timeout_ms`] (default 300 ms) of the
+//! `now` passed to `progress`, from its first step after the failure. If a
+//! data QP could not be moved to the error state, or its event did not
+//! come in time (a provider that does not send it, a dead device), the
+//! target gives up collecting *without answering*: an answer without the
+//! event could be too low, and make the initiator replay a put that
+//! landed. It reports [`Event::ReceiptsWithheld`] (counted in
+//! [`VerbsStats::receipts_withheld`]), the rebuild may go ahead, and the
+//! initiator, with no answer, reports its puts in doubt lost at its op
+//! timeout. Reading async events on every progress step (a syscall) lasts
+//! only while a collection does.
+//!
+//! *Stale QP events.* Async events carry no generation. A data QP's
+//! `LAST_WQE_REACHED` counts only while the driver awaits it (from its own
+//! modify to ERROR in the failure, until the rebuild); any other is
+//! ignored and counted ([`VerbsStats::stale_async_events`]), so a late one
+//! of an earlier link never ends a later collection early (receipts too
+//! low would get a landed put applied twice). A rebuild first reads every
+//! async event queued, while the link is still in error, so a late
+//! QP-fatal event of the old QPs does not fail the rebuilt link. Not
+//! guaranteed: an event the device delivers only after that read (the
+//! kernel queues them asynchronously) is still taken for the new QPs' (a
+//! QP-fatal one fails the rebuilt link once more, a last-WQE one is
+//! ignored); and a QP that went to error on its own, whose event is read
+//! before the driver noticed the failure (its error completion), has that
+//! event ignored: its collection ends at the deadline, withheld (safe,
+//! the peer reports its puts in doubt lost).
+//!
 //! The CQ holds the signaled-WR budget (CQ credits) plus the flush
 //! completions of up to four peers failing at once; more simultaneous
 //! failures can overrun it, which the device reports as a CQ error and the
@@ -238,6 +267,52 @@ pub enum Event {
         /// The receipts.
         applied: Receipts,
     },
+    /// After the link to `peer` failed, this side gave up collecting its
+    /// receipts of the peer's puts and will *not* answer for this failure
+    /// (an answer it cannot trust could make the peer apply a landed put
+    /// twice): the peer reports its puts in doubt lost at its op timeout.
+    /// Counted in [`VerbsStats::receipts_withheld`]; worth a warning.
+    ReceiptsWithheld {
+        /// The peer whose puts these are.
+        peer: u32,
+        /// The generation the failed link rebuilds to.
+        generation: u32,
+        /// Why.
+        reason: Withheld,
+    },
+}
+
+/// Why receipts were withheld ([`Event::ReceiptsWithheld`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withheld {
+    /// Data QP `qp` did not report `IBV_EVENT_QP_LAST_WQE_REACHED` within
+    /// [`params::VerbsConfig::collect_timeout_ms`] (a provider that does
+    /// not send it, a device that died): receive completions of it might
+    /// still come.
+    NoLastWqe {
+        /// The data QP (from 1).
+        qp: u8,
+    },
+    /// Data QP `qp` could not be moved to the error state, so the peer's
+    /// puts may still land on it.
+    ModifyFailed {
+        /// The data QP (from 1).
+        qp: u8,
+    },
+}
+
+impl core::fmt::Display for Withheld {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Withheld::NoLastWqe { qp } => write!(
+                f,
+                "data QP {qp} did not report its last WQE within the collection deadline"
+            ),
+            Withheld::ModifyFailed { qp } => {
+                write!(f, "data QP {qp} could not be moved to the error state")
+            }
+        }
+    }
 }
 
 /// Which puts of a peer landed at this PE over a failed link: per data QP,
@@ -304,6 +379,12 @@ pub struct VerbsStats {
     pub receipts_settled: u64,
     /// In-doubt puts given up without receipts (reported as lost).
     pub receipts_abandoned: u64,
+    /// Failures after which this side withheld its receipts of the peer's
+    /// puts ([`Event::ReceiptsWithheld`]).
+    pub receipts_withheld: u64,
+    /// `LAST_WQE_REACHED` events ignored: of a QP the driver had not moved
+    /// to ERROR since its last rebuild (an earlier incarnation's, late).
+    pub stale_async_events: u64,
 }
 
 /// Errors of the verbs transport.
@@ -449,6 +530,19 @@ pub enum VerbsError {
     /// The device failed; the driver is unusable.
     #[error("the RDMA device failed (device fatal or CQ error)")]
     DeviceFatal,
+    /// Operations nobody polls (puts, non-fetching atomics) were in flight
+    /// when the link to the peer failed and could not be kept for replay
+    /// (the replay list was full): they are not applied. Reported once, by
+    /// `quiet_poll`.
+    #[error(
+        "{ops} operations to PE {peer} were lost when its verbs link failed (no room to replay them): not applied"
+    )]
+    ReplayLost {
+        /// The PE.
+        peer: u32,
+        /// How many operations.
+        ops: u64,
+    },
     /// A peer's receipts do not fit what this side sent it.
     #[error("receipts from PE {peer}: {what}")]
     BadReceipts {
@@ -480,6 +574,7 @@ impl TransportError for VerbsError {
             | VerbsError::StaleTicket { .. }
             | VerbsError::OutcomeUnknown { .. }
             | VerbsError::BadReceipts { .. }
+            | VerbsError::ReplayLost { .. }
             | VerbsError::DeviceFatal
             | VerbsError::Closed { .. } => ErrorKind::Fatal,
             VerbsError::InvalidPe { .. } | VerbsError::PeerUnknown { .. } => ErrorKind::InvalidPe,
@@ -506,7 +601,8 @@ impl TransportError for VerbsError {
             | VerbsError::NoAtomics { peer }
             | VerbsError::TooLong { peer, .. }
             | VerbsError::StaleTicket { peer, .. }
-            | VerbsError::BadReceipts { peer, .. } => Some(*peer),
+            | VerbsError::BadReceipts { peer, .. }
+            | VerbsError::ReplayLost { peer, .. } => Some(*peer),
             VerbsError::Closed { peer } => *peer,
             _ => None,
         }

@@ -224,6 +224,19 @@ pub struct VerbsConfig {
     pub get_slots: u32,
     /// Largest get into a driver buffer ([`switchyard_core::transport::Transport::max_get_len`]).
     pub get_slot_bytes: u32,
+    /// Longest wait, in milliseconds, for every data QP toward a failed
+    /// peer to report `IBV_EVENT_QP_LAST_WQE_REACHED` (the receipts of
+    /// that peer's puts are collected only then), counted on the `now`
+    /// passed to `progress` from the first step after the failure. Past
+    /// it this side gives up collecting *without answering* (an answer
+    /// without the event could be too low and get a landed put applied
+    /// twice): [`crate::Event::ReceiptsWithheld`], and the peer reports
+    /// its puts in doubt lost at its op timeout. 1 to 60000; default 300
+    /// (the event normally comes within microseconds of the modify to
+    /// ERROR; the peer asks for receipts from 20 ms and gives up at its op
+    /// timeout, seconds). A caller whose `now` never advances (a constant
+    /// `Instant`) never reaches it.
+    pub collect_timeout_ms: u32,
 }
 
 impl Default for VerbsConfig {
@@ -249,6 +262,7 @@ impl Default for VerbsConfig {
             staging_bytes: 4 << 20,
             get_slots: 64,
             get_slot_bytes: 64 << 10,
+            collect_timeout_ms: 300,
         }
     }
 }
@@ -461,6 +475,13 @@ pub fn derive(cfg: &VerbsConfig, limits: &DeviceLimits) -> Result<QpParams, Para
     }
     if u64::from(cfg.staging_bytes) < u64::from(max_inline.max(4096)) {
         return bad("staging_bytes", cfg.staging_bytes, "at least 4096 bytes");
+    }
+    if !(1..=60_000).contains(&cfg.collect_timeout_ms) {
+        return bad(
+            "collect_timeout_ms",
+            cfg.collect_timeout_ms,
+            "1 to 60000 milliseconds",
+        );
     }
     Ok(QpParams {
         data_qps,
@@ -755,6 +776,13 @@ mod test {
             "min_rnr_timer"
         );
         assert_eq!(field(VerbsConfig { port: 0, ..base() }), "port");
+        assert_eq!(
+            field(VerbsConfig {
+                collect_timeout_ms: 0,
+                ..base()
+            }),
+            "collect_timeout_ms"
+        );
         assert_eq!(
             field(VerbsConfig {
                 get_slots: 0,

@@ -70,6 +70,8 @@ struct State {
     owed: u32,
     /// Re-post once this many are owed.
     batch: u32,
+    /// Receive WQEs of the SRQ (also the receive CQ's entries).
+    depth: u32,
     /// QPN → index into `seen`, open addressing (QPN 0: empty).
     table: Box<[(u32, u32)]>,
     /// Highest receipt seen per (peer, data QP) (index from the driver).
@@ -148,6 +150,7 @@ impl RecvSide {
                     cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
                     owed: 0,
                     batch: (depth / 4).clamp(1, RECV_BATCH as u32),
+                    depth,
                     table: qpn_table(qpns),
                     seen: vec![0; n_seen].into_boxed_slice(),
                 }),
@@ -186,23 +189,28 @@ impl RecvSide {
     /// when the other side is polling now (never waits). For the shim's
     /// progress thread, while the application is outside the library.
     pub fn poll(&self) -> PollResult {
-        match self.try_take() {
-            Some(mut g) => self.poll_held(&mut g),
-            None => PollResult::Idle,
+        let Some(mut g) = self.try_take() else {
+            return PollResult::Idle;
+        };
+        if self.poll_held(&mut g) > 0 {
+            PollResult::Busy
+        } else {
+            PollResult::Idle
         }
     }
 
-    fn poll_held(&self, g: &mut Guard<'_>) -> PollResult {
+    /// Polls one batch; returns the completions reaped.
+    fn poll_held(&self, g: &mut Guard<'_>) -> usize {
         let shared = g.shared;
         let st = g.state();
         let Some(srq) = st.srq.as_mut() else {
-            return PollResult::Idle;
+            return 0;
         };
         let n = match srq.cq.poll(&mut st.cqes) {
             Ok(n) => n,
             Err(_) => {
                 shared.failed.store(true, Ordering::Relaxed);
-                return PollResult::Idle;
+                return 0;
             }
         };
         let mut got = 0u64;
@@ -238,27 +246,48 @@ impl RecvSide {
         if got > 0 {
             shared.receipts.fetch_add(got, Ordering::Relaxed);
         }
-        if n > 0 {
-            PollResult::Busy
-        } else {
-            PollResult::Idle
-        }
+        n
     }
 
-    /// Polls until the receive CQ is empty (waiting for the other side's
-    /// batch first), then reads receipts `range` into `out`.
-    pub(crate) fn drain_and_read(&self, range: core::ops::Range<usize>, out: &mut [u64]) {
+    /// Polls until the receive CQ is empty, or until as many completions
+    /// as it holds were taken (other peers may keep it busy forever: it
+    /// holds at most `depth` entries and is polled in order, so whatever
+    /// was in it when the drain began is taken by then). Returns the
+    /// completions taken: at most `depth + POLL_BATCH - 1`.
+    fn drain_held(&self, g: &mut Guard<'_>) -> usize {
+        let bound = g.state().depth as usize;
+        let mut taken = 0usize;
+        while taken < bound {
+            let n = self.poll_held(g);
+            if n == 0 {
+                break;
+            }
+            taken += n;
+        }
+        taken
+    }
+
+    /// Takes every completion queued now (waiting for the other side's
+    /// batch first; bounded: [`RecvSide::drain_held`]), then reads
+    /// receipts `range` into `out`. After `LAST_WQE_REACHED` of a QP, all
+    /// its receive completions are queued, so they are all counted.
+    pub(crate) fn drain_and_read(&self, range: core::ops::Range<usize>, out: &mut [u64]) -> usize {
         let mut g = self.take();
-        while self.poll_held(&mut g) == PollResult::Busy {}
+        let taken = self.drain_held(&mut g);
         let st = g.state();
         for (o, s) in out.iter_mut().zip(st.seen.get(range).unwrap_or(&[])) {
             *o = *s;
         }
+        taken
     }
 
-    /// Sets receipts `range` back to 0 (a rebuild: they count from 1 again).
+    /// Sets receipts `range` back to 0 (a rebuild: they count from 1
+    /// again), after taking every completion queued now (bounded): a
+    /// completion of the old generation polled after the reset would
+    /// count against the new one (receipts too high, new ones ignored).
     pub(crate) fn reset(&self, range: core::ops::Range<usize>) {
         let mut g = self.take();
+        self.drain_held(&mut g);
         if let Some(s) = g.state().seen.get_mut(range) {
             s.fill(0);
         }

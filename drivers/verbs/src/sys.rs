@@ -460,8 +460,15 @@ impl Cq {
     /// on a real CQ.
     #[cfg(any(test, feature = "fake-hca"))]
     pub fn fake_push_event(&self, kind: u32) {
+        self.fake_push_qp_event(kind, None);
+    }
+
+    /// Fake HCA only: queues async event `kind` of the QP tagged
+    /// `qp_context` (or none) for this CQ's driver.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_push_qp_event(&self, kind: u32, qp_context: Option<usize>) {
         if let CqInner::Fake { fabric, id } = &self.inner {
-            fabric.push_event(*id, kind);
+            fabric.push_event(*id, kind, qp_context);
         }
     }
 

@@ -74,10 +74,19 @@
 //!
 //!   What is *not* guaranteed: if B is dead or its receipts do not come
 //!   within the op timeout, A cannot know which of its in-doubt puts landed;
+//!   B withholds them on purpose when a data QP toward A could not be moved
+//!   to the error state or did not report its last WQE within the driver's
+//!   `collect_timeout_ms` (300 ms; an answer without that event could be
+//!   too low and get a landed put applied twice): B warns
+//!   ([`Event::ReceiptsWithheld`]), rebuilds, and A ends as below;
 //!   they are neither replayed (that could apply one twice) nor dropped
 //!   silently: the next `quiet` fails with
 //!   [`Error::ReplayLost`](super::Error::ReplayLost) naming B and the count,
-//!   and a warning says why. Atomics go over the control QP, which carries
+//!   and a warning says why. An operation nobody polls (a put, a
+//!   non-fetching atomic) that the driver could keep neither in flight nor
+//!   for replay (its replay list full) is reported the same way, once, by
+//!   the next `quiet` (the driver's [`VerbsError::ReplayLost`]); so is one
+//!   lost when the device died. Atomics go over the control QP, which carries
 //!   no receipts: a non-fetching atomic is replayed only when it never
 //!   reached the device, and an atomic that may have run fails with
 //!   `OutcomeUnknown` and is never retried, as before. Receipts need the
@@ -1069,6 +1078,13 @@ impl Context {
                 generation,
                 applied,
             } => self.verbs_send_receipts(peer, generation, &applied),
+            Event::ReceiptsWithheld {
+                peer,
+                generation,
+                reason,
+            } => self.warnings.push(format!(
+                "verbs receipts of PE {peer}'s puts withheld for generation {generation} ({reason}): PE {peer} reports its puts in doubt lost at its op timeout"
+            )),
             Event::PortDown { .. } | Event::PortActive { .. } => {}
         }
     }
@@ -1264,11 +1280,16 @@ impl Context {
             // then are replayed over TCP: not complete yet.
             return Ok(false);
         }
-        if v.fatal && !v.drain_due {
-            return Ok(true);
-        }
+        // The driver reports operations it lost (no room to replay them)
+        // or whose outcome is unknown before anything else, also after the
+        // device died: each surfaces once, here. `PeerDown` only means
+        // replays wait to be drained (the next step does it).
         match v.drv.quiet_poll() {
             Ok(done) => Ok(done && !v.drain_due),
+            Err(VerbsError::ReplayLost { peer, ops }) => {
+                Err(super::Error::ReplayLost { pe: peer, ops })
+            }
+            Err(VerbsError::DeviceFatal) if v.fatal && !v.drain_due => Ok(true),
             Err(VerbsError::PeerDown { .. } | VerbsError::DeviceFatal) => {
                 v.drain_due = true;
                 Ok(false)
@@ -2157,6 +2178,56 @@ mod fake_pair_test {
         });
         let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
         let ctx = fatal_script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+    }
+
+    /// PE 0's link fails with a put in flight that the driver has no room
+    /// to keep for replay (its replay list shrunk to nothing): the put is
+    /// lost, and the next `quiet` must say so ([`Error::ReplayLost`]),
+    /// not take the driver's report for "replays pending" and succeed.
+    fn no_room_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32) -> Context {
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
+        ctx.barrier_all().unwrap();
+        ctx.quiet().unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            ctx.verbs
+                .as_mut()
+                .expect("verbs")
+                .drv
+                .fake_limit_replays(1, 0);
+            fabric.break_links();
+            ctx.put(&sym, 0, &[5], 1).unwrap();
+            let r = ctx.quiet();
+            fabric.heal();
+            assert!(
+                matches!(r, Err(super::super::Error::ReplayLost { pe: 1, ops }) if ops >= 1),
+                "the lost put was not reported: {r:?}"
+            );
+            ctx.quiet().expect("reported once");
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn a_put_with_no_room_to_replay_fails_the_next_quiet() {
+        let job = 0x71_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let done1 = Arc::clone(&done);
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
+            drop(no_room_script(ctx, &f1, &done1));
+        });
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
+        let ctx = no_room_script(ctx, &fabric, &done);
         pe1.join().expect("PE 1");
         drop(ctx);
     }
