@@ -78,7 +78,10 @@
 //!   to the error state or did not report its last WQE within the driver's
 //!   `collect_timeout_ms` (300 ms; an answer without that event could be
 //!   too low and get a landed put applied twice): B warns
-//!   ([`Event::ReceiptsWithheld`]), rebuilds, and A ends as below;
+//!   ([`Event::ReceiptsWithheld`]), tells A ([`Record::Withheld`], again
+//!   whenever A asks) and rebuilds, and A ends as below at once, not at
+//!   its op timeout
+//!   (`fake_pair_test::withheld_receipts_are_reported_at_once`);
 //!   they are neither replayed (that could apply one twice) nor dropped
 //!   silently: the next `quiet` fails with
 //!   [`Error::ReplayLost`](super::Error::ReplayLost) naming B and the count,
@@ -345,6 +348,11 @@ pub fn health_change(e: &Event) -> Option<(u32, bool)> {
 ///   data QP `u8` (1 to `of`), `of` `u8` (the sender's data QPs, 1 to 8),
 ///   receipt `u64` LE: the highest receipt of the reader's puts the sender
 ///   saw on that data QP before the link failed (one record per data QP);
+/// * kind 5, withheld: generation `u32` LE (the failure's): the sender
+///   cannot tell which of the reader's puts landed (its QPs did not report
+///   their last WQE in time, or could not be moved to the error state), so
+///   the reader reports its puts in doubt lost now instead of waiting for
+///   receipts until its op timeout;
 ///
 /// and zeros to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -379,6 +387,12 @@ pub enum Record {
         /// The highest receipt seen (0: none).
         seq: u64,
     },
+    /// After the link failed (rebuilding to `generation`), the sender
+    /// cannot tell which of the reader's puts landed: no receipts will come.
+    Withheld {
+        /// The generation of the failure.
+        generation: u32,
+    },
 }
 
 /// Why a verbs control record was refused.
@@ -392,7 +406,9 @@ pub enum RecordError {
         got: [u8; 3],
     },
     /// An unknown kind.
-    #[error("verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed) or 4 (applied)")]
+    #[error(
+        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied) or 5 (withheld)"
+    )]
     Kind {
         /// The kind byte.
         kind: u8,
@@ -466,6 +482,10 @@ impl Record {
                 b[9] = of;
                 b[10..18].copy_from_slice(&seq.to_le_bytes());
             }
+            Record::Withheld { generation } => {
+                b[3] = 5;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
         }
         b
     }
@@ -527,6 +547,12 @@ impl Record {
                     18,
                 )
             }
+            5 => (
+                Record::Withheld {
+                    generation: gen_at(),
+                },
+                8,
+            ),
             kind => return Err(RecordError::Kind { kind }),
         };
         if let Some(at) = (end..32).find(|&i| b[i] != 0) {
@@ -572,6 +598,9 @@ struct PeerV {
     /// Receipts received so far for `applied_gen`, per data QP.
     applied: [Option<u64>; MAX_QPS],
     applied_gen: u32,
+    /// The failure (generation) whose receipts of the peer's puts this PE
+    /// withheld: a repeated question gets [`Record::Withheld`] again.
+    withheld: Option<u32>,
 }
 
 /// The verbs driver a context drives, and the per-peer link bookkeeping.
@@ -947,21 +976,33 @@ impl Context {
                 }
                 continue;
             }
-            let Some(v) = self.verbs.as_mut() else { return };
-            let lost = v.drv.abandon_receipts(pe);
-            v.peers[pe as usize].hold = false;
-            v.holding -= 1;
-            v.drain_due = true;
-            if lost > 0 {
-                let (p0, c) = v.lost.unwrap_or((pe, 0));
-                v.lost = Some((p0, c + lost));
-            }
-            self.warnings.push(format!(
-                "PE {pe} sent no verbs receipts ({}): {lost} puts in doubt reported lost",
-                if expired { "timed out" } else { "it died" }
-            ));
+            self.verbs_abandon(pe, if expired { "timed out" } else { "it died" });
         }
         self.verbs_events();
+    }
+
+    /// Gives up on `pe`'s receipts (`why` for the warning): its in-doubt
+    /// puts are reported lost by the next `quiet`, and operations to it no
+    /// longer wait.
+    fn verbs_abandon(&mut self, pe: u32, why: &str) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        let Some(p) = v.peers.get_mut(pe as usize) else {
+            return;
+        };
+        if !p.hold {
+            return;
+        }
+        p.hold = false;
+        v.holding -= 1;
+        let lost = v.drv.abandon_receipts(pe);
+        v.drain_due = true;
+        if lost > 0 {
+            let (p0, c) = v.lost.unwrap_or((pe, 0));
+            v.lost = Some((p0, c + lost));
+        }
+        self.warnings.push(format!(
+            "PE {pe} sent no verbs receipts ({why}): {lost} puts in doubt reported lost"
+        ));
     }
 
     /// Whether operations to `pe` must wait: its verbs link failed with
@@ -1082,9 +1123,15 @@ impl Context {
                 peer,
                 generation,
                 reason,
-            } => self.warnings.push(format!(
-                "verbs receipts of PE {peer}'s puts withheld for generation {generation} ({reason}): PE {peer} reports its puts in doubt lost at its op timeout"
-            )),
+            } => {
+                if let Some(p) = v.peers.get_mut(peer as usize) {
+                    p.withheld = Some(generation);
+                }
+                self.warnings.push(format!(
+                    "verbs receipts of PE {peer}'s puts withheld for generation {generation} ({reason}): PE {peer} is told and reports its puts in doubt lost"
+                ));
+                self.verbs_send(peer, Record::Withheld { generation });
+            }
             Event::PortDown { .. } | Event::PortActive { .. } => {}
         }
     }
@@ -1200,8 +1247,17 @@ impl Context {
                 // driver reports them.
                 if let Some((g, r)) = v.drv.receipts(from) {
                     self.verbs_send_receipts(from, g, &r);
+                } else if p.withheld == Some(generation) {
+                    self.verbs_send(from, Record::Withheld { generation });
                 }
                 self.verbs_events();
+            }
+            Record::Withheld { generation } => {
+                // Only for the failure this PE holds for (a late answer to
+                // an older one changes nothing).
+                if p.hold && p.rebuild_to.unwrap_or(p.generation + 1) == generation {
+                    self.verbs_abandon(from, "it cannot tell which landed");
+                }
             }
             Record::Applied {
                 generation,
@@ -1505,6 +1561,7 @@ mod record_test {
                 of: 8,
                 seq: u64::MAX,
             },
+            Record::Withheld { generation: 3 },
         ] {
             let b = r.encode();
             assert!(Record::is_verbs(&b));
@@ -1532,7 +1589,10 @@ mod record_test {
                 got: [b'X', b'Y', b'V']
             }
         );
-        assert_eq!(bad(&|b| b[3] = 5), RecordError::Kind { kind: 5 });
+        assert_eq!(bad(&|b| b[3] = 6), RecordError::Kind { kind: 6 });
+        let mut w = Record::Withheld { generation: 2 }.encode();
+        w[8] = 1;
+        assert_eq!(Record::decode(&w), Err(RecordError::Trailing { at: 8 }));
         assert_eq!(bad(&|b| b[4] = 1), RecordError::QpCount { n: 1 });
         assert_eq!(bad(&|b| b[4] = 10), RecordError::QpCount { n: 10 });
         assert_eq!(bad(&|b| b[8..11].fill(0)), RecordError::Qpn { index: 1 });
@@ -2004,6 +2064,93 @@ mod fake_pair_test {
         ctx.barrier_all().unwrap();
         close_together(&mut ctx, done);
         ctx
+    }
+
+    /// PE 0's put lands but its ack is lost, and no QP reports its last
+    /// WQE, so PE 1 cannot tell which of PE 0's puts landed: after its
+    /// collection deadline it says so ([`Record::Withheld`]) and PE 0
+    /// reports the put lost at once, instead of holding every operation
+    /// to PE 1 until its op timeout (20 s here).
+    fn withheld_script(
+        mut ctx: Context,
+        fabric: &Fabric,
+        done: &AtomicU32,
+        step: &AtomicU32,
+    ) -> Context {
+        let me = ctx.my_pe();
+        let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
+        let wait_step = |want: u32| {
+            let start = Instant::now();
+            while step.load(Ordering::SeqCst) < want {
+                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        };
+        ctx.barrier_all().unwrap();
+        ctx.quiet().unwrap();
+        if me == 1 {
+            step.store(1, Ordering::SeqCst);
+            wait_step(2); // no calls until PE 0's put is out
+            // Progress (PE 0's Failed record, the collection deadline)
+            // without sending PE 0 anything that could be in doubt too.
+            let start = Instant::now();
+            while step.load(Ordering::SeqCst) < 3 {
+                assert!(start.elapsed() < Duration::from_secs(20), "PE 0's quiet");
+                ctx.poll_once();
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        } else {
+            wait_step(1);
+            fabric.suppress_last_wqe(true);
+            fabric.lose_ack_after(0); // the put lands, its ack is lost
+            ctx.put(&sym, 0, &[7], 1).unwrap();
+            step.store(2, Ordering::SeqCst);
+            let start = Instant::now();
+            let r = ctx.quiet();
+            let took = start.elapsed();
+            fabric.suppress_last_wqe(false);
+            assert!(
+                matches!(r, Err(super::super::Error::ReplayLost { pe: 1, ops }) if ops >= 1),
+                "the put in doubt was not reported lost: {r:?}"
+            );
+            assert!(
+                took < Duration::from_secs(10),
+                "PE 0 waited {took:?} for receipts PE 1 had withheld (op timeout 20 s)"
+            );
+            ctx.quiet().expect("reported once");
+            step.store(3, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let d = ctx.verbs.as_ref().expect("verbs").drv.stats();
+            assert!(d.receipts_withheld >= 1, "{d:?}");
+            let mut v = [0u64];
+            ctx.read_local(&sym, 0, &mut v).unwrap();
+            assert_eq!(v[0], 7, "the put landed (reported lost: in doubt)");
+        }
+        ctx.barrier_all().unwrap();
+        close_together(&mut ctx, done);
+        ctx
+    }
+
+    #[test]
+    fn withheld_receipts_are_reported_at_once() {
+        let job = 0x6b_0000_0000 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
+            drop(withheld_script(ctx, &f1, &done1, &step1));
+        });
+        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
+        let ctx = withheld_script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
     }
 
     #[test]
