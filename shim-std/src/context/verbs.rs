@@ -1835,6 +1835,35 @@ mod fake_pair_test {
         ctx
     }
 
+    /// What each PE of a pair runs: its context, the shared fake fabric,
+    /// the pair's `done` counter (for [`close_together`]) and a `step`
+    /// counter the script may use to hand off between the two PEs.
+    type Script = fn(Context, &Fabric, &AtomicU32, &AtomicU32) -> Context;
+
+    /// Runs `script` as PE 1 (a thread) and PE 0 (this thread) of a pair
+    /// on one fake fabric, set up with `opts` and the driver settings
+    /// `vcfg`; `tag` makes the job id unique among this process's tests.
+    /// Returns the fabric, for checks after both PEs are done.
+    fn run_pair(tag: u64, opts: Opts, vcfg: VerbsConfig, script: Script) -> Fabric {
+        let job = tag << 32 ^ u64::from(std::process::id()) << 8;
+        let fabric = Fabric::new();
+        let (tx0, rx1) = channel();
+        let (tx1, rx0) = channel();
+        let f1 = fabric.clone();
+        let done = Arc::new(AtomicU32::new(0));
+        let step = Arc::new(AtomicU32::new(0));
+        let (done1, step1, vcfg1) = (Arc::clone(&done), Arc::clone(&step), vcfg.clone());
+        let pe1 = std::thread::spawn(move || {
+            let ctx = context_with(job, 1, &f1, (&tx1, &rx1), opts, vcfg1);
+            drop(script(ctx, &f1, &done1, &step1));
+        });
+        let ctx = context_with(job, 0, &fabric, (&tx0, &rx0), opts, vcfg);
+        let ctx = script(ctx, &fabric, &done, &step);
+        pe1.join().expect("PE 1");
+        drop(ctx);
+        fabric
+    }
+
     fn verbs_ops(ctx: &Context) -> u64 {
         ctx.stats().ops[VERBS.index()]
     }
@@ -1855,7 +1884,7 @@ mod fake_pair_test {
         }
     }
 
-    fn script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32) -> Context {
+    fn script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, _: &AtomicU32) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(256).expect("alloc");
         let near = PathClass::Near.index();
@@ -1968,26 +1997,12 @@ mod fake_pair_test {
 
     #[test]
     fn near_traffic_goes_over_verbs_fails_over_to_tcp_and_comes_back() {
-        let job = 0x7e_0000_0000 ^ u64::from(std::process::id()) << 8;
-        let fabric = Fabric::new();
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let f1 = fabric.clone();
-        let done = Arc::new(AtomicU32::new(0));
-        let done1 = Arc::clone(&done);
         // NIC atomics: this test fails atomics over verbs over too.
         let o = Opts {
             atomics: VerbsAtomics::Nic,
             ..Opts::default()
         };
-        let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, (&tx1, &rx1), o);
-            drop(script(ctx, &f1, &done1));
-        });
-        let ctx = context(job, 0, &fabric, (&tx0, &rx0), o);
-        let ctx = script(ctx, &fabric, &done);
-        pe1.join().expect("PE 1");
-        drop(ctx);
+        run_pair(0x7e, o, VerbsConfig::default(), script);
     }
 
     /// The known gap of the replay without receipts, made deterministic:
@@ -2135,42 +2150,17 @@ mod fake_pair_test {
 
     #[test]
     fn withheld_receipts_are_reported_at_once() {
-        let job = 0x6b_0000_0000 ^ u64::from(std::process::id()) << 8;
-        let fabric = Fabric::new();
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let f1 = fabric.clone();
-        let done = Arc::new(AtomicU32::new(0));
-        let step = Arc::new(AtomicU32::new(0));
-        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
-        let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
-            drop(withheld_script(ctx, &f1, &done1, &step1));
-        });
-        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
-        let ctx = withheld_script(ctx, &fabric, &done, &step);
-        pe1.join().expect("PE 1");
-        drop(ctx);
+        run_pair(
+            0x6b,
+            Opts::default(),
+            VerbsConfig::default(),
+            withheld_script,
+        );
     }
 
     #[test]
     fn a_flag_acted_on_before_the_failover_is_not_undone_by_a_replay() {
-        let job = 0x7d_0000_0000 ^ u64::from(std::process::id()) << 8;
-        let fabric = Fabric::new();
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let f1 = fabric.clone();
-        let done = Arc::new(AtomicU32::new(0));
-        let step = Arc::new(AtomicU32::new(0));
-        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
-        let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
-            drop(gap_script(ctx, &f1, &done1, &step1));
-        });
-        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
-        let ctx = gap_script(ctx, &fabric, &done, &step);
-        pe1.join().expect("PE 1");
-        drop(ctx);
+        run_pair(0x7d, Opts::default(), VerbsConfig::default(), gap_script);
     }
 
     /// PE 0's put lands but its ack is lost (in doubt), and one of PE 1's
@@ -2233,22 +2223,12 @@ mod fake_pair_test {
 
     #[test]
     fn a_lost_receipts_record_is_asked_for_again() {
-        let job = 0x7a_0000_0000 ^ u64::from(std::process::id()) << 8;
-        let fabric = Fabric::new();
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let f1 = fabric.clone();
-        let done = Arc::new(AtomicU32::new(0));
-        let step = Arc::new(AtomicU32::new(0));
-        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
-        let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
-            drop(lost_receipt_script(ctx, &f1, &done1, &step1));
-        });
-        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
-        let ctx = lost_receipt_script(ctx, &fabric, &done, &step);
-        pe1.join().expect("PE 1");
-        drop(ctx);
+        run_pair(
+            0x7a,
+            Opts::default(),
+            VerbsConfig::default(),
+            lost_receipt_script,
+        );
     }
 
     /// PE 0's device dies with a put in doubt (posted unsignaled, landed
@@ -2311,29 +2291,19 @@ mod fake_pair_test {
 
     #[test]
     fn quiet_waits_for_receipts_after_the_device_died() {
-        let job = 0x7b_0000_0000 ^ u64::from(std::process::id()) << 8;
-        let fabric = Fabric::new();
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let f1 = fabric.clone();
-        let done = Arc::new(AtomicU32::new(0));
-        let step = Arc::new(AtomicU32::new(0));
-        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
-        let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
-            drop(fatal_script(ctx, &f1, &done1, &step1));
-        });
-        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
-        let ctx = fatal_script(ctx, &fabric, &done, &step);
-        pe1.join().expect("PE 1");
-        drop(ctx);
+        run_pair(0x7b, Opts::default(), VerbsConfig::default(), fatal_script);
     }
 
     /// PE 0's link fails with a put in flight that the driver has no room
     /// to keep for replay (its replay list shrunk to nothing): the put is
     /// lost, and the next `quiet` must say so ([`Error::ReplayLost`]),
     /// not take the driver's report for "replays pending" and succeed.
-    fn no_room_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32) -> Context {
+    fn no_room_script(
+        mut ctx: Context,
+        fabric: &Fabric,
+        done: &AtomicU32,
+        _: &AtomicU32,
+    ) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
         ctx.barrier_all().unwrap();
@@ -2362,28 +2332,24 @@ mod fake_pair_test {
 
     #[test]
     fn a_put_with_no_room_to_replay_fails_the_next_quiet() {
-        let job = 0x71_0000_0000 ^ u64::from(std::process::id()) << 8;
-        let fabric = Fabric::new();
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let f1 = fabric.clone();
-        let done = Arc::new(AtomicU32::new(0));
-        let done1 = Arc::clone(&done);
-        let pe1 = std::thread::spawn(move || {
-            let ctx = context(job, 1, &f1, (&tx1, &rx1), Opts::default());
-            drop(no_room_script(ctx, &f1, &done1));
-        });
-        let ctx = context(job, 0, &fabric, (&tx0, &rx0), Opts::default());
-        let ctx = no_room_script(ctx, &fabric, &done);
-        pe1.join().expect("PE 1");
-        drop(ctx);
+        run_pair(
+            0x71,
+            Opts::default(),
+            VerbsConfig::default(),
+            no_room_script,
+        );
     }
 
     /// PE 1 computes outside the library (no calls at all) while PE 0
     /// puts far more than PE 1's shared receive queue holds (16): PE 1's
     /// progress thread re-posts the receives, so PE 0's puts complete (over
     /// verbs, no failover) instead of waiting on RNR until PE 1 calls in.
-    fn idle_target_script(mut ctx: Context, done: &AtomicU32, step: &AtomicU32) -> Context {
+    fn idle_target_script(
+        mut ctx: Context,
+        _: &Fabric,
+        done: &AtomicU32,
+        step: &AtomicU32,
+    ) -> Context {
         const PUTS: u64 = 300;
         let me = ctx.my_pe();
         // As init starts it for `progress = adaptive`.
@@ -2450,27 +2416,12 @@ mod fake_pair_test {
 
     #[test]
     fn the_progress_thread_reposts_receives_while_the_target_computes() {
-        let job = 0x7c_0000_0000 ^ u64::from(std::process::id()) << 8;
-        let fabric = Fabric::new();
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let f1 = fabric.clone();
-        let done = Arc::new(AtomicU32::new(0));
-        let step = Arc::new(AtomicU32::new(0));
-        let (done1, step1) = (Arc::clone(&done), Arc::clone(&step));
-        let cfg = || VerbsConfig {
+        let cfg = VerbsConfig {
             srq_depth: Some(16),
             ..VerbsConfig::default()
         };
-        let pe1 = std::thread::spawn(move || {
-            let ctx = context_with(job, 1, &f1, (&tx1, &rx1), Opts::default(), cfg());
-            drop(idle_target_script(ctx, &done1, &step1));
-        });
-        let ctx = context_with(job, 0, &fabric, (&tx0, &rx0), Opts::default(), cfg());
-        let ctx = idle_target_script(ctx, &done, &step);
-        pe1.join().expect("PE 1");
+        let fabric = run_pair(0x7c, Opts::default(), cfg, idle_target_script);
         assert!(fabric.rnr_naks() > 0, "PE 1's SRQ ran dry at times");
-        drop(ctx);
     }
 
     /// A bad verbs card from the bootstrap is a typed error in the
