@@ -1835,6 +1835,16 @@ mod fake_pair_test {
         ctx
     }
 
+    /// Waits (bounded: 20 s) until the pair's `step` counter reaches `want`,
+    /// without calling the library.
+    fn wait_for_step(step: &AtomicU32, want: u32) {
+        let start = Instant::now();
+        while step.load(Ordering::SeqCst) < want {
+            assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
     /// What each PE of a pair runs: its context, the shared fake fabric,
     /// the pair's `done` counter (for [`close_together`]) and a `step`
     /// counter the script may use to hand off between the two PEs.
@@ -2021,13 +2031,6 @@ mod fake_pair_test {
     ) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
-        let wait_step = |want: u32| {
-            let start = Instant::now();
-            while step.load(Ordering::SeqCst) < want {
-                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        };
         ctx.barrier_all().unwrap();
         // The barrier's last put may still be in a batch: post it (the
         // other PE waits for it while this one waits without progress).
@@ -2049,7 +2052,7 @@ mod fake_pair_test {
             ctx.write_local(&sym, 0, &[2]).unwrap();
             step.store(2, Ordering::SeqCst);
         } else {
-            wait_step(1);
+            wait_for_step(step, 1);
             let failovers = ctx.stats().verbs_failovers;
             fabric.lose_ack_after(1); // the data is acked, the flag is not
             ctx.put(&sym, 0, &[1], 1).unwrap();
@@ -2060,7 +2063,7 @@ mod fake_pair_test {
             let v = ctx.verbs.as_mut().expect("verbs");
             v.drv.progress(CoreInstant::default());
             assert_eq!(v.drv.state(1), LinkState::Error);
-            wait_step(2);
+            wait_for_step(step, 2);
             ctx.quiet().unwrap();
             let s = ctx.stats();
             assert_eq!(s.verbs_failovers, failovers + 1, "{s:?}");
@@ -2094,18 +2097,11 @@ mod fake_pair_test {
     ) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
-        let wait_step = |want: u32| {
-            let start = Instant::now();
-            while step.load(Ordering::SeqCst) < want {
-                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        };
         ctx.barrier_all().unwrap();
         ctx.quiet().unwrap();
         if me == 1 {
             step.store(1, Ordering::SeqCst);
-            wait_step(2); // no calls until PE 0's put is out
+            wait_for_step(step, 2); // no calls until PE 0's put is out
             // Progress (PE 0's Failed record, the collection deadline)
             // without sending PE 0 anything that could be in doubt too.
             let start = Instant::now();
@@ -2115,7 +2111,7 @@ mod fake_pair_test {
                 std::thread::sleep(Duration::from_micros(100));
             }
         } else {
-            wait_step(1);
+            wait_for_step(step, 1);
             fabric.suppress_last_wqe(true);
             fabric.lose_ack_after(0); // the put lands, its ack is lost
             ctx.put(&sym, 0, &[7], 1).unwrap();
@@ -2176,13 +2172,6 @@ mod fake_pair_test {
     ) -> Context {
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
-        let wait_step = |want: u32| {
-            let start = Instant::now();
-            while step.load(Ordering::SeqCst) < want {
-                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        };
         ctx.barrier_all().unwrap();
         ctx.quiet().unwrap();
         if me == 1 {
@@ -2191,9 +2180,9 @@ mod fake_pair_test {
             let v = ctx.verbs.as_mut().expect("verbs");
             v.drop_applied = 2 * u32::from(v.drv.params().data_qps);
             step.store(1, Ordering::SeqCst);
-            wait_step(2);
+            wait_for_step(step, 2);
         } else {
-            wait_step(1);
+            wait_for_step(step, 1);
             fabric.lose_ack_after(0);
             ctx.put(&sym, 0, &[7], 1).unwrap();
             let v = ctx.verbs.as_mut().expect("verbs");
@@ -2245,22 +2234,15 @@ mod fake_pair_test {
         let _ = fabric;
         let me = ctx.my_pe();
         let sym: Sym<u64> = ctx.alloc(16).expect("alloc");
-        let wait_step = |want: u32| {
-            let start = Instant::now();
-            while step.load(Ordering::SeqCst) < want {
-                assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        };
         ctx.barrier_all().unwrap();
         ctx.quiet().unwrap();
         if me == 1 {
             step.store(1, Ordering::SeqCst);
-            wait_step(2);
+            wait_for_step(step, 2);
             // PE 0 is in its quiet now: answer (in the barrier) later.
             std::thread::sleep(Duration::from_millis(300));
         } else {
-            wait_step(1);
+            wait_for_step(step, 1);
             ctx.put(&sym, 0, &[5], 1).unwrap();
             ctx.verbs.as_ref().expect("verbs").drv.fake_device_fatal();
             let start = Instant::now();
