@@ -3,7 +3,8 @@
 # user reads, and fail cleanly (exit 2, no panic) on bad input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build -q -p switchyard --bin switchyard --examples
+cargo build -q -p switchyard-cli --bin switchyard
+cargo build -q -p switchyard --examples
 sy=target/debug/switchyard
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -2,12 +2,12 @@
 //! error, and a parsed spec answers every query without panicking.
 //!
 //! Written against the shim's parser API as specified:
-//! `switchyard::topo::parse_topology(text, switchyard::topo::Format::Auto)`,
+//! `switchyard_topo::parse_topology(text, switchyard_topo::Format::Auto)`,
 //! then `spec.localities(k)` and `spec.class_of(k, a, b)`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use switchyard::topo::{Format, parse_topology};
+use switchyard_topo::{Format, parse_topology};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -65,10 +65,17 @@ fn tree() -> &'static Tree {
             .to_path_buf();
         let target = bin.parent().expect("target dir").to_path_buf();
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "switchyard", "-p", "switchyard-shmem"])
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(repo());
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "switchyard-cli",
+            "-p",
+            "switchyard-shmem",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(repo());
         if bin.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }

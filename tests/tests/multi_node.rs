@@ -12,11 +12,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard::{
-    launch::{self, Bind, JobEnd, JobOutcome, LaunchOptions, RankExit},
+use switchyard_launch::{
+    self as launch, Bind, JobEnd, JobOutcome, LaunchOptions, RankExit,
     sim::{SimGuard, SimSpec},
-    topo::{Format, parse_topology},
 };
+use switchyard_topo::{Format, parse_topology};
 
 const PE: &str = env!("CARGO_BIN_EXE_sy_pe");
 
@@ -59,7 +59,7 @@ fn sim(name: &str, toml: &str, ppn: u32, rails: u32) -> (SimGuard, PathBuf) {
     spec.pes_per_node = ppn;
     spec.rails = rails;
     // A crashed earlier run may have left one behind.
-    let _ = switchyard::sim::down(name);
+    let _ = switchyard_launch::sim::down(name);
     (SimGuard::up(&spec).expect("sim up"), file)
 }
 
@@ -96,7 +96,7 @@ nodes = "node[0-1]"
 #[test]
 fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
     need_sim!();
-    let toml = switchyard::topo::EXAMPLE_TOML;
+    let toml = switchyard_topo::EXAMPLE_TOML;
     let (g, file) = sim("mnc", toml, 2, 1);
     let args = vec![
         "classes".to_string(),

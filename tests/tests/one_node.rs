@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard::launch::{self, Bind, JobEnd, JobOutcome, LaunchOptions, RankExit};
+use switchyard_launch::{self as launch, Bind, JobEnd, JobOutcome, LaunchOptions, RankExit};
 
 const PE: &str = env!("CARGO_BIN_EXE_sy_pe");
 

@@ -1,13 +1,10 @@
-//! Topology files through the public `switchyard::topo` API: the shipped
+//! Topology files through the public `switchyard_topo` API: the shipped
 //! examples, the class rules checked against `class_between`, and property tests
 //! that no input makes the parser or the queries panic.
 
 use proptest::prelude::*;
-use switchyard::{
-    hostlist,
-    topo::{ClusterSpec, Format, parse_topology},
-};
 use switchyard_core::class::{InterSwitch, PathClass, class_between};
+use switchyard_topo::{ClusterSpec, Format, hostlist, parse_topology};
 
 fn example(name: &str) -> String {
     let path = format!("{}/../docs/examples/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -78,6 +78,14 @@ pub fn object_prefix(job_id: u64) -> String {
     format!("switchyard-{job_id:016x}-")
 }
 
+/// Where `shmem_global_exit` leaves its marker for the launcher: a file of the
+/// job in [`SHM_DIR`] (named with [`object_prefix`], so it is removed with the
+/// job's objects) holding `RANK STATUS`. The first PE to create it decides the
+/// job's exit status.
+pub fn global_exit_path(job_id: u64) -> std::path::PathBuf {
+    std::path::Path::new(SHM_DIR).join(format!("{}global-exit", object_prefix(job_id)))
+}
+
 /// Object name of `pe` in `job_id`.
 pub fn object_name(job_id: u64, pe: u32) -> String {
     format!("{}{pe}", object_prefix(job_id))

@@ -289,16 +289,16 @@ pub extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
 
 /// `shmem_global_exit`: ends the whole job with `status`. The launcher
 /// (`switchyard run`) is told through a marker file of the job (see
-/// [`switchyard::launch::global_exit_path`]) and stops the other PEs, then
+/// [`switchyard_shm::global_exit_path`]) and stops the other PEs, then
 /// exits with `status`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
-    let rank = std::env::var(switchyard::launch::vars::RANK).unwrap_or_default();
-    if let Some(job) = std::env::var(switchyard::launch::vars::JOB_ID)
+    let rank = std::env::var(switchyard_bootstrap::vars::RANK).unwrap_or_default();
+    if let Some(job) = std::env::var(switchyard_bootstrap::vars::JOB_ID)
         .ok()
         .and_then(|j| u64::from_str_radix(&j, 16).ok())
     {
-        let path = switchyard::launch::global_exit_path(job);
+        let path = switchyard_shm::global_exit_path(job);
         // The first PE to call it decides the status.
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .write(true)

@@ -207,7 +207,9 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             }
             ctx.barrier_all()?;
             let spec = match args.get(1) {
-                Some(path) => Some(switchyard::sim::read_topology(std::path::Path::new(path))?),
+                Some(path) => Some(switchyard_launch::sim::read_topology(
+                    std::path::Path::new(path),
+                )?),
                 None => None,
             };
             let ppn: u32 = arg(args, 2, 1);

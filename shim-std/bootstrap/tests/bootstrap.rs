@@ -1,0 +1,393 @@
+//! The bootstrap rendezvous end to end: a root and threads as PEs on
+//! 127.0.0.1. Every wait is bounded by a timeout of a few seconds at most.
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    sync::mpsc,
+    thread::{self, JoinHandle},
+    time::Duration,
+};
+
+use switchyard_bootstrap::{Bootstrap, BootstrapError, Card, RankInfo, RootServer, rendezvous};
+
+const T: Duration = Duration::from_secs(3);
+
+type RootResult = Result<(), BootstrapError>;
+
+fn start_root(job: u64, size: u32, timeout: Duration) -> (SocketAddr, JoinHandle<RootResult>) {
+    let root = RootServer::bind("127.0.0.1:0".parse().unwrap(), job, size, timeout).unwrap();
+    let addr = root.local_addr();
+    (addr, root.spawn().unwrap())
+}
+
+fn card(job: u64, rank: u32) -> Card {
+    let mut c = Card::new(job, rank, 100 + u64::from(rank / 2));
+    c.shm = Some(format!("/switchyard-{job:016x}-{rank}"));
+    c.tcp = vec![SocketAddr::from((
+        [10, 0, 0, rank as u8],
+        7000 + rank as u16,
+    ))];
+    c.verbs = Some(vec![rank as u8; 24]);
+    c
+}
+
+/// A port nothing listens on (free a moment ago).
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn join(
+    addr: SocketAddr,
+    rank: u32,
+    size: u32,
+    job: u64,
+    timeout: Duration,
+) -> Result<(Bootstrap, Vec<Card>), BootstrapError> {
+    Bootstrap::join(addr, rank, size, job, card(job, rank), timeout)
+}
+
+#[track_caller]
+fn expect_reported<T: std::fmt::Debug>(r: Result<T, BootstrapError>, ranks: &[u32], text: &str) {
+    match r {
+        Err(BootstrapError::RootReported {
+            ranks: got,
+            message,
+        }) => {
+            assert_eq!(got, ranks, "{message}");
+            assert!(message.contains(text), "{message:?} lacks {text:?}");
+        }
+        other => panic!("expected the root's verdict naming {ranks:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn four_pes_allgather_and_two_barriers() {
+    let job = 0x00c0_ffee;
+    let (addr, root) = start_root(job, 4, T);
+    let pes: Vec<_> = (0..4)
+        .map(|rank| {
+            thread::spawn(move || {
+                let (mut boot, cards) = join(addr, rank, 4, job, T)?;
+                assert_eq!((boot.rank(), boot.size(), boot.job_id()), (rank, 4, job));
+                boot.barrier(T)?;
+                boot.barrier(T)?;
+                assert_eq!(boot.barriers_done(), 2);
+                boot.finish()?;
+                Ok::<_, BootstrapError>(cards)
+            })
+        })
+        .collect();
+    let want: Vec<Card> = (0..4).map(|r| card(job, r)).collect();
+    for pe in pes {
+        assert_eq!(pe.join().unwrap().unwrap(), want);
+    }
+    root.join().unwrap().unwrap();
+}
+
+#[test]
+fn pes_retry_until_the_root_is_up() {
+    let job = 0x1;
+    let addr = free_port();
+    let pes: Vec<_> = (0..2)
+        .map(|rank| {
+            thread::spawn(move || join(addr, rank, 2, job, T).and_then(|(b, _)| b.finish()))
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let root = RootServer::bind(addr, job, 2, T).unwrap().spawn().unwrap();
+    for pe in pes {
+        pe.join().unwrap().unwrap();
+    }
+    root.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_missing_rank_times_out_naming_it() {
+    let job = 0x2;
+    let timeout = Duration::from_secs(1);
+    let (addr, root) = start_root(job, 4, timeout);
+    let pes: Vec<_> = (0..3)
+        .map(|rank| thread::spawn(move || join(addr, rank, 4, job, timeout)))
+        .collect();
+    let want = "bootstrap allgather timed out after 1s: ranks 3 never arrived";
+    for pe in pes {
+        expect_reported(pe.join().unwrap(), &[3], want);
+    }
+    match root.join().unwrap() {
+        Err(
+            e @ BootstrapError::Timeout {
+                phase: "allgather", ..
+            },
+        ) => {
+            assert_eq!(e.ranks(), vec![3]);
+            assert_eq!(e.to_string(), want);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_duplicate_rank_fails_the_job_naming_it() {
+    let job = 0x3;
+    let (addr, root) = start_root(job, 3, T);
+    let pes: Vec<_> = [0, 1, 1]
+        .into_iter()
+        .map(|rank| thread::spawn(move || join(addr, rank, 3, job, T)))
+        .collect();
+    for pe in pes {
+        expect_reported(pe.join().unwrap(), &[1], "rank 1 is claimed by two PEs");
+    }
+    match root.join().unwrap() {
+        Err(BootstrapError::DuplicateRank {
+            rank: 1,
+            first,
+            second,
+        }) => assert_ne!(first, second),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_wrong_job_id_and_garbage_are_refused_and_do_not_count() {
+    let job = 0x4;
+    let (addr, root) = start_root(job, 2, T);
+
+    // Another job's PE is told why, and is not counted.
+    let r = Bootstrap::join(addr, 0, 2, 0x5, card(0x5, 0), T);
+    expect_reported(r, &[], "job id 0000000000000005, expected 0000000000000004");
+
+    // Not our protocol: refused with an error frame, or just closed.
+    let mut http = TcpStream::connect(addr).unwrap();
+    http.set_read_timeout(Some(T)).unwrap();
+    http.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = http.read_to_end(&mut reply);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.contains("at most 1048576 allowed"), "{text:?}");
+
+    // A length that would exhaust memory if believed.
+    let mut huge = TcpStream::connect(addr).unwrap();
+    huge.set_read_timeout(Some(T)).unwrap();
+    huge.write_all(&u32::MAX.to_le_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let _ = huge.read_to_end(&mut reply);
+
+    // A connection that says nothing and goes away.
+    drop(TcpStream::connect(addr).unwrap());
+
+    // The job itself is unharmed.
+    let pes: Vec<_> = (0..2)
+        .map(|rank| {
+            thread::spawn(move || {
+                let (mut b, cards) = join(addr, rank, 2, job, T)?;
+                b.barrier(T)?;
+                b.finish()?;
+                Ok::<_, BootstrapError>(cards)
+            })
+        })
+        .collect();
+    for pe in pes {
+        assert_eq!(pe.join().unwrap().unwrap().len(), 2);
+    }
+    root.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_pe_dropping_before_the_barrier_fails_the_others_fast() {
+    let job = 0x6;
+    // A long timeout: the others must learn of the drop from the root, not
+    // from a deadline (a deadline would give a Timeout, not this verdict).
+    let timeout = Duration::from_secs(20);
+    let (addr, root) = start_root(job, 3, timeout);
+    let pes: Vec<_> = (0..3)
+        .map(|rank| {
+            thread::spawn(move || {
+                let (mut b, _) = join(addr, rank, 3, job, timeout)?;
+                if rank == 2 {
+                    drop(b);
+                    return Ok(());
+                }
+                b.barrier(timeout)
+            })
+        })
+        .collect();
+    for (rank, pe) in pes.into_iter().enumerate() {
+        let r = pe.join().unwrap();
+        if rank == 2 {
+            r.unwrap();
+        } else {
+            expect_reported(r, &[2], "rank 2 disconnected");
+        }
+    }
+    match root.join().unwrap() {
+        Err(BootstrapError::Disconnected { rank: 2, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_barrier_times_out_naming_the_rank_that_never_entered() {
+    let job = 0x7;
+    let timeout = Duration::from_secs(1);
+    let (addr, root) = start_root(job, 3, timeout);
+    let (hold_tx, hold_rx) = mpsc::channel::<()>();
+    let late = thread::spawn(move || {
+        let (b, _) = join(addr, 2, 3, job, timeout).unwrap();
+        // Stay connected, never enter the barrier, until the test is done.
+        let _ = hold_rx.recv_timeout(Duration::from_secs(10));
+        drop(b);
+    });
+    let pes: Vec<_> = (0..2)
+        .map(|rank| {
+            thread::spawn(move || {
+                let (mut b, _) = join(addr, rank, 3, job, timeout)?;
+                b.barrier(timeout)
+            })
+        })
+        .collect();
+    let want = "bootstrap barrier timed out after 1s: ranks 2 never arrived";
+    for pe in pes {
+        expect_reported(pe.join().unwrap(), &[2], want);
+    }
+    drop(hold_tx);
+    late.join().unwrap();
+    match root.join().unwrap() {
+        Err(
+            e @ BootstrapError::Timeout {
+                phase: "barrier", ..
+            },
+        ) => assert_eq!(e.to_string(), want),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn mismatched_size_or_class_version_fails_the_job() {
+    let job = 0x8;
+    let (addr, root) = start_root(job, 2, T);
+    let r = join(addr, 1, 3, job, T);
+    expect_reported(r, &[1], "rank 1 says the job has 3 PEs, the root expects 2");
+    match root.join().unwrap() {
+        Err(BootstrapError::SizeMismatch {
+            rank: 1,
+            expected: 2,
+            found: 3,
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+
+    let (addr, root) = start_root(job, 2, T);
+    let first = thread::spawn(move || join(addr, 0, 2, job, T));
+    // Let rank 0 be the reference.
+    thread::sleep(Duration::from_millis(200));
+    let mut odd = card(job, 1);
+    odd.class_encoding_version = odd.class_encoding_version.wrapping_add(1);
+    let r = Bootstrap::join(addr, 1, 2, job, odd, T);
+    expect_reported(r, &[1], "path-class encoding version");
+    expect_reported(first.join().unwrap(), &[1], "path-class encoding version");
+    match root.join().unwrap() {
+        Err(BootstrapError::ClassVersionMismatch {
+            rank: 1,
+            reference: 0,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn rank0_hosts_the_root_under_srun() {
+    let root = free_port();
+    let root_var = root.to_string();
+    let pes: Vec<_> = (0..3u32)
+        .map(|rank| {
+            let root_var = root_var.clone();
+            thread::spawn(move || {
+                let env = [
+                    ("SLURM_PROCID", rank.to_string()),
+                    ("SLURM_NTASKS", "3".to_owned()),
+                    ("SLURM_JOB_ID", "31337".to_owned()),
+                    ("SLURM_STEP_ID", "0".to_owned()),
+                    ("SWITCHYARD_ROOT", root_var),
+                ];
+                let info = RankInfo::from_lookup(|k| {
+                    env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+                })?;
+                assert_eq!(info.hosts_root(), rank == 0);
+                let card = Card::new(info.job_id, rank, 1);
+                let mut rv = rendezvous(&info, info.root_addr()?, card, T, info.hosts_root())?;
+                assert_eq!(rv.cards.len(), 3);
+                assert_eq!(rv.root.is_some(), rank == 0);
+                rv.bootstrap.barrier(T)?;
+                rv.bootstrap.finish()?;
+                if let Some(h) = rv.root {
+                    h.join().unwrap()?;
+                }
+                Ok::<_, BootstrapError>(())
+            })
+        })
+        .collect();
+    for pe in pes {
+        pe.join().unwrap().unwrap();
+    }
+}
+
+#[test]
+fn no_root_is_a_connect_error_after_the_timeout() {
+    let addr = free_port();
+    let timeout = Duration::from_millis(300);
+    match join(addr, 0, 1, 9, timeout) {
+        Err(BootstrapError::Connect { root, waited, .. }) => {
+            assert_eq!((root, waited), (addr, timeout));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_hostile_root_cannot_make_a_pe_allocate_or_hang() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fake = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        let mut hello = [0u8; 64];
+        let _ = s.read(&mut hello);
+        // An all-cards frame "of 4 GiB".
+        s.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        s.write_all(&[2]).unwrap();
+        thread::sleep(Duration::from_millis(200));
+    });
+    match join(addr, 0, 2, 10, T) {
+        Err(BootstrapError::Protocol { reason, .. }) => {
+            assert!(reason.contains("4294967295 bytes announced"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    fake.join().unwrap();
+}
+
+#[test]
+fn bad_arguments_are_refused_before_connecting() {
+    let addr = free_port();
+    for (rank, size, c) in [
+        (2, 2, card(1, 2)),
+        (0, 0, card(1, 0)),
+        (0, 2, card(1, 1)),
+        (0, 2, card(2, 0)),
+    ] {
+        match Bootstrap::join(addr, rank, size, 1, c, T) {
+            Err(BootstrapError::InvalidArgument { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(
+        RootServer::bind(addr, 1, 0, T),
+        Err(BootstrapError::InvalidArgument { .. })
+    ));
+}

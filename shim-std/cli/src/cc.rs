@@ -1,0 +1,225 @@
+//! `switchyard cc [--show] [--pkg-config] [CC ARGS...]`: compiles and links
+//! OpenSHMEM C programs against `libswitchyard_shmem` (an `oshcc`
+//! equivalent). It runs the C compiler (`$SWITCHYARD_CC`, else `$CC`, else
+//! `cc`) with `-I` for `shmem.h`, then the caller's arguments, then `-L`,
+//! an rpath, `-lswitchyard_shmem` and the system libraries the Rust library
+//! needs (`-lpthread -ldl -lm`, and `-libverbs` with `--static`).
+//!
+//! Where the pieces are found, first match wins:
+//!
+//! | what | override | install prefix | cargo build tree |
+//! |---|---|---|---|
+//! | `shmem.h` | `$SWITCHYARD_SHMEM_INCLUDE` | `BIN/../include` | `shim-std/capi/include` of the source the binary was built from |
+//! | the library | `$SWITCHYARD_SHMEM_LIB` | `BIN/../lib` | `BIN` itself (`target/<profile>/`, where cargo puts both) |
+//!
+//! where `BIN` is the directory of the running `switchyard` executable. An
+//! install prefix is `PREFIX/bin/switchyard`, `PREFIX/lib/libswitchyard_shmem.so`
+//! (or `.a`) and `PREFIX/include/shmem.h`.
+//!
+//! `--show` prints the command instead of running it; `--static` links
+//! `libswitchyard_shmem.a` into the program instead of the shared library;
+//! `--pkg-config` prints a `switchyard-shmem.pc` for the same paths.
+
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+    process::{Command, ExitCode},
+};
+
+/// Include and library directories of the C API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// Holds `shmem.h`.
+    pub include: PathBuf,
+    /// Holds `libswitchyard_shmem.so` / `.a`.
+    pub lib: PathBuf,
+}
+
+const LIB_NAMES: [&str; 2] = ["libswitchyard_shmem.so", "libswitchyard_shmem.a"];
+
+/// Finds the include and library directories for the executable in `bin`
+/// (see the module doc), with `var` reading the environment.
+///
+/// # Errors
+///
+/// A message saying where it looked when either is missing.
+pub fn locate(bin: &Path, var: impl Fn(&str) -> Option<OsString>) -> Result<Paths, String> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../capi/include");
+    let include = match var("SWITCHYARD_SHMEM_INCLUDE") {
+        Some(d) => vec![PathBuf::from(d)],
+        None => vec![bin.join("../include"), source],
+    };
+    let lib = match var("SWITCHYARD_SHMEM_LIB") {
+        Some(d) => vec![PathBuf::from(d)],
+        None => vec![bin.to_path_buf(), bin.join("../lib")],
+    };
+    let inc = include.iter().find(|d| d.join("shmem.h").is_file());
+    let lb = lib
+        .iter()
+        .find(|d| LIB_NAMES.iter().any(|n| d.join(n).is_file()));
+    let show = |v: &[PathBuf]| {
+        v.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (inc, lb) {
+        (Some(i), Some(l)) => Ok(Paths {
+            include: clean(i),
+            lib: clean(l),
+        }),
+        (None, _) => Err(format!(
+            "shmem.h not found in {} (set SWITCHYARD_SHMEM_INCLUDE)",
+            show(&include)
+        )),
+        (_, None) => Err(format!(
+            "libswitchyard_shmem (.so or .a) not found in {} (build it with \
+             `cargo build -p switchyard-shmem`, or set SWITCHYARD_SHMEM_LIB)",
+            show(&lib)
+        )),
+    }
+}
+
+fn clean(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The compiler command line: compiler, `-I`, `args`, then the link flags
+/// (the static library itself when `static_lib`, else `-L`, an rpath and
+/// `-lswitchyard_shmem`).
+pub fn command(compiler: &str, paths: &Paths, args: &[String], static_lib: bool) -> Vec<String> {
+    let lib = paths.lib.display().to_string();
+    let mut v = vec![
+        compiler.to_string(),
+        format!("-I{}", paths.include.display()),
+    ];
+    v.extend(args.iter().cloned());
+    if static_lib {
+        v.push(paths.lib.join(LIB_NAMES[1]).display().to_string());
+        // What the archive's verbs driver calls (the shared library brings
+        // it along by itself).
+        v.push("-libverbs".into());
+    } else {
+        v.extend([
+            format!("-L{lib}"),
+            format!("-Wl,-rpath,{lib}"),
+            "-lswitchyard_shmem".into(),
+        ]);
+    }
+    v.extend(["-lpthread".into(), "-ldl".into(), "-lm".into()]);
+    v
+}
+
+/// A pkg-config file for `paths`.
+pub fn pkg_config(paths: &Paths) -> String {
+    format!(
+        "includedir={}\nlibdir={}\n\nName: switchyard-shmem\n\
+         Description: switchyard's OpenSHMEM 1.5 C API\nVersion: {}\n\
+         Cflags: -I${{includedir}}\n\
+         Libs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lswitchyard_shmem\n\
+         Libs.private: -libverbs -lpthread -ldl -lm\n",
+        paths.include.display(),
+        paths.lib.display(),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+const USAGE: &str = "\
+Usage: switchyard cc [--show] [--static] [CC ARGS...]
+                                            compile and link against libswitchyard_shmem
+                                            (--static: link libswitchyard_shmem.a in)
+       switchyard cc --pkg-config            print switchyard-shmem.pc for this installation
+
+The compiler is $SWITCHYARD_CC, else $CC, else cc. shmem.h and the library are
+found next to this executable (a cargo target directory) or in ../include and
+../lib (an install prefix); $SWITCHYARD_SHMEM_INCLUDE and $SWITCHYARD_SHMEM_LIB
+override them.
+";
+
+/// Runs `switchyard cc ARGS` (without `cc`); returns the compiler's status.
+pub fn main(args: &[String]) -> ExitCode {
+    if args.first().is_some_and(|a| a == "--help" || a == "-h") {
+        print!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let bin = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let paths = match locate(&bin, |k| std::env::var_os(k)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("switchyard cc: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.first().is_some_and(|a| a == "--pkg-config") {
+        print!("{}", pkg_config(&paths));
+        return ExitCode::SUCCESS;
+    }
+    let (mut show, mut static_lib, mut args) = (false, false, args);
+    loop {
+        match args.first().map(String::as_str) {
+            Some("--show") => show = true,
+            Some("--static") => static_lib = true,
+            _ => break,
+        }
+        args = &args[1..];
+    }
+    if static_lib && !paths.lib.join(LIB_NAMES[1]).is_file() {
+        eprintln!(
+            "switchyard cc: --static: {} not found",
+            paths.lib.join(LIB_NAMES[1]).display()
+        );
+        return ExitCode::from(1);
+    }
+    let compiler = ["SWITCHYARD_CC", "CC"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "cc".into());
+    let cmd = command(compiler.trim(), &paths, args, static_lib);
+    if show {
+        println!("{}", cmd.join(" "));
+        return ExitCode::SUCCESS;
+    }
+    match Command::new(&cmd[0]).args(&cmd[1..]).status() {
+        Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
+        Err(e) => {
+            eprintln!("switchyard cc: cannot run {}: {e}", cmd[0]);
+            ExitCode::from(127)
+        }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn finds_a_prefix_and_builds_the_command() {
+        let dir = std::env::temp_dir().join(format!("sy-cc-test-{}", std::process::id()));
+        for d in ["bin", "lib", "include"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(dir.join("include/shmem.h"), "").unwrap();
+        std::fs::write(dir.join("lib/libswitchyard_shmem.so"), "").unwrap();
+        let p = locate(&dir.join("bin"), |_| None).unwrap();
+        assert_eq!(p.include, dir.join("include").canonicalize().unwrap());
+        assert_eq!(p.lib, dir.join("lib").canonicalize().unwrap());
+        let c = command("gcc", &p, &["x.c".into(), "-o".into(), "x".into()], false);
+        assert_eq!(c[0], "gcc");
+        assert!(c[1].starts_with("-I") && c[2] == "x.c");
+        assert!(c.contains(&"-lswitchyard_shmem".to_string()));
+        let s = command("gcc", &p, &["x.c".into()], true);
+        assert!(s.iter().any(|a| a.ends_with("/libswitchyard_shmem.a")));
+        assert!(!s.contains(&"-lswitchyard_shmem".to_string()));
+        assert!(s.contains(&"-libverbs".to_string()), "{s:?}");
+        assert!(pkg_config(&p).contains("Libs: -L${libdir}"));
+        let e = locate(&dir.join("bin"), |k| {
+            (k == "SWITCHYARD_SHMEM_LIB").then(|| dir.join("nowhere").into())
+        })
+        .unwrap_err();
+        assert!(e.contains("SWITCHYARD_SHMEM_LIB"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

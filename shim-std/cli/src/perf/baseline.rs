@@ -1,0 +1,458 @@
+//! Baselines measured in the same run as the tests they calibrate:
+//!
+//! * `cacheline`: two threads pinned to two cores bounce one cache line (a
+//!   store, a spin until the echo): the physical floor of any shared-memory
+//!   ping-pong on this machine, timed exactly like `put-lat`.
+//! * `memcpy`: one thread copying between two pre-faulted buffers, with the
+//!   same sizes and message counts as `put-bw`.
+//! * `tcp-pingpong`: `size`-byte messages bounced over one connected TCP pair
+//!   (TCP_NODELAY, non-blocking, busy-polled `recv`) between two pinned
+//!   threads: the floor of a TCP `put-lat`, timed like it (RTT/2).
+//! * `tcp-stream`: one thread writing `size`-byte messages over a TCP
+//!   connection as fast as it can, another reading them: the ceiling of a TCP
+//!   `put-bw`, with its sizes and message counts.
+//!
+//! The TCP baselines run over loopback by default, or between two network
+//! namespaces (a sim's nodes, over a rail): see [`TcpPath`].
+
+use std::{
+    fs::File,
+    hint::black_box,
+    io::{self, Read, Write},
+    net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Barrier,
+        atomic::{AtomicU64, Ordering},
+        mpsc,
+    },
+    time::{Duration, Instant},
+};
+
+use switchyard::config::format_size;
+use switchyard_core::pad::CachePadded;
+
+use super::stats::{Bandwidth, Latency, Measurement};
+
+/// Bare cache-line ping-pong: one-way latency (RTT/2) percentiles. Both sides
+/// run on threads of their own, so the caller's CPU affinity (which the PEs
+/// launched later inherit the set of) is left alone.
+pub fn cacheline(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
+    std::thread::spawn(move || cacheline_here(iters, warmup, cpus))
+        .join()
+        .unwrap_or_else(|_| Measurement {
+            test: "cacheline".into(),
+            size: 8,
+            iters: 0,
+            latency: None,
+            bandwidth: None,
+        })
+}
+
+fn cacheline_here(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
+    let ping = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let pong = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let total = iters + warmup;
+    let start = Arc::new(Barrier::new(2));
+    let echo = {
+        let (ping, pong, start) = (ping.clone(), pong.clone(), start.clone());
+        std::thread::spawn(move || {
+            let _ = switchyard::sys::pin_current_thread(cpus.1);
+            start.wait();
+            for i in 1..=total {
+                while ping.load(Ordering::Acquire) != i {
+                    std::hint::spin_loop();
+                }
+                pong.store(i, Ordering::Release);
+            }
+        })
+    };
+    let _ = switchyard::sys::pin_current_thread(cpus.0);
+    let mut samples = Vec::with_capacity(iters as usize);
+    start.wait();
+    let mut t0 = Instant::now();
+    for i in 1..=total {
+        ping.store(i, Ordering::Release);
+        while pong.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+        let t1 = Instant::now();
+        if i > warmup {
+            samples.push((t1 - t0).as_nanos() as u64);
+        }
+        t0 = t1;
+    }
+    let _ = echo.join();
+    Measurement {
+        test: "cacheline".into(),
+        size: 8,
+        iters,
+        latency: Latency::from_samples(&mut samples, 0.5),
+        bandwidth: None,
+    }
+}
+
+/// Single-thread copy bandwidth of `size`-byte messages, `msgs` of them (on a
+/// thread of its own, pinned to `cpu`).
+pub fn memcpy(size: usize, msgs: u64, cpu: usize) -> Measurement {
+    std::thread::spawn(move || memcpy_here(size, msgs, cpu))
+        .join()
+        .unwrap_or_else(|_| Measurement {
+            test: "memcpy".into(),
+            size: size as u64,
+            iters: 0,
+            latency: None,
+            bandwidth: None,
+        })
+}
+
+fn memcpy_here(size: usize, msgs: u64, cpu: usize) -> Measurement {
+    let _ = switchyard::sys::pin_current_thread(cpu);
+    let src = vec![0x5Au8; size.max(1)];
+    let mut dst = vec![0u8; size.max(1)];
+    // Warm both buffers (and the TLB) once.
+    dst.copy_from_slice(&src);
+    let t0 = Instant::now();
+    for _ in 0..msgs {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&mut dst);
+    }
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    Measurement {
+        test: "memcpy".into(),
+        size: size as u64,
+        iters: msgs,
+        latency: None,
+        bandwidth: Some(Bandwidth {
+            gbps: (size as f64 * msgs as f64) / secs / 1e9,
+            msgs_per_s: msgs as f64 / secs,
+        }),
+    }
+}
+
+/// Where the two threads of a TCP baseline run. The server (the echo side
+/// of `tcp-pingpong`, the reader of `tcp-stream`: PE 1's role) listens on
+/// `server_ip`; the client (the timing side: PE 0's role) connects to it.
+/// Each first enters its network namespace, when one is given (a path such as
+/// `/var/run/netns/<name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpPath {
+    /// The address the listener binds (the server node's rail address).
+    pub server_ip: IpAddr,
+    /// The server thread's network namespace; `None`: this process's.
+    pub server_netns: Option<PathBuf>,
+    /// The client thread's network namespace; `None`: this process's.
+    pub client_netns: Option<PathBuf>,
+}
+
+impl TcpPath {
+    /// Both ends in this process's namespace, over 127.0.0.1.
+    pub fn loopback() -> TcpPath {
+        TcpPath {
+            server_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            server_netns: None,
+            client_netns: None,
+        }
+    }
+}
+
+/// How long a TCP baseline waits without progress (connect, accept, a
+/// message) before it gives up.
+const STALL: Duration = Duration::from_secs(20);
+
+/// Busy-polled TCP ping-pong: `size`-byte messages bounced between two pinned
+/// threads over one connected pair of non-blocking sockets (TCP_NODELAY on
+/// both ends), each side spinning on `recv` while it returns `WouldBlock`.
+/// One-way latency (RTT/2) percentiles, timed exactly like `put-lat`. No
+/// framing: a message is `size` bytes on the stream.
+///
+/// # Errors
+///
+/// A namespace that cannot be entered, a socket error, or a stall longer
+/// than 20 s, as text.
+pub fn tcp_pingpong(
+    size: usize,
+    iters: u64,
+    warmup: u64,
+    path: &TcpPath,
+    cpus: (usize, usize),
+) -> Result<Measurement, String> {
+    let size = size.max(1);
+    let total = iters + warmup;
+    let (client, ()) = tcp_pair(
+        path,
+        cpus,
+        move |s| {
+            s.set_nonblocking(true)?;
+            let msg = vec![0x5Au8; size];
+            let mut back = vec![0u8; size];
+            let mut samples = Vec::with_capacity(iters as usize);
+            let mut t0 = Instant::now();
+            for i in 1..=total {
+                send_spin(&s, &msg)?;
+                recv_spin(&s, &mut back)?;
+                let t1 = Instant::now();
+                if i > warmup {
+                    samples.push((t1 - t0).as_nanos() as u64);
+                }
+                t0 = t1;
+            }
+            Ok(samples)
+        },
+        move |s| {
+            s.set_nonblocking(true)?;
+            let mut buf = vec![0u8; size];
+            for _ in 0..total {
+                recv_spin(&s, &mut buf)?;
+                send_spin(&s, &buf)?;
+            }
+            Ok(())
+        },
+    )
+    .map_err(|e| format!("tcp-pingpong {}: {e}", format_size(size as u64)))?;
+    let mut samples = client;
+    Ok(Measurement {
+        test: "tcp-pingpong".into(),
+        size: size as u64,
+        iters,
+        latency: Latency::from_samples(&mut samples, 0.5),
+        bandwidth: None,
+    })
+}
+
+/// TCP streaming: the client thread writes `msgs` messages of `size` bytes as
+/// fast as it can (one `write` per message, blocking socket, TCP_NODELAY), the
+/// server thread reads them all; GB/s and msg/s, timed like `put-bw` (on the
+/// writer, from the first message until the reader acknowledges the last
+/// byte, as `quiet` waits for the target). `warmup` messages go first,
+/// unmeasured. No framing.
+///
+/// # Errors
+///
+/// As [`tcp_pingpong`].
+pub fn tcp_stream(
+    size: usize,
+    msgs: u64,
+    warmup: u64,
+    path: &TcpPath,
+    cpus: (usize, usize),
+) -> Result<Measurement, String> {
+    let size = size.max(1);
+    let msgs = msgs.max(1);
+    let (secs, ()) = tcp_pair(
+        path,
+        cpus,
+        move |mut s| {
+            s.set_read_timeout(Some(STALL))?;
+            s.set_write_timeout(Some(STALL))?;
+            let msg = vec![0x5Au8; size];
+            let mut ack = [0u8; 1];
+            for _ in 0..warmup {
+                s.write_all(black_box(&msg))?;
+            }
+            s.read_exact(&mut ack)?;
+            let t0 = Instant::now();
+            for _ in 0..msgs {
+                s.write_all(black_box(&msg))?;
+            }
+            s.read_exact(&mut ack)?;
+            Ok(t0.elapsed().as_secs_f64().max(1e-9))
+        },
+        move |mut s| {
+            s.set_read_timeout(Some(STALL))?;
+            s.set_write_timeout(Some(STALL))?;
+            let mut buf = vec![0u8; size.max(64 << 10)];
+            for n in [warmup, msgs] {
+                let mut left = size as u64 * n;
+                while left > 0 {
+                    let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                    match s.read(&mut buf[..want]) {
+                        Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                        Ok(k) => left -= k as u64,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                s.write_all(&[1])?;
+            }
+            Ok(())
+        },
+    )
+    .map_err(|e| format!("tcp-stream {}: {e}", format_size(size as u64)))?;
+    Ok(Measurement {
+        test: "tcp-stream".into(),
+        size: size as u64,
+        iters: msgs,
+        latency: None,
+        bandwidth: Some(Bandwidth {
+            gbps: size as f64 * msgs as f64 / secs / 1e9,
+            msgs_per_s: msgs as f64 / secs,
+        }),
+    })
+}
+
+/// Connects a TCP pair along `path` and runs `client` and `server` on it,
+/// each on a thread of its own (entered into its namespace, then pinned to
+/// `cpus.0` and `cpus.1`), so the caller's namespace and CPU set stay as
+/// they are. Both sockets have TCP_NODELAY.
+fn tcp_pair<C, S, RC, RS>(
+    path: &TcpPath,
+    cpus: (usize, usize),
+    client: C,
+    server: S,
+) -> io::Result<(RC, RS)>
+where
+    C: FnOnce(TcpStream) -> io::Result<RC> + Send + 'static,
+    S: FnOnce(TcpStream) -> io::Result<RS> + Send + 'static,
+    RC: Send + 'static,
+    RS: Send + 'static,
+{
+    let (port_tx, port_rx) = mpsc::channel::<u16>();
+    let server_ip = path.server_ip;
+    let server_ns = open_netns(path.server_netns.as_deref())?;
+    let client_ns = open_netns(path.client_netns.as_deref())?;
+    let srv = std::thread::Builder::new()
+        .name("perf-tcp-server".into())
+        .spawn(move || -> io::Result<RS> {
+            if let Some(ns) = &server_ns {
+                switchyard_launch::sim::enter_net_namespace(ns)?;
+            }
+            let _ = switchyard::sys::pin_current_thread(cpus.1);
+            let listener = TcpListener::bind(SocketAddr::new(server_ip, 0))?;
+            // Dropping the sender (on any error) tells the client to stop.
+            let _ = port_tx.send(listener.local_addr()?.port());
+            listener.set_nonblocking(true)?;
+            let start = Instant::now();
+            let stream = loop {
+                match listener.accept() {
+                    Ok((s, _)) => break s,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if start.elapsed() > STALL {
+                            return Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "no connection to accept",
+                            ));
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            drop(listener);
+            stream.set_nonblocking(false)?;
+            stream.set_nodelay(true)?;
+            server(stream)
+        })?;
+    let cli = std::thread::Builder::new()
+        .name("perf-tcp-client".into())
+        .spawn(move || -> io::Result<RC> {
+            if let Some(ns) = &client_ns {
+                switchyard_launch::sim::enter_net_namespace(ns)?;
+            }
+            let _ = switchyard::sys::pin_current_thread(cpus.0);
+            let port = port_rx
+                .recv_timeout(STALL)
+                .map_err(|_| io::Error::other("the listener did not start"))?;
+            let stream = TcpStream::connect_timeout(&SocketAddr::new(server_ip, port), STALL)?;
+            stream.set_nodelay(true)?;
+            client(stream)
+        })?;
+    let c = joined(cli.join(), "client");
+    let s = joined(srv.join(), "server");
+    // The client's error first: a server error is mostly its consequence.
+    let c = c.map_err(|e| io::Error::new(e.kind(), format!("client: {e}")))?;
+    let s = s.map_err(|e| io::Error::new(e.kind(), format!("server: {e}")))?;
+    Ok((c, s))
+}
+
+/// A joined thread's result; a panic as an error.
+fn joined<R>(r: std::thread::Result<io::Result<R>>, who: &str) -> io::Result<R> {
+    r.unwrap_or_else(|_| Err(io::Error::other(format!("the {who} thread panicked"))))
+}
+
+fn open_netns(path: Option<&Path>) -> io::Result<Option<File>> {
+    path.map(|p| {
+        File::open(p).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+    })
+    .transpose()
+}
+
+/// Counts `WouldBlock` spins; after [`STALL`] without progress, an error.
+struct Stall {
+    spins: u32,
+    since: Option<Instant>,
+}
+
+impl Stall {
+    const fn new() -> Stall {
+        Stall {
+            spins: 0,
+            since: None,
+        }
+    }
+
+    #[inline]
+    fn progress(&mut self) {
+        self.spins = 0;
+        self.since = None;
+    }
+
+    #[inline]
+    fn spin(&mut self) -> io::Result<()> {
+        self.spins += 1;
+        if self.spins.is_multiple_of(1024) {
+            let now = Instant::now();
+            match self.since {
+                None => self.since = Some(now),
+                Some(t) if now - t > STALL => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no progress for 20 s",
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        std::hint::spin_loop();
+        Ok(())
+    }
+}
+
+/// Sends all of `buf` on a non-blocking socket, spinning on `WouldBlock`.
+fn send_spin(mut s: &TcpStream, buf: &[u8]) -> io::Result<()> {
+    let mut off = 0;
+    let mut stall = Stall::new();
+    while off < buf.len() {
+        match s.write(&buf[off..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                off += n;
+                stall.progress();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stall.spin()?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from a non-blocking socket, busy-polling `recv` while it
+/// returns `WouldBlock`.
+fn recv_spin(mut s: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
+    let mut off = 0;
+    let mut stall = Stall::new();
+    while off < buf.len() {
+        match s.read(&mut buf[off..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                off += n;
+                stall.progress();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stall.spin()?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

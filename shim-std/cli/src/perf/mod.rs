@@ -1,0 +1,1093 @@
+//! `switchyard perf`: multi-process benchmarks of the real data path, each
+//! beside a baseline measured in the same run.
+//!
+//! ```text
+//! switchyard perf [TEST] [-n PES] [--size S | --sizes A..B] [--iters N]
+//!                 [--warmup N] [--transport auto|shm|tcp|verbs] [--sim NAME] [--json]
+//! ```
+//!
+//! Tests: `put-lat` (ping-pong on a flag; one-way = RTT/2), `get-lat`,
+//! `atomic-lat` (fetch-add), `put-bw` (a window of non-blocking puts, then
+//! quiet). Baselines: `cacheline` (a bare cache-line ping-pong between two
+//! pinned threads: the physical floor) for the latency tests, `memcpy`
+//! (single-thread copy) for the bandwidth test. Without a TEST, a short
+//! default suite runs and prints each result's ratio to its baseline.
+//!
+//! The command launches its own PEs through [`switchyard_launch`], pinned one per
+//! core where there are enough cores: each PE runs `switchyard perf --worker`
+//! and PE 0 writes its measurements to a file the driver reads back.
+//!
+//! ## Over TCP
+//!
+//! `--transport tcp` launches the PEs with `SWITCHYARD_TRANSPORTS=tcp`, so the
+//! context connects them only over TCP, even on one node: the measured path is
+//! the TCP driver's. The baselines are then TCP too: `tcp-pingpong`
+//! (busy-polled ping-pong of the test's message size over a bare connected
+//! socket pair, RTT/2) for the latency tests, `tcp-stream` (one thread
+//! writing, one reading, with `put-bw`'s sizes and message counts) for
+//! `put-bw`. Both also run on their own, without PEs: `switchyard perf
+//! tcp-pingpong` and `switchyard perf tcp-stream`. Default sizes over TCP:
+//! 64 B for `put-lat`, 64, 4K and 1M for `put-bw`.
+//!
+//! ## Over RDMA verbs
+//!
+//! `--transport verbs` measures the verbs driver on its own ([`verbs`]): two
+//! drivers in this process on one device, `--qd-sweep` adds queue depths 1
+//! to 64 to the latency tests. Without a usable device it fails at once
+//! with the probe's reason.
+//!
+//! `--sim NAME` launches the PEs in the running simulated cluster NAME
+//! ([`switchyard_launch::sim`]), one per node (so PEs 0 and 1 are on different nodes and
+//! talk over the rails), and runs the TCP baselines between the first two
+//! nodes' namespaces over rail 0 (the listener on node 1's address, the
+//! timing side in node 0, as PEs 1 and 0). Without `--sim`, everything runs
+//! on this machine over loopback (127.0.0.1).
+
+mod baseline;
+pub mod stats;
+pub mod verbs;
+mod worker;
+
+use std::{
+    io::{IsTerminal, Write},
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use baseline::TcpPath;
+use stats::Measurement;
+use switchyard::config::{format_size, parse_size};
+use switchyard_launch::{self as launch, Bind, LaunchOptions};
+pub use worker::WorkerPlan;
+
+/// A perf test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Test {
+    /// Put ping-pong latency.
+    PutLat,
+    /// Blocking get latency.
+    GetLat,
+    /// Fetch-add latency.
+    AtomicLat,
+    /// Non-blocking put bandwidth.
+    PutBw,
+}
+
+impl Test {
+    /// The test's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Test::PutLat => "put-lat",
+            Test::GetLat => "get-lat",
+            Test::AtomicLat => "atomic-lat",
+            Test::PutBw => "put-bw",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Test> {
+        Some(match s {
+            "put-lat" => Test::PutLat,
+            "get-lat" => Test::GetLat,
+            "atomic-lat" => Test::AtomicLat,
+            "put-bw" => Test::PutBw,
+            _ => return None,
+        })
+    }
+
+    fn is_latency(self) -> bool {
+        !matches!(self, Test::PutBw)
+    }
+}
+
+/// A baseline run on its own, as a test (no PEs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standalone {
+    /// `tcp-pingpong`.
+    TcpPingpong,
+    /// `tcp-stream`.
+    TcpStream,
+}
+
+impl Standalone {
+    const fn name(self) -> &'static str {
+        match self {
+            Standalone::TcpPingpong => "tcp-pingpong",
+            Standalone::TcpStream => "tcp-stream",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Standalone> {
+        Some(match s {
+            "tcp-pingpong" => Standalone::TcpPingpong,
+            "tcp-stream" => Standalone::TcpStream,
+            _ => return None,
+        })
+    }
+}
+
+/// The variable that restricts the transports a PE's context connects with
+/// (read by the context).
+pub const TRANSPORTS_VAR: &str = "SWITCHYARD_TRANSPORTS";
+
+/// Usage of `switchyard perf`.
+pub const USAGE: &str = "\
+Usage: switchyard perf [TEST] [OPTIONS]
+
+Benchmarks the data path with real PEs, each result beside a baseline measured
+in the same run. Without TEST, a short default suite and a table of ratios.
+
+Tests:
+  put-lat       put ping-pong on a flag; one-way latency = RTT/2 (p50, p99, p99.9, max)
+  get-lat       blocking get latency
+  atomic-lat    fetch-add latency
+  put-bw        a window of non-blocking puts, then quiet (GB/s, msg/s)
+Baselines (measured right before and right after each test; ratio against their mean):
+  cacheline     bare cache-line ping-pong between two pinned threads (latency floor)
+  memcpy        single-thread copy bandwidth (bandwidth ceiling)
+  tcp-pingpong  busy-polled ping-pong of the test's message size over a bare TCP
+                socket pair (TCP_NODELAY), RTT/2: the latency floor over TCP
+  tcp-stream    one thread writing messages over a TCP connection, one reading
+                them: the bandwidth ceiling over TCP
+  The TCP baselines replace cacheline and memcpy with --transport tcp or --sim,
+  and also run on their own (no PEs): switchyard perf tcp-pingpong [--size S]
+  [--iters N], switchyard perf tcp-stream [--sizes ...] [--iters N].
+
+Options:
+  -n PES               PEs to launch (default 2; PEs 0 and 1 measure)
+  --size S             one message size (e.g. 8, 4K, 1M)
+  --sizes A..B         powers of two from A to B, or a list A,B,C (default: 8 for
+                       latency, 8..4M for put-bw; over TCP 64 for put-lat and
+                       tcp-pingpong, 64,4K,1M for put-bw and tcp-stream)
+  --iters N            measured iterations per size (default 20000 latency, 4096 messages bandwidth)
+  --warmup N           unmeasured iterations first (default 10% of --iters)
+  --window W           puts per quiet in put-bw (default 64)
+  --transport T        auto|shm|tcp|verbs (default auto = what select chooses);
+                       tcp: the PEs connect only over TCP (SWITCHYARD_TRANSPORTS=tcp),
+                       with TCP baselines
+  --qd-sweep           with --transport verbs: latency tests at queue depths
+                       1, 2, 4 ... 64 (latency must stay flat while offloaded)
+  --sim NAME           run the PEs in the running sim NAME, one per node, and the TCP
+                       baselines between its first two nodes over rail 0
+                       (default: this machine, TCP over 127.0.0.1)
+  --json               machine-readable output
+  -h, --help           this text
+";
+
+#[derive(Debug, Clone)]
+struct Options {
+    test: Option<Test>,
+    standalone: Option<Standalone>,
+    n: u32,
+    sizes: Option<Vec<u64>>,
+    iters: Option<u64>,
+    warmup: Option<u64>,
+    window: u64,
+    json: bool,
+    transport: String,
+    sim: Option<String>,
+    worker_out: Option<PathBuf>,
+    qd_sweep: bool,
+}
+
+impl Options {
+    /// Whether the PEs talk over TCP (`--transport tcp`, or on different
+    /// nodes of a sim): TCP baselines and defaults.
+    fn over_tcp(&self) -> bool {
+        self.transport == "tcp" || self.sim.is_some()
+    }
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
+    let bad = || {
+        format!(
+            "--sizes {s}: expected A..B (powers of two) or a list A,B,C, with sizes such as 8..4M"
+        )
+    };
+    if s.contains(',') || !s.contains("..") {
+        let v = s
+            .split(',')
+            .map(|x| parse_size(x.trim()).filter(|&v| v > 0 && v <= 1 << 30))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(bad)?;
+        return Ok(v);
+    }
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    let (a, b) = (
+        parse_size(a).ok_or_else(bad)?,
+        parse_size(b).ok_or_else(bad)?,
+    );
+    if a == 0 || a > b || b > (1 << 30) {
+        return Err(format!("--sizes {s}: need 0 < A <= B <= 1G"));
+    }
+    let mut v = Vec::new();
+    let mut x = a;
+    while x <= b {
+        v.push(x);
+        x = x.saturating_mul(2);
+    }
+    Ok(v)
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        test: None,
+        standalone: None,
+        n: 2,
+        sizes: None,
+        iters: None,
+        warmup: None,
+        window: 64,
+        json: false,
+        transport: "auto".into(),
+        sim: None,
+        worker_out: None,
+        qd_sweep: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        let num = |name: &str, v: String| -> Result<u64, String> {
+            v.parse::<u64>()
+                .map_err(|_| format!("{name} {v}: expected a whole number"))
+        };
+        match a.as_str() {
+            "-n" => {
+                let v = val("-n")?;
+                o.n = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| (2..=launch::MAX_PES).contains(&n))
+                    .ok_or_else(|| format!("-n {v}: expected 2..={}", launch::MAX_PES))?;
+            }
+            "--size" => {
+                let v = val("--size")?;
+                let s = parse_size(&v)
+                    .filter(|&s| s > 0 && s <= 1 << 30)
+                    .ok_or_else(|| {
+                        format!("--size {v}: expected a size such as 8, 4K or 1M (at most 1G)")
+                    })?;
+                o.sizes = Some(vec![s]);
+            }
+            "--sizes" => o.sizes = Some(parse_sizes(&val("--sizes")?)?),
+            "--iters" => o.iters = Some(num("--iters", val("--iters")?)?.max(1)),
+            "--warmup" => o.warmup = Some(num("--warmup", val("--warmup")?)?),
+            "--window" => o.window = num("--window", val("--window")?)?.clamp(1, 4096),
+            "--transport" => {
+                let v = val("--transport")?;
+                if !matches!(v.as_str(), "auto" | "shm" | "tcp" | "verbs") {
+                    return Err(format!("--transport {v}: expected auto, shm, tcp or verbs"));
+                }
+                o.transport = v;
+            }
+            "--sim" => {
+                let v = val("--sim")?;
+                switchyard_launch::sim::check_name(&v).map_err(|e| format!("--sim {v}: {e}"))?;
+                o.sim = Some(v);
+            }
+            "--json" => o.json = true,
+            "--qd-sweep" => o.qd_sweep = true,
+            "--worker-out" => o.worker_out = Some(PathBuf::from(val("--worker-out")?)),
+            t if !t.starts_with('-') && o.test.is_none() && o.standalone.is_none() => {
+                if let Some(b) = Standalone::parse(t) {
+                    o.standalone = Some(b);
+                } else {
+                    o.test = Some(Test::parse(t).ok_or_else(|| {
+                        format!(
+                            "unknown test '{t}' (expected put-lat, get-lat, atomic-lat, put-bw, tcp-pingpong or tcp-stream)"
+                        )
+                    })?);
+                }
+            }
+            other => return Err(format!("unknown option '{other}'")),
+        }
+    }
+    if o.qd_sweep && o.transport != "verbs" {
+        return Err("--qd-sweep needs --transport verbs".into());
+    }
+    Ok(o)
+}
+
+/// One step of a run: a test over some sizes.
+#[derive(Debug, Clone)]
+struct Step {
+    test: Test,
+    sizes: Vec<u64>,
+    iters: u64,
+    warmup: u64,
+}
+
+fn steps(o: &Options) -> Vec<Step> {
+    let mk = |test: Test, sizes: Vec<u64>, iters: u64| {
+        let iters = o.iters.unwrap_or(iters);
+        Step {
+            test,
+            sizes: o.sizes.clone().unwrap_or(sizes),
+            iters,
+            warmup: o.warmup.unwrap_or(iters / 10),
+        }
+    };
+    let tcp = o.over_tcp();
+    let lat_size = |t: Test| if tcp && t == Test::PutLat { 64 } else { 8 };
+    let tcp_bw = vec![64, 4096, 1 << 20];
+    match o.test {
+        Some(t) if t.is_latency() => vec![mk(t, vec![lat_size(t)], 20_000)],
+        Some(t) if tcp => vec![mk(t, tcp_bw, 4096)],
+        Some(t) => vec![mk(t, parse_sizes("8..4M").unwrap_or_default(), 4096)],
+        None => vec![
+            mk(Test::PutLat, vec![lat_size(Test::PutLat)], 20_000),
+            mk(Test::GetLat, vec![8], 20_000),
+            mk(Test::AtomicLat, vec![8], 20_000),
+            mk(Test::PutBw, vec![64, 4096, 1 << 20], 2048),
+        ],
+    }
+}
+
+/// Entry point of `switchyard perf` (streams its output).
+pub fn main(args: &[String]) -> ExitCode {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    if args.first().map(String::as_str) == Some("--worker") {
+        return worker_main(&args[1..]);
+    }
+    let o = match parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("switchyard perf: error: {e}\n\n{USAGE}");
+            return ExitCode::from(crate::EXIT_USAGE);
+        }
+    };
+    match drive(&o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchyard perf: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn worker_main(args: &[String]) -> ExitCode {
+    let o = match parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("switchyard perf --worker: {e}");
+            return ExitCode::from(crate::EXIT_USAGE);
+        }
+    };
+    let Some(test) = o.test else {
+        eprintln!("switchyard perf --worker: no test");
+        return ExitCode::from(crate::EXIT_USAGE);
+    };
+    let step = steps(&o).remove(0);
+    let plan = WorkerPlan {
+        test,
+        sizes: step.sizes,
+        iters: step.iters,
+        warmup: step.warmup,
+        window: o.window,
+        tcp: o.transport == "tcp",
+    };
+    let result = switchyard::context::Context::from_env().and_then(|mut ctx| {
+        let r = worker::run(&mut ctx, &plan)?;
+        let me = ctx.my_pe();
+        ctx.finalize()?;
+        Ok((me, r))
+    });
+    match result {
+        Ok((0, r)) => {
+            let json = serde_json::to_string(&r).unwrap_or_default();
+            if let Some(path) = &o.worker_out
+                && let Err(e) = std::fs::write(path, json)
+            {
+                eprintln!("cannot write results to {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchyard perf worker: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Shows progress on a terminal (a bar) or as plain lines.
+struct Progress {
+    tty: bool,
+    total: usize,
+    done: usize,
+    start: Instant,
+    quiet: bool,
+}
+
+impl Progress {
+    fn step(&mut self, what: &str) {
+        if self.quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            if self.start.elapsed() > Duration::from_secs(1) || self.done > 0 {
+                let width = 30;
+                let filled = width * self.done / self.total.max(1);
+                let _ = write!(
+                    err,
+                    "\r[{}{}] {}/{} {what:<40}",
+                    "=".repeat(filled),
+                    " ".repeat(width - filled),
+                    self.done,
+                    self.total
+                );
+                let _ = err.flush();
+            }
+        } else {
+            let _ = writeln!(err, "perf: [{}/{}] {what}", self.done + 1, self.total);
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.tty && !self.quiet {
+            let _ = write!(std::io::stderr(), "\r{:80}\r", "");
+        }
+    }
+}
+
+/// Where a run happens: the sim (if any, with one PE per node) and the path
+/// of the TCP baselines.
+struct Place {
+    sim: Option<switchyard_launch::sim::SimState>,
+    tcp: TcpPath,
+    /// How the TCP path reads in the table's header.
+    tcp_desc: String,
+}
+
+fn place(o: &Options) -> Result<Place, String> {
+    let Some(name) = &o.sim else {
+        return Ok(Place {
+            sim: None,
+            tcp: TcpPath::loopback(),
+            tcp_desc: "loopback 127.0.0.1".into(),
+        });
+    };
+    let sim = switchyard_launch::sim::Sim::open(name).map_err(|e| format!("--sim {name}: {e}"))?;
+    let mut state = sim.state().clone();
+    let nodes = state.nodes.len();
+    if nodes < 2 {
+        return Err(format!(
+            "--sim {name}: the sim has {nodes} node(s); perf needs two (PEs 0 and 1 on different nodes)"
+        ));
+    }
+    if o.standalone.is_none() && o.n as usize > nodes {
+        return Err(format!(
+            "--sim {name}: -n {} needs a node per PE and the sim has {nodes}",
+            o.n
+        ));
+    }
+    let (client, server) = (&state.nodes[0], &state.nodes[1]);
+    let rail0 = |n: &switchyard_launch::sim::SimNode| {
+        n.addrs
+            .first()
+            .copied()
+            .ok_or_else(|| format!("--sim {name}: node {} has no rail address", n.host))
+    };
+    let server_ip = rail0(server)?;
+    let tcp = TcpPath {
+        server_ip: std::net::IpAddr::V4(server_ip),
+        server_netns: Some(switchyard_launch::sim::netns_path(&server.netns)),
+        client_netns: Some(switchyard_launch::sim::netns_path(&client.netns)),
+    };
+    let tcp_desc = format!(
+        "sim {name}: {} ({}) -> {} ({server_ip}), rail 0",
+        client.host,
+        rail0(client)?,
+        server.host
+    );
+    // One PE per node: PE 0 on node 0, PE 1 on node 1.
+    state.pes_per_node = 1;
+    Ok(Place {
+        sim: Some(state),
+        tcp,
+        tcp_desc,
+    })
+}
+
+fn drive(o: &Options) -> Result<(), String> {
+    match o.transport.as_str() {
+        "verbs" => return drive_verbs(o),
+        "shm" if o.sim.is_some() => {
+            return Err(
+                "--transport shm cannot cross nodes: under --sim each PE is on a node of its own (use tcp or auto)"
+                    .into(),
+            );
+        }
+        _ => {}
+    }
+    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = (0, 1 % ncpus);
+    let place = place(o)?;
+    if let Some(which) = o.standalone {
+        return drive_standalone(o, which, &place, cpus, ncpus);
+    }
+    let pinned = (o.n as usize) <= ncpus;
+    let bench = Bench {
+        cpus,
+        tcp: o.over_tcp().then(|| place.tcp.clone()),
+    };
+    let steps = steps(o);
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        total: steps.len() * 2,
+        done: 0,
+        start: Instant::now(),
+        quiet: o.json,
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
+    let dir = std::env::temp_dir();
+    let mut rows: Vec<(Measurement, Option<Measurement>)> = Vec::new();
+    let mut drift: Vec<String> = Vec::new();
+    for step in &steps {
+        progress.step(&format!("baseline for {}", step.test.name()));
+        let before = bench.baselines(step)?;
+        progress.done += 1;
+        progress.step(&format!("{} with {} PEs", step.test.name(), o.n));
+        let out = dir.join(format!(
+            "switchyard-perf-{}-{}.json",
+            std::process::id(),
+            step.test.name()
+        ));
+        let _ = std::fs::remove_file(&out);
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "perf".into(),
+            "--worker".into(),
+            step.test.name().into(),
+            "--iters".into(),
+            step.iters.to_string().into(),
+            "--warmup".into(),
+            step.warmup.to_string().into(),
+            "--window".into(),
+            o.window.to_string().into(),
+            "--worker-out".into(),
+            out.clone().into(),
+        ];
+        if o.over_tcp() {
+            args.extend(["--transport".into(), "tcp".into()]);
+        }
+        let list: Vec<String> = step.sizes.iter().map(u64::to_string).collect();
+        args.extend(["--sizes".into(), list.join(",").into()]);
+        let mut lo = LaunchOptions::new(o.n, exe.clone());
+        lo.args = args;
+        lo.bind = if pinned { Bind::Core } else { Bind::None };
+        lo.timeout = Some(Duration::from_secs(300));
+        lo.sim = place.sim.clone();
+        lo.env
+            .push(("SWITCHYARD_HEAP_SIZE".into(), heap_for(&step.sizes)));
+        if o.transport == "tcp" {
+            lo.env.push((TRANSPORTS_VAR.into(), "tcp".into()));
+        }
+        let outcome = launch::launch(&lo).map_err(|e| e.to_string())?;
+        if !outcome.success() {
+            return Err(format!(
+                "{} failed: {:?}{}",
+                step.test.name(),
+                outcome.end,
+                outcome
+                    .bootstrap_error
+                    .map(|b| format!(" ({b})"))
+                    .unwrap_or_default()
+            ));
+        }
+        let text = std::fs::read_to_string(&out).map_err(|e| {
+            format!(
+                "no results from {} ({}): {e}",
+                step.test.name(),
+                out.display()
+            )
+        })?;
+        let _ = std::fs::remove_file(&out);
+        let ms: Vec<Measurement> =
+            serde_json::from_str(&text).map_err(|e| format!("bad results file: {e}"))?;
+        // The baseline again, right after: the host moves the vCPUs between
+        // near and far cores every few minutes, so a ratio is against the mean
+        // of before and after, and a baseline that moved is reported.
+        let after = bench.baselines(step)?;
+        let base: Vec<Measurement> = before
+            .into_iter()
+            .zip(after)
+            .filter_map(|(b, a)| merge_baselines(Some(b), Some(a), &mut drift))
+            .collect();
+        for m in ms {
+            let b = base
+                .iter()
+                .find(|b| b.size == m.size && b.latency.is_some() == m.latency.is_some())
+                .or_else(|| {
+                    base.iter()
+                        .find(|b| b.test == "cacheline" && m.latency.is_some())
+                })
+                .cloned();
+            rows.push((m, b));
+        }
+        progress.done += 1;
+    }
+    progress.finish();
+    let header = header(o, &place, pinned);
+    if o.json {
+        print_json(o, &place, pinned, ncpus, &rows);
+    } else {
+        print!("{}", table(&rows, &header));
+    }
+    for d in &drift {
+        eprintln!("perf: warning: {d}");
+    }
+    Ok(())
+}
+
+/// `switchyard perf tcp-pingpong|tcp-stream`: the baseline alone, no PEs.
+/// `--transport verbs` ([`verbs`]): the probe's reason without a device.
+fn drive_verbs(o: &Options) -> Result<(), String> {
+    if let Some(why) = verbs::unavailable() {
+        return Err(why);
+    }
+    if o.sim.is_some() || o.standalone.is_some() {
+        return Err(
+            "--transport verbs runs on this machine's device: no --sim, no tcp baselines".into(),
+        );
+    }
+    let tests = o.test.map_or_else(
+        || vec![Test::PutLat, Test::GetLat, Test::AtomicLat, Test::PutBw],
+        |t| vec![t],
+    );
+    let bw = tests == [Test::PutBw];
+    let sizes = o
+        .sizes
+        .clone()
+        .unwrap_or_else(|| if bw { vec![64, 4096, 65536] } else { vec![8] });
+    let iters = o.iters.unwrap_or(if bw { 256 } else { 10_000 });
+    let plan = verbs::Plan {
+        tests,
+        sizes,
+        iters,
+        warmup: o.warmup.unwrap_or(iters / 10),
+        window: o.window,
+        qd_sweep: o.qd_sweep,
+    };
+    let rows: Vec<(Measurement, Option<Measurement>)> =
+        verbs::run(&plan)?.into_iter().map(|m| (m, None)).collect();
+    if o.json {
+        let v: Vec<&Measurement> = rows.iter().map(|r| &r.0).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!(
+            "{}",
+            table(
+                &rows,
+                "switchyard perf: transport verbs, two drivers on one device (NIC loopback); put-lat = (put + quiet) / 2"
+            )
+        );
+    }
+    Ok(())
+}
+
+fn drive_standalone(
+    o: &Options,
+    which: Standalone,
+    place: &Place,
+    cpus: (usize, usize),
+    ncpus: usize,
+) -> Result<(), String> {
+    let (sizes, iters) = match which {
+        Standalone::TcpPingpong => (vec![64], 20_000),
+        Standalone::TcpStream => (vec![64, 4096, 1 << 20], 2048),
+    };
+    let sizes = o.sizes.clone().unwrap_or(sizes);
+    let iters = o.iters.unwrap_or(iters);
+    let warmup = o.warmup.unwrap_or(iters / 10);
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        total: sizes.len(),
+        done: 0,
+        start: Instant::now(),
+        quiet: o.json,
+    };
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        progress.step(&format!("{} {}", which.name(), format_size(size)));
+        let m = match which {
+            Standalone::TcpPingpong => {
+                baseline::tcp_pingpong(size as usize, iters, warmup, &place.tcp, cpus)?
+            }
+            Standalone::TcpStream => {
+                baseline::tcp_stream(size as usize, iters, warmup, &place.tcp, cpus)?
+            }
+        };
+        rows.push((m, None));
+        progress.done += 1;
+    }
+    progress.finish();
+    let pinned = ncpus >= 2;
+    if o.json {
+        print_json(o, place, pinned, ncpus, &rows);
+    } else {
+        let header = format!(
+            "switchyard perf: {} between two {} threads over {}, no PEs",
+            which.name(),
+            if pinned { "pinned" } else { "unpinned" },
+            place.tcp_desc
+        );
+        print!("{}", table(&rows, &header));
+    }
+    Ok(())
+}
+
+fn header(o: &Options, place: &Place, pinned: bool) -> String {
+    let transport = match (o.transport.as_str(), &o.sim) {
+        ("tcp", _) => format!("transport tcp only ({TRANSPORTS_VAR}=tcp)"),
+        (_, Some(_)) => "transport chosen by select (tcp between nodes)".to_string(),
+        _ => "transport chosen by select (shm on one node)".to_string(),
+    };
+    let sim = o
+        .sim
+        .as_ref()
+        .map_or(String::new(), |s| format!(" in sim {s}, one per node,"));
+    let tcp_base = if o.over_tcp() {
+        format!(" (tcp over {})", place.tcp_desc)
+    } else {
+        String::new()
+    };
+    format!(
+        "switchyard perf: {} PEs,{sim} {}, {transport}; baselines{tcp_base}: mean of a run right before and right after each test",
+        o.n,
+        if pinned { "one per core" } else { "not pinned" }
+    )
+}
+
+fn print_json(
+    o: &Options,
+    place: &Place,
+    pinned: bool,
+    ncpus: usize,
+    rows: &[(Measurement, Option<Measurement>)],
+) {
+    let v: Vec<_> = rows
+        .iter()
+        .map(|(m, b)| serde_json::json!({ "result": m, "baseline": b, "ratio": ratio(m, b.as_ref()) }))
+        .collect();
+    let tcp = (o.over_tcp() || o.standalone.is_some()).then(|| place.tcp_desc.clone());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "pes": if o.standalone.is_some() { 0 } else { o.n },
+            "pinned": pinned,
+            "cpus": ncpus,
+            "transport": if o.standalone.is_some() { "tcp" } else { o.transport.as_str() },
+            "sim": o.sim,
+            "tcp_path": tcp,
+            "results": v
+        }))
+        .unwrap_or_default()
+    );
+}
+
+/// How the baselines of a run are measured.
+struct Bench {
+    /// The two CPUs the baseline threads are pinned to.
+    cpus: (usize, usize),
+    /// TCP baselines along this path, instead of cacheline and memcpy.
+    tcp: Option<TcpPath>,
+}
+
+impl Bench {
+    /// The baselines of one step: for a latency test the cache-line
+    /// ping-pong (or, over TCP, `tcp-pingpong` at every size), for a
+    /// bandwidth test memcpy (or `tcp-stream`) at every size.
+    fn baselines(&self, step: &Step) -> Result<Vec<Measurement>, String> {
+        let (iters, warmup) = (step.iters, step.warmup);
+        match (&self.tcp, step.test.is_latency()) {
+            (None, true) => Ok(vec![baseline::cacheline(iters, warmup, self.cpus)]),
+            (None, false) => Ok(step
+                .sizes
+                .iter()
+                .map(|&s| baseline::memcpy(s as usize, iters.max(1), self.cpus.0))
+                .collect()),
+            (Some(path), lat) => step
+                .sizes
+                .iter()
+                .map(|&s| {
+                    // atomic-lat moves 8 bytes whatever --size says.
+                    let s = if step.test == Test::AtomicLat { 8 } else { s };
+                    if lat {
+                        baseline::tcp_pingpong(s as usize, iters, warmup, path, self.cpus)
+                    } else {
+                        baseline::tcp_stream(s as usize, iters.max(1), warmup, path, self.cpus)
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The mean of a baseline measured before and after a test; notes in
+/// `drift` when the two differ by more than 20 % (the machine changed under
+/// the run: the ratio is then less trustworthy).
+fn merge_baselines(
+    before: Option<Measurement>,
+    after: Option<Measurement>,
+    drift: &mut Vec<String>,
+) -> Option<Measurement> {
+    let (b, a) = match (before, after) {
+        (Some(b), Some(a)) => (b, a),
+        (b, a) => return b.or(a),
+    };
+    let mean = |x: f64, y: f64| (x + y) / 2.0;
+    let moved = |x: f64, y: f64| x.min(y) > 0.0 && x.max(y) / x.min(y) > 1.2;
+    let mut m = b.clone();
+    if let (Some(lb), Some(la)) = (b.latency, a.latency) {
+        if moved(lb.p50, la.p50) {
+            drift.push(format!(
+                "{} {} baseline moved between before and after the test (p50 {:.0} ns, then {:.0} ns): the host moved the vCPUs; rerun for a steady ratio",
+                b.test,
+                format_size(b.size),
+                lb.p50,
+                la.p50
+            ));
+        }
+        m.latency = Some(stats::Latency {
+            p50: mean(lb.p50, la.p50),
+            p99: mean(lb.p99, la.p99),
+            p999: mean(lb.p999, la.p999),
+            max: lb.max.max(la.max),
+        });
+    }
+    if let (Some(wb), Some(wa)) = (b.bandwidth, a.bandwidth) {
+        if moved(wb.gbps, wa.gbps) {
+            drift.push(format!(
+                "{} {} baseline moved between before and after the test ({:.2} GB/s, then {:.2} GB/s); rerun for a steady ratio",
+                b.test,
+                format_size(b.size),
+                wb.gbps,
+                wa.gbps
+            ));
+        }
+        m.bandwidth = Some(stats::Bandwidth {
+            gbps: mean(wb.gbps, wa.gbps),
+            msgs_per_s: mean(wb.msgs_per_s, wa.msgs_per_s),
+        });
+    }
+    Some(m)
+}
+
+fn heap_for(sizes: &[u64]) -> String {
+    let max = sizes.iter().copied().max().unwrap_or(8);
+    // Two message buffers plus slack.
+    format_size((2 * max + (1 << 20)).next_power_of_two().max(4 << 20))
+}
+
+/// The ratio that matters for a row: p50 over the baseline's p50 (latency),
+/// GB/s over the baseline's GB/s (bandwidth).
+fn ratio(m: &Measurement, b: Option<&Measurement>) -> Option<f64> {
+    let b = b?;
+    match (&m.latency, &b.latency, &m.bandwidth, &b.bandwidth) {
+        (Some(l), Some(bl), _, _) if bl.p50 > 0.0 => Some(l.p50 / bl.p50),
+        (_, _, Some(w), Some(bw)) if bw.gbps > 0.0 => Some(w.gbps / bw.gbps),
+        _ => None,
+    }
+}
+
+fn table(rows: &[(Measurement, Option<Measurement>)], header: &str) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "{header}");
+    let _ = writeln!(
+        s,
+        "{:<12} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}",
+        "test",
+        "size",
+        "p50 ns",
+        "p99 ns",
+        "p99.9 ns",
+        "max ns",
+        "GB/s",
+        "msg/s",
+        "baseline",
+        "ratio"
+    );
+    let mut shown = Vec::new();
+    for (m, b) in rows {
+        if let Some(b) = b {
+            let key = (b.test.clone(), b.size);
+            if !shown.contains(&key) {
+                shown.push(key);
+                row(&mut s, b, None, "");
+            }
+        }
+        let label = b.as_ref().map_or(String::new(), |b| {
+            if b.latency.is_some() && b.test == "cacheline" {
+                format!("{} p50", b.test)
+            } else if b.latency.is_some() {
+                format!("{} {} p50", b.test, format_size(b.size))
+            } else {
+                format!("{} {}", b.test, format_size(b.size))
+            }
+        });
+        row(&mut s, m, ratio(m, b.as_ref()), &label);
+    }
+    s
+}
+
+fn row(s: &mut String, m: &Measurement, ratio: Option<f64>, base: &str) {
+    use std::fmt::Write as _;
+    let f = |v: f64| format!("{v:.0}");
+    let (p50, p99, p999, max) = m.latency.map_or_else(
+        || ("".into(), "".into(), "".into(), "".into()),
+        |l| (f(l.p50), f(l.p99), f(l.p999), f(l.max)),
+    );
+    let (gbps, mps) = m.bandwidth.map_or_else(
+        || (String::new(), String::new()),
+        |b| (format!("{:.2}", b.gbps), format!("{:.0}", b.msgs_per_s)),
+    );
+    let _ = writeln!(
+        s,
+        "{:<12} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}",
+        m.test,
+        format_size(m.size),
+        p50,
+        p99,
+        p999,
+        max,
+        gbps,
+        mps,
+        base,
+        ratio.map_or(String::new(), |r| format!("{r:.2}x"))
+    );
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn a(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn options() {
+        let o = parse(&a(&["put-bw", "--sizes", "8..64", "-n", "3"])).unwrap();
+        assert_eq!(o.test, Some(Test::PutBw));
+        assert_eq!(o.sizes, Some(vec![8, 16, 32, 64]));
+        assert_eq!(o.n, 3);
+        assert!(parse(&a(&["frob"])).unwrap_err().contains("unknown test"));
+        assert!(parse(&a(&["-n", "1"])).is_err());
+        assert!(
+            parse(&a(&["--size", "abc"]))
+                .unwrap_err()
+                .contains("--size abc")
+        );
+        assert!(parse(&a(&["--sizes", "64..8"])).is_err());
+        assert_eq!(
+            parse(&a(&["--sizes", "64,4K,1M"])).unwrap().sizes,
+            Some(vec![64, 4096, 1 << 20])
+        );
+        assert!(parse(&a(&["--sizes", "64,,1M"])).is_err());
+        assert!(parse(&a(&["--transport", "udp"])).is_err());
+        assert!(
+            parse(&a(&["--iters"]))
+                .unwrap_err()
+                .contains("needs a value")
+        );
+        assert_eq!(steps(&parse(&[]).unwrap()).len(), 4);
+    }
+
+    #[test]
+    fn tcp_options() {
+        let o = parse(&a(&["tcp-pingpong", "--size", "64", "--iters", "100"])).unwrap();
+        assert_eq!(o.standalone, Some(Standalone::TcpPingpong));
+        assert_eq!(o.test, None);
+        assert_eq!(o.sizes, Some(vec![64]));
+        let o = parse(&a(&["tcp-stream", "--sizes", "64,4K"])).unwrap();
+        assert_eq!(o.standalone, Some(Standalone::TcpStream));
+        assert!(parse(&a(&["tcp-stream", "put-lat"])).is_err());
+        assert!(
+            parse(&a(&["--sim", "Bad Name"]))
+                .unwrap_err()
+                .contains("--sim")
+        );
+        assert_eq!(
+            parse(&a(&["--sim", "c1"])).unwrap().sim.as_deref(),
+            Some("c1")
+        );
+        // Default sizes over TCP: put-lat 64, put-bw 64, 4K, 1M.
+        let o = parse(&a(&["atomic-lat", "--transport", "verbs", "--qd-sweep"])).unwrap();
+        assert!(o.qd_sweep);
+        assert_eq!(
+            (o.test, o.transport.as_str()),
+            (Some(Test::AtomicLat), "verbs")
+        );
+        for t in ["put-lat", "get-lat", "put-bw", "atomic-lat"] {
+            assert!(parse(&a(&[t, "--transport", "verbs"])).is_ok(), "{t}");
+        }
+        assert!(
+            parse(&a(&["--qd-sweep"]))
+                .unwrap_err()
+                .contains("--transport verbs")
+        );
+        if let Some(why) = verbs::unavailable() {
+            // No device: the reason, before anything is launched.
+            assert_eq!(drive(&o).unwrap_err(), why);
+        }
+        let o = parse(&a(&["--transport", "tcp"])).unwrap();
+        assert!(o.over_tcp());
+        let s = steps(&o);
+        assert_eq!(s[0].sizes, vec![64]);
+        assert_eq!(s[1].sizes, vec![8]);
+        assert_eq!(s[3].sizes, vec![64, 4096, 1 << 20]);
+        let o = parse(&a(&["put-bw", "--transport", "tcp"])).unwrap();
+        assert_eq!(steps(&o)[0].sizes, vec![64, 4096, 1 << 20]);
+        let o = parse(&a(&["put-lat", "--sim", "c1"])).unwrap();
+        assert!(o.over_tcp());
+        assert_eq!(steps(&o)[0].sizes, vec![64]);
+        // shm and auto keep their defaults.
+        let o = parse(&a(&["put-lat", "--transport", "shm"])).unwrap();
+        assert!(!o.over_tcp());
+        assert_eq!(steps(&o)[0].sizes, vec![8]);
+    }
+
+    #[test]
+    fn tcp_baselines_on_loopback() {
+        let path = baseline::TcpPath::loopback();
+        let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = (0, 1 % ncpus);
+        let m = baseline::tcp_pingpong(64, 200, 20, &path, cpus).unwrap();
+        assert_eq!(
+            (m.test.as_str(), m.size, m.iters),
+            ("tcp-pingpong", 64, 200)
+        );
+        assert!(m.latency.is_some_and(|l| l.p50 > 0.0 && l.max >= l.p50));
+        let m = baseline::tcp_stream(4096, 100, 10, &path, cpus).unwrap();
+        assert_eq!(
+            (m.test.as_str(), m.size, m.iters),
+            ("tcp-stream", 4096, 100)
+        );
+        assert!(
+            m.bandwidth
+                .is_some_and(|b| b.gbps > 0.0 && b.msgs_per_s > 0.0)
+        );
+        let bad = baseline::TcpPath {
+            server_netns: Some("/nonexistent/netns".into()),
+            ..path
+        };
+        assert!(
+            baseline::tcp_pingpong(8, 1, 0, &bad, cpus)
+                .unwrap_err()
+                .contains("/nonexistent/netns")
+        );
+    }
+}

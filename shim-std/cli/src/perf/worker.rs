@@ -1,0 +1,185 @@
+//! The PE side of `switchyard perf`: every PE runs this (through the
+//! launcher); PEs 0 and 1 measure, the others wait at the barriers; PE 0
+//! writes the results as JSON to the file the driver named.
+//!
+//! Over TCP ([`WorkerPlan::tcp`]), `put-lat` with more than 8 bytes sends one
+//! put of `size` bytes whose last 8 bytes are the flag: a TCP frame is applied
+//! whole by the target's progress before its wait re-reads the flag, so the
+//! flag cannot be seen before the data, and a fence (a round trip on TCP) is
+//! not needed. Over shared memory it stays data put, fence, flag put.
+
+use std::time::Instant;
+
+use switchyard::context::{Cmp, Context, Result};
+
+use super::{
+    Test,
+    stats::{Bandwidth, Latency, Measurement},
+};
+
+/// What one worker run measures.
+#[derive(Debug, Clone)]
+pub struct WorkerPlan {
+    /// The test.
+    pub test: Test,
+    /// Message sizes.
+    pub sizes: Vec<u64>,
+    /// Measured iterations (latency) or messages (bandwidth) per size.
+    pub iters: u64,
+    /// Unmeasured iterations first.
+    pub warmup: u64,
+    /// Non-blocking puts per quiet (bandwidth).
+    pub window: u64,
+    /// The PEs talk over TCP (`--transport tcp`, or a sim): `put-lat` sends
+    /// data and flag as one put (see the module doc).
+    pub tcp: bool,
+}
+
+/// Runs the plan on this PE; PE 0 returns the measurements.
+///
+/// # Errors
+///
+/// Context errors (init, routes, timeouts).
+pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
+    let max = plan.sizes.iter().copied().max().unwrap_or(8).max(8) as usize;
+    let me = ctx.my_pe();
+    let ping = ctx.alloc::<u64>(1)?;
+    let pong = ctx.alloc::<u64>(1)?;
+    let counter = ctx.alloc::<u64>(1)?;
+    let data = ctx.alloc::<u8>(max)?;
+    let src = ctx.alloc::<u8>(max)?;
+    // One put carrying data and flag (TCP put-lat): whole 8-byte words, the
+    // flag in the last one. Every PE allocates the same (collective).
+    let one_put = plan.tcp && plan.test == Test::PutLat && max > 8;
+    let msg_words = if one_put { max.div_ceil(8) } else { 1 };
+    let msg = ctx.alloc::<u64>(msg_words)?;
+    let mut msg_src = vec![0x3C3C_3C3C_3C3C_3C3Cu64; msg_words];
+    ctx.write_local(&src, 0, &vec![0xA5u8; max])?;
+    let mut out = Vec::new();
+    // Samples are allocated once, before any timing.
+    let mut samples = Vec::with_capacity(plan.iters as usize);
+    let payload = vec![0x3Cu8; max];
+    for &size in &plan.sizes {
+        let size_us = size as usize;
+        ctx.barrier_all()?;
+        samples.clear();
+        let total = plan.iters + plan.warmup;
+        match plan.test {
+            Test::PutLat => {
+                // Ping-pong on flags: PE 0 puts `size` bytes and the flag (the
+                // flag alone for 8 bytes) to PE 1, which answers with a flag.
+                // Over TCP, data and flag go as one put of `size` bytes
+                // (rounded up to whole words), the flag last.
+                let words = size_us.div_ceil(8);
+                let mut t0 = Instant::now();
+                for i in 1..=total {
+                    if one_put && size > 8 {
+                        if me == 0 {
+                            msg_src[words - 1] = i;
+                            ctx.put(&msg, 0, &msg_src[..words], 1)?;
+                            ctx.wait_until(&pong, 0, Cmp::Ge, i)?;
+                            let t1 = Instant::now();
+                            if i > plan.warmup {
+                                samples.push((t1 - t0).as_nanos() as u64);
+                            }
+                            t0 = t1;
+                        } else if me == 1 {
+                            ctx.wait_until(&msg, words - 1, Cmp::Ge, i)?;
+                            ctx.put(&pong, 0, &[i], 0)?;
+                        }
+                    } else if me == 0 {
+                        if size > 8 {
+                            ctx.put(&data, 0, &payload[..size_us - 8], 1)?;
+                            ctx.fence()?;
+                        }
+                        ctx.put(&ping, 0, &[i], 1)?;
+                        ctx.wait_until(&pong, 0, Cmp::Ge, i)?;
+                        let t1 = Instant::now();
+                        if i > plan.warmup {
+                            samples.push((t1 - t0).as_nanos() as u64);
+                        }
+                        t0 = t1;
+                    } else if me == 1 {
+                        ctx.wait_until(&ping, 0, Cmp::Ge, i)?;
+                        ctx.put(&pong, 0, &[i], 0)?;
+                    }
+                }
+                ctx.write_local(&ping, 0, &[0])?;
+                ctx.write_local(&pong, 0, &[0])?;
+                // The next size's flag word may hold this size's data.
+                ctx.write_local(&msg, 0, &vec![0u64; msg_words])?;
+                if me == 0 {
+                    out.push(lat("put-lat", size, plan.iters, &mut samples, 0.5));
+                }
+            }
+            Test::GetLat => {
+                if me == 0 {
+                    let mut buf = vec![0u8; size_us];
+                    for i in 0..total {
+                        let t0 = Instant::now();
+                        ctx.get(&data, 0, &mut buf, 1)?;
+                        let dt = t0.elapsed().as_nanos() as u64;
+                        if i >= plan.warmup {
+                            samples.push(dt);
+                        }
+                    }
+                    out.push(lat("get-lat", size, plan.iters, &mut samples, 1.0));
+                }
+            }
+            Test::AtomicLat => {
+                if me == 0 {
+                    for i in 0..total {
+                        let t0 = Instant::now();
+                        ctx.fetch_add(&counter, 0, 1u64, 1)?;
+                        let dt = t0.elapsed().as_nanos() as u64;
+                        if i >= plan.warmup {
+                            samples.push(dt);
+                        }
+                    }
+                    out.push(lat("atomic-lat", 8, plan.iters, &mut samples, 1.0));
+                }
+            }
+            Test::PutBw => {
+                if me == 0 {
+                    let window = plan.window.max(1);
+                    let rounds = plan.iters.div_ceil(window).max(1);
+                    let warm = plan.warmup.div_ceil(window);
+                    let mut t0 = Instant::now();
+                    for r in 0..rounds + warm {
+                        if r == warm {
+                            t0 = Instant::now();
+                        }
+                        for _ in 0..window {
+                            ctx.put_nbi(&data, 0, &src, 0, size_us, 1)?;
+                        }
+                        ctx.quiet()?;
+                    }
+                    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+                    let msgs = rounds * window;
+                    out.push(Measurement {
+                        test: "put-bw".into(),
+                        size,
+                        iters: msgs,
+                        latency: None,
+                        bandwidth: Some(Bandwidth {
+                            gbps: size as f64 * msgs as f64 / secs / 1e9,
+                            msgs_per_s: msgs as f64 / secs,
+                        }),
+                    });
+                }
+            }
+        }
+    }
+    ctx.barrier_all()?;
+    Ok(out)
+}
+
+fn lat(test: &str, size: u64, iters: u64, samples: &mut [u64], scale: f64) -> Measurement {
+    Measurement {
+        test: test.into(),
+        size,
+        iters,
+        latency: Latency::from_samples(samples, scale),
+        bandwidth: None,
+    }
+}

@@ -1,0 +1,395 @@
+//! Building a [`Context`] from the environment: configuration, rank and size,
+//! the own shared-memory object, the card exchange, connecting the peers.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket},
+    path::PathBuf,
+    time::Duration,
+};
+
+use switchyard_bootstrap::{self as bootstrap, Card, RankInfo};
+use switchyard_core::class::{CLASS_ENCODING_VERSION, NO_SWITCH};
+use switchyard_shm::{HugePages, SHM_DIR, remove_stale};
+use switchyard_socket::{CrcPolicy, SocketDriver, TcpConfig};
+
+use super::{
+    Context, Error, PeerInfo, Progress, Result, Setup,
+    progress::{MAX_TICK, ThreadMode},
+};
+use crate::config::{self, BindTo, Config};
+
+impl Context {
+    /// The context of this PE, from `SWITCHYARD_*` configuration and the
+    /// launcher's environment (`switchyard run`, Open MPI, Slurm or PMI). A
+    /// process started without any launcher is a job of one PE.
+    ///
+    /// Collective: every PE of the job must call it; it returns once every PE
+    /// has connected to every same-node peer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the bad variable or key, [`Error::Bootstrap`]
+    /// naming missing ranks and the timeout, [`Error::Shm`], [`Error::Tcp`].
+    pub fn from_env() -> Result<Context> {
+        let cfg = Config::from_env()?;
+        Context::with_config(&cfg)
+    }
+
+    /// As [`Context::from_env`], with a configuration already loaded.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::from_env`].
+    pub fn with_config(cfg: &Config) -> Result<Context> {
+        Context::with_options(cfg, InitOptions::default())
+    }
+
+    /// As [`Context::with_config`], with options a front end sets (the C
+    /// API's symmetric global variables).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::from_env`].
+    pub fn with_options(cfg: &Config, opts: InitOptions) -> Result<Context> {
+        let info = RankInfo::from_env()?;
+        let setup = Setup {
+            job_id: info.job_id,
+            me: info.rank,
+            n_pes: info.size,
+            heap_size: cfg.heap_size,
+            huge_pages: match cfg.huge_pages {
+                config::HugePages::Auto => HugePages::Auto,
+                config::HugePages::On => HugePages::On,
+                config::HugePages::Off => HugePages::Off,
+            },
+            numa_node: numa_node_of_bound_cpu(),
+            op_timeout: cfg.op_timeout,
+            progress: match cfg.progress {
+                config::Progress::Busy => Progress::Busy,
+                config::Progress::Adaptive | config::Progress::Caller => Progress::Adaptive {
+                    spin: cfg.spin_before_park,
+                },
+            },
+            policy: cfg.policy(),
+            connect_timeout: cfg.bootstrap_timeout,
+            shm_peers: cfg.transports.shm,
+            symmetric_data: opts.symmetric_data,
+            verbs_atomics: cfg.verbs_atomics,
+            verbs_routed: cfg.verbs_routed,
+        };
+        // Objects of dead jobs (a crash the launcher could not clean up).
+        let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));
+        let own = Context::create_segment(&setup)?;
+        // Fallbacks the user asked to hear about (huge pages requested but
+        // unavailable, NUMA placement refused); also kept in `warnings()`.
+        for w in own.warnings() {
+            eprintln!("switchyard: warning: PE {}: {w}", info.rank);
+        }
+        let (own_heap, own_heap_len) = (own.mapped().heap_ptr(), own.mapped().heap_len());
+        let placement = Placement::from_env()?;
+        // One PE needs no network; otherwise a TCP rail per configured
+        // address (or the one that routes to the bootstrap root).
+        let root = if info.size > 1 {
+            Some(info.root_addr()?)
+        } else {
+            None
+        };
+        let mut tcp = match root {
+            Some(root) if cfg.transports.tcp => {
+                let listen = if cfg.tcp_addrs.is_empty() {
+                    vec![address_toward(root)]
+                } else {
+                    cfg.tcp_addrs.clone()
+                };
+                let tcfg = tcp_config(cfg, &info, listen);
+                #[allow(unsafe_code)]
+                // SAFETY: the heap is the own segment's mapping, valid for
+                // `own_heap_len` bytes and page-aligned; the segment moves
+                // into the context with the driver and outlives it (the
+                // context's `tcp` field is declared, so dropped, before `shm`).
+                let d = unsafe { SocketDriver::new(tcfg, own_heap, own_heap_len) }?;
+                Some(d)
+            }
+            _ => None,
+        };
+        // RDMA verbs over the same heap, when a port is usable and the job
+        // allows it (and has TCP: the pair addresses travel over it).
+        let (verbs_drv, verbs_why) =
+            create_verbs(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
+        let card = Card {
+            job_id: info.job_id,
+            rank: info.rank,
+            node_id: placement.node_id.map_or_else(bootstrap::node_id_here, Ok)?,
+            switch_id: placement.switch_id.unwrap_or(NO_SWITCH),
+            tree_id: placement.tree_id.unwrap_or(NO_SWITCH),
+            cookie: if info.rank == 0 {
+                random_cookie()
+            } else {
+                [0; 16]
+            },
+            class_encoding_version: CLASS_ENCODING_VERSION,
+            pid: std::process::id(),
+            shm: Some(own.path().to_string_lossy().into_owned()),
+            tcp: tcp
+                .as_ref()
+                .map(|t| t.local_addrs().to_vec())
+                .unwrap_or_default(),
+            verbs: super::verbs::pe_card_bytes(verbs_drv.as_ref()),
+        };
+        let Some(root) = root else {
+            let peers = [peer_of(&card)];
+            let mut ctx = Context::from_parts(setup, own, &peers, None)?;
+            ctx.verbs_why = verbs_why;
+            return Ok(ctx);
+        };
+        let mut rv =
+            bootstrap::rendezvous(&info, root, card, cfg.bootstrap_timeout, info.hosts_root())?;
+        let peers: Vec<PeerInfo> = rv.cards.iter().map(peer_of).collect();
+        if let (Some(t), Some(c0)) = (tcp.as_mut(), rv.cards.first()) {
+            t.set_cookie(c0.cookie);
+        }
+        let verbs_cards: Vec<Option<Vec<u8>>> = rv.cards.iter().map(|c| c.verbs.clone()).collect();
+        let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
+        // Before anything polls the TCP driver: the peers' verbs records
+        // wait in its event queue until the driver is attached.
+        match verbs_drv {
+            Some(d) => ctx.attach_verbs(d, info.job_id, &verbs_cards),
+            None => ctx.verbs_why = verbs_why,
+        }
+        ctx.start_progress_thread(cfg)?;
+        if ctx.verbs.is_some() {
+            ctx.verbs_connect(cfg.bootstrap_timeout);
+        }
+        // Everyone has attached everyone before anyone returns (and may put).
+        rv.bootstrap.barrier(cfg.bootstrap_timeout)?;
+        ctx.attach_bootstrap(rv.bootstrap, rv.root);
+        Ok(ctx)
+    }
+}
+
+impl Context {
+    /// Starts the TCP driver's progress thread as the configuration says:
+    /// none with `progress = caller` or without TCP peers; spinning with
+    /// `busy`; parked on the sockets with `adaptive` (its tick an eighth of
+    /// the heartbeat window, so heartbeats go out while the application
+    /// computes). `bind_to` pins it: `core` to the PE's own CPU, `cpu:N` to N.
+    fn start_progress_thread(&mut self, cfg: &Config) -> Result<()> {
+        let mode = match cfg.progress {
+            config::Progress::Caller => return Ok(()),
+            config::Progress::Busy => ThreadMode::Busy,
+            config::Progress::Adaptive => ThreadMode::Adaptive {
+                tick: (cfg.heartbeat / 8).clamp(Duration::from_micros(100), MAX_TICK),
+            },
+        };
+        let cpu = match cfg.bind_to {
+            BindTo::None => None,
+            BindTo::Cpu(c) => Some(c as usize),
+            BindTo::Core => std::env::var("SWITCHYARD_BOUND_CPU")
+                .ok()
+                .and_then(|v| v.trim().parse().ok()),
+        };
+        let (me, clock) = (self.me, self.clock);
+        if let Some(t) = self.tcp.as_mut() {
+            t.start(mode, clock, cpu, me)
+                .map_err(|e| Error::Tcp(switchyard_socket::SocketError::Epoll { source: e }))?;
+        }
+        Ok(())
+    }
+}
+
+/// The verbs driver over the own heap, or why there is none.
+fn create_verbs(
+    cfg: &Config,
+    info: &RankInfo,
+    has_tcp: bool,
+    heap: *mut u8,
+    heap_len: u64,
+) -> (Option<switchyard_verbs::VerbsDriver>, Option<String>) {
+    if info.size < 2 {
+        return (
+            None,
+            Some("a job of one PE has no peer to reach over verbs".into()),
+        );
+    }
+    if !cfg.transports.verbs {
+        return (None, Some("verbs is not in SWITCHYARD_TRANSPORTS".into()));
+    }
+    if let Some(why) = switchyard_verbs::probe::probe().unavailable {
+        return (None, Some(why.to_string()));
+    }
+    if !has_tcp {
+        return (
+            None,
+            Some(
+                "verbs needs TCP between the PEs (pair addresses and rebuilds travel over it)"
+                    .into(),
+            ),
+        );
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the heap is the own segment's mapping, valid for `heap_len`
+    // bytes and page-aligned; the segment moves into the context with the
+    // driver and outlives it (the context's `verbs` field is declared, so
+    // dropped, before `shm`).
+    let d = unsafe {
+        switchyard_verbs::VerbsDriver::new(
+            super::verbs::verbs_config(cfg),
+            info.rank,
+            info.size,
+            info.job_id,
+            heap,
+            heap_len,
+        )
+    };
+    match d {
+        Ok(d) => (Some(d), None),
+        Err(e) => {
+            eprintln!("switchyard: warning: PE {}: verbs not used: {e}", info.rank);
+            (
+                None,
+                Some(format!("the verbs driver could not be created: {e}")),
+            )
+        }
+    }
+}
+
+/// Where the launcher placed this PE, when it says (`switchyard run --sim`,
+/// or a site's own launcher): node, leaf switch and tree ids.
+struct Placement {
+    node_id: Option<u64>,
+    switch_id: Option<u32>,
+    tree_id: Option<u32>,
+}
+
+impl Placement {
+    fn from_env() -> Result<Placement> {
+        fn var<T: std::str::FromStr>(name: &'static str) -> Result<Option<T>> {
+            match std::env::var(name) {
+                Err(_) => Ok(None),
+                Ok(v) if v.is_empty() => Ok(None),
+                Ok(v) => v.trim().parse().map(Some).map_err(|_| {
+                    Error::Bootstrap(bootstrap::BootstrapError::EnvBadValue {
+                        var: name,
+                        value: v.clone(),
+                        expected: "a decimal number",
+                    })
+                }),
+            }
+        }
+        Ok(Placement {
+            node_id: var("SWITCHYARD_NODE_ID")?,
+            switch_id: var("SWITCHYARD_SWITCH_ID")?,
+            tree_id: var("SWITCHYARD_TREE_ID")?,
+        })
+    }
+}
+
+/// The local address this machine uses to reach `root` (a connected UDP
+/// socket: no packet is sent), or the unspecified address when there is none.
+fn address_toward(root: SocketAddr) -> IpAddr {
+    let any: SocketAddr = if root.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    UdpSocket::bind(any)
+        .and_then(|s| {
+            s.connect(root)?;
+            s.local_addr()
+        })
+        .map_or(any.ip(), |a| a.ip())
+}
+
+/// The TCP driver's settings from the configuration.
+fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>) -> TcpConfig {
+    TcpConfig {
+        job_id: info.job_id,
+        me: info.rank,
+        n_pes: info.size,
+        listen,
+        data_connections: cfg.tcp_connections,
+        window: cfg.tcp_window,
+        crc: match cfg.payload_crc {
+            config::PayloadCrc::Always => CrcPolicy::Always,
+            config::PayloadCrc::Sample { every } => CrcPolicy::Sample {
+                bulk_threshold: 64 << 10,
+                every,
+            },
+        },
+        heartbeat_interval: cfg.heartbeat / 4,
+        detection_window: cfg.heartbeat,
+        reconnect_base: cfg.reconnect_base,
+        reconnect_cap: cfg.reconnect_cap,
+        give_up: cfg.give_up,
+        ..TcpConfig::default()
+    }
+}
+
+/// 16 random bytes for the job cookie (the kernel's generator).
+fn random_cookie() -> [u8; 16] {
+    use std::io::Read as _;
+    let mut c = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut c))
+        .is_err()
+    {
+        // No /dev/urandom: still unpredictable enough to tell jobs apart.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        c = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    c
+}
+
+fn peer_of(c: &Card) -> PeerInfo {
+    PeerInfo {
+        node: c.node_id,
+        switch: c.switch_id,
+        tree: c.tree_id,
+        shm: c.shm.as_ref().map(PathBuf::from),
+        tcp: c.tcp.clone(),
+    }
+}
+
+/// The NUMA node of the core the launcher pinned this PE to, when the machine
+/// has more than one node (placing the heap matters only then).
+fn numa_node_of_bound_cpu() -> Option<u32> {
+    let cpu: u32 = std::env::var("SWITCHYARD_BOUND_CPU").ok()?.parse().ok()?;
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("node"))
+        .count();
+    if nodes < 2 {
+        return None;
+    }
+    std::fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}"))
+        .ok()?
+        .flatten()
+        .find_map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .strip_prefix("node")?
+                .parse()
+                .ok()
+        })
+}
+
+/// Options of [`Context::with_options`] that configuration files do not set.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct InitOptions {
+    /// Memory to make symmetric besides the heap: see
+    /// [`Setup::symmetric_data`](super::Setup::symmetric_data).
+    pub symmetric_data: Option<switchyard_shm::Alias>,
+}
+
+impl InitOptions {
+    /// Sets [`InitOptions::symmetric_data`].
+    #[must_use]
+    pub fn symmetric_data(mut self, alias: switchyard_shm::Alias) -> InitOptions {
+        self.symmetric_data = Some(alias);
+        self
+    }
+}

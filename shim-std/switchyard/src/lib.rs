@@ -1,0 +1,60 @@
+//! # switchyard
+//!
+//! The library a PE links: a [`context::Context`] per PE with symmetric
+//! allocation, put/get, atomics, waits, barriers, `fence` and `quiet`, each
+//! operation routed per message over shared memory, RDMA verbs or TCP by the
+//! `no_std` core's route selector ([`switchyard_core::route::Selector`]), with
+//! failover when a link or transport fails.
+//!
+//! The layers under it (see `docs/ARCHITECTURE.md` in the repository):
+//!
+//! * [`switchyard_core`] (`no_std`): topology rows, route selection, the wire
+//!   format, rings, the transport contract;
+//! * the drivers [`switchyard_shm`], [`switchyard_socket`] and
+//!   [`switchyard_verbs`], each implementing the core's
+//!   [`Transport`](switchyard_core::transport::Transport);
+//! * [`switchyard_bootstrap`]: rank, size, job id and the card exchange.
+//!
+//! The `switchyard` command (launcher, `info`, `perf`, `topo`, `sim`, `cc`)
+//! lives in the `switchyard-cli` crate, topology files in `switchyard-topo`,
+//! the launcher and simulated clusters in `switchyard-launch`: this crate holds
+//! no command-line code.
+//!
+//! ## Modules
+//!
+//! * [`context`]: the Rust API of a PE, its heap, its routing glue, the
+//!   progress thread for TCP and verbs peers, and the executable's global
+//!   variables made symmetric on request (for the C API in `shim-std/capi`).
+//! * [`config`]: run-time configuration from built-in defaults, a named
+//!   template (`trading`, `storage`, `ai`), a TOML file and `SWITCHYARD_*`
+//!   variables, each value with its source; errors name key, value and what
+//!   was expected.
+//! * [`sys`]: thread pinning and the trace clock.
+//!
+//! ## Example
+//!
+//! Run as one PE (no launcher), or under `switchyard run -n N`:
+//!
+//! ```
+//! use switchyard::context::{Cmp, Context};
+//!
+//! let mut ctx = Context::from_env()?;
+//! let (me, n) = (ctx.my_pe(), ctx.n_pes());
+//! let counter = ctx.alloc::<u64>(1)?; // collective
+//! ctx.fetch_add(&counter, 0, 1, 0)?; // everyone adds 1 on PE 0
+//! ctx.barrier_all()?;
+//! if me == 0 {
+//!     assert_eq!(ctx.wait_until(&counter, 0, Cmp::Eq, u64::from(n))?, u64::from(n));
+//! }
+//! # Ok::<(), switchyard::context::Error>(())
+//! ```
+//!
+//! MSRV: 1.89 (the workspace's `rust-version`).
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod context;
+pub mod sys;
+#[cfg(test)]
+mod test_alloc;
