@@ -9,7 +9,7 @@
 //!
 //! One iteration is one message (`Throughput::Elements(1)`). Every measurement
 //! spawns a producer and a consumer, lines them up on a `Barrier`, and times the
-//! consumer from the barrier to its last message (CONVENTIONS.md §14); the
+//! consumer from the barrier to its last message (docs/ARCHITECTURE.md, "Code rules"); the
 //! consumer checks it received exactly `0..N` in order before the time is
 //! reported. Both sides busy-spin with `spin_loop` when full or empty, so on a
 //! two-core machine anything else running skews the numbers.

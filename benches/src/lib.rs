@@ -1,6 +1,7 @@
 //! Shared helpers for the switchyard benches: a realistic job topology, the real
 //! bitmap selector built over it, and the baselines it is compared with in the
-//! same run (CONVENTIONS.md §14, DESIGN.md "Performance").
+//! same run (docs/ARCHITECTURE.md, "Code rules": performance is measured
+//! beside a baseline from the same run).
 //!
 //! # The job
 //!

@@ -1,7 +1,7 @@
 //! Route selection: `select(dst, len, op) -> Route` in O(1), from the class row
 //! and the health and load bits.
 //!
-//! # Default policy (DESIGN.md)
+//! # Default policy (docs/ARCHITECTURE.md, "The route policy")
 //!
 //! 1. `LOCAL`/`SHM` → shared memory if healthy.
 //! 2. `NEAR` → RDMA if healthy; a stream (TCP) rail is not a candidate while RDMA

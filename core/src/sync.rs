@@ -4,7 +4,8 @@
 //! under `--cfg loom` they are loom's model-checked versions, so the loom
 //! tests in `tests/loom.rs` see every atomic access of the versioned
 //! topology and the rings. `.clippy.toml` bans the raw atomic types outside
-//! this module (CONVENTIONS.md §9, after crossbeam's `mod primitive`).
+//! this module (docs/ARCHITECTURE.md, "Code rules"; after crossbeam's
+//! `mod primitive`).
 
 /// Atomic types and fences (`core::sync::atomic`, or loom's under `cfg(loom)`).
 pub mod atomic {

@@ -259,8 +259,8 @@ pub trait TransportError: core::error::Error {
     fn peer(&self) -> Option<u32>;
 }
 
-/// The transport contract (DESIGN.md, "Transport contract"). Dispatched
-/// statically: the shim holds each driver as a concrete type.
+/// The transport contract (docs/ARCHITECTURE.md, "The transport contract").
+/// Dispatched statically: the shim holds each driver as a concrete type.
 pub trait Transport {
     /// The driver's error type.
     type Error: TransportError;

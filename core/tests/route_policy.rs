@@ -1,5 +1,5 @@
 //! Route policy: exhaustive checks over every class × health × load × length band
-//! × downgrade policy, exact decisions from DESIGN.md, and a property test over
+//! × downgrade policy, exact decisions from docs/ARCHITECTURE.md, and a property test over
 //! random role layouts (missing transports, several rails).
 #![cfg(all(feature = "alloc", not(loom)))]
 
@@ -183,7 +183,7 @@ fn exhaustive_class_health_load_band_downgrade() {
     assert_eq!(cases, 3 * 5 * 8 * 8 * 5 * 4);
 }
 
-/// The decisions DESIGN.md spells out, one by one.
+/// The decisions docs/ARCHITECTURE.md ("The route policy") spells out, one by one.
 #[test]
 fn design_rules() {
     let fx = Fixture::new(3);

@@ -43,7 +43,7 @@ fn decode(data: &[u8]) {
     // than one frame).
     let f = Frame::new_unchecked(data);
     if f.check_len().is_ok() {
-        // CONVENTIONS.md §13: a passed `check_len` guarantees no accessor panics.
+        // docs/ARCHITECTURE.md, "Code rules": a passed `check_len` guarantees no accessor panics.
         let h = f.header();
         let _ = (h.op, h.payload_len.get(), h.span.get());
         let _ = f.op();

@@ -2,7 +2,7 @@
 //! owner, classes, health and load bits of three transports, roles, threshold,
 //! downgrade rules), an arbitrary sequence of selects interleaved with health,
 //! load and class changes, and after every select the policy invariants of
-//! DESIGN.md, checked against a model of the row kept here:
+//! docs/ARCHITECTURE.md ("The route policy"), checked against a model of the row kept here:
 //!
 //! * an out-of-range destination is `InvalidPe`;
 //! * the route's class is the topology's class;

@@ -1,4 +1,4 @@
-//! Every libc call of the driver, behind small safe wrappers (CONVENTIONS.md §7).
+//! Every libc call of the driver, behind small safe wrappers (docs/ARCHITECTURE.md, "Code rules").
 #![allow(unsafe_code)]
 
 use std::{fs::File, io, os::fd::AsRawFd, ptr::NonNull};

@@ -1,5 +1,5 @@
-//! Every libc call of the driver, behind small safe wrappers (CONVENTIONS.md
-//! §7): non-blocking connect, vectored send without SIGPIPE, epoll, and the
+//! Every libc call of the driver, behind small safe wrappers (docs/ARCHITECTURE.md,
+//! "Code rules"): non-blocking connect, vectored send without SIGPIPE, epoll, and the
 //! anonymous mapping of an owned heap.
 #![allow(unsafe_code)]
 
