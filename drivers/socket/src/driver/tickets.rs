@@ -2,6 +2,8 @@
 //! [`Ticket`](switchyard_core::transport::Ticket) (index and generation), and
 //! the arena that holds get replies until `get_poll` copies them out.
 
+use crate::replay::ring_place;
+
 /// Outstanding `get_start`/`get_into_heap` operations, at most.
 const GET_SLOTS: usize = 256;
 /// Outstanding fetching atomics, at most.
@@ -66,26 +68,7 @@ impl Gets {
 
     /// Where `n` arena bytes go (same scheme as the replay ring).
     fn place(&self, n: usize) -> Option<usize> {
-        let cap = self.arena.len();
-        if n > cap {
-            return None;
-        }
-        if self.live == 0 {
-            return Some(0);
-        }
-        if self.head > self.tail {
-            if cap - self.head >= n {
-                Some(self.head)
-            } else if self.tail >= n {
-                Some(0)
-            } else {
-                None
-            }
-        } else if self.head < self.tail {
-            (self.tail - self.head >= n).then_some(self.head)
-        } else {
-            None
-        }
+        ring_place(self.arena.len(), self.head, self.tail, self.live == 0, n)
     }
 
     /// Takes a slot (and `len` arena bytes unless the reply goes to the heap).
