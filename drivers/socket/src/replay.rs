@@ -125,28 +125,7 @@ impl ReplayRing {
 
     /// Where `n` contiguous bytes would go, without taking them.
     fn place(&self, n: usize) -> Option<usize> {
-        let cap = self.bytes.len();
-        if n > cap {
-            return None;
-        }
-        if self.is_empty() {
-            return Some(0);
-        }
-        if self.head > self.tail {
-            if cap - self.head >= n {
-                Some(self.head)
-            } else if self.tail >= n {
-                Some(0)
-            } else {
-                None
-            }
-        } else if self.head < self.tail {
-            (self.tail - self.head >= n).then_some(self.head)
-        } else {
-            // head == tail with live entries: full. (head == tail == 0 after a
-            // wrap that ended exactly at the end is the same case.)
-            None
-        }
+        ring_place(self.bytes.len(), self.head, self.tail, self.is_empty(), n)
     }
 
     /// Appends a frame of `stored` ring bytes; `fill` writes them. Returns the
@@ -239,6 +218,41 @@ impl ReplayRing {
         self.tail_seq = self.next_seq;
         self.head = 0;
         self.tail = 0;
+    }
+}
+
+/// Where `n` contiguous bytes go in a byte ring of `cap` bytes whose live
+/// bytes run from `tail` up to `head` (wrapping; `empty`: none are live): at
+/// `head`, or at 0 when they do not fit before the end, or `None` when they
+/// do not fit at all. A region never wraps, so a ring released strictly from
+/// its tail never fragments (the replay ring, and the arena of get replies).
+pub(crate) fn ring_place(
+    cap: usize,
+    head: usize,
+    tail: usize,
+    empty: bool,
+    n: usize,
+) -> Option<usize> {
+    if n > cap {
+        return None;
+    }
+    if empty {
+        return Some(0);
+    }
+    if head > tail {
+        if cap - head >= n {
+            Some(head)
+        } else if tail >= n {
+            Some(0)
+        } else {
+            None
+        }
+    } else if head < tail {
+        (tail - head >= n).then_some(head)
+    } else {
+        // head == tail with live bytes: full. (head == tail == 0 after a wrap
+        // that ended exactly at the end is the same case.)
+        None
     }
 }
 

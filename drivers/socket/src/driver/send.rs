@@ -1,0 +1,530 @@
+//! The send path, from an operation to the socket.
+//!
+//! [`put_frames`] cuts a put at placement-block boundaries
+//! ([`Ctx::chunk_at`](super::Ctx::chunk_at)), and [`push_frame`] seals each
+//! frame (header, CRC, the payload copied unless it comes from the heap)
+//! into the peer's replay ring, under the credit window and the ramp: the
+//! ring *is* the send queue. [`get_frame`] and [`atomic_frame`] do the same
+//! for one get or atomic. [`kick`] then writes right away what is queued on
+//! a rail, through [`flush_conn`]: per connection, a partly written frame
+//! first, then its [`OutBuf`] (control frames, get and atomic replies), then
+//! the ring frames assigned to it in sequence order, each with one
+//! `send`/`sendmsg` (header and heap payload as two buffers, zero copy).
+
+use std::os::fd::AsRawFd;
+
+use switchyard_core::{
+    crc::{crc32c, crc32c_append},
+    route::ContextId,
+    transport::{AtomicOp, LinkState},
+    wire::{ATOMIC_PAYLOAD, FrameOp, HEADER_LEN, HeaderFields, encode, flags, seal},
+};
+
+use super::{
+    Ctx,
+    connection::{Conn, Down, Peer, PeerState, Phase, rail_down},
+    recovery::check_fence,
+    tickets::NO_SLOT,
+};
+use crate::{
+    Result, SocketError,
+    replay::{Entry, Full, Payload},
+    sys,
+};
+
+/// Header fields with the usual defaults.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn fields(
+    op: FrameOp,
+    flags: u8,
+    aux: u8,
+    src: u32,
+    dst: u32,
+    seq: u64,
+    ack: u64,
+    context: u64,
+    offset: u64,
+    span: u32,
+) -> HeaderFields {
+    HeaderFields {
+        op: op as u8,
+        flags,
+        aux,
+        src_pe: src,
+        dst_pe: dst,
+        seq,
+        ack,
+        context,
+        topo_version: 0,
+        offset,
+        span,
+    }
+}
+
+/// Recomputes the CRC of a 64-byte header (and of `payload` when the header
+/// says `PAYLOAD_CRC`) after a header field changed.
+fn reseal(hdr: &mut [u8], payload: &[u8]) {
+    let mut crc = crc32c(&hdr[..60]);
+    crc = crc32c_append(crc, &[0; 4]);
+    if hdr[4] & flags::PAYLOAD_CRC != 0 {
+        crc = crc32c_append(crc, payload);
+    }
+    hdr[60..64].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Bytes waiting to be written on one connection (control frames, replies),
+/// in a fixed buffer.
+#[derive(Debug)]
+pub(super) struct OutBuf {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl OutBuf {
+    pub(super) fn new(cap: usize) -> OutBuf {
+        OutBuf {
+            buf: vec![0u8; cap].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    fn pending(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.clear();
+        }
+    }
+
+    /// `n` writable bytes at the end, or `None` when they do not fit.
+    pub(super) fn reserve(&mut self, n: usize) -> Option<&mut [u8]> {
+        if self.buf.len() - self.end < n && self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < n {
+            return None;
+        }
+        let end = self.end;
+        Some(&mut self.buf[end..end + n])
+    }
+
+    pub(super) fn commit(&mut self, n: usize) {
+        self.end += n;
+    }
+
+    /// Appends a whole frame; `false` when it does not fit.
+    pub(super) fn frame(&mut self, f: &HeaderFields, payload: &[u8], crc: bool) -> bool {
+        let n = HEADER_LEN + payload.len();
+        let Some(b) = self.reserve(n) else {
+            return false;
+        };
+        if encode(b, f, payload, crc).is_err() {
+            return false;
+        }
+        self.commit(n);
+        true
+    }
+}
+
+/// A multi-frame put that stopped half way on a full window, so that the
+/// retry of the same call continues where it stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Resume {
+    rail: usize,
+    offset: u64,
+    src: usize,
+    len: u64,
+    from_heap: bool,
+    done: u64,
+}
+
+/// Where a put's payload comes from.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Source<'a> {
+    Copy(&'a [u8]),
+    Heap(u64, u32),
+}
+
+impl Source<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Source::Copy(s) => s.len() as u64,
+            Source::Heap(_, l) => u64::from(*l),
+        }
+    }
+}
+
+pub(super) fn put_frames(
+    ctx: &mut Ctx,
+    p: &mut Peer,
+    rail: usize,
+    offset: u64,
+    src: Source<'_>,
+    cx: ContextId,
+) -> Result<()> {
+    let len = src.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let max = u64::from(ctx.cfg.max_frame_payload);
+    let key = Resume {
+        rail,
+        offset,
+        src: match src {
+            Source::Copy(s) => s.as_ptr() as usize,
+            Source::Heap(o, _) => o as usize,
+        },
+        len,
+        from_heap: matches!(src, Source::Heap(..)),
+        done: 0,
+    };
+    let mut done = match p.st.resume {
+        Some(r) if Resume { done: 0, ..r } == key => r.done,
+        _ => 0,
+    };
+    if done == 0 {
+        check_fence(ctx, p, rail, offset, len)?;
+    }
+    while done < len {
+        let chunk = ctx.chunk_at(offset + done, len - done, max);
+        let payload = match src {
+            Source::Copy(s) => Source::Copy(&s[done as usize..(done + chunk) as usize]),
+            Source::Heap(o, _) => Source::Heap(o + done, chunk as u32),
+        };
+        if push_frame(
+            ctx,
+            p,
+            rail,
+            FrameOp::Put,
+            0,
+            offset + done,
+            chunk as u32,
+            payload,
+            NO_SLOT,
+            false,
+            cx,
+        )
+        .is_err()
+        {
+            p.st.resume = Some(Resume { done, ..key });
+            kick(ctx, p, rail);
+            return Err(SocketError::WouldBlock {
+                peer: p.st.pe,
+                what: "send window",
+            });
+        }
+        done += chunk;
+    }
+    p.st.resume = None;
+    kick(ctx, p, rail);
+    Ok(())
+}
+
+pub(super) fn get_frame(
+    ctx: &mut Ctx,
+    p: &mut Peer,
+    rail: usize,
+    offset: u64,
+    len: u32,
+    slot: u32,
+    cx: ContextId,
+) -> Result<()> {
+    push_frame(
+        ctx,
+        p,
+        rail,
+        FrameOp::Get,
+        0,
+        offset,
+        len,
+        Source::Copy(&[]),
+        slot,
+        true,
+        cx,
+    )
+    .map(|_| ())
+    .map_err(|_| SocketError::WouldBlock {
+        peer: p.st.pe,
+        what: "send window",
+    })
+}
+
+pub(super) fn atomic_frame(
+    ctx: &mut Ctx,
+    p: &mut Peer,
+    rail: usize,
+    offset: u64,
+    op: &AtomicOp,
+    slot: u32,
+    cx: ContextId,
+) -> Result<()> {
+    let mut payload = [0u8; ATOMIC_PAYLOAD as usize];
+    payload[..8].copy_from_slice(&op.operand.to_le_bytes());
+    payload[8..].copy_from_slice(&op.compare.to_le_bytes());
+    push_frame(
+        ctx,
+        p,
+        rail,
+        FrameOp::Atomic,
+        op.kind as u8,
+        offset,
+        op.width.bytes() as u32,
+        Source::Copy(&payload),
+        slot,
+        op.is_fetching(),
+        cx,
+    )
+    .map(|_| ())
+    .map_err(|_| SocketError::WouldBlock {
+        peer: p.st.pe,
+        what: "send window",
+    })
+}
+
+/// Appends one sequenced frame to `p`'s replay ring, assigned to `rail`.
+#[allow(clippy::too_many_arguments)]
+fn push_frame(
+    ctx: &mut Ctx,
+    p: &mut Peer,
+    rail: usize,
+    op: FrameOp,
+    aux: u8,
+    offset: u64,
+    span: u32,
+    payload: Source<'_>,
+    slot: u32,
+    awaiting_reply: bool,
+    cx: ContextId,
+) -> core::result::Result<u64, Full> {
+    let plen = payload.len() as u32;
+    let credit = HEADER_LEN as u32 + plen;
+    if p.st.ring.next_seq().saturating_sub(p.st.acked + 1) >= p.st.ramp {
+        ctx.stats.ramp_waits += 1;
+        return Err(Full);
+    }
+    if p.st.credit.available() < u64::from(credit) {
+        return Err(Full);
+    }
+    let crc = plen > 0 && ctx.want_crc(&mut p.st, plen);
+    let mut flags_ = 0;
+    if p.st.fence_flag {
+        flags_ |= flags::FENCE;
+    }
+    let conn = ctx.conn_for(offset);
+    let base = p.st.dedup.base();
+    let f = fields(
+        op, flags_, aux, ctx.me, p.st.pe, 0, base, cx.seq, offset, span,
+    );
+    // The frame carries the ack: no standalone one is owed for what it covers.
+    if base >= p.st.ack_sent {
+        p.st.ack_sent = base;
+        p.st.unacked_since = None;
+    }
+    let stored = HEADER_LEN
+        + if let Source::Copy(s) = payload {
+            s.len()
+        } else {
+            0
+        };
+    let entry = Entry {
+        payload: match payload {
+            Source::Heap(o, l) => Payload::Heap { offset: o, len: l },
+            Source::Copy(_) => Payload::InRing,
+        },
+        rail: rail as u8,
+        conn,
+        awaiting_reply,
+        slot,
+        credit,
+        op: op as u8,
+        ..Entry::default()
+    };
+    let heap = &ctx.heap;
+    let seq = p.st.ring.push(stored, entry, |buf, seq| {
+        let f = HeaderFields { seq, ..f };
+        match payload {
+            Source::Copy(s) => {
+                buf[HEADER_LEN..HEADER_LEN + s.len()].copy_from_slice(s);
+                let _ = seal(buf, &f, s.len(), crc);
+            }
+            Source::Heap(o, l) => {
+                let _ = seal(buf, &f, 0, false);
+                buf[44..48].copy_from_slice(&l.to_le_bytes());
+                if crc {
+                    buf[4] |= flags::PAYLOAD_CRC;
+                }
+                reseal(&mut buf[..HEADER_LEN], heap.slice(o, l as usize));
+            }
+        }
+    })?;
+    // Cannot fail: checked above.
+    let _ = p.st.credit.try_consume(u64::from(credit));
+    p.st.fence_flag = false;
+    Ok(seq)
+}
+
+/// Tries to write what is queued on `rail` toward `p` right away.
+pub(super) fn kick(ctx: &mut Ctx, p: &mut Peer, rail: usize) {
+    if p.rails[rail].state != LinkState::Up {
+        return;
+    }
+    let Peer { rails, st } = p;
+    let rl = &mut rails[rail];
+    let mut failed = false;
+    for c in 1..rl.conns.len() {
+        match flush_conn(ctx, st, &mut rl.conns[c], rail, c, true) {
+            Ok(true) => rl.last_tx = ctx.now,
+            Ok(false) => {}
+            Err(()) => failed = true,
+        }
+    }
+    if failed {
+        rail_down(ctx, p, rail, Down::Failure);
+    }
+}
+
+pub(super) fn flush_rail_control(ctx: &mut Ctx, p: &mut Peer, r: usize) {
+    let Peer { rails, st } = p;
+    let rl = &mut rails[r];
+    match flush_conn(ctx, st, &mut rl.conns[0], r, 0, false) {
+        Ok(true) => rl.last_tx = ctx.now,
+        Ok(false) => {}
+        Err(()) => rail_down(ctx, p, r, Down::Failure),
+    }
+}
+
+/// Writes what `conn` has queued: a partly written frame, then its out
+/// buffer, then (with `data`) the replay-ring frames assigned to it.
+/// `Ok(true)` when bytes went out; `Err` when the connection failed.
+pub(super) fn flush_conn(
+    ctx: &mut Ctx,
+    st: &mut PeerState,
+    conn: &mut Conn,
+    rail: usize,
+    c: usize,
+    data: bool,
+) -> core::result::Result<bool, ()> {
+    let Some(sock) = &conn.sock else {
+        return Ok(false);
+    };
+    let fd = sock.as_raw_fd();
+    let mut wrote = false;
+    loop {
+        if let Some((seq, done)) = conn.partial {
+            let Some(e) = st.ring.get(seq).copied() else {
+                conn.partial = None;
+                continue;
+            };
+            let stored = st.ring.bytes(&e);
+            let heap_part: &[u8] = match e.payload {
+                Payload::Heap { offset, len } => ctx.heap.slice(offset, len as usize),
+                Payload::InRing => &[],
+            };
+            let total = stored.len() + heap_part.len();
+            let r = if done < stored.len() {
+                sys::send2(fd, &stored[done..], heap_part)
+            } else {
+                sys::send2(fd, &[], &heap_part[done - stored.len()..])
+            };
+            let n = r.map_err(|_| ())?;
+            if n == 0 {
+                ctx.stats.would_block += 1;
+                return Ok(wrote);
+            }
+            wrote = true;
+            ctx.stats.bytes_sent += n as u64;
+            if done == 0
+                && let Some(e) = st.ring.get_mut(seq)
+            {
+                // From its first byte on the wire, a later send is a replay.
+                e.ever_sent = true;
+            }
+            if done + n < total {
+                conn.partial = Some((seq, done + n));
+                continue;
+            }
+            conn.partial = None;
+            ctx.stats.frames_sent += 1;
+            if let Some(e) = st.ring.get_mut(seq) {
+                e.pinned = false;
+                e.sent = true;
+                e.ever_sent = true;
+            }
+            st.ring.release();
+            continue;
+        }
+        if !conn.out.is_empty() {
+            let n = sys::send2(fd, conn.out.pending(), &[]).map_err(|_| ())?;
+            if n == 0 {
+                ctx.stats.would_block += 1;
+                return Ok(wrote);
+            }
+            wrote = true;
+            ctx.stats.bytes_sent += n as u64;
+            conn.out.advance(n);
+            if !conn.out.is_empty() {
+                continue;
+            }
+        }
+        if !data || conn.phase != Phase::Up {
+            return Ok(wrote);
+        }
+        // The next ring frame for this connection.
+        conn.cursor = conn.cursor.max(st.ring.tail_seq());
+        let mut found = None;
+        while conn.cursor < st.ring.next_seq() {
+            let s = conn.cursor;
+            if let Some(e) = st.ring.get(s)
+                && !e.sent
+                && (!e.acked || e.awaiting_reply)
+                && usize::from(e.rail) == rail
+                && usize::from(e.conn) == c
+            {
+                found = Some(s);
+                break;
+            }
+            conn.cursor += 1;
+        }
+        let Some(seq) = found else {
+            return Ok(wrote);
+        };
+        conn.cursor += 1;
+        // A frame written before (on a failed connection) goes out marked
+        // as a replay, its header re-sealed.
+        let e = *st.ring.get(seq).unwrap_or(&Entry::default());
+        if e.ever_sent {
+            ctx.stats.replayed += 1;
+            let heap = &ctx.heap;
+            let b = st.ring.bytes_mut(e.at, e.stored);
+            if b[4] & flags::REPLAY == 0 {
+                b[4] |= flags::REPLAY;
+                let (hdr, rest) = b.split_at_mut(HEADER_LEN);
+                let payload = match e.payload {
+                    Payload::Heap { offset, len } => heap.slice(offset, len as usize),
+                    Payload::InRing => &rest[..],
+                };
+                reseal(hdr, payload);
+            }
+        }
+        if let Some(e) = st.ring.get_mut(seq) {
+            e.pinned = true;
+        }
+        conn.partial = Some((seq, 0));
+    }
+}
