@@ -51,7 +51,8 @@ impl VerbsDriver {
         Ok(card)
     }
 
-    /// Records `peer`'s card toward this PE (before [`Transport::connect`]).
+    /// Records `peer`'s card toward this PE (before
+    /// [`Transport::connect`](switchyard_core::transport::Transport::connect)).
     ///
     /// # Errors
     ///

@@ -1,5 +1,5 @@
 //! Resources: [`VerbsDriver::new`] (on a device) and
-//! [`VerbsDriver::new_fake`] (on the fake HCA) open everything the driver
+//! `VerbsDriver::new_fake` (on the fake HCA) open everything the driver
 //! owns (protection domain, the heap's and the scratch's memory regions,
 //! one CQ, the shared receive queue with its receive CQ, and per peer a
 //! control QP and the data QPs, with every table, ring and work-request

@@ -197,10 +197,11 @@ impl VerbsDriver {
     /// all reported their last WQE: polls the receive CQ empty, keeps the
     /// receipts and reports [`Event::Receipts`]. Gives up on a peer whose
     /// data QPs did not all report it by the collection deadline
-    /// ([`VerbsConfig::collect_timeout_ms`] after the first step that saw
-    /// it collecting): no answer ([`Event::ReceiptsWithheld`]), and the
-    /// rebuild may go ahead. So a missing event costs at most that long of
-    /// async-event reads on the progress path.
+    /// ([`VerbsConfig::collect_timeout_ms`](crate::params::VerbsConfig::collect_timeout_ms)
+    /// after the first step that saw it collecting): no answer
+    /// ([`Event::ReceiptsWithheld`]), and the rebuild may go ahead. So a
+    /// missing event costs at most that long of async-event reads on the
+    /// progress path.
     pub(super) fn collect_receipts(&mut self) {
         if self.collecting == 0 {
             return;
