@@ -28,7 +28,7 @@
 //! so the initiator gets an error completion and its QP goes to error.
 //! A QP attached to an SRQ that enters the error state (modified there, or
 //! failing as initiator) reports `IBV_EVENT_QP_LAST_WQE_REACHED` to its
-//! owner ([`crate::sys::Cq::fake_event`] on the QP's CQ): after it, no
+//! owner (`sys::Cq::fake_event` on the QP's CQ): after it, no
 //! more receive completions of that QP come. [`Fabric::suppress_last_wqe`]
 //! withholds that event and [`Fabric::refuse_error_state`] makes the
 //! modify to ERROR fail (a provider without the event, a dead device);

@@ -35,9 +35,29 @@
 //! * [`stage`]: the per-QP staging rings for puts from unregistered buffers.
 //! * [`atomic_plan`]: every atomic kind and width from 64-bit fetch-add and
 //!   compare-swap.
-//! * `sys` (private): the raw verbs calls, each `unsafe` small and justified.
+//! * `sys` (private): the raw verbs calls, each `unsafe` small and
+//!   justified: device context, protection domain, memory regions, async
+//!   events and work-request fields in `sys`; completion queues in
+//!   `sys::cq`, queue pairs in `sys::qp`, the shared receive queue in
+//!   `sys::srq`. Nothing outside `sys` calls libibverbs.
 //! * `fake` (feature `fake-hca`): an in-process fake HCA for tests.
-//! * [`VerbsDriver`]: the transport.
+//! * [`VerbsDriver`]: the transport, in the private module `driver` (its
+//!   state: peers, QPs, tickets, events), one submodule per concern:
+//!   * `driver::open`: resources. Device, PD, memory regions, CQ, SRQ and
+//!     QPs, all sized at [`VerbsDriver::new`]; released at close.
+//!   * `driver::conn`: connection state. Cards, the QP state machine, each
+//!     peer's link state, connect and [`VerbsDriver::rebuild`].
+//!   * `driver::transport`: the
+//!     [`Transport`](switchyard_core::transport::Transport) operations:
+//!     checks, this PE's own heap, the tickets of gets and atomics.
+//!   * `driver::post`: wire I/O. Placement on the data QPs, room and back
+//!     pressure, fences, staging, the RDMA WRITE / READ / atomic work
+//!     requests, doorbell batches, selective signaling, quiet markers.
+//!   * `driver::progress`: the progress loop. CQ polling, completions, the
+//!     steps of emulated atomics, the receive side, async events.
+//!   * `driver::recovery`: failure and replay. Settling a failed peer's
+//!     operations once, puts in doubt, the receipts handshake, failover
+//!     and the replays.
 //!
 //! ## Resources and data path
 //!
@@ -59,6 +79,25 @@
 //! zero-length marker behind unsignaled tails and reports completion when
 //! every QP is drained. Nothing on the data path allocates or locks: tables,
 //! rings and work-request arrays are sized at [`VerbsDriver::new`].
+//!
+//! **The path of a put** to another PE, through the modules:
+//! [`Transport::put`](switchyard_core::transport::Transport::put)
+//! (`driver::transport`; a put to this PE is a memory copy) →
+//! `put_pieces` (`driver::post`: bounds, a pending fence, room for every
+//! piece, or a bounded spin polling the CQ and then `WouldBlock`; one piece
+//! per 64 KiB block on that block's data QP, its bytes copied into the
+//! QP's staging ring) → `queue_wr` (the send-queue record with the piece's
+//! sequence number and receipt, signaled every k-th, into the QP's batch)
+//! → `flush_qp` (one doorbell for the batch: when it is full, for a
+//! signaled WR, or from [`VerbsDriver::post_batches`], `progress` and
+//! `quiet_poll`) → the completion (`driver::progress`: `poll_cq`,
+//! `on_completion`, `retire_rest` retire every record up to the signaled
+//! one, free its staging and settle its sequence numbers). At the target
+//! the put's immediate is its receipt ([`recv`]). If the link fails first,
+//! `fail_peer` (`driver::recovery`) holds the put in doubt until the
+//! peer's receipts say whether it landed
+//! ([`VerbsDriver::settle_receipts`]), then offers it for replay
+//! ([`VerbsDriver::drain_replays`]).
 //!
 //! ## Receipts
 //!

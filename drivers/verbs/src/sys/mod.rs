@@ -1,7 +1,11 @@
 //! The raw verbs calls, and nothing else: small owning wrappers around the
-//! libibverbs objects the driver uses (device context, protection domain,
-//! memory region, completion queue, queue pair), each released once in
-//! `Drop`.
+//! libibverbs objects the driver uses, each released once in `Drop`. Here
+//! the device context, protection domain, memory regions, the async
+//! events, the work-request fields and where objects come from
+//! ([`Backend`]: the device or the fake HCA); the queues in their own
+//! modules: [`cq`] (completion queues and polling), [`qp`] (RC queue pairs:
+//! creation, state transitions, posting) and [`srq`] (the shared receive
+//! queue of the receipts).
 //!
 //! Why raw: `ibverbs` 0.9 (whose `ibverbs-sys` bindings these are, the same
 //! crate in the graph) has no RDMA WRITE, READ or atomic work requests, no
@@ -16,11 +20,16 @@
 //! does).
 #![allow(unsafe_code)]
 
+mod cq;
+mod qp;
+mod srq;
+
 use std::{ffi::CStr, io, ptr::NonNull};
 
+pub use cq::{Cq, Cqe, POLL_BATCH};
 use ibverbs_sys as ffi;
-
-use crate::qp_plan::Step;
+pub use qp::Qp;
+pub use srq::{RECV_BATCH, Srq};
 
 /// `-1`/`NULL`-style failures as `io::Error` from errno (the `syscall!` idea).
 fn last_err() -> io::Error {
@@ -351,371 +360,6 @@ impl Drop for Mr {
     }
 }
 
-/// One work completion, as the driver needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Cqe {
-    /// The WR's `wr_id`.
-    pub wr_id: u64,
-    /// Whether it succeeded.
-    pub ok: bool,
-    /// The local QP it belongs to (receive completions of an SRQ).
-    pub qp_num: u32,
-    /// The immediate data in host order (receive completions of an RDMA
-    /// WRITE with immediate; 0 otherwise).
-    pub imm: u32,
-}
-
-/// Completions taken per poll at most.
-pub const POLL_BATCH: usize = 32;
-
-/// A completion queue.
-pub struct Cq {
-    inner: CqInner,
-}
-
-enum CqInner {
-    Real {
-        ptr: NonNull<ffi::ibv_cq>,
-        poll: unsafe extern "C" fn(*mut ffi::ibv_cq, i32, *mut ffi::ibv_wc) -> i32,
-        wc: Box<[ffi::ibv_wc]>,
-    },
-    #[cfg(any(test, feature = "fake-hca"))]
-    Fake {
-        fabric: crate::fake::Fabric,
-        id: usize,
-    },
-}
-
-// SAFETY: as for `Ctx`.
-unsafe impl Send for Cq {}
-
-impl Cq {
-    /// `ibv_create_cq` with at least `entries` entries, no channel.
-    pub fn create(ctx: &Ctx, entries: u32) -> io::Result<Cq> {
-        let n = i32::try_from(entries).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        // SAFETY: a live context; no completion channel.
-        let cq = unsafe {
-            ffi::ibv_create_cq(
-                ctx.as_raw(),
-                n,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        let ptr = NonNull::new(cq).ok_or_else(last_err)?;
-        // SAFETY: the context's ops table is filled by the provider at open.
-        let poll = unsafe { (*ctx.as_raw()).ops.poll_cq };
-        let Some(poll) = poll else {
-            // SAFETY: the CQ was just created and is destroyed once.
-            let _ = unsafe { ffi::ibv_destroy_cq(ptr.as_ptr()) };
-            return Err(io::Error::other("provider has no poll_cq"));
-        };
-        Ok(Cq {
-            inner: CqInner::Real {
-                ptr,
-                poll,
-                wc: vec![ffi::ibv_wc::default(); POLL_BATCH].into_boxed_slice(),
-            },
-        })
-    }
-
-    /// Polls up to `out.len()` (at most [`POLL_BATCH`]) completions;
-    /// returns how many were written.
-    #[inline]
-    pub fn poll(&mut self, out: &mut [Cqe]) -> io::Result<usize> {
-        match &mut self.inner {
-            CqInner::Real { ptr, poll, wc } => {
-                let n = out.len().min(wc.len());
-                // SAFETY: a live CQ, and `wc` has room for `n` entries.
-                let got = unsafe { poll(ptr.as_ptr(), n as i32, wc.as_mut_ptr()) };
-                let got =
-                    usize::try_from(got).map_err(|_| io::Error::other("ibv_poll_cq failed"))?;
-                for (o, w) in out.iter_mut().zip(wc.iter()).take(got) {
-                    *o = Cqe {
-                        wr_id: w.wr_id(),
-                        ok: w.is_valid(),
-                        qp_num: w.qp_num,
-                        imm: w.imm_data().map_or(0, u32::from_be),
-                    };
-                }
-                Ok(got)
-            }
-            #[cfg(any(test, feature = "fake-hca"))]
-            CqInner::Fake { fabric, id } => Ok(fabric.poll(*id, out)),
-        }
-    }
-
-    /// The next async event of a fake QP on this CQ (the fake HCA has no
-    /// async fd); `None` on a real CQ, whose events come from the context.
-    pub fn fake_event(&self) -> Option<AsyncEvent> {
-        match &self.inner {
-            CqInner::Real { .. } => None,
-            #[cfg(any(test, feature = "fake-hca"))]
-            CqInner::Fake { fabric, id } => fabric.take_event(*id),
-        }
-    }
-
-    /// Queues async event `kind` for this fake CQ's owner (tests); no-op
-    /// on a real CQ.
-    #[cfg(any(test, feature = "fake-hca"))]
-    pub fn fake_push_event(&self, kind: u32) {
-        self.fake_push_qp_event(kind, None);
-    }
-
-    /// Fake HCA only: queues async event `kind` of the QP tagged
-    /// `qp_context` (or none) for this CQ's driver.
-    #[cfg(any(test, feature = "fake-hca"))]
-    pub fn fake_push_qp_event(&self, kind: u32, qp_context: Option<usize>) {
-        if let CqInner::Fake { fabric, id } = &self.inner {
-            fabric.push_event(*id, kind, qp_context);
-        }
-    }
-
-    fn as_raw(&self) -> Option<*mut ffi::ibv_cq> {
-        match &self.inner {
-            CqInner::Real { ptr, .. } => Some(ptr.as_ptr()),
-            #[cfg(any(test, feature = "fake-hca"))]
-            CqInner::Fake { .. } => None,
-        }
-    }
-}
-
-impl Drop for Cq {
-    fn drop(&mut self) {
-        #[allow(irrefutable_let_patterns)] // without the fake, only Real
-        if let CqInner::Real { ptr, .. } = &self.inner {
-            // SAFETY: destroyed once, after its QPs.
-            let _ = unsafe { ffi::ibv_destroy_cq(ptr.as_ptr()) };
-        }
-    }
-}
-
-type PostFn = unsafe extern "C" fn(
-    *mut ffi::ibv_qp,
-    *mut ffi::ibv_send_wr,
-    *mut *mut ffi::ibv_send_wr,
-) -> i32;
-
-/// A reliable-connected queue pair.
-pub struct Qp {
-    inner: QpInner,
-    /// What `ibv_create_qp` granted.
-    pub cap: ffi::ibv_qp_cap,
-}
-
-enum QpInner {
-    Real {
-        ptr: NonNull<ffi::ibv_qp>,
-        post: PostFn,
-    },
-    #[cfg(any(test, feature = "fake-hca"))]
-    Fake {
-        fabric: crate::fake::Fabric,
-        qpn: u32,
-    },
-}
-
-// SAFETY: as for `Ctx`.
-unsafe impl Send for Qp {}
-
-impl Qp {
-    /// An RC QP on `cq` with `qp_context` set to `tag`; its receives come
-    /// from `srq` (with completions on the SRQ's receive CQ) when given,
-    /// else from its own receive queue of one entry, never posted.
-    pub fn create(
-        ctx: &Ctx,
-        pd: &Pd,
-        cq: &Cq,
-        srq: Option<&Srq>,
-        sq_depth: u32,
-        max_inline: u32,
-        tag: usize,
-    ) -> io::Result<Qp> {
-        let raw_cq = cq
-            .as_raw()
-            .ok_or_else(|| io::Error::other("a fake CQ for a real QP"))?;
-        let (raw_srq, recv_cq) = match srq {
-            Some(q) => match (&q.inner, q.cq.as_raw()) {
-                (SrqInner::Real { ptr, .. }, Some(rcq)) => (ptr.as_ptr(), rcq),
-                _ => return Err(io::Error::other("a fake SRQ for a real QP")),
-            },
-            None => (std::ptr::null_mut(), raw_cq),
-        };
-        let mut attr = ffi::ibv_qp_init_attr {
-            qp_context: tag as *mut _,
-            send_cq: raw_cq,
-            recv_cq,
-            srq: raw_srq,
-            cap: ffi::ibv_qp_cap {
-                max_send_wr: sq_depth,
-                max_recv_wr: 1,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: max_inline,
-            },
-            qp_type: ffi::ibv_qp_type::IBV_QPT_RC,
-            sq_sig_all: 0,
-        };
-        // SAFETY: a live PD and CQ; `attr` is valid and filled back.
-        let qp = unsafe { ffi::ibv_create_qp(pd.ptr.as_ptr(), &mut attr) };
-        let ptr = NonNull::new(qp).ok_or_else(last_err)?;
-        // SAFETY: the context's ops table is filled by the provider at open.
-        let post = unsafe { (*ctx.as_raw()).ops.post_send };
-        let Some(post) = post else {
-            // SAFETY: the QP was just created and is destroyed once.
-            let _ = unsafe { ffi::ibv_destroy_qp(ptr.as_ptr()) };
-            return Err(io::Error::other("provider has no post_send"));
-        };
-        Ok(Qp {
-            inner: QpInner::Real { ptr, post },
-            cap: attr.cap,
-        })
-    }
-
-    /// The QP number.
-    pub fn qpn(&self) -> u32 {
-        match &self.inner {
-            // SAFETY: a live QP's plain field.
-            QpInner::Real { ptr, .. } => unsafe { (*ptr.as_ptr()).qp_num },
-            #[cfg(any(test, feature = "fake-hca"))]
-            QpInner::Fake { qpn, .. } => *qpn,
-        }
-    }
-
-    /// Runs one planned transition.
-    pub fn modify(&self, step: &Step) -> io::Result<()> {
-        use ffi::{ibv_qp_attr_mask as M, ibv_qp_state as S};
-        let ptr = match &self.inner {
-            QpInner::Real { ptr, .. } => *ptr,
-            #[cfg(any(test, feature = "fake-hca"))]
-            QpInner::Fake { fabric, qpn } => return fabric.modify(*qpn, step),
-        };
-        let mut a = ffi::ibv_qp_attr::default();
-        let mask = match *step {
-            Step::Reset => {
-                a.qp_state = S::IBV_QPS_RESET;
-                M::IBV_QP_STATE
-            }
-            Step::Error => {
-                a.qp_state = S::IBV_QPS_ERR;
-                M::IBV_QP_STATE
-            }
-            Step::Init {
-                port,
-                pkey_index,
-                access,
-            } => {
-                a.qp_state = S::IBV_QPS_INIT;
-                a.port_num = port;
-                a.pkey_index = pkey_index;
-                a.qp_access_flags = access;
-                M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS
-            }
-            Step::Rtr {
-                dest_qpn,
-                rq_psn,
-                path_mtu,
-                max_dest_rd_atomic,
-                min_rnr_timer,
-                dlid,
-                grh,
-                port,
-            } => {
-                a.qp_state = S::IBV_QPS_RTR;
-                a.path_mtu = path_mtu.to_ibv();
-                a.dest_qp_num = dest_qpn;
-                a.rq_psn = rq_psn;
-                a.max_dest_rd_atomic = max_dest_rd_atomic;
-                a.min_rnr_timer = min_rnr_timer;
-                a.ah_attr.dlid = dlid;
-                a.ah_attr.port_num = port;
-                if let Some((gid, sgid_index)) = grh {
-                    a.ah_attr.is_global = 1;
-                    a.ah_attr.grh.dgid = ffi::ibv_gid { raw: gid };
-                    a.ah_attr.grh.sgid_index = sgid_index;
-                    a.ah_attr.grh.hop_limit = 64;
-                }
-                M::IBV_QP_STATE
-                    | M::IBV_QP_AV
-                    | M::IBV_QP_PATH_MTU
-                    | M::IBV_QP_DEST_QPN
-                    | M::IBV_QP_RQ_PSN
-                    | M::IBV_QP_MAX_DEST_RD_ATOMIC
-                    | M::IBV_QP_MIN_RNR_TIMER
-            }
-            Step::Rts {
-                sq_psn,
-                timeout,
-                retry_cnt,
-                rnr_retry,
-                max_rd_atomic,
-            } => {
-                a.qp_state = S::IBV_QPS_RTS;
-                a.sq_psn = sq_psn;
-                a.timeout = timeout;
-                a.retry_cnt = retry_cnt;
-                a.rnr_retry = rnr_retry;
-                a.max_rd_atomic = max_rd_atomic;
-                M::IBV_QP_STATE
-                    | M::IBV_QP_SQ_PSN
-                    | M::IBV_QP_TIMEOUT
-                    | M::IBV_QP_RETRY_CNT
-                    | M::IBV_QP_RNR_RETRY
-                    | M::IBV_QP_MAX_QP_RD_ATOMIC
-            }
-        };
-        // SAFETY: a live QP, a valid attribute struct and the mask of the
-        // fields set.
-        check(unsafe { ffi::ibv_modify_qp(ptr.as_ptr(), &mut a, mask.0 as i32) })
-    }
-
-    /// Posts a chain of work requests (one doorbell). On failure returns
-    /// the errno and how many WRs of the chain were accepted.
-    ///
-    /// # Safety
-    ///
-    /// `wr` heads a valid chain whose SGEs point into registered memory
-    /// (or inline data) that stays valid until the WRs complete (inline:
-    /// until this call returns).
-    #[inline]
-    pub unsafe fn post(&self, wr: *mut ffi::ibv_send_wr) -> Result<(), (i32, usize)> {
-        let (ptr, post) = match &self.inner {
-            QpInner::Real { ptr, post } => (*ptr, *post),
-            #[cfg(any(test, feature = "fake-hca"))]
-            // SAFETY: the caller vouches for the chain.
-            QpInner::Fake { fabric, qpn } => return unsafe { fabric.post(*qpn, wr) },
-        };
-        let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: a live QP; the caller vouches for the chain.
-        let rc = unsafe { post(ptr.as_ptr(), wr, &mut bad) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let mut accepted = 0;
-        let mut w = wr;
-        while !w.is_null() && w != bad {
-            accepted += 1;
-            // SAFETY: walking the caller's valid chain.
-            w = unsafe { (*w).next };
-        }
-        Err((rc, accepted))
-    }
-}
-
-impl Drop for Qp {
-    fn drop(&mut self) {
-        match &self.inner {
-            QpInner::Real { ptr, .. } => {
-                // SAFETY: destroyed once, before its CQ and PD.
-                let _ = unsafe { ffi::ibv_destroy_qp(ptr.as_ptr()) };
-            }
-            #[cfg(any(test, feature = "fake-hca"))]
-            QpInner::Fake { fabric, qpn } => fabric.destroy_qp(*qpn),
-        }
-    }
-}
-
 /// Where the driver's objects come from: the device, or the in-process
 /// fake HCA (feature `fake-hca`).
 pub enum Backend<'a> {
@@ -756,7 +400,7 @@ impl Backend<'_> {
             Backend::Real(ctx, _) => Cq::create(ctx, entries),
             #[cfg(any(test, feature = "fake-hca"))]
             Backend::Fake(f) => Ok(Cq {
-                inner: CqInner::Fake {
+                inner: cq::CqInner::Fake {
                     fabric: (*f).clone(),
                     id: f.create_cq(entries),
                 },
@@ -773,16 +417,16 @@ impl Backend<'_> {
             Backend::Real(ctx, pd) => Srq::create(ctx, pd, cq, depth)?,
             #[cfg(any(test, feature = "fake-hca"))]
             Backend::Fake(f) => {
-                let CqInner::Fake { id, .. } = &cq.inner else {
+                let cq::CqInner::Fake { id, .. } = &cq.inner else {
                     return Err(io::Error::other("a real CQ for a fake SRQ"));
                 };
                 Srq {
-                    inner: SrqInner::Fake {
+                    inner: srq::SrqInner::Fake {
                         fabric: (*f).clone(),
                         id: f.create_srq(*id),
                     },
                     cq,
-                    chain: recv_chain(),
+                    chain: srq::recv_chain(),
                 }
             }
         };
@@ -808,16 +452,16 @@ impl Backend<'_> {
             Backend::Real(ctx, pd) => Qp::create(ctx, pd, cq, srq, sq_depth, max_inline, tag),
             #[cfg(any(test, feature = "fake-hca"))]
             Backend::Fake(f) => {
-                let CqInner::Fake { id, .. } = &cq.inner else {
+                let cq::CqInner::Fake { id, .. } = &cq.inner else {
                     return Err(io::Error::other("a real CQ for a fake QP"));
                 };
                 let srq_id = match srq.map(|q| &q.inner) {
                     None => None,
-                    Some(SrqInner::Fake { id, .. }) => Some(*id),
+                    Some(srq::SrqInner::Fake { id, .. }) => Some(*id),
                     Some(_) => return Err(io::Error::other("a real SRQ for a fake QP")),
                 };
                 Ok(Qp {
-                    inner: QpInner::Fake {
+                    inner: qp::QpInner::Fake {
                         fabric: (*f).clone(),
                         qpn: f.create_qp(*id, srq_id, tag),
                     },
@@ -848,126 +492,6 @@ pub mod access {
 }
 
 pub use ffi::{ibv_send_wr as SendWr, ibv_sge as Sge, ibv_wr_opcode};
-
-/// Receive WQEs posted per doorbell at most (the SRQ's chain).
-pub const RECV_BATCH: usize = 64;
-
-/// A chain of [`RECV_BATCH`] zero-SGE receive WRs (a receipt carries no
-/// payload: the WRITE's data goes to the heap, the immediate to the CQE).
-fn recv_chain() -> Box<[ffi::ibv_recv_wr]> {
-    vec![
-        ffi::ibv_recv_wr {
-            wr_id: 0,
-            next: std::ptr::null_mut(),
-            sg_list: std::ptr::null_mut(),
-            num_sge: 0,
-        };
-        RECV_BATCH
-    ]
-    .into_boxed_slice()
-}
-
-type PostRecvFn = unsafe extern "C" fn(
-    *mut ffi::ibv_srq,
-    *mut ffi::ibv_recv_wr,
-    *mut *mut ffi::ibv_recv_wr,
-) -> i32;
-
-/// A shared receive queue with its receive CQ: the data QPs of every peer
-/// take their receive WQEs from it, one per RDMA WRITE with immediate.
-pub struct Srq {
-    inner: SrqInner,
-    /// The receive CQ (the SRQ's QPs' `recv_cq`).
-    pub cq: Cq,
-    /// Pre-built receive WRs, chained at each post (never reallocated).
-    chain: Box<[ffi::ibv_recv_wr]>,
-}
-
-enum SrqInner {
-    Real {
-        ptr: NonNull<ffi::ibv_srq>,
-        post: PostRecvFn,
-    },
-    #[cfg(any(test, feature = "fake-hca"))]
-    Fake {
-        fabric: crate::fake::Fabric,
-        id: usize,
-    },
-}
-
-// SAFETY: as for `Ctx`.
-unsafe impl Send for Srq {}
-
-impl Srq {
-    /// `ibv_create_srq` with `depth` WRs of no SGE, receive CQ `cq`.
-    fn create(ctx: &Ctx, pd: &Pd, cq: Cq, depth: u32) -> io::Result<Srq> {
-        let mut attr = ffi::ibv_srq_init_attr {
-            srq_context: std::ptr::null_mut(),
-            attr: ffi::ibv_srq_attr {
-                max_wr: depth,
-                max_sge: 1,
-                srq_limit: 0,
-            },
-        };
-        // SAFETY: a live PD; `attr` is valid and filled back.
-        let srq = unsafe { ffi::ibv_create_srq(pd.ptr.as_ptr(), &mut attr) };
-        let ptr = NonNull::new(srq).ok_or_else(last_err)?;
-        // SAFETY: the context's ops table is filled by the provider at open.
-        let post = unsafe { (*ctx.as_raw()).ops.post_srq_recv };
-        let Some(post) = post else {
-            // SAFETY: the SRQ was just created and is destroyed once.
-            let _ = unsafe { ffi::ibv_destroy_srq(ptr.as_ptr()) };
-            return Err(io::Error::other("provider has no post_srq_recv"));
-        };
-        Ok(Srq {
-            inner: SrqInner::Real { ptr, post },
-            cq,
-            chain: recv_chain(),
-        })
-    }
-
-    /// Posts `n` (at most [`RECV_BATCH`]) receive WQEs with one doorbell.
-    pub fn post(&mut self, n: usize) -> io::Result<()> {
-        let n = n.min(self.chain.len());
-        if n == 0 {
-            return Ok(());
-        }
-        let (ptr, post) = match &self.inner {
-            SrqInner::Real { ptr, post } => (*ptr, *post),
-            #[cfg(any(test, feature = "fake-hca"))]
-            SrqInner::Fake { fabric, id } => {
-                fabric.post_recv(*id, n as u32);
-                return Ok(());
-            }
-        };
-        let base = self.chain.as_mut_ptr();
-        for i in 0..n {
-            // SAFETY: `i < n <= chain.len()`; the chain points only into
-            // this SRQ's own array, which does not move.
-            unsafe {
-                (*base.add(i)).next = if i + 1 < n {
-                    base.add(i + 1)
-                } else {
-                    std::ptr::null_mut()
-                };
-            }
-        }
-        let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: a live SRQ and a valid chain of zero-SGE WRs.
-        check(unsafe { post(ptr.as_ptr(), base, &mut bad) })
-    }
-}
-
-impl Drop for Srq {
-    fn drop(&mut self) {
-        #[allow(irrefutable_let_patterns)] // without the fake, only Real
-        if let SrqInner::Real { ptr, .. } = &self.inner {
-            // SAFETY: destroyed once, after the QPs attached to it (owner
-            // order), before its CQ (a field, dropped after this).
-            let _ = unsafe { ffi::ibv_destroy_srq(ptr.as_ptr()) };
-        }
-    }
-}
 
 /// Sets the immediate data (host order; sent in network order).
 pub fn set_imm(wr: &mut SendWr, imm: u32) {

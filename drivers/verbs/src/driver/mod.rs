@@ -1,0 +1,521 @@
+//! The verbs transport ([`VerbsDriver`]) and its state: the per-peer and
+//! per-QP tables, the tickets of gets and atomics, the event ring. The work
+//! is split by concern, one module each:
+//!
+//! * [`open`]: resources. Opening the device (or the fake HCA),
+//!   registering the heap and the scratch, creating the CQ, the shared
+//!   receive queue and every QP, all sized at creation; releasing them.
+//! * [`conn`]: connection state. Cards, the QP state machine (connect:
+//!   RESET→INIT→RTR→RTS; rebuild: RESET first, the generation's PSNs) and
+//!   each peer's link state (Down, Up, Error).
+//! * [`transport`]: the [`Transport`] operations the shim calls. Bounds,
+//!   this PE's own heap, the tickets of gets and atomics; the work toward
+//!   other PEs goes to `post`.
+//! * [`post`]: wire I/O. Placement on the data QPs, room and back
+//!   pressure, fences, staging, work requests (RDMA WRITE with immediate,
+//!   READ, fetch-add, compare-swap) queued in per-QP batches with
+//!   selective signaling and posted with one doorbell per batch, quiet
+//!   markers.
+//! * [`progress`]: the progress loop. CQ polling, completions retiring
+//!   their records, the next steps of emulated atomics, the receive side
+//!   (receipts), async events.
+//! * [`recovery`]: failure, replay and recovery. A failed peer's
+//!   outstanding operations settled once, the receipts handshake (collect,
+//!   settle, abandon), the replays over the fallback.
+//!
+//! The path of a put toward another PE: `Transport::put` ([`transport`])
+//! → `put_pieces` ([`post`]: bounds, fence, room for every piece, one piece
+//! per 64 KiB block, bytes copied into the QP's staging ring) → `queue_wr`
+//! (the send-queue record, the receipt, signaled or not, into the batch) →
+//! `flush_qp` (one doorbell: when the batch is full, for a signaled WR, or
+//! from `post_batches` and `quiet_poll`) → `poll_cq` / `on_completion` /
+//! `retire_rest` ([`progress`]: staging freed, the sequence number
+//! settled). If the link fails first, `fail_peer` ([`recovery`]) keeps the
+//! put for replay until the peer's receipts say whether it landed.
+#![allow(unsafe_code)]
+
+mod conn;
+mod open;
+mod post;
+mod progress;
+mod recovery;
+mod transport;
+
+use open::OwnedWords;
+use switchyard_core::transport::{AtomicOp, Instant, LinkState, Transport};
+
+use crate::{
+    Event, Receipts, Result, VerbsError, VerbsStats,
+    atomic_plan::{AtomicPlan, Wr},
+    card::{LinkLayer, MAX_QPS, VerbsCard},
+    params::{Mtu, QpParams, VerbsConfig},
+    qp_plan::QpState,
+    recv::RecvSide,
+    seq::SettleWindow,
+    signal::{CqCredits, SendQueue},
+    stage::StageRing,
+    sys::{self, SendWr, Sge},
+};
+
+/// Heap block size for data-QP placement: every byte of a block always goes
+/// over the same data QP, so operations on the same bytes stay ordered.
+pub const BLOCK: u64 = 64 << 10;
+/// Work requests chained per doorbell at most.
+const BATCH: usize = 16;
+/// Progress steps between reads of the async event fd (a syscall).
+const ASYNC_EVERY: u32 = 256;
+/// CQ polls a put, get or atomic spends making room before `WouldBlock`.
+const FULL_SPIN: u32 = 4096;
+/// Largest number of PEs (`wr_id` has 20 bits for the peer).
+const MAX_PES: u32 = 1 << 20;
+
+/// A QP's entry in the driver's list of pending batches: the peer above 4
+/// bits, the QP index (below [`MAX_QPS`] ≤ 16) in them.
+#[inline]
+fn pending_code(peer: u32, qi: usize) -> u32 {
+    peer << 4 | qi as u32
+}
+const _: () = assert!(MAX_QPS <= 16);
+
+/// An operation offered for replay over the fallback transport after the
+/// verbs link failed ([`VerbsDriver::drain_replays`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay<'a> {
+    /// Write `bytes` at `offset` of `peer`'s heap.
+    Put {
+        /// The PE.
+        peer: u32,
+        /// Its sequence number on the verbs link (for logs and dedup).
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// The bytes (held in the driver's staging until drained).
+        bytes: &'a [u8],
+    },
+    /// Write `len` bytes of this PE's heap from `local_offset` to `offset`.
+    PutFromHeap {
+        /// The PE.
+        peer: u32,
+        /// Sequence number.
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// Offset in this PE's heap.
+        local_offset: u64,
+        /// Bytes.
+        len: u32,
+    },
+    /// Read `len` bytes at `offset` of the peer into this heap at `local_offset`.
+    GetIntoHeap {
+        /// The PE.
+        peer: u32,
+        /// Sequence number.
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// Offset in this PE's heap.
+        local_offset: u64,
+        /// Bytes.
+        len: u32,
+    },
+    /// A non-fetching atomic that never reached the device.
+    Atomic {
+        /// The PE.
+        peer: u32,
+        /// Sequence number.
+        seq: u64,
+        /// Offset in the peer's heap.
+        offset: u64,
+        /// The op.
+        op: AtomicOp,
+    },
+}
+
+/// What a send-queue slot carries until its WR is known complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    /// Nothing (an empty record).
+    Empty,
+    /// A put from staging (`at` = the ring position of its bytes).
+    PutStaged { offset: u64, len: u32, at: u64 },
+    /// A put from this PE's heap.
+    PutHeap {
+        offset: u64,
+        len: u32,
+        local_offset: u64,
+    },
+    /// A get into this PE's heap.
+    GetHeap {
+        offset: u64,
+        len: u32,
+        local_offset: u64,
+    },
+    /// A get into a ticket's buffer.
+    Get { ticket: u32 },
+    /// A step of an atomic (its ticket).
+    Atomic { ticket: u32, first: bool },
+    /// A quiet marker.
+    Marker,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    seq: u64,
+    what: What,
+    /// Staging ring head after this WR's bytes (to free in order).
+    stage_end: u64,
+    /// The put's receipt on its QP (0: not a put).
+    rcpt: u64,
+}
+
+const EMPTY: Record = Record {
+    seq: 0,
+    what: What::Empty,
+    stage_end: 0,
+    rcpt: 0,
+};
+
+/// A data QP's wait for its last-WQE event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wqe {
+    /// Not moved to ERROR by the driver since its last rebuild: an event
+    /// now belongs to an earlier incarnation, or came before the driver
+    /// moved the QP (ignored either way: taking an old event for the
+    /// current one could end a collection too early).
+    Idle,
+    /// Moved to ERROR by `fail_peer`: the event is awaited.
+    Awaiting,
+    /// The event came after the move.
+    Reached,
+}
+
+/// One QP toward a peer, with its accounting, staging ring and batch.
+struct QpSlot {
+    qp: sys::Qp,
+    state: QpState,
+    sq: SendQueue,
+    /// WRs below this number reached the device (were accepted by post).
+    to_hw: u64,
+    /// Signaled WRs in flight (CQ credits held).
+    sig_in_flight: u32,
+    records: Box<[Record]>,
+    stage_off: usize,
+    stage: StageRing,
+    batch: Box<[SendWr]>,
+    sges: Box<[Sge]>,
+    n_batch: usize,
+    inline_cap: u32,
+    /// Initiator: the receipt of the next put (RDMA WRITE with immediate)
+    /// on this QP in this generation (from 1).
+    rcpt_next: u64,
+    /// Target: where this (data) QP is in waiting for
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` (no receive completion of it comes
+    /// after the event).
+    wqe: Wqe,
+    /// In the driver's list of QPs that may hold a batch not yet posted
+    /// (listed once, so the list never outgrows the QPs).
+    listed: bool,
+}
+
+impl QpSlot {
+    fn outstanding(&self) -> u64 {
+        self.sq.outstanding()
+    }
+}
+
+struct Peer {
+    qps: Box<[QpSlot]>,
+    remote: Option<VerbsCard>,
+    state: LinkState,
+    /// Incarnation in `wr_id` (bumped at every failure: older completions
+    /// are stale).
+    incarnation: u8,
+    /// PSN generation agreed with the peer.
+    generation: u32,
+    next_seq: u64,
+    settle: SettleWindow,
+    fence: bool,
+    /// Replays waiting for [`VerbsDriver::drain_replays`].
+    replays: Box<[Option<ReplayRec>]>,
+    n_replays: usize,
+    /// Failures to report through `quiet_poll` (atomics with unknown
+    /// outcome that nobody polls).
+    unreported: Option<VerbsError>,
+    /// Operations nobody polls that were not applied and found no room in
+    /// `replays` (nor a ticket to fail): reported once by `quiet_poll` as
+    /// [`VerbsError::ReplayLost`], never silently dropped.
+    lost: u64,
+    /// Initiator: in-doubt puts wait in `replays` for the peer's receipts
+    /// ([`VerbsDriver::settle_receipts`]); nothing is drained meanwhile.
+    await_receipts: bool,
+    /// Target: the link failed and this side's receipts are being
+    /// collected (QPs in error, waiting for their last WQE).
+    collect: bool,
+    /// Target: the receipts collected at the last failure, and the
+    /// generation that failure rebuilds to.
+    receipts: Option<(u32, Receipts)>,
+    /// Target: when the collection gives up (ns on the `progress` clock),
+    /// set at the first collection step after the failure.
+    collect_until: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReplayRec {
+    seq: u64,
+    qp: u8,
+    what: What,
+    atomic: Option<(u64, AtomicOp)>,
+    /// A put's receipt (0: none).
+    rcpt: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TState {
+    Free,
+    Pending,
+    Done(u64),
+    Failed { unknown: bool },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TicketSlot {
+    tgen: u16,
+    state: TState,
+    peer: u32,
+    offset: u64,
+    seq: u64,
+    plan: Option<AtomicPlan>,
+    /// Whether the caller never polls it (a `Set`): freed when done.
+    internal: bool,
+    /// A next atomic step that found the queue full.
+    repost: Option<Wr>,
+}
+
+const FREE_TICKET: TicketSlot = TicketSlot {
+    tgen: 0,
+    state: TState::Free,
+    peer: 0,
+    offset: 0,
+    seq: 0,
+    plan: None,
+    internal: false,
+    repost: None,
+};
+
+/// The RDMA verbs transport of one PE (crate docs).
+pub struct VerbsDriver {
+    me: u32,
+    n_pes: u32,
+    seed: u64,
+    p: QpParams,
+    cfg: VerbsConfig,
+    port: u8,
+    link_layer: LinkLayer,
+    lid: u16,
+    gid: Option<[u8; 16]>,
+    gid_index: Option<u8>,
+    port_mtu: Mtu,
+    heap: *mut u8,
+    heap_len: u64,
+    owned_heap: Option<OwnedWords>,
+    scratch_ptr: *mut u8,
+    get_off: usize,
+    atomic_off: usize,
+    peers: Vec<Option<Peer>>,
+    tickets: Box<[TicketSlot]>,
+    free_list: FreeList,
+    reposts: u32,
+    /// QPs with a batch not yet posted.
+    batched: u32,
+    /// The QPs that may hold a batch not yet posted ([`pending_code`]), in
+    /// a list sized for every QP at creation: [`VerbsDriver::post_batches`]
+    /// visits only these, never every peer.
+    pending: Box<[u32]>,
+    /// Entries used in `pending`.
+    n_pending: usize,
+    cqes: Box<[sys::Cqe]>,
+    credits: CqCredits,
+    events: Box<[Option<Event>]>,
+    ev_head: usize,
+    ev_len: usize,
+    steps: u32,
+    stats: VerbsStats,
+    fatal: bool,
+    closed: bool,
+    // Verbs objects, released in this order by `release`.
+    scratch_mr: Option<sys::Mr>,
+    heap_mr: Option<sys::Mr>,
+    /// The shared receive queue of every data QP, its receive CQ and the
+    /// receipts seen (index `peer * data_qps + qp - 1`); a clone may be
+    /// polled by another thread ([`VerbsDriver::recv_side`]).
+    recv: Option<RecvSide>,
+    /// Peers whose receipts are being collected.
+    collecting: u32,
+    /// The `now` of the last `progress` (the driver has no clock).
+    now: Instant,
+    cq: Option<sys::Cq>,
+    pd: Option<sys::Pd>,
+    ctx: Option<sys::Ctx>,
+    scratch: Option<OwnedWords>,
+}
+
+// SAFETY: the driver owns its verbs objects, heap mapping (or borrows it
+// under `new`'s contract) and scratch exclusively; libibverbs objects may be
+// used from any thread, one at a time, which `&mut self` guarantees.
+unsafe impl Send for VerbsDriver {}
+
+/// `wr_id`: WR number (low 32 bits), QP index (4), incarnation (8), peer (20).
+const fn wr_id(peer: u32, qp: u8, inc: u8, index: u64) -> u64 {
+    (peer as u64) << 44 | (inc as u64) << 36 | ((qp as u64) & 0xF) << 32 | (index & 0xFFFF_FFFF)
+}
+
+const fn split_wr_id(id: u64) -> (u32, u8, u8, u32) {
+    (
+        (id >> 44) as u32,
+        ((id >> 32) & 0xF) as u8,
+        (id >> 36) as u8,
+        id as u32,
+    )
+}
+
+impl VerbsDriver {
+    /// The derived parameters.
+    pub fn params(&self) -> &QpParams {
+        &self.p
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> VerbsStats {
+        let mut s = self.stats;
+        if let Some(r) = &self.recv {
+            s.receipts = r.receipts();
+            s.recv_reposts = r.reposts();
+        }
+        s
+    }
+
+    /// A handle on this driver's receive side (the receipts of the peers'
+    /// puts), for a thread that progresses it while the driver's owner is
+    /// busy elsewhere ([`RecvSide::poll`]); `None` once closed. Without
+    /// one, only [`Transport::progress`] re-posts receives, so the owner
+    /// must call it at least once per `srq_depth` puts received.
+    pub fn recv_side(&self) -> Option<RecvSide> {
+        self.recv.clone()
+    }
+
+    fn peer_ref(&self, peer: u32) -> Result<&Peer> {
+        let n_pes = self.n_pes;
+        self.peers
+            .get(peer as usize)
+            .and_then(Option::as_ref)
+            .ok_or(VerbsError::InvalidPe { peer, n_pes })
+    }
+
+    fn peer_mut(&mut self, peer: u32) -> Result<&mut Peer> {
+        let n_pes = self.n_pes;
+        self.peers
+            .get_mut(peer as usize)
+            .and_then(Option::as_mut)
+            .ok_or(VerbsError::InvalidPe { peer, n_pes })
+    }
+
+    /// The next event, once.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.ev_len == 0 {
+            return None;
+        }
+        let e = self.events[self.ev_head].take();
+        self.ev_head = (self.ev_head + 1) % self.events.len();
+        self.ev_len -= 1;
+        e
+    }
+
+    fn push_event(&mut self, e: Event) {
+        let cap = self.events.len();
+        if self.ev_len == cap {
+            // Full (only when the shim stops polling events across many
+            // failure cycles): drop the oldest.
+            self.ev_head = (self.ev_head + 1) % cap;
+            self.ev_len -= 1;
+        }
+        let at = (self.ev_head + self.ev_len) % cap;
+        self.events[at] = Some(e);
+        self.ev_len += 1;
+    }
+
+    fn would_block(&mut self, peer: u32, what: &'static str) -> VerbsError {
+        self.stats.would_block += 1;
+        VerbsError::WouldBlock { peer, what }
+    }
+
+    fn take_ticket(&mut self, peer: u32) -> Result<u32> {
+        if self.free_list.n == 0 {
+            return Err(self.would_block(peer, "tickets"));
+        }
+        self.free_list.n -= 1;
+        let idx = self.free_list.idx[self.free_list.n];
+        // Live from here, so that `free_ticket` gives it back on any error.
+        self.tickets[idx as usize].state = TState::Pending;
+        Ok(idx)
+    }
+
+    fn free_ticket(&mut self, idx: u32) {
+        release_ticket(&mut self.tickets, &mut self.free_list, idx);
+    }
+
+    fn ticket_of(&self, peer: u32, slot: u32) -> Result<u32> {
+        let idx = slot & 0xFFFF;
+        match self.tickets.get(idx as usize) {
+            Some(t)
+                if t.state != TState::Free && u32::from(t.tgen) == slot >> 16 && t.peer == peer =>
+            {
+                Ok(idx)
+            }
+            _ => Err(VerbsError::StaleTicket { peer, slot }),
+        }
+    }
+}
+
+/// The free ticket indices (a stack).
+struct FreeList {
+    idx: Box<[u32]>,
+    n: usize,
+}
+
+/// Frees ticket `idx` (once: a free ticket is left alone).
+fn release_ticket(tickets: &mut [TicketSlot], fl: &mut FreeList, idx: u32) {
+    let Some(t) = tickets.get_mut(idx as usize) else {
+        return;
+    };
+    if t.state == TState::Free {
+        return;
+    }
+    t.state = TState::Free;
+    t.plan = None;
+    t.repost = None;
+    t.tgen = t.tgen.wrapping_add(1);
+    if fl.n < fl.idx.len() {
+        fl.idx[fl.n] = idx;
+        fl.n += 1;
+    }
+}
+
+fn fail_ticket(tickets: &mut [TicketSlot], idx: u32, unknown: bool, stats: &mut VerbsStats) {
+    if let Some(t) = tickets.get_mut(idx as usize)
+        && t.state == TState::Pending
+    {
+        t.state = TState::Failed { unknown };
+        if unknown {
+            stats.outcome_unknown += 1;
+        }
+    }
+}
+
+impl Drop for VerbsDriver {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod test;

@@ -1,0 +1,497 @@
+//! Resources: [`VerbsDriver::new`] (on a device) and
+//! `VerbsDriver::new_fake` (on the fake HCA) open everything the driver
+//! owns (protection domain, the heap's and the scratch's memory regions,
+//! one CQ, the shared receive queue with its receive CQ, and per peer a
+//! control QP and the data QPs, with every table, ring and work-request
+//! array sized once, so that the data path never allocates); `close`
+//! releases them in the order libibverbs needs.
+
+use switchyard_core::transport::{Instant, LinkState};
+
+use super::{BATCH, BLOCK, EMPTY, FREE_TICKET, FreeList, MAX_PES, Peer, QpSlot, VerbsDriver, Wqe};
+use crate::{
+    Result, VerbsError, VerbsStats,
+    card::LinkLayer,
+    params::{DeviceLimits, Mtu, VerbsConfig, derive},
+    probe,
+    qp_plan::QpState,
+    recv::RecvSide,
+    seq::SettleWindow,
+    signal::{CqCredits, SendQueue},
+    stage::StageRing,
+    sys::{self, POLL_BATCH, Sge, access},
+};
+
+/// Events kept until polled, at least (more with many peers: `assemble`).
+const EVENT_RING: usize = 256;
+/// Smallest staging ring per QP (two blocks).
+const MIN_STAGE: u64 = 2 * BLOCK;
+
+impl VerbsDriver {
+    /// Opens the device, registers `heap` and creates one CQ and the QPs
+    /// toward every other PE (in RESET until
+    /// [`Transport::connect`](switchyard_core::transport::Transport::connect)).
+    ///
+    /// # Safety
+    ///
+    /// `heap` must be valid for reads and writes of `heap_len` bytes, 8-byte
+    /// aligned, and stay mapped until the driver is closed or dropped; the
+    /// device reads and writes it asynchronously.
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::Unavailable`] with the probe's reason when RDMA cannot
+    /// be used here; [`VerbsError::Config`] for a bad setting;
+    /// [`VerbsError::Resource`] when a verbs call fails.
+    pub unsafe fn new(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap: *mut u8,
+        heap_len: u64,
+    ) -> Result<VerbsDriver> {
+        if n_pes == 0 || me >= n_pes || n_pes > MAX_PES {
+            return Err(VerbsError::InvalidPe { peer: me, n_pes });
+        }
+        let found = probe::probe();
+        if let Some(why) = &found.unavailable {
+            return Err(VerbsError::Unavailable {
+                reason: why.to_string(),
+            });
+        }
+        let chosen = match &cfg.device {
+            Some(d) => found
+                .ports
+                .iter()
+                .find(|p| &p.device == d && p.port == cfg.port && p.usable()),
+            None => found.ports.iter().find(|p| p.usable()),
+        }
+        .ok_or_else(|| VerbsError::Unavailable {
+            reason: format!(
+                "no usable port {} on {}",
+                cfg.port,
+                cfg.device.as_deref().unwrap_or("any device")
+            ),
+        })?;
+        let (ctx, _name) = sys::Ctx::open(Some(&chosen.device)).map_err(res("ibv_open_device"))?;
+        let port = chosen.port;
+        let attrs = sys::device_attrs(&chosen.device).map_err(res("ibv_query_device"))?;
+        let pattr = ctx.query_port(port).map_err(res("ibv_query_port"))?;
+        let port_mtu = Mtu::from_ibv(pattr.active_mtu).unwrap_or(Mtu::M1024);
+        let limits = attrs.limits(port_mtu);
+        let gid_index = match cfg.gid_index {
+            Some(i) => Some(i),
+            None => chosen.best_gid().map(|g| g.index),
+        };
+        let gid = match gid_index {
+            Some(i) => Some(ctx.query_gid(port, i).map_err(res("ibv_query_gid"))?),
+            None => None,
+        };
+        let addr = PortAddr {
+            port,
+            link_layer: LinkLayer::from_u8(pattr.link_layer).unwrap_or(LinkLayer::InfiniBand),
+            lid: pattr.lid,
+            gid,
+            gid_index: gid_index.and_then(|i| u8::try_from(i).ok()),
+            mtu: port_mtu,
+        };
+        ctx.async_nonblocking()
+            .map_err(res("fcntl(async_fd, O_NONBLOCK)"))?;
+        let pd = sys::Pd::alloc(&ctx).map_err(res("ibv_alloc_pd"))?;
+        // SAFETY: the caller's promise about the heap is passed on.
+        let mut drv = unsafe {
+            VerbsDriver::assemble(
+                cfg,
+                (me, n_pes, seed),
+                heap,
+                heap_len,
+                &limits,
+                addr,
+                &sys::Backend::Real(&ctx, &pd),
+            )
+        }?;
+        drv.pd = Some(pd);
+        drv.ctx = Some(ctx);
+        Ok(drv)
+    }
+
+    /// [`VerbsDriver::new`] on the in-process fake HCA ([`crate::fake`]):
+    /// every PE of a test shares one `fabric`. No device is needed.
+    ///
+    /// # Safety
+    ///
+    /// As [`VerbsDriver::new`].
+    ///
+    /// # Errors
+    ///
+    /// As [`VerbsDriver::new`], without the probe.
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub unsafe fn new_fake(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap: *mut u8,
+        heap_len: u64,
+        fabric: &crate::fake::Fabric,
+    ) -> Result<VerbsDriver> {
+        if n_pes == 0 || me >= n_pes || n_pes > MAX_PES {
+            return Err(VerbsError::InvalidPe { peer: me, n_pes });
+        }
+        let limits = DeviceLimits {
+            max_qp_wr: 16384,
+            max_cqe: 1 << 20,
+            max_qp: 1 << 16,
+            max_sge: 1,
+            max_qp_init_rd_atom: 16,
+            max_qp_rd_atom: 16,
+            atomic_cap: fabric.atomic_cap(),
+            max_mr_size: u64::MAX,
+            max_srq_wr: 1 << 16,
+            active_mtu: Mtu::M4096,
+        };
+        let mut gid = [0u8; 16];
+        gid[..2].copy_from_slice(&[0xfe, 0x80]);
+        gid[12..].copy_from_slice(&(me + 1).to_be_bytes());
+        let addr = PortAddr {
+            port: 1,
+            link_layer: LinkLayer::Ethernet,
+            lid: 0,
+            gid: Some(gid),
+            gid_index: Some(1),
+            mtu: Mtu::M4096,
+        };
+        // SAFETY: the caller's promise about the heap is passed on.
+        unsafe {
+            VerbsDriver::assemble(
+                cfg,
+                (me, n_pes, seed),
+                heap,
+                heap_len,
+                &limits,
+                addr,
+                &sys::Backend::Fake(fabric),
+            )
+        }
+    }
+
+    /// [`VerbsDriver::new_fake`] with an owned heap of `heap_len` zeroed bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`VerbsDriver::new_fake`].
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_with_owned_heap(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap_len: u64,
+        fabric: &crate::fake::Fabric,
+    ) -> Result<VerbsDriver> {
+        let heap = OwnedWords::zeroed(heap_len);
+        // SAFETY: the heap is owned by the driver (dropped after its MR).
+        let mut d =
+            unsafe { VerbsDriver::new_fake(cfg, me, n_pes, seed, heap.ptr(), heap_len, fabric) }?;
+        d.owned_heap = Some(heap);
+        Ok(d)
+    }
+
+    /// Registers the heap and the scratch, creates the CQ and the QPs.
+    ///
+    /// # Safety
+    ///
+    /// As [`VerbsDriver::new`] for `heap`.
+    unsafe fn assemble(
+        cfg: VerbsConfig,
+        (me, n_pes, seed): (u32, u32, u64),
+        heap: *mut u8,
+        heap_len: u64,
+        limits: &DeviceLimits,
+        addr: PortAddr,
+        backend: &sys::Backend<'_>,
+    ) -> Result<VerbsDriver> {
+        let p = derive(&cfg, limits)?;
+        let n_peers = u64::from(n_pes - 1);
+        let qps_per_peer = 1 + u64::from(p.data_qps);
+        if n_peers * qps_per_peer > u64::from(limits.max_qp) {
+            return Err(VerbsError::Config(crate::params::ParamError {
+                field: "data_qps",
+                value: p.data_qps.to_string(),
+                expected: format!(
+                    "(1 + data_qps) * {n_peers} peers within the device's max_qp ({})",
+                    limits.max_qp
+                ),
+            }));
+        }
+        // SAFETY: the caller keeps the heap mapped for the driver's life.
+        let heap_mr = unsafe {
+            backend.register(
+                heap,
+                usize::try_from(heap_len).unwrap_or(usize::MAX),
+                access::LOCAL_WRITE
+                    | access::REMOTE_WRITE
+                    | access::REMOTE_READ
+                    | access::REMOTE_ATOMIC,
+            )
+        }
+        .map_err(res("ibv_reg_mr (heap)"))?;
+        // Scratch: per-QP staging rings, get buffers, atomic result words.
+        let total_qps = (n_peers * qps_per_peer).max(1);
+        let stage_per_qp = (u64::from(cfg.staging_bytes) / total_qps).max(MIN_STAGE) & !63;
+        let stage_total = stage_per_qp * total_qps;
+        let get_bytes = u64::from(cfg.get_slots) * u64::from(cfg.get_slot_bytes);
+        let atomic_bytes = u64::from(cfg.get_slots) * 8;
+        let scratch = OwnedWords::zeroed(stage_total + get_bytes + atomic_bytes);
+        // SAFETY: the scratch lives until `release` drops it after this MR.
+        let scratch_mr =
+            unsafe { backend.register(scratch.ptr(), scratch.bytes(), access::LOCAL_WRITE) }
+                .map_err(res("ibv_reg_mr (scratch)"))?;
+        let flush_headroom = qps_per_peer * u64::from(p.sq_depth) * n_peers.min(4);
+        let cq_entries =
+            (u64::from(p.cq_depth) + flush_headroom).min(u64::from(limits.max_cqe)) as u32;
+        let cq = backend.cq(cq_entries).map_err(res("ibv_create_cq"))?;
+        // Receipts: one SRQ for every peer's data QPs, fully posted.
+        let srq = backend.srq(p.srq_depth).map_err(res("ibv_create_srq"))?;
+        let mut qpns = Vec::with_capacity((n_peers * u64::from(p.data_qps)) as usize);
+        let mut peers = Vec::with_capacity(n_pes as usize);
+        let mut stage_off = 0usize;
+        for pe in 0..n_pes {
+            if pe == me {
+                peers.push(None);
+                continue;
+            }
+            let mut qps = Vec::with_capacity(qps_per_peer as usize);
+            for qi in 0..qps_per_peer as u8 {
+                let tag = (pe as usize) << 8 | usize::from(qi);
+                let qp = backend
+                    .qp(&cq, (qi > 0).then_some(&srq), p.sq_depth, p.max_inline, tag)
+                    .map_err(res("ibv_create_qp"))?;
+                if qi > 0 {
+                    qpns.push((qp.qpn(), pe * u32::from(p.data_qps) + u32::from(qi) - 1));
+                }
+                let inline_cap = qp.cap.max_inline_data.min(p.max_inline);
+                let mut batch = vec![sys::empty_wr(); BATCH].into_boxed_slice();
+                for w in batch.iter_mut() {
+                    w.num_sge = 1;
+                }
+                qps.push(QpSlot {
+                    qp,
+                    state: QpState::Reset,
+                    sq: SendQueue::new(p.sq_depth, p.signal_every),
+                    to_hw: 0,
+                    sig_in_flight: 0,
+                    records: vec![EMPTY; p.sq_depth as usize].into_boxed_slice(),
+                    stage_off,
+                    stage: StageRing::new(stage_per_qp),
+                    batch,
+                    sges: vec![
+                        Sge {
+                            addr: 0,
+                            length: 0,
+                            lkey: 0
+                        };
+                        BATCH
+                    ]
+                    .into_boxed_slice(),
+                    n_batch: 0,
+                    inline_cap,
+                    rcpt_next: 1,
+                    wqe: Wqe::Idle,
+                    listed: false,
+                });
+                stage_off += stage_per_qp as usize;
+            }
+            let replay_cap = (qps_per_peer * u64::from(p.sq_depth)) as usize;
+            peers.push(Some(Peer {
+                qps: qps.into_boxed_slice(),
+                remote: None,
+                state: LinkState::Down,
+                incarnation: 0,
+                generation: 0,
+                next_seq: 1,
+                settle: SettleWindow::new(),
+                fence: false,
+                replays: vec![None; replay_cap].into_boxed_slice(),
+                n_replays: 0,
+                unreported: None,
+                lost: 0,
+                await_receipts: false,
+                collect: false,
+                receipts: None,
+                collect_until: None,
+            }));
+        }
+        let scratch_ptr = scratch.ptr();
+        Ok(VerbsDriver {
+            me,
+            n_pes,
+            seed,
+            p,
+            cfg: cfg.clone(),
+            port: addr.port,
+            link_layer: addr.link_layer,
+            lid: addr.lid,
+            gid: addr.gid,
+            gid_index: addr.gid_index,
+            port_mtu: addr.mtu,
+            heap,
+            heap_len,
+            owned_heap: None,
+            scratch_ptr,
+            get_off: stage_total as usize,
+            atomic_off: (stage_total + get_bytes) as usize,
+            peers,
+            tickets: vec![FREE_TICKET; cfg.get_slots as usize].into_boxed_slice(),
+            free_list: FreeList {
+                idx: (0..cfg.get_slots)
+                    .rev()
+                    .collect::<Vec<u32>>()
+                    .into_boxed_slice(),
+                n: cfg.get_slots as usize,
+            },
+            reposts: 0,
+            batched: 0,
+            pending: vec![0; n_pes as usize * qps_per_peer as usize].into_boxed_slice(),
+            n_pending: 0,
+            cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
+            credits: CqCredits::new(p.cq_depth),
+            // Room for every peer's events of one failure cycle (link
+            // error, rebuild needed, receipts, rebuilt, link up) plus the
+            // device's: a device or port failure reports every peer at
+            // once, and the shim holds a peer's newer operations (and asks
+            // for its receipts) on its link event, so none may be dropped.
+            events: vec![None; EVENT_RING.max(5 * n_pes as usize + 8)].into_boxed_slice(),
+            ev_head: 0,
+            ev_len: 0,
+            steps: 0,
+            stats: VerbsStats::default(),
+            fatal: false,
+            closed: false,
+            scratch_mr: Some(scratch_mr),
+            heap_mr: Some(heap_mr),
+            recv: Some(RecvSide::new(
+                srq,
+                p.srq_depth,
+                &qpns,
+                n_pes as usize * usize::from(p.data_qps),
+            )),
+            collecting: 0,
+            now: Instant::default(),
+            cq: Some(cq),
+            pd: None,
+            ctx: None,
+            scratch: Some(scratch),
+        })
+    }
+
+    /// [`VerbsDriver::new`] with a heap of `heap_len` zeroed bytes the driver
+    /// allocates and owns (tests, `switchyard perf`).
+    ///
+    /// # Errors
+    ///
+    /// As [`VerbsDriver::new`].
+    pub fn with_owned_heap(
+        cfg: VerbsConfig,
+        me: u32,
+        n_pes: u32,
+        seed: u64,
+        heap_len: u64,
+    ) -> Result<VerbsDriver> {
+        let heap = OwnedWords::zeroed(heap_len);
+        // SAFETY: the heap is owned by the driver (dropped in `release`,
+        // after its MR), 8-aligned and at least `heap_len` bytes long.
+        let mut d = unsafe { VerbsDriver::new(cfg, me, n_pes, seed, heap.ptr(), heap_len) }?;
+        d.owned_heap = Some(heap);
+        Ok(d)
+    }
+
+    fn release(&mut self) {
+        // QPs before the CQ, MRs and QPs before the PD, all before the context.
+        for p in self.peers.iter_mut().flatten() {
+            p.qps = Box::new([]);
+        }
+        // The SRQ after its QPs (its receive CQ with it), taken out of the
+        // receive side even if another thread still holds a clone.
+        if let Some(r) = self.recv.take() {
+            drop(r.release());
+        }
+        self.scratch_mr = None;
+        self.heap_mr = None;
+        self.cq = None;
+        self.pd = None;
+        self.ctx = None;
+        // The memory after its MRs.
+        self.scratch = None;
+        self.owned_heap = None;
+    }
+
+    /// [`Transport::close`](switchyard_core::transport::Transport::close):
+    /// every QP reset, every peer Down, every resource released (once;
+    /// later calls do nothing).
+    pub(super) fn close_all(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        for pe in self.peers.iter_mut().flatten() {
+            for q in pe.qps.iter_mut() {
+                let _ = q.qp.modify(&crate::qp_plan::Step::Reset);
+                q.state = QpState::Reset;
+            }
+            pe.state = LinkState::Down;
+        }
+        self.release();
+        Ok(())
+    }
+}
+
+/// Zeroed 8-aligned memory owned through a raw pointer (the device writes
+/// it behind Rust's back, so no reference to it is ever held), freed on
+/// drop.
+pub(super) struct OwnedWords {
+    ptr: *mut [u64],
+}
+
+impl OwnedWords {
+    fn zeroed(bytes: u64) -> OwnedWords {
+        let words = usize::try_from(bytes.div_ceil(8))
+            .unwrap_or(usize::MAX / 8)
+            .max(1);
+        OwnedWords {
+            ptr: Box::into_raw(vec![0u64; words].into_boxed_slice()),
+        }
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.ptr.cast()
+    }
+
+    fn bytes(&self) -> usize {
+        self.ptr.len() * 8
+    }
+}
+
+impl Drop for OwnedWords {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `zeroed`, freed once; the owner
+        // drops it only after deregistering it.
+        drop(unsafe { Box::from_raw(self.ptr) });
+    }
+}
+
+/// The port this driver uses, as the card carries it.
+#[derive(Debug, Clone, Copy)]
+struct PortAddr {
+    port: u8,
+    link_layer: LinkLayer,
+    lid: u16,
+    gid: Option<[u8; 16]>,
+    gid_index: Option<u8>,
+    mtu: Mtu,
+}
+
+fn res(call: &'static str) -> impl Fn(std::io::Error) -> VerbsError {
+    move |source| VerbsError::Resource { call, source }
+}
