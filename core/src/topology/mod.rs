@@ -38,7 +38,7 @@
 //! |---|---|
 //! | `layout` | words per row, [`Footprint`], [`Shape`], the memory ([`TopologyMem`], `TopologyBox`), [`LayoutError`] |
 //! | `row` | the [`Topology`] handle: health and load bits ([`LinkState`]), the flattened row a select reads |
-//! | `versioned` | the double buffer: [`TopologyControl`], readers and their announced versions ([`Reader`], [`Pinned`]), the writer ([`TopologyWriter`], [`Update`], [`Override`]), [`UpdateError`] |
+//! | `versioned` | laying a topology out ([`Topology::new`]) and its versions: [`TopologyControl`], readers and their announced versions ([`Reader`], [`Pinned`]), the writer ([`TopologyWriter`], [`Update`], [`Override`]), [`UpdateError`] |
 
 mod layout;
 mod row;

@@ -1,6 +1,7 @@
 //! The single row a PE reads: the [`Topology`] handle, the health and load
 //! bits per (transport, peer) flipped in place ([`LinkState`]), and the
-//! flattened view a select reads.
+//! flattened view a select reads. Laying a topology out, its versions, its
+//! readers and its writer are in `versioned`.
 
 use super::layout::{Shape, TopologyMem, WORD_BITS, row_code};
 use crate::{
