@@ -1,0 +1,188 @@
+//! The single row a PE reads: the [`Topology`] handle, the health and load
+//! bits per (transport, peer) flipped in place ([`LinkState`]), and the
+//! flattened view a select reads. Laying a topology out, its versions, its
+//! readers and its writer are in `versioned`.
+
+use super::layout::{Shape, TopologyMem, WORD_BITS, row_code};
+use crate::{
+    class::TransportId,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+/// Link state of one (transport, peer), as drivers report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// Connected and usable.
+    Up,
+    /// Not connected (not yet, or closed in an orderly way).
+    Down,
+    /// Failed: the driver saw an error and is recovering.
+    Error,
+}
+
+impl LinkState {
+    /// Whether this state makes the health bit set.
+    #[inline]
+    pub const fn is_usable(self) -> bool {
+        matches!(self, LinkState::Up)
+    }
+}
+
+/// A PE's versioned topology: class rows, health and load bits.
+///
+/// A cheap `Copy` handle over [`TopologyMem`]; share it between threads freely.
+#[derive(Debug, Clone, Copy)]
+pub struct Topology<'a> {
+    pub(super) mem: TopologyMem<'a>,
+    pub(super) shape: Shape,
+    pub(super) stride: usize,
+}
+
+impl<'a> Topology<'a> {
+    /// The shape this topology was laid out with.
+    #[inline]
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    #[inline]
+    fn link_bit(&self, t: TransportId, peer: u32, load: bool) -> Option<(&'a AtomicUsize, usize)> {
+        if peer >= self.shape.n_pes || t.index() >= self.shape.n_transports as usize {
+            return None;
+        }
+        if load && !self.shape.load_hints {
+            return None;
+        }
+        let p = peer as usize;
+        let word = (p / WORD_BITS) * self.stride
+            + t.index()
+            + if load {
+                self.shape.n_transports as usize
+            } else {
+                0
+            };
+        Some((&self.mem.links[word], 1usize << (p % WORD_BITS)))
+    }
+
+    /// Sets or clears the health bit of (`t`, `peer`) with one atomic
+    /// read-modify-write and returns the previous value (`None` when `t` or `peer`
+    /// is out of range). No version swap: selects on every thread see it as soon
+    /// as the cache line reaches them (at once on this thread; on others by the
+    /// next select after any synchronisation with this one).
+    #[inline]
+    pub fn set_health(&self, t: TransportId, peer: u32, up: bool) -> Option<bool> {
+        let (w, bit) = self.link_bit(t, peer, false)?;
+        let prev = if up {
+            w.fetch_or(bit, Ordering::Relaxed)
+        } else {
+            w.fetch_and(!bit, Ordering::Relaxed)
+        };
+        Some(prev & bit != 0)
+    }
+
+    /// Applies a driver's link state to the health bit and says whether it was a
+    /// transition (the only thing worth broadcasting): `Some(true)` when the bit
+    /// changed, `Some(false)` when it did not, `None` when out of range.
+    #[inline]
+    pub fn apply_link_state(&self, t: TransportId, peer: u32, state: LinkState) -> Option<bool> {
+        let up = state.is_usable();
+        self.set_health(t, peer, up).map(|prev| prev != up)
+    }
+
+    /// Whether (`t`, `peer`) is usable now.
+    #[inline]
+    pub fn is_healthy(&self, t: TransportId, peer: u32) -> bool {
+        self.link_bit(t, peer, false)
+            .is_some_and(|(w, bit)| w.load(Ordering::Relaxed) & bit != 0)
+    }
+
+    /// Sets the load hint of (`t`, `peer`): whether that transport's queue toward
+    /// the peer is over its watermark (see
+    /// [`LoadWatermark::exceeded`](crate::route::LoadWatermark::exceeded)). Reads
+    /// first and writes only on change, so a driver can call it on every progress
+    /// step without bouncing the cache line. Returns the previous value, `None`
+    /// when out of range or when load hints are off.
+    #[inline]
+    pub fn set_overloaded(&self, t: TransportId, peer: u32, over: bool) -> Option<bool> {
+        let (w, bit) = self.link_bit(t, peer, true)?;
+        let prev = w.load(Ordering::Relaxed) & bit != 0;
+        if prev != over {
+            if over {
+                w.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                w.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
+        Some(prev)
+    }
+
+    /// Whether (`t`, `peer`) is over its load watermark.
+    #[inline]
+    pub fn is_overloaded(&self, t: TransportId, peer: u32) -> bool {
+        self.link_bit(t, peer, true)
+            .is_some_and(|(w, bit)| w.load(Ordering::Relaxed) & bit != 0)
+    }
+}
+
+/// A pinned version's data with every indirection resolved, so that a select
+/// reads the class word and the link words straight away.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowView<'a> {
+    pub(super) row: &'a [AtomicUsize],
+    pub(super) links: &'a [AtomicUsize],
+    pub(super) stride: usize,
+    pub(super) n_transports: usize,
+    pub(super) load_hints: bool,
+    pub(crate) me: u32,
+    pub(crate) n_pes: u32,
+}
+
+impl RowView<'_> {
+    /// The class of `peer` as a [`PathClass::index`] (0 `Local` … 4
+    /// `Unreachable`), without branching on the row content; `None` when `peer`
+    /// is out of range.
+    #[inline(always)]
+    pub(crate) fn class_index(&self, peer: u32) -> Option<usize> {
+        if peer >= self.n_pes {
+            return None;
+        }
+        let code = row_code(self.row, peer) + 1;
+        Some(if peer == self.me { 0 } else { code })
+    }
+
+    /// `peer`'s transports as two masks (bit `t` for transport `t`): usable now
+    /// (health bit set) and over the load watermark (0 without load hints).
+    /// `peer` must be in range.
+    #[inline(always)]
+    pub(crate) fn link_masks(&self, peer: u32) -> (usize, usize) {
+        let p = peer as usize;
+        let start = (p / WORD_BITS) * self.stride;
+        let bit = p % WORD_BITS;
+        let n = self.n_transports;
+        let Some(words) = self.links.get(start..start + self.stride) else {
+            return (0, 0);
+        };
+        let healthy = gather(&words[..n], bit);
+        let over = if self.load_hints {
+            gather(&words[n..], bit)
+        } else {
+            0
+        };
+        (healthy, over)
+    }
+}
+
+/// Bit `bit` of each word, as a mask (bit `i` from word `i`). Unrolled for the
+/// usual transport counts; the match is on a per-job constant, so it predicts
+/// perfectly.
+#[inline(always)]
+fn gather(words: &[AtomicUsize], bit: usize) -> usize {
+    let b = |w: &AtomicUsize, i: usize| ((w.load(Ordering::Relaxed) >> bit) & 1) << i;
+    match words {
+        [a] => b(a, 0),
+        [a, c] => b(a, 0) | b(c, 1),
+        [a, c, d] => b(a, 0) | b(c, 1) | b(d, 2),
+        [a, c, d, e] => b(a, 0) | b(c, 1) | b(d, 2) | b(e, 3),
+        _ => words.iter().enumerate().fold(0, |m, (i, w)| m | b(w, i)),
+    }
+}

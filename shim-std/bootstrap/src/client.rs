@@ -1,0 +1,475 @@
+//! The PE side: [`Bootstrap`] (join, barriers, goodbye) and [`rendezvous`],
+//! which also hosts the root on rank 0 when asked to.
+
+use std::{
+    io,
+    net::{Shutdown, SocketAddr, TcpStream},
+    thread::{self, JoinHandle},
+    time::{Duration, Instant},
+};
+
+use crate::{
+    card::Card,
+    env::{RankInfo, fnv1a},
+    error::BootstrapError,
+    frame::{
+        AllCards, Hello, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE, KIND_ERROR, KIND_RELEASE,
+        MAX_FRAME_LEN, all_cards_cap, decode_error_frame, frame, kind_name, u64_payload,
+    },
+    root::{RootServer, check_size, check_timeout},
+    stream::{ReadError, read_frame, write_frame},
+};
+
+/// How much longer than its own timeout a PE waits for the root's answer,
+/// so that the root's verdict (which names the missing ranks) comes first.
+fn grace(timeout: Duration) -> Duration {
+    (timeout / 2).min(Duration::from_secs(2))
+}
+
+/// One PE's connection to the root.
+#[derive(Debug)]
+pub struct Bootstrap {
+    stream: TcpStream,
+    root: SocketAddr,
+    rank: u32,
+    size: u32,
+    job_id: u64,
+    barriers: u64,
+    timeout: Duration,
+    broken: bool,
+}
+
+fn connect_retry(
+    root: SocketAddr,
+    deadline: Instant,
+    timeout: Duration,
+    rank: u32,
+) -> Result<TcpStream, BootstrapError> {
+    let mut backoff = Duration::from_millis(10);
+    let mut attempt: u32 = 0;
+    loop {
+        let now = Instant::now();
+        let left = deadline.saturating_duration_since(now);
+        let err = match TcpStream::connect_timeout(
+            &root,
+            left.clamp(Duration::from_millis(1), Duration::from_secs(1)),
+        ) {
+            Ok(s) => return Ok(s),
+            Err(e) => e,
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(BootstrapError::Connect {
+                root,
+                waited: timeout,
+                source: err,
+            });
+        }
+        // Jitter in [1/2, 1) of the backoff, so that many PEs do not retry
+        // in lockstep.
+        let h = fnv1a(&[
+            &rank.to_le_bytes(),
+            &attempt.to_le_bytes(),
+            &std::process::id().to_le_bytes(),
+        ]);
+        let frac = 0.5 + (h % 1000) as f64 / 2000.0;
+        thread::sleep(backoff.mul_f64(frac).min(left));
+        backoff = (backoff * 2).min(Duration::from_millis(250));
+        attempt = attempt.wrapping_add(1);
+    }
+}
+
+impl Bootstrap {
+    /// Connects to the root at `root` (retrying until `timeout`: the root may
+    /// not be up yet), posts `my_card`, and returns the connection and every
+    /// PE's card, indexed by rank.
+    ///
+    /// The root's answer is awaited for `timeout` plus a grace (half of it,
+    /// at most 2 s), so that a root failing on its own deadline can say
+    /// which ranks it missed first.
+    ///
+    /// # Errors
+    /// [`BootstrapError::InvalidArgument`] (size 0 or above [`MAX_PES`](crate::MAX_PES),
+    /// rank not below size, a card of another job or rank, a zero timeout),
+    /// [`BootstrapError::BadCard`] (our card does not encode, or one received
+    /// does not decode), [`BootstrapError::Connect`],
+    /// [`BootstrapError::RootReported`] (the root failed the job and said
+    /// why, e.g. a missing or duplicate rank, or refused us for a wrong job
+    /// id), [`BootstrapError::Timeout`], [`BootstrapError::RootClosed`],
+    /// [`BootstrapError::SendFrame`], [`BootstrapError::ReceiveFrame`],
+    /// [`BootstrapError::JobIdMismatch`],
+    /// [`BootstrapError::ClassVersionMismatch`] or
+    /// [`BootstrapError::Protocol`] for an all-cards frame that does not
+    /// add up.
+    pub fn join(
+        root: SocketAddr,
+        rank: u32,
+        size: u32,
+        job_id: u64,
+        my_card: Card,
+        timeout: Duration,
+    ) -> Result<(Bootstrap, Vec<Card>), BootstrapError> {
+        check_size(size)?;
+        check_timeout(timeout)?;
+        if rank >= size {
+            return Err(BootstrapError::InvalidArgument {
+                reason: format!("rank {rank} is not below the job size {size}"),
+            });
+        }
+        if my_card.rank != rank || my_card.job_id != job_id {
+            return Err(BootstrapError::InvalidArgument {
+                reason: format!(
+                    "the card is for job {:016x} rank {}, joining job {job_id:016x} as rank {rank}",
+                    my_card.job_id, my_card.rank
+                ),
+            });
+        }
+        let card = my_card.encode().map_err(|source| BootstrapError::BadCard {
+            from: "our own card".into(),
+            source,
+        })?;
+        let deadline = Instant::now() + timeout;
+        let stream = connect_retry(root, deadline, timeout, rank)?;
+        let _ = stream.set_nodelay(true);
+        let mut boot = Bootstrap {
+            stream,
+            root,
+            rank,
+            size,
+            job_id,
+            barriers: 0,
+            timeout,
+            broken: false,
+        };
+        let hello = Hello {
+            job_id,
+            rank,
+            size,
+            card,
+        }
+        .encode();
+        let cards = boot
+            .exchange(
+                &hello,
+                "allgather",
+                deadline + grace(timeout),
+                all_cards_cap(size),
+            )
+            .and_then(|(kind, body)| match kind {
+                KIND_ALL_CARDS => boot.check_cards(&body, my_card.class_encoding_version),
+                other => Err(boot.unexpected(other, "allgather")),
+            });
+        match cards {
+            Ok(cards) => Ok((boot, cards)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// This PE's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The job size.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The job id.
+    pub fn job_id(&self) -> u64 {
+        self.job_id
+    }
+
+    /// The root's address.
+    pub fn root(&self) -> SocketAddr {
+        self.root
+    }
+
+    /// Barriers completed so far.
+    pub fn barriers_done(&self) -> u64 {
+        self.barriers
+    }
+
+    fn unexpected(&self, kind: u8, phase: &str) -> BootstrapError {
+        BootstrapError::Protocol {
+            peer: format!("the root at {}", self.root),
+            reason: format!(
+                "sent a {} frame (kind {kind}) in the {phase}",
+                kind_name(kind)
+            ),
+        }
+    }
+
+    /// Sends `bytes`, then reads the answer by `deadline`. An error frame
+    /// becomes [`BootstrapError::RootReported`]; a failed send still looks
+    /// for the root's verdict before giving up.
+    fn exchange(
+        &mut self,
+        bytes: &[u8],
+        phase: &'static str,
+        deadline: Instant,
+        cap: usize,
+    ) -> Result<(u8, Vec<u8>), BootstrapError> {
+        let result = self.exchange_inner(bytes, phase, deadline, cap);
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
+    }
+
+    fn exchange_inner(
+        &mut self,
+        bytes: &[u8],
+        phase: &'static str,
+        deadline: Instant,
+        cap: usize,
+    ) -> Result<(u8, Vec<u8>), BootstrapError> {
+        if let Err(source) = write_frame(&mut self.stream, bytes, self.timeout) {
+            // The root may have closed after telling us why.
+            let soon = Instant::now() + Duration::from_millis(200);
+            if let Ok((KIND_ERROR, body)) = read_frame(&mut self.stream, Some(soon), MAX_FRAME_LEN)
+            {
+                return Err(self.root_error(&body));
+            }
+            return Err(BootstrapError::SendFrame {
+                phase,
+                peer: format!("the root at {}", self.root),
+                source,
+            });
+        }
+        match read_frame(&mut self.stream, Some(deadline), cap) {
+            Ok((KIND_ERROR, body)) => Err(self.root_error(&body)),
+            Ok(f) => Ok(f),
+            Err(ReadError::Timeout) => Err(BootstrapError::Timeout {
+                phase,
+                missing: Vec::new(),
+                waited: self.timeout,
+            }),
+            Err(ReadError::Eof) => Err(BootstrapError::RootClosed {
+                phase,
+                root: self.root,
+            }),
+            Err(ReadError::Io(source)) => Err(BootstrapError::ReceiveFrame {
+                phase,
+                peer: format!("the root at {}", self.root),
+                source,
+            }),
+            Err(e) => Err(BootstrapError::Protocol {
+                peer: format!("the root at {}", self.root),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    fn root_error(&self, body: &[u8]) -> BootstrapError {
+        decode_error_frame(body).unwrap_or_else(|reason| BootstrapError::Protocol {
+            peer: format!("the root at {}", self.root),
+            reason,
+        })
+    }
+
+    fn check_cards(&self, body: &[u8], my_class: u8) -> Result<Vec<Card>, BootstrapError> {
+        let proto = |reason: String| BootstrapError::Protocol {
+            peer: format!("the root at {}", self.root),
+            reason,
+        };
+        let (mut all, count) = AllCards::open(body).map_err(|e| proto(e.to_string()))?;
+        if count != self.size {
+            return Err(proto(format!(
+                "sent {count} cards for a job of {} PEs",
+                self.size
+            )));
+        }
+        let mut cards = Vec::with_capacity(count as usize);
+        for rank in 0..count {
+            let raw = all.next_card().map_err(|e| proto(e.to_string()))?;
+            let card = Card::decode(raw).map_err(|source| BootstrapError::BadCard {
+                from: format!("rank {rank} (relayed by the root)"),
+                source,
+            })?;
+            if card.job_id != self.job_id {
+                return Err(BootstrapError::JobIdMismatch {
+                    what: format!("the card of rank {rank}"),
+                    expected: self.job_id,
+                    found: card.job_id,
+                });
+            }
+            if card.rank != rank {
+                return Err(proto(format!(
+                    "card {rank} is the card of rank {}",
+                    card.rank
+                )));
+            }
+            if card.class_encoding_version != my_class {
+                return Err(BootstrapError::ClassVersionMismatch {
+                    rank,
+                    found: card.class_encoding_version,
+                    reference: self.rank,
+                    expected: my_class,
+                });
+            }
+            cards.push(card);
+        }
+        all.end().map_err(|e| proto(e.to_string()))?;
+        Ok(cards)
+    }
+
+    /// Waits until every PE has entered this barrier (the n-th of the job).
+    /// The root fails a barrier `timeout` after its first PE entered it; this
+    /// PE waits `timeout` plus a grace for the root's answer.
+    ///
+    /// # Errors
+    /// [`BootstrapError::RootReported`] when the root failed the job (it
+    /// names the ranks: those that never entered, or one that disconnected,
+    /// which is reported as soon as the root sees it);
+    /// [`BootstrapError::Timeout`] when the root said nothing in time;
+    /// [`BootstrapError::RootClosed`], [`BootstrapError::SendFrame`],
+    /// [`BootstrapError::ReceiveFrame`], [`BootstrapError::Protocol`];
+    /// [`BootstrapError::Unusable`] after an earlier error;
+    /// [`BootstrapError::InvalidArgument`] for a zero timeout.
+    pub fn barrier(&mut self, timeout: Duration) -> Result<(), BootstrapError> {
+        check_timeout(timeout)?;
+        if self.broken {
+            return Err(BootstrapError::Unusable);
+        }
+        let n = self.barriers + 1;
+        let bytes = frame(KIND_BARRIER, &n.to_le_bytes());
+        let saved = self.timeout;
+        self.timeout = timeout;
+        let deadline = Instant::now() + timeout + grace(timeout);
+        let answer = self.exchange(&bytes, "barrier", deadline, MAX_FRAME_LEN);
+        self.timeout = saved;
+        let (kind, body) = answer?;
+        let result = match kind {
+            KIND_RELEASE => match u64_payload(&body, "release number") {
+                Ok(m) if m == n => Ok(()),
+                Ok(m) => Err(BootstrapError::Protocol {
+                    peer: format!("the root at {}", self.root),
+                    reason: format!("released barrier {m}, expected barrier {n}"),
+                }),
+                Err(reason) => Err(BootstrapError::Protocol {
+                    peer: format!("the root at {}", self.root),
+                    reason,
+                }),
+            },
+            other => Err(self.unexpected(other, "barrier")),
+        };
+        match result {
+            Ok(()) => {
+                self.barriers = n;
+                Ok(())
+            }
+            Err(e) => {
+                self.broken = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Says goodbye and closes the connection. Collective: once one PE has
+    /// said goodbye, the root gives the others its timeout to do the same.
+    ///
+    /// # Errors
+    /// [`BootstrapError::RootReported`] when the root had failed the job;
+    /// [`BootstrapError::SendFrame`], [`BootstrapError::Timeout`] (the root
+    /// did not close within the join timeout), [`BootstrapError::Protocol`];
+    /// [`BootstrapError::Unusable`] after an earlier error.
+    pub fn finish(mut self) -> Result<(), BootstrapError> {
+        if self.broken {
+            return Err(BootstrapError::Unusable);
+        }
+        let root = format!("the root at {}", self.root);
+        if let Err(source) = write_frame(&mut self.stream, &frame(KIND_BYE, &[]), self.timeout) {
+            let soon = Instant::now() + Duration::from_millis(200);
+            if let Ok((KIND_ERROR, body)) = read_frame(&mut self.stream, Some(soon), MAX_FRAME_LEN)
+            {
+                return Err(self.root_error(&body));
+            }
+            return Err(BootstrapError::SendFrame {
+                phase: "goodbye",
+                peer: root,
+                source,
+            });
+        }
+        let _ = self.stream.shutdown(Shutdown::Write);
+        // The root closes on our goodbye; an error frame there means it had
+        // failed before reading it.
+        match read_frame(
+            &mut self.stream,
+            Some(Instant::now() + self.timeout),
+            MAX_FRAME_LEN,
+        ) {
+            Err(ReadError::Eof) => Ok(()),
+            // A reset after the goodbye was sent: the root has closed.
+            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::ConnectionReset => Ok(()),
+            Err(ReadError::Io(source)) => Err(BootstrapError::ReceiveFrame {
+                phase: "goodbye",
+                peer: root,
+                source,
+            }),
+            Err(ReadError::Timeout) => Err(BootstrapError::Timeout {
+                phase: "goodbye",
+                missing: Vec::new(),
+                waited: self.timeout,
+            }),
+            Err(e) => Err(BootstrapError::Protocol {
+                peer: root,
+                reason: e.to_string(),
+            }),
+            Ok((KIND_ERROR, body)) => Err(self.root_error(&body)),
+            Ok((other, _)) => Err(self.unexpected(other, "goodbye")),
+        }
+    }
+}
+
+/// What [`rendezvous`] returns.
+#[derive(Debug)]
+pub struct Rendezvous {
+    /// This PE's connection to the root, for barriers and the goodbye.
+    pub bootstrap: Bootstrap,
+    /// Every PE's card, indexed by rank.
+    pub cards: Vec<Card>,
+    /// The root's thread when this PE hosts it: join it after
+    /// [`Bootstrap::finish`] (it ends when every PE has said goodbye, or
+    /// fails naming who did not).
+    pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
+}
+
+/// Joins the job's rendezvous at `root`. With `host_root` (normally
+/// [`RankInfo::hosts_root`]: `SWITCHYARD_ROOT_HOST=rank0`, the default,
+/// under srun or mpirun) rank 0 first binds a [`RootServer`] at `root` itself
+/// and serves it on a thread; every other PE (and every PE when the launcher
+/// hosts the root) only connects, retrying until `timeout`.
+///
+/// # Errors
+/// [`BootstrapError::Bind`] or [`BootstrapError::Spawn`] when rank 0 cannot
+/// host the root; otherwise as [`Bootstrap::join`]. When joining fails, the
+/// hosted root's thread is joined first (it fails within its own timeout).
+pub fn rendezvous(
+    info: &RankInfo,
+    root: SocketAddr,
+    card: Card,
+    timeout: Duration,
+    host_root: bool,
+) -> Result<Rendezvous, BootstrapError> {
+    let (addr, handle) = if host_root && info.rank == 0 {
+        let server = RootServer::bind(root, info.job_id, info.size, timeout)?;
+        let addr = server.local_addr();
+        (addr, Some(server.spawn()?))
+    } else {
+        (root, None)
+    };
+    match Bootstrap::join(addr, info.rank, info.size, info.job_id, card, timeout) {
+        Ok((bootstrap, cards)) => Ok(Rendezvous {
+            bootstrap,
+            cards,
+            root: handle,
+        }),
+        Err(e) => {
+            if let Some(h) = handle {
+                let _ = h.join();
+            }
+            Err(e)
+        }
+    }
+}

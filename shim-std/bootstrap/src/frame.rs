@@ -1,0 +1,281 @@
+//! The rendezvous frames and their byte codec: hello, all cards, barrier,
+//! release, goodbye and error (the table is in the crate docs). Bytes only:
+//! reading and writing them on a socket is [`crate::stream`]'s.
+
+use crate::{
+    card::{Card, CardError},
+    cursor::Cursor,
+    error::BootstrapError,
+};
+
+/// The largest frame other than the all-cards frame (1 MiB).
+pub const MAX_FRAME_LEN: usize = 1 << 20;
+
+/// Version of the bootstrap protocol carried in the hello.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+const HELLO_MAGIC: [u8; 4] = *b"SYBS";
+const MAX_ERROR_RANKS: usize = 1024;
+const MAX_ERROR_TEXT: usize = 4096;
+
+pub(crate) const KIND_HELLO: u8 = 1;
+pub(crate) const KIND_ALL_CARDS: u8 = 2;
+pub(crate) const KIND_BARRIER: u8 = 3;
+pub(crate) const KIND_RELEASE: u8 = 4;
+pub(crate) const KIND_BYE: u8 = 5;
+pub(crate) const KIND_ERROR: u8 = 6;
+
+pub(crate) fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        KIND_HELLO => "hello",
+        KIND_ALL_CARDS => "all-cards",
+        KIND_BARRIER => "barrier",
+        KIND_RELEASE => "release",
+        KIND_BYE => "goodbye",
+        KIND_ERROR => "error",
+        _ => "unknown",
+    }
+}
+
+pub(crate) fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + payload.len());
+    // Every frame built here is far below 4 GiB (cards are capped by MAX_PES).
+    let len = u32::try_from(payload.len() + 1).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(kind);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The cap on an all-cards frame for a job of `size`.
+pub(crate) fn all_cards_cap(size: u32) -> usize {
+    (1 + 4 + (size as usize).saturating_mul(2 + Card::MAX_ENCODED_LEN)).max(MAX_FRAME_LEN)
+}
+
+#[derive(Debug)]
+pub(crate) struct Hello {
+    pub(crate) job_id: u64,
+    pub(crate) rank: u32,
+    pub(crate) size: u32,
+    pub(crate) card: Vec<u8>,
+}
+
+impl Hello {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::with_capacity(4 + 1 + 8 + 4 + 4 + 2 + self.card.len());
+        p.extend_from_slice(&HELLO_MAGIC);
+        p.push(PROTOCOL_VERSION);
+        p.extend_from_slice(&self.job_id.to_le_bytes());
+        p.extend_from_slice(&self.rank.to_le_bytes());
+        p.extend_from_slice(&self.size.to_le_bytes());
+        p.extend_from_slice(
+            &u16::try_from(self.card.len())
+                .unwrap_or(u16::MAX)
+                .to_le_bytes(),
+        );
+        p.extend_from_slice(&self.card);
+        frame(KIND_HELLO, &p)
+    }
+
+    pub(crate) fn decode(body: &[u8]) -> Result<Hello, String> {
+        let mut c = Cursor::new(body);
+        let magic: [u8; 4] = c.array("magic").map_err(|e| e.to_string())?;
+        if magic != HELLO_MAGIC {
+            return Err(format!(
+                "not a switchyard bootstrap hello (magic {magic:02x?})"
+            ));
+        }
+        let version = c.u8("protocol version").map_err(|e| e.to_string())?;
+        if version != PROTOCOL_VERSION {
+            return Err(format!(
+                "bootstrap protocol version {version} is not supported (this root speaks {PROTOCOL_VERSION})"
+            ));
+        }
+        let mut inner = || -> Result<Hello, CardError> {
+            let job_id = c.u64("hello job id")?;
+            let rank = c.u32("hello rank")?;
+            let size = c.u32("hello size")?;
+            let len = usize::from(c.u16("hello card length")?);
+            if len > Card::MAX_ENCODED_LEN {
+                return Err(CardError::Overlong {
+                    field: "hello card",
+                    len,
+                    max: Card::MAX_ENCODED_LEN,
+                });
+            }
+            let card = c.take(len, "hello card")?.to_vec();
+            c.end()?;
+            Ok(Hello {
+                job_id,
+                rank,
+                size,
+                card,
+            })
+        };
+        inner().map_err(|e| format!("malformed hello: {e}"))
+    }
+}
+
+pub(crate) fn error_frame(err: &BootstrapError) -> Vec<u8> {
+    let ranks = err.ranks();
+    let ranks = &ranks[..ranks.len().min(MAX_ERROR_RANKS)];
+    let mut text = err.to_string();
+    if text.len() > MAX_ERROR_TEXT {
+        let mut cut = MAX_ERROR_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    let mut p = Vec::with_capacity(8 + 4 * ranks.len() + text.len());
+    p.extend_from_slice(&u32::try_from(ranks.len()).unwrap_or(0).to_le_bytes());
+    for r in ranks {
+        p.extend_from_slice(&r.to_le_bytes());
+    }
+    p.extend_from_slice(&u32::try_from(text.len()).unwrap_or(0).to_le_bytes());
+    p.extend_from_slice(text.as_bytes());
+    frame(KIND_ERROR, &p)
+}
+
+pub(crate) fn decode_error_frame(body: &[u8]) -> Result<BootstrapError, String> {
+    let mut c = Cursor::new(body);
+    let mut inner = || -> Result<BootstrapError, CardError> {
+        let n = c.u32("error rank count")? as usize;
+        if n > MAX_ERROR_RANKS {
+            return Err(CardError::Overlong {
+                field: "error ranks",
+                len: n,
+                max: MAX_ERROR_RANKS,
+            });
+        }
+        let mut ranks = Vec::with_capacity(n);
+        for _ in 0..n {
+            ranks.push(c.u32("error rank")?);
+        }
+        let len = c.u32("error text length")? as usize;
+        if len > MAX_ERROR_TEXT {
+            return Err(CardError::Overlong {
+                field: "error text",
+                len,
+                max: MAX_ERROR_TEXT,
+            });
+        }
+        let message = String::from_utf8_lossy(c.take(len, "error text")?).into_owned();
+        c.end()?;
+        Ok(BootstrapError::RootReported { ranks, message })
+    };
+    inner().map_err(|e| format!("malformed error frame: {e}"))
+}
+
+pub(crate) fn u64_payload(body: &[u8], what: &'static str) -> Result<u64, String> {
+    let mut c = Cursor::new(body);
+    let n = c.u64(what).map_err(|e| e.to_string())?;
+    c.end().map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+/// The all-cards frame: `count` (the job size), then each card with its `u16`
+/// length, in rank order.
+pub(crate) fn all_cards_frame(count: u32, cards: &[Vec<u8>]) -> Vec<u8> {
+    let total: usize = cards.iter().map(|c| 2 + c.len()).sum();
+    let mut p = Vec::with_capacity(4 + total);
+    p.extend_from_slice(&count.to_le_bytes());
+    for c in cards {
+        p.extend_from_slice(&u16::try_from(c.len()).unwrap_or(u16::MAX).to_le_bytes());
+        p.extend_from_slice(c);
+    }
+    frame(KIND_ALL_CARDS, &p)
+}
+
+/// Reads an all-cards payload one card at a time, so that its reader checks
+/// each card as it comes (the first problem is the one reported).
+pub(crate) struct AllCards<'a> {
+    c: Cursor<'a>,
+}
+
+impl<'a> AllCards<'a> {
+    /// Starts on `body` and reads the card count.
+    pub(crate) fn open(body: &'a [u8]) -> Result<(AllCards<'a>, u32), CardError> {
+        let mut c = Cursor::new(body);
+        let count = c.u32("card count")?;
+        Ok((AllCards { c }, count))
+    }
+
+    /// The next card's bytes (not decoded).
+    pub(crate) fn next_card(&mut self) -> Result<&'a [u8], CardError> {
+        let len = usize::from(self.c.u16("card length")?);
+        self.c.take(len, "card")
+    }
+
+    /// Checks that nothing follows the last card.
+    pub(crate) fn end(&self) -> Result<(), CardError> {
+        self.c.end()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn error_frame_round_trip() {
+        let e = BootstrapError::Disconnected {
+            rank: 2,
+            during: "in barrier 1".into(),
+            reason: "connection closed".into(),
+        };
+        let bytes = error_frame(&e);
+        let body = &bytes[5..];
+        match decode_error_frame(body).unwrap() {
+            BootstrapError::RootReported { ranks, message } => {
+                assert_eq!(ranks, vec![2]);
+                assert_eq!(message, e.to_string());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(decode_error_frame(&body[..body.len() - 1]).is_err());
+        assert!(decode_error_frame(&u32::MAX.to_le_bytes()).is_err());
+    }
+
+    #[test]
+    fn hello_round_trip_and_refusals() {
+        let h = Hello {
+            job_id: 9,
+            rank: 1,
+            size: 2,
+            card: Card::new(9, 1, 0).encode().unwrap(),
+        };
+        let bytes = h.encode();
+        let back = Hello::decode(&bytes[5..]).unwrap();
+        assert_eq!(
+            (back.job_id, back.rank, back.size, back.card),
+            (9, 1, 2, h.card)
+        );
+        assert!(
+            Hello::decode(b"GET / HTTP/1.1")
+                .unwrap_err()
+                .contains("not a switchyard")
+        );
+        let mut v2 = bytes[5..].to_vec();
+        v2[4] = 2;
+        assert!(Hello::decode(&v2).unwrap_err().contains("version 2"));
+        assert!(
+            Hello::decode(&bytes[5..bytes.len() - 1])
+                .unwrap_err()
+                .contains("malformed")
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn decode_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
+            let _ = Card::decode(&bytes);
+            let _ = Hello::decode(&bytes);
+            let _ = decode_error_frame(&bytes);
+        }
+    }
+}
