@@ -96,8 +96,11 @@ pub struct CompletionsArgs {
 /// full name, `switchyard sim up`).
 pub fn command() -> clap::Command {
     fn layout(cmd: clap::Command) -> clap::Command {
+        // A flag given twice counts once and an option's last value wins,
+        // as before clap: `--json --json`, `-n 2 -n 4`.
         cmd.help_template(COMMAND_HELP)
             .max_term_width(MAX_WIDTH)
+            .args_override_self(true)
             .mut_subcommands(layout)
     }
     let mut cmd = Cli::command()

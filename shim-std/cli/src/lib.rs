@@ -213,6 +213,28 @@ mod test {
     }
 
     #[test]
+    fn text_arguments_must_be_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(vec![b'x', 0xff]);
+        let out = run_os(["topo".into(), bad.clone()]);
+        assert_eq!(out.code, EXIT_USAGE, "{}", out.stderr);
+        assert!(out.stderr.contains("invalid UTF-8"), "{}", out.stderr);
+        // The program and arguments of `run` need not be text.
+        match cli::parse([
+            "run".into(),
+            "-n1".into(),
+            "--".into(),
+            bad.clone(),
+            bad.clone(),
+        ]) {
+            Ok(cli::Cli {
+                command: Command::Run(r),
+            }) => assert_eq!(r.command, [bad.clone(), bad]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn completions_for_each_shell() {
         for (shell, marker) in [
             ("bash", "complete -F"),

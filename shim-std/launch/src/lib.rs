@@ -32,7 +32,7 @@
 //! Rank 0 inherits the launcher's standard input unless it is a terminal; every
 //! other rank (and rank 0 under a terminal) reads `/dev/null`.
 //!
-//! The rendezvous is a [`RootServer`](switchyard_bootstrap::RootServer) on a thread of the launcher, waiting
+//! The rendezvous is a [`RootServer`] on a thread of the launcher, waiting
 //! [`LaunchOptions::bootstrap_timeout`] for every rank's card. When it fails
 //! while the job runs (a rank never arrived, one left without its goodbye) the
 //! launcher prints `switchyard run: bootstrap failed: ...`; it does not stop the
@@ -124,7 +124,7 @@
 //!
 //! ## Simulated clusters (`--sim`)
 //!
-//! With [`LaunchOptions::sim`] set to a running sim's [`SimState`](sim::SimState), PE `p`
+//! With [`LaunchOptions::sim`] set to a running sim's [`SimState`], PE `p`
 //! runs on node `p / pes_per_node`: between fork and exec it enters that
 //! node's network namespace (`setns` on a file opened before the fork), so it
 //! sees only the node's interfaces (`lo`, `r0`.., `mg`). Only the network
@@ -146,6 +146,9 @@
 //! std::process::exit(outcome.exit_code().into());
 //! # Ok::<(), switchyard_launch::LaunchError>(())
 //! ```
+//!
+//! [`RootServer`]: switchyard_bootstrap::RootServer
+//! [`SimState`]: sim::SimState
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

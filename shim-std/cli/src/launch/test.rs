@@ -82,6 +82,10 @@ fn program_starts_at_the_first_operand() {
             .tag_output
     );
     assert_eq!(parse(&["-n", "1", "-"]).unwrap().program, "-");
+    // Repeated: the last -n counts, every -x counts.
+    let opts = parse(&["-n", "1", "-n", "3", "-x", "A=1", "-x", "B=2", "true"]).unwrap();
+    assert_eq!(opts.n, 3);
+    assert_eq!(opts.env.len(), 2);
     let help = crate::run(&["run".into(), "--help".into()]);
     assert_eq!(help.code, 0);
     assert!(help.stdout.starts_with("Usage: switchyard run -n N"));
