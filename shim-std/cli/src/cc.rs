@@ -1,4 +1,4 @@
-//! `switchyard cc [--show] [--pkg-config] [CC ARGS...]`: compiles and links
+//! `switchyard cc [--show] [--static] [--pkg-config] [CC ARGS]...`: compiles and links
 //! OpenSHMEM C programs against `libswitchyard_shmem` (an `oshcc`
 //! equivalent). It runs the C compiler (`$SWITCHYARD_CC`, else `$CC`, else
 //! `cc`) with `-I` for `shmem.h`, then the caller's arguments, then `-L`,
@@ -16,15 +16,19 @@
 //! install prefix is `PREFIX/bin/switchyard`, `PREFIX/lib/libswitchyard_shmem.so`
 //! (or `.a`) and `PREFIX/include/shmem.h`.
 //!
-//! `--show` prints the command instead of running it; `--static` links
+//! Our flags come first; the first argument that is not one of them, and
+//! everything after it, goes to the compiler untouched. `--show` prints the
+//! command instead of running it; `--static` links
 //! `libswitchyard_shmem.a` into the program instead of the shared library;
 //! `--pkg-config` prints a `switchyard-shmem.pc` for the same paths.
 
 use std::{
     ffi::OsString,
     path::{Path, PathBuf},
-    process::{Command, ExitCode},
+    process::Command,
 };
+
+use crate::Output;
 
 /// Include and library directories of the C API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,70 +128,80 @@ pub fn pkg_config(paths: &Paths) -> String {
     )
 }
 
-const USAGE: &str = "\
-Usage: switchyard cc [--show] [--static] [CC ARGS...]
-                                            compile and link against libswitchyard_shmem
-                                            (--static: link libswitchyard_shmem.a in)
-       switchyard cc --pkg-config            print switchyard-shmem.pc for this installation
+/// What `switchyard cc --help` says before the options.
+pub(crate) const ABOUT: &str = "\
+Compiles and links an OpenSHMEM C program against libswitchyard_shmem (an oshcc
+equivalent): runs the C compiler with -I for shmem.h, then CC ARGS untouched,
+then the library and the system libraries it needs.
 
 The compiler is $SWITCHYARD_CC, else $CC, else cc. shmem.h and the library are
 found next to this executable (a cargo target directory) or in ../include and
 ../lib (an install prefix); $SWITCHYARD_SHMEM_INCLUDE and $SWITCHYARD_SHMEM_LIB
-override them.
-";
+override them.";
 
-/// Runs `switchyard cc ARGS` (without `cc`); returns the compiler's status.
-pub fn main(args: &[String]) -> ExitCode {
-    if args.first().is_some_and(|a| a == "--help" || a == "-h") {
-        print!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
+/// `switchyard cc` arguments. Ours come first; from the first argument that
+/// is not one of them on, everything goes to the compiler untouched.
+#[derive(Debug, Clone, PartialEq, Eq, Default, clap::Args)]
+#[command(
+    override_usage = "switchyard cc [--show] [--static] [CC ARGS]...\n       \
+                      switchyard cc --pkg-config",
+    after_help = "Exit status: the compiler's; 1 when the library or shmem.h is not found."
+)]
+pub struct CcArgs {
+    /// Print the compiler command instead of running it
+    #[arg(long)]
+    pub show: bool,
+    /// Link libswitchyard_shmem.a into the program instead of the shared
+    /// library
+    #[arg(long = "static")]
+    pub static_lib: bool,
+    /// Print switchyard-shmem.pc for this installation
+    #[arg(long = "pkg-config")]
+    pub pkg_config: bool,
+    /// Arguments for the C compiler, passed through untouched
+    #[arg(
+        value_name = "CC ARGS",
+        num_args = 0..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
+
+/// Runs `switchyard cc`: prints the command or the pkg-config file, or runs
+/// the compiler (which writes for itself) and passes on its status.
+pub fn run(args: &CcArgs) -> Output {
+    let fail = |code: u8, message: String| Output {
+        code,
+        stdout: String::new(),
+        stderr: format!("switchyard cc: {message}\n"),
+    };
     let bin = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
         .unwrap_or_else(|| PathBuf::from("."));
     let paths = match locate(&bin, |k| std::env::var_os(k)) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("switchyard cc: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return fail(1, e),
     };
-    if args.first().is_some_and(|a| a == "--pkg-config") {
-        print!("{}", pkg_config(&paths));
-        return ExitCode::SUCCESS;
+    if args.pkg_config {
+        return Output::ok(pkg_config(&paths));
     }
-    let (mut show, mut static_lib, mut args) = (false, false, args);
-    loop {
-        match args.first().map(String::as_str) {
-            Some("--show") => show = true,
-            Some("--static") => static_lib = true,
-            _ => break,
-        }
-        args = &args[1..];
-    }
-    if static_lib && !paths.lib.join(LIB_NAMES[1]).is_file() {
-        eprintln!(
-            "switchyard cc: --static: {} not found",
-            paths.lib.join(LIB_NAMES[1]).display()
-        );
-        return ExitCode::from(1);
+    if args.static_lib && !paths.lib.join(LIB_NAMES[1]).is_file() {
+        let missing = paths.lib.join(LIB_NAMES[1]);
+        return fail(1, format!("--static: {} not found", missing.display()));
     }
     let compiler = ["SWITCHYARD_CC", "CC"]
         .iter()
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
         .unwrap_or_else(|| "cc".into());
-    let cmd = command(compiler.trim(), &paths, args, static_lib);
-    if show {
-        println!("{}", cmd.join(" "));
-        return ExitCode::SUCCESS;
+    let cmd = command(compiler.trim(), &paths, &args.args, args.static_lib);
+    if args.show {
+        return Output::ok(format!("{}\n", cmd.join(" ")));
     }
     match Command::new(&cmd[0]).args(&cmd[1..]).status() {
-        Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
-        Err(e) => {
-            eprintln!("switchyard cc: cannot run {}: {e}", cmd[0]);
-            ExitCode::from(127)
-        }
+        Ok(st) => Output::status(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
+        Err(e) => fail(127, format!("cannot run {}: {e}", cmd[0])),
     }
 }
 
@@ -221,5 +235,41 @@ mod test {
         .unwrap_err();
         assert!(e.contains("SWITCHYARD_SHMEM_LIB"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn compiler_arguments_pass_through_untouched() {
+        let parse = |a: &[&str]| {
+            let mut all = vec!["cc"];
+            all.extend_from_slice(a);
+            match crate::cli::parse_strs(&all) {
+                Ok(crate::cli::Command::Cc(c)) => c,
+                other => panic!("{a:?}: {other:?}"),
+            }
+        };
+        let c = parse(&["--show", "--static", "-std=c11", "-Wall", "x.c", "-o", "x"]);
+        assert!(c.show && c.static_lib && !c.pkg_config);
+        assert_eq!(c.args, ["-std=c11", "-Wall", "x.c", "-o", "x"]);
+        // From the first compiler argument on, ours are the compiler's too.
+        let c = parse(&["-O2", "--show", "-h", "--help", "-V", "--version", "x.c"]);
+        assert!(!c.show);
+        assert_eq!(
+            c.args,
+            ["-O2", "--show", "-h", "--help", "-V", "--version", "x.c"]
+        );
+        let c = parse(&["--frobnicate", "-shared", "-static", "-s", "--", "x.c"]);
+        assert_eq!(
+            c.args,
+            ["--frobnicate", "-shared", "-static", "-s", "--", "x.c"]
+        );
+        assert!(parse(&["--pkg-config"]).pkg_config);
+        assert_eq!(parse(&[]), CcArgs::default());
+        let help = crate::run(&["cc".into(), "--help".into()]);
+        assert_eq!(help.code, 0);
+        assert!(
+            help.stdout.starts_with("Usage: switchyard cc [--show]"),
+            "{}",
+            help.stdout
+        );
     }
 }

@@ -22,12 +22,19 @@ use switchyard::{
 use switchyard_core::transport::ProbeReport;
 use switchyard_verbs::params::AtomicCap;
 
-use crate::{EXIT_USAGE, Output};
+use crate::Output;
 
-/// Usage of `switchyard info`.
-pub const USAGE: &str = "\
-Usage: switchyard info [OPTIONS]
+/// Why `switchyard info` cannot run. Every variant exits with status 2.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InfoCliError {
+    /// The configuration in effect is bad.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+}
 
+/// What `switchyard info --help` says before the options.
+pub(crate) const ABOUT: &str = "\
 Shows which transports this machine offers (and why the others are not
 available), their devices, machine facts (CPUs, NUMA nodes, huge pages), and
 the configuration in effect with where each value came from (default,
@@ -35,100 +42,24 @@ template, file or environment).
 
 The configuration is read as a PE would read it: SWITCHYARD_CONFIG names a
 TOML file, SWITCHYARD_TEMPLATE a template (trading, storage or ai), and
-SWITCHYARD_<KEY> sets one key. A bad value exits with status 2.
+SWITCHYARD_<KEY> sets one key. A bad value exits with status 2.";
 
-Options:
-  --config FILE   read this configuration file instead of $SWITCHYARD_CONFIG
-  --json          print JSON instead of text
-  -h, --help      this text
-";
-
-/// Why `switchyard info` cannot run. Every variant exits with status 2.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum InfoCliError {
-    /// `--help` was asked for (not an error; prints the usage).
-    #[error("help requested")]
-    Help,
-    /// An option this command does not know.
-    #[error("unknown option '{0}' (see `switchyard info --help`)")]
-    UnknownOption(String),
-    /// An option without its value.
-    #[error("option '{0}' needs a value")]
-    MissingValue(&'static str),
-    /// A positional argument (the command takes none).
-    #[error("unexpected argument '{0}' (`switchyard info` takes no arguments)")]
-    ExtraArgument(String),
-    /// The configuration in effect is bad.
-    #[error("{0}")]
-    Config(#[from] ConfigError),
-}
-
-/// Parsed `switchyard info` arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// `switchyard info` arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Default, clap::Args)]
 pub struct InfoArgs {
-    /// Configuration file to read instead of `$SWITCHYARD_CONFIG`.
+    /// Read this configuration file instead of $SWITCHYARD_CONFIG
+    #[arg(long, value_name = "FILE")]
     pub config: Option<String>,
-    /// JSON output.
+    /// Print JSON instead of text
+    #[arg(long)]
     pub json: bool,
 }
 
-/// Parses the arguments after `info`.
-///
-/// # Errors
-///
-/// [`InfoCliError::Help`] for `-h`/`--help`; [`InfoCliError::UnknownOption`],
-/// [`InfoCliError::MissingValue`] or [`InfoCliError::ExtraArgument`] for bad
-/// usage.
-pub fn parse_args(args: &[String]) -> Result<InfoArgs, InfoCliError> {
-    let mut out = InfoArgs::default();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
-            _ => (arg.as_str(), None),
-        };
-        match name {
-            "-h" | "--help" if inline.is_none() => return Err(InfoCliError::Help),
-            "--json" if inline.is_none() => out.json = true,
-            "--config" => {
-                let v = match inline {
-                    Some(v) => v,
-                    None => it
-                        .next()
-                        .map(String::as_str)
-                        .ok_or(InfoCliError::MissingValue("--config"))?,
-                };
-                out.config = Some(v.into());
-            }
-            _ if arg.starts_with('-') && arg != "-" => {
-                return Err(InfoCliError::UnknownOption(arg.clone()));
-            }
-            _ => return Err(InfoCliError::ExtraArgument(arg.clone())),
-        }
-    }
-    Ok(out)
-}
-
-/// Runs `switchyard info` with the arguments after `info`.
-pub fn run(args: &[String]) -> Output {
-    match parse_args(args).and_then(|a| render(&a)) {
+/// Runs `switchyard info`.
+pub fn run(args: &InfoArgs) -> Output {
+    match render(args) {
         Ok(out) => out,
-        Err(InfoCliError::Help) => Output::ok(USAGE.into()),
-        Err(e) => {
-            let mut out = Output::usage_error(&e);
-            if matches!(
-                e,
-                InfoCliError::UnknownOption(_)
-                    | InfoCliError::MissingValue(_)
-                    | InfoCliError::ExtraArgument(_)
-            ) {
-                out.stderr
-                    .push_str("Run `switchyard info --help` for usage.\n");
-            }
-            debug_assert_eq!(out.code, EXIT_USAGE);
-            out
-        }
+        Err(e) => Output::usage_error(&e),
     }
 }
 
@@ -632,10 +563,6 @@ fn render_json(transports: &[TransportInfo], machine: &Machine, config: &Config)
 mod test {
     use super::*;
 
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
     /// A fresh scratch folder under the system temp dir.
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
@@ -654,41 +581,41 @@ mod test {
 
     #[test]
     fn argument_parsing() {
-        assert_eq!(parse_args(&[]).unwrap(), InfoArgs::default());
+        let parse = |a: &[&str]| match crate::cli::parse_strs(a) {
+            Ok(crate::cli::Command::Info(i)) => Ok(i),
+            Ok(other) => panic!("{other:?}"),
+            Err(out) => Err(out),
+        };
+        assert_eq!(parse(&["info"]).unwrap(), InfoArgs::default());
         assert_eq!(
-            parse_args(&args(&["--json", "--config", "a.toml"])).unwrap(),
+            parse(&["info", "--json", "--config", "a.toml"]).unwrap(),
             InfoArgs {
                 config: Some("a.toml".into()),
                 json: true
             }
         );
         assert_eq!(
-            parse_args(&args(&["--config=b.toml"]))
+            parse(&["info", "--config=b.toml"])
                 .unwrap()
                 .config
                 .as_deref(),
             Some("b.toml")
         );
-        assert!(matches!(
-            parse_args(&args(&["-h"])),
-            Err(InfoCliError::Help)
-        ));
-        assert!(matches!(
-            parse_args(&args(&["--config"])),
-            Err(InfoCliError::MissingValue("--config"))
-        ));
-        assert!(matches!(
-            parse_args(&args(&["--bogus"])),
-            Err(InfoCliError::UnknownOption(_))
-        ));
-        assert!(matches!(
-            parse_args(&args(&["--json=1"])),
-            Err(InfoCliError::UnknownOption(_))
-        ));
-        assert!(matches!(
-            parse_args(&args(&["extra"])),
-            Err(InfoCliError::ExtraArgument(_))
-        ));
+        assert_eq!(parse(&["info", "-h"]).unwrap_err().code, 0);
+        for bad in [
+            &["info", "--config"][..],
+            &["info", "--bogus"],
+            &["info", "--json=1"],
+            &["info", "extra"],
+        ] {
+            let out = parse(bad).unwrap_err();
+            assert_eq!(out.code, crate::EXIT_USAGE, "{bad:?}");
+            assert!(
+                out.stderr.contains("switchyard info --help"),
+                "{}",
+                out.stderr
+            );
+        }
     }
 
     #[test]

@@ -225,7 +225,7 @@ fn usage() {
     assert!(out.stdout.starts_with("Usage: switchyard info"));
     assert!(run(&args(&["--help"])).stdout.contains("switchyard info"));
     let out = fails(&["info", "--frobnicate"]);
-    assert!(out.stderr.contains("unknown option '--frobnicate'"));
+    assert!(out.stderr.contains("unexpected argument '--frobnicate'"));
     assert!(out.stderr.contains("switchyard info --help"));
     fails(&["info", "--config"]);
     fails(&["info", "extra"]);

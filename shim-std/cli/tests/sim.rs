@@ -416,15 +416,27 @@ fn bad_input_is_a_typed_error_with_exit_2() {
         (&["sim", "up", "--name", "Bad"], "bad sim name 'Bad'"),
         (&["sim", "up", "--rails", "0"], "bad number of rails 0"),
         (&["sim", "up", "--rails", "5"], "bad number of rails 5"),
-        (&["sim", "up", "--rails", "x"], "--rails 'x'"),
-        (&["sim", "frob"], "unknown sim command 'frob'"),
-        (&["sim", "link", "sideways", "0"], "expected down or up"),
-        (&["sim", "status", "--rails", "2"], "--rails is for `up`"),
+        (
+            &["sim", "up", "--rails", "x"],
+            "invalid value 'x' for '--rails <R>'",
+        ),
+        (&["sim", "frob"], "unrecognized subcommand 'frob'"),
+        (
+            &["sim", "link", "sideways", "0"],
+            "[possible values: down, up]",
+        ),
+        (
+            &["sim", "status", "--rails", "2"],
+            "unexpected argument '--rails'",
+        ),
         (
             &["run", "--sim", "/nonexistent/x.toml", "-n", "1", "true"],
             "neither a topology file nor a sim name",
         ),
-        (&["run", "--rails", "2", "-n", "1", "true"], "need --sim"),
+        (
+            &["run", "--rails", "2", "-n", "1", "true"],
+            "required arguments were not provided:\n  --sim",
+        ),
     ] {
         let (code, _, err) = cli(args);
         assert_eq!(code, 2, "{args:?}: {err}");

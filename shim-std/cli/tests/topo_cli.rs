@@ -313,25 +313,31 @@ fn bad_arguments_exit_2() {
         ),
         (
             &["topo", "--pes-per-node", "0"],
-            "bad value '0' (expected a whole number of at least 1)",
+            "invalid value '0' for '--pes-per-node <K>': expected a whole number of at least 1",
         ),
-        (&["topo", "--pes-per-node", "two"], "bad value 'two'"),
+        (
+            &["topo", "--pes-per-node", "two"],
+            "invalid value 'two' for '--pes-per-node <K>'",
+        ),
         (
             &["topo", "--as", "8"],
             "--as 8: no such PE (the job has 8 PEs, 0 to 7)",
         ),
-        (&["topo", "--as", "x"], "option '--as': bad value 'x'"),
-        (&["topo", "--as"], "option '--as' needs a value"),
+        (&["topo", "--as", "x"], "invalid value 'x' for '--as <PE>'"),
+        (&["topo", "--as"], "a value is required for '--as <PE>'"),
         (
             &["topo", "--down", "smoke-signals"],
             "expected shm, verbs or tcp",
         ),
         (
             &["topo", "--threshold", "-5"],
-            "option '--threshold': bad value '-5'",
+            "invalid value '-5' for '--threshold <BYTES>'",
         ),
-        (&["topo", "--frobnicate"], "unknown option '--frobnicate'"),
-        (&["frobnicate"], "unknown command 'frobnicate'"),
+        (
+            &["topo", "--frobnicate"],
+            "unexpected argument '--frobnicate'",
+        ),
+        (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
     ];
     for (args, want) in cases {
         let err = fails(args);

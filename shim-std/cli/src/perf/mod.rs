@@ -43,6 +43,7 @@
 //! timing side in node 0, as PEs 1 and 0). Without `--sim`, everything runs
 //! on this machine over loopback (127.0.0.1).
 
+mod args;
 mod baseline;
 pub mod stats;
 pub mod verbs;
@@ -51,15 +52,18 @@ mod worker;
 use std::{
     io::{IsTerminal, Write},
     path::PathBuf,
-    process::ExitCode,
     time::{Duration, Instant},
 };
 
+pub(crate) use args::ABOUT;
+pub use args::{MAX_ITERS, MAX_QD_SWEEP_ITERS, PerfArgs, Sizes};
 use baseline::TcpPath;
 use stats::Measurement;
-use switchyard::config::{format_size, parse_size};
+use switchyard::config::format_size;
 use switchyard_launch::{self as launch, Bind, LaunchOptions};
 pub use worker::WorkerPlan;
+
+use crate::Output;
 
 /// A perf test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,50 +134,6 @@ impl Standalone {
 /// (read by the context).
 pub const TRANSPORTS_VAR: &str = "SWITCHYARD_TRANSPORTS";
 
-/// Usage of `switchyard perf`.
-pub const USAGE: &str = "\
-Usage: switchyard perf [TEST] [OPTIONS]
-
-Benchmarks the data path with real PEs, each result beside a baseline measured
-in the same run. Without TEST, a short default suite and a table of ratios.
-
-Tests:
-  put-lat       put ping-pong on a flag; one-way latency = RTT/2 (p50, p99, p99.9, max)
-  get-lat       blocking get latency
-  atomic-lat    fetch-add latency
-  put-bw        a window of non-blocking puts, then quiet (GB/s, msg/s)
-Baselines (measured right before and right after each test; ratio against their mean):
-  cacheline     bare cache-line ping-pong between two pinned threads (latency floor)
-  memcpy        single-thread copy bandwidth (bandwidth ceiling)
-  tcp-pingpong  busy-polled ping-pong of the test's message size over a bare TCP
-                socket pair (TCP_NODELAY), RTT/2: the latency floor over TCP
-  tcp-stream    one thread writing messages over a TCP connection, one reading
-                them: the bandwidth ceiling over TCP
-  The TCP baselines replace cacheline and memcpy with --transport tcp or --sim,
-  and also run on their own (no PEs): switchyard perf tcp-pingpong [--size S]
-  [--iters N], switchyard perf tcp-stream [--sizes ...] [--iters N].
-
-Options:
-  -n PES               PEs to launch (default 2; PEs 0 and 1 measure)
-  --size S             one message size (e.g. 8, 4K, 1M)
-  --sizes A..B         powers of two from A to B, or a list A,B,C (default: 8 for
-                       latency, 8..4M for put-bw; over TCP 64 for put-lat and
-                       tcp-pingpong, 64,4K,1M for put-bw and tcp-stream)
-  --iters N            measured iterations per size (default 20000 latency, 4096 messages bandwidth)
-  --warmup N           unmeasured iterations first (default 10% of --iters)
-  --window W           puts per quiet in put-bw (default 64)
-  --transport T        auto|shm|tcp|verbs (default auto = what select chooses);
-                       tcp: the PEs connect only over TCP (SWITCHYARD_TRANSPORTS=tcp),
-                       with TCP baselines
-  --qd-sweep           with --transport verbs: latency tests at queue depths
-                       1, 2, 4 ... 64 (latency must stay flat while offloaded)
-  --sim NAME           run the PEs in the running sim NAME, one per node, and the TCP
-                       baselines between its first two nodes over rail 0
-                       (default: this machine, TCP over 127.0.0.1)
-  --json               machine-readable output
-  -h, --help           this text
-";
-
 #[derive(Debug, Clone)]
 struct Options {
     test: Option<Test>,
@@ -196,120 +156,6 @@ impl Options {
     fn over_tcp(&self) -> bool {
         self.transport == "tcp" || self.sim.is_some()
     }
-}
-
-fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
-    let bad = || {
-        format!(
-            "--sizes {s}: expected A..B (powers of two) or a list A,B,C, with sizes such as 8..4M"
-        )
-    };
-    if s.contains(',') || !s.contains("..") {
-        let v = s
-            .split(',')
-            .map(|x| parse_size(x.trim()).filter(|&v| v > 0 && v <= 1 << 30))
-            .collect::<Option<Vec<u64>>>()
-            .ok_or_else(bad)?;
-        return Ok(v);
-    }
-    let (a, b) = s.split_once("..").ok_or_else(bad)?;
-    let (a, b) = (
-        parse_size(a).ok_or_else(bad)?,
-        parse_size(b).ok_or_else(bad)?,
-    );
-    if a == 0 || a > b || b > (1 << 30) {
-        return Err(format!("--sizes {s}: need 0 < A <= B <= 1G"));
-    }
-    let mut v = Vec::new();
-    let mut x = a;
-    while x <= b {
-        v.push(x);
-        x = x.saturating_mul(2);
-    }
-    Ok(v)
-}
-
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options {
-        test: None,
-        standalone: None,
-        n: 2,
-        sizes: None,
-        iters: None,
-        warmup: None,
-        window: 64,
-        json: false,
-        transport: "auto".into(),
-        sim: None,
-        worker_out: None,
-        qd_sweep: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        let num = |name: &str, v: String| -> Result<u64, String> {
-            v.parse::<u64>()
-                .map_err(|_| format!("{name} {v}: expected a whole number"))
-        };
-        match a.as_str() {
-            "-n" => {
-                let v = val("-n")?;
-                o.n = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| (2..=launch::MAX_PES).contains(&n))
-                    .ok_or_else(|| format!("-n {v}: expected 2..={}", launch::MAX_PES))?;
-            }
-            "--size" => {
-                let v = val("--size")?;
-                let s = parse_size(&v)
-                    .filter(|&s| s > 0 && s <= 1 << 30)
-                    .ok_or_else(|| {
-                        format!("--size {v}: expected a size such as 8, 4K or 1M (at most 1G)")
-                    })?;
-                o.sizes = Some(vec![s]);
-            }
-            "--sizes" => o.sizes = Some(parse_sizes(&val("--sizes")?)?),
-            "--iters" => o.iters = Some(num("--iters", val("--iters")?)?.max(1)),
-            "--warmup" => o.warmup = Some(num("--warmup", val("--warmup")?)?),
-            "--window" => o.window = num("--window", val("--window")?)?.clamp(1, 4096),
-            "--transport" => {
-                let v = val("--transport")?;
-                if !matches!(v.as_str(), "auto" | "shm" | "tcp" | "verbs") {
-                    return Err(format!("--transport {v}: expected auto, shm, tcp or verbs"));
-                }
-                o.transport = v;
-            }
-            "--sim" => {
-                let v = val("--sim")?;
-                switchyard_launch::sim::check_name(&v).map_err(|e| format!("--sim {v}: {e}"))?;
-                o.sim = Some(v);
-            }
-            "--json" => o.json = true,
-            "--qd-sweep" => o.qd_sweep = true,
-            "--worker-out" => o.worker_out = Some(PathBuf::from(val("--worker-out")?)),
-            t if !t.starts_with('-') && o.test.is_none() && o.standalone.is_none() => {
-                if let Some(b) = Standalone::parse(t) {
-                    o.standalone = Some(b);
-                } else {
-                    o.test = Some(Test::parse(t).ok_or_else(|| {
-                        format!(
-                            "unknown test '{t}' (expected put-lat, get-lat, atomic-lat, put-bw, tcp-pingpong or tcp-stream)"
-                        )
-                    })?);
-                }
-            }
-            other => return Err(format!("unknown option '{other}'")),
-        }
-    }
-    if o.qd_sweep && o.transport != "verbs" {
-        return Err("--qd-sweep needs --transport verbs".into());
-    }
-    Ok(o)
 }
 
 /// One step of a run: a test over some sizes.
@@ -337,7 +183,7 @@ fn steps(o: &Options) -> Vec<Step> {
     match o.test {
         Some(t) if t.is_latency() => vec![mk(t, vec![lat_size(t)], 20_000)],
         Some(t) if tcp => vec![mk(t, tcp_bw, 4096)],
-        Some(t) => vec![mk(t, parse_sizes("8..4M").unwrap_or_default(), 4096)],
+        Some(t) => vec![mk(t, args::default_bw_sizes(), 4096)],
         None => vec![
             mk(Test::PutLat, vec![lat_size(Test::PutLat)], 20_000),
             mk(Test::GetLat, vec![8], 20_000),
@@ -347,44 +193,33 @@ fn steps(o: &Options) -> Vec<Step> {
     }
 }
 
-/// Entry point of `switchyard perf` (streams its output).
-pub fn main(args: &[String]) -> ExitCode {
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    if args.first().map(String::as_str) == Some("--worker") {
-        return worker_main(&args[1..]);
-    }
-    let o = match parse(args) {
+/// Runs `switchyard perf` (or, with `--worker`, one PE of a measurement).
+/// The results are printed as they come; the returned [`Output`] carries
+/// only the exit status, or a usage error.
+pub fn run(args: &PerfArgs) -> Output {
+    let o = match args.options() {
         Ok(o) => o,
-        Err(e) => {
-            eprintln!("switchyard perf: error: {e}\n\n{USAGE}");
-            return ExitCode::from(crate::EXIT_USAGE);
-        }
+        Err(e) => return crate::cli::usage_error(&["perf"], e),
     };
+    if args.worker {
+        return Output::status(worker_main(&o));
+    }
     match drive(&o) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("switchyard perf: error: {e}");
-            ExitCode::from(1)
-        }
+        Ok(()) => Output::status(0),
+        Err(e) => Output {
+            code: 1,
+            stdout: String::new(),
+            stderr: format!("switchyard perf: error: {e}\n"),
+        },
     }
 }
 
-fn worker_main(args: &[String]) -> ExitCode {
-    let o = match parse(args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("switchyard perf --worker: {e}");
-            return ExitCode::from(crate::EXIT_USAGE);
-        }
-    };
+fn worker_main(o: &Options) -> u8 {
     let Some(test) = o.test else {
         eprintln!("switchyard perf --worker: no test");
-        return ExitCode::from(crate::EXIT_USAGE);
+        return crate::EXIT_USAGE;
     };
-    let step = steps(&o).remove(0);
+    let step = steps(o).remove(0);
     let plan = WorkerPlan {
         test,
         sizes: step.sizes,
@@ -406,14 +241,14 @@ fn worker_main(args: &[String]) -> ExitCode {
                 && let Err(e) = std::fs::write(path, json)
             {
                 eprintln!("cannot write results to {}: {e}", path.display());
-                return ExitCode::from(1);
+                return 1;
             }
-            ExitCode::SUCCESS
+            0
         }
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(_) => 0,
         Err(e) => {
             eprintln!("switchyard perf worker: {e}");
-            ExitCode::from(1)
+            1
         }
     }
 }
@@ -972,7 +807,7 @@ fn row(s: &mut String, m: &Measurement, ratio: Option<f64>, base: &str) {
 
 #[cfg(test)]
 mod test {
-    use super::*;
+    use super::{args::parse, *};
 
     fn a(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
@@ -984,12 +819,16 @@ mod test {
         assert_eq!(o.test, Some(Test::PutBw));
         assert_eq!(o.sizes, Some(vec![8, 16, 32, 64]));
         assert_eq!(o.n, 3);
-        assert!(parse(&a(&["frob"])).unwrap_err().contains("unknown test"));
+        assert!(
+            parse(&a(&["frob"]))
+                .unwrap_err()
+                .contains("invalid value 'frob' for '[TEST]'")
+        );
         assert!(parse(&a(&["-n", "1"])).is_err());
         assert!(
             parse(&a(&["--size", "abc"]))
                 .unwrap_err()
-                .contains("--size abc")
+                .contains("invalid value 'abc' for '--size <S>'")
         );
         assert!(parse(&a(&["--sizes", "64..8"])).is_err());
         assert_eq!(
@@ -1001,9 +840,62 @@ mod test {
         assert!(
             parse(&a(&["--iters"]))
                 .unwrap_err()
-                .contains("needs a value")
+                .contains("a value is required for '--iters <N>'")
         );
         assert_eq!(steps(&parse(&[]).unwrap()).len(), 4);
+        // The last of --size and --sizes counts.
+        assert_eq!(
+            parse(&a(&["--sizes", "8..16", "--size", "4K"]))
+                .unwrap()
+                .sizes,
+            Some(vec![4096])
+        );
+        assert_eq!(
+            parse(&a(&["--size", "4K", "--sizes", "8..16"]))
+                .unwrap()
+                .sizes,
+            Some(vec![8, 16])
+        );
+        assert_eq!(parse(&a(&["--iters", "0"])).unwrap().iters, Some(1));
+        assert_eq!(parse(&a(&["--window", "0"])).unwrap().window, 1);
+    }
+
+    #[test]
+    fn iterations_are_bounded() {
+        let max = MAX_ITERS.to_string();
+        assert_eq!(
+            parse(&a(&["--iters", &max])).unwrap().iters,
+            Some(MAX_ITERS)
+        );
+        for flag in ["--iters", "--warmup"] {
+            for v in [
+                "18446744073709551615",
+                "4000000000",
+                "100000001",
+                "-1",
+                "1e9",
+            ] {
+                let e = parse(&a(&[flag, v])).unwrap_err();
+                assert!(
+                    e.contains(&format!("invalid value '{v}' for '{flag} <N>'")),
+                    "{e}"
+                );
+            }
+        }
+        let e = parse(&a(&[
+            "--transport",
+            "verbs",
+            "--qd-sweep",
+            "--iters",
+            "2000000",
+        ]))
+        .unwrap_err();
+        assert!(
+            e.contains("--iters 2000000: at most 1562500 with --qd-sweep"),
+            "{e}"
+        );
+        let ok = MAX_QD_SWEEP_ITERS.to_string();
+        assert!(parse(&a(&["--transport", "verbs", "--qd-sweep", "--iters", &ok])).is_ok());
     }
 
     #[test]

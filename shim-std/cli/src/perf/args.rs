@@ -1,0 +1,236 @@
+//! `switchyard perf`'s command line: [`PerfArgs`], its checks, and the
+//! [`Options`] a run works from.
+
+use std::path::PathBuf;
+
+use switchyard::config::parse_size;
+use switchyard_launch::MAX_PES;
+
+use super::{Options, Standalone, Test};
+use crate::values;
+
+/// Most measured (and warm-up) iterations per size: the latency tests keep
+/// one 8-byte sample per iteration, so this bounds that buffer to 800 MB.
+pub const MAX_ITERS: u64 = 100_000_000;
+
+/// Most iterations per size with `--qd-sweep`, which keeps a sample per
+/// operation in flight at every queue depth up to 64.
+pub const MAX_QD_SWEEP_ITERS: u64 = MAX_ITERS / 64;
+
+/// Largest message size.
+const MAX_SIZE: u64 = 1 << 30;
+
+/// The tests and the baselines that run on their own.
+const TESTS: [&str; 6] = [
+    "put-lat",
+    "get-lat",
+    "atomic-lat",
+    "put-bw",
+    "tcp-pingpong",
+    "tcp-stream",
+];
+
+/// What `switchyard perf --help` says after the options.
+const AFTER_HELP: &str = "\
+Tests:
+  put-lat       put ping-pong on a flag; one-way latency = RTT/2 (p50, p99, p99.9, max)
+  get-lat       blocking get latency
+  atomic-lat    fetch-add latency
+  put-bw        a window of non-blocking puts, then quiet (GB/s, msg/s)
+Baselines (measured right before and right after each test; ratio against their mean):
+  cacheline     bare cache-line ping-pong between two pinned threads (latency floor)
+  memcpy        single-thread copy bandwidth (bandwidth ceiling)
+  tcp-pingpong  busy-polled ping-pong of the test's message size over a bare TCP
+                socket pair (TCP_NODELAY), RTT/2: the latency floor over TCP
+  tcp-stream    one thread writing messages over a TCP connection, one reading
+                them: the bandwidth ceiling over TCP
+  The TCP baselines replace cacheline and memcpy with --transport tcp or --sim,
+  and also run on their own (no PEs): switchyard perf tcp-pingpong [--size S]
+  [--iters N], switchyard perf tcp-stream [--sizes ...] [--iters N].";
+
+/// What `switchyard perf --help` says before the options.
+pub(crate) const ABOUT: &str = "\
+Benchmarks the data path with real PEs, each result beside a baseline measured
+in the same run. Without TEST, a short default suite and a table of ratios.";
+
+/// `switchyard perf` arguments.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = AFTER_HELP
+)]
+pub struct PerfArgs {
+    /// The test, or a TCP baseline on its own [default: a short suite]
+    #[arg(value_name = "TEST", value_parser = clap::builder::PossibleValuesParser::new(TESTS))]
+    pub test: Option<String>,
+    /// PEs to launch (2..=4096; PEs 0 and 1 measure)
+    #[arg(
+        short = 'n',
+        value_name = "PES",
+        allow_negative_numbers = true,
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u32).range(2..=i64::from(MAX_PES))
+    )]
+    pub n: u32,
+    /// One message size (e.g. 8, 4K, 1M; at most 1G)
+    #[arg(long, value_name = "S", value_parser = size, overrides_with = "sizes")]
+    pub size: Option<u64>,
+    /// Powers of two from A to B, or a list A,B,C [default: 8 for latency,
+    /// 8..4M for put-bw; over TCP 64 for put-lat and tcp-pingpong, 64,4K,1M
+    /// for put-bw and tcp-stream]
+    #[arg(long, value_name = "A..B|A,B,C", value_parser = sizes, overrides_with = "size")]
+    pub sizes: Option<Sizes>,
+    /// Measured iterations per size, at most 100000000 (1562500 with
+    /// --qd-sweep) [default: 20000 latency, 4096 messages bandwidth]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = iterations)]
+    pub iters: Option<u64>,
+    /// Unmeasured iterations first, at most 100000000 [default: 10% of
+    /// --iters]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = iterations)]
+    pub warmup: Option<u64>,
+    /// Puts per quiet in put-bw (1 to 4096)
+    #[arg(
+        long,
+        value_name = "W",
+        default_value_t = 64,
+        allow_negative_numbers = true
+    )]
+    pub window: u64,
+    /// auto (what select chooses), shm, tcp (the PEs connect only over TCP,
+    /// SWITCHYARD_TRANSPORTS=tcp, with TCP baselines) or verbs (the verbs
+    /// driver on its own, two drivers on one device)
+    #[arg(
+        long,
+        value_name = "T",
+        default_value = "auto",
+        value_parser = clap::builder::PossibleValuesParser::new(["auto", "shm", "tcp", "verbs"])
+    )]
+    pub transport: String,
+    /// With --transport verbs: latency tests at queue depths 1, 2, 4 ... 64
+    /// (latency must stay flat while offloaded)
+    #[arg(long = "qd-sweep")]
+    pub qd_sweep: bool,
+    /// Run the PEs in the running sim NAME, one per node, and the TCP
+    /// baselines between its first two nodes over rail 0 [default: this
+    /// machine, TCP over 127.0.0.1]
+    #[arg(long, value_name = "NAME", value_parser = values::sim_name)]
+    pub sim: Option<String>,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+    /// Run as one PE of a measurement (what perf launches)
+    #[arg(long, hide = true)]
+    pub worker: bool,
+    /// Where PE 0 of a worker writes its measurements
+    #[arg(long = "worker-out", value_name = "PATH", hide = true)]
+    pub worker_out: Option<PathBuf>,
+}
+
+/// The message sizes of `--sizes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sizes(pub Vec<u64>);
+
+/// `--size`: one message size, 1 byte to 1G.
+fn size(v: &str) -> Result<u64, String> {
+    parse_size(v)
+        .filter(|&s| s > 0 && s <= MAX_SIZE)
+        .ok_or_else(|| "expected a size such as 8, 4K or 1M (at most 1G)".into())
+}
+
+/// `--sizes`: `A..B`, the powers of two from A to B, or a list `A,B,C`.
+fn sizes(s: &str) -> Result<Sizes, String> {
+    let bad =
+        || String::from("expected A..B (powers of two) or a list A,B,C, with sizes such as 8..4M");
+    if s.contains(',') || !s.contains("..") {
+        let v = s
+            .split(',')
+            .map(|x| parse_size(x.trim()).filter(|&v| v > 0 && v <= MAX_SIZE))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(bad)?;
+        return Ok(Sizes(v));
+    }
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    let (a, b) = (
+        parse_size(a).ok_or_else(bad)?,
+        parse_size(b).ok_or_else(bad)?,
+    );
+    if a == 0 || a > b || b > MAX_SIZE {
+        return Err("need 0 < A <= B <= 1G".into());
+    }
+    Ok(Sizes(
+        std::iter::successors(Some(a), |&x| Some(x.saturating_mul(2)))
+            .take_while(|&x| x <= b)
+            .collect(),
+    ))
+}
+
+/// `--iters`, `--warmup`: a whole number up to [`MAX_ITERS`].
+fn iterations(v: &str) -> Result<u64, String> {
+    let n: u64 = v
+        .parse()
+        .map_err(|_| format!("expected a whole number, at most {MAX_ITERS}"))?;
+    if n > MAX_ITERS {
+        return Err(format!(
+            "at most {MAX_ITERS} (each iteration keeps an 8-byte sample)"
+        ));
+    }
+    Ok(n)
+}
+
+impl PerfArgs {
+    /// The run these arguments ask for.
+    ///
+    /// # Errors
+    ///
+    /// `--qd-sweep` without `--transport verbs`, or with more than
+    /// [`MAX_QD_SWEEP_ITERS`] iterations.
+    pub(super) fn options(&self) -> Result<Options, String> {
+        if self.qd_sweep && self.transport != "verbs" {
+            return Err("--qd-sweep needs --transport verbs".into());
+        }
+        if let Some(n) = self.iters
+            && self.qd_sweep
+            && n > MAX_QD_SWEEP_ITERS
+        {
+            return Err(format!(
+                "--iters {n}: at most {MAX_QD_SWEEP_ITERS} with --qd-sweep \
+                 (it keeps N x 64 samples at queue depth 64)"
+            ));
+        }
+        let name = self.test.as_deref();
+        Ok(Options {
+            test: name.and_then(Test::parse),
+            standalone: name.and_then(Standalone::parse),
+            n: self.n,
+            sizes: match (&self.size, &self.sizes) {
+                (Some(s), _) => Some(vec![*s]),
+                (None, Some(Sizes(v))) => Some(v.clone()),
+                (None, None) => None,
+            },
+            iters: self.iters.map(|n| n.max(1)),
+            warmup: self.warmup,
+            window: self.window.clamp(1, 4096),
+            json: self.json,
+            transport: self.transport.clone(),
+            sim: self.sim.clone(),
+            worker_out: self.worker_out.clone(),
+            qd_sweep: self.qd_sweep,
+        })
+    }
+}
+
+/// Parses `perf ARGS` for a unit test: the options, or the error as printed.
+#[cfg(test)]
+pub(super) fn parse(args: &[String]) -> Result<Options, String> {
+    let mut all = vec!["perf"];
+    all.extend(args.iter().map(String::as_str));
+    match crate::cli::parse_strs(&all) {
+        Ok(crate::cli::Command::Perf(p)) => p.options(),
+        Ok(other) => panic!("{other:?}"),
+        Err(out) => Err(out.stderr),
+    }
+}
+
+/// The default sizes of put-bw.
+pub(super) fn default_bw_sizes() -> Vec<u64> {
+    sizes("8..4M").map(|s| s.0).unwrap_or_default()
+}
