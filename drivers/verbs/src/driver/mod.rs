@@ -22,6 +22,8 @@
 //! * [`recovery`]: failure, replay and recovery. A failed peer's
 //!   outstanding operations settled once, the receipts handshake (collect,
 //!   settle, abandon), the replays over the fallback.
+//! * [`load`]: each peer's backlog on its data QPs ([`Backlog`]), counted
+//!   as WRs are queued and retired, for the load watermark.
 //!
 //! The path of a put toward another PE: `Transport::put` ([`transport`])
 //! → `put_pieces` ([`post`]: bounds, fence, room for every piece, one piece
@@ -35,12 +37,15 @@
 #![allow(unsafe_code)]
 
 mod conn;
+mod load;
 mod open;
 mod post;
 mod progress;
 mod recovery;
 mod transport;
 
+pub use load::Backlog;
+use load::Load;
 use open::OwnedWords;
 use switchyard_core::transport::{AtomicOp, Instant, LinkState, Transport};
 
@@ -150,12 +155,27 @@ enum What {
         len: u32,
         local_offset: u64,
     },
-    /// A get into a ticket's buffer.
-    Get { ticket: u32 },
+    /// A get into a ticket's buffer (`len` bytes).
+    Get { ticket: u32, len: u32 },
     /// A step of an atomic (its ticket).
     Atomic { ticket: u32, first: bool },
     /// A quiet marker.
     Marker,
+}
+
+impl What {
+    /// The bytes the WR moves (a put's or get's piece; 0 for markers).
+    #[inline]
+    const fn bytes(self) -> u32 {
+        match self {
+            What::PutStaged { len, .. }
+            | What::PutHeap { len, .. }
+            | What::GetHeap { len, .. }
+            | What::Get { len, .. } => len,
+            What::Atomic { .. } => 8,
+            What::Empty | What::Marker => 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -234,6 +254,9 @@ struct Peer {
     generation: u32,
     next_seq: u64,
     settle: SettleWindow,
+    /// The WRs (and their bytes) not yet known complete on the data QPs
+    /// ([`VerbsDriver::backlog`]).
+    load: Load,
     fence: bool,
     /// Replays waiting for [`VerbsDriver::drain_replays`].
     replays: Box<[Option<ReplayRec>]>,
