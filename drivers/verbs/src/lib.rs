@@ -58,6 +58,9 @@
 //!   * `driver::recovery`: failure and replay. Settling a failed peer's
 //!     operations once, puts in doubt, the receipts handshake, failover
 //!     and the replays.
+//!   * `driver::load`: each peer's backlog on its data QPs
+//!     ([`VerbsDriver::backlog`], a [`Backlog`]) against the send-queue
+//!     slots it competes for, for the load watermark.
 //!
 //! ## Resources and data path
 //!
@@ -238,7 +241,7 @@ mod sys;
 
 use std::io;
 
-pub use driver::{Replay, VerbsDriver};
+pub use driver::{Backlog, Replay, VerbsDriver};
 /// The path-class encoding this driver speaks.
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;
 use switchyard_core::transport::{ErrorKind, LinkState, ProbeReport, TransportError};

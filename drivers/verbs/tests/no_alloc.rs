@@ -1,8 +1,8 @@
 //! After connect, put, put_from_heap, get_into_heap, get, atomics (native
-//! and emulated), fence, quiet and progress do not allocate, at the
-//! initiator nor at the target (whose progress polls the receipts of the
-//! puts and re-posts receives): a counting global allocator around two
-//! drivers on the fake HCA. A warm-up round first lets the fake's own
+//! and emulated), fence, quiet, progress and the backlog report do not
+//! allocate, at the initiator nor at the target (whose progress polls the
+//! receipts of the puts and re-posts receives): a counting global allocator
+//! around two drivers on the fake HCA. A warm-up round first lets the fake's own
 //! completion queues reach their size. One test in this binary, so no other
 //! test's allocations are counted.
 
@@ -68,6 +68,7 @@ fn round(a: &mut VerbsDriver, b: &mut VerbsDriver, buf: &[u8], out: &mut [u8]) {
     for i in 0..64u64 {
         a.put(1, (i * 1024) % 200_000, buf, CX).expect("put");
     }
+    assert!(a.backlog(1).expect("backlog").wrs > 0);
     a.put_from_heap(1, 300_000, 0, 4096, CX)
         .expect("put_from_heap");
     a.get_into_heap(1, 300_000, 8192, 4096, CX)
@@ -90,6 +91,7 @@ fn round(a: &mut VerbsDriver, b: &mut VerbsDriver, buf: &[u8], out: &mut [u8]) {
         }
     }
     while !a.quiet_poll().expect("quiet") {}
+    assert_eq!(a.backlog(1).map(|b| b.wrs), Some(0), "quiet: no backlog");
     for _ in 0..300 {
         a.progress(Instant::default());
         b.progress(Instant::default());

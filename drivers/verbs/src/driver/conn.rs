@@ -112,9 +112,9 @@ impl VerbsDriver {
     /// connect, with the cards' PSNs; later: a rebuild, RESET first).
     fn bring_up(&mut self, peer: u32, generation: u32, rebuild: bool) -> Result<()> {
         let (me, seed, p) = (self.me, self.seed, self.p);
-        let local: Vec<LocalQp> = (0..MAX_QPS as u8)
-            .map(|qi| self.local_qp(psn_for(seed, me, peer, qi, generation)))
-            .collect();
+        // Every QP a peer may have, in an array on the stack (no allocation).
+        let local: [LocalQp; MAX_QPS] =
+            std::array::from_fn(|qi| self.local_qp(psn_for(seed, me, peer, qi as u8, generation)));
         let pe = self.peer_mut(peer)?;
         let card = pe.remote.ok_or(VerbsError::PeerUnknown { peer })?;
         for (qi, q) in pe.qps.iter_mut().enumerate() {

@@ -22,6 +22,8 @@
 //! * [`recovery`]: failure, replay and recovery. A failed peer's
 //!   outstanding operations settled once, the receipts handshake (collect,
 //!   settle, abandon), the replays over the fallback.
+//! * [`load`]: each peer's backlog on its data QPs ([`Backlog`]), counted
+//!   as WRs are queued and retired, for the load watermark.
 //!
 //! The path of a put toward another PE: `Transport::put` ([`transport`])
 //! → `put_pieces` ([`post`]: bounds, fence, room for every piece, one piece
@@ -32,15 +34,33 @@
 //! `retire_rest` ([`progress`]: staging freed, the sequence number
 //! settled). If the link fails first, `fail_peer` ([`recovery`]) keeps the
 //! put for replay until the peer's receipts say whether it landed.
+//!
+//! **Storage.** Every table is sized once, at creation, and never grows.
+//! Most sizes come from the device and the configuration at run time
+//! (send-queue records and replay lists from `sq_depth`, the pending
+//! doorbell list and the event ring from the number of PEs, tickets from
+//! `get_slots`, the receive side's QPN table from the QPs created): those
+//! are boxed slices allocated once with a count beside them, as a
+//! const-capacity collection (`heapless`) cannot take a run-time size.
+//! The ones of compile-time size are fixed arrays: a QP's doorbell batch
+//! (`BATCH` WRs, hand-written because a `heapless::Vec` measured slower,
+//! see `QpSlot::batch`), the settle window's bits
+//! ([`SettleWindow`](crate::seq::SettleWindow): `bitvec` measured slower),
+//! the per-QP scratch of `room` and `bring_up` (`MAX_QPS`). The cards'
+//! and receipts' QP arrays stay arrays with a count: they are `Copy`
+//! (passed by value in events and cards), which a `heapless::Vec` is not.
 #![allow(unsafe_code)]
 
 mod conn;
+mod load;
 mod open;
 mod post;
 mod progress;
 mod recovery;
 mod transport;
 
+pub use load::Backlog;
+use load::Load;
 use open::OwnedWords;
 use switchyard_core::transport::{AtomicOp, Instant, LinkState, Transport};
 
@@ -150,12 +170,27 @@ enum What {
         len: u32,
         local_offset: u64,
     },
-    /// A get into a ticket's buffer.
-    Get { ticket: u32 },
+    /// A get into a ticket's buffer (`len` bytes).
+    Get { ticket: u32, len: u32 },
     /// A step of an atomic (its ticket).
     Atomic { ticket: u32, first: bool },
     /// A quiet marker.
     Marker,
+}
+
+impl What {
+    /// The bytes the WR moves (a put's or get's piece; 0 for markers).
+    #[inline]
+    const fn bytes(self) -> u32 {
+        match self {
+            What::PutStaged { len, .. }
+            | What::PutHeap { len, .. }
+            | What::GetHeap { len, .. }
+            | What::Get { len, .. } => len,
+            What::Atomic { .. } => 8,
+            What::Empty | What::Marker => 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -201,6 +236,13 @@ struct QpSlot {
     records: Box<[Record]>,
     stage_off: usize,
     stage: StageRing,
+    /// The batch: `n_batch` WRs chained at the next doorbell, each with its
+    /// SGE at the same index. A fixed-capacity vector, not
+    /// `heapless::Vec<SendWr, BATCH>`: `queue_wr` rewrites only the fields
+    /// that change in a slot it keeps, where a heapless push writes the
+    /// whole 128-byte WR; bench `verbs_collections`, one run on the 2-core
+    /// dev machine, per batch of 16: 68 ns here (`verbs_batch/boxed_slice`)
+    /// vs 137 ns (`verbs_batch/heapless_vec`).
     batch: Box<[SendWr]>,
     sges: Box<[Sge]>,
     n_batch: usize,
@@ -234,6 +276,9 @@ struct Peer {
     generation: u32,
     next_seq: u64,
     settle: SettleWindow,
+    /// The WRs (and their bytes) not yet known complete on the data QPs
+    /// ([`VerbsDriver::backlog`]).
+    load: Load,
     fence: bool,
     /// Replays waiting for [`VerbsDriver::drain_replays`].
     replays: Box<[Option<ReplayRec>]>,

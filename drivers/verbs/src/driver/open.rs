@@ -8,7 +8,9 @@
 
 use switchyard_core::transport::{Instant, LinkState};
 
-use super::{BATCH, BLOCK, EMPTY, FREE_TICKET, FreeList, MAX_PES, Peer, QpSlot, VerbsDriver, Wqe};
+use super::{
+    BATCH, BLOCK, EMPTY, FREE_TICKET, FreeList, Load, MAX_PES, Peer, QpSlot, VerbsDriver, Wqe,
+};
 use crate::{
     Result, VerbsError, VerbsStats,
     card::LinkLayer,
@@ -312,6 +314,7 @@ impl VerbsDriver {
                 generation: 0,
                 next_seq: 1,
                 settle: SettleWindow::new(),
+                load: Load::default(),
                 fence: false,
                 replays: vec![None; replay_cap].into_boxed_slice(),
                 n_replays: 0,

@@ -183,6 +183,9 @@ impl VerbsDriver {
             }
             q.n_batch += 1;
             q.stage.commit(stage_end);
+            if qi > 0 {
+                pe.load.add(what.bytes());
+            }
         }
         self.stats.wrs += 1;
         if slot.signaled {

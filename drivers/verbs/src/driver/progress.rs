@@ -96,12 +96,15 @@ impl VerbsDriver {
             let depth = q.records.len() as u64;
             let rec = std::mem::replace(&mut q.records[(i % depth) as usize], EMPTY);
             q.stage.release_to(rec.stage_end);
+            if qi > 0 {
+                pe.load.retire(rec.what.bytes());
+            }
             // An atomic is settled when its last step is done.
             if rec.seq != 0 && !matches!(rec.what, What::Atomic { .. }) {
                 let _ = pe.settle.settle(rec.seq);
             }
             match rec.what {
-                What::Get { ticket } => {
+                What::Get { ticket, .. } => {
                     if let Some(t) = self.tickets.get_mut(ticket as usize) {
                         t.state = TState::Done(0);
                     }

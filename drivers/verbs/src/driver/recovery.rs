@@ -75,7 +75,7 @@ impl VerbsDriver {
                             pe.lost += 1;
                         }
                     }
-                    What::Get { ticket } => {
+                    What::Get { ticket, .. } => {
                         fail_ticket(&mut self.tickets, ticket, false, &mut self.stats)
                     }
                     What::Atomic { ticket, .. } => {
@@ -117,6 +117,9 @@ impl VerbsDriver {
             q.sq.reset();
             q.to_hw = q.sq.posted();
         }
+        // Every send queue is reset: the backlog is gone (what is kept is
+        // in `replays`, for the fallback).
+        pe.load.clear();
         // A put that reached the device may have landed: wait for the
         // peer's receipts before replaying any of them.
         pe.await_receipts = puts;

@@ -254,7 +254,7 @@ impl Transport for VerbsDriver {
         if let Err(e) = self.queue_wr(
             peer,
             qi,
-            What::Get { ticket: idx },
+            What::Get { ticket: idx, len },
             seq,
             sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
             Some((local, len, lkey)),

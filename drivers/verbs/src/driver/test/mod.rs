@@ -1,11 +1,13 @@
 //! The driver's tests: here the helpers (a connected pair on the fake HCA,
 //! the receipts handshake by hand, blocking quiet, get and fetch-add) and
 //! the unit tests; on the fake HCA, by theme: the data path
-//! ([`data_path`]), failures, failover and rebuilds ([`failover`]), and the
-//! receipts of puts in doubt ([`receipts`]).
+//! ([`data_path`]), failures, failover and rebuilds ([`failover`]), the
+//! receipts of puts in doubt ([`receipts`]), and the backlog report
+//! ([`load`]).
 
 mod data_path;
 mod failover;
+mod load;
 mod receipts;
 
 use switchyard_core::{
