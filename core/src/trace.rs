@@ -7,6 +7,12 @@
 //! the words between two stamp reads and keeps the copy only if both match the
 //! record it wanted. Words are `AtomicU32` (no `AtomicU64` needed, so it builds
 //! for 32-bit targets) and reads never block the writer.
+//!
+//! Two owners of the same ring: [`TraceRing`], whose capacity is a const
+//! generic and whose storage is inline (`const fn new`, so it can be a
+//! `static`), and, with the `alloc` feature, `TraceRingBox`, whose capacity
+//! is chosen at run time and whose slots are allocated once, at set-up. Both
+//! hand out the same [`TraceWriter`]; recording never allocates.
 
 use core::fmt;
 
@@ -91,6 +97,9 @@ impl TraceRecord {
 
 const WORDS: usize = 8;
 
+/// Bytes one record takes in a ring (its stamp and its words).
+pub const RECORD_BYTES: usize = core::mem::size_of::<Slot>();
+
 struct Slot {
     stamp: AtomicU32,
     words: [AtomicU32; WORDS],
@@ -121,7 +130,81 @@ fn done_stamp(n: usize) -> u32 {
     ((n as u32) << 1).wrapping_add(2) & !1
 }
 
-/// A trace ring of `N` records (`N` a power of two).
+/// A ring's parts, borrowed from whichever owner holds them: the code both
+/// owners and the writer share. `slots.len()` is a power of two.
+#[derive(Clone, Copy)]
+struct Ring<'a> {
+    slots: &'a [Slot],
+    /// Records written so far.
+    head: &'a AtomicUsize,
+    /// Whether a writer exists.
+    writer: &'a AtomicBool,
+}
+
+impl<'a> Ring<'a> {
+    fn writer(self) -> Option<TraceWriter<'a>> {
+        self.writer
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| TraceWriter {
+                ring: self,
+                mask: self.slots.len() - 1,
+                next: self.head.load(Ordering::Relaxed),
+            })
+    }
+
+    fn written(self) -> usize {
+        self.head.load(Ordering::Acquire)
+    }
+
+    fn snapshot(self, out: &mut [TraceRecord]) -> usize {
+        // SYNC POINT with the Release store of `head` in `TraceWriter::record`.
+        let head = self.head.load(Ordering::Acquire);
+        let want = out.len().min(self.slots.len()).min(head);
+        let mut got = 0;
+        for n in head - want..head {
+            if let Some(r) = self.read(n) {
+                out[got] = r;
+                got += 1;
+            }
+        }
+        got
+    }
+
+    fn read(self, n: usize) -> Option<TraceRecord> {
+        // SYNC POINT with the Release store of `head` in `TraceWriter::record`.
+        let head = self.head.load(Ordering::Acquire);
+        if n >= head || head - n > self.slots.len() {
+            return None; // not written yet, or overwritten
+        }
+        let slot = &self.slots[n & (self.slots.len() - 1)];
+        let want = done_stamp(n);
+        // SYNC POINT with the Release store of the stamp in `TraceWriter::record`.
+        if slot.stamp.load(Ordering::Acquire) != want {
+            return None;
+        }
+        let mut words = [0u32; WORDS];
+        for (d, s) in words.iter_mut().zip(&slot.words) {
+            *d = s.load(Ordering::Relaxed);
+        }
+        // SYNC POINT with the Release fence in `TraceWriter::record`: if any word
+        // read above came from a newer write, the stamp below shows it.
+        fence(Ordering::Acquire);
+        if slot.stamp.load(Ordering::Relaxed) != want {
+            return None;
+        }
+        Some(TraceRecord::from_words(words))
+    }
+
+    fn debug(self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(name)
+            .field("capacity", &self.slots.len())
+            .field("written", &self.head.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// A trace ring of `N` records (`N` a power of two), its storage inline.
 pub struct TraceRing<const N: usize> {
     slots: [Slot; N],
     /// Records written so far.
@@ -131,10 +214,7 @@ pub struct TraceRing<const N: usize> {
 
 impl<const N: usize> fmt::Debug for TraceRing<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TraceRing")
-            .field("capacity", &N)
-            .field("written", &self.head.load(Ordering::Relaxed))
-            .finish()
+        self.ring().debug("TraceRing", f)
     }
 }
 
@@ -169,63 +249,39 @@ impl<const N: usize> TraceRing<N> {
         }
     }
 
+    fn ring(&self) -> Ring<'_> {
+        Ring {
+            slots: &self.slots,
+            head: &self.head,
+            writer: &self.writer,
+        }
+    }
+
+    /// Records kept: `N`.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
     /// Claims the single writer, or `None` while another exists.
-    pub fn writer(&self) -> Option<TraceWriter<'_, N>> {
-        self.writer
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| TraceWriter {
-                ring: self,
-                next: self.head.load(Ordering::Relaxed),
-            })
+    pub fn writer(&self) -> Option<TraceWriter<'_>> {
+        self.ring().writer()
     }
 
     /// Records written since creation (including overwritten ones).
     pub fn written(&self) -> usize {
-        self.head.load(Ordering::Acquire)
+        self.ring().written()
     }
 
     /// Copies the newest records (up to `out.len()` and `N`) into `out`, oldest
     /// first, and returns how many. Records overwritten while being copied are
     /// skipped, never returned torn.
     pub fn snapshot(&self, out: &mut [TraceRecord]) -> usize {
-        // SYNC POINT with the Release store of `head` in `TraceWriter::record`.
-        let head = self.head.load(Ordering::Acquire);
-        let want = out.len().min(N).min(head);
-        let mut got = 0;
-        for n in head - want..head {
-            if let Some(r) = self.read(n) {
-                out[got] = r;
-                got += 1;
-            }
-        }
-        got
+        self.ring().snapshot(out)
     }
 
     /// Record number `n`, if it is still in the ring and not being overwritten.
     pub fn read(&self, n: usize) -> Option<TraceRecord> {
-        // SYNC POINT with the Release store of `head` in `TraceWriter::record`.
-        let head = self.head.load(Ordering::Acquire);
-        if n >= head || head - n > N {
-            return None; // not written yet, or overwritten
-        }
-        let slot = &self.slots[n & Self::MASK];
-        let want = done_stamp(n);
-        // SYNC POINT with the Release store of the stamp in `TraceWriter::record`.
-        if slot.stamp.load(Ordering::Acquire) != want {
-            return None;
-        }
-        let mut words = [0u32; WORDS];
-        for (d, s) in words.iter_mut().zip(&slot.words) {
-            *d = s.load(Ordering::Relaxed);
-        }
-        // SYNC POINT with the Release fence in `TraceWriter::record`: if any word
-        // read above came from a newer write, the stamp below shows it.
-        fence(Ordering::Acquire);
-        if slot.stamp.load(Ordering::Relaxed) != want {
-            return None;
-        }
-        Some(TraceRecord::from_words(words))
+        self.ring().read(n)
     }
 }
 
@@ -236,13 +292,126 @@ impl<const N: usize> Default for TraceRing<N> {
     }
 }
 
-/// The single writer of a [`TraceRing`].
-pub struct TraceWriter<'a, const N: usize> {
-    ring: &'a TraceRing<N>,
+/// [`TraceRingBox::new`] was asked for a capacity it cannot have.
+#[cfg(feature = "alloc")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacityError {
+    /// Not a power of two (zero is not one).
+    NotPowerOfTwo(usize),
+    /// Above [`TraceRingBox::MAX_CAPACITY`].
+    TooLarge(usize),
+}
+
+#[cfg(feature = "alloc")]
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotPowerOfTwo(n) => {
+                write!(f, "trace ring capacity {n} is not a power of two")
+            }
+            Self::TooLarge(n) => write!(
+                f,
+                "trace ring capacity {n} is above {}",
+                TraceRingBox::MAX_CAPACITY
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl core::error::Error for CapacityError {}
+
+/// A trace ring whose capacity is chosen at run time (a power of two up to
+/// [`TraceRingBox::MAX_CAPACITY`]), its slots allocated once by
+/// [`TraceRingBox::new`] ([`RECORD_BYTES`] each). Otherwise a [`TraceRing`]:
+/// the same writer, snapshots and reads, none of which allocates.
+#[cfg(feature = "alloc")]
+pub struct TraceRingBox {
+    slots: alloc::boxed::Box<[Slot]>,
+    /// Records written so far.
+    head: AtomicUsize,
+    writer: AtomicBool,
+}
+
+#[cfg(feature = "alloc")]
+impl fmt::Debug for TraceRingBox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.ring().debug("TraceRingBox", f)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl TraceRingBox {
+    /// Largest capacity, 2^30 records: a record's stamp tells it from the
+    /// records before and after it in its slot while the capacity is below
+    /// 2^31.
+    pub const MAX_CAPACITY: usize = 1 << 30;
+
+    /// An empty ring of `capacity` records, allocated here.
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityError`] when `capacity` is not a power of two or is above
+    /// [`TraceRingBox::MAX_CAPACITY`]; nothing is allocated then.
+    pub fn new(capacity: usize) -> Result<Self, CapacityError> {
+        if !capacity.is_power_of_two() {
+            return Err(CapacityError::NotPowerOfTwo(capacity));
+        }
+        if capacity > Self::MAX_CAPACITY {
+            return Err(CapacityError::TooLarge(capacity));
+        }
+        Ok(TraceRingBox {
+            slots: (0..capacity).map(|_| Slot::new()).collect(),
+            head: AtomicUsize::new(0),
+            writer: AtomicBool::new(false),
+        })
+    }
+
+    fn ring(&self) -> Ring<'_> {
+        Ring {
+            slots: &self.slots,
+            head: &self.head,
+            writer: &self.writer,
+        }
+    }
+
+    /// Records kept, as given to [`TraceRingBox::new`].
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Claims the single writer, or `None` while another exists.
+    pub fn writer(&self) -> Option<TraceWriter<'_>> {
+        self.ring().writer()
+    }
+
+    /// Records written since creation (including overwritten ones).
+    pub fn written(&self) -> usize {
+        self.ring().written()
+    }
+
+    /// Copies the newest records (up to `out.len()` and the capacity) into
+    /// `out`, oldest first, and returns how many. Records overwritten while
+    /// being copied are skipped, never returned torn.
+    pub fn snapshot(&self, out: &mut [TraceRecord]) -> usize {
+        self.ring().snapshot(out)
+    }
+
+    /// Record number `n`, if it is still in the ring and not being overwritten.
+    pub fn read(&self, n: usize) -> Option<TraceRecord> {
+        self.ring().read(n)
+    }
+}
+
+/// The single writer of a [`TraceRing`] (or a `TraceRingBox`).
+pub struct TraceWriter<'a> {
+    ring: Ring<'a>,
+    /// The capacity less one.
+    mask: usize,
     next: usize,
 }
 
-impl<const N: usize> fmt::Debug for TraceWriter<'_, N> {
+impl fmt::Debug for TraceWriter<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TraceWriter")
             .field("next", &self.next)
@@ -250,29 +419,29 @@ impl<const N: usize> fmt::Debug for TraceWriter<'_, N> {
     }
 }
 
-impl<const N: usize> TraceWriter<'_, N> {
+impl TraceWriter<'_> {
     /// Appends a record, overwriting the oldest when full. No allocation, no
     /// formatting, no waiting.
     #[inline]
     pub fn record(&mut self, rec: &TraceRecord) {
         let n = self.next;
-        let slot = &self.ring.slots[n & TraceRing::<N>::MASK];
+        let slot = &self.ring.slots[n & self.mask];
         slot.stamp.store(done_stamp(n) | 1, Ordering::Relaxed);
-        // SYNC POINT with the Acquire fence in `TraceRing::read`: the odd stamp is
+        // SYNC POINT with the Acquire fence in `Ring::read`: the odd stamp is
         // visible before any of the new words.
         fence(Ordering::Release);
         for (d, s) in slot.words.iter().zip(rec.to_words()) {
             d.store(s, Ordering::Relaxed);
         }
-        // SYNC POINT with the Acquire stamp load in `TraceRing::read`.
+        // SYNC POINT with the Acquire stamp load in `Ring::read`.
         slot.stamp.store(done_stamp(n), Ordering::Release);
         self.next = n.wrapping_add(1);
-        // SYNC POINT with the Acquire load of `head` in `TraceRing::snapshot`.
+        // SYNC POINT with the Acquire load of `head` in `Ring::snapshot`.
         self.ring.head.store(self.next, Ordering::Release);
     }
 }
 
-impl<const N: usize> Drop for TraceWriter<'_, N> {
+impl Drop for TraceWriter<'_> {
     fn drop(&mut self) {
         self.ring.writer.store(false, Ordering::Release);
     }
@@ -341,5 +510,51 @@ mod test {
                 }
             }
         });
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn a_boxed_ring_keeps_the_newest_capacity_records() {
+        for cap in [1usize, 2, 64, 4096] {
+            let ring = TraceRingBox::new(cap).unwrap();
+            assert_eq!(ring.capacity(), cap);
+            let mut w = ring.writer().unwrap();
+            assert!(ring.writer().is_none(), "one writer");
+            let total = 3 * cap as u64 + 5;
+            for i in 0..total {
+                w.record(&rec(i));
+            }
+            assert_eq!(ring.written() as u64, total);
+            let mut out = std::vec![TraceRecord::default(); 2 * cap];
+            let n = ring.snapshot(&mut out);
+            assert_eq!(n, cap);
+            for (k, r) in out[..n].iter().enumerate() {
+                assert_eq!(*r, rec(total - cap as u64 + k as u64));
+            }
+            assert_eq!(ring.read(total as usize - cap - 1), None, "overwritten");
+            assert_eq!(ring.read(total as usize), None, "not written yet");
+            drop(w);
+            assert!(ring.writer().is_some(), "the writer is free again");
+        }
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn a_boxed_ring_refuses_impossible_capacities() {
+        for cap in [0usize, 3, 48, 4097] {
+            assert_eq!(
+                TraceRingBox::new(cap).err(),
+                Some(CapacityError::NotPowerOfTwo(cap))
+            );
+        }
+        let big = TraceRingBox::MAX_CAPACITY * 2;
+        assert_eq!(
+            TraceRingBox::new(big).err(),
+            Some(CapacityError::TooLarge(big))
+        );
+        assert_eq!(
+            std::format!("{}", CapacityError::NotPowerOfTwo(48)),
+            "trace ring capacity 48 is not a power of two"
+        );
     }
 }

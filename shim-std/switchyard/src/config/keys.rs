@@ -13,6 +13,11 @@ use super::{
     values::{BindTo, HugePages, PayloadCrc, Progress, Transports, VerbsAtomics},
 };
 
+/// Fewest records `trace_records` takes.
+const TRACE_RECORDS_MIN: u64 = 16;
+/// Most records `trace_records` takes (2^20).
+const TRACE_RECORDS_MAX: u64 = 1 << 20;
+
 /// What the template key takes.
 pub(super) const TEMPLATE_EXPECTED: &str = "a template name: trading, storage or ai";
 
@@ -41,7 +46,8 @@ pub enum Key {
     /// `heartbeat`: the dead-link detection window: a link with no traffic for
     /// this long is down; heartbeats go every quarter of it.
     Heartbeat,
-    /// `trace_records`: capacity of the route trace ring.
+    /// `trace_records`: records the route trace ring of each context keeps
+    /// (the newest), a power of two from 16 to 1048576.
     TraceRecords,
     /// `inline_threshold`: largest put sent inline in the work request.
     InlineThreshold,
@@ -380,7 +386,7 @@ impl Config {
             ),
             Key::TraceRecords => put(
                 &mut self.trace_records,
-                parse_count(s).and_then(|v| pow2_in(v, 16, 1 << 20)),
+                parse_count(s).and_then(|v| pow2_in(v, TRACE_RECORDS_MIN, TRACE_RECORDS_MAX)),
             ),
             Key::InlineThreshold => {
                 let v = if s.eq_ignore_ascii_case("off") {

@@ -53,6 +53,15 @@
 //!
 //! Enumerated values are case-insensitive.
 //!
+//! What `trace_records` means: how many routing decisions the route trace
+//! ring of each [`Context`](crate::context::Context) keeps
+//! ([`Context::trace`](crate::context::Context::trace)): the newest ones, each
+//! new record overwriting the oldest. It must be a power of two from 16 to
+//! 1048576 (2^20); any other value (`1000`, `8`, `2097152`) is an error naming
+//! the key. The ring is allocated once, when the context is created, 36 bytes
+//! a record (144 KiB at the default, 36 MiB at the most), never on the data
+//! path.
+//!
 //! What the TCP keys mean:
 //!
 //! * `heartbeat` is the dead-link detection window: a link with no traffic for
@@ -268,7 +277,10 @@ pub struct Config {
     /// The dead-link detection window: a link with no traffic for this long is
     /// down; heartbeats go every quarter of it. Default 200 ms.
     pub heartbeat: Duration,
-    /// Capacity of the route trace ring, a power of two. Default 4096.
+    /// Records the route trace ring of each context keeps, the newest ones:
+    /// a power of two from 16 to 1048576, allocated once when the context is
+    /// created. Default 4096
+    /// ([`context::TRACE_RECORDS`](crate::context::TRACE_RECORDS)).
     pub trace_records: u32,
     /// Largest put (bytes) sent inline; 0 turns inlining off. Default 256.
     pub inline_threshold: u32,
@@ -323,7 +335,7 @@ impl Default for Config {
             bootstrap_timeout: Duration::from_secs(30),
             op_timeout: Duration::from_secs(10),
             heartbeat: Duration::from_millis(200),
-            trace_records: 4096,
+            trace_records: crate::context::TRACE_RECORDS as u32,
             inline_threshold: 256,
             bind_to: BindTo::None,
             tcp_addrs: Vec::new(),

@@ -649,3 +649,24 @@ proptest! {
         prop_assert_eq!(parse_duration(&format_duration(d)), Some(d));
     }
 }
+
+#[test]
+fn trace_records_takes_powers_of_two_from_16_to_2_pow_20() {
+    let mut cfg = Config::default();
+    assert_eq!(cfg.trace_records as usize, crate::context::TRACE_RECORDS);
+    for ok in ["16", "64", "4096", "1048576"] {
+        cfg.set(Key::TraceRecords, ok, Source::Default).unwrap();
+        assert_eq!(cfg.value(Key::TraceRecords), ok);
+    }
+    for bad in ["0", "8", "15", "48", "1000", "2097152", "64K"] {
+        let err = cfg
+            .set(Key::TraceRecords, bad, Source::Default)
+            .unwrap_err();
+        assert!(err.to_string().starts_with("trace_records = "), "{err}");
+        assert_eq!(cfg.trace_records, 1 << 20, "unchanged by {bad}");
+    }
+    assert_eq!(
+        Key::TraceRecords.expected(),
+        "a power of two from 16 to 1048576, such as 4096"
+    );
+}

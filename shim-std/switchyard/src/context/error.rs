@@ -83,6 +83,10 @@ pub enum Error {
         /// What was being done.
         what: &'static str,
     },
+    /// [`Setup::trace_records`](super::Setup::trace_records) is not a
+    /// capacity the trace ring can have.
+    #[error("trace_records: {0}")]
+    TraceRecords(switchyard_core::trace::CapacityError),
     /// The route chose a transport this build cannot drive yet.
     #[error("transport {transport} chosen for PE {pe} is not available in this build")]
     TransportUnavailable {

@@ -59,7 +59,7 @@ use switchyard_core::{
     class::{PathClass, TransportId},
     route::{Op, Route, Selector},
     topology::Topology,
-    trace::{TraceRing, TraceWriter},
+    trace::{TraceRingBox, TraceWriter},
     transport::{Instant as CoreInstant, Transport},
 };
 use switchyard_shm::ShmTransport;
@@ -143,8 +143,8 @@ pub struct Context {
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,
-    trace_ring: &'static TraceRing<TRACE_RECORDS>,
-    trace: TraceWriter<'static, TRACE_RECORDS>,
+    trace_ring: &'static TraceRingBox,
+    trace: TraceWriter<'static>,
     heap_len: u64,
     alloc: SymAllocator,
     barrier_epoch: u64,

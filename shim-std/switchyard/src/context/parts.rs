@@ -13,7 +13,6 @@ use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, class_between},
     route::{Policy, PolicyConfig, Selector, TransportRoles},
     topology::{LinkState, Shape, Topology, TopologyBox},
-    trace::TraceRing,
     transport::{Instant as CoreInstant, Transport},
 };
 use switchyard_shm::{Alias, HugePages, Segment, SegmentConfig, ShmError, ShmTransport};
@@ -21,7 +20,7 @@ use switchyard_socket::SocketDriver;
 
 use super::{
     Context, Error, N_TRANSPORTS, NEXT_OWNER, NOW_EVERY, Progress, RESERVED, Result, SHM, Stats,
-    TRACE_RECORDS, VERBS, heap::SymAllocator, order, progress, tcp_rail,
+    VERBS, heap::SymAllocator, order, progress, tcp_rail, trace,
 };
 
 /// Where a peer is and how to reach it, from its bootstrap card.
@@ -75,6 +74,11 @@ pub struct Setup {
     pub verbs_atomics: crate::config::VerbsAtomics,
     /// Whether ROUTED peers use verbs for long messages (`verbs_routed`).
     pub verbs_routed: bool,
+    /// Records the route trace ring keeps, the newest ones (`trace_records`;
+    /// [`TRACE_RECORDS`](super::TRACE_RECORDS) by default): a power of two, at most
+    /// [`TraceRingBox::MAX_CAPACITY`](switchyard_core::trace::TraceRingBox::MAX_CAPACITY),
+    /// allocated at init.
+    pub trace_records: usize,
 }
 
 /// The executable's global and static variables, moved into the symmetric
@@ -242,13 +246,7 @@ impl Context {
                 why: format!("selector: {e}"),
             })
         })?;
-        let trace_ring: &'static TraceRing<TRACE_RECORDS> = Box::leak(Box::new(TraceRing::new()));
-        let trace = trace_ring.writer().ok_or_else(|| {
-            Error::Shm(ShmError::BadObject {
-                path: PathBuf::new(),
-                why: "trace ring already has a writer".into(),
-            })
-        })?;
+        let (trace_ring, trace) = trace::new_ring(setup.trace_records)?;
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
         }

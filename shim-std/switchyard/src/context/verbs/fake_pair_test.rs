@@ -90,6 +90,7 @@ fn context_with(
         symmetric_data: None,
         verbs_atomics: opts.atomics,
         verbs_routed: !opts.no_routed,
+        trace_records: TRACE_RECORDS,
     };
     let seg = Context::create_segment(&setup).expect("segment");
     let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
