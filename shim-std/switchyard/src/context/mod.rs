@@ -1,14 +1,60 @@
 //! The Rust API: a [`Context`] per PE, symmetric allocation, put/get, atomics,
 //! `wait_until`, `barrier_all`, `fence` and `quiet`.
 //!
-//! Every operation selects its transport through the core's
-//! [`Selector`] (the route for PE `pe`,
-//! `len` bytes and the kind of operation), writes a record to the route trace
-//! ring, and hands the operation to the chosen driver. Nothing on that path
-//! allocates, locks or formats (a counting-allocator test checks it).
-//!
 //! A `Context` belongs to one thread (`&mut self` everywhere, not `Sync`);
 //! several threads of one PE each need their own context (a later issue).
+//!
+//! # The data path
+//!
+//! Every operation takes the same four steps; nothing on them allocates,
+//! locks or formats (a counting-allocator test checks it):
+//!
+//! 1. **The operation** ([`Context::put`], [`Context::get`],
+//!    [`Context::fetch_add`], ...; `rma.rs`, `atomic.rs`) checks the
+//!    element range against its [`Sym`] handle and turns it into a heap
+//!    offset and a length.
+//! 2. **Select** (`route.rs`, `Context::routed`): the core's [`Selector`]
+//!    picks the route for PE `pe`, `len` bytes and the kind of operation
+//!    ([`Op`]) from this PE's topology row (the path class toward `pe`) and
+//!    the health bits of each transport toward it: shared memory on the
+//!    node, RDMA verbs toward NEAR peers (and long messages to ROUTED ones),
+//!    TCP otherwise or when verbs is down. The result is a transport id
+//!    ([`SHM`], [`VERBS`], [`TCP`] and the other TCP rails, [`tcp_rail`]).
+//!    [`Context::route`] shows the choice without making it.
+//! 3. **Driver** (`drv.rs`): the transport id is one arm of a `Drv` enum
+//!    borrowing the driver for one call (static dispatch, no trait object):
+//!    the [`ShmTransport`], a [`Rail`](switchyard_socket::Rail) of the
+//!    [`SocketDriver`](switchyard_socket::SocketDriver), or the
+//!    [`VerbsDriver`](switchyard_verbs::VerbsDriver), each implementing the
+//!    core's [`Transport`]. The decision is then written to the route trace
+//!    ring ([`Context::trace`], `trace.rs`).
+//! 4. **Wire**: shared memory copies into the peer's mapped heap (atomics are
+//!    CPU atomics on it); TCP sends frames of the core's wire format
+//!    ([`switchyard_core::wire`]: a checked 64-byte header, CRC32C) and
+//!    replays them after a reconnect; verbs posts RDMA WRITE, READ and
+//!    atomic work requests on its queue pairs.
+//!
+//! When the driver fails toward `pe`, the health bit of that transport is
+//! cleared and, where the route allows, the operation selects again (step 2)
+//! and goes elsewhere: failover is the next select, not a separate path. A
+//! full TCP send window, a get's reply or a fetching atomic's answer are
+//! waited for in bounded steps (`wait.rs`, `Context::pause`), each a progress
+//! step of every driver (`peers.rs`, `Context::poll_once`) that also applies
+//! link-state changes.
+//!
+//! # Where the rest is
+//!
+//! * init: from the environment `init.rs` ([`Context::from_env`]), from
+//!   parts `parts.rs` ([`Setup`], [`PeerInfo`], [`Context::from_parts`]);
+//! * the symmetric heap and its collective [`Context::alloc`]: `heap.rs`;
+//! * [`Context::fence`], [`Context::quiet`] and the ordering of a peer's
+//!   operations split over two transports: `order.rs` (the rules are in
+//!   [`verbs`]);
+//! * [`Context::wait_until`], [`Context::barrier_all`]: `wait.rs`;
+//! * link events, link-state records between PEs, dead peers: `peers.rs`;
+//! * the TCP progress thread: `progress.rs`; the verbs glue: [`verbs`];
+//! * counters ([`Stats`]): `stats.rs`; errors ([`Error`]): `error.rs`;
+//! * what the C API needs beyond the typed API: `raw.rs`.
 //!
 //! # Example
 //!
