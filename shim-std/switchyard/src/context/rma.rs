@@ -70,14 +70,7 @@ impl Context {
         count: usize,
         pe: u32,
     ) -> Result<()> {
-        let doff = self.check(dst, dst_at, count)?;
-        let soff = self.check(src, src_at, count)?;
-        let len =
-            u32::try_from(count * core::mem::size_of::<T>()).map_err(|_| Error::OutOfBounds {
-                at: src_at,
-                count,
-                len: src.len,
-            })?;
+        let (doff, soff, len) = self.nbi_span(dst, dst_at, src, src_at, count)?;
         self.routed(pe, u64::from(len), Op::Put, FrameOp::Put, |shm, r| {
             shm.put_from_heap(pe, doff, soff, len, r.context)
         })
@@ -147,6 +140,23 @@ impl Context {
         count: usize,
         pe: u32,
     ) -> Result<()> {
+        let (doff, soff, len) = self.nbi_span(dst, dst_at, src, src_at, count)?;
+        self.routed(pe, u64::from(len), Op::Get, FrameOp::Get, |shm, r| {
+            shm.get_into_heap(pe, soff, doff, len, r.context)
+        })
+    }
+
+    /// The heap offsets of elements `dst_at..` of `dst` and `src_at..` of
+    /// `src`, and the bytes of `count` elements: what a non-blocking put or
+    /// get moves.
+    fn nbi_span<T>(
+        &self,
+        dst: &Sym<T>,
+        dst_at: usize,
+        src: &Sym<T>,
+        src_at: usize,
+        count: usize,
+    ) -> Result<(u64, u64, u32)> {
         let doff = self.check(dst, dst_at, count)?;
         let soff = self.check(src, src_at, count)?;
         let len =
@@ -155,9 +165,7 @@ impl Context {
                 count,
                 len: src.len,
             })?;
-        self.routed(pe, u64::from(len), Op::Get, FrameOp::Get, |shm, r| {
-            shm.get_into_heap(pe, soff, doff, len, r.context)
-        })
+        Ok((doff, soff, len))
     }
 
     /// A put of raw bytes at a heap offset (the context's own reserved area).
