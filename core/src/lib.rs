@@ -32,7 +32,9 @@
 //! ## Features
 //!
 //! * *(none, the default)*: `no_std`, no `alloc`.
-//! * `alloc`: `topology::TopologyBox`, owned storage allocated once at set-up.
+//! * `alloc`: `topology::TopologyBox` and `trace::TraceRingBox` (a trace ring
+//!   whose capacity is chosen at run time), owned storage allocated once at
+//!   set-up.
 //! * `std`: `alloc` plus hardware CRC32C detected at run time.
 //!
 //! MSRV: 1.89 (the workspace's `rust-version`).

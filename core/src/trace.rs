@@ -7,6 +7,12 @@
 //! the words between two stamp reads and keeps the copy only if both match the
 //! record it wanted. Words are `AtomicU32` (no `AtomicU64` needed, so it builds
 //! for 32-bit targets) and reads never block the writer.
+//!
+//! Two owners of the same ring: [`TraceRing`], whose capacity is a const
+//! generic and whose storage is inline (`const fn new`, so it can be a
+//! `static`), and, with the `alloc` feature, `TraceRingBox`, whose capacity
+//! is chosen at run time and whose slots are allocated once, at set-up. Both
+//! hand out the same [`TraceWriter`]; recording never allocates.
 
 use core::fmt;
 
@@ -91,22 +97,27 @@ impl TraceRecord {
 
 const WORDS: usize = 8;
 
-struct Slot {
+/// Bytes one record takes in a ring: one [`TraceSlot`].
+pub const RECORD_BYTES: usize = core::mem::size_of::<TraceSlot>();
+
+/// One record's place in a ring: a stamp and the record's words. Only rings
+/// make and read them.
+pub struct TraceSlot {
     stamp: AtomicU32,
     words: [AtomicU32; WORDS],
 }
 
-impl Slot {
+impl TraceSlot {
     #[cfg(not(loom))]
     const fn new() -> Self {
-        Slot {
+        TraceSlot {
             stamp: AtomicU32::new(0),
             words: [const { AtomicU32::new(0) }; WORDS],
         }
     }
     #[cfg(loom)]
     fn new() -> Self {
-        Slot {
+        TraceSlot {
             stamp: AtomicU32::new(0),
             words: core::array::from_fn(|_| AtomicU32::new(0)),
         }
@@ -121,61 +132,62 @@ fn done_stamp(n: usize) -> u32 {
     ((n as u32) << 1).wrapping_add(2) & !1
 }
 
-/// A trace ring of `N` records (`N` a power of two).
-pub struct TraceRing<const N: usize> {
-    slots: [Slot; N],
+/// A ring's parts, borrowed from the ring: what its writer holds.
+/// `slots.len()` is a power of two.
+#[derive(Clone, Copy)]
+struct Ring<'a> {
+    slots: &'a [TraceSlot],
+    /// Records written so far.
+    head: &'a AtomicUsize,
+    /// Whether a writer exists.
+    writer: &'a AtomicBool,
+}
+
+/// A trace ring over its slots `S`: `[TraceSlot; N]` inline ([`TraceRing`]) or,
+/// with the `alloc` feature, a boxed slice whose length is chosen at run time
+/// (`TraceRingBox`). The capacity is a power of two; the methods are the same
+/// for both, and none of them allocates.
+pub struct TraceRingIn<S: ?Sized> {
     /// Records written so far.
     head: AtomicUsize,
     writer: AtomicBool,
+    slots: S,
 }
 
-impl<const N: usize> fmt::Debug for TraceRing<N> {
+/// A trace ring of `N` records (`N` a power of two), its storage inline.
+pub type TraceRing<const N: usize> = TraceRingIn<[TraceSlot; N]>;
+
+impl<S: AsRef<[TraceSlot]> + ?Sized> fmt::Debug for TraceRingIn<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TraceRing")
-            .field("capacity", &N)
+            .field("capacity", &self.capacity())
             .field("written", &self.head.load(Ordering::Relaxed))
             .finish()
     }
 }
 
-impl<const N: usize> TraceRing<N> {
-    const MASK: usize = {
-        assert!(
-            N.is_power_of_two(),
-            "trace ring capacity must be a power of two"
-        );
-        N - 1
-    };
-
-    /// An empty ring; `const`, so it can be a `static`.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        let _ = Self::MASK;
-        TraceRing {
-            slots: [const { Slot::new() }; N],
-            head: AtomicUsize::new(0),
-            writer: AtomicBool::new(false),
+impl<S: AsRef<[TraceSlot]> + ?Sized> TraceRingIn<S> {
+    fn ring(&self) -> Ring<'_> {
+        Ring {
+            slots: self.slots.as_ref(),
+            head: &self.head,
+            writer: &self.writer,
         }
     }
 
-    /// An empty ring.
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        let _ = Self::MASK;
-        TraceRing {
-            slots: core::array::from_fn(|_| Slot::new()),
-            head: AtomicUsize::new(0),
-            writer: AtomicBool::new(false),
-        }
+    /// Records kept.
+    pub fn capacity(&self) -> usize {
+        self.slots.as_ref().len()
     }
 
     /// Claims the single writer, or `None` while another exists.
-    pub fn writer(&self) -> Option<TraceWriter<'_, N>> {
+    pub fn writer(&self) -> Option<TraceWriter<'_>> {
         self.writer
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
             .map(|_| TraceWriter {
-                ring: self,
+                ring: self.ring(),
+                mask: self.capacity() - 1,
                 next: self.head.load(Ordering::Relaxed),
             })
     }
@@ -185,13 +197,13 @@ impl<const N: usize> TraceRing<N> {
         self.head.load(Ordering::Acquire)
     }
 
-    /// Copies the newest records (up to `out.len()` and `N`) into `out`, oldest
-    /// first, and returns how many. Records overwritten while being copied are
-    /// skipped, never returned torn.
+    /// Copies the newest records (up to `out.len()` and the capacity) into
+    /// `out`, oldest first, and returns how many. Records overwritten while
+    /// being copied are skipped, never returned torn.
     pub fn snapshot(&self, out: &mut [TraceRecord]) -> usize {
         // SYNC POINT with the Release store of `head` in `TraceWriter::record`.
         let head = self.head.load(Ordering::Acquire);
-        let want = out.len().min(N).min(head);
+        let want = out.len().min(self.capacity()).min(head);
         let mut got = 0;
         for n in head - want..head {
             if let Some(r) = self.read(n) {
@@ -204,12 +216,13 @@ impl<const N: usize> TraceRing<N> {
 
     /// Record number `n`, if it is still in the ring and not being overwritten.
     pub fn read(&self, n: usize) -> Option<TraceRecord> {
+        let slots = self.slots.as_ref();
         // SYNC POINT with the Release store of `head` in `TraceWriter::record`.
         let head = self.head.load(Ordering::Acquire);
-        if n >= head || head - n > N {
+        if n >= head || head - n > slots.len() {
             return None; // not written yet, or overwritten
         }
-        let slot = &self.slots[n & Self::MASK];
+        let slot = &slots[n & (slots.len() - 1)];
         let want = done_stamp(n);
         // SYNC POINT with the Release store of the stamp in `TraceWriter::record`.
         if slot.stamp.load(Ordering::Acquire) != want {
@@ -229,20 +242,118 @@ impl<const N: usize> TraceRing<N> {
     }
 }
 
+impl<const N: usize> TraceRingIn<[TraceSlot; N]> {
+    const MASK: usize = {
+        assert!(
+            N.is_power_of_two(),
+            "trace ring capacity must be a power of two"
+        );
+        N - 1
+    };
+
+    /// An empty ring; `const`, so it can be a `static`.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        let _ = Self::MASK;
+        TraceRingIn {
+            slots: [const { TraceSlot::new() }; N],
+            head: AtomicUsize::new(0),
+            writer: AtomicBool::new(false),
+        }
+    }
+
+    /// An empty ring.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        let _ = Self::MASK;
+        TraceRingIn {
+            slots: core::array::from_fn(|_| TraceSlot::new()),
+            head: AtomicUsize::new(0),
+            writer: AtomicBool::new(false),
+        }
+    }
+}
+
 #[cfg(not(loom))]
-impl<const N: usize> Default for TraceRing<N> {
+impl<const N: usize> Default for TraceRingIn<[TraceSlot; N]> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-/// The single writer of a [`TraceRing`].
-pub struct TraceWriter<'a, const N: usize> {
-    ring: &'a TraceRing<N>,
+/// [`TraceRingBox::new`] was asked for a capacity it cannot have.
+#[cfg(feature = "alloc")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacityError {
+    /// Not a power of two (zero is not one).
+    NotPowerOfTwo(usize),
+    /// Above [`TraceRingBox::MAX_CAPACITY`].
+    TooLarge(usize),
+}
+
+#[cfg(feature = "alloc")]
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotPowerOfTwo(n) => {
+                write!(f, "trace ring capacity {n} is not a power of two")
+            }
+            Self::TooLarge(n) => write!(
+                f,
+                "trace ring capacity {n} is above {}",
+                TraceRingBox::MAX_CAPACITY
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl core::error::Error for CapacityError {}
+
+/// A trace ring whose capacity is chosen at run time (a power of two up to
+/// [`TraceRingBox::MAX_CAPACITY`]), its slots allocated once by
+/// [`TraceRingBox::new`] ([`RECORD_BYTES`] each). Otherwise a [`TraceRing`]:
+/// the same writer, snapshots and reads, none of which allocates.
+#[cfg(feature = "alloc")]
+pub type TraceRingBox = TraceRingIn<alloc::boxed::Box<[TraceSlot]>>;
+
+#[cfg(feature = "alloc")]
+impl TraceRingIn<alloc::boxed::Box<[TraceSlot]>> {
+    /// Largest capacity, 2^30 records: a record's stamp tells it from the
+    /// records before and after it in its slot while the capacity is below
+    /// 2^31.
+    pub const MAX_CAPACITY: usize = 1 << 30;
+
+    /// An empty ring of `capacity` records, allocated here.
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityError`] when `capacity` is not a power of two or is above
+    /// [`TraceRingBox::MAX_CAPACITY`]; nothing is allocated then.
+    pub fn new(capacity: usize) -> Result<Self, CapacityError> {
+        if !capacity.is_power_of_two() {
+            return Err(CapacityError::NotPowerOfTwo(capacity));
+        }
+        if capacity > Self::MAX_CAPACITY {
+            return Err(CapacityError::TooLarge(capacity));
+        }
+        Ok(TraceRingIn {
+            slots: (0..capacity).map(|_| TraceSlot::new()).collect(),
+            head: AtomicUsize::new(0),
+            writer: AtomicBool::new(false),
+        })
+    }
+}
+
+/// The single writer of a trace ring ([`TraceRingIn::writer`]).
+pub struct TraceWriter<'a> {
+    ring: Ring<'a>,
+    /// The capacity less one.
+    mask: usize,
     next: usize,
 }
 
-impl<const N: usize> fmt::Debug for TraceWriter<'_, N> {
+impl fmt::Debug for TraceWriter<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TraceWriter")
             .field("next", &self.next)
@@ -250,29 +361,29 @@ impl<const N: usize> fmt::Debug for TraceWriter<'_, N> {
     }
 }
 
-impl<const N: usize> TraceWriter<'_, N> {
+impl TraceWriter<'_> {
     /// Appends a record, overwriting the oldest when full. No allocation, no
     /// formatting, no waiting.
     #[inline]
     pub fn record(&mut self, rec: &TraceRecord) {
         let n = self.next;
-        let slot = &self.ring.slots[n & TraceRing::<N>::MASK];
+        let slot = &self.ring.slots[n & self.mask];
         slot.stamp.store(done_stamp(n) | 1, Ordering::Relaxed);
-        // SYNC POINT with the Acquire fence in `TraceRing::read`: the odd stamp is
+        // SYNC POINT with the Acquire fence in `TraceRingIn::read`: the odd stamp is
         // visible before any of the new words.
         fence(Ordering::Release);
         for (d, s) in slot.words.iter().zip(rec.to_words()) {
             d.store(s, Ordering::Relaxed);
         }
-        // SYNC POINT with the Acquire stamp load in `TraceRing::read`.
+        // SYNC POINT with the Acquire stamp load in `TraceRingIn::read`.
         slot.stamp.store(done_stamp(n), Ordering::Release);
         self.next = n.wrapping_add(1);
-        // SYNC POINT with the Acquire load of `head` in `TraceRing::snapshot`.
+        // SYNC POINT with the Acquire load of `head` in `TraceRingIn::snapshot`.
         self.ring.head.store(self.next, Ordering::Release);
     }
 }
 
-impl<const N: usize> Drop for TraceWriter<'_, N> {
+impl Drop for TraceWriter<'_> {
     fn drop(&mut self) {
         self.ring.writer.store(false, Ordering::Release);
     }
@@ -341,5 +452,56 @@ mod test {
                 }
             }
         });
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn a_boxed_ring_keeps_the_newest_capacity_records() {
+        let caps: &[usize] = if cfg!(miri) {
+            &[1, 2, 64]
+        } else {
+            &[1, 2, 64, 4096]
+        };
+        for &cap in caps {
+            let ring = TraceRingBox::new(cap).unwrap();
+            assert_eq!(ring.capacity(), cap);
+            let mut w = ring.writer().unwrap();
+            assert!(ring.writer().is_none(), "one writer");
+            let total = 3 * cap as u64 + 5;
+            for i in 0..total {
+                w.record(&rec(i));
+            }
+            assert_eq!(ring.written() as u64, total);
+            let mut out = std::vec![TraceRecord::default(); 2 * cap];
+            let n = ring.snapshot(&mut out);
+            assert_eq!(n, cap);
+            for (k, r) in out[..n].iter().enumerate() {
+                assert_eq!(*r, rec(total - cap as u64 + k as u64));
+            }
+            assert_eq!(ring.read(total as usize - cap - 1), None, "overwritten");
+            assert_eq!(ring.read(total as usize), None, "not written yet");
+            drop(w);
+            assert!(ring.writer().is_some(), "the writer is free again");
+        }
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn a_boxed_ring_refuses_impossible_capacities() {
+        for cap in [0usize, 3, 48, 4097] {
+            assert_eq!(
+                TraceRingBox::new(cap).err(),
+                Some(CapacityError::NotPowerOfTwo(cap))
+            );
+        }
+        let big = TraceRingBox::MAX_CAPACITY * 2;
+        assert_eq!(
+            TraceRingBox::new(big).err(),
+            Some(CapacityError::TooLarge(big))
+        );
+        assert_eq!(
+            std::format!("{}", CapacityError::NotPowerOfTwo(48)),
+            "trace ring capacity 48 is not a power of two"
+        );
     }
 }

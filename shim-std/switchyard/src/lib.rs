@@ -6,6 +6,28 @@
 //! `no_std` core's route selector ([`switchyard_core::route::Selector`]), with
 //! failover when a link or transport fails.
 //!
+//! ## The data path
+//!
+//! An operation such as [`Context::put`](context::Context::put) goes:
+//!
+//! 1. **Context op**: the range is checked against the symmetric handle and
+//!    becomes a heap offset and a length;
+//! 2. **select**: the core's route selector
+//!    ([`Selector::select`](switchyard_core::route::Selector::select)) picks
+//!    a transport for (PE, length, kind of operation) from this PE's
+//!    topology row and the health bit of each transport toward that PE;
+//! 3. **driver**: the chosen driver (shared memory, a TCP rail or RDMA verbs)
+//!    runs it through the core's
+//!    [`Transport`](switchyard_core::transport::Transport) contract, and the
+//!    decision is recorded in the route trace ring
+//!    ([`Context::trace`](context::Context::trace));
+//! 4. **wire**: a copy into the peer's mapped heap, TCP frames in the core's
+//!    [`wire`](switchyard_core::wire) format, or RDMA work requests.
+//!
+//! A driver that fails toward a peer clears its health bit, and the operation
+//! selects again (failover is the next select). The [`context`] module docs
+//! follow each step into its source file.
+//!
 //! The layers under it (see `docs/ARCHITECTURE.md` in the repository):
 //!
 //! * [`switchyard_core`] (`no_std`): topology rows, route selection, the wire
@@ -28,7 +50,8 @@
 //! * [`config`]: run-time configuration from built-in defaults, a named
 //!   template (`trading`, `storage`, `ai`), a TOML file and `SWITCHYARD_*`
 //!   variables, each value with its source; errors name key, value and what
-//!   was expected.
+//!   was expected. [`Context::with_config`](context::Context::with_config)
+//!   takes one; [`Context::from_env`](context::Context::from_env) loads it.
 //! * [`sys`]: thread pinning and the trace clock.
 //!
 //! ## Example

@@ -1,4 +1,5 @@
-//! The symmetric heap's allocator and typed handles.
+//! The symmetric heap: the collective [`Context::alloc`] and
+//! [`Context::free`], their allocator, and typed handles.
 //!
 //! Every PE runs the same sequence of collective `alloc`/`free` calls, and the
 //! allocator is deterministic (first fit over an ordered free list, coalescing
@@ -7,7 +8,10 @@
 
 use std::{collections::BTreeMap, marker::PhantomData};
 
+use switchyard_core::transport::Transport;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
+
+use super::{Context, Error, Result};
 
 /// A typed symmetric array: `len` elements of `T` at the same offset of every
 /// PE's heap. Plain data only (zerocopy's `FromBytes + IntoBytes + Immutable`),
@@ -157,6 +161,64 @@ impl SymAllocator {
         }
         self.free.insert(start, size);
         true
+    }
+}
+
+impl Context {
+    /// Collectively allocates `len` elements of `T`, zeroed, at the same
+    /// symmetric address on every PE. Every PE must make the same sequence of
+    /// `alloc`/`free` calls. Ends with a barrier, so no PE can put into the
+    /// block before every PE has it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`]; barrier errors.
+    pub fn alloc<T: Plain>(&mut self, len: usize) -> Result<Sym<T>> {
+        if core::mem::align_of::<T>() as u64 > BLOCK_ALIGN {
+            return Err(Error::OutOfMemory {
+                requested: u64::MAX,
+                available: self.alloc.available(),
+            });
+        }
+        let bytes = (len as u64)
+            .checked_mul(core::mem::size_of::<T>() as u64)
+            .ok_or(Error::OutOfMemory {
+                requested: u64::MAX,
+                available: self.alloc.available(),
+            })?;
+        let off = self.alloc.alloc(bytes).ok_or(Error::OutOfMemory {
+            requested: bytes,
+            available: self.alloc.available(),
+        })?;
+        // SAFETY-free zeroing: through the driver, like any local put.
+        let zeros = [0u8; 4096];
+        let mut done = 0u64;
+        while done < bytes {
+            let n = (bytes - done).min(zeros.len() as u64);
+            self.shm
+                .put(self.me, off + done, &zeros[..n as usize], self.sel_ctx())?;
+            done += n;
+        }
+        self.barrier_all()?;
+        Ok(Sym::new(off, len, self.owner))
+    }
+
+    /// Collectively frees a block (same order on every PE). Starts with a
+    /// barrier, so no PE still uses it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignHandle`] for a handle not from this context or freed.
+    pub fn free<T>(&mut self, sym: Sym<T>) -> Result<()> {
+        if sym.owner != self.owner {
+            return Err(Error::ForeignHandle);
+        }
+        self.barrier_all()?;
+        if self.alloc.free(sym.offset) {
+            Ok(())
+        } else {
+            Err(Error::ForeignHandle)
+        }
     }
 }
 

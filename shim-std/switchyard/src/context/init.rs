@@ -76,6 +76,7 @@ impl Context {
             symmetric_data: opts.symmetric_data,
             verbs_atomics: cfg.verbs_atomics,
             verbs_routed: cfg.verbs_routed,
+            trace_records: cfg.trace_records as usize,
         };
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));

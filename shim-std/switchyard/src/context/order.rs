@@ -1,11 +1,14 @@
-//! Ordering across transports for a peer whose operations are split over
+//! Completion and ordering: [`Context::fence`] and [`Context::quiet`], and
+//! the ordering across transports for a peer whose operations are split over
 //! RDMA verbs and TCP (see the rules in the [`verbs`](super::verbs) module
 //! docs): which transports carried writes to each peer since they were last
 //! known complete, two bits per peer, set without allocating.
 
-use switchyard_core::class::TransportId;
+use std::time::Instant;
 
-use super::{VERBS, rail_of};
+use switchyard_core::{class::TransportId, route::Op, trace::TraceRecord, transport::Transport};
+
+use super::{Context, Result, VERBS, progress, rail_of, wait::Watch};
 
 /// The verbs bit of a peer's code.
 pub(super) const V: u8 = 1;
@@ -85,6 +88,118 @@ impl Order {
     /// later write over another transport must wait for them.
     pub(super) fn fence(&mut self) {
         self.fenced |= self.dirty;
+    }
+}
+
+impl Context {
+    /// Orders this PE's earlier puts and non-fetching atomics to each PE
+    /// before its later ones. Each driver orders its own operations; when a
+    /// peer's operations since the last quiet went over both verbs and TCP
+    /// this is a [`quiet`](Context::quiet) (see the ordering rules in the
+    /// [`verbs`](super::verbs) module docs).
+    ///
+    /// # Errors
+    ///
+    /// When a transport is unusable; as [`Context::quiet`] when it is one.
+    #[inline]
+    pub fn fence(&mut self) -> Result<()> {
+        if self.order.mixed {
+            self.stats.ordering_waits += 1;
+            return self.quiet();
+        }
+        self.order.fence();
+        self.shm.fence()?;
+        if let Some(v) = self.verbs.as_mut() {
+            v.drv.fence()?;
+        }
+        if let Some(t) = self.tcp.as_mut() {
+            let r = t.get().fence();
+            t.leave();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every earlier operation of this PE is complete at its
+    /// target (bounded by the op timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](super::Error::Timeout), or the error of a failed operation naming its peer.
+    pub fn quiet(&mut self) -> Result<()> {
+        let r = self.quiet_in();
+        self.leave();
+        r
+    }
+
+    fn quiet_in(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let shm = self.shm.quiet_poll()?;
+            let verbs = self.verbs_quiet_poll()?;
+            let tcp = match self.tcp.as_mut().map(progress::Tcp::get) {
+                Some(t) => t.quiet_poll()?,
+                None => true,
+            };
+            if shm && verbs && tcp {
+                // Every write is complete: no ordering is owed.
+                self.order.clear();
+                // Nothing sent over TCP is still in flight: links that came
+                // (back) up may take traffic now without overtaking it.
+                self.verbs_raise();
+                return Ok(());
+            }
+            // The drivers report a dead peer with operations pending; one
+            // that died with nothing pending does not fail a quiet.
+            self.pause(&mut spins, start, "quiet", Watch::Drivers)?;
+        }
+    }
+
+    /// Cross-transport ordering before an operation of kind `op` goes to
+    /// `pe` over transport kind `k` (see the rules in the [`verbs`](super::verbs) module
+    /// docs): a read (get, fetching atomic) first completes `pe`'s pending
+    /// writes over the other transport, so it observes them; a write does
+    /// so only after a fence (else nothing orders them). Costs one bit test
+    /// when `pe`'s traffic is not split.
+    #[inline]
+    pub(super) fn order_before(&mut self, pe: u32, k: u8, op: Op) -> Result<()> {
+        let code = self.order.get(pe);
+        let other = code & !k;
+        if other == 0 {
+            return Ok(());
+        }
+        let must = match op {
+            Op::Get | Op::FetchingAtomic => true,
+            Op::Put | Op::Atomic => self.order.fenced,
+        };
+        if must {
+            self.quiet_kinds(other)?;
+            self.order.set(pe, code & !other);
+            self.stats.ordering_waits += 1;
+            self.next_flags |= TraceRecord::ORDERED;
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded by the op timeout) until every earlier operation over
+    /// the transports of `kinds` ([`V`], [`T`]) is complete.
+    #[cold]
+    fn quiet_kinds(&mut self, kinds: u8) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let verbs = kinds & V == 0 || self.verbs_quiet_poll()?;
+            let tcp = kinds & T == 0
+                || match self.tcp.as_mut().map(progress::Tcp::get) {
+                    Some(t) => t.quiet_poll()?,
+                    None => true,
+                };
+            if verbs && tcp {
+                return Ok(());
+            }
+            self.pause(&mut spins, start, "an ordering wait", Watch::Drivers)?;
+        }
     }
 }
 

@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use switchyard_core::{transport::Transport, wire::AtomicKind};
 
-use super::{AtomicInt, BLOCK_ALIGN, Context, Error, Plain, Result, Sym, SymmetricData, Watch};
+use super::{
+    AtomicInt, BLOCK_ALIGN, Context, Error, Plain, Result, Sym, SymmetricData, wait::Watch,
+};
 
 /// A bitwise atomic operation ([`Context::fetch_bitwise`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,431 @@
+//! The key table: every key's name, environment variable and what it takes;
+//! the templates and the keys they set; and each key's parser and range
+//! ([`Config::set`](super::Config::set) goes through it).
+
+use std::{fmt, time::Duration};
+
+use super::{
+    Config,
+    parse::{
+        DAY, GIB, KIB, MS, SEC, TIB, US, in_range, parse_addrs, parse_count, parse_duration,
+        parse_on_off, parse_size, pow2_in,
+    },
+    values::{BindTo, HugePages, PayloadCrc, Progress, Transports, VerbsAtomics},
+};
+
+/// Fewest records `trace_records` takes.
+const TRACE_RECORDS_MIN: u64 = 16;
+/// Most records `trace_records` takes (2^20).
+const TRACE_RECORDS_MAX: u64 = 1 << 20;
+
+/// What the template key takes.
+pub(super) const TEMPLATE_EXPECTED: &str = "a template name: trading, storage or ai";
+
+/// A configuration key (every one but the template, which selects a group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Key {
+    /// `heap_size`: bytes of symmetric heap per PE.
+    HeapSize,
+    /// `progress`: how the progress engine waits.
+    Progress,
+    /// `spin_before_park`: idle polls before an adaptive progress thread parks.
+    SpinBeforePark,
+    /// `short_threshold`: messages shorter than this are short on a fallback path.
+    ShortThreshold,
+    /// `load_watermark`: queue occupancy (percent) above which a transport yields.
+    LoadWatermark,
+    /// `queue_depth`: entries per send queue.
+    QueueDepth,
+    /// `huge_pages`: whether the heap uses huge pages.
+    HugePages,
+    /// `bootstrap_timeout`: deadline for the bootstrap rendezvous.
+    BootstrapTimeout,
+    /// `op_timeout`: deadline for an operation waiting on a dead peer.
+    OpTimeout,
+    /// `heartbeat`: the dead-link detection window: a link with no traffic for
+    /// this long is down; heartbeats go every quarter of it.
+    Heartbeat,
+    /// `trace_records`: records the route trace ring of each context keeps
+    /// (the newest), a power of two from 16 to 1048576.
+    TraceRecords,
+    /// `inline_threshold`: largest put sent inline in the work request.
+    InlineThreshold,
+    /// `bind_to`: whether the progress thread is pinned.
+    BindTo,
+    /// `tcp_addrs`: local address of each TCP rail, in rail order (empty:
+    /// automatic).
+    TcpAddrs,
+    /// `tcp_connections`: data connections per peer per rail.
+    TcpConnections,
+    /// `tcp_window`: per-peer send window (replay buffer and flow-control
+    /// credit).
+    TcpWindow,
+    /// `give_up`: how long a peer may be down on every link before it is dead.
+    GiveUp,
+    /// `reconnect_base`: first wait of the reconnect backoff.
+    ReconnectBase,
+    /// `reconnect_cap`: longest wait of the reconnect backoff.
+    ReconnectCap,
+    /// `payload_crc`: which bulk frames carry a payload CRC.
+    PayloadCrc,
+    /// `transports`: which transports PEs may use between each other.
+    Transports,
+    /// `verbs_atomics`: whether atomics to verbs peers use the NIC's atomics
+    /// or go to the target's CPU over TCP.
+    VerbsAtomics,
+    /// `verbs_routed`: whether ROUTED peers (across switches) use verbs for
+    /// long messages.
+    VerbsRouted,
+}
+
+impl Key {
+    /// Number of keys.
+    pub const COUNT: usize = 23;
+
+    /// Every key, in the order [`Config::entries`] lists them.
+    pub const ALL: [Key; Key::COUNT] = [
+        Key::HeapSize,
+        Key::Progress,
+        Key::SpinBeforePark,
+        Key::ShortThreshold,
+        Key::LoadWatermark,
+        Key::QueueDepth,
+        Key::HugePages,
+        Key::BootstrapTimeout,
+        Key::OpTimeout,
+        Key::Heartbeat,
+        Key::TraceRecords,
+        Key::InlineThreshold,
+        Key::BindTo,
+        Key::TcpAddrs,
+        Key::TcpConnections,
+        Key::TcpWindow,
+        Key::GiveUp,
+        Key::ReconnectBase,
+        Key::ReconnectCap,
+        Key::PayloadCrc,
+        Key::Transports,
+        Key::VerbsAtomics,
+        Key::VerbsRouted,
+    ];
+
+    /// The key as written in the TOML file: `heap_size`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Key::HeapSize => "heap_size",
+            Key::Progress => "progress",
+            Key::SpinBeforePark => "spin_before_park",
+            Key::ShortThreshold => "short_threshold",
+            Key::LoadWatermark => "load_watermark",
+            Key::QueueDepth => "queue_depth",
+            Key::HugePages => "huge_pages",
+            Key::BootstrapTimeout => "bootstrap_timeout",
+            Key::OpTimeout => "op_timeout",
+            Key::Heartbeat => "heartbeat",
+            Key::TraceRecords => "trace_records",
+            Key::InlineThreshold => "inline_threshold",
+            Key::BindTo => "bind_to",
+            Key::TcpAddrs => "tcp_addrs",
+            Key::TcpConnections => "tcp_connections",
+            Key::TcpWindow => "tcp_window",
+            Key::GiveUp => "give_up",
+            Key::ReconnectBase => "reconnect_base",
+            Key::ReconnectCap => "reconnect_cap",
+            Key::PayloadCrc => "payload_crc",
+            Key::Transports => "transports",
+            Key::VerbsAtomics => "verbs_atomics",
+            Key::VerbsRouted => "verbs_routed",
+        }
+    }
+
+    /// The environment variable: `SWITCHYARD_HEAP_SIZE`.
+    pub const fn env(self) -> &'static str {
+        match self {
+            Key::HeapSize => "SWITCHYARD_HEAP_SIZE",
+            Key::Progress => "SWITCHYARD_PROGRESS",
+            Key::SpinBeforePark => "SWITCHYARD_SPIN_BEFORE_PARK",
+            Key::ShortThreshold => "SWITCHYARD_SHORT_THRESHOLD",
+            Key::LoadWatermark => "SWITCHYARD_LOAD_WATERMARK",
+            Key::QueueDepth => "SWITCHYARD_QUEUE_DEPTH",
+            Key::HugePages => "SWITCHYARD_HUGE_PAGES",
+            Key::BootstrapTimeout => "SWITCHYARD_BOOTSTRAP_TIMEOUT",
+            Key::OpTimeout => "SWITCHYARD_OP_TIMEOUT",
+            Key::Heartbeat => "SWITCHYARD_HEARTBEAT",
+            Key::TraceRecords => "SWITCHYARD_TRACE_RECORDS",
+            Key::InlineThreshold => "SWITCHYARD_INLINE_THRESHOLD",
+            Key::BindTo => "SWITCHYARD_BIND_TO",
+            Key::TcpAddrs => "SWITCHYARD_TCP_ADDRS",
+            Key::TcpConnections => "SWITCHYARD_TCP_CONNECTIONS",
+            Key::TcpWindow => "SWITCHYARD_TCP_WINDOW",
+            Key::GiveUp => "SWITCHYARD_GIVE_UP",
+            Key::ReconnectBase => "SWITCHYARD_RECONNECT_BASE",
+            Key::ReconnectCap => "SWITCHYARD_RECONNECT_CAP",
+            Key::PayloadCrc => "SWITCHYARD_PAYLOAD_CRC",
+            Key::Transports => "SWITCHYARD_TRANSPORTS",
+            Key::VerbsAtomics => "SWITCHYARD_VERBS_ATOMICS",
+            Key::VerbsRouted => "SWITCHYARD_VERBS_ROUTED",
+        }
+    }
+
+    /// What the key takes, as error messages say it ("expected ...").
+    pub const fn expected(self) -> &'static str {
+        match self {
+            Key::HeapSize => "a size such as 65536, 64M or 1G, from 4K to 1T",
+            Key::Progress => "busy, adaptive or caller",
+            Key::SpinBeforePark => {
+                "a whole number such as 2000 (0 parks at once), at most 1000000000"
+            }
+            Key::ShortThreshold => "a size such as 8192, 8K or 64K, at most 1G",
+            Key::LoadWatermark => "a percentage from 1 to 100, such as 75 or 75%",
+            Key::QueueDepth => "a power of two from 16 to 65536, such as 256",
+            Key::HugePages => "auto, on or off",
+            Key::BootstrapTimeout | Key::OpTimeout => {
+                "a duration such as 500ms, 5s or 2m, from 1ms to 24h"
+            }
+            Key::Heartbeat => "a duration such as 100ms, 200ms or 1s, from 1ms to 60s",
+            Key::TraceRecords => "a power of two from 16 to 1048576, such as 4096",
+            Key::InlineThreshold => {
+                "a size such as 0, 64 or 256 (0 or off: no inlining), at most 4K"
+            }
+            Key::BindTo => "core, none, or cpu:N for CPU N (0 to 65535)",
+            Key::TcpAddrs => {
+                "auto or up to 4 distinct IP addresses separated by commas, one per TCP rail, such as 10.0.0.1,10.0.1.1"
+            }
+            Key::TcpConnections => "a whole number from 1 to 8, such as 1 or 4",
+            Key::TcpWindow => "a size such as 1M, 4M or 16M, from 64K to 1G",
+            Key::GiveUp => "a duration such as 1s, 5s or 1m, from 10ms to 24h",
+            Key::ReconnectBase => "a duration such as 1ms, 5ms or 50ms, from 100us to 10s",
+            Key::ReconnectCap => "a duration such as 100ms, 500ms or 5s, from 1ms to 60s",
+            Key::PayloadCrc => "always or sample:N with N from 1 to 1000000, such as sample:16",
+            Key::Transports => {
+                "all, or a comma-separated list of shm, tcp and verbs, such as shm,tcp or tcp"
+            }
+            Key::VerbsAtomics => "auto, nic or cpu",
+            Key::VerbsRouted => "on or off",
+        }
+    }
+
+    /// The key named `name` in the TOML file (exact, lower case).
+    pub fn from_name(name: &str) -> Option<Key> {
+        Key::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The key whose environment variable is `var` (exact).
+    pub fn from_env(var: &str) -> Option<Key> {
+        Key::ALL.into_iter().find(|k| k.env() == var)
+    }
+
+    pub(super) const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Templates
+
+/// A named group of settings for one kind of workload (see the module doc's
+/// table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Template {
+    /// Latency first: busy polling on a pinned core, shallow queues, inlined
+    /// small puts, huge pages, fast failure detection, one TCP connection and
+    /// a small window.
+    Trading,
+    /// Throughput first: deep queues, a large heap, no inlining, 4 TCP
+    /// connections, a large window, every payload checked.
+    Storage,
+    /// Distributed training: deep queues, a large heap, adaptive progress, 4
+    /// TCP connections, a large window, payload CRCs sampled.
+    Ai,
+}
+
+const TRADING: &[(Key, &str)] = &[
+    (Key::Progress, "busy"),
+    (Key::BindTo, "core"),
+    (Key::QueueDepth, "128"),
+    (Key::InlineThreshold, "256"),
+    (Key::ShortThreshold, "2K"),
+    (Key::HeapSize, "256M"),
+    (Key::HugePages, "on"),
+    (Key::Heartbeat, "100ms"),
+    (Key::OpTimeout, "2s"),
+    (Key::TcpConnections, "1"),
+    (Key::TcpWindow, "1M"),
+];
+
+const STORAGE: &[(Key, &str)] = &[
+    (Key::Progress, "adaptive"),
+    (Key::QueueDepth, "1024"),
+    (Key::InlineThreshold, "0"),
+    (Key::HeapSize, "4G"),
+    (Key::OpTimeout, "30s"),
+    (Key::TcpConnections, "4"),
+    (Key::TcpWindow, "16M"),
+    (Key::PayloadCrc, "always"),
+];
+
+const AI: &[(Key, &str)] = &[
+    (Key::Progress, "adaptive"),
+    (Key::QueueDepth, "1024"),
+    (Key::HeapSize, "2G"),
+    (Key::OpTimeout, "1m"),
+    (Key::TcpConnections, "4"),
+    (Key::TcpWindow, "16M"),
+    (Key::PayloadCrc, "sample:16"),
+];
+
+impl Template {
+    /// Every template.
+    pub const ALL: [Template; 3] = [Template::Trading, Template::Storage, Template::Ai];
+
+    /// The name: `trading`, `storage`, `ai`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Template::Trading => "trading",
+            Template::Storage => "storage",
+            Template::Ai => "ai",
+        }
+    }
+
+    /// One line on what it is for.
+    pub const fn summary(self) -> &'static str {
+        match self {
+            Template::Trading => "latency first: busy polling, pinned, shallow queues, inlining",
+            Template::Storage => "throughput first: deep queues, large heap, no inlining",
+            Template::Ai => "distributed training: deep queues, large heap, adaptive progress",
+        }
+    }
+
+    /// The keys it sets, with their values in text form.
+    pub const fn settings(self) -> &'static [(Key, &'static str)] {
+        match self {
+            Template::Trading => TRADING,
+            Template::Storage => STORAGE,
+            Template::Ai => AI,
+        }
+    }
+
+    /// The template called `name` (case-insensitive, spaces around ignored).
+    pub fn from_name(name: &str) -> Option<Template> {
+        let name = name.trim();
+        Template::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Each key's parser and range
+
+impl Config {
+    /// Parses `raw` for `key` into its field; false (and no change) when bad.
+    pub(super) fn parse_into(&mut self, key: Key, raw: &str) -> bool {
+        fn put<T>(slot: &mut T, v: Option<T>) -> bool {
+            match v {
+                Some(v) => {
+                    *slot = v;
+                    true
+                }
+                None => false,
+            }
+        }
+        let s = raw.trim();
+        let size_u32 = |max: u64| {
+            parse_size(s)
+                .and_then(|v| in_range(v, 0, max))
+                .and_then(|v| u32::try_from(v).ok())
+        };
+        match key {
+            Key::HeapSize => put(
+                &mut self.heap_size,
+                parse_size(s).and_then(|v| in_range(v, 4 * KIB, TIB)),
+            ),
+            Key::Progress => put(&mut self.progress, Progress::parse(s)),
+            Key::SpinBeforePark => put(
+                &mut self.spin_before_park,
+                parse_count(s)
+                    .and_then(|v| in_range(v, 0, 1_000_000_000))
+                    .and_then(|v| u32::try_from(v).ok()),
+            ),
+            Key::ShortThreshold => put(&mut self.short_threshold, size_u32(GIB)),
+            Key::LoadWatermark => put(
+                &mut self.load_watermark,
+                parse_count(s.strip_suffix('%').unwrap_or(s))
+                    .and_then(|v| in_range(v, 1, 100))
+                    .and_then(|v| u8::try_from(v).ok()),
+            ),
+            Key::QueueDepth => put(
+                &mut self.queue_depth,
+                parse_count(s).and_then(|v| pow2_in(v, 16, 65536)),
+            ),
+            Key::HugePages => put(&mut self.huge_pages, HugePages::parse(s)),
+            Key::BootstrapTimeout => put(
+                &mut self.bootstrap_timeout,
+                parse_duration(s).and_then(|d| in_range(d, MS, DAY)),
+            ),
+            Key::OpTimeout => put(
+                &mut self.op_timeout,
+                parse_duration(s).and_then(|d| in_range(d, MS, DAY)),
+            ),
+            Key::Heartbeat => put(
+                &mut self.heartbeat,
+                parse_duration(s).and_then(|d| in_range(d, MS, Duration::from_secs(60))),
+            ),
+            Key::TraceRecords => put(
+                &mut self.trace_records,
+                parse_count(s).and_then(|v| pow2_in(v, TRACE_RECORDS_MIN, TRACE_RECORDS_MAX)),
+            ),
+            Key::InlineThreshold => {
+                let v = if s.eq_ignore_ascii_case("off") {
+                    Some(0)
+                } else {
+                    size_u32(4 * KIB)
+                };
+                put(&mut self.inline_threshold, v)
+            }
+            Key::BindTo => put(&mut self.bind_to, BindTo::parse(s)),
+            Key::TcpAddrs => put(&mut self.tcp_addrs, parse_addrs(s)),
+            Key::TcpConnections => put(
+                &mut self.tcp_connections,
+                parse_count(s)
+                    .and_then(|v| in_range(v, 1, 8))
+                    .and_then(|v| u8::try_from(v).ok()),
+            ),
+            Key::TcpWindow => put(
+                &mut self.tcp_window,
+                parse_size(s)
+                    .and_then(|v| in_range(v, 64 * KIB, GIB))
+                    .and_then(|v| u32::try_from(v).ok()),
+            ),
+            Key::GiveUp => put(
+                &mut self.give_up,
+                parse_duration(s).and_then(|d| in_range(d, 10 * MS, DAY)),
+            ),
+            Key::ReconnectBase => put(
+                &mut self.reconnect_base,
+                parse_duration(s).and_then(|d| in_range(d, 100 * US, 10 * SEC)),
+            ),
+            Key::ReconnectCap => put(
+                &mut self.reconnect_cap,
+                parse_duration(s).and_then(|d| in_range(d, MS, 60 * SEC)),
+            ),
+            Key::PayloadCrc => put(&mut self.payload_crc, PayloadCrc::parse(s)),
+            Key::Transports => put(&mut self.transports, Transports::parse(s)),
+            Key::VerbsAtomics => put(&mut self.verbs_atomics, VerbsAtomics::parse(s)),
+            Key::VerbsRouted => put(&mut self.verbs_routed, parse_on_off(s)),
+        }
+    }
+}

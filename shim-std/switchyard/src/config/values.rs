@@ -1,0 +1,289 @@
+//! The typed values of the enumerated keys (`progress`, `huge_pages`,
+//! `bind_to`, `payload_crc`, `verbs_atomics`, `transports`), each with the
+//! parser that reads its text form and the name that writes it back.
+
+use std::fmt;
+
+use super::parse::{in_range, parse_count};
+
+/// How the progress engine waits for work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Progress {
+    /// Spin on a (pinned) core; lowest latency, one core burnt per PE.
+    Busy,
+    /// Spin `spin_before_park` times, then park until woken.
+    #[default]
+    Adaptive,
+    /// No progress thread: the application drives progress in its calls.
+    Caller,
+}
+
+impl Progress {
+    /// The value's name: `busy`, `adaptive`, `caller`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Progress::Busy => "busy",
+            Progress::Adaptive => "adaptive",
+            Progress::Caller => "caller",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<Progress> {
+        match s.to_ascii_lowercase().as_str() {
+            "busy" => Some(Progress::Busy),
+            "adaptive" => Some(Progress::Adaptive),
+            "caller" => Some(Progress::Caller),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the symmetric heap is backed by huge pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HugePages {
+    /// Use them when the system has enough free, else normal pages.
+    #[default]
+    Auto,
+    /// Ask for them: when they cannot be had, the heap falls back to normal
+    /// pages and the context reports a warning.
+    On,
+    /// Never use them.
+    Off,
+}
+
+impl HugePages {
+    /// The value's name: `auto`, `on`, `off`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            HugePages::Auto => "auto",
+            HugePages::On => "on",
+            HugePages::Off => "off",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<HugePages> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Some(HugePages::Auto),
+            "on" | "true" => Some(HugePages::On),
+            "off" | "false" => Some(HugePages::Off),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the progress thread is pinned to a core, and to which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BindTo {
+    /// Pin it to the PE's own core (the launcher's `SWITCHYARD_BOUND_CPU`;
+    /// unpinned when the PE is not pinned).
+    Core,
+    /// Pin it to this CPU (`cpu:N`): a dedicated progress core.
+    Cpu(u32),
+    /// Leave it to the scheduler.
+    #[default]
+    None,
+}
+
+impl core::fmt::Display for BindTo {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BindTo::Cpu(c) => write!(f, "cpu:{c}"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+impl BindTo {
+    /// The value's name: `core`, `cpu`, `none` (see `Display` for `cpu:N`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            BindTo::Core => "core",
+            BindTo::Cpu(_) => "cpu",
+            BindTo::None => "none",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<BindTo> {
+        let l = s.to_ascii_lowercase();
+        match l.as_str() {
+            "core" => Some(BindTo::Core),
+            "none" => Some(BindTo::None),
+            _ => {
+                let n = l.strip_prefix("cpu:")?;
+                if n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                n.parse().ok().filter(|&c| c < 65536).map(BindTo::Cpu)
+            }
+        }
+    }
+}
+
+/// Which bulk payloads (64 KiB and more) carry a payload CRC. Frame headers
+/// are always checked.
+///
+/// Its [`Display`](fmt::Display) form is what [`PayloadCrc::parse`] reads:
+/// `always`, `sample:16`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PayloadCrc {
+    /// Every bulk frame.
+    #[default]
+    Always,
+    /// Every `every`-th bulk frame (1 to [`PayloadCrc::MAX_EVERY`]).
+    Sample {
+        /// The sampling period, in frames.
+        every: u32,
+    },
+}
+
+impl PayloadCrc {
+    /// Largest sampling period.
+    pub const MAX_EVERY: u32 = 1_000_000;
+
+    /// The sampling period in frames: 1 for [`PayloadCrc::Always`].
+    pub const fn every(self) -> u32 {
+        match self {
+            PayloadCrc::Always => 1,
+            PayloadCrc::Sample { every } => every,
+        }
+    }
+
+    /// Reads `always` or `sample:N` (case-insensitive, spaces around the parts
+    /// ignored), N from 1 to [`PayloadCrc::MAX_EVERY`].
+    pub fn parse(s: &str) -> Option<PayloadCrc> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("always") {
+            return Some(PayloadCrc::Always);
+        }
+        let (name, n) = s.split_once(':')?;
+        if !name.trim().eq_ignore_ascii_case("sample") {
+            return None;
+        }
+        let every = parse_count(n)
+            .and_then(|v| in_range(v, 1, u64::from(PayloadCrc::MAX_EVERY)))
+            .and_then(|v| u32::try_from(v).ok())?;
+        Some(PayloadCrc::Sample { every })
+    }
+}
+
+impl fmt::Display for PayloadCrc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PayloadCrc::Always => f.write_str("always"),
+            PayloadCrc::Sample { every } => write!(f, "sample:{every}"),
+        }
+    }
+}
+
+/// Whether atomics to verbs peers use the NIC's atomics (`verbs_atomics`).
+///
+/// An RDMA atomic is atomic with respect to the CPU's atomics only when the
+/// device says so (`atomic_cap` = `IBV_ATOMIC_GLOB`); most devices report
+/// `IBV_ATOMIC_HCA`: atomic only among that HCA's own atomics. switchyard runs
+/// same-node atomics (shared memory), the TCP target's atomics and a PE's own
+/// atomics on the CPU, so with such a device a NIC fetch-add and a CPU
+/// fetch-add on one word can lose an update. (UCX's `UCX_ATOMIC_MODE`
+/// `cpu|device|guess` and SOS's choice between NIC and shared-memory atomics
+/// face the same question.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum VerbsAtomics {
+    /// NIC atomics only when the device reports global atomicity
+    /// (`IBV_ATOMIC_GLOB`); otherwise every atomic to a verbs peer goes over
+    /// TCP and runs on the target's CPU, coherent with shared memory and
+    /// local atomics.
+    #[default]
+    Auto,
+    /// NIC atomics whenever the device does RDMA atomics at all: for jobs
+    /// whose atomics on a word never mix NIC and CPU agents.
+    Nic,
+    /// Atomics to verbs peers always go over TCP (the target's CPU).
+    Cpu,
+}
+
+impl VerbsAtomics {
+    /// The value's name: `auto`, `nic`, `cpu`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            VerbsAtomics::Auto => "auto",
+            VerbsAtomics::Nic => "nic",
+            VerbsAtomics::Cpu => "cpu",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<VerbsAtomics> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Some(VerbsAtomics::Auto),
+            "nic" => Some(VerbsAtomics::Nic),
+            "cpu" => Some(VerbsAtomics::Cpu),
+            _ => None,
+        }
+    }
+}
+
+/// Which transports PEs may use between each other (`transports`): `all`,
+/// or a list such as `shm,tcp` or `tcp` (forcing TCP even between PEs of one
+/// node, for tests and `switchyard perf --transport tcp`). A PE always reaches
+/// its own heap directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transports {
+    /// Shared memory between PEs of one node.
+    pub shm: bool,
+    /// TCP.
+    pub tcp: bool,
+    /// RDMA verbs.
+    pub verbs: bool,
+}
+
+impl Transports {
+    /// Every transport.
+    pub const ALL: Transports = Transports {
+        shm: true,
+        tcp: true,
+        verbs: true,
+    };
+
+    /// Parses `all` or a comma-separated list (at least one, no repeats).
+    pub fn parse(s: &str) -> Option<Transports> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("all") {
+            return Some(Transports::ALL);
+        }
+        let mut t = Transports {
+            shm: false,
+            tcp: false,
+            verbs: false,
+        };
+        for item in s.split(',') {
+            let slot = match item.trim().to_ascii_lowercase().as_str() {
+                "shm" => &mut t.shm,
+                "tcp" => &mut t.tcp,
+                "verbs" => &mut t.verbs,
+                _ => return None,
+            };
+            if *slot {
+                return None;
+            }
+            *slot = true;
+        }
+        Some(t)
+    }
+}
+
+impl Default for Transports {
+    fn default() -> Self {
+        Transports::ALL
+    }
+}
+
+impl fmt::Display for Transports {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Transports::ALL {
+            return f.write_str("all");
+        }
+        let names: Vec<&str> = [(self.shm, "shm"), (self.tcp, "tcp"), (self.verbs, "verbs")]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+        f.write_str(&names.join(","))
+    }
+}

@@ -1,0 +1,165 @@
+//! Atomic operations on symmetric integers: fetch-add, compare-swap, swap,
+//! fetch, add and set, each routed like a get (fetching) or a put.
+
+use switchyard_core::{
+    route::Op,
+    transport::{AtomicOp, AtomicWidth, Transport},
+    wire::{AtomicKind, FrameOp},
+};
+
+use super::{Context, Plain, Result, Sym};
+
+/// Integer types with atomic operations: `u32`, `u64`, `i32`, `i64`.
+pub trait AtomicInt: Plain + PartialOrd + sealed::Sealed {
+    /// Operand width.
+    const WIDTH: AtomicWidth;
+    /// The value's bits, zero-extended to 64.
+    fn to_bits(self) -> u64;
+    /// The value from the low bits.
+    fn from_bits(b: u64) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
+    impl Sealed for i32 {}
+    impl Sealed for i64 {}
+}
+
+macro_rules! atomic_int {
+    ($t:ty, $w:expr, $u:ty) => {
+        impl AtomicInt for $t {
+            const WIDTH: AtomicWidth = $w;
+            #[inline]
+            fn to_bits(self) -> u64 {
+                u64::from(self as $u)
+            }
+            #[inline]
+            fn from_bits(b: u64) -> Self {
+                b as $u as $t
+            }
+        }
+    };
+}
+atomic_int!(u32, AtomicWidth::W32, u32);
+atomic_int!(i32, AtomicWidth::W32, u32);
+atomic_int!(u64, AtomicWidth::W64, u64);
+atomic_int!(i64, AtomicWidth::W64, u64);
+
+impl Context {
+    pub(super) fn atomic<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        kind: AtomicKind,
+        operand: T,
+        compare: T,
+        pe: u32,
+    ) -> Result<T> {
+        let off = self.check(sym, at, 1)?;
+        let op = AtomicOp {
+            kind,
+            width: T::WIDTH,
+            operand: operand.to_bits(),
+            compare: compare.to_bits(),
+        };
+        let rop = if op.is_fetching() {
+            Op::FetchingAtomic
+        } else {
+            Op::Atomic
+        };
+        let v = self.routed_wait(
+            pe,
+            T::WIDTH.bytes() as u64,
+            rop,
+            FrameOp::Atomic,
+            "an atomic",
+            |d, r| d.atomic_start(pe, off, op, r.context),
+            |d, t| {
+                if op.is_fetching() {
+                    d.atomic_poll(t)
+                } else {
+                    // Complete by quiet, like a put.
+                    Ok(Some(0))
+                }
+            },
+        )?;
+        Ok(T::from_bits(v))
+    }
+
+    /// Atomically adds `value` to element `at` of `pe`'s copy of `sym` and
+    /// returns the old value.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    #[inline]
+    pub fn fetch_add<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        value: T,
+        pe: u32,
+    ) -> Result<T> {
+        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, pe)
+    }
+
+    /// Atomically stores `new` if the element equals `expected`; returns the
+    /// old value (equal to `expected` when it stored).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn compare_swap<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        expected: T,
+        new: T,
+        pe: u32,
+    ) -> Result<T> {
+        self.atomic(sym, at, AtomicKind::CompareSwap, new, expected, pe)
+    }
+
+    /// Atomically stores `value`, returning the old value.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn swap<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<T> {
+        self.atomic(sym, at, AtomicKind::Swap, value, value, pe)
+    }
+
+    /// Atomically reads the element.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn fetch<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, pe: u32) -> Result<T> {
+        let z = T::from_bits(0);
+        self.atomic(sym, at, AtomicKind::Fetch, z, z, pe)
+    }
+
+    /// Atomically adds `value` to element `at` of `pe`'s copy of `sym`
+    /// (OpenSHMEM's `shmem_add`). Today a [`fetch_add`](Context::fetch_add)
+    /// whose old value is dropped: it returns once applied.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn add<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<()> {
+        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, pe)
+            .map(|_| ())
+    }
+
+    /// Atomically stores `value` (complete at `pe` after [`Context::quiet`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn set<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<()> {
+        self.atomic(sym, at, AtomicKind::Set, value, value, pe)
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,291 @@
+//! Building a [`Context`] from its parts: the [`Setup`] (however it was
+//! learned), this PE's own shared-memory segment, every PE's [`PeerInfo`] and
+//! the TCP driver. Init from the environment (`init.rs`) and the tests both
+//! end here. Everything is allocated here, once: the topology row, the route
+//! selector, the trace ring, the per-peer tables.
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use switchyard_core::{
+    class::{InterSwitch, Locality, NO_SWITCH, PathClass, class_between},
+    route::{Policy, PolicyConfig, Selector, TransportRoles},
+    topology::{LinkState, Shape, Topology, TopologyBox},
+    transport::{Instant as CoreInstant, Transport},
+};
+use switchyard_shm::{Alias, HugePages, Segment, SegmentConfig, ShmError, ShmTransport};
+use switchyard_socket::SocketDriver;
+
+use super::{
+    Context, Error, N_TRANSPORTS, NEXT_OWNER, NOW_EVERY, Progress, RESERVED, Result, SHM, Stats,
+    VERBS, heap::SymAllocator, order, progress, tcp_rail, trace,
+};
+
+/// Where a peer is and how to reach it, from its bootstrap card.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    /// Node id (equal = same machine).
+    pub node: u64,
+    /// Switch id, or [`NO_SWITCH`].
+    pub switch: u32,
+    /// Its tree of switches, or [`NO_SWITCH`] (different known trees cannot
+    /// reach each other).
+    pub tree: u32,
+    /// Its shared-memory object.
+    pub shm: Option<PathBuf>,
+    /// Its TCP listening address per rail.
+    pub tcp: Vec<std::net::SocketAddr>,
+}
+
+/// Everything a context needs, however it was learned.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Job id.
+    pub job_id: u64,
+    /// This PE.
+    pub me: u32,
+    /// Job size.
+    pub n_pes: u32,
+    /// Usable heap bytes per PE (the context reserves [`RESERVED`] more).
+    pub heap_size: u64,
+    /// Huge pages policy.
+    pub huge_pages: HugePages,
+    /// NUMA node for the heap.
+    pub numa_node: Option<u32>,
+    /// Deadline of every wait on a peer.
+    pub op_timeout: Duration,
+    /// How waits use the CPU.
+    pub progress: Progress,
+    /// Route policy knobs (roles are filled in by the context).
+    pub policy: PolicyConfig,
+    /// How long connecting the TCP peers at init may take.
+    pub connect_timeout: Duration,
+    /// Whether PEs of one node use shared memory between them (off: they
+    /// use TCP like PEs of different nodes; `transports = tcp`).
+    pub shm_peers: bool,
+    /// Memory to make symmetric besides the heap (the executable's global
+    /// and static variables, for the C API): moved into the segment after
+    /// the heap, see [`switchyard_shm::Alias`].
+    pub symmetric_data: Option<Alias>,
+    /// Whether atomics to verbs peers may use the NIC's atomics
+    /// (`verbs_atomics`; decided against the device when verbs is attached).
+    pub verbs_atomics: crate::config::VerbsAtomics,
+    /// Whether ROUTED peers use verbs for long messages (`verbs_routed`).
+    pub verbs_routed: bool,
+    /// Records the route trace ring keeps, the newest ones (`trace_records`;
+    /// [`TRACE_RECORDS`](super::TRACE_RECORDS) by default): a power of two, at most
+    /// [`TraceRingBox::MAX_CAPACITY`](switchyard_core::trace::TraceRingBox::MAX_CAPACITY),
+    /// allocated at init.
+    pub trace_records: usize,
+}
+
+/// The executable's global and static variables, moved into the symmetric
+/// heap's object at init ([`Setup::symmetric_data`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymmetricData {
+    /// Their address range's start in this process (the same variables are
+    /// at the same offset from it on every PE).
+    pub addr: usize,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Its symmetric offset in the heap: the variable at `addr + k` is heap
+    /// offset `offset + k` on every PE.
+    pub offset: u64,
+}
+
+impl Context {
+    /// Creates this PE's own shared-memory object (the first half of init,
+    /// before the bootstrap exchange announces it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shm`] when the object cannot be created.
+    pub fn create_segment(setup: &Setup) -> Result<Segment> {
+        let mut cfg = SegmentConfig::new(
+            setup.job_id,
+            setup.me,
+            setup.n_pes,
+            setup.heap_size.saturating_add(RESERVED),
+        );
+        cfg.huge_pages = setup.huge_pages;
+        cfg.numa_node = setup.numa_node;
+        cfg.alias = setup.symmetric_data;
+        Ok(Segment::create(&cfg)?)
+    }
+
+    /// Builds a context from its own segment and every PE's [`PeerInfo`]
+    /// (index = PE), connecting every same-node peer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shm`] when a peer's object cannot be attached.
+    pub fn from_parts(
+        setup: Setup,
+        own: Segment,
+        peers: &[PeerInfo],
+        mut tcp: Option<SocketDriver>,
+    ) -> Result<Context> {
+        let (me, n) = (setup.me, setup.n_pes);
+        let mut warnings = own.warnings().to_vec();
+        let data = match (setup.symmetric_data, own.alias_offset()) {
+            (Some(a), Some(offset)) => Some(SymmetricData {
+                addr: a.addr(),
+                len: a.len() as u64,
+                offset,
+            }),
+            _ => None,
+        };
+        let mut shm = ShmTransport::new(own, setup.job_id, me, n)?;
+        let my = peers.get(me as usize).map(|p| (p.node, p.switch));
+        // Node ids are 64-bit hashes; the topology wants small ids.
+        let mut nodes: Vec<u64> = peers.iter().map(|p| p.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let locality = |p: &PeerInfo| Locality {
+            node: nodes.binary_search(&p.node).unwrap_or(0) as u32,
+            switch: p.switch,
+        };
+        let my_loc = peers.get(me as usize).map(locality).unwrap_or(Locality {
+            node: 0,
+            switch: NO_SWITCH,
+        });
+        let shape = Shape {
+            me,
+            n_pes: n,
+            n_transports: N_TRANSPORTS,
+            load_hints: false,
+        };
+        let store: &'static TopologyBox = Box::leak(Box::new(TopologyBox::new(shape, 4)));
+        let my_tree = peers.get(me as usize).map_or(NO_SWITCH, |p| p.tree);
+        let topo = Topology::new(store.mem(), shape, |pe| {
+            peers.get(pe as usize).map_or(PathClass::Unreachable, |p| {
+                let c = class_between(me, my_loc, pe, locality(p), InterSwitch::Routed);
+                // Leaves of different trees have no router between them.
+                if c == PathClass::Routed
+                    && my_tree != NO_SWITCH
+                    && p.tree != NO_SWITCH
+                    && p.tree != my_tree
+                {
+                    PathClass::Unreachable
+                } else {
+                    c
+                }
+            })
+        })
+        .map_err(|e| {
+            Error::Shm(ShmError::BadObject {
+                path: PathBuf::new(),
+                why: format!("topology layout: {e}"),
+            })
+        })?;
+        for (pe, p) in peers.iter().enumerate() {
+            let pe = pe as u32;
+            let same_node = Some(p.node) == my.map(|m| m.0);
+            if pe == me {
+                topo.set_health(SHM, pe, true);
+            } else if same_node
+                && setup.shm_peers
+                && let Some(path) = &p.shm
+            {
+                shm.set_address(pe, path)?;
+                shm.connect(pe)?;
+                topo.set_health(SHM, pe, true);
+            }
+        }
+        let (_, heap_len) = shm.local_heap();
+        let mut stream = [None; 4];
+        if let Some(t) = tcp.as_mut() {
+            // Every off-node peer on every rail both sides have; same-node
+            // pairs use shared memory.
+            let mut remote = Vec::new();
+            for (pe, p) in peers.iter().enumerate() {
+                let pe = pe as u32;
+                let same_node = Some(p.node) == my.map(|m| m.0) && setup.shm_peers;
+                if pe != me && !same_node && !p.tcp.is_empty() {
+                    t.set_peer(pe, &p.tcp, heap_len)?;
+                    remote.push(pe);
+                }
+            }
+            if !remote.is_empty() {
+                t.connect_all(
+                    remote.iter().copied(),
+                    CoreInstant::from_nanos(0),
+                    setup.connect_timeout,
+                )?;
+            }
+            for (r, slot) in stream.iter_mut().enumerate().take(t.rails()) {
+                *slot = Some(tcp_rail(r));
+                let rail = t.rail(r);
+                for &pe in &remote {
+                    if rail.state(pe) == LinkState::Up {
+                        topo.set_health(tcp_rail(r), pe, true);
+                    }
+                }
+            }
+            if remote.is_empty() {
+                // Every peer is on this node: no sockets to progress, so the
+                // waits keep their shared-memory fast path.
+                let _ = t.close();
+                stream = [None; 4];
+            }
+        }
+        if stream.iter().all(Option::is_none) {
+            tcp = None;
+        }
+        let mut policy = setup.policy;
+        policy.roles = TransportRoles {
+            shm: Some(SHM),
+            rdma: Some(VERBS),
+            stream,
+        };
+        let sel = Selector::new(&topo, Policy::new(policy)).map_err(|e| {
+            Error::Shm(ShmError::BadObject {
+                path: PathBuf::new(),
+                why: format!("selector: {e}"),
+            })
+        })?;
+        let (trace_ring, trace) = trace::new_ring(setup.trace_records)?;
+        if heap_len < RESERVED {
+            warnings.push("heap smaller than the reserved area".into());
+        }
+        Ok(Context {
+            me,
+            n_pes: n,
+            job_id: setup.job_id,
+            owner: NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            shm,
+            topo,
+            sel,
+            trace_ring,
+            trace,
+            heap_len,
+            // The allocator stops where the aliased global variables start.
+            alloc: SymAllocator::new(RESERVED, data.map_or(heap_len, |d| d.offset)),
+            data,
+            now_cache: CoreInstant::from_nanos(0),
+            now_age: NOW_EVERY - 1,
+            barrier_epoch: 0,
+            clock: Instant::now(),
+            op_timeout: setup.op_timeout,
+            progress: setup.progress,
+            stats: Stats::default(),
+            tcp: tcp.map(progress::Tcp::new),
+            verbs: None,
+            verbs_why: None,
+            verbs_atomics: setup.verbs_atomics,
+            verbs_routed: setup.verbs_routed,
+            cpu_atomics_rule: false,
+            verbs_atomics_why: "",
+            order: order::Order::default(),
+            next_flags: 0,
+            link_seen: vec![0; n as usize],
+            link_version: 0,
+            dead: vec![false; n as usize],
+            boot: None,
+            root: None,
+            warnings,
+        })
+    }
+}

@@ -1,0 +1,259 @@
+//! Peer and link state: the progress step of every driver, link events and
+//! the link-state records PEs send each other, dead peers, and giving the
+//! TCP driver back to the progress thread at the end of a call.
+
+use switchyard_core::{class::PathClass, topology::LinkState, transport::Transport};
+use switchyard_socket::Event;
+
+use super::{Context, MAX_TCP_RAILS, N_TRANSPORTS, NOW_EVERY, SHM, progress, tcp_rail, tid, verbs};
+
+impl Context {
+    /// One progress step of every driver; link-state changes flip health bits.
+    pub(super) fn poll_once(&mut self) {
+        // The drivers' timers (heartbeats, ack delays, reconnects) are in
+        // microseconds and up; reading the clock on every step of a wait cost
+        // as much as the rest of the step.
+        self.now_age = self.now_age.wrapping_add(1);
+        if self.now_age.is_multiple_of(NOW_EVERY) {
+            self.now_cache = self.now();
+        }
+        let now = self.now_cache;
+        if self.shm.progress(now) == switchyard_core::transport::PollResult::Busy {
+            for pe in 0..self.n_pes {
+                let st = self.shm.state(pe);
+                if st == LinkState::Error {
+                    self.topo.apply_link_state(SHM, pe, st);
+                    self.mark_dead(pe);
+                }
+            }
+        }
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
+            t.progress(now);
+            while let Some(ev) = self.tcp.as_mut().and_then(|t| t.get().poll_event()) {
+                self.on_event(ev);
+            }
+        }
+        if self.verbs.is_some() {
+            self.verbs_poll(now);
+        }
+    }
+
+    /// Applies one TCP driver event: a rail going down or up toward a peer
+    /// flips that rail's health bit at once (the next select takes another
+    /// rail or transport) and is told to the other PEs; a peer found dead is
+    /// made unreachable through a new topology version.
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Link { rail, peer, state } => {
+                let r = usize::from(rail);
+                if r >= MAX_TCP_RAILS {
+                    return;
+                }
+                self.stats.link_transitions += 1;
+                if state != LinkState::Up {
+                    self.stats.links_lost += 1;
+                }
+                self.topo.apply_link_state(tcp_rail(r), peer, state);
+                self.broadcast_link(peer, rail, state);
+                if state == LinkState::Up {
+                    self.verbs_tcp_up(peer);
+                }
+            }
+            Event::PeerDead { peer } => self.mark_dead(peer),
+            Event::LinkState { from, record } if verbs::Record::is_verbs(&record) => {
+                self.verbs_record(from, &record);
+            }
+            Event::LinkState { from, record } => self.apply_link_record(from, &record),
+            Event::Refused { .. } => {}
+        }
+    }
+
+    /// Tells every other TCP-connected PE that `subject`'s `rail` changed
+    /// state, as seen from here (a transition, never a periodic report).
+    fn broadcast_link(&mut self, subject: u32, rail: u8, state: LinkState) {
+        self.link_version += 1;
+        let rec = LinkRecord {
+            origin: self.me,
+            subject,
+            rail,
+            state,
+            version: self.link_version,
+        }
+        .encode();
+        let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) else {
+            return;
+        };
+        for pe in 0..self.n_pes {
+            if pe != self.me
+                && pe != subject
+                && !self.dead[pe as usize]
+                && t.peer_state(pe) == LinkState::Up
+                && t.send_link_state(pe, rec).is_ok()
+            {
+                self.stats.link_records_sent += 1;
+            }
+        }
+    }
+
+    /// Applies another PE's link-state record: newer versions only; a rail
+    /// reported down clears that rail's health bit toward the subject here
+    /// too, one reported up sets it again only where this PE's own connection
+    /// on that rail is up.
+    fn apply_link_record(&mut self, from: u32, record: &[u8; 32]) {
+        let Some(rec) = LinkRecord::decode(record) else {
+            return;
+        };
+        let (o, r) = (rec.origin as usize, usize::from(rec.rail));
+        if rec.origin != from
+            || o >= self.link_seen.len()
+            || rec.subject >= self.n_pes
+            || rec.subject == self.me
+            || r >= MAX_TCP_RAILS
+            || rec.version <= self.link_seen[o]
+        {
+            return;
+        }
+        self.link_seen[o] = rec.version;
+        let own_up = self
+            .tcp
+            .as_mut()
+            .map(progress::Tcp::get)
+            .is_some_and(|t| r < t.rails() && t.rail(r).state(rec.subject) == LinkState::Up);
+        match rec.state {
+            LinkState::Up if own_up => {
+                self.topo.set_health(tcp_rail(r), rec.subject, true);
+            }
+            LinkState::Up => {}
+            s => {
+                self.topo.apply_link_state(tcp_rail(r), rec.subject, s);
+            }
+        }
+        self.stats.link_records_applied += 1;
+    }
+
+    /// Marks `pe` dead: every transport's health bit toward it is cleared and
+    /// a new topology version makes it unreachable, so every later operation
+    /// to it fails at once naming it.
+    fn mark_dead(&mut self, pe: u32) {
+        let Some(d) = self.dead.get_mut(pe as usize) else {
+            return;
+        };
+        if *d || pe == self.me {
+            return;
+        }
+        *d = true;
+        self.stats.dead_peers += 1;
+        for t in 0..N_TRANSPORTS {
+            self.topo.apply_link_state(tid(t), pe, LinkState::Error);
+        }
+        // The versioned update: this thread is the only writer; leave the
+        // held version first so the writer may reuse its slot.
+        self.sel.unpin();
+        if let Some(mut w) = self.topo.writer()
+            && let Ok(mut u) = w.try_update()
+        {
+            u.set_class(pe, PathClass::Unreachable);
+            u.publish();
+        }
+    }
+
+    /// Gives the TCP driver back (the end of a call into the library), so the
+    /// progress thread may run while the application is outside.
+    #[inline]
+    pub(super) fn leave(&mut self) {
+        // Work requests batched during the call go out now: nothing waits
+        // on the application's next call.
+        if let Some(v) = self.verbs.as_mut() {
+            v.drv.post_batches();
+        }
+        if let Some(t) = self.tcp.as_mut() {
+            t.leave();
+        }
+    }
+
+    /// Whether `pe` is known dead by any driver.
+    pub(super) fn is_dead(&mut self, pe: u32) -> bool {
+        self.dead.get(pe as usize).copied().unwrap_or(false)
+            || self.shm.state(pe) == LinkState::Error
+            || self
+                .tcp
+                .as_mut()
+                .is_some_and(|t| t.get().peer_state(pe) == LinkState::Error)
+    }
+}
+
+/// A link-state transition as broadcast between PEs (32 bytes, little-endian):
+/// magic `"SYLS"`, origin PE `u32`, subject PE `u32`, rail `u8`, state `u8`
+/// (0 up, 1 down, 2 error), 2 reserved bytes, version `u64` (per origin,
+/// increasing), 8 reserved bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LinkRecord {
+    origin: u32,
+    subject: u32,
+    rail: u8,
+    state: LinkState,
+    version: u64,
+}
+
+impl LinkRecord {
+    const MAGIC: [u8; 4] = *b"SYLS";
+
+    fn encode(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..4].copy_from_slice(&Self::MAGIC);
+        b[4..8].copy_from_slice(&self.origin.to_le_bytes());
+        b[8..12].copy_from_slice(&self.subject.to_le_bytes());
+        b[12] = self.rail;
+        b[13] = match self.state {
+            LinkState::Up => 0,
+            LinkState::Down => 1,
+            LinkState::Error => 2,
+        };
+        b[16..24].copy_from_slice(&self.version.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; 32]) -> Option<LinkRecord> {
+        if b[..4] != Self::MAGIC {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&b[16..24]);
+        Some(LinkRecord {
+            origin: u32_at(4),
+            subject: u32_at(8),
+            rail: b[12],
+            state: match b[13] {
+                0 => LinkState::Up,
+                1 => LinkState::Down,
+                2 => LinkState::Error,
+                _ => return None,
+            },
+            version: u64::from_le_bytes(v),
+        })
+    }
+}
+
+#[cfg(test)]
+mod link_record_test {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_rejects() {
+        let r = LinkRecord {
+            origin: 3,
+            subject: 9,
+            rail: 1,
+            state: LinkState::Down,
+            version: 42,
+        };
+        assert_eq!(LinkRecord::decode(&r.encode()), Some(r));
+        let mut b = r.encode();
+        b[13] = 7;
+        assert_eq!(LinkRecord::decode(&b), None);
+        let mut b = r.encode();
+        b[0] = b'X';
+        assert_eq!(LinkRecord::decode(&b), None);
+    }
+}

@@ -1,0 +1,269 @@
+//! The routed data path of every operation: select a route (the core's
+//! [`Selector`](switchyard_core::route::Selector)), borrow the driver behind
+//! the chosen transport id, run the operation on it, and trace the decision.
+//! A full send window makes progress and retries; a dead link flips its
+//! health bit and selects again when the route allows a retry; every wait is
+//! bounded by the op timeout.
+
+use std::time::Instant;
+
+use switchyard_core::{
+    class::{PathClass, TransportId},
+    route::{Op, Route, SelectError, UnreachableReason},
+    topology::LinkState,
+    trace::TraceRecord,
+    transport::{ErrorKind, Ticket, TransportError},
+    wire::FrameOp,
+};
+
+use super::{
+    Context, Error, Result, SHM, VERBS,
+    drv::{Drv, DrvError},
+    order, progress, rail_of,
+    wait::Watch,
+};
+
+impl Context {
+    /// Selects a route for one operation. A failed selection is traced at
+    /// once; a successful one by [`Context::trace_route`] after the operation
+    /// was issued, so recording it is off the critical path of the store.
+    #[inline]
+    pub(super) fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Result<Route> {
+        let len32 = u32::try_from(len).unwrap_or(u32::MAX);
+        // Sticky pin: no fence per operation; `pause` unpins when idle.
+        match self.sel.pin_sticky().select(pe, len32, op) {
+            Ok(route) => Ok(route),
+            Err(e) => {
+                let rec = TraceRecord {
+                    seq: 0,
+                    src: self.me,
+                    dst: pe,
+                    len: len32,
+                    class: match e {
+                        SelectError::Unreachable { class, .. }
+                        | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
+                        SelectError::InvalidPe { .. } => PathClass::Unreachable.to_wire(),
+                    },
+                    transport: TraceRecord::NO_TRANSPORT,
+                    op: frame as u8,
+                    flags: TraceRecord::ERROR,
+                    timestamp: crate::sys::ticks(),
+                };
+                self.trace.record(&rec);
+                Err(Error::Route(e))
+            }
+        }
+    }
+
+    /// Handles a driver error: a dead peer flips its health bit (so the next
+    /// select falls back or fails at once) and may be retried elsewhere.
+    fn on_error(&mut self, t: TransportId, e: DrvError, route: &Route) -> Option<Error> {
+        if t == VERBS {
+            // The link failed: apply its events and replay what it handed
+            // back over TCP before this operation is retried there.
+            self.verbs_events();
+        }
+        if e.kind() == ErrorKind::PeerDown {
+            if let Some(pe) = e.peer() {
+                self.topo.apply_link_state(t, pe, LinkState::Error);
+                if self.dead.get(pe as usize).copied().unwrap_or(false) {
+                    return Some(Error::PeerDead {
+                        pe,
+                        what: "an operation on it",
+                    });
+                }
+            }
+            if route.retry_allowed {
+                self.stats.reroutes += 1;
+                return None;
+            }
+        }
+        Some(Error::from(e))
+    }
+
+    /// The driver behind transport id `t`, borrowed for one call.
+    #[inline]
+    fn drv(&mut self, t: TransportId) -> Option<Drv<'_>> {
+        if t == SHM {
+            return Some(Drv::Shm(&mut self.shm));
+        }
+        if t == VERBS {
+            return self.verbs.as_mut().map(|v| Drv::Verbs(&mut v.drv));
+        }
+        let r = rail_of(t)?;
+        let tcp = self.tcp.as_mut().map(progress::Tcp::get)?;
+        (r < tcp.rails()).then(|| Drv::Tcp(tcp.rail(r)))
+    }
+
+    /// Routes one operation and runs it on the chosen driver: `WouldBlock`
+    /// makes progress and retries (bounded by the op timeout), a dead peer or
+    /// link flips its health bit and re-selects when the route allows a
+    /// retry, anything else is returned.
+    #[inline]
+    pub(super) fn routed<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        mut run: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
+    ) -> Result<R> {
+        self.routed_with(pe, len, op, frame, &mut run)
+            .map(|(r, _)| r)
+    }
+
+    /// [`Context::routed`], also returning the route taken. Gives the TCP
+    /// driver back to the progress thread when done.
+    #[inline]
+    fn routed_with<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
+    ) -> Result<(R, Route)> {
+        let r = self.routed_with_in(pe, len, op, frame, run);
+        self.leave();
+        r
+    }
+
+    #[inline]
+    fn routed_with_in<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
+    ) -> Result<(R, Route)> {
+        // Set on the first WouldBlock: the wait for the window to open.
+        let mut blocked_since: Option<Instant> = None;
+        let mut spins = 0u32;
+        loop {
+            let route = match self.select(pe, len, op, frame) {
+                Ok(r) => r,
+                // Every link to `pe` is down, but the drivers have not given
+                // up on it: they reconnect and replay. Wait for a link (the
+                // wait ends with PeerDead at the give-up time, or the op
+                // timeout) instead of failing an operation a brief cut would
+                // only delay.
+                Err(Error::Route(SelectError::Unreachable {
+                    reason: UnreachableReason::NoHealthyTransport,
+                    ..
+                })) if self.tcp.is_some() && !self.is_dead(pe) => {
+                    let start = *blocked_since.get_or_insert_with(Instant::now);
+                    self.pause(&mut spins, start, "a link to come back", Watch::Peer(pe))?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if route.transport != VERBS && self.verbs_holds(pe) {
+                // The verbs link to `pe` failed with puts in doubt: nothing
+                // newer may overtake their replay (or their receipts).
+                let start = *blocked_since.get_or_insert_with(Instant::now);
+                self.pause(&mut spins, start, "verbs receipts", Watch::Peer(pe))?;
+                continue;
+            }
+            let k = if self.order.enabled {
+                order::kind(route.transport)
+            } else {
+                0
+            };
+            if k != 0 {
+                self.order_before(pe, k, op)?;
+            }
+            let Some(mut d) = self.drv(route.transport) else {
+                return Err(Error::TransportUnavailable {
+                    transport: route.transport,
+                    pe,
+                });
+            };
+            match run(&mut d, &route) {
+                Ok(r) => {
+                    if k != 0 && matches!(op, Op::Put | Op::Atomic) {
+                        // A write that may be pending until quiet.
+                        let code = self.order.get(pe) | k;
+                        self.order.set(pe, code);
+                    }
+                    // Counted once issued (not per attempt: a send window
+                    // that pushes back makes the loop select again).
+                    self.stats.ops[route.transport.index()] += 1;
+                    self.trace_route(pe, len, frame, &route, false);
+                    return Ok((r, route));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    // Flow control: the target pushes back. Progress, and
+                    // give up only at the op timeout or when it dies.
+                    let start = *blocked_since.get_or_insert_with(Instant::now);
+                    self.pause(&mut spins, start, "a send window to open", Watch::Peer(pe))?;
+                }
+                Err(e) => {
+                    self.trace_route(pe, len, frame, &route, true);
+                    if let Some(err) = self.on_error(route.transport, e, &route) {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A blocking routed operation: `start` issues it, `poll` completes it
+    /// (at once on shared memory; after the reply on TCP). A transport that
+    /// fails meanwhile flips its health bit and, when the route allows, the
+    /// operation is issued again elsewhere.
+    // The operation's description (pe, len, op, frame, what) and its two
+    // halves; a struct for five plain values would only rename them.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn routed_wait<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        what: &'static str,
+        start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
+        poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
+    ) -> Result<R> {
+        let r = self.routed_wait_in(pe, len, op, frame, what, start, poll);
+        self.leave();
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn routed_wait_in<R>(
+        &mut self,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        what: &'static str,
+        mut start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
+        mut poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
+    ) -> Result<R> {
+        loop {
+            let (ticket, route) = self.routed_with_in(pe, len, op, frame, &mut start)?;
+            let t0 = Instant::now();
+            let mut spins = 0u32;
+            loop {
+                let Some(mut d) = self.drv(route.transport) else {
+                    return Err(Error::TransportUnavailable {
+                        transport: route.transport,
+                        pe,
+                    });
+                };
+                match poll(&mut d, &ticket) {
+                    Ok(Some(r)) => return Ok(r),
+                    Ok(None) => self.pause(&mut spins, t0, what, Watch::Peer(pe))?,
+                    Err(e) => {
+                        self.trace_route(pe, len, frame, &route, true);
+                        match self.on_error(route.transport, e, &route) {
+                            Some(err) => return Err(err),
+                            None => break,
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

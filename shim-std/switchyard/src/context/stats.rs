@@ -1,0 +1,66 @@
+//! The counters of a context.
+
+use super::Context;
+
+/// Counters of one context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Whether a progress thread runs for the TCP driver.
+    pub progress_thread: bool,
+    /// Bursts of progress steps that thread ran while the application was
+    /// outside the library.
+    pub progress_bursts: u64,
+    /// Operations issued per transport id (once each, whatever the attempts
+    /// a full send window or a failover took).
+    pub ops: [u64; 8],
+    /// Operations re-routed after a transport failed.
+    pub reroutes: u64,
+    /// Barriers completed.
+    pub barriers: u64,
+    /// Link-state transitions this PE's drivers reported.
+    pub link_transitions: u64,
+    /// Of those, links that went down or failed.
+    pub links_lost: u64,
+    /// Link-state records sent to other PEs.
+    pub link_records_sent: u64,
+    /// Link-state records from other PEs applied here.
+    pub link_records_applied: u64,
+    /// Peers found dead.
+    pub dead_peers: u64,
+    /// Route fallbacks counted per path class (`PathClass::index`), for the
+    /// classes whose downgrade rule is `AllowAndCount` (NEAR to TCP while
+    /// verbs is unavailable, for one).
+    pub downgrades: [u64; 5],
+    /// Verbs links that failed (each clears the verbs health bit; the
+    /// peer's traffic goes over TCP until the link is rebuilt).
+    pub verbs_failovers: u64,
+    /// Operations the verbs driver handed back after a failure and this
+    /// context replayed over TCP.
+    pub verbs_replays: u64,
+    /// Atomics that would have gone over verbs (a NEAR peer, or a ROUTED one
+    /// at `short_threshold` and up, whose verbs link was up) but went over
+    /// TCP, run by the target's CPU, because the NIC's atomics are not
+    /// atomic with respect to the CPU's (`verbs_atomics`). Not failures, not
+    /// downgrades; traced with [`TraceRecord::CPU_ATOMIC`](switchyard_core::trace::TraceRecord::CPU_ATOMIC).
+    pub cpu_atomics: u64,
+    /// Operations (and fences) that first waited for this PE's earlier
+    /// operations to the same peer over another transport to complete (a
+    /// peer's traffic split over verbs and TCP; see the ordering rules in
+    /// [`verbs`](super::verbs)). Traced with [`TraceRecord::ORDERED`](switchyard_core::trace::TraceRecord::ORDERED).
+    pub ordering_waits: u64,
+}
+
+impl Context {
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats;
+        s.progress_thread = self.tcp.as_ref().is_some_and(|t| t.has_thread());
+        s.progress_bursts = self.tcp.as_ref().map_or(0, |t| t.thread_bursts());
+        s.downgrades = self.sel.downgrades();
+        if let Some(v) = &self.verbs {
+            s.verbs_failovers = v.failovers;
+            s.verbs_replays = v.replays;
+        }
+        s
+    }
+}

@@ -1,0 +1,191 @@
+//! Attaching a verbs driver to a context at init: the peers' cards, the QP
+//! numbers sent to each peer, and the first connect (bounded by the
+//! bootstrap timeout).
+
+use std::time::Duration;
+
+use switchyard_core::class::PathClass;
+use switchyard_verbs::{VerbsDriver, card::MAX_QPS};
+
+use super::{MIN_BACKOFF_NS, PeerV, Record, Verbs, nic_atomics, parse_pe_card};
+use crate::context::{Context, progress};
+
+impl Context {
+    /// Takes over a verbs driver created over this context's heap: decodes
+    /// the peers' bootstrap `verbs` fields (index = PE; a bad one leaves
+    /// that peer on TCP with a warning), chooses the NEAR peers with a card,
+    /// and sends each our QP numbers. `seed` is the PSN seed the driver was
+    /// created with (the job id). Without TCP the driver is dropped (verbs
+    /// needs the TCP control records) and the reason kept for
+    /// [`Context::verbs_status`].
+    pub(in crate::context) fn attach_verbs(
+        &mut self,
+        drv: VerbsDriver,
+        seed: u64,
+        cards: &[Option<Vec<u8>>],
+    ) {
+        if self.tcp.is_none() {
+            self.verbs_why = Some(
+                "verbs needs TCP between the PEs (pair addresses and rebuilds travel over it): NEAR uses TCP"
+                    .into(),
+            );
+            return;
+        }
+        let mut peers = vec![PeerV::default(); self.n_pes as usize];
+        for (pe, p) in peers.iter_mut().enumerate() {
+            let pe = pe as u32;
+            let Some(Some(bytes)) = cards.get(pe as usize) else {
+                continue;
+            };
+            if pe == self.me {
+                continue;
+            }
+            match parse_pe_card(bytes) {
+                Ok(c) => p.card = Some(c),
+                Err(e) => {
+                    self.warnings.push(format!(
+                        "PE {pe}'s verbs card is refused ({e}): it stays on TCP"
+                    ));
+                    continue;
+                }
+            }
+            p.wanted = match self.class(pe) {
+                Some(PathClass::Near) => true,
+                Some(PathClass::Routed) => self.verbs_routed,
+                _ => false,
+            };
+            p.backoff = MIN_BACKOFF_NS;
+        }
+        // The atomicity domain: NIC atomics only where they are atomic with
+        // the CPU's (or the configuration forces them); else the policy's
+        // atomic band leaves RDMA out and atomics go to the target's CPU.
+        let (mut nic, mut why) = nic_atomics(self.verbs_atomics, drv.params().atomic_cap);
+        if nic
+            && peers
+                .iter()
+                .any(|p| p.wanted && p.card.is_some_and(|c| !c.atomics))
+        {
+            // The driver refuses atomics toward such a peer (`NoAtomics`).
+            (nic, why) = (
+                false,
+                "a peer's device does no RDMA atomics: atomics go over TCP (the target's CPU)",
+            );
+        }
+        let mut policy = *self.sel.policy().config();
+        policy.rdma_atomics = nic;
+        if self
+            .sel
+            .set_policy(switchyard_core::route::Policy::new(policy))
+            .is_ok()
+        {
+            self.cpu_atomics_rule = !nic;
+        }
+        self.verbs_atomics_why = why;
+        self.verbs = Some(Verbs {
+            drv,
+            seed,
+            peers,
+            fatal: false,
+            lost: None,
+            drain_due: false,
+            rebuild_due: false,
+            raise_due: false,
+            holding: 0,
+            failovers: 0,
+            replays: 0,
+            bad_records: 0,
+            #[cfg(test)]
+            drop_applied: 0,
+        });
+        self.verbs_why = None;
+        // A peer's operations may now be split over verbs and TCP.
+        self.order.enable(self.n_pes);
+        // The progress thread keeps the receive side going (receipts,
+        // receives re-posted) while the application is outside.
+        if let (Some(t), Some(r)) = (
+            self.tcp.as_ref(),
+            self.verbs.as_ref().and_then(|v| v.drv.recv_side()),
+        ) {
+            t.set_verbs_recv(r);
+        }
+        self.verbs_send_qpns();
+        self.leave();
+    }
+
+    /// Sends our QP numbers to every wanted peer that has not had them.
+    pub(super) fn verbs_send_qpns(&mut self) {
+        let (Some(v), Some(t)) = (self.verbs.as_mut(), self.tcp.as_mut()) else {
+            return;
+        };
+        let t = t.get();
+        for pe in 0..v.peers.len() as u32 {
+            let p = &v.peers[pe as usize];
+            if !p.wanted || p.qpns_sent {
+                continue;
+            }
+            let Ok(card) = v.drv.card_for(pe) else {
+                continue;
+            };
+            let mut qpns = [0u32; MAX_QPS];
+            for (q, a) in qpns.iter_mut().zip(card.qps()) {
+                *q = a.qpn;
+            }
+            let rec = Record::Qpns {
+                n: card.n_qps,
+                qpns,
+            };
+            if t.send_link_state(pe, rec.encode()).is_ok() {
+                v.peers[pe as usize].qpns_sent = true;
+            }
+        }
+    }
+
+    /// Sends one control record to `pe` (best effort: a lost one is sent
+    /// again when TCP to `pe` comes back up).
+    pub(super) fn verbs_send(&mut self, pe: u32, rec: Record) {
+        #[cfg(test)]
+        if let (Some(v), Record::Applied { .. }) = (self.verbs.as_mut(), rec)
+            && v.drop_applied > 0
+        {
+            v.drop_applied -= 1;
+            return;
+        }
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
+            let _ = t.send_link_state(pe, rec.encode());
+        }
+    }
+
+    /// Waits (progressing, at most `timeout`) until every wanted peer's
+    /// link is Up at both ends, then sets their health bits (at init
+    /// nothing sent over TCP can be overtaken). Returns the peers up.
+    pub(in crate::context) fn verbs_connect(&mut self, timeout: Duration) -> u32 {
+        let start = std::time::Instant::now();
+        loop {
+            self.poll_once();
+            let done = self.verbs.as_ref().is_none_or(|v| {
+                v.fatal
+                    || v.peers
+                        .iter()
+                        .all(|p| !p.wanted || (p.local_up && p.peer_rts == Some(p.generation)))
+            });
+            if done || start.elapsed() > timeout {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.verbs_raise();
+        let up = self.verbs.as_ref().map_or(0, Verbs::peers_up);
+        if let Some(v) = &self.verbs {
+            let missing: Vec<u32> = (0..v.peers.len() as u32)
+                .filter(|&pe| v.peers[pe as usize].wanted && !v.peers[pe as usize].bit)
+                .collect();
+            if !missing.is_empty() {
+                self.warnings.push(format!(
+                    "verbs links to PEs {missing:?} did not come up within {timeout:?}: they use TCP until they do"
+                ));
+            }
+        }
+        self.leave();
+        up
+    }
+}

@@ -1,0 +1,532 @@
+//! The verbs links at run time: the progress step and the driver's events,
+//! a link that fails (its health bit, the peer told), the receipts
+//! handshake, the replay over TCP, the rebuild, and the health bit set
+//! again after a full quiet.
+
+use std::time::Duration;
+
+use switchyard_core::{
+    route::ContextId,
+    topology::LinkState,
+    transport::{ErrorKind, Instant as CoreInstant, Transport, TransportError},
+};
+use switchyard_socket::SocketDriver;
+use switchyard_verbs::{Event, Receipts, Replay, VerbsError, card::MAX_QPS};
+
+use super::{ASK_AGAIN_NS, BACKOFF_RESET_NS, MAX_BACKOFF_NS, MIN_BACKOFF_NS, Record, pair_card};
+use crate::context::{Context, Error, Result, VERBS, progress};
+
+/// Replays one operation over TCP rail 0, making progress while the TCP
+/// window is full, for at most `patience`. Returns whether TCP took it.
+fn replay_one(
+    tcp: &mut SocketDriver,
+    r: Replay<'_>,
+    me: u32,
+    clock: std::time::Instant,
+    patience: Duration,
+) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        let mut rail = tcp.rail(0);
+        let res = match r {
+            Replay::Put {
+                peer,
+                seq,
+                offset,
+                bytes,
+            } => rail.put(peer, offset, bytes, ContextId { pe: me, seq }),
+            Replay::PutFromHeap {
+                peer,
+                seq,
+                offset,
+                local_offset,
+                len,
+            } => rail.put_from_heap(peer, offset, local_offset, len, ContextId { pe: me, seq }),
+            Replay::GetIntoHeap {
+                peer,
+                seq,
+                offset,
+                local_offset,
+                len,
+            } => rail.get_into_heap(peer, offset, local_offset, len, ContextId { pe: me, seq }),
+            Replay::Atomic {
+                peer,
+                seq,
+                offset,
+                op,
+            } => rail
+                .atomic_start(peer, offset, op, ContextId { pe: me, seq })
+                .map(|_| ()),
+        };
+        match res {
+            Ok(()) => return true,
+            Err(e) if e.kind() == ErrorKind::WouldBlock && start.elapsed() < patience => {
+                let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
+                tcp.progress(now);
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+impl Context {
+    /// Sets the health bit of every peer whose link is Up at both ends (at
+    /// the end of a successful quiet: nothing sent over TCP before can be
+    /// overtaken by what goes over verbs from now on).
+    pub(in crate::context) fn verbs_raise(&mut self) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        if v.fatal || !v.raise_due {
+            return;
+        }
+        v.raise_due = false;
+        for (pe, p) in v.peers.iter_mut().enumerate() {
+            if p.wanted && !p.bit && p.local_up && p.peer_rts == Some(p.generation) {
+                self.topo.set_health(VERBS, pe as u32, true);
+                p.bit = true;
+            }
+        }
+    }
+
+    /// One verbs step of `poll_once`: progress the driver, apply its
+    /// events, drain replays, start rebuilds that are due.
+    pub(in crate::context) fn verbs_poll(&mut self, now: CoreInstant) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        v.drv.progress(now);
+        self.verbs_events();
+        if self.verbs.as_ref().is_some_and(|v| v.holding > 0) {
+            self.verbs_hold_deadlines(now.nanos);
+        }
+        let Some(v) = self.verbs.as_mut() else { return };
+        if v.fatal || !v.rebuild_due {
+            return;
+        }
+        let now_ns = now.nanos;
+        v.rebuild_due = false;
+        for pe in 0..v.peers.len() as u32 {
+            let p = &mut v.peers[pe as usize];
+            let Some(g) = p.rebuild_to else { continue };
+            if now_ns < p.rebuild_at {
+                v.rebuild_due = true;
+                continue;
+            }
+            match v.drv.rebuild(pe, g) {
+                // Rebuilt (reported as an event) or nothing left to do
+                // (already at that generation, or the link is working).
+                Ok(()) => p.rebuild_to = None,
+                Err(VerbsError::PeerDown { .. }) => {
+                    // Replays still waiting: drained on the next step.
+                    v.drain_due = true;
+                    v.rebuild_due = true;
+                }
+                Err(VerbsError::Plan { .. }) => p.rebuild_to = None,
+                Err(_) => {
+                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF_NS);
+                    p.rebuild_at = now_ns + p.backoff;
+                    v.rebuild_due = true;
+                }
+            }
+        }
+        self.verbs_events();
+    }
+
+    /// Gives up on the receipts of every held peer that is dead or did not
+    /// answer within the op timeout: its in-doubt puts are reported lost
+    /// by the next `quiet` ([`Error::ReplayLost`]),
+    /// never replayed blindly nor dropped silently.
+    fn verbs_hold_deadlines(&mut self, now: u64) {
+        let n = self.verbs.as_ref().map_or(0, |v| v.peers.len() as u32);
+        for pe in 0..n {
+            let Some(v) = self.verbs.as_ref() else { return };
+            let p = &v.peers[pe as usize];
+            if !p.hold {
+                continue;
+            }
+            let (expired, ask) = (now > p.hold_until, now >= p.ask_at);
+            let generation = p.rebuild_to.unwrap_or(p.generation + 1);
+            if !expired && !self.is_dead(pe) {
+                if ask {
+                    // No (complete) answer yet: ask again.
+                    let Some(v) = self.verbs.as_mut() else { return };
+                    let p = &mut v.peers[pe as usize];
+                    p.ask_every = (p.ask_every * 2).min(MAX_BACKOFF_NS);
+                    p.ask_at = now + p.ask_every;
+                    self.verbs_send(pe, Record::Failed { generation });
+                }
+                continue;
+            }
+            self.verbs_abandon(pe, if expired { "timed out" } else { "it died" });
+        }
+        self.verbs_events();
+    }
+
+    /// Gives up on `pe`'s receipts (`why` for the warning): its in-doubt
+    /// puts are reported lost by the next `quiet`, and operations to it no
+    /// longer wait.
+    fn verbs_abandon(&mut self, pe: u32, why: &str) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        let Some(p) = v.peers.get_mut(pe as usize) else {
+            return;
+        };
+        if !p.hold {
+            return;
+        }
+        p.hold = false;
+        v.holding -= 1;
+        let lost = v.drv.abandon_receipts(pe);
+        v.drain_due = true;
+        if lost > 0 {
+            let (p0, c) = v.lost.unwrap_or((pe, 0));
+            v.lost = Some((p0, c + lost));
+        }
+        self.warnings.push(format!(
+            "PE {pe} sent no verbs receipts ({why}): {lost} puts in doubt reported lost"
+        ));
+    }
+
+    /// Whether operations to `pe` must wait: its verbs link failed with
+    /// puts in doubt, whose receipts have not come (they are replayed, or
+    /// known landed, before anything newer goes to `pe`).
+    #[inline]
+    pub(in crate::context) fn verbs_holds(&self, pe: u32) -> bool {
+        self.verbs
+            .as_ref()
+            .is_some_and(|v| v.holding > 0 && v.peers.get(pe as usize).is_some_and(|p| p.hold))
+    }
+
+    /// Sends `to` our receipts of its puts (one [`Record::Applied`] per
+    /// data QP), for the failure that rebuilds to `generation`.
+    fn verbs_send_receipts(&mut self, to: u32, generation: u32, applied: &Receipts) {
+        let of = applied.n;
+        for (i, &seq) in applied.as_slice().iter().enumerate() {
+            self.verbs_send(
+                to,
+                Record::Applied {
+                    generation,
+                    qp: i as u8 + 1,
+                    of,
+                    seq,
+                },
+            );
+        }
+    }
+
+    /// Applies every queued driver event, then drains replays when a link
+    /// failed. Also what an operation that met a verbs error runs before it
+    /// is retried elsewhere.
+    pub(in crate::context) fn verbs_events(&mut self) {
+        while let Some(ev) = self.verbs.as_mut().and_then(|v| v.drv.poll_event()) {
+            self.verbs_event(ev);
+        }
+        if self.verbs.as_ref().is_some_and(|v| v.drain_due) {
+            self.verbs_drain();
+        }
+    }
+
+    fn verbs_event(&mut self, ev: Event) {
+        let now = self.now().nanos;
+        let Some(v) = self.verbs.as_mut() else { return };
+        match ev {
+            Event::Link { peer, state } => {
+                let Some(p) = v.peers.get_mut(peer as usize) else {
+                    return;
+                };
+                self.stats.link_transitions += 1;
+                if state == LinkState::Up {
+                    p.local_up = true;
+                    v.raise_due = true;
+                    return;
+                }
+                p.local_up = false;
+                p.bit = false;
+                v.drain_due = true;
+                v.failovers += 1;
+                if !p.hold && v.drv.awaits_receipts(peer) {
+                    // Puts in doubt: ask the peer which landed (the
+                    // Failed record below) and hold everything newer.
+                    p.hold = true;
+                    p.hold_until = now + self.op_timeout.as_nanos() as u64;
+                    p.ask_every = ASK_AGAIN_NS;
+                    p.ask_at = now + ASK_AGAIN_NS;
+                    p.applied = [None; MAX_QPS];
+                    v.holding += 1;
+                }
+                self.stats.links_lost += 1;
+                if now.saturating_sub(p.last_fail) > BACKOFF_RESET_NS {
+                    p.backoff = MIN_BACKOFF_NS;
+                } else {
+                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF_NS);
+                }
+                p.last_fail = now;
+                // At once: the next select takes TCP.
+                self.topo.apply_link_state(VERBS, peer, LinkState::Error);
+            }
+            Event::RebuildNeeded { peer, generation } => {
+                let Some(p) = v.peers.get_mut(peer as usize) else {
+                    return;
+                };
+                p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
+                p.rebuild_at = now + p.backoff;
+                v.drain_due = true;
+                v.rebuild_due = true;
+                // The peer's QPs were not reset by our failure: tell it.
+                self.verbs_send(peer, Record::Failed { generation });
+            }
+            Event::Rebuilt { peer, generation } => {
+                let Some(p) = v.peers.get_mut(peer as usize) else {
+                    return;
+                };
+                p.generation = generation;
+                let peer_ready = p.peer_rts == Some(generation);
+                if peer_ready {
+                    let _ = v.drv.peer_rebuilt(peer, generation);
+                }
+                self.verbs_send(peer, Record::Rts { generation });
+            }
+            Event::DeviceFatal => {
+                v.fatal = true;
+                v.drain_due = true;
+                for pe in 0..v.peers.len() as u32 {
+                    v.peers[pe as usize].bit = false;
+                    self.topo.apply_link_state(VERBS, pe, LinkState::Error);
+                }
+                self.warnings
+                    .push("the RDMA device failed: this PE uses TCP from now on".into());
+            }
+            Event::Receipts {
+                peer,
+                generation,
+                applied,
+            } => self.verbs_send_receipts(peer, generation, &applied),
+            Event::ReceiptsWithheld {
+                peer,
+                generation,
+                reason,
+            } => {
+                if let Some(p) = v.peers.get_mut(peer as usize) {
+                    p.withheld = Some(generation);
+                }
+                self.warnings.push(format!(
+                    "verbs receipts of PE {peer}'s puts withheld for generation {generation} ({reason}): PE {peer} is told and reports its puts in doubt lost"
+                ));
+                self.verbs_send(peer, Record::Withheld { generation });
+            }
+            Event::PortDown { .. } | Event::PortActive { .. } => {}
+        }
+    }
+
+    /// Sends every operation the driver offers for replay over TCP, each
+    /// once, in the order given (before any later operation to that peer).
+    fn verbs_drain(&mut self) {
+        let (me, clock, patience) = (self.me, self.clock, self.op_timeout);
+        let Some(v) = self.verbs.as_mut() else { return };
+        v.drain_due = false;
+        let mut tcp = self.tcp.as_mut().map(progress::Tcp::get);
+        let (mut n, mut lost, mut first) = (0u64, 0u64, None);
+        v.drv.drain_replays(|r| {
+            n += 1;
+            let peer = match r {
+                Replay::Put { peer, .. }
+                | Replay::PutFromHeap { peer, .. }
+                | Replay::GetIntoHeap { peer, .. }
+                | Replay::Atomic { peer, .. } => peer,
+            };
+            let ok = tcp
+                .as_deref_mut()
+                .is_some_and(|t| replay_one(t, r, me, clock, patience));
+            if !ok {
+                lost += 1;
+                first.get_or_insert(peer);
+            }
+        });
+        if n > lost
+            && let Some(t) = tcp
+        {
+            // The replays went over rail 0; a later operation may take
+            // another rail, and TCP orders its rails only at a fence. The
+            // replays stand for operations issued before anything that
+            // follows, so they are fenced off from it (a fence that
+            // follows them in the application's order needs it).
+            let _ = t.fence();
+        }
+        v.replays += n;
+        if let Some(pe) = first {
+            let (p0, c) = v.lost.unwrap_or((pe, 0));
+            v.lost = Some((p0, c + lost));
+        }
+    }
+
+    /// Applies a verbs control record from `from` (a TCP link-state record
+    /// with the verbs magic). Bad records are counted and ignored.
+    pub(in crate::context) fn verbs_record(&mut self, from: u32, bytes: &[u8; 32]) {
+        let (seed, me) = (self.verbs.as_ref().map_or(0, |v| v.seed), self.me);
+        let Some(v) = self.verbs.as_mut() else { return };
+        let rec = match Record::decode(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                v.bad_records += 1;
+                if v.bad_records == 1 {
+                    self.warnings
+                        .push(format!("PE {from} sent a bad verbs record: {e}"));
+                }
+                return;
+            }
+        };
+        let Some(p) = v.peers.get_mut(from as usize) else {
+            v.bad_records += 1;
+            return;
+        };
+        if !p.wanted {
+            return;
+        }
+        match rec {
+            Record::Qpns { n, qpns } => {
+                if p.connected {
+                    return;
+                }
+                let Some(pe_card) = p.card else { return };
+                let card = pair_card(&pe_card, &qpns[..usize::from(n)], seed, from, me);
+                let r = v
+                    .drv
+                    .set_peer_card(from, card)
+                    .and_then(|()| v.drv.connect(from));
+                match r {
+                    Ok(()) => {
+                        p.connected = true;
+                        p.generation = 0;
+                        self.verbs_send(from, Record::Rts { generation: 0 });
+                    }
+                    Err(e) => {
+                        p.wanted = false;
+                        self.warnings.push(format!(
+                            "verbs to PE {from} not connected ({e}): it stays on TCP"
+                        ));
+                    }
+                }
+            }
+            Record::Rts { generation } => {
+                p.peer_rts = Some(generation);
+                v.raise_due = true;
+                if generation > 0 && generation == p.generation {
+                    let _ = v.drv.peer_rebuilt(from, generation);
+                }
+                self.verbs_events();
+            }
+            Record::Failed { generation } => {
+                // Only a generation beyond ours: an announcement of the
+                // failure we already rebuilt from is old news.
+                if generation > p.generation {
+                    let _ = v.drv.peer_failed(from);
+                    p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
+                    v.rebuild_due = true;
+                }
+                // The peer asks which of its puts landed: answer now when
+                // the receipts are collected (also for a failure we already
+                // rebuilt from: the question may come late), else when the
+                // driver reports them.
+                if let Some((g, r)) = v.drv.receipts(from) {
+                    self.verbs_send_receipts(from, g, &r);
+                } else if p.withheld == Some(generation) {
+                    self.verbs_send(from, Record::Withheld { generation });
+                }
+                self.verbs_events();
+            }
+            Record::Withheld { generation } => {
+                // Only for the failure this PE holds for (a late answer to
+                // an older one changes nothing).
+                if p.hold && p.rebuild_to.unwrap_or(p.generation + 1) == generation {
+                    self.verbs_abandon(from, "it cannot tell which landed");
+                }
+            }
+            Record::Applied {
+                generation,
+                qp,
+                of,
+                seq,
+            } => {
+                if !p.hold {
+                    return; // nothing waits for it (a repeat, or late)
+                }
+                if p.applied_gen != generation {
+                    p.applied = [None; MAX_QPS];
+                    p.applied_gen = generation;
+                }
+                p.applied[usize::from(qp - 1)] = Some(seq);
+                let of = usize::from(of);
+                if p.applied[..of].iter().any(Option::is_none) {
+                    return;
+                }
+                let mut got = [0u64; MAX_QPS];
+                for (g, a) in got.iter_mut().zip(&p.applied[..of]) {
+                    *g = a.unwrap_or(0);
+                }
+                match v.drv.settle_receipts(from, generation, &got[..of]) {
+                    Ok(_) => {
+                        p.hold = false;
+                        v.holding -= 1;
+                        v.drain_due = true;
+                    }
+                    Err(e) => {
+                        // Keep holding: the deadline reports the puts lost.
+                        p.applied = [None; MAX_QPS];
+                        v.bad_records += 1;
+                        self.warnings.push(format!(
+                            "PE {from} sent verbs receipts that do not fit: {e}"
+                        ));
+                    }
+                }
+                self.verbs_events();
+            }
+        }
+    }
+
+    /// TCP to `pe` came back up: send the verbs records it may have missed.
+    pub(in crate::context) fn verbs_tcp_up(&mut self, pe: u32) {
+        let Some(v) = self.verbs.as_mut() else { return };
+        let Some(p) = v.peers.get_mut(pe as usize) else {
+            return;
+        };
+        if !p.wanted {
+            return;
+        }
+        let (connected, g, up, rebuild) = (p.connected, p.generation, p.local_up, p.rebuild_to);
+        if !p.qpns_sent {
+            self.verbs_send_qpns();
+        }
+        if let Some(g) = rebuild {
+            self.verbs_send(pe, Record::Failed { generation: g });
+        } else if connected && (up || g > 0) {
+            self.verbs_send(pe, Record::Rts { generation: g });
+        }
+    }
+
+    /// Whether verbs still has work outstanding (`Ok(true)`: all complete),
+    /// for `quiet`. A failed link reports not done until its replays were
+    /// drained over TCP (the next progress step does it).
+    pub(in crate::context) fn verbs_quiet_poll(&mut self) -> Result<bool> {
+        let Some(v) = self.verbs.as_mut() else {
+            return Ok(true);
+        };
+        if let Some((pe, ops)) = v.lost.take() {
+            return Err(Error::ReplayLost { pe, ops });
+        }
+        if v.fatal && v.holding > 0 {
+            // Puts in doubt wait for their receipts (or the deadline),
+            // then are replayed over TCP: not complete yet.
+            return Ok(false);
+        }
+        // The driver reports operations it lost (no room to replay them)
+        // or whose outcome is unknown before anything else, also after the
+        // device died: each surfaces once, here. `PeerDown` only means
+        // replays wait to be drained (the next step does it).
+        match v.drv.quiet_poll() {
+            Ok(done) => Ok(done && !v.drain_due),
+            Err(VerbsError::ReplayLost { peer, ops }) => Err(Error::ReplayLost { pe: peer, ops }),
+            Err(VerbsError::DeviceFatal) if v.fatal && !v.drain_due => Ok(true),
+            Err(VerbsError::PeerDown { .. } | VerbsError::DeviceFatal) => {
+                v.drain_due = true;
+                Ok(false)
+            }
+            Err(e) => Err(Error::Verbs(e)),
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The verbs control records two PEs exchange over TCP (QP numbers, RTS,
+//! failure, receipts), in the TCP driver's 32-byte link-state records:
+//! encoded and decoded, every bad byte a typed error.
+
+use switchyard_verbs::card::{MAX_24, MAX_QPS};
+
+/// A verbs control record between two PEs, carried in the TCP driver's
+/// 32-byte link-state records. Layout: `"SYV"`, kind `u8`, then
+///
+/// * kind 1, QPNs: count `u8` (2 to 9: control + data), then each QPN in 3
+///   bytes little-endian (non-zero);
+/// * kind 2, RTS: generation `u32` LE, the sender's QPs toward the reader are
+///   at RTS for it (0: the first connect);
+/// * kind 3, failed: generation `u32` LE, the sender's link to the reader
+///   failed and it rebuilds to that generation;
+/// * kind 4, applied: generation `u32` LE (the failure's, as in kind 3),
+///   data QP `u8` (1 to `of`), `of` `u8` (the sender's data QPs, 1 to 8),
+///   receipt `u64` LE: the highest receipt of the reader's puts the sender
+///   saw on that data QP before the link failed (one record per data QP);
+/// * kind 5, withheld: generation `u32` LE (the failure's): the sender
+///   cannot tell which of the reader's puts landed (its QPs did not report
+///   their last WQE in time, or could not be moved to the error state), so
+///   the reader reports its puts in doubt lost now instead of waiting for
+///   receipts until its op timeout;
+///
+/// and zeros to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    /// The sender's QP numbers toward the reader.
+    Qpns {
+        /// How many of `qpns` are used.
+        n: u8,
+        /// QP numbers (index 0 the control QP).
+        qpns: [u32; MAX_QPS],
+    },
+    /// The sender's QPs are at RTS for `generation`.
+    Rts {
+        /// The generation.
+        generation: u32,
+    },
+    /// The sender's link failed; it rebuilds to `generation`.
+    Failed {
+        /// The generation.
+        generation: u32,
+    },
+    /// After the link failed (rebuilding to `generation`), the reader's
+    /// puts on data QP `qp` that landed at the sender: every one up to
+    /// receipt `seq`, none after it.
+    Applied {
+        /// The generation of the failure.
+        generation: u32,
+        /// The data QP (1 to `of`).
+        qp: u8,
+        /// The sender's data QPs per peer.
+        of: u8,
+        /// The highest receipt seen (0: none).
+        seq: u64,
+    },
+    /// After the link failed (rebuilding to `generation`), the sender
+    /// cannot tell which of the reader's puts landed: no receipts will come.
+    Withheld {
+        /// The generation of the failure.
+        generation: u32,
+    },
+}
+
+/// Why a verbs control record was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Not a verbs record.
+    #[error("verbs record magic {got:02x?}, expected \"SYV\"")]
+    Magic {
+        /// The bytes found.
+        got: [u8; 3],
+    },
+    /// An unknown kind.
+    #[error(
+        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied) or 5 (withheld)"
+    )]
+    Kind {
+        /// The kind byte.
+        kind: u8,
+    },
+    /// A QP count outside 2..=9.
+    #[error("verbs record QP count {n}, expected 2 to 9 (control + 1..=8 data)")]
+    QpCount {
+        /// The count.
+        n: u8,
+    },
+    /// A data QP outside 1..=of, or `of` outside 1..=8.
+    #[error("verbs record data QP {qp} of {of}, expected 1 to {of} of 1 to 8")]
+    DataQp {
+        /// The data QP.
+        qp: u8,
+        /// The data QP count.
+        of: u8,
+    },
+    /// A zero QPN.
+    #[error("verbs record QPN {index} is 0, expected 1 to 2^24-1")]
+    Qpn {
+        /// Its index.
+        index: u8,
+    },
+    /// Non-zero bytes after the fields.
+    #[error("verbs record has non-zero bytes after its fields, at byte {at}")]
+    Trailing {
+        /// The first one.
+        at: usize,
+    },
+}
+
+const MAGIC: [u8; 3] = *b"SYV";
+
+impl Record {
+    /// Whether `b` is meant to be a verbs record (its magic).
+    pub fn is_verbs(b: &[u8; 32]) -> bool {
+        b[..3] == MAGIC
+    }
+
+    /// The 32 bytes.
+    pub fn encode(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..3].copy_from_slice(&MAGIC);
+        match *self {
+            Record::Qpns { n, qpns } => {
+                b[3] = 1;
+                let n = n.min(MAX_QPS as u8);
+                b[4] = n;
+                for (i, q) in qpns.iter().take(usize::from(n)).enumerate() {
+                    b[5 + 3 * i..8 + 3 * i].copy_from_slice(&(q & MAX_24).to_le_bytes()[..3]);
+                }
+            }
+            Record::Rts { generation } => {
+                b[3] = 2;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+            Record::Failed { generation } => {
+                b[3] = 3;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+            Record::Applied {
+                generation,
+                qp,
+                of,
+                seq,
+            } => {
+                b[3] = 4;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+                b[8] = qp;
+                b[9] = of;
+                b[10..18].copy_from_slice(&seq.to_le_bytes());
+            }
+            Record::Withheld { generation } => {
+                b[3] = 5;
+                b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    /// Decodes and checks 32 record bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordError`] naming what was wrong; never panics.
+    pub fn decode(b: &[u8; 32]) -> Result<Record, RecordError> {
+        if b[..3] != MAGIC {
+            return Err(RecordError::Magic {
+                got: [b[0], b[1], b[2]],
+            });
+        }
+        let gen_at = || u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        let (rec, end) = match b[3] {
+            1 => {
+                let n = b[4];
+                if !(2..=MAX_QPS as u8).contains(&n) {
+                    return Err(RecordError::QpCount { n });
+                }
+                let mut qpns = [0u32; MAX_QPS];
+                for (i, q) in qpns.iter_mut().take(usize::from(n)).enumerate() {
+                    let at = 5 + 3 * i;
+                    *q = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], 0]);
+                    if *q == 0 {
+                        return Err(RecordError::Qpn { index: i as u8 });
+                    }
+                }
+                (Record::Qpns { n, qpns }, 5 + 3 * usize::from(n))
+            }
+            2 => (
+                Record::Rts {
+                    generation: gen_at(),
+                },
+                8,
+            ),
+            3 => (
+                Record::Failed {
+                    generation: gen_at(),
+                },
+                8,
+            ),
+            4 => {
+                let (qp, of) = (b[8], b[9]);
+                if !(1..=MAX_QPS as u8 - 1).contains(&of) || !(1..=of).contains(&qp) {
+                    return Err(RecordError::DataQp { qp, of });
+                }
+                let mut seq = [0u8; 8];
+                seq.copy_from_slice(&b[10..18]);
+                (
+                    Record::Applied {
+                        generation: gen_at(),
+                        qp,
+                        of,
+                        seq: u64::from_le_bytes(seq),
+                    },
+                    18,
+                )
+            }
+            5 => (
+                Record::Withheld {
+                    generation: gen_at(),
+                },
+                8,
+            ),
+            kind => return Err(RecordError::Kind { kind }),
+        };
+        if let Some(at) = (end..32).find(|&i| b[i] != 0) {
+            return Err(RecordError::Trailing { at });
+        }
+        Ok(rec)
+    }
+}
