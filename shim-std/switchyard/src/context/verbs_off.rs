@@ -7,9 +7,8 @@
 //! This module stands in for the verbs glue (`context/verbs/`) with the same
 //! calls, so the rest of the context is the same code in both builds: the
 //! driver's types are uninhabited (no value of them can exist, so the
-//! context's `verbs` is always `None` and every `Drv::Verbs` arm is dead
-//! code the compiler sees through), and each hook is what the glue does
-//! without a driver. The configuration keeps its `verbs*` keys (a file
+//! context's `verbs` is always `None` and no `Drv::Verbs` is ever made),
+//! and each hook is what the glue does without a driver. The configuration keeps its `verbs*` keys (a file
 //! serves both builds); they change nothing here.
 
 use std::time::Duration;
