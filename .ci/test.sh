@@ -44,6 +44,24 @@ step "atomics only through the loom shim" 60 bash .ci/check-atomics.sh
 step "cargo clippy (workspace, all targets, all features)" 1500 \
   cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "cargo test --workspace" 1500 cargo test --workspace
+# RDMA verbs is a default feature: without it (shm + TCP) nothing of
+# rdma-core is built or linked, and the library, the command and the C API
+# still build, pass clippy and (the library) its unit tests.
+step "verbs off: no RDMA dependencies" 300 bash -c '
+  set -e
+  for p in switchyard switchyard-cli switchyard-shmem; do
+    if cargo tree -q -p "$p" --no-default-features -e normal,build --prefix none \
+        | grep -E "^(ibverbs|ibverbs-sys|bindgen|cmake|switchyard-verbs) "; then
+      echo "$p --no-default-features depends on the above"; exit 1
+    fi
+  done'
+step "verbs off: build (switchyard, cli, C API)" 1200 \
+  cargo build -p switchyard -p switchyard-cli -p switchyard-shmem --no-default-features
+step "verbs off: clippy (all targets)" 1200 \
+  cargo clippy -p switchyard -p switchyard-cli -p switchyard-shmem --no-default-features --all-targets -- -D warnings
+step "verbs off: unit tests (switchyard, cli)" 900 cargo test -p switchyard -p switchyard-cli --no-default-features --lib
+step "verbs off: rustdoc (-D warnings)" 600 env RUSTDOCFLAGS="-D warnings" \
+  cargo doc -q -p switchyard -p switchyard-cli -p switchyard-shmem --no-deps --no-default-features
 step "core unit tests without default features" 600 cargo test -p switchyard-core --no-default-features --lib
 step "core feature combinations (none, alloc, std)" 600 bash -c '
   set -e

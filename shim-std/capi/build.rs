@@ -4,6 +4,7 @@
 //! `PKG_CONFIG_PATH=target/debug/pkgconfig pkg-config --cflags --libs
 //! switchyard-shmem` works right after `cargo build -p switchyard-shmem`.
 //! (For an install prefix, `switchyard cc --pkg-config` prints one.)
+//! `Libs.private` names `libibverbs` only with the `verbs` feature.
 
 use std::path::{Path, PathBuf};
 
@@ -25,10 +26,16 @@ fn main() {
          Description: switchyard's OpenSHMEM 1.5 C API\nVersion: {}\n\
          Cflags: -I${{includedir}}\n\
          Libs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lswitchyard_shmem\n\
-         Libs.private: -libverbs -lpthread -ldl -lm\n",
+         Libs.private: {}-lpthread -ldl -lm\n",
         include.display(),
         profile.display(),
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        // What the static library's verbs driver calls, with RDMA verbs.
+        if std::env::var_os("CARGO_FEATURE_VERBS").is_some() {
+            "-libverbs "
+        } else {
+            ""
+        }
     );
     let dir = profile.join("pkgconfig");
     // Best effort: a read-only target tree only loses the convenience.

@@ -3,7 +3,9 @@
 //! equivalent). It runs the C compiler (`$SWITCHYARD_CC`, else `$CC`, else
 //! `cc`) with `-I` for `shmem.h`, then the caller's arguments, then `-L`,
 //! an rpath, `-lswitchyard_shmem` and the system libraries the Rust library
-//! needs (`-lpthread -ldl -lm`, and `-libverbs` with `--static`).
+//! needs (`-lpthread -ldl -lm`, and `-libverbs` with `--static` in a build
+//! with the `verbs` feature: build the C API the same way, with or without
+//! it).
 //!
 //! Where the pieces are found, first match wins:
 //!
@@ -40,6 +42,14 @@ pub struct Paths {
 }
 
 const LIB_NAMES: [&str; 2] = ["libswitchyard_shmem.so", "libswitchyard_shmem.a"];
+
+/// What the static library's verbs driver calls (the shared library brings
+/// it along by itself): `libibverbs`, in a build with RDMA verbs.
+const VERBS_LIB: Option<&str> = if cfg!(feature = "verbs") {
+    Some("-libverbs")
+} else {
+    None
+};
 
 /// Finds the include and library directories for the executable in `bin`
 /// (see the module doc), with `var` reading the environment.
@@ -100,9 +110,7 @@ pub fn command(compiler: &str, paths: &Paths, args: &[String], static_lib: bool)
     v.extend(args.iter().cloned());
     if static_lib {
         v.push(paths.lib.join(LIB_NAMES[1]).display().to_string());
-        // What the archive's verbs driver calls (the shared library brings
-        // it along by itself).
-        v.push("-libverbs".into());
+        v.extend(VERBS_LIB.map(String::from));
     } else {
         v.extend([
             format!("-L{lib}"),
@@ -121,10 +129,11 @@ pub fn pkg_config(paths: &Paths) -> String {
          Description: switchyard's OpenSHMEM 1.5 C API\nVersion: {}\n\
          Cflags: -I${{includedir}}\n\
          Libs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lswitchyard_shmem\n\
-         Libs.private: -libverbs -lpthread -ldl -lm\n",
+         Libs.private: {}-lpthread -ldl -lm\n",
         paths.include.display(),
         paths.lib.display(),
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        VERBS_LIB.map_or_else(String::new, |l| format!("{l} "))
     )
 }
 
@@ -227,8 +236,17 @@ mod test {
         let s = command("gcc", &p, &["x.c".into()], true);
         assert!(s.iter().any(|a| a.ends_with("/libswitchyard_shmem.a")));
         assert!(!s.contains(&"-lswitchyard_shmem".to_string()));
-        assert!(s.contains(&"-libverbs".to_string()), "{s:?}");
-        assert!(pkg_config(&p).contains("Libs: -L${libdir}"));
+        // libibverbs only where the library has RDMA verbs.
+        let verbs = cfg!(feature = "verbs");
+        assert_eq!(s.contains(&"-libverbs".to_string()), verbs, "{s:?}");
+        let pc = pkg_config(&p);
+        assert!(pc.contains("Libs: -L${libdir}"));
+        assert_eq!(
+            pc.contains("Libs.private: -libverbs -lpthread"),
+            verbs,
+            "{pc}"
+        );
+        assert!(pc.contains("-lpthread -ldl -lm\n"), "{pc}");
         let e = locate(&dir.join("bin"), |k| {
             (k == "SWITCHYARD_SHMEM_LIB").then(|| dir.join("nowhere").into())
         })

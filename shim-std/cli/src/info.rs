@@ -7,7 +7,8 @@
 //! `switchyard_socket::probe`, `switchyard_verbs::probe`); the machine facts are
 //! read here from `/sys` and `/proc` with `std::fs`. No other program is run and
 //! nothing is changed (the shared-memory probe creates and removes one empty
-//! file).
+//! file). A build without the `verbs` feature probes no RDMA device: verbs is
+//! unavailable, with the reason that this build has no verbs support.
 
 use std::{
     fmt::Write as _,
@@ -15,14 +16,65 @@ use std::{
 };
 
 use serde::Serialize;
-use switchyard::{
-    config::{Config, ConfigError, ConfigWarning, ENV_CONFIG, Source, Template},
-    context::verbs::nic_atomics,
-};
+use switchyard::config::{Config, ConfigError, ConfigWarning, ENV_CONFIG, Source, Template};
 use switchyard_core::transport::ProbeReport;
-use switchyard_verbs::params::AtomicCap;
+use verbs::{AtomicCap, nic_atomics};
 
 use crate::Output;
+
+/// The verbs driver's probe and atomics rule.
+#[cfg(feature = "verbs")]
+mod verbs {
+    pub(super) use switchyard::context::verbs::nic_atomics;
+    use switchyard_core::transport::ProbeReport;
+    pub(super) use switchyard_verbs::params::AtomicCap;
+
+    /// The probe's report, and the `atomic_cap` of the device of the port a
+    /// PE would use (the first usable one).
+    pub(super) fn probe() -> (ProbeReport, Option<AtomicCap>) {
+        let verbs = switchyard_verbs::probe::probe();
+        let cap = verbs.best().and_then(|(port, _)| {
+            verbs.attrs.iter().find_map(|(name, a)| {
+                (name == &port.device)
+                    .then(|| a.as_ref().ok().map(|a| a.atomic_cap))
+                    .flatten()
+            })
+        });
+        (verbs.report(), cap)
+    }
+}
+
+/// Without the `verbs` feature: no device, no capability, and the reason.
+#[cfg(not(feature = "verbs"))]
+mod verbs {
+    use switchyard::{config::VerbsAtomics, context::verbs::NO_VERBS};
+    use switchyard_core::transport::ProbeReport;
+
+    /// No device's capability: there is none.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum AtomicCap {}
+
+    impl AtomicCap {
+        pub(super) fn name(self) -> &'static str {
+            match self {}
+        }
+    }
+
+    pub(super) fn nic_atomics(_: VerbsAtomics, cap: AtomicCap) -> (bool, &'static str) {
+        match cap {}
+    }
+
+    /// Verbs unavailable: this build has none.
+    pub(super) fn probe() -> (ProbeReport, Option<AtomicCap>) {
+        let report = ProbeReport {
+            name: "verbs",
+            available: false,
+            why_not: Some(NO_VERBS.into()),
+            devices: Vec::new(),
+        };
+        (report, None)
+    }
+}
 
 /// Why `switchyard info` cannot run. Every variant exits with status 2.
 #[derive(Debug, thiserror::Error)]
@@ -192,23 +244,11 @@ impl From<ProbeReport> for TransportInfo {
 
 /// Every transport's report, shm, tcp, verbs, as each driver probes it.
 fn probes() -> Vec<TransportInfo> {
-    let verbs = switchyard_verbs::probe::probe();
-    // The device of the port a PE would use (the first usable one).
-    let cap = verbs.best().and_then(|(port, _)| {
-        verbs.attrs.iter().find_map(|(name, a)| {
-            (name == &port.device)
-                .then(|| a.as_ref().ok().map(|a| a.atomic_cap))
-                .flatten()
-        })
-    });
-    let mut out: Vec<TransportInfo> = [
-        switchyard_shm::probe(),
-        switchyard_socket::probe(),
-        verbs.report(),
-    ]
-    .into_iter()
-    .map(TransportInfo::from)
-    .collect();
+    let (verbs, cap) = verbs::probe();
+    let mut out: Vec<TransportInfo> = [switchyard_shm::probe(), switchyard_socket::probe(), verbs]
+        .into_iter()
+        .map(TransportInfo::from)
+        .collect();
     out[2].cap = cap;
     out
 }
@@ -634,9 +674,31 @@ mod test {
                 Some(switchyard_socket::UNAVAILABLE_REASON)
             );
         }
+        #[cfg(feature = "verbs")]
         if !switchyard_verbs::IMPLEMENTED {
             assert!(!t[2].available);
         }
+    }
+
+    /// Without the `verbs` feature, verbs is unavailable because this build
+    /// has none, whatever the machine offers.
+    #[cfg(not(feature = "verbs"))]
+    #[test]
+    fn a_build_without_verbs_says_so() {
+        use switchyard::context::verbs::NO_VERBS;
+        let config = Config::default();
+        let mut t = probes();
+        for t in &mut t {
+            t.decide_use(&config);
+        }
+        assert!(!t[2].available && !t[2].in_use && t[2].devices.is_empty());
+        assert_eq!(t[2].why_not.as_deref(), Some(NO_VERBS));
+        let text = render_text(&t, &Machine::read(), &config);
+        assert!(
+            text.contains(&format!("  verbs   unavailable  {NO_VERBS}\n")),
+            "{text}"
+        );
+        assert!(!text.contains("atomics:"), "{text}");
     }
 
     #[test]
@@ -717,6 +779,7 @@ mod test {
     }
 
     /// The atomics line: the device's capability and the policy in force.
+    #[cfg(feature = "verbs")]
     #[test]
     fn atomics_show_the_capability_and_the_policy() {
         let load = |v: &str| {

@@ -51,10 +51,17 @@ fn scratch(name: &str, text: &str) -> PathBuf {
 
 /// The verbs probe's reason when RDMA is unusable here (as on a machine
 /// whose kernel has no InfiniBand support: ENOSYS), which `info` must print.
+#[cfg(feature = "verbs")]
 fn verbs_reason() -> Option<String> {
     switchyard_verbs::probe::probe()
         .unavailable
         .map(|u| u.to_string())
+}
+
+/// Without the `verbs` feature: that this build has no verbs support.
+#[cfg(not(feature = "verbs"))]
+fn verbs_reason() -> Option<String> {
+    Some(switchyard::context::verbs::NO_VERBS.into())
 }
 
 #[test]

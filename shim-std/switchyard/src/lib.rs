@@ -33,8 +33,8 @@
 //! * [`switchyard_core`] (`no_std`): topology rows, route selection, the wire
 //!   format, rings, the transport contract;
 //! * the drivers [`switchyard_shm`], [`switchyard_socket`] and
-//!   [`switchyard_verbs`], each implementing the core's
-//!   [`Transport`](switchyard_core::transport::Transport);
+//!   `switchyard_verbs` (with the `verbs` feature), each implementing the
+//!   core's [`Transport`](switchyard_core::transport::Transport);
 //! * [`switchyard_bootstrap`]: rank, size, job id and the card exchange.
 //!
 //! The `switchyard` command (launcher, `info`, `perf`, `topo`, `sim`, `cc`)
@@ -53,6 +53,22 @@
 //!   was expected. [`Context::with_config`](context::Context::with_config)
 //!   takes one; [`Context::from_env`](context::Context::from_env) loads it.
 //! * [`sys`]: thread pinning and the trace clock.
+//!
+//! ## Features
+//!
+//! * `verbs` (default): the RDMA verbs transport, the `switchyard-verbs`
+//!   driver over the `ibverbs` crate. Building it runs bindgen and cmake
+//!   (rdma-core), and the library links `libibverbs`, `libnl-3` and
+//!   `libnl-route-3`. Without it (`default-features = false`; here `cargo
+//!   build -p switchyard --no-default-features`) nothing of that is built or
+//!   linked and a context routes over shared memory and TCP: NEAR and ROUTED
+//!   peers take TCP exactly as on a machine without RDMA. The configuration
+//!   still accepts the `verbs*` keys (one file serves both builds), and
+//!   [`Context::verbs_status`](context::Context::verbs_status) says why verbs
+//!   is not used ([`NO_VERBS`](context::verbs::NO_VERBS)). Only with the
+//!   feature: the verbs driver's helpers in [`context::verbs`]
+//!   (`nic_atomics`, the control `Record`, the cards) and
+//!   `context::Error::Verbs`.
 //!
 //! ## Example
 //!
@@ -79,5 +95,6 @@
 pub mod config;
 pub mod context;
 pub mod sys;
-#[cfg(test)]
+// The counting allocator of the verbs glue's no-allocation test.
+#[cfg(all(test, feature = "verbs"))]
 mod test_alloc;

@@ -46,6 +46,8 @@
 mod args;
 mod baseline;
 pub mod stats;
+// Without the `verbs` feature, a stand-in that says why there is no verbs.
+#[cfg_attr(not(feature = "verbs"), path = "verbs_off.rs")]
 pub mod verbs;
 mod worker;
 
@@ -147,6 +149,10 @@ struct Options {
     transport: String,
     sim: Option<String>,
     worker_out: Option<PathBuf>,
+    #[cfg_attr(
+        not(feature = "verbs"),
+        allow(dead_code, reason = "read by the verbs measurement")
+    )]
     qd_sweep: bool,
 }
 
@@ -355,7 +361,7 @@ fn place(o: &Options) -> Result<Place, String> {
 
 fn drive(o: &Options) -> Result<(), String> {
     match o.transport.as_str() {
-        "verbs" => return drive_verbs(o),
+        "verbs" => return verbs::drive(o),
         "shm" if o.sim.is_some() => {
             return Err(
                 "--transport shm cannot cross nodes: under --sim each PE is on a node of its own (use tcp or auto)"
@@ -484,54 +490,6 @@ fn drive(o: &Options) -> Result<(), String> {
 }
 
 /// `switchyard perf tcp-pingpong|tcp-stream`: the baseline alone, no PEs.
-/// `--transport verbs` ([`verbs`]): the probe's reason without a device.
-fn drive_verbs(o: &Options) -> Result<(), String> {
-    if let Some(why) = verbs::unavailable() {
-        return Err(why);
-    }
-    if o.sim.is_some() || o.standalone.is_some() {
-        return Err(
-            "--transport verbs runs on this machine's device: no --sim, no tcp baselines".into(),
-        );
-    }
-    let tests = o.test.map_or_else(
-        || vec![Test::PutLat, Test::GetLat, Test::AtomicLat, Test::PutBw],
-        |t| vec![t],
-    );
-    let bw = tests == [Test::PutBw];
-    let sizes = o
-        .sizes
-        .clone()
-        .unwrap_or_else(|| if bw { vec![64, 4096, 65536] } else { vec![8] });
-    let iters = o.iters.unwrap_or(if bw { 256 } else { 10_000 });
-    let plan = verbs::Plan {
-        tests,
-        sizes,
-        iters,
-        warmup: o.warmup.unwrap_or(iters / 10),
-        window: o.window,
-        qd_sweep: o.qd_sweep,
-    };
-    let rows: Vec<(Measurement, Option<Measurement>)> =
-        verbs::run(&plan)?.into_iter().map(|m| (m, None)).collect();
-    if o.json {
-        let v: Vec<&Measurement> = rows.iter().map(|r| &r.0).collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
-    } else {
-        print!(
-            "{}",
-            table(
-                &rows,
-                "switchyard perf: transport verbs, two drivers on one device (NIC loopback); put-lat = (put + quiet) / 2"
-            )
-        );
-    }
-    Ok(())
-}
-
 fn drive_standalone(
     o: &Options,
     which: Standalone,

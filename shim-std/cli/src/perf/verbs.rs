@@ -25,8 +25,9 @@ use switchyard_core::{
 use switchyard_verbs::{VerbsDriver, params::VerbsConfig};
 
 use super::{
-    Test,
+    Options, Test,
     stats::{Bandwidth, Latency, Measurement},
+    table,
 };
 
 /// Queue depths of the sweep.
@@ -56,6 +57,54 @@ pub struct Plan {
     pub window: u64,
     /// Also sweep queue depths 1 to 64 for the latency tests.
     pub qd_sweep: bool,
+}
+
+/// `switchyard perf --transport verbs`: the probe's reason without a device.
+pub(super) fn drive(o: &Options) -> Result<(), String> {
+    if let Some(why) = unavailable() {
+        return Err(why);
+    }
+    if o.sim.is_some() || o.standalone.is_some() {
+        return Err(
+            "--transport verbs runs on this machine's device: no --sim, no tcp baselines".into(),
+        );
+    }
+    let tests = o.test.map_or_else(
+        || vec![Test::PutLat, Test::GetLat, Test::AtomicLat, Test::PutBw],
+        |t| vec![t],
+    );
+    let bw = tests == [Test::PutBw];
+    let sizes = o
+        .sizes
+        .clone()
+        .unwrap_or_else(|| if bw { vec![64, 4096, 65536] } else { vec![8] });
+    let iters = o.iters.unwrap_or(if bw { 256 } else { 10_000 });
+    let plan = Plan {
+        tests,
+        sizes,
+        iters,
+        warmup: o.warmup.unwrap_or(iters / 10),
+        window: o.window,
+        qd_sweep: o.qd_sweep,
+    };
+    let rows: Vec<(Measurement, Option<Measurement>)> =
+        run(&plan)?.into_iter().map(|m| (m, None)).collect();
+    if o.json {
+        let v: Vec<&Measurement> = rows.iter().map(|r| &r.0).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!(
+            "{}",
+            table(
+                &rows,
+                "switchyard perf: transport verbs, two drivers on one device (NIC loopback); put-lat = (put + quiet) / 2"
+            )
+        );
+    }
+    Ok(())
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> String {

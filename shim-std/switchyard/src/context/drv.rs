@@ -10,7 +10,8 @@ use switchyard_core::{
 };
 use switchyard_shm::{ShmError, ShmTransport};
 use switchyard_socket::{Rail, SocketError};
-use switchyard_verbs::{VerbsDriver, VerbsError};
+
+use super::verbs::{VerbsDriver, VerbsError};
 
 /// One driver, borrowed for one operation.
 pub(super) enum Drv<'a> {
@@ -59,7 +60,7 @@ impl From<DrvError> for super::Error {
         match e {
             DrvError::Shm(e) => super::Error::Shm(e),
             DrvError::Tcp(e) => super::Error::Tcp(e),
-            DrvError::Verbs(e) => super::Error::Verbs(e),
+            DrvError::Verbs(e) => e.into(),
         }
     }
 }

@@ -24,7 +24,8 @@ pub enum Error {
     #[error(transparent)]
     Tcp(#[from] SocketError),
     /// The RDMA verbs transport failed (an atomic whose outcome is unknown,
-    /// a device error).
+    /// a device error). Only with the `verbs` feature.
+    #[cfg(feature = "verbs")]
     #[error(transparent)]
     Verbs(#[from] switchyard_verbs::VerbsError),
     /// Operations the verbs driver offered for replay after its link failed

@@ -116,7 +116,7 @@ impl Context {
         // RDMA verbs over the same heap, when a port is usable and the job
         // allows it (and has TCP: the pair addresses travel over it).
         let (verbs_drv, verbs_why) =
-            create_verbs(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
+            super::verbs::create_driver(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
         let card = Card {
             job_id: info.job_id,
             rank: info.rank,
@@ -195,62 +195,6 @@ impl Context {
                 .map_err(|e| Error::Tcp(switchyard_socket::SocketError::Epoll { source: e }))?;
         }
         Ok(())
-    }
-}
-
-/// The verbs driver over the own heap, or why there is none.
-fn create_verbs(
-    cfg: &Config,
-    info: &RankInfo,
-    has_tcp: bool,
-    heap: *mut u8,
-    heap_len: u64,
-) -> (Option<switchyard_verbs::VerbsDriver>, Option<String>) {
-    if info.size < 2 {
-        return (
-            None,
-            Some("a job of one PE has no peer to reach over verbs".into()),
-        );
-    }
-    if !cfg.transports.verbs {
-        return (None, Some("verbs is not in SWITCHYARD_TRANSPORTS".into()));
-    }
-    if let Some(why) = switchyard_verbs::probe::probe().unavailable {
-        return (None, Some(why.to_string()));
-    }
-    if !has_tcp {
-        return (
-            None,
-            Some(
-                "verbs needs TCP between the PEs (pair addresses and rebuilds travel over it)"
-                    .into(),
-            ),
-        );
-    }
-    #[allow(unsafe_code)]
-    // SAFETY: the heap is the own segment's mapping, valid for `heap_len`
-    // bytes and page-aligned; the segment moves into the context with the
-    // driver and outlives it (the context's `verbs` field is declared, so
-    // dropped, before `shm`).
-    let d = unsafe {
-        switchyard_verbs::VerbsDriver::new(
-            super::verbs::verbs_config(cfg),
-            info.rank,
-            info.size,
-            info.job_id,
-            heap,
-            heap_len,
-        )
-    };
-    match d {
-        Ok(d) => (Some(d), None),
-        Err(e) => {
-            eprintln!("switchyard: warning: PE {}: verbs not used: {e}", info.rank);
-            (
-                None,
-                Some(format!("the verbs driver could not be created: {e}")),
-            )
-        }
     }
 }
 

@@ -25,9 +25,9 @@
 //!    borrowing the driver for one call (static dispatch, no trait object):
 //!    the [`ShmTransport`], a [`Rail`](switchyard_socket::Rail) of the
 //!    [`SocketDriver`](switchyard_socket::SocketDriver), or the
-//!    [`VerbsDriver`](switchyard_verbs::VerbsDriver), each implementing the
-//!    core's [`Transport`]. The decision is then written to the route trace
-//!    ring ([`Context::trace`], `trace.rs`).
+//!    `VerbsDriver` of `switchyard_verbs` (with the `verbs` feature), each
+//!    implementing the core's [`Transport`]. The decision is then written
+//!    to the route trace ring ([`Context::trace`], `trace.rs`).
 //! 4. **Wire**: shared memory copies into the peer's mapped heap (atomics are
 //!    CPU atomics on it); TCP sends frames of the core's wire format
 //!    ([`switchyard_core::wire`]: a checked 64-byte header, CRC32C) and
@@ -88,6 +88,9 @@ mod rma;
 mod route;
 mod stats;
 mod trace;
+// The verbs glue, or without the `verbs` feature its stand-in: the same
+// calls, no driver (the only place the feature chooses code).
+#[cfg_attr(not(feature = "verbs"), path = "verbs_off.rs")]
 pub mod verbs;
 mod wait;
 
@@ -172,13 +175,21 @@ pub struct Context {
     /// Why there is no verbs driver, when init decided not to create one.
     verbs_why: Option<String>,
     /// `verbs_atomics` as configured.
+    #[cfg_attr(
+        not(feature = "verbs"),
+        expect(dead_code, reason = "read by the verbs glue")
+    )]
     verbs_atomics: crate::config::VerbsAtomics,
     /// `verbs_routed` as configured.
+    #[cfg_attr(
+        not(feature = "verbs"),
+        expect(dead_code, reason = "read by the verbs glue")
+    )]
     verbs_routed: bool,
     /// Atomics leave RDMA out (the policy's atomic band is in use): the
     /// device's atomics are not atomic with respect to the CPU's.
     cpu_atomics_rule: bool,
-    /// Why ([`verbs::nic_atomics`]); empty before verbs is attached.
+    /// Why (`verbs::nic_atomics`); empty before verbs is attached.
     verbs_atomics_why: &'static str,
     /// Cross-transport ordering: per peer, the transports with writes that
     /// may not be complete.

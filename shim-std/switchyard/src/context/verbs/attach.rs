@@ -1,14 +1,74 @@
-//! Attaching a verbs driver to a context at init: the peers' cards, the QP
-//! numbers sent to each peer, and the first connect (bounded by the
-//! bootstrap timeout).
+//! Attaching a verbs driver to a context at init: creating it (or why
+//! not), the peers' cards, the QP numbers sent to each peer, and the first
+//! connect (bounded by the bootstrap timeout).
 
 use std::time::Duration;
 
+use switchyard_bootstrap::RankInfo;
 use switchyard_core::class::PathClass;
 use switchyard_verbs::{VerbsDriver, card::MAX_QPS};
 
-use super::{MIN_BACKOFF_NS, PeerV, Record, Verbs, nic_atomics, parse_pe_card};
-use crate::context::{Context, progress};
+use super::{MIN_BACKOFF_NS, PeerV, Record, Verbs, nic_atomics, parse_pe_card, verbs_config};
+use crate::{
+    config::Config,
+    context::{Context, progress},
+};
+
+/// The verbs driver over the own heap, or why there is none.
+pub(in crate::context) fn create_driver(
+    cfg: &Config,
+    info: &RankInfo,
+    has_tcp: bool,
+    heap: *mut u8,
+    heap_len: u64,
+) -> (Option<VerbsDriver>, Option<String>) {
+    if info.size < 2 {
+        return (
+            None,
+            Some("a job of one PE has no peer to reach over verbs".into()),
+        );
+    }
+    if !cfg.transports.verbs {
+        return (None, Some("verbs is not in SWITCHYARD_TRANSPORTS".into()));
+    }
+    if let Some(why) = switchyard_verbs::probe::probe().unavailable {
+        return (None, Some(why.to_string()));
+    }
+    if !has_tcp {
+        return (
+            None,
+            Some(
+                "verbs needs TCP between the PEs (pair addresses and rebuilds travel over it)"
+                    .into(),
+            ),
+        );
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the heap is the own segment's mapping, valid for `heap_len`
+    // bytes and page-aligned; the segment moves into the context with the
+    // driver and outlives it (the context's `verbs` field is declared, so
+    // dropped, before `shm`).
+    let d = unsafe {
+        VerbsDriver::new(
+            verbs_config(cfg),
+            info.rank,
+            info.size,
+            info.job_id,
+            heap,
+            heap_len,
+        )
+    };
+    match d {
+        Ok(d) => (Some(d), None),
+        Err(e) => {
+            eprintln!("switchyard: warning: PE {}: verbs not used: {e}", info.rank);
+            (
+                None,
+                Some(format!("the verbs driver could not be created: {e}")),
+            )
+        }
+    }
+}
 
 impl Context {
     /// Takes over a verbs driver created over this context's heap: decodes

@@ -89,7 +89,7 @@
 //!   non-fetching atomic) that the driver could keep neither in flight nor
 //!   for replay (its replay list full) is reported the same way, once, by
 //!   the next `quiet` (the driver's
-//!   [`VerbsError::ReplayLost`](switchyard_verbs::VerbsError::ReplayLost));
+//!   [`VerbsError::ReplayLost`]);
 //!   so is one lost when the device died. Atomics go over the control QP, which carries
 //!   no receipts: a non-fetching atomic is replayed only when it never
 //!   reached the device, and an atomic that may have run fails with
@@ -164,6 +164,7 @@
 //!   tests below).
 
 mod attach;
+mod common;
 #[cfg(test)]
 mod fake_pair_test;
 mod link;
@@ -173,14 +174,20 @@ mod record_test;
 #[cfg(test)]
 mod test;
 
+pub(super) use attach::create_driver;
+pub use common::{NO_VERBS, VerbsStatus};
 pub use record::{Record, RecordError};
 use switchyard_verbs::{
-    Event, VerbsDriver,
+    Event,
     card::{CardError, MAX_QPS, QpAddr, VerbsCard},
     params::{AtomicCap, Template, VerbsConfig},
     probe,
     qp_plan::psn_for,
 };
+/// The driver's types the rest of the context names (`drv.rs`,
+/// `progress.rs`), here so that a build without the `verbs` feature swaps
+/// them for stand-ins in one place (`context/verbs_off.rs`).
+pub(super) use switchyard_verbs::{VerbsDriver, VerbsError, recv::RecvSide};
 
 use super::Context;
 use crate::config::{Config, Key, Source, Template as ConfigTemplate, VerbsAtomics};
@@ -194,22 +201,6 @@ const MAX_BACKOFF_NS: u64 = 1_000_000_000;
 const ASK_AGAIN_NS: u64 = 20_000_000;
 /// A failure this long after the previous one starts the backoff over (ns).
 const BACKOFF_RESET_NS: u64 = 10_000_000_000;
-
-/// Whether the verbs transport is in use by this context, and why not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerbsStatus {
-    /// The probe found a usable port (or a test injected a device).
-    pub device_usable: bool,
-    /// Whether this context drives a verbs driver and routes over it.
-    pub in_use: bool,
-    /// Peers whose verbs health bit is set now.
-    pub peers_up: u32,
-    /// Why not, when it does not.
-    pub why_not: Option<String>,
-    /// Whether atomics to verbs peers use the NIC's atomics (else they go
-    /// over TCP and run on the target's CPU; see [`nic_atomics`]).
-    pub nic_atomics: bool,
-}
 
 /// Whether atomics to verbs peers may use the NIC's atomics, given the
 /// `verbs_atomics` setting and the device's `atomic_cap`, and why.
@@ -434,14 +425,6 @@ impl Context {
             .is_some_and(|p| p.bit)
     }
 
-    /// Why atomics to verbs peers use the NIC or not ([`nic_atomics`]);
-    /// empty before a verbs driver is attached.
-    pub fn verbs_atomics_reason(&self) -> &'static str {
-        self.verbs_atomics_why
-    }
-}
-
-impl Context {
     /// Whether this context routes over RDMA verbs, and why not.
     pub fn verbs_status(&self) -> VerbsStatus {
         match &self.verbs {

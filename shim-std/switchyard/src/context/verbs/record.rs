@@ -4,6 +4,8 @@
 
 use switchyard_verbs::card::{MAX_24, MAX_QPS};
 
+use super::common::RECORD_MAGIC as MAGIC;
+
 /// A verbs control record between two PEs, carried in the TCP driver's
 /// 32-byte link-state records. Layout: `"SYV"`, kind `u8`, then
 ///
@@ -109,8 +111,6 @@ pub enum RecordError {
         at: usize,
     },
 }
-
-const MAGIC: [u8; 3] = *b"SYV";
 
 impl Record {
     /// Whether `b` is meant to be a verbs record (its magic).
