@@ -48,7 +48,7 @@ use self::{
     tickets::{ATOMIC_SLOTS, AtomicSlot, Gets, SlotState},
 };
 use crate::{
-    CrcPolicy, Event, Result, SocketError, SocketStats, TcpConfig, decode::StreamDecoder,
+    Backlog, CrcPolicy, Event, Result, SocketError, SocketStats, TcpConfig, decode::StreamDecoder,
     handshake::Hello, heap::Heap, sys,
 };
 
@@ -378,6 +378,42 @@ impl SocketDriver {
             Some(p) if p.st.dead => LinkState::Error,
             Some(p) => p.rails.get(rail).map_or(LinkState::Down, |r| r.state),
             None => LinkState::Down,
+        }
+    }
+
+    /// What rail `rail` holds toward `peer` and has not completed: frames not
+    /// yet acknowledged, or acknowledged and still waiting for their reply,
+    /// and their bytes ([`Backlog`] says exactly what counts). Frames that
+    /// move to another rail (a failover, or a rail coming back taking frames
+    /// stranded on rails that are down) move their counts with them; those
+    /// of a Down rail with no other rail up stay counted on it until one
+    /// comes up. O(1), no allocation: counters kept by the replay ring as it
+    /// changes. Zero for this PE, a peer without addresses or given up on,
+    /// and a rail out of range.
+    ///
+    /// Compare with [`SocketDriver::backlog_capacity`], e.g. through
+    /// [`Backlog::exceeds`].
+    #[inline]
+    pub fn backlog(&self, peer: u32, rail: usize) -> Backlog {
+        self.peers
+            .get(peer as usize)
+            .and_then(|p| p.as_deref())
+            .map_or(Backlog::default(), |p| p.st.ring.backlog(rail))
+    }
+
+    /// What a [`SocketDriver::backlog`] is measured against, the same for
+    /// every (peer, rail): `frames`, the most frames a peer may have
+    /// outstanding (4096, the receiver's deduplication window); `bytes`,
+    /// [`TcpConfig::window`] (the replay ring's bytes and the initial credit
+    /// toward each peer). The frames every rail to one peer holds together
+    /// never exceed `frames`; their bytes stay within `bytes` but for frames
+    /// the peer applied out of order and has not acknowledged yet (their
+    /// credit can come back before their ack), and for gets and fetching
+    /// atomics acknowledged and still waiting for their reply.
+    pub fn backlog_capacity(&self) -> Backlog {
+        Backlog {
+            frames: crate::dedup::WINDOW as u32,
+            bytes: u64::from(self.ctx.cfg.window),
         }
     }
 
