@@ -5,15 +5,18 @@
 //! (contiguous), plus a bitmap of the [`WINDOW`] sequences after it (frames
 //! may arrive out of order across connections and rails). Fixed size, no
 //! allocation.
+//!
+//! Public for the benches (`benches/benches/collections.rs` times it beside
+//! a `bitvec` version); the driver is its only user.
 
 /// How far past the contiguous base a sequence may be (also the most frames a
 /// sender keeps outstanding per peer).
-pub(crate) const WINDOW: u64 = 4096;
+pub const WINDOW: u64 = 4096;
 const WORDS: usize = (WINDOW / 64) as usize;
 
 /// What the window says about one incoming sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Seen {
+pub enum Seen {
     /// Not applied yet: apply, then [`DedupWindow::mark`].
     New,
     /// Already applied.
@@ -24,14 +27,20 @@ pub(crate) enum Seen {
 
 /// Applied-sequence tracking for one source PE (module docs).
 #[derive(Debug, Clone)]
-pub(crate) struct DedupWindow {
+pub struct DedupWindow {
     base: u64,
     bits: [u64; WORDS],
 }
 
+impl Default for DedupWindow {
+    fn default() -> Self {
+        DedupWindow::new()
+    }
+}
+
 impl DedupWindow {
     /// Nothing applied yet.
-    pub(crate) const fn new() -> DedupWindow {
+    pub const fn new() -> DedupWindow {
         DedupWindow {
             base: 0,
             bits: [0; WORDS],
@@ -40,7 +49,7 @@ impl DedupWindow {
 
     /// Every sequence up to this one is applied (the cumulative ack).
     #[inline]
-    pub(crate) fn base(&self) -> u64 {
+    pub fn base(&self) -> u64 {
         self.base
     }
 
@@ -52,7 +61,7 @@ impl DedupWindow {
 
     /// Classifies `seq`.
     #[inline]
-    pub(crate) fn check(&self, seq: u64) -> Seen {
+    pub fn check(&self, seq: u64) -> Seen {
         if seq == 0 || seq > self.base.saturating_add(WINDOW) {
             return Seen::OutOfWindow;
         }
@@ -68,9 +77,10 @@ impl DedupWindow {
     }
 
     /// Records `seq` (which [`DedupWindow::check`] called new) as applied and
-    /// advances the base over the contiguous run.
+    /// advances the base over the contiguous run. Marking a sequence that is
+    /// not new is a caller's bug (checked in debug builds only).
     #[inline]
-    pub(crate) fn mark(&mut self, seq: u64) {
+    pub fn mark(&mut self, seq: u64) {
         debug_assert_eq!(self.check(seq), Seen::New);
         let (w, m) = Self::bit(seq);
         self.bits[w] |= m;

@@ -68,7 +68,7 @@
 //!
 //! Beside it: `rail` ([`Rail`], [`SingleRail`]: the core transport
 //! contract per rail), `replay` (the sender's replay ring, one per peer),
-//! `dedup` (the receiver's window of applied sequences), [`decode`] (frames
+//! [`dedup`] (the receiver's window of applied sequences), [`decode`] (frames
 //! out of a byte stream), [`handshake`] (the `Hello` payload), `backoff`
 //! (reconnect delays), `heap` (the local heap: copies and atomics), `sys`
 //! (every libc call), `probe` ([`probe`]: the network interfaces).
@@ -135,7 +135,7 @@
 
 mod backoff;
 pub mod decode;
-mod dedup;
+pub mod dedup;
 mod driver;
 pub mod handshake;
 mod heap;
@@ -166,6 +166,9 @@ pub const IMPLEMENTED: bool = true;
 
 /// Most rails (local addresses) one driver uses.
 pub const MAX_RAILS: usize = 4;
+
+/// Most data connections per peer per rail ([`TcpConfig::data_connections`]).
+pub const MAX_DATA_CONNECTIONS: u8 = 8;
 
 /// When frames carry a CRC over their payload (headers are always checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -200,7 +203,8 @@ pub struct TcpConfig {
     pub listen: Vec<IpAddr>,
     /// Port to listen on (every rail); 0 = ephemeral.
     pub listen_port: u16,
-    /// Data connections per peer per rail, 1 to 8 (plus one control connection).
+    /// Data connections per peer per rail, 1 to [`MAX_DATA_CONNECTIONS`] (plus
+    /// one control connection).
     pub data_connections: u8,
     /// Per-peer send window in bytes: replay capacity and initial credit.
     pub window: u32,
@@ -280,7 +284,7 @@ impl TcpConfig {
                 "1 to 4 addresses (one per rail)",
             );
         }
-        if !(1..=8).contains(&self.data_connections) {
+        if !(1..=MAX_DATA_CONNECTIONS).contains(&self.data_connections) {
             return bad(
                 "data_connections",
                 self.data_connections.to_string(),
