@@ -4,8 +4,8 @@
 //!
 //! | id | what |
 //! |---|---|
-//! | `dedup/{in_order,reordered}/hand` | the driver's `DedupWindow` (a `[u64; 64]` bitmap, hand-written): `check` + `mark` of 4096 sequences, in order (one connection) or each block of 64 shuffled (frames from several connections and rails) |
-//! | `dedup/{…}/bitvec` | the same window on `bitvec::BitArray<[u64; 64]>` (`get`/`set`), same algorithm |
+//! | `dedup/{in_order,reordered}/hand` | the dedup window hand-written (a `[u64; 64]` with shifts, as the driver had it): `check` + `mark` of 4096 sequences, in order (one connection) or each block of 64 shuffled (frames from several connections and rails) |
+//! | `dedup/{…}/bitvec` | the driver's `DedupWindow`: the same algorithm on `bitvec::BitArray<[u64; 64]>` |
 //! | `dedup/duplicates/{hand,bitvec}` | `check` of 4096 sequences already applied (replays): half below the base, half in the bitmap |
 //! | `replay_table/steady/hand` | the replay ring's entry table (a boxed slice indexed by `seq % 4096`, live from `tail` to `next`, as in `drivers/socket/src/replay.rs`): per op one push, two look-ups, one release, 64 entries in flight |
 //! | `replay_table/steady/heapless_deque` | the same on `heapless::Deque<Entry, 4096>` (`push_back`, `get(seq - tail)`, `pop_front`) |
@@ -14,10 +14,16 @@
 //!
 //! Throughput is in elements (sequences, ops, entries or touches). Each pair is
 //! checked to give the same answers on the same workload before it is timed.
+//!
+//! On a shared machine the load moves between two criterion measurements
+//! taken one after the other, by more than the difference measured. So
+//! `cargo bench` also prints, per pair, `ratio <id>: crate/hand`: the median
+//! over 400 rounds of the ratio of the two times in one round, each round
+//! timing 20 calls of each, alternately first. That is the figure the
+//! choices in the driver rest on.
 
 use std::hint::black_box;
 
-use bitvec::{array::BitArray, order::Lsb0};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::{SeedableRng, rngs::SmallRng, seq::SliceRandom};
 use switchyard_socket::dedup::{DedupWindow, Seen, WINDOW};
@@ -25,47 +31,25 @@ use switchyard_socket::dedup::{DedupWindow, Seen, WINDOW};
 /// Sequences per timed iteration of the dedup benches.
 const BLOCK: u64 = WINDOW;
 
-/// The dedup window on `bitvec`: the driver's algorithm, with the bitmap a
-/// `BitArray` instead of `[u64; 64]` and shifts.
-struct BitvecDedup {
+/// The dedup window as it was hand-written before the driver's moved to
+/// `bitvec` (the baseline): the same algorithm on a `[u64; 64]` with shifts.
+struct HandDedup {
     base: u64,
-    bits: BitArray<[u64; (WINDOW / 64) as usize], Lsb0>,
+    bits: [u64; (WINDOW / 64) as usize],
 }
 
-impl BitvecDedup {
+impl HandDedup {
     const fn new() -> Self {
-        BitvecDedup {
+        HandDedup {
             base: 0,
-            bits: BitArray::ZERO,
+            bits: [0; (WINDOW / 64) as usize],
         }
     }
 
     #[inline]
-    fn check(&self, seq: u64) -> Seen {
-        if seq == 0 || seq > self.base.saturating_add(WINDOW) {
-            return Seen::OutOfWindow;
-        }
-        if seq <= self.base {
-            return Seen::Duplicate;
-        }
-        if self.bits[(seq % WINDOW) as usize] {
-            Seen::Duplicate
-        } else {
-            Seen::New
-        }
-    }
-
-    #[inline]
-    fn mark(&mut self, seq: u64) {
-        self.bits.set((seq % WINDOW) as usize, true);
-        loop {
-            let i = ((self.base + 1) % WINDOW) as usize;
-            if !self.bits[i] {
-                break;
-            }
-            self.bits.set(i, false);
-            self.base += 1;
-        }
+    fn bit(seq: u64) -> (usize, u64) {
+        let i = (seq % WINDOW) as usize;
+        (i / 64, 1u64 << (i % 64))
     }
 }
 
@@ -74,6 +58,41 @@ trait Dedup {
     fn check(&self, seq: u64) -> Seen;
     fn mark(&mut self, seq: u64);
     fn base(&self) -> u64;
+}
+
+impl Dedup for HandDedup {
+    #[inline]
+    fn check(&self, seq: u64) -> Seen {
+        if seq == 0 || seq > self.base.saturating_add(WINDOW) {
+            return Seen::OutOfWindow;
+        }
+        if seq <= self.base {
+            return Seen::Duplicate;
+        }
+        let (w, m) = Self::bit(seq);
+        if self.bits[w] & m != 0 {
+            Seen::Duplicate
+        } else {
+            Seen::New
+        }
+    }
+    #[inline]
+    fn mark(&mut self, seq: u64) {
+        let (w, m) = Self::bit(seq);
+        self.bits[w] |= m;
+        loop {
+            let (w, m) = Self::bit(self.base + 1);
+            if self.bits[w] & m == 0 {
+                break;
+            }
+            self.bits[w] &= !m;
+            self.base += 1;
+        }
+    }
+    #[inline]
+    fn base(&self) -> u64 {
+        self.base
+    }
 }
 
 impl Dedup for DedupWindow {
@@ -88,21 +107,6 @@ impl Dedup for DedupWindow {
     #[inline]
     fn base(&self) -> u64 {
         DedupWindow::base(self)
-    }
-}
-
-impl Dedup for BitvecDedup {
-    #[inline]
-    fn check(&self, seq: u64) -> Seen {
-        BitvecDedup::check(self, seq)
-    }
-    #[inline]
-    fn mark(&mut self, seq: u64) {
-        BitvecDedup::mark(self, seq)
-    }
-    #[inline]
-    fn base(&self) -> u64 {
-        self.base
     }
 }
 
@@ -159,60 +163,60 @@ fn dedup(c: &mut Criterion) {
     // every sequence of a long random run (fresh, duplicate, out of window),
     // and the same base.
     {
-        let (mut h, mut b) = (DedupWindow::new(), BitvecDedup::new());
+        let (mut h, mut b) = (HandDedup::new(), DedupWindow::new());
         let mut rng = SmallRng::seed_from_u64(7);
         for _ in 0..200_000 {
             let s = (h.base() as i64 + rand::Rng::random_range(&mut rng, -4..WINDOW as i64 + 8))
                 .max(0) as u64;
-            let v = Dedup::check(&h, s);
-            assert_eq!(v, b.check(s), "seq {s}");
+            let v = h.check(s);
+            assert_eq!(v, Dedup::check(&b, s), "seq {s}");
             if v == Seen::New {
-                Dedup::mark(&mut h, s);
-                b.mark(s);
+                h.mark(s);
+                Dedup::mark(&mut b, s);
             }
-            assert_eq!(Dedup::base(&h), b.base);
+            assert_eq!(h.base(), Dedup::base(&b));
         }
         for (_, o) in &orders {
-            let (mut h, mut b) = (DedupWindow::new(), BitvecDedup::new());
+            let (mut h, mut b) = (HandDedup::new(), DedupWindow::new());
             for _ in 0..3 {
                 assert_eq!(apply_block(&mut h, o), BLOCK);
                 assert_eq!(apply_block(&mut b, o), BLOCK);
             }
-            assert_eq!((Dedup::base(&h), b.base), (3 * BLOCK, 3 * BLOCK));
+            assert_eq!((h.base(), Dedup::base(&b)), (3 * BLOCK, 3 * BLOCK));
         }
-        let (h, seqs) = with_duplicates(DedupWindow::new());
-        let (b, _) = with_duplicates(BitvecDedup::new());
+        let (h, seqs) = with_duplicates(HandDedup::new());
+        let (b, _) = with_duplicates(DedupWindow::new());
         assert_eq!(check_all(&h, &seqs), seqs.len() as u64);
         assert_eq!(check_all(&b, &seqs), seqs.len() as u64);
         assert_eq!(h.check(2049), Seen::New);
-        assert_eq!(b.check(2049), Seen::New);
+        assert_eq!(Dedup::check(&b, 2049), Seen::New);
     }
 
     let mut g = c.benchmark_group("dedup");
     g.throughput(Throughput::Elements(BLOCK));
     for (label, o) in &orders {
-        let mut h = DedupWindow::new();
+        let mut h = HandDedup::new();
         g.bench_function(format!("{label}/hand"), |bch| {
             bch.iter(|| apply_block(&mut h, black_box(o)))
         });
-        let mut b = BitvecDedup::new();
+        let mut b = DedupWindow::new();
         g.bench_function(format!("{label}/bitvec"), |bch| {
             bch.iter(|| apply_block(&mut b, black_box(o)))
         });
     }
-    let (h, seqs) = with_duplicates(DedupWindow::new());
+    let (h, seqs) = with_duplicates(HandDedup::new());
     g.throughput(Throughput::Elements(seqs.len() as u64));
     g.bench_function("duplicates/hand", |bch| {
         bch.iter(|| check_all(black_box(&h), black_box(&seqs)))
     });
-    let (b, _) = with_duplicates(BitvecDedup::new());
+    let (b, _) = with_duplicates(DedupWindow::new());
     g.bench_function("duplicates/bitvec", |bch| {
         bch.iter(|| check_all(black_box(&b), black_box(&seqs)))
     });
     g.finish();
 }
 
-/// A replay-ring entry: 64 bytes, as the driver's (`replay::Entry`).
+/// A replay-ring entry: 56 bytes, as the driver's (`replay::Entry`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Entry {
     seq: u64,
@@ -228,6 +232,8 @@ struct Entry {
     awaiting_reply: bool,
     op: u8,
 }
+
+const _: () = assert!(size_of::<Entry>() == 56, "the driver's entry size");
 
 /// Entries at most in flight (the dedup window).
 const ENTRIES: usize = WINDOW as usize;
@@ -462,17 +468,28 @@ fn touch(rails: &mut [RailState], idx: &[u8]) -> u64 {
     rails.iter().map(|s| s.frames).sum()
 }
 
-fn rails(c: &mut Criterion) {
+/// [`TOUCHES`] random rail indices.
+fn rail_indices() -> Vec<u8> {
     let mut rng = SmallRng::seed_from_u64(4);
-    let idx: Vec<u8> = (0..TOUCHES)
+    (0..TOUCHES)
         .map(|_| rand::Rng::random_range(&mut rng, 0..4u8))
-        .collect();
-    let mut v: Vec<RailState> = vec![RailState::default(); 4];
-    let mut hv: heapless::Vec<RailState, 4> = heapless::Vec::new();
+        .collect()
+}
+
+/// Four rails, in a `Vec` and in a `heapless::Vec`.
+fn rail_tables() -> (Vec<RailState>, heapless::Vec<RailState, 4>) {
+    let v = vec![RailState::default(); 4];
+    let mut hv = heapless::Vec::new();
     for _ in 0..4 {
         hv.push(RailState::default()).expect("4 fit");
     }
     assert!(hv.push(RailState::default()).is_err(), "capacity 4");
+    (v, hv)
+}
+
+fn rails(c: &mut Criterion) {
+    let idx = rail_indices();
+    let (mut v, mut hv) = rail_tables();
     // Correctness before timing: the same counts.
     assert_eq!(touch(&mut v, &idx), touch(&mut hv, &idx));
     assert_eq!(touch(&mut v, &idx), 2 * TOUCHES as u64);
@@ -488,9 +505,91 @@ fn rails(c: &mut Criterion) {
     g.finish();
 }
 
+/// Times `hand` and `krate` alternately (module docs) and prints the median
+/// ratio krate/hand, its quartiles, and the median time per call of each.
+fn interleaved(id: &str, mut hand: impl FnMut() -> u64, mut krate: impl FnMut() -> u64) {
+    use std::time::Instant;
+    const REPS: u32 = 20;
+    let rounds = if switchyard_benches::measuring() {
+        400
+    } else {
+        2
+    };
+    let time = |f: &mut dyn FnMut() -> u64| {
+        let t = Instant::now();
+        for _ in 0..REPS {
+            black_box(f());
+        }
+        t.elapsed().as_secs_f64() * 1e9 / f64::from(REPS)
+    };
+    let (mut th, mut tk, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (h, k) = if round % 2 == 0 {
+            let h = time(&mut hand);
+            (h, time(&mut krate))
+        } else {
+            let k = time(&mut krate);
+            (time(&mut hand), k)
+        };
+        th.push(h);
+        tk.push(k);
+        ratio.push(k / h);
+    }
+    for v in [&mut th, &mut tk, &mut ratio] {
+        v.sort_by(f64::total_cmp);
+    }
+    let at = |v: &[f64], q: usize| v[v.len() * q / 4];
+    println!(
+        "ratio {id}: crate/hand {:.3} (quartiles {:.3}..{:.3}); per call hand {:.0} ns, crate {:.0} ns",
+        at(&ratio, 2),
+        at(&ratio, 1),
+        at(&ratio, 3),
+        at(&th, 2),
+        at(&tk, 2),
+    );
+}
+
+/// The interleaved ratios of every pair (module docs).
+fn ratios(_: &mut Criterion) {
+    for (label, o) in &orders() {
+        let (mut h, mut b) = (HandDedup::new(), DedupWindow::new());
+        interleaved(
+            &format!("dedup/{label}"),
+            || apply_block(&mut h, black_box(o)),
+            || apply_block(&mut b, black_box(o)),
+        );
+    }
+    let (h, seqs) = with_duplicates(HandDedup::new());
+    let (b, _) = with_duplicates(DedupWindow::new());
+    interleaved(
+        "dedup/duplicates",
+        || check_all(black_box(&h), black_box(&seqs)),
+        || check_all(black_box(&b), black_box(&seqs)),
+    );
+    let (mut h, mut d) = (HandTable::new(), DequeTable::new());
+    interleaved(
+        "replay_table/steady",
+        || steady(black_box(&mut h)),
+        || steady(black_box(&mut d)),
+    );
+    let (fh, fd) = (full(HandTable::new()), full(DequeTable::new()));
+    interleaved(
+        "replay_table/scan",
+        || scan(black_box(&fh)),
+        || scan(black_box(&fd)),
+    );
+    let idx = rail_indices();
+    let (mut v, mut hv) = rail_tables();
+    interleaved(
+        "rails/index",
+        || touch(black_box(&mut v), black_box(&idx)),
+        || touch(black_box(&mut hv), black_box(&idx)),
+    );
+}
+
 criterion_group! {
     name = benches;
     config = switchyard_benches::criterion_config();
-    targets = dedup, replay_table, rails
+    targets = dedup, replay_table, rails, ratios
 }
 criterion_main!(benches);

@@ -296,39 +296,6 @@ fn stalled_peer_pushes_back_then_resumes() {
         ..config(me, 1)
     };
     let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
-    pe1.pause.store(true, Ordering::Relaxed);
-    let data = vec![0xABu8; 4096];
-    let mut ok = 0u64;
-    let blocked = loop {
-        match a.rail(0).put(1, (ok % 256) * 4096, &data, CX) {
-            Ok(()) => ok += 1,
-            Err(e) => break e,
-        }
-        assert!(ok < 100_000, "never pushed back");
-    };
-    assert_eq!(blocked.kind(), ErrorKind::WouldBlock, "{blocked}");
-    assert_eq!(blocked.peer(), Some(1));
-    // Bounded by the window, not by the caller's appetite.
-    assert!(ok * 4160 <= 256 << 10, "{ok} puts accepted");
-    pe1.pause.store(false, Ordering::Relaxed);
-    for i in 0..200u64 {
-        retry(&mut a, Duration::from_secs(10), |d| {
-            d.rail(0).put(1, (i % 256) * 4096, &data, CX)
-        });
-    }
-    quiet(&mut a, Duration::from_secs(10));
-    drop(pe1);
-}
-
-#[test]
-fn backlog_grows_while_the_target_stalls_and_drains_after_quiet() {
-    let cfg = |me| TcpConfig {
-        window: 256 << 10,
-        max_frame_payload: 16 << 10,
-        detection_window: Duration::from_secs(10),
-        ..config(me, 1)
-    };
-    let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
     let cap = a.backlog_capacity();
     assert_eq!(
         cap,
@@ -340,43 +307,42 @@ fn backlog_grows_while_the_target_stalls_and_drains_after_quiet() {
     assert_eq!(a.backlog(1, 0), Backlog::default());
     pe1.pause_now();
     // No progress here and none there: nothing is acknowledged, so every
-    // put accepted is one more frame (64-byte header + 4 KiB) held on rail 0.
-    let data = vec![0x5Au8; 4096];
+    // put accepted is one more frame (64-byte header + 4 KiB) held on rail
+    // 0, until the window pushes back.
+    let data = vec![0xABu8; 4096];
     let wm = LoadWatermark { per_mille: 750 };
-    let mut ok = 0u32;
+    let mut ok = 0u64;
     let mut crossed_at = None;
-    loop {
-        match a.rail(0).put(1, u64::from(ok % 256) * 4096, &data, CX) {
+    let blocked = loop {
+        match a.rail(0).put(1, (ok % 256) * 4096, &data, CX) {
             Ok(()) => ok += 1,
-            Err(e) => {
-                assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
-                break;
-            }
+            Err(e) => break e,
         }
-        let b = a.backlog(1, 0);
-        assert_eq!(
-            b,
-            Backlog {
-                frames: ok,
-                bytes: u64::from(ok) * 4160
-            }
-        );
-        if crossed_at.is_none() && b.exceeds(wm, cap) {
+        let held = a.backlog(1, 0);
+        assert_eq!((u64::from(held.frames), held.bytes), (ok, ok * 4160));
+        if crossed_at.is_none() && held.exceeds(wm, cap) {
             crossed_at = Some(ok);
         }
         assert!(ok < 100_000, "never pushed back");
-    }
-    // The credit window stopped the puts: the rail is over the watermark,
-    // first crossed at 75% of the window's bytes.
-    assert!(a.backlog(1, 0).exceeds(wm, cap));
-    let crossed = u64::from(crossed_at.expect("crossed the watermark"));
+    };
+    assert_eq!(blocked.kind(), ErrorKind::WouldBlock, "{blocked}");
+    assert_eq!(blocked.peer(), Some(1));
+    // Bounded by the window, not by the caller's appetite.
+    assert!(ok * 4160 <= 256 << 10, "{ok} puts accepted");
+    // Over the load watermark, first at 75% of the window's bytes.
+    let crossed = crossed_at.expect("crossed the watermark");
     assert!(crossed * 4160 * 1000 > 750 * (256 << 10));
     assert!((crossed - 1) * 4160 * 1000 <= 750 * (256 << 10));
     assert_eq!(a.backlog(0, 0), Backlog::default(), "this PE");
     assert_eq!(a.backlog(1, 1), Backlog::default(), "no such rail");
     pe1.pause.store(false, Ordering::Relaxed);
+    for i in 0..200u64 {
+        retry(&mut a, Duration::from_secs(10), |d| {
+            d.rail(0).put(1, (i % 256) * 4096, &data, CX)
+        });
+    }
     quiet(&mut a, Duration::from_secs(10));
-    assert_eq!(a.backlog(1, 0), Backlog::default());
+    assert_eq!(a.backlog(1, 0), Backlog::default(), "quiet drains it");
     drop(pe1);
 }
 
