@@ -30,7 +30,6 @@ mod send;
 mod tickets;
 
 use std::{
-    collections::VecDeque,
     net::{Shutdown, SocketAddr, TcpListener},
     os::fd::AsRawFd,
     time::Duration,
@@ -48,14 +47,16 @@ use self::{
     tickets::{ATOMIC_SLOTS, AtomicSlot, Gets, SlotState},
 };
 use crate::{
-    CrcPolicy, Event, Result, SocketError, SocketStats, TcpConfig, decode::StreamDecoder,
-    handshake::Hello, heap::Heap, sys,
+    Backlog, CrcPolicy, Event, MAX_RAILS, Result, SocketError, SocketStats, TcpConfig,
+    decode::StreamDecoder, handshake::Hello, heap::Heap, sys,
 };
 
 /// Handshakes in progress on the accepting side, at most.
 const MAX_PENDING: usize = 32;
 /// Queued events, at most (the oldest is dropped when full).
 const EVENT_CAP: usize = 1024;
+/// The queued events: fixed capacity (boxed: 1024 events are about 40 KiB).
+type Events = Box<heapless::Deque<Event, EVENT_CAP>>;
 /// Recent atomic results kept per source PE, to answer replays.
 const ATOMIC_CACHE: usize = 1024;
 /// Largest payload on a control connection or in a handshake.
@@ -69,7 +70,7 @@ struct Ctx {
     me: u32,
     heap: Heap,
     stats: SocketStats,
-    events: VecDeque<Event>,
+    events: Events,
     gets: Gets,
     atomics: Vec<AtomicSlot>,
     epoll: sys::Epoll,
@@ -86,10 +87,11 @@ struct Ctx {
 
 impl Ctx {
     fn event(&mut self, e: Event) {
-        if self.events.len() == EVENT_CAP {
+        if self.events.is_full() {
             self.events.pop_front();
         }
-        self.events.push_back(e);
+        // Cannot fail: there is room now.
+        let _ = self.events.push_back(e);
     }
 
     fn later(&self, d: Duration) -> Instant {
@@ -177,10 +179,13 @@ impl Ctx {
 #[derive(Debug)]
 pub struct SocketDriver {
     ctx: Ctx,
-    listeners: Vec<Option<TcpListener>>,
-    local: Vec<SocketAddr>,
+    /// One per rail (taken on close).
+    listeners: heapless::Vec<Option<TcpListener>, MAX_RAILS>,
+    /// The listening address of each rail.
+    local: heapless::Vec<SocketAddr, MAX_RAILS>,
     peers: Vec<Option<Box<Peer>>>,
-    pending: Vec<Pending>,
+    /// Slots for accepted connections waiting for their `Hello`.
+    pending: [Pending; MAX_PENDING],
 }
 
 impl SocketDriver {
@@ -228,9 +233,10 @@ impl SocketDriver {
     fn build(cfg: TcpConfig, heap: Heap) -> Result<SocketDriver> {
         cfg.check()?;
         let epoll = sys::Epoll::new().map_err(|source| SocketError::Epoll { source })?;
-        let mut listeners = Vec::new();
-        let mut local = Vec::new();
-        for (rail, &ip) in cfg.listen.iter().enumerate() {
+        let mut listeners = heapless::Vec::new();
+        let mut local = heapless::Vec::new();
+        // At most MAX_RAILS addresses (`cfg.check()`): the pushes fit.
+        for (rail, &ip) in cfg.listen.iter().enumerate().take(MAX_RAILS) {
             let l = TcpListener::bind(SocketAddr::new(ip, cfg.listen_port))
                 .and_then(|l| l.set_nonblocking(true).map(|_| l))
                 .and_then(|l| l.local_addr().map(|a| (l, a)))
@@ -242,8 +248,8 @@ impl SocketDriver {
             epoll
                 .add(l.0.as_raw_fd())
                 .map_err(|source| SocketError::Epoll { source })?;
-            local.push(l.1);
-            listeners.push(Some(l.0));
+            let _ = local.push(l.1);
+            let _ = listeners.push(Some(l.0));
         }
         let seed = u64::from(std::process::id()) << 32
             ^ std::time::SystemTime::now()
@@ -251,21 +257,19 @@ impl SocketDriver {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0)
             ^ u64::from(cfg.me).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let pending = (0..MAX_PENDING)
-            .map(|_| Pending {
-                sock: None,
-                addr: None,
-                rail: 0,
-                dec: StreamDecoder::new(CONTROL_PAYLOAD),
-                deadline: Instant::default(),
-            })
-            .collect();
+        let pending = core::array::from_fn(|_| Pending {
+            sock: None,
+            addr: None,
+            rail: 0,
+            dec: StreamDecoder::new(CONTROL_PAYLOAD),
+            deadline: Instant::default(),
+        });
         let handshake_timeout = (cfg.detection_window * 5).max(Duration::from_secs(1));
         let ctx = Ctx {
             me: cfg.me,
             heap,
             stats: SocketStats::default(),
-            events: VecDeque::with_capacity(EVENT_CAP),
+            events: Box::new(heapless::Deque::new()),
             gets: Gets::new(cfg.get_buffer as usize),
             atomics: vec![
                 AtomicSlot {
@@ -378,6 +382,42 @@ impl SocketDriver {
             Some(p) if p.st.dead => LinkState::Error,
             Some(p) => p.rails.get(rail).map_or(LinkState::Down, |r| r.state),
             None => LinkState::Down,
+        }
+    }
+
+    /// What rail `rail` holds toward `peer` and has not completed: frames not
+    /// yet acknowledged, or acknowledged and still waiting for their reply,
+    /// and their bytes ([`Backlog`] says exactly what counts). Frames that
+    /// move to another rail (a failover, or a rail coming back taking frames
+    /// stranded on rails that are down) move their counts with them; those
+    /// of a Down rail with no other rail up stay counted on it until one
+    /// comes up. O(1), no allocation: counters kept by the replay ring as it
+    /// changes. Zero for this PE, a peer without addresses or given up on,
+    /// and a rail out of range.
+    ///
+    /// Compare with [`SocketDriver::backlog_capacity`], e.g. through
+    /// [`Backlog::exceeds`].
+    #[inline]
+    pub fn backlog(&self, peer: u32, rail: usize) -> Backlog {
+        self.peers
+            .get(peer as usize)
+            .and_then(|p| p.as_deref())
+            .map_or(Backlog::default(), |p| p.st.ring.backlog(rail))
+    }
+
+    /// What a [`SocketDriver::backlog`] is measured against, the same for
+    /// every (peer, rail): `frames`, the most frames a peer may have
+    /// outstanding (4096, the receiver's deduplication window); `bytes`,
+    /// [`TcpConfig::window`] (the replay ring's bytes and the initial credit
+    /// toward each peer). The frames every rail to one peer holds together
+    /// never exceed `frames`; their bytes stay within `bytes` but for frames
+    /// the peer applied out of order and has not acknowledged yet (their
+    /// credit can come back before their ack), and for gets and fetching
+    /// atomics acknowledged and still waiting for their reply.
+    pub fn backlog_capacity(&self) -> Backlog {
+        Backlog {
+            frames: crate::dedup::WINDOW as u32,
+            bytes: u64::from(self.ctx.cfg.window),
         }
     }
 

@@ -35,6 +35,15 @@
 //! twice after having been connected, is dead ([`Event::PeerDead`]): its
 //! pending operations fail once, naming it, and new ones fail at once.
 //!
+//! ## Load
+//!
+//! [`SocketDriver::backlog`] reports, per (peer, rail), the frames not yet
+//! complete at the peer (unacknowledged, or waiting for their reply) and
+//! their bytes, to compare with [`SocketDriver::backlog_capacity`] (e.g.
+//! against the load watermark, [`Backlog::exceeds`]). It reads counters the
+//! replay ring keeps as frames are queued, acknowledged, answered and moved
+//! between rails: O(1), no allocation.
+//!
 //! ## Allocation and time
 //!
 //! Buffers are sized at [`SocketDriver::set_peer`]; nothing on the data path
@@ -59,7 +68,7 @@
 //!
 //! Beside it: `rail` ([`Rail`], [`SingleRail`]: the core transport
 //! contract per rail), `replay` (the sender's replay ring, one per peer),
-//! `dedup` (the receiver's window of applied sequences), [`decode`] (frames
+//! [`dedup`] (the receiver's window of applied sequences), [`decode`] (frames
 //! out of a byte stream), [`handshake`] (the `Hello` payload), `backoff`
 //! (reconnect delays), `heap` (the local heap: copies and atomics), `sys`
 //! (every libc call), `probe` ([`probe`]: the network interfaces).
@@ -126,7 +135,7 @@
 
 mod backoff;
 pub mod decode;
-mod dedup;
+pub mod dedup;
 mod driver;
 pub mod handshake;
 mod heap;
@@ -147,13 +156,19 @@ pub use rail::{Rail, SingleRail};
 /// The path-class encoding this driver speaks (re-exported for its future cards).
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;
 pub use switchyard_core::transport::LinkState;
-use switchyard_core::transport::{ErrorKind, TransportError};
+use switchyard_core::{
+    route::LoadWatermark,
+    transport::{ErrorKind, TransportError},
+};
 
 /// Whether this driver is implemented in this build (it is).
 pub const IMPLEMENTED: bool = true;
 
 /// Most rails (local addresses) one driver uses.
 pub const MAX_RAILS: usize = 4;
+
+/// Most data connections per peer per rail ([`TcpConfig::data_connections`]).
+pub const MAX_DATA_CONNECTIONS: u8 = 8;
 
 /// When frames carry a CRC over their payload (headers are always checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -188,7 +203,8 @@ pub struct TcpConfig {
     pub listen: Vec<IpAddr>,
     /// Port to listen on (every rail); 0 = ephemeral.
     pub listen_port: u16,
-    /// Data connections per peer per rail, 1 to 8 (plus one control connection).
+    /// Data connections per peer per rail, 1 to [`MAX_DATA_CONNECTIONS`] (plus
+    /// one control connection).
     pub data_connections: u8,
     /// Per-peer send window in bytes: replay capacity and initial credit.
     pub window: u32,
@@ -268,7 +284,7 @@ impl TcpConfig {
                 "1 to 4 addresses (one per rail)",
             );
         }
-        if !(1..=8).contains(&self.data_connections) {
+        if !(1..=MAX_DATA_CONNECTIONS).contains(&self.data_connections) {
             return bad(
                 "data_connections",
                 self.data_connections.to_string(),
@@ -412,6 +428,37 @@ pub struct SocketStats {
     /// New frames held back by the ramp after a peer recovered (its in-flight
     /// limit starts small and doubles with each ack).
     pub ramp_waits: u64,
+}
+
+/// What one rail holds toward one peer and has not completed
+/// ([`SocketDriver::backlog`]): the load a rail reports for the load
+/// watermark, against [`SocketDriver::backlog_capacity`].
+///
+/// Counted: the put, get and atomic frames sequenced toward the peer and
+/// assigned to the rail that are not yet acknowledged by it, or
+/// acknowledged but still waiting for their reply (gets, fetching atomics).
+/// A frame counts from the call that queued it (written to the socket or
+/// not) until that moment. Not counted: acks, heartbeats, credit grants,
+/// link-state records, and the bytes a get's reply will bring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    /// Frames.
+    pub frames: u32,
+    /// Their credit: each frame's 64-byte header plus the payload it
+    /// carries (put data, atomic operands; a get carries none).
+    pub bytes: u64,
+}
+
+impl Backlog {
+    /// Whether `self` is over `watermark` of `capacity` in frames or in
+    /// bytes ([`LoadWatermark::exceeded`]; bytes past `u32::MAX` count as
+    /// `u32::MAX`).
+    #[inline]
+    pub fn exceeds(self, watermark: LoadWatermark, capacity: Backlog) -> bool {
+        let clamp = |b: u64| u32::try_from(b).unwrap_or(u32::MAX);
+        watermark.exceeded(self.frames, capacity.frames)
+            || watermark.exceeded(clamp(self.bytes), clamp(capacity.bytes))
+    }
 }
 
 /// Errors of the TCP transport.

@@ -13,12 +13,12 @@ use std::{
 };
 
 use switchyard_core::{
-    route::ContextId,
+    route::{ContextId, LoadWatermark},
     transport::{AtomicOp, AtomicWidth, ErrorKind, Instant, LinkState, Transport, TransportError},
     wire::{AtomicKind, FrameOp, HEADER_LEN, HeaderFields, encode, flags},
 };
 use switchyard_socket::{
-    Event, RefuseReason, SocketDriver, SocketError, TcpConfig, handshake::Hello,
+    Backlog, Event, RefuseReason, SocketDriver, SocketError, TcpConfig, handshake::Hello,
 };
 
 const CX: ContextId = ContextId { pe: 0, seq: 1 };
@@ -55,10 +55,23 @@ fn config(me: u32, rails: usize) -> TcpConfig {
 struct Pe1 {
     stop: Arc<AtomicBool>,
     pause: Arc<AtomicBool>,
+    /// Set by the thread while it is paused (between progress steps).
+    idle: Arc<AtomicBool>,
     thread: Option<JoinHandle<SocketDriver>>,
 }
 
 impl Pe1 {
+    /// Pauses PE 1 and waits until it is between progress steps: from then
+    /// on it reads and acknowledges nothing.
+    fn pause_now(&self) {
+        self.pause.store(true, Ordering::Relaxed);
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.idle.load(Ordering::Acquire) {
+            assert!(std::time::Instant::now() < end, "PE 1 did not pause");
+            std::thread::yield_now();
+        }
+    }
+
     fn finish(mut self) -> SocketDriver {
         self.stop.store(true, Ordering::Relaxed);
         self.thread
@@ -86,15 +99,18 @@ fn pair(c0: TcpConfig, c1: TcpConfig, heap: u64) -> (SocketDriver, Pe1) {
     b.set_peer(0, &la, heap).expect("peer 0");
     let stop = Arc::new(AtomicBool::new(false));
     let pause = Arc::new(AtomicBool::new(false));
-    let (s, ps) = (stop.clone(), pause.clone());
+    let idle = Arc::new(AtomicBool::new(false));
+    let (s, ps, id) = (stop.clone(), pause.clone(), idle.clone());
     let thread = std::thread::spawn(move || {
         b.connect_all([0].into_iter(), now(), Duration::from_secs(10))
             .expect("PE 1 connects");
         while !s.load(Ordering::Relaxed) {
             if ps.load(Ordering::Relaxed) {
+                id.store(true, Ordering::Release);
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
+            id.store(false, Ordering::Relaxed);
             b.progress(now());
         }
         b
@@ -106,6 +122,7 @@ fn pair(c0: TcpConfig, c1: TcpConfig, heap: u64) -> (SocketDriver, Pe1) {
         Pe1 {
             stop,
             pause,
+            idle,
             thread: Some(thread),
         },
     )
@@ -279,13 +296,32 @@ fn stalled_peer_pushes_back_then_resumes() {
         ..config(me, 1)
     };
     let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
-    pe1.pause.store(true, Ordering::Relaxed);
+    let cap = a.backlog_capacity();
+    assert_eq!(
+        cap,
+        Backlog {
+            frames: 4096,
+            bytes: 256 << 10
+        }
+    );
+    assert_eq!(a.backlog(1, 0), Backlog::default());
+    pe1.pause_now();
+    // No progress here and none there: nothing is acknowledged, so every
+    // put accepted is one more frame (64-byte header + 4 KiB) held on rail
+    // 0, until the window pushes back.
     let data = vec![0xABu8; 4096];
+    let wm = LoadWatermark { per_mille: 750 };
     let mut ok = 0u64;
+    let mut crossed_at = None;
     let blocked = loop {
         match a.rail(0).put(1, (ok % 256) * 4096, &data, CX) {
             Ok(()) => ok += 1,
             Err(e) => break e,
+        }
+        let held = a.backlog(1, 0);
+        assert_eq!((u64::from(held.frames), held.bytes), (ok, ok * 4160));
+        if crossed_at.is_none() && held.exceeds(wm, cap) {
+            crossed_at = Some(ok);
         }
         assert!(ok < 100_000, "never pushed back");
     };
@@ -293,6 +329,12 @@ fn stalled_peer_pushes_back_then_resumes() {
     assert_eq!(blocked.peer(), Some(1));
     // Bounded by the window, not by the caller's appetite.
     assert!(ok * 4160 <= 256 << 10, "{ok} puts accepted");
+    // Over the load watermark, first at 75% of the window's bytes.
+    let crossed = crossed_at.expect("crossed the watermark");
+    assert!(crossed * 4160 * 1000 > 750 * (256 << 10));
+    assert!((crossed - 1) * 4160 * 1000 <= 750 * (256 << 10));
+    assert_eq!(a.backlog(0, 0), Backlog::default(), "this PE");
+    assert_eq!(a.backlog(1, 1), Backlog::default(), "no such rail");
     pe1.pause.store(false, Ordering::Relaxed);
     for i in 0..200u64 {
         retry(&mut a, Duration::from_secs(10), |d| {
@@ -300,6 +342,66 @@ fn stalled_peer_pushes_back_then_resumes() {
         });
     }
     quiet(&mut a, Duration::from_secs(10));
+    assert_eq!(a.backlog(1, 0), Backlog::default(), "quiet drains it");
+    drop(pe1);
+}
+
+#[test]
+fn backlog_moves_with_the_frames_on_failover() {
+    let cfg = |me| TcpConfig {
+        detection_window: Duration::from_secs(10),
+        ..config(me, 2)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
+    pe1.pause_now();
+    for i in 0..10u64 {
+        a.rail(0).put(1, i * 8, &i.to_le_bytes(), CX).expect("put");
+    }
+    // A fetching atomic on rail 0 too: held until its reply.
+    let t = a
+        .rail(0)
+        .atomic_start(
+            1,
+            1024,
+            AtomicOp {
+                kind: AtomicKind::FetchAdd,
+                width: AtomicWidth::W64,
+                operand: 5,
+                compare: 0,
+            },
+            CX,
+        )
+        .expect("atomic");
+    let held = a.backlog(1, 0);
+    assert_eq!(held.frames, 11);
+    assert_eq!(a.backlog(1, 1), Backlog::default());
+    a.debug_cut(1, 0);
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while a.rail(0).state(1) == LinkState::Up {
+        assert!(std::time::Instant::now() < end, "the cut was not seen");
+        a.progress(now());
+    }
+    assert_eq!(a.rail(1).state(1), LinkState::Up);
+    assert_eq!(
+        a.backlog(1, 0),
+        Backlog::default(),
+        "moved off the cut rail"
+    );
+    assert_eq!(a.backlog(1, 1), held, "onto the rail still up");
+    pe1.pause.store(false, Ordering::Relaxed);
+    let old = retry(&mut a, Duration::from_secs(10), |d| {
+        d.rail(1).atomic_poll(&t).and_then(|v| {
+            v.ok_or(SocketError::WouldBlock {
+                peer: 1,
+                what: "atomic reply",
+            })
+        })
+    });
+    assert_eq!(old, 0);
+    quiet(&mut a, Duration::from_secs(10));
+    for rail in 0..2 {
+        assert_eq!(a.backlog(1, rail), Backlog::default(), "rail {rail}");
+    }
     drop(pe1);
 }
 

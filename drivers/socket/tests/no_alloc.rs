@@ -1,5 +1,5 @@
-//! After connect, put, put_from_heap, get, atomics, quiet and progress do not
-//! allocate, on either side: a counting global allocator around two drivers
+//! After connect, put, put_from_heap, get, atomics, quiet, progress and
+//! backlog do not allocate, on either side: a counting global allocator around two drivers
 //! over loopback (PE 1 progressing on its own thread). One test in this
 //! binary, so no other test's allocations are counted.
 
@@ -17,7 +17,7 @@ use switchyard_core::{
     transport::{AtomicOp, AtomicWidth, Instant, Transport},
     wire::AtomicKind,
 };
-use switchyard_socket::{SocketDriver, TcpConfig};
+use switchyard_socket::{Backlog, SocketDriver, TcpConfig};
 
 struct Counting;
 
@@ -114,6 +114,7 @@ fn data_path_does_not_allocate_after_connect() {
         while a.rail(0).put_from_heap(1, 512 << 10, 0, 8192, CX).is_err() {
             a.progress(now(t0));
         }
+        assert!(a.backlog(1, 0).frames >= 1, "the heap put is held");
         let tk = loop {
             match a.rail(0).get_start(1, 0, dst.len() as u32, CX) {
                 Ok(t) => break t,
@@ -140,6 +141,7 @@ fn data_path_does_not_allocate_after_connect() {
             while !a.quiet_poll().expect("quiet") {
                 a.progress(now(t0));
             }
+            assert_eq!(a.backlog(1, 0), Backlog::default(), "quiet drains it");
         }
     };
     // Warm up every path once, then count on both threads.

@@ -33,12 +33,14 @@ use super::{
     send::{OutBuf, Resume, flush_conn, kick},
 };
 use crate::{
-    Event, MAX_RAILS, RefuseReason, Result, SocketError, backoff::Backoff, decode::StreamDecoder,
-    dedup::DedupWindow, handshake::Hello, replay::ReplayRing, sys,
+    Event, MAX_DATA_CONNECTIONS, MAX_RAILS, RefuseReason, Result, SocketError, backoff::Backoff,
+    decode::StreamDecoder, dedup::DedupWindow, handshake::Hello, replay::ReplayRing, sys,
 };
 
 /// Send buffer of a control connection.
 const CONTROL_OUT: usize = 16 * 1024;
+/// Connections per rail, at most: the control one and the data ones.
+const MAX_CONNS: usize = 1 + MAX_DATA_CONNECTIONS as usize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -90,7 +92,8 @@ impl Conn {
 pub(super) struct RailLink {
     pub(super) addr: Option<SocketAddr>,
     pub(super) state: LinkState,
-    pub(super) conns: Vec<Conn>,
+    /// The control connection, then the data connections.
+    pub(super) conns: heapless::Vec<Conn, MAX_CONNS>,
     pub(super) last_rx: Instant,
     pub(super) last_tx: Instant,
     pub(super) backoff: Backoff,
@@ -138,7 +141,8 @@ pub(super) struct PeerState {
 
 #[derive(Debug)]
 pub(super) struct Peer {
-    pub(super) rails: Vec<RailLink>,
+    /// One per rail of this driver.
+    pub(super) rails: heapless::Vec<RailLink, MAX_RAILS>,
     pub(super) st: PeerState,
 }
 
@@ -201,14 +205,20 @@ impl SocketDriver {
         }
         let cfg = &self.ctx.cfg;
         let window = u64::from(cfg.window);
-        let mut rail_links = Vec::with_capacity(rails);
+        // At most MAX_RAILS rails and MAX_CONNS connections (`cfg.check()`):
+        // the pushes fit.
+        let mut rail_links = heapless::Vec::new();
         for r in 0..rails {
-            let conns = (0..self.ctx.n_conns())
-                .map(|c| Conn::new(c > 0, cfg.max_frame_payload.max(self.max_get_len())))
-                .collect();
+            let mut conns = heapless::Vec::new();
+            for c in 0..self.ctx.n_conns() {
+                let _ = conns.push(Conn::new(
+                    c > 0,
+                    cfg.max_frame_payload.max(self.max_get_len()),
+                ));
+            }
             let seed =
                 self.ctx.seed ^ (u64::from(pe) << 8 | r as u64).wrapping_mul(0xA24B_AED4_963E_E407);
-            rail_links.push(RailLink {
+            let _ = rail_links.push(RailLink {
                 addr: addrs.get(r).copied(),
                 state: LinkState::Down,
                 conns,

@@ -142,15 +142,14 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
         FrameOp::Put | FrameOp::Get | FrameOp::Atomic => {}
         FrameOp::GetReply => {
             let seq = h.seq.get();
-            let Some(e) = st.ring.get_mut(seq) else {
+            let Some(&e) = st.ring.get(seq) else {
                 return Verdict::Done;
             };
-            if !e.awaiting_reply || e.op != FrameOp::Get as u8 {
+            if !e.awaiting_reply() || e.op != FrameOp::Get as u8 {
                 return Verdict::Done;
             }
             let Some(idx) = ctx.gets.find(e.slot) else {
-                e.awaiting_reply = false;
-                st.ring.release();
+                st.ring.answered(seq);
                 return Verdict::Done;
             };
             let s = ctx.gets.slots[idx];
@@ -170,16 +169,15 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
                     }
                 }
             }
-            e.awaiting_reply = false;
-            st.ring.release();
+            st.ring.answered(seq);
             return Verdict::Done;
         }
         FrameOp::AtomicReply => {
             let seq = h.seq.get();
-            let Some(e) = st.ring.get_mut(seq) else {
+            let Some(&e) = st.ring.get(seq) else {
                 return Verdict::Done;
             };
-            if !e.awaiting_reply || e.op != FrameOp::Atomic as u8 {
+            if !e.awaiting_reply() || e.op != FrameOp::Atomic as u8 {
                 return Verdict::Done;
             }
             let idx = (e.slot & ((1 << SLOT_BITS) - 1)) as usize;
@@ -191,8 +189,7 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
                 s.value = v;
                 s.state = SlotState::Done;
             }
-            e.awaiting_reply = false;
-            st.ring.release();
+            st.ring.answered(seq);
             return Verdict::Done;
         }
         FrameOp::Ack => return Verdict::Done,

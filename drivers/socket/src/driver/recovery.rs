@@ -133,8 +133,8 @@ pub(super) fn check_fence(
     let mut s = st.ring.tail_seq().max(st.acked + 1);
     while same && s <= st.fence_seq {
         if let Some(e) = st.ring.get(s)
-            && !e.acked
-            && (usize::from(e.rail) != rail || e.conn != conn)
+            && !e.acked()
+            && (usize::from(e.rail()) != rail || e.conn != conn)
         {
             same = false;
         }
@@ -175,7 +175,7 @@ pub(super) fn check_straddle(
     let pending = (st.ring.tail_seq().max(st.acked + 1)..st.ring.next_seq()).any(|s| {
         st.ring
             .get(s)
-            .is_some_and(|e| !e.acked && usize::from(e.rail) == rail && e.conn == second)
+            .is_some_and(|e| !e.acked() && usize::from(e.rail()) == rail && e.conn == second)
     });
     if !pending {
         return Ok(());
@@ -280,14 +280,13 @@ pub(super) fn take_over(
     // Frames stranded on rails that are not up move here.
     let mut s = st.ring.tail_seq();
     while s < st.ring.next_seq() {
-        if let Some(e) = st.ring.get_mut(s)
-            && (!e.acked || e.awaiting_reply)
-            && !ups[usize::from(e.rail)]
+        if let Some(e) = st.ring.get(s)
+            && e.outstanding()
+            && !ups[usize::from(e.rail())]
         {
             // Same data connection index on the new rail: the order per
             // block is kept.
-            e.rail = rail as u8;
-            e.sent = false;
+            st.ring.reassign(s, rail as u8);
         }
         s += 1;
     }
@@ -305,12 +304,12 @@ pub(super) fn fail_over(ctx: &mut Ctx, p: &mut Peer, rail: usize) -> Option<usiz
     let mut s = st.ring.tail_seq();
     while s < st.ring.next_seq() {
         if let Some(e) = st.ring.get_mut(s)
-            && usize::from(e.rail) == rail
-            && (!e.acked || e.awaiting_reply)
+            && usize::from(e.rail()) == rail
+            && e.outstanding()
         {
             e.sent = false;
             if let Some(t) = target {
-                e.rail = t as u8;
+                st.ring.reassign(s, t as u8);
                 moved += 1;
             }
         }

@@ -342,19 +342,14 @@ fn push_frame(
         } else {
             0
         };
-    let entry = Entry {
-        payload: match payload {
-            Source::Heap(o, l) => Payload::Heap { offset: o, len: l },
-            Source::Copy(_) => Payload::InRing,
-        },
-        rail: rail as u8,
-        conn,
-        awaiting_reply,
-        slot,
-        credit,
-        op: op as u8,
-        ..Entry::default()
+    let mut entry = Entry::new(rail as u8, credit, awaiting_reply);
+    entry.payload = match payload {
+        Source::Heap(o, l) => Payload::Heap { offset: o, len: l },
+        Source::Copy(_) => Payload::InRing,
     };
+    entry.conn = conn;
+    entry.slot = slot;
+    entry.op = op as u8;
     let heap = &ctx.heap;
     let seq = p.st.ring.push(stored, entry, |buf, seq| {
         let f = HeaderFields { seq, ..f };
@@ -492,8 +487,8 @@ pub(super) fn flush_conn(
             let s = conn.cursor;
             if let Some(e) = st.ring.get(s)
                 && !e.sent
-                && (!e.acked || e.awaiting_reply)
-                && usize::from(e.rail) == rail
+                && e.outstanding()
+                && usize::from(e.rail()) == rail
                 && usize::from(e.conn) == c
             {
                 found = Some(s);
