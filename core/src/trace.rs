@@ -122,6 +122,10 @@ fn done_stamp(n: usize) -> u32 {
 }
 
 /// A trace ring of `N` records (`N` a power of two).
+// Not `heapless::HistoryBuf`, which keeps the newest `N` the same way but
+// writes through `&mut self` into plain memory: here snapshot readers on other
+// threads copy records while the writer records, through `crate::sync` atomics
+// that the loom model `trace_snapshots_are_never_torn` (tests/loom.rs) checks.
 pub struct TraceRing<const N: usize> {
     slots: [Slot; N],
     /// Records written so far.
