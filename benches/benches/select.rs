@@ -35,7 +35,7 @@
 use std::{hint::black_box, time::Instant};
 
 use bitvec::{array::BitArray, field::BitField, order::Lsb0, slice::BitSlice};
-use criterion::{Criterion, Throughput};
+use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
 use switchyard_benches::{
     HashMapTopology, MatrixTopology, N_TRANSPORTS, QUERIES, QUERY_MASK, Queries, RDMA, TCP,
     initially_healthy, measuring, policy, tid, topology, topology_box,
@@ -339,6 +339,33 @@ impl<B: RowBits> Twin<B> {
     }
 }
 
+/// Adds the bench `name/label` of a twin's selects to `g`.
+fn bench_twin<B: RowBits>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    label: &str,
+    q: &Queries,
+    twin: &mut Twin<B>,
+) {
+    g.bench_function(format!("{name}/{label}"), |b| {
+        let mut k = 0;
+        b.iter(|| batch(q, &mut k, |d, l| fold(twin.select(d, l))));
+    });
+}
+
+/// The cross-check case `name` of a twin's selects.
+fn twin_case<'a, B: RowBits>(
+    name: &'static str,
+    batches: usize,
+    q: &'a Queries,
+    twin: &'a mut Twin<B>,
+) -> Case<'a> {
+    (
+        name,
+        Box::new(move || round(batches, q, |d, l| fold(twin.select(d, l)))),
+    )
+}
+
 /// A route without its context id (twins number their decisions themselves).
 fn decision(r: Result<Route, SelectError>) -> Option<(TransportId, PathClass, bool, bool)> {
     r.ok()
@@ -516,23 +543,11 @@ fn run_size(c: &mut Criterion, n_pes: u32, label: &str, with_matrix: bool, rows:
         let mut k = 0;
         b.iter(|| batch(&q, &mut k, |d, l| fold(pinned.select(d, l, Op::Put))));
     });
-    g.bench_function(format!("shift_twin/{label}"), |b| {
-        let mut k = 0;
-        b.iter(|| batch(&q, &mut k, |d, l| fold(shift.select(d, l))));
-    });
-    g.bench_function(format!("bitvec/{label}"), |b| {
-        let mut k = 0;
-        b.iter(|| batch(&q, &mut k, |d, l| fold(bv.select(d, l))));
-    });
-    g.bench_function(format!("bitvec_bits/{label}"), |b| {
-        let mut k = 0;
-        b.iter(|| batch(&q, &mut k, |d, l| fold(bv_bits.select(d, l))));
-    });
+    bench_twin(&mut g, "shift_twin", label, &q, &mut shift);
+    bench_twin(&mut g, "bitvec", label, &q, &mut bv);
+    bench_twin(&mut g, "bitvec_bits", label, &q, &mut bv_bits);
     if let Some(t) = bva.as_mut() {
-        g.bench_function(format!("bitvec_atomic/{label}"), |b| {
-            let mut k = 0;
-            b.iter(|| batch(&q, &mut k, |d, l| fold(t.select(d, l))));
-        });
+        bench_twin(&mut g, "bitvec_atomic", label, &q, t);
     }
     g.bench_function(format!("hashmap/{label}"), |b| {
         let mut k = 0;
@@ -607,24 +622,12 @@ fn run_size(c: &mut Criterion, n_pes: u32, label: &str, with_matrix: bool, rows:
             "bitmap",
             Box::new(|| round(batches, q, |d, l| fold(pinned.select(d, l, Op::Put)))),
         ),
-        (
-            "shift_twin",
-            Box::new(|| round(batches, q, |d, l| fold(shift.select(d, l)))),
-        ),
-        (
-            "bitvec",
-            Box::new(|| round(batches, q, |d, l| fold(bv.select(d, l)))),
-        ),
-        (
-            "bitvec_bits",
-            Box::new(|| round(batches, q, |d, l| fold(bv_bits.select(d, l)))),
-        ),
+        twin_case("shift_twin", batches, q, &mut shift),
+        twin_case("bitvec", batches, q, &mut bv),
+        twin_case("bitvec_bits", batches, q, &mut bv_bits),
     ];
     if let Some(t) = bva.as_mut() {
-        cases.push((
-            "bitvec_atomic",
-            Box::new(|| round(batches, q, |d, l| fold(t.select(d, l)))),
-        ));
+        cases.push(twin_case("bitvec_atomic", batches, q, t));
     }
     if with_matrix {
         cases.push((
