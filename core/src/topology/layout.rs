@@ -24,7 +24,7 @@ use crate::{
 // * Views over a loaded word (`BitArray::new(w)`) are loom-safe but not
 //   faster. Against `select/shift_twin` (the core's shifts in a bench-local
 //   select) in the same runs, a select reading the 2-bit class code with
-//   `BitField::load_le` took 1.6-2.1x at 4096 PEs and 1.4-1.8x at 1M
+//   `BitField::load_le` took 1.6-2.1x at 4096 PEs and 1.1-1.8x at 1M
 //   (`select/bitvec`), reading it as two single bits 0.7-1.2x
 //   (`select/bitvec_bits`: 5 instructions more than one shift and mask).
 //   Building a row word took 2.9-4.4x with `BitField::store_le`
