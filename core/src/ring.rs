@@ -72,6 +72,11 @@ impl fmt::Display for PopError {
 impl core::error::Error for PopError {}
 
 /// The ring itself: place it in a `static`, a `Box`, or shared memory.
+// Not `heapless::spsc::Queue`: it takes its atomics from `core` (or
+// `portable-atomic`), so the loom models of this ring in tests/loom.rs could
+// not see them; its head and tail share a cache line, neither side caches the
+// other's index, and it has no `#[repr(C)]` layout for `SharedRing` to map
+// into another process.
 #[repr(C)]
 pub struct Ring<T, const N: usize> {
     /// Next index to read; written by the consumer only.

@@ -132,6 +132,12 @@ impl Default for PolicyConfig {
 }
 
 /// Transports to try for one (class, length band), in order.
+// A `heapless::Vec<TransportId, MAX_TRANSPORTS>` in all but name, kept by hand
+// because `heapless::Vec` implements `Drop` and so cannot be `Copy`, and
+// `Policy` (which holds 15 of these) is `Copy`: callers and tests hand one
+// policy to several selectors by value. Only `Policy::new` writes it and only
+// the cold paths read it (`candidates_for`, `explain`); a select reads the
+// decision table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Candidates {
     ids: [TransportId; MAX_TRANSPORTS],
@@ -195,6 +201,9 @@ pub struct Policy {
     /// Unreachable has no candidates.
     candidates: [[Candidates; BANDS]; 5],
     /// `[class][band][usable mask]` → entry.
+    // A dense array with every entry written: nothing for `heapless` to
+    // bound, and its entries are bytes, not bits (a select does one indexed
+    // load, keyed by the usable-transport mask).
     table: [[[u8; MASKS]; BANDS]; 5],
     /// Per [`Op`] (`op as usize`): whether it uses the atomic band.
     atomic_band: [bool; 4],

@@ -147,6 +147,10 @@ struct Ring<'a> {
 /// with the `alloc` feature, a boxed slice whose length is chosen at run time
 /// (`TraceRingBox`). The capacity is a power of two; the methods are the same
 /// for both, and none of them allocates.
+// Not `heapless::HistoryBuf`, which keeps the newest records the same way but
+// writes through `&mut self` into plain memory: here snapshot readers on other
+// threads copy records while the writer records, through `crate::sync` atomics
+// that the loom model `trace_snapshots_are_never_torn` (tests/loom.rs) checks.
 pub struct TraceRingIn<S: ?Sized> {
     /// Records written so far.
     head: AtomicUsize,

@@ -12,6 +12,24 @@ use crate::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
+// The class row and the link words are bit sets written by hand (shifts and
+// masks on `crate::sync` atomics), not `bitvec`:
+// * Views over the shared words are ruled out by loom: bitvec's atomic
+//   storage (`BitSlice<AtomicUsize>`) exists for `core`'s atomics only, so
+//   under `--cfg loom`, where the words are loom's atomics, there is no view of
+//   them, and the models in tests/loom.rs must see every access. It is also the
+//   slowest reader:
+//   `select/bitvec_atomic/4096` took 2.2-2.7x the time of
+//   `select/shift_twin/4096` in the same runs.
+// * Views over a loaded word (`BitArray::new(w)`) are loom-safe but not
+//   faster. Against `select/shift_twin` (the core's shifts in a bench-local
+//   select) in the same runs, a select reading the 2-bit class code with
+//   `BitField::load_le` took 1.6-2.1x at 4096 PEs and 1.1-1.8x at 1M
+//   (`select/bitvec`), reading it as two single bits 0.7-1.2x
+//   (`select/bitvec_bits`: 5 instructions more than one shift and mask).
+//   Building a row word took 2.9-4.4x with `BitField::store_le`
+//   (`topology/fill/bitvec/4096` vs `topology/fill/hand/4096`) and 1.2-1.4x
+//   with single-bit sets (`topology/fill/bitvec_bits/4096`).
 pub(super) const WORD_BITS: usize = usize::BITS as usize;
 /// Peers per class-row word (2 bits each).
 pub const PEERS_PER_WORD: usize = WORD_BITS / 2;
@@ -140,6 +158,10 @@ pub const MAX_READERS: usize = 256;
 
 /// The memory of one PE's topology, borrowed from whoever owns it (a `static`, a
 /// shared mapping, or `TopologyBox` with the `alloc` feature).
+// Slices, not `heapless` collections: their lengths follow the job size, known
+// only at run time, and the memory may be a shared mapping laid out by the
+// caller; a `heapless::Vec` fixes its capacity at compile time and owns its
+// storage inline.
 #[derive(Debug, Clone, Copy)]
 pub struct TopologyMem<'a> {
     /// Control words.

@@ -64,6 +64,13 @@ impl<'a> Topology<'a> {
         Some((&self.mem.links[word], 1usize << (p % WORD_BITS)))
     }
 
+    // One `fetch_or`/`fetch_and` through `crate::sync`, not bitvec's
+    // `BitSlice<AtomicUsize>::set_aliased`: loom cannot see bitvec's atomics
+    // (see the note in `layout`), and `set_aliased` does not return the
+    // previous bit, which `apply_link_state` needs from the same
+    // read-modify-write. Speed does not decide it: `topology/health_flip/bitvec`
+    // took 0.87-1.12x the time of `topology/health_flip/atomic_rmw` in the same
+    // runs (both one locked instruction per flip).
     /// Sets or clears the health bit of (`t`, `peer`) with one atomic
     /// read-modify-write and returns the previous value (`None` when `t` or `peer`
     /// is out of range). No version swap: selects on every thread see it as soon
@@ -175,6 +182,10 @@ impl RowView<'_> {
 /// Bit `bit` of each word, as a mask (bit `i` from word `i`). Unrolled for the
 /// usual transport counts; the match is on a per-job constant, so it predicts
 /// perfectly.
+// A shift, not a bitvec `BitArray` view of the loaded word: the view compiles
+// to the same single `bt` instruction (no gain, `select/bitvec_bits` reads
+// health this way), and the writers of these bits must stay hand-written
+// atomics (`Topology::set_health`), so the layout keeps one notation.
 #[inline(always)]
 fn gather(words: &[AtomicUsize], bit: usize) -> usize {
     let b = |w: &AtomicUsize, i: usize| ((w.load(Ordering::Relaxed) >> bit) & 1) << i;
