@@ -15,6 +15,7 @@
 //! | [`ring`] | the SPSC ring (also across processes in shared memory) |
 //! | [`shared_ring`] | a ring in a shared mapping behind a checked header (`create`, `attach`) |
 //! | [`credit`] | credit-based flow control |
+//! | [`lock`] | one-word locks for state two threads take turns on: the application/progress-thread hand-off, a try-lock |
 //! | [`trace`] | the route trace ring |
 //! | [`transport`] | the transport contract every driver implements (non-blocking, clock-free) |
 //!
@@ -28,6 +29,10 @@
 //! * Bytes from outside are decoded into typed errors, never a panic.
 //! * Readers of the versioned topology never wait; a writer never overwrites a
 //!   slot a reader is in (loom test in `tests/loom.rs`).
+//! * The [`lock`]s exclude: the application and the helper thread never hold
+//!   an [`lock::EntryLock`] together, each entry is counted and the helper
+//!   leaves the count alone; two holders of a [`lock::TryLock`] never overlap
+//!   (loom models in `tests/loom.rs`).
 //!
 //! ## Features
 //!
@@ -96,6 +101,7 @@ compile_error!("loom models need std: build with --features std under --cfg loom
 pub mod class;
 pub mod crc;
 pub mod credit;
+pub mod lock;
 pub mod pad;
 pub mod ring;
 pub mod route;

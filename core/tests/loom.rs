@@ -1,11 +1,12 @@
-//! Loom models of the lock-free parts: the versioned topology, the SPSC ring and
-//! the trace ring. Run with
+//! Loom models of the lock-free parts: the versioned topology, the SPSC ring,
+//! the trace ring, and the two one-word locks. Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p switchyard-core --features std --test loom --release`.
 #![cfg(loom)]
 
-use loom::thread;
+use loom::{cell::UnsafeCell, sync::Arc, thread};
 use switchyard_core::{
     class::PathClass,
+    lock::{EntryLock, TryLock},
     ring::Ring,
     topology::{Shape, Topology, TopologyBox},
     trace::{TraceRecord, TraceRing},
@@ -220,5 +221,184 @@ fn trace_snapshots_are_never_torn() {
         });
         writer.join().unwrap();
         let _ = reader.join().unwrap();
+    });
+}
+
+/// Who holds a lock, kept in the state it guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Application,
+    Helper,
+}
+
+/// State guarded by a lock: who is inside, and how often each side was.
+/// Loom's `UnsafeCell` fails the model on any access not ordered after the
+/// previous one by the lock's Acquire/Release, so mutual exclusion is checked
+/// twice: by loom, and by the `inside` field.
+#[derive(Debug, Default)]
+struct Guarded {
+    inside: Option<Holder>,
+    visits: [u32; 2],
+}
+
+/// A critical section: `who` enters the guarded state (nobody may be in it),
+/// counts a visit, yields there (so loom can try to run the other side
+/// meanwhile), and leaves.
+fn critical(state: &UnsafeCell<Guarded>, who: Holder) {
+    state.with_mut(|s| {
+        // SAFETY: the caller holds the lock (loom checks the access).
+        let s = unsafe { &mut *s };
+        assert_eq!(
+            s.inside, None,
+            "{who:?} entered while {:?} was inside",
+            s.inside
+        );
+        s.inside = Some(who);
+        s.visits[who as usize] += 1;
+    });
+    thread::yield_now();
+    state.with_mut(|s| {
+        // SAFETY: as above.
+        let s = unsafe { &mut *s };
+        assert_eq!(s.inside, Some(who));
+        s.inside = None;
+    });
+}
+
+/// The application/progress-thread hand-off (`switchyard`'s progress.rs):
+/// the application enters twice (waiting while the helper holds the lock),
+/// the helper tries twice. The helper never takes the lock while the
+/// application is inside and the other way round; every entry is counted in
+/// the word and the helper's turns leave the count as they found it; at the
+/// end the lock is free.
+#[test]
+fn entry_lock_excludes_the_application_and_the_helper() {
+    loom::model(|| {
+        let shared = Arc::new((EntryLock::new(), UnsafeCell::new(Guarded::default())));
+        let app = {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || {
+                let (lock, state) = &*shared;
+                for k in 1..=2 {
+                    let entry = loop {
+                        match lock.try_enter() {
+                            Some(e) => break e,
+                            None => thread::yield_now(),
+                        }
+                    };
+                    assert_eq!(lock.entries(), k, "an entry not counted once");
+                    critical(state, Holder::Application);
+                    lock.leave(entry);
+                }
+            })
+        };
+        let helper = {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || {
+                let (lock, state) = &*shared;
+                let mut turns = 0u32;
+                for _ in 0..2 {
+                    if let Some(t) = lock.try_take() {
+                        let before = lock.entries();
+                        critical(state, Holder::Helper);
+                        assert_eq!(lock.entries(), before, "the count moved under the helper");
+                        drop(t);
+                        turns += 1;
+                    }
+                }
+                turns
+            })
+        };
+        app.join().unwrap();
+        let turns = helper.join().unwrap();
+        let (lock, state) = &*shared;
+        assert_eq!(lock.entries(), 2);
+        assert!(!lock.is_held());
+        state.with(|s| {
+            // SAFETY: both threads are joined.
+            let s = unsafe { &*s };
+            assert_eq!(s.inside, None);
+            assert_eq!(s.visits, [2, turns]);
+        });
+    });
+}
+
+/// What one holder writes, the next one sees, both ways: the helper tries
+/// once while the application enters, writes and leaves; whichever order they
+/// took, the application's next entry sees both writes (or only its own when
+/// the helper found the lock held or the word changed under its reading).
+#[test]
+fn entry_lock_hands_the_state_over_both_ways() {
+    loom::model(|| {
+        let shared = Arc::new((EntryLock::new(), UnsafeCell::new(0u32)));
+        let helper = {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || {
+                let (lock, state) = &*shared;
+                if let Some(_t) = lock.try_take() {
+                    // SAFETY: the helper holds the lock.
+                    state.with_mut(|v| unsafe { *v += 10 });
+                }
+            })
+        };
+        let (lock, state) = &*shared;
+        let entry = loop {
+            match lock.try_enter() {
+                Some(e) => break e,
+                None => thread::yield_now(),
+            }
+        };
+        // SAFETY: the application holds the lock.
+        state.with_mut(|v| unsafe { *v += 1 });
+        lock.leave(entry);
+        helper.join().unwrap();
+        let entry = lock.try_enter().expect("free after the join");
+        // SAFETY: the application holds the lock; the helper is joined.
+        let v = state.with(|v| unsafe { *v });
+        assert!(v == 1 || v == 11, "{v}");
+        lock.leave(entry);
+        assert_eq!(lock.entries(), 2);
+    });
+}
+
+/// The verbs receive side's try-lock (`switchyard-verbs`'s recv.rs): the
+/// progress thread polls only when it gets the lock (never waits), the
+/// application spins until it gets it (its exact paths: drain, reset,
+/// release); both never hold it together, and every hold is seen.
+#[test]
+fn try_lock_excludes_a_poller_and_a_spinner() {
+    loom::model(|| {
+        let shared = Arc::new((TryLock::new(), UnsafeCell::new(Guarded::default())));
+        let poller = {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || {
+                let (lock, state) = &*shared;
+                let mut polls = 0u32;
+                for _ in 0..2 {
+                    if let Some(_g) = lock.try_lock() {
+                        critical(state, Holder::Helper);
+                        polls += 1;
+                    }
+                }
+                polls
+            })
+        };
+        let (lock, state) = &*shared;
+        {
+            let _g = loop {
+                match lock.try_lock() {
+                    Some(g) => break g,
+                    None => thread::yield_now(),
+                }
+            };
+            critical(state, Holder::Application);
+        }
+        let polls = poller.join().unwrap();
+        assert!(!lock.is_locked());
+        state.with(|s| {
+            // SAFETY: the poller is joined and nobody holds the lock.
+            let s = unsafe { &*s };
+            assert_eq!(s.visits, [1, polls]);
+        });
     });
 }

@@ -1,3 +1,5 @@
-//! Helpers for the integration tests, and the driver conformance suite.
+//! Helpers for the integration tests, the driver conformance suite, and
+//! when a test may skip ([`skip`]).
 
 pub mod conformance;
+pub mod skip;

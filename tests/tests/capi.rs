@@ -13,15 +13,20 @@
 //! * `// tcp: yes`: also run it with 2 PEs over TCP only
 //!   (`SWITCHYARD_TRANSPORTS=tcp`), so TCP target-side progress serves it.
 //!
-//! A program that exits with status 77 is skipped, with the reason it
-//! printed (`globals.c` does that while global and static variables are not
-//! symmetric yet); set `SWITCHYARD_CAPI_NO_SKIP=1` to make a skip a failure.
+//! A program that exits with status 77 skips itself, with the reason it
+//! prints on a line holding `SKIP` (none does today). Like every skip in
+//! the tests ([`switchyard_tests::skip`]), that passes only on a machine
+//! where skips are allowed: as root (CI), or with `CI` or
+//! `SWITCHYARD_NO_SKIP` set, it is a failure naming the reason. So is a
+//! missing C compiler or `pkg-config`.
 
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
     sync::OnceLock,
 };
+
+use switchyard_tests::skip::{self, cargo_build, workspace};
 
 /// Exit status of a program that skips itself (the automake convention).
 const SKIP: i32 = 77;
@@ -34,20 +39,18 @@ struct Tree {
 }
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
+    workspace()
 }
 
-/// Whether a C compiler is installed; the tests say so and skip when not.
+/// Whether a C compiler is installed; without one the tests skip (a failure
+/// where skips are not allowed, see [`skip`]).
 fn have_cc() -> bool {
     let ok = Command::new("cc")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        println!("skipped: no C compiler (`cc`) on this machine");
+        skip::skip("no C compiler (`cc`) on this machine");
     }
     ok
 }
@@ -56,34 +59,7 @@ fn have_cc() -> bool {
 fn tree() -> &'static Tree {
     static TREE: OnceLock<Tree> = OnceLock::new();
     TREE.get_or_init(|| {
-        // target/<profile>/deps/capi-HASH
-        let exe = std::env::current_exe().expect("current_exe");
-        let bin = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>")
-            .to_path_buf();
-        let target = bin.parent().expect("target dir").to_path_buf();
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args([
-            "build",
-            "-q",
-            "-p",
-            "switchyard-cli",
-            "-p",
-            "switchyard-shmem",
-        ])
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(repo());
-        if bin.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let st = cmd.status().expect("run cargo build");
-        assert!(
-            st.success(),
-            "cargo build of switchyard and switchyard-shmem failed"
-        );
+        let bin = cargo_build(&["-p", "switchyard-cli", "-p", "switchyard-shmem"]);
         let out = bin.join("capi-tests");
         std::fs::create_dir_all(&out).expect("output dir");
         Tree { bin, out }
@@ -207,7 +183,6 @@ fn every_c_program_under_2_and_4_pes() {
     if !have_cc() {
         return;
     }
-    let no_skip = std::env::var_os("SWITCHYARD_CAPI_NO_SKIP").is_some();
     let mut failures = Vec::new();
     let mut ran = 0;
     for src in programs() {
@@ -229,13 +204,18 @@ fn every_c_program_under_2_and_4_pes() {
             let code = out.status.code().unwrap_or(-1);
             let stderr = String::from_utf8_lossy(&out.stderr);
             let stdout = String::from_utf8_lossy(&out.stdout);
-            if code == SKIP && !no_skip {
+            if code == SKIP {
                 let why = stdout
                     .lines()
                     .chain(stderr.lines())
                     .find(|l| l.contains("SKIP"))
                     .unwrap_or("(no reason printed)");
-                println!("skipped {name} on {n} PEs{how}: {why}");
+                match skip::forbidden() {
+                    None => println!("skipped {name} on {n} PEs{how}: {why}"),
+                    Some(rule) => failures.push(format!(
+                        "{name} on {n} PEs{how} skipped itself ({why}); a skip is a failure here: {rule}"
+                    )),
+                }
                 continue;
             }
             ran += 1;
@@ -443,6 +423,6 @@ fn cc_show_and_pkg_config() {
             String::from_utf8_lossy(&out.stderr)
         );
     } else {
-        println!("pkg-config not installed: only the file was checked");
+        skip::skip("pkg-config not installed: only the .pc file was checked");
     }
 }

@@ -3,9 +3,11 @@
 //! per node, TCP between nodes and shared memory within one, links cut for
 //! real by taking an interface down.
 //!
-//! Needs root and `ip` (iproute2); without them every test says so and
-//! passes without running (CI runs as root). Every job is bounded by a
-//! launcher timeout, every wait inside a PE by its op timeout.
+//! Needs root and `ip` (iproute2). Without root every test says so and
+//! skips; as root (CI), or with `CI` or `SWITCHYARD_NO_SKIP` set, a sim that
+//! cannot run is a failure with the reason ([`switchyard_tests::skip`]).
+//! Every job is bounded by a launcher timeout, every wait inside a PE by its
+//! op timeout.
 
 use std::{
     path::{Path, PathBuf},
@@ -16,14 +18,14 @@ use switchyard_launch::{
     self as launch, Bind, JobEnd, JobOutcome, LaunchOptions, RankExit,
     sim::{SimGuard, SimSpec},
 };
+use switchyard_tests::skip::{effective_uid, skip};
 use switchyard_topo::{Format, parse_topology};
 
 const PE: &str = env!("CARGO_BIN_EXE_sy_pe");
 
 /// Why the sim cannot run here, if it cannot.
 fn unavailable() -> Option<String> {
-    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if effective_uid() != 0 {
         return Some("not root".into());
     }
     match std::process::Command::new("ip")
@@ -42,7 +44,9 @@ fn unavailable() -> Option<String> {
 macro_rules! need_sim {
     () => {
         if let Some(why) = unavailable() {
-            eprintln!("skipped: the simulated cluster needs root and ip netns ({why})");
+            skip(format!(
+                "the simulated cluster needs root and ip netns ({why})"
+            ));
             return;
         }
     };
@@ -108,28 +112,37 @@ fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
 }
 
 /// Runs the stream scenario from PE 0 to PE 1 (on another node), calls
-/// `cut` once PE 0 says it streams, and returns the outcome.
+/// `cut` once PE 0 says its first puts are complete (the file `$SY_MARK`),
+/// tells PE 0 when `cut` returned (the file `$SY_CUT`: it streams on for a
+/// fixed number of puts after that, so the stream spans the cut), and
+/// returns the outcome.
 fn stream_with(
     name: &str,
     rails: u32,
-    millis: u64,
     env: &[(&str, &str)],
     cut: impl FnOnce(&SimGuard),
 ) -> JobOutcome {
     let (g, _file) = sim(name, TWO_NODES, 1, rails);
-    let mark = std::env::temp_dir().join(format!("sy-mn-{name}-{}.mark", std::process::id()));
-    let _ = std::fs::remove_file(&mark);
-    let args = vec!["stream".to_string(), "1".into(), millis.to_string()];
+    let file = |what: &str| {
+        let f = std::env::temp_dir().join(format!("sy-mn-{name}-{}.{what}", std::process::id()));
+        let _ = std::fs::remove_file(&f);
+        f
+    };
+    let (mark, done) = (file("mark"), file("cut"));
+    // MILLIS does not count with $SY_CUT: PE 0 streams until it sees it.
+    let args = vec!["stream".to_string(), "1".into(), "0".into()];
     let mut env: Vec<(&str, &str)> = env.to_vec();
-    let mark_s = mark.display().to_string();
+    let (mark_s, done_s) = (mark.display().to_string(), done.display().to_string());
     env.push(("SY_MARK", &mark_s));
+    env.push(("SY_CUT", &done_s));
     let o = opts(&g, 2, &args, &env);
     let job = std::thread::spawn(move || launch::launch(&o).expect("launch"));
     wait_for(&mark, Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(200));
     cut(&g);
+    std::fs::write(&done, b"cut").expect("the cut file");
     let out = job.join().expect("launcher thread");
     let _ = std::fs::remove_file(&mark);
+    let _ = std::fs::remove_file(&done);
     out
 }
 
@@ -154,7 +167,7 @@ fn cutting_one_rail_mid_stream_moves_to_the_other_exactly_once() {
     let _ = std::fs::remove_file(&detect);
     let detect_s = detect.display().to_string();
     let mut cut_at = 0;
-    let out = stream_with("mnr", 2, 2500, &[("SY_DETECT", &detect_s)], |g| {
+    let out = stream_with("mnr", 2, &[("SY_DETECT", &detect_s)], |g| {
         cut_at = wall_us();
         g.sim()
             .link("1", Some(0), false)
@@ -179,7 +192,7 @@ fn cutting_one_rail_mid_stream_moves_to_the_other_exactly_once() {
 #[test]
 fn cutting_the_only_rail_briefly_reconnects_and_replays_exactly_once() {
     need_sim!();
-    let out = stream_with("mnb", 1, 3000, &[("SWITCHYARD_GIVE_UP", "10s")], |g| {
+    let out = stream_with("mnb", 1, &[("SWITCHYARD_GIVE_UP", "10s")], |g| {
         g.sim().link("1", None, false).expect("cut");
         std::thread::sleep(Duration::from_millis(600));
         g.sim().link("1", None, true).expect("restore");
@@ -194,7 +207,6 @@ fn cutting_the_only_rail_past_give_up_fails_clearly_without_hanging() {
     let out = stream_with(
         "mng",
         1,
-        20_000,
         &[
             ("SWITCHYARD_GIVE_UP", "1s"),
             ("SWITCHYARD_HEARTBEAT", "200ms"),
@@ -205,8 +217,8 @@ fn cutting_the_only_rail_past_give_up_fails_clearly_without_hanging() {
         JobEnd::RankFailed { exit, .. } => assert_eq!(exit, RankExit::Code(1)),
         other => panic!("expected a PE to fail with an error, got {other:?}"),
     }
-    // A hang guard, not a timing assertion: the stream would run 20 s and
-    // the op timeout is 20 s; only give-up ends the job this soon.
+    // A hang guard, not a timing assertion: no put completes after the cut
+    // and the op timeout is 20 s; only give-up ends the job this soon.
     assert!(
         t0.elapsed() < Duration::from_secs(15),
         "took {:?}",

@@ -671,9 +671,22 @@ fn fetching_atomics_across_cuts_apply_exactly_once() {
 
 #[test]
 fn ipv6_loopback_rail_works() {
-    // Skipped (with the reason) where the host has no IPv6 loopback.
-    if std::net::TcpListener::bind("[::1]:0").is_err() {
-        eprintln!("skipped: no IPv6 loopback on this host");
+    // Skipped (with the reason) where the host has no IPv6 loopback, except
+    // where a skip is a failure: as root (CI), or with `CI` or
+    // `SWITCHYARD_NO_SKIP` set (the rule of `switchyard_tests::skip`, which a
+    // driver does not depend on).
+    if let Err(e) = std::net::TcpListener::bind("[::1]:0") {
+        // SAFETY: geteuid has no preconditions, touches no memory and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let forbidden = root
+            || ["CI", "SWITCHYARD_NO_SKIP"]
+                .iter()
+                .any(|v| std::env::var_os(v).is_some());
+        assert!(
+            !forbidden,
+            "no IPv6 loopback on this host ({e}); a skip is a failure here"
+        );
+        eprintln!("skipped: no IPv6 loopback on this host ({e})");
         return;
     }
     let cfg = |me| TcpConfig {

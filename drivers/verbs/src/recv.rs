@@ -11,7 +11,8 @@
 //! library ([`RecvSide::poll`]), through a clone of the handle
 //! ([`crate::VerbsDriver::recv_side`]).
 //!
-//! **Exclusion.** The state sits behind a one-word try-lock: whoever takes
+//! **Exclusion.** The state sits behind a one-word try-lock
+//! ([`switchyard_core::lock::TryLock`], loom-checked there): whoever takes
 //! it polls one batch and gives it back; the other side skips its poll
 //! (never waits) when it finds it taken, except the driver's few cold
 //! paths that need the state exactly (collecting receipts after a failure,
@@ -22,6 +23,7 @@
 use std::{cell::UnsafeCell, sync::Arc};
 
 use switchyard_core::{
+    lock::{TryLock, TryLockGuard},
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
     transport::PollResult,
 };
@@ -44,8 +46,8 @@ impl core::fmt::Debug for RecvSide {
 }
 
 struct Shared {
-    /// Taken (true) by whoever uses `state`.
-    busy: AtomicBool,
+    /// Held by whoever uses `state`.
+    busy: TryLock,
     /// A poll or re-post failed: the device is unusable.
     failed: AtomicBool,
     receipts: AtomicU64,
@@ -54,8 +56,8 @@ struct Shared {
 }
 
 // SAFETY: `state` is only accessed by the holder of `busy` (taken with
-// Acquire by a successful swap, given back with Release in `Guard::drop`),
-// so accesses never overlap and each holder sees the previous one's
+// Acquire, given back with Release when its guard drops), so accesses never
+// overlap and each holder sees the previous one's
 // writes; everything in `State` is `Send` (the verbs objects are used by
 // one thread at a time, which libibverbs allows).
 unsafe impl Sync for Shared {}
@@ -81,6 +83,8 @@ struct State {
 /// The state, held until dropped.
 struct Guard<'a> {
     shared: &'a Shared,
+    /// Gives `busy` back on drop.
+    _held: TryLockGuard<'a>,
 }
 
 impl Guard<'_> {
@@ -88,13 +92,6 @@ impl Guard<'_> {
         // SAFETY: this guard holds `busy` (see `Shared`), and `&mut self`
         // keeps the borrow unique.
         unsafe { &mut *self.shared.state.get() }
-    }
-}
-
-impl Drop for Guard<'_> {
-    fn drop(&mut self) {
-        // SYNC POINT with the Acquire swap in `RecvSide::try_take`.
-        self.shared.busy.store(false, Ordering::Release);
     }
 }
 
@@ -141,7 +138,7 @@ impl RecvSide {
     pub(crate) fn new(srq: sys::Srq, depth: u32, qpns: &[(u32, u32)], n_seen: usize) -> RecvSide {
         RecvSide {
             inner: Arc::new(Shared {
-                busy: AtomicBool::new(false),
+                busy: TryLock::new(),
                 failed: AtomicBool::new(false),
                 receipts: AtomicU64::new(0),
                 reposts: AtomicU64::new(0),
@@ -159,12 +156,11 @@ impl RecvSide {
     }
 
     fn try_take(&self) -> Option<Guard<'_>> {
-        // SYNC POINT with the Release store in `Guard::drop`.
-        if self.inner.busy.swap(true, Ordering::Acquire) {
-            return None;
-        }
+        // Acquire: the previous holder's writes to `state` are visible.
+        let held = self.inner.busy.try_lock()?;
         Some(Guard {
             shared: &self.inner,
+            _held: held,
         })
     }
 

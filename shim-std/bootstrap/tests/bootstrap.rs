@@ -1,9 +1,13 @@
 //! The bootstrap rendezvous end to end: a root and threads as PEs on
-//! 127.0.0.1. Every wait is bounded by a timeout of a few seconds at most.
+//! 127.0.0.1. Every wait is bounded by a timeout of a few seconds at most,
+//! and no test orders its threads by sleeping: a port the root binds later
+//! is held from the start ([`reserve_port`]), and a thread that must be
+//! somewhere first says so on a channel or a socket.
 
 use std::{
-    io::{Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
+    io::{ErrorKind, Read, Write},
+    net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream},
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
     sync::mpsc,
     thread::{self, JoinHandle},
     time::Duration,
@@ -32,12 +36,54 @@ fn card(job: u64, rank: u32) -> Card {
     c
 }
 
-/// A port nothing listens on (free a moment ago).
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// A loopback port held for one test: bound by a socket with
+/// `SO_REUSEADDR` that never listens. Connections to it are refused, no
+/// other process is given the port while the test runs, and a
+/// [`RootServer`] can still bind it (the standard library sets
+/// `SO_REUSEADDR` on listeners, and Linux lets a listener share a port with
+/// bound sockets that do not listen). Released on drop.
+struct ReservedPort {
+    addr: SocketAddr,
+    _fd: OwnedFd,
+}
+
+fn reserve_port() -> ReservedPort {
+    let check = |r: libc::c_int, what: &str| {
+        assert!(r >= 0, "{what}: {}", std::io::Error::last_os_error());
+    };
+    // SAFETY: socket takes no pointers; a negative result is checked below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    check(raw, "socket");
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket, and a pointer to a c_int of the length given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&raw const one).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    check(r, "setsockopt SO_REUSEADDR");
+    // SAFETY: sockaddr_in is plain data, valid when zeroed.
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    sa.sin_family = libc::AF_INET as libc::sa_family_t;
+    sa.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
+    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a valid socket, and a sockaddr_in of the length given.
+    let r = unsafe { libc::bind(fd.as_raw_fd(), (&raw const sa).cast(), len) };
+    check(r, "bind 127.0.0.1:0");
+    // SAFETY: a valid socket; `sa` and `len` are writable and `len` is its size.
+    let r = unsafe { libc::getsockname(fd.as_raw_fd(), (&raw mut sa).cast(), &raw mut len) };
+    check(r, "getsockname");
+    let port = u16::from_be(sa.sin_port);
+    ReservedPort {
+        addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, port).into(),
+        _fd: fd,
+    }
 }
 
 fn join(
@@ -88,16 +134,30 @@ fn four_pes_allgather_and_two_barriers() {
     root.join().unwrap().unwrap();
 }
 
+/// PEs started before the root exists find it once it is up: until the
+/// root binds the held port, every connection is refused and retried.
+/// (Whether a PE's first attempt comes before or after the bind is the
+/// scheduler's choice; either way the job must complete.)
 #[test]
 fn pes_retry_until_the_root_is_up() {
     let job = 0x1;
-    let addr = free_port();
+    let port = reserve_port();
+    let addr = port.addr;
+    let refused = TcpStream::connect(addr).map(drop).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::ConnectionRefused, "{refused}");
+    let (started, starts) = mpsc::channel();
     let pes: Vec<_> = (0..2)
         .map(|rank| {
-            thread::spawn(move || join(addr, rank, 2, job, T).and_then(|(b, _)| b.finish()))
+            let started = started.clone();
+            thread::spawn(move || {
+                started.send(rank).unwrap();
+                join(addr, rank, 2, job, T).and_then(|(b, _)| b.finish())
+            })
         })
         .collect();
-    thread::sleep(Duration::from_millis(300));
+    for _ in 0..2 {
+        starts.recv_timeout(T).expect("a PE thread started");
+    }
     let root = RootServer::bind(addr, job, 2, T).unwrap().spawn().unwrap();
     for pe in pes {
         pe.join().unwrap().unwrap();
@@ -281,28 +341,38 @@ fn mismatched_size_or_class_version_fails_the_job() {
         other => panic!("{other:?}"),
     }
 
+    // Rank 1's card has another class encoding version. The first card the
+    // root reads is the reference and the other is the one named, and which
+    // comes first is up to the scheduler: the verdict must name the other
+    // rank, and both PEs must get it.
     let (addr, root) = start_root(job, 2, T);
     let first = thread::spawn(move || join(addr, 0, 2, job, T));
-    // Let rank 0 be the reference.
-    thread::sleep(Duration::from_millis(200));
     let mut odd = card(job, 1);
     odd.class_encoding_version = odd.class_encoding_version.wrapping_add(1);
     let r = Bootstrap::join(addr, 1, 2, job, odd, T);
-    expect_reported(r, &[1], "path-class encoding version");
-    expect_reported(first.join().unwrap(), &[1], "path-class encoding version");
-    match root.join().unwrap() {
+    let (named, reference) = match root.join().unwrap() {
         Err(BootstrapError::ClassVersionMismatch {
-            rank: 1,
-            reference: 0,
-            ..
-        }) => {}
+            rank, reference, ..
+        }) => (rank, reference),
         other => panic!("{other:?}"),
-    }
+    };
+    assert_eq!(
+        (named, reference),
+        if named == 1 { (1, 0) } else { (0, 1) },
+        "one rank is the reference, the other is named"
+    );
+    expect_reported(r, &[named], "path-class encoding version");
+    expect_reported(
+        first.join().unwrap(),
+        &[named],
+        "path-class encoding version",
+    );
 }
 
 #[test]
 fn rank0_hosts_the_root_under_srun() {
-    let root = free_port();
+    let port = reserve_port();
+    let root = port.addr;
     let root_var = root.to_string();
     let pes: Vec<_> = (0..3u32)
         .map(|rank| {
@@ -339,7 +409,8 @@ fn rank0_hosts_the_root_under_srun() {
 
 #[test]
 fn no_root_is_a_connect_error_after_the_timeout() {
-    let addr = free_port();
+    let port = reserve_port();
+    let addr = port.addr;
     let timeout = Duration::from_millis(300);
     match join(addr, 0, 1, 9, timeout) {
         Err(BootstrapError::Connect { root, waited, .. }) => {
@@ -361,7 +432,11 @@ fn a_hostile_root_cannot_make_a_pe_allocate_or_hang() {
         // An all-cards frame "of 4 GiB".
         s.write_all(&u32::MAX.to_le_bytes()).unwrap();
         s.write_all(&[2]).unwrap();
-        thread::sleep(Duration::from_millis(200));
+        // Stay connected until the PE has read the header, refused it and
+        // closed its end (end of stream here): closing first, with its hello
+        // unread, would reset the connection under the PE instead.
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
     });
     match join(addr, 0, 2, 10, T) {
         Err(BootstrapError::Protocol { reason, .. }) => {
@@ -374,7 +449,8 @@ fn a_hostile_root_cannot_make_a_pe_allocate_or_hang() {
 
 #[test]
 fn bad_arguments_are_refused_before_connecting() {
-    let addr = free_port();
+    let port = reserve_port();
+    let addr = port.addr;
     for (rank, size, c) in [
         (2, 2, card(1, 2)),
         (0, 0, card(1, 0)),

@@ -6,10 +6,12 @@ use std::{
     io::{BufRead, BufReader, Read},
     path::Path,
     process::{Child, Command, Stdio},
-    sync::mpsc,
+    sync::{OnceLock, mpsc},
     thread,
     time::{Duration, Instant},
 };
+
+use switchyard_tests::skip::{cargo_build, skip};
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 /// Test-side limit on any one run: a hang guard, not a performance assertion.
@@ -259,7 +261,7 @@ fn a_rank_killed_by_a_signal_is_named_with_it() {
 #[test]
 fn shm_objects_are_removed_after_a_normal_run() {
     if !Path::new("/dev/shm").is_dir() {
-        eprintln!("no /dev/shm here; skipped");
+        skip("no /dev/shm here");
         return;
     }
     let ran = run(&[
@@ -287,7 +289,7 @@ fn shm_objects_are_removed_after_a_normal_run() {
 #[test]
 fn shm_objects_are_removed_after_a_crash() {
     if !Path::new("/dev/shm").is_dir() {
-        eprintln!("no /dev/shm here; skipped");
+        skip("no /dev/shm here");
         return;
     }
     let ran = run(&[
@@ -478,24 +480,24 @@ fn sigterm_to_the_launcher_is_forwarded() {
     assert!(ran.elapsed < Duration::from_secs(20), "{:?}", ran.elapsed);
 }
 
-/// The `counter` example (`cargo test` builds the examples next to the
-/// binary's folder), a real PE that bootstraps through the launcher's
-/// rendezvous; `None` where it was not built.
-fn counter_example() -> Option<String> {
-    let bin = Path::new(BIN);
-    let example = bin.parent()?.join("examples").join("counter");
-    example
-        .is_file()
-        .then(|| example.to_string_lossy().into_owned())
+/// The `counter` example of the `switchyard` crate, a real PE that
+/// bootstraps through the launcher's rendezvous, built once in this test's
+/// profile (`cargo test -p switchyard-cli` does not build another
+/// package's examples).
+fn counter_example() -> &'static str {
+    static COUNTER: OnceLock<String> = OnceLock::new();
+    COUNTER.get_or_init(|| {
+        let bin = cargo_build(&["-p", "switchyard", "--example", "counter"]);
+        let example = bin.join("examples").join("counter");
+        assert!(example.is_file(), "{} was not built", example.display());
+        example.to_string_lossy().into_owned()
+    })
 }
 
 #[test]
 fn real_pes_bootstrap_through_the_launcher() {
-    let Some(counter) = counter_example() else {
-        eprintln!("examples/counter not built; skipped");
-        return;
-    };
-    let ran = run(&["-n", "2", "--timeout", "50", "--", &counter, "100"]);
+    let counter = counter_example();
+    let ran = run(&["-n", "2", "--timeout", "50", "--", counter, "100"]);
     ran.assert_code(0);
     assert!(ran.stdout.contains("[0] counter = 200"), "{}", ran.stdout);
     assert!(!ran.stderr.contains("bootstrap failed"), "{}", ran.stderr);
@@ -503,10 +505,7 @@ fn real_pes_bootstrap_through_the_launcher() {
 
 #[test]
 fn a_rank_that_never_bootstraps_is_reported() {
-    let Some(counter) = counter_example() else {
-        eprintln!("examples/counter not built; skipped");
-        return;
-    };
+    let counter = counter_example();
     let script =
         format!("if [ \"$SWITCHYARD_RANK\" = 0 ]; then exec '{counter}' 10; else sleep 30; fi");
     let ran = run(&[

@@ -1,8 +1,10 @@
 //! Simulated clusters: `switchyard sim` and `switchyard run --sim`, end to end.
 //!
-//! Tests that build namespaces need root and a working `ip netns`; without
-//! them they print why and return. Each test uses its own sim name, so they
-//! run in parallel, and tears its sim down through a guard.
+//! Tests that build namespaces need root and a working `ip netns`. Without
+//! root they print why and skip; as root (CI), or with `CI` or
+//! `SWITCHYARD_NO_SKIP` set, a sim that cannot come up is a failure with the
+//! reason ([`switchyard_tests::skip`]). Each test uses its own sim name, so
+//! they run in parallel, and tears its sim down through a guard.
 
 use std::{
     io::Read,
@@ -14,22 +16,24 @@ use std::{
 };
 
 use switchyard_launch::sim::{self, Sim, SimError, SimGuard, SimSpec};
+use switchyard_tests::skip::skip;
 use switchyard_topo::{ClusterSpec, Format, parse_topology};
 
 const EXE: &str = env!("CARGO_BIN_EXE_switchyard");
 
-/// Brings `spec` up, or says why this machine cannot and returns `None`.
+/// Brings `spec` up, or says why this machine cannot and returns `None`
+/// (where skips are allowed: see [`skip`]).
 fn up_or_skip(spec: &SimSpec) -> Option<SimGuard> {
     // Leftovers of an earlier, killed run of this test.
     let _ = sim::down(&spec.name);
     match SimGuard::up(spec) {
         Ok(g) => Some(g),
         Err(e @ (SimError::NotRoot(_) | SimError::NoIp)) => {
-            eprintln!("skipping: {e}");
+            skip(e);
             None
         }
         Err(e @ SimError::Command { .. }) if !can_netns() => {
-            eprintln!("skipping: `ip netns` does not work here: {e}");
+            skip(format!("`ip netns` does not work here: {e}"));
             None
         }
         Err(e) => panic!("sim up failed: {e:?}"),

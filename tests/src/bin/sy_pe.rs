@@ -22,19 +22,28 @@
 //!   `classes PE p: q=CLASS/TRANSPORT ...`.
 //! * `stream TARGET MILLIS`: PE 0 streams sequence-stamped 8-byte puts (each
 //!   to its own slot) and non-fetching atomic adds to TARGET for MILLIS ms,
-//!   printing `streaming` and creating the file `$SY_MARK` (when set) as it
-//!   starts (the test cuts a link then); then
-//!   TARGET checks every slot holds its stamp and every counter its exact
-//!   count (a put or add applied twice or lost fails). Prints the reroutes
-//!   and link transitions seen. With `$SY_DETECT` set, PE 0 writes there the
-//!   wall-clock time (µs since the epoch) at which it first saw a link
-//!   go down.
+//!   printing `streaming`; once its first 64 puts and adds are complete at
+//!   TARGET it creates the file `$SY_MARK` (when set: the test cuts a link
+//!   then). With `$SY_CUT` set, MILLIS does not count: PE 0 streams until
+//!   the file `$SY_CUT` appears (the test is done cutting), then until it
+//!   has seen a link transition, then 4096 puts and adds more, so the stream
+//!   spans the cut and its detection whatever the timing (the last 4096
+//!   slots are kept for after both: when only they are left, it waits for
+//!   the file, at most 60 s, and stops waiting for a transition). Then
+//!   TARGET checks every slot holds its stamp
+//!   and every counter its exact count (a put or add applied twice or lost
+//!   fails). Prints the reroutes and link transitions seen. With
+//!   `$SY_DETECT` set, PE 0 writes there the wall-clock time (µs since the
+//!   epoch) at which it first saw a link go down.
 //! * `compute MILLIS K`: PE 1 computes (sleeps) for MILLIS ms without calling
 //!   the library while PE 0 does K fetch-adds and K gets on it; each
-//!   returns, so PE 1's progress thread served them. PE 1 then reads its
-//!   counter locally (no progress of its own) and checks it holds K, and
-//!   that its progress thread ran. No PE saw a link go down, although PE 1
-//!   called nothing for longer than the heartbeat window.
+//!   returns, so PE 1's progress thread served them. PE 0 then puts a done
+//!   flag to PE 1, which keeps computing until it reads the flag locally
+//!   (plain reads of its own memory, no progress of its own: only the
+//!   progress thread can have applied it), however slow PE 0 was. PE 1 then
+//!   checks its counter holds K, and that its progress thread ran. No PE saw
+//!   a link go down, although PE 1 called nothing that makes progress for
+//!   longer than the heartbeat window.
 //! * `globals`: the context is made with the executable's global variables
 //!   symmetric (as the C API does). Every PE puts its stamp into a slot of a
 //!   global array of its right neighbour, gets a value its left neighbour set
@@ -276,11 +285,26 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         "compute" => {
             let millis: u64 = arg(args, 1, 1500);
             let k: u64 = arg(args, 2, 50);
-            let counter = ctx.alloc::<u64>(2)?;
+            // [0]: the counter, [1]: a word to get, [2]: PE 0's done flag.
+            let counter = ctx.alloc::<u64>(3)?;
             ctx.write_local(&counter, 1, &[0x5EED + u64::from(me)])?;
             ctx.barrier_all()?;
             if me == 1 {
                 std::thread::sleep(std::time::Duration::from_millis(millis));
+                // Still computing until PE 0 says it is done: its flag comes
+                // after its last fetch-add returned, so the counter is final.
+                let t0 = std::time::Instant::now();
+                let mut done = [0u64];
+                loop {
+                    ctx.read_local(&counter, 2, &mut done)?;
+                    if done[0] != 0 {
+                        break;
+                    }
+                    if t0.elapsed() > std::time::Duration::from_secs(60) {
+                        return Err("PE 0 never said it was done (60 s)".into());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
                 let mut v = [0u64];
                 ctx.read_local(&counter, 0, &mut v)?;
                 let st = ctx.stats();
@@ -311,6 +335,8 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                     "compute PE 0: {k} fetch-adds and gets in {:?}",
                     t0.elapsed()
                 );
+                ctx.put(&counter, 2, &[1], 1)?;
+                ctx.quiet()?;
             }
             ctx.barrier_all()?;
             // PE 0 waited in the barrier for the rest of PE 1's computing.
@@ -372,15 +398,45 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             let counts = ctx.alloc::<u64>(64)?;
             let sent = ctx.alloc::<u64>(1)?;
             if me == 0 {
+                /// Puts and adds after the cut was seen.
+                const AFTER: usize = 4096;
                 println!("streaming");
-                if let Ok(mark) = std::env::var("SY_MARK") {
-                    std::fs::write(mark, b"streaming")?;
-                }
+                let mark = std::env::var("SY_MARK").ok();
                 let t0 = std::time::Instant::now();
                 let detect = std::env::var("SY_DETECT").ok();
                 let mut seen = false;
                 let mut i = 0usize;
-                while i < SLOTS && t0.elapsed() < std::time::Duration::from_millis(millis) {
+                let mut phase = match std::env::var_os("SY_CUT") {
+                    Some(file) => Stream::UntilCut(file.into()),
+                    None => Stream::Timed,
+                };
+                while i < SLOTS {
+                    let last = i == SLOTS - AFTER;
+                    match &phase {
+                        Stream::Timed => {
+                            if t0.elapsed() >= std::time::Duration::from_millis(millis) {
+                                break;
+                            }
+                        }
+                        Stream::UntilCut(file) => {
+                            if last {
+                                wait_for_file(file, std::time::Duration::from_secs(60))?;
+                                phase = Stream::UntilSeen;
+                            } else if i.is_multiple_of(64) && file.exists() {
+                                phase = Stream::UntilSeen;
+                            }
+                        }
+                        Stream::UntilSeen => {
+                            if last || ctx.stats().link_transitions > 0 {
+                                phase = Stream::Until(i + AFTER);
+                            }
+                        }
+                        Stream::Until(end) => {
+                            if i >= *end {
+                                break;
+                            }
+                        }
+                    }
                     ctx.put(&stamps, i, &[i as u64 + 1], target)?;
                     ctx.add(&counts, i % 64, 1u64, target)?;
                     i += 1;
@@ -395,8 +451,15 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                             std::fs::write(path, now.to_string())?;
                         }
                     }
+                    if i == 64
+                        && let Some(mark) = &mark
+                    {
+                        // Traffic is flowing: the test may cut now.
+                        ctx.quiet()?;
+                        std::fs::write(mark, b"streaming")?;
+                    }
                     if i.is_multiple_of(64) {
-                        // Pace the stream so it spans the cut.
+                        // Pace the stream (fewer slots used per second).
                         std::thread::sleep(std::time::Duration::from_micros(200));
                     }
                 }
@@ -438,6 +501,34 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         other => return Err(format!("unknown scenario {other}").into()),
     }
     ctx.finalize()?;
+    Ok(())
+}
+
+/// Where the `stream` scenario is.
+enum Stream {
+    /// Streaming for MILLIS ms (no `$SY_CUT`).
+    Timed,
+    /// Until the test says it has cut (the file appears).
+    UntilCut(std::path::PathBuf),
+    /// Until this PE has seen a link go down or up.
+    UntilSeen,
+    /// Up to this slot.
+    Until(usize),
+}
+
+/// Waits until `file` exists (the test's signal), looking every millisecond,
+/// for at most `limit`.
+fn wait_for_file(
+    file: &std::path::Path,
+    limit: std::time::Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let t0 = std::time::Instant::now();
+    while !file.exists() {
+        if t0.elapsed() > limit {
+            return Err(format!("{} did not appear in {limit:?}", file.display()).into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     Ok(())
 }
 

@@ -34,17 +34,20 @@ const TESTS: [&str; 6] = [
 const AFTER_HELP: &str = "\
 Tests:
   put-lat       put ping-pong on a flag; one-way latency = RTT/2 (p50, p99, p99.9, max)
-  get-lat       blocking get latency
-  atomic-lat    fetch-add latency
+  get-lat       one blocking get of a block PE 1 has just written
+  atomic-lat    one fetch-add on a word PE 1 has just written
   put-bw        a window of non-blocking puts, then quiet (GB/s, msg/s)
 Baselines (measured right before and right after each test; ratio against their mean):
-  cacheline     bare cache-line ping-pong between two pinned threads (latency floor)
+  cacheline     bare cache-line ping-pong between two pinned threads (put-lat)
+  remote-read   one thread reading what a thread on another core just wrote (get-lat)
+  remote-rmw    one fetch_add on a word another core just wrote (atomic-lat)
   memcpy        single-thread copy bandwidth (bandwidth ceiling)
   tcp-pingpong  busy-polled ping-pong of the test's message size over a bare TCP
                 socket pair (TCP_NODELAY), RTT/2: the latency floor over TCP
+  tcp-rtt       the same, the full round trip (get-lat and atomic-lat over TCP)
   tcp-stream    one thread writing messages over a TCP connection, one reading
                 them: the bandwidth ceiling over TCP
-  The TCP baselines replace cacheline and memcpy with --transport tcp or --sim,
+  The TCP baselines replace the others with --transport tcp or --sim,
   and also run on their own (no PEs): switchyard perf tcp-pingpong [--size S]
   [--iters N], switchyard perf tcp-stream [--sizes ...] [--iters N].";
 

@@ -1,13 +1,28 @@
-//! Baselines measured in the same run as the tests they calibrate:
+//! Baselines measured in the same run as the tests they calibrate, each
+//! timing the same thing as its test with nothing of the library in it:
 //!
-//! * `cacheline`: two threads pinned to two cores bounce one cache line (a
-//!   store, a spin until the echo): the physical floor of any shared-memory
-//!   ping-pong on this machine, timed exactly like `put-lat`.
+//! * `cacheline` (for `put-lat`): two threads pinned to two cores bounce one
+//!   cache line (a store, a spin until the echo): the physical floor of any
+//!   shared-memory ping-pong on this machine, timed exactly like `put-lat`
+//!   (RTT/2).
+//! * `remote-read` (for `get-lat`, one per size): a thread pinned to one core
+//!   writes `size` bytes (whole 8-byte words, plain stores) and raises a
+//!   flag; a thread pinned to another core waits for the flag, then times
+//!   reading the `size` bytes alone, and hands back. The cost of reading
+//!   lines another core just modified, as a `get-lat` sample is (one get of
+//!   the block PE 1 just wrote).
+//! * `remote-rmw` (for `atomic-lat`): the same hand-off, the writer
+//!   storing a new value into one word and the timed side doing one
+//!   `fetch_add` on it: a locked read-modify-write of a line another core
+//!   modified, as an `atomic-lat` sample is.
 //! * `memcpy`: one thread copying between two pre-faulted buffers, with the
 //!   same sizes and message counts as `put-bw`.
 //! * `tcp-pingpong`: `size`-byte messages bounced over one connected TCP pair
 //!   (TCP_NODELAY, non-blocking, busy-polled `recv`) between two pinned
 //!   threads: the floor of a TCP `put-lat`, timed like it (RTT/2).
+//! * `tcp-rtt` (for `get-lat` and `atomic-lat` over TCP): the same ping-pong
+//!   reported as the full round trip, as a TCP get or fetch-add is a request
+//!   and its reply (the request of a get is smaller than `size`).
 //! * `tcp-stream`: one thread writing `size`-byte messages over a TCP
 //!   connection as fast as it can, another reading them: the ceiling of a TCP
 //!   `put-bw`, with its sizes and message counts.
@@ -32,7 +47,10 @@ use std::{
 use switchyard::config::format_size;
 use switchyard_core::pad::CachePadded;
 
-use super::stats::{Bandwidth, Latency, Measurement};
+use super::{
+    Test,
+    stats::{Bandwidth, Latency, Measurement},
+};
 
 /// Bare cache-line ping-pong: one-way latency (RTT/2) percentiles. Both sides
 /// run on threads of their own, so the caller's CPU affinity (which the PEs
@@ -90,6 +108,150 @@ fn cacheline_here(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement 
         latency: Latency::from_samples(&mut samples, 0.5),
         bandwidth: None,
     }
+}
+
+/// The baselines of latency test `test` over shared memory, for its
+/// `sizes`: `cacheline` for `put-lat`, `remote-read` at each size for
+/// `get-lat`, `remote-rmw` for `atomic-lat` (see the module doc).
+pub fn for_latency(
+    test: Test,
+    sizes: &[u64],
+    iters: u64,
+    warmup: u64,
+    cpus: (usize, usize),
+) -> Vec<Measurement> {
+    match test {
+        Test::PutLat | Test::PutBw => vec![cacheline(iters, warmup, cpus)],
+        Test::GetLat => sizes
+            .iter()
+            .map(|&s| remote_read(s as usize, iters, warmup, cpus))
+            .collect(),
+        Test::AtomicLat => vec![remote_rmw(iters, warmup, cpus)],
+    }
+}
+
+/// `remote-read`: reading `size` bytes (rounded up to whole words) that a
+/// thread on another core has just written; the read alone is timed.
+pub fn remote_read(size: usize, iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
+    let words: Arc<[AtomicU64]> = (0..size.div_ceil(8).max(1))
+        .map(|_| AtomicU64::new(0))
+        .collect();
+    let written = Arc::clone(&words);
+    let mut copy = vec![0u64; words.len()];
+    let samples = handed_off(
+        iters,
+        warmup,
+        cpus,
+        move |i| {
+            for w in written.iter() {
+                w.store(i, Ordering::Relaxed);
+            }
+        },
+        move |i| {
+            for (c, w) in copy.iter_mut().zip(words.iter()) {
+                *c = w.load(Ordering::Relaxed);
+            }
+            black_box(&mut copy);
+            debug_assert!(copy.iter().all(|&c| c == i), "a stale word");
+        },
+    );
+    latency_of("remote-read", size as u64, iters, samples)
+}
+
+/// `remote-rmw`: one `fetch_add` on a word that a thread on another
+/// core has just stored to; the fetch-add alone is timed.
+pub fn remote_rmw(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
+    let word = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let written = Arc::clone(&word);
+    let samples = handed_off(
+        iters,
+        warmup,
+        cpus,
+        move |i| written.store(2 * i, Ordering::Relaxed),
+        move |i| {
+            let old = word.fetch_add(1, Ordering::AcqRel);
+            debug_assert_eq!(black_box(old), 2 * i, "a stale word");
+        },
+    );
+    latency_of("remote-rmw", 8, iters, samples)
+}
+
+/// A latency measurement of `samples` (one operation each, not halved); no
+/// figures when the threads failed.
+fn latency_of(test: &str, size: u64, iters: u64, samples: Option<Vec<u64>>) -> Measurement {
+    let (iters, latency) = match samples {
+        Some(mut s) => (iters, Latency::from_samples(&mut s, 1.0)),
+        None => (0, None),
+    };
+    Measurement {
+        test: test.into(),
+        size,
+        iters,
+        latency,
+        bandwidth: None,
+    }
+}
+
+/// The hand-off of `remote-read` and `remote-rmw`, on two threads of
+/// their own (the caller's CPU affinity stays as it is): the writer, pinned
+/// to `cpus.1` (PE 1's role), runs `modify(i)` and raises `ready` to `i`;
+/// the timer, pinned to `cpus.0` (PE 0's role), waits for it, times `op(i)`
+/// alone, and raises `done` to `i`, which lets the writer go on. Returns the
+/// `iters` samples after `warmup` (nanoseconds), or `None` when a thread
+/// panicked.
+fn handed_off<M, O>(
+    iters: u64,
+    warmup: u64,
+    cpus: (usize, usize),
+    mut modify: M,
+    mut op: O,
+) -> Option<Vec<u64>>
+where
+    M: FnMut(u64) + Send + 'static,
+    O: FnMut(u64) + Send + 'static,
+{
+    let ready = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let done = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let total = iters + warmup;
+    let writer = {
+        let (ready, done) = (Arc::clone(&ready), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let _ = switchyard::sys::pin_current_thread(cpus.1);
+            for i in 1..=total {
+                modify(i);
+                // SYNC POINT with the Acquire load of `ready` by the timer:
+                // the stores of `modify` come before the flag.
+                ready.store(i, Ordering::Release);
+                // SYNC POINT with the Release store of `done` by the timer.
+                while done.load(Ordering::Acquire) != i {
+                    std::hint::spin_loop();
+                }
+            }
+        })
+    };
+    let timer = std::thread::spawn(move || {
+        let _ = switchyard::sys::pin_current_thread(cpus.0);
+        let mut samples = Vec::with_capacity(iters as usize);
+        for i in 1..=total {
+            // SYNC POINT with the Release store of `ready` by the writer.
+            while ready.load(Ordering::Acquire) != i {
+                std::hint::spin_loop();
+            }
+            let t0 = Instant::now();
+            op(i);
+            let dt = t0.elapsed().as_nanos() as u64;
+            // SYNC POINT with the writer's Acquire load of `done`: `op` is
+            // over before the writer modifies again.
+            done.store(i, Ordering::Release);
+            if i > warmup {
+                samples.push(dt);
+            }
+        }
+        samples
+    });
+    let samples = timer.join().ok();
+    let writer = writer.join().ok();
+    samples.filter(|_| writer.is_some())
 }
 
 /// Single-thread copy bandwidth of `size`-byte messages, `msgs` of them (on a
@@ -177,6 +339,43 @@ pub fn tcp_pingpong(
     path: &TcpPath,
     cpus: (usize, usize),
 ) -> Result<Measurement, String> {
+    tcp_bounce("tcp-pingpong", 0.5, size, iters, warmup, path, cpus)
+}
+
+/// The TCP baseline of latency test `test`: [`tcp_pingpong`] (RTT/2) for
+/// `put-lat`, `tcp-rtt` (the same ping-pong, the full round trip) for
+/// `get-lat` and `atomic-lat`, whose operations are a request and a reply.
+///
+/// # Errors
+///
+/// As [`tcp_pingpong`].
+pub fn tcp_latency(
+    test: Test,
+    size: usize,
+    iters: u64,
+    warmup: u64,
+    path: &TcpPath,
+    cpus: (usize, usize),
+) -> Result<Measurement, String> {
+    match test {
+        Test::GetLat | Test::AtomicLat => {
+            tcp_bounce("tcp-rtt", 1.0, size, iters, warmup, path, cpus)
+        }
+        Test::PutLat | Test::PutBw => tcp_pingpong(size, iters, warmup, path, cpus),
+    }
+}
+
+/// The ping-pong of [`tcp_pingpong`], named `name`, its round trips scaled
+/// by `scale`.
+fn tcp_bounce(
+    name: &str,
+    scale: f64,
+    size: usize,
+    iters: u64,
+    warmup: u64,
+    path: &TcpPath,
+    cpus: (usize, usize),
+) -> Result<Measurement, String> {
     let size = size.max(1);
     let total = iters + warmup;
     let (client, ()) = tcp_pair(
@@ -209,13 +408,13 @@ pub fn tcp_pingpong(
             Ok(())
         },
     )
-    .map_err(|e| format!("tcp-pingpong {}: {e}", format_size(size as u64)))?;
+    .map_err(|e| format!("{name} {}: {e}", format_size(size as u64)))?;
     let mut samples = client;
     Ok(Measurement {
-        test: "tcp-pingpong".into(),
+        test: name.into(),
         size: size as u64,
         iters,
-        latency: Latency::from_samples(&mut samples, 0.5),
+        latency: Latency::from_samples(&mut samples, scale),
         bandwidth: None,
     })
 }

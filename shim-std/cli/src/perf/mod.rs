@@ -6,12 +6,22 @@
 //!                 [--warmup N] [--transport auto|shm|tcp|verbs] [--sim NAME] [--json]
 //! ```
 //!
-//! Tests: `put-lat` (ping-pong on a flag; one-way = RTT/2), `get-lat`,
-//! `atomic-lat` (fetch-add), `put-bw` (a window of non-blocking puts, then
-//! quiet). Baselines: `cacheline` (a bare cache-line ping-pong between two
-//! pinned threads: the physical floor) for the latency tests, `memcpy`
-//! (single-thread copy) for the bandwidth test. Without a TEST, a short
-//! default suite runs and prints each result's ratio to its baseline.
+//! Tests, each beside the baseline that times the same thing without the
+//! library (the worker's and the baselines' module docs say exactly what is
+//! timed):
+//!
+//! * `put-lat`: a ping-pong on a flag, one-way = RTT/2; baseline `cacheline`,
+//!   a bare cache-line ping-pong between two pinned threads (RTT/2).
+//! * `get-lat`: one get of `size` bytes that PE 1 has just written (PE 1
+//!   writes, flags, PE 0 times the get alone); baseline `remote-read`, one
+//!   thread reading `size` bytes another core has just written.
+//! * `atomic-lat`: one fetch-add on a word PE 1 has just written; baseline
+//!   `remote-rmw`, one `fetch_add` on a word another core has just written.
+//! * `put-bw`: a window of non-blocking puts, then quiet; baseline `memcpy`
+//!   (single-thread copy).
+//!
+//! Without a TEST, a short default suite runs and prints each result's
+//! ratio to its baseline.
 //!
 //! The command launches its own PEs through [`switchyard_launch`], pinned one per
 //! core where there are enough cores: each PE runs `switchyard perf --worker`
@@ -23,7 +33,9 @@
 //! context connects them only over TCP, even on one node: the measured path is
 //! the TCP driver's. The baselines are then TCP too: `tcp-pingpong`
 //! (busy-polled ping-pong of the test's message size over a bare connected
-//! socket pair, RTT/2) for the latency tests, `tcp-stream` (one thread
+//! socket pair, RTT/2) for `put-lat`, `tcp-rtt` (the same, the full round
+//! trip: a get or fetch-add is a request and a reply) for `get-lat` and
+//! `atomic-lat`, `tcp-stream` (one thread
 //! writing, one reading, with `put-bw`'s sizes and message counts) for
 //! `put-bw`. Both also run on their own, without PEs: `switchyard perf
 //! tcp-pingpong` and `switchyard perf tcp-stream`. Default sizes over TCP:
@@ -234,12 +246,14 @@ fn worker_main(o: &Options) -> u8 {
         window: o.window,
         tcp: o.transport == "tcp",
     };
-    let result = switchyard::context::Context::from_env().and_then(|mut ctx| {
-        let r = worker::run(&mut ctx, &plan)?;
-        let me = ctx.my_pe();
-        ctx.finalize()?;
-        Ok((me, r))
-    });
+    let result = switchyard::context::Context::from_env()
+        .map_err(worker::WorkerError::from)
+        .and_then(|mut ctx| {
+            let r = worker::run(&mut ctx, &plan)?;
+            let me = ctx.my_pe();
+            ctx.finalize()?;
+            Ok((me, r))
+        });
     match result {
         Ok((0, r)) => {
             let json = serde_json::to_string(&r).unwrap_or_default();
@@ -605,7 +619,13 @@ impl Bench {
     fn baselines(&self, step: &Step) -> Result<Vec<Measurement>, String> {
         let (iters, warmup) = (step.iters, step.warmup);
         match (&self.tcp, step.test.is_latency()) {
-            (None, true) => Ok(vec![baseline::cacheline(iters, warmup, self.cpus)]),
+            (None, true) => Ok(baseline::for_latency(
+                step.test,
+                &step.sizes,
+                iters,
+                warmup,
+                self.cpus,
+            )),
             (None, false) => Ok(step
                 .sizes
                 .iter()
@@ -618,7 +638,7 @@ impl Bench {
                     // atomic-lat moves 8 bytes whatever --size says.
                     let s = if step.test == Test::AtomicLat { 8 } else { s };
                     if lat {
-                        baseline::tcp_pingpong(s as usize, iters, warmup, path, self.cpus)
+                        baseline::tcp_latency(step.test, s as usize, iters, warmup, path, self.cpus)
                     } else {
                         baseline::tcp_stream(s as usize, iters.max(1), warmup, path, self.cpus)
                     }
@@ -911,6 +931,28 @@ mod test {
     }
 
     #[test]
+    fn latency_baselines_match_their_tests() {
+        let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = (0, 1 % ncpus);
+        let names = |t: Test, sizes: &[u64]| -> Vec<(String, u64)> {
+            baseline::for_latency(t, sizes, 50, 5, cpus)
+                .into_iter()
+                .inspect(|m| {
+                    assert_eq!(m.iters, 50, "{}", m.test);
+                    assert!(m.latency.is_some_and(|l| l.p50 > 0.0 && l.max >= l.p50));
+                })
+                .map(|m| (m.test, m.size))
+                .collect()
+        };
+        assert_eq!(names(Test::PutLat, &[8]), [("cacheline".into(), 8)]);
+        assert_eq!(
+            names(Test::GetLat, &[8, 4096]),
+            [("remote-read".into(), 8), ("remote-read".into(), 4096)]
+        );
+        assert_eq!(names(Test::AtomicLat, &[8]), [("remote-rmw".into(), 8)]);
+    }
+
+    #[test]
     fn tcp_baselines_on_loopback() {
         let path = baseline::TcpPath::loopback();
         let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -921,6 +963,10 @@ mod test {
             ("tcp-pingpong", 64, 200)
         );
         assert!(m.latency.is_some_and(|l| l.p50 > 0.0 && l.max >= l.p50));
+        for t in [Test::GetLat, Test::AtomicLat] {
+            let m = baseline::tcp_latency(t, 8, 50, 5, &path, cpus).unwrap();
+            assert_eq!((m.test.as_str(), m.size), ("tcp-rtt", 8));
+        }
         let m = baseline::tcp_stream(4096, 100, 10, &path, cpus).unwrap();
         assert_eq!(
             (m.test.as_str(), m.size, m.iters),

@@ -2,15 +2,36 @@
 //! launcher); PEs 0 and 1 measure, the others wait at the barriers; PE 0
 //! writes the results as JSON to the file the driver named.
 //!
-//! Over TCP ([`WorkerPlan::tcp`]), `put-lat` with more than 8 bytes sends one
-//! put of `size` bytes whose last 8 bytes are the flag: a TCP frame is applied
-//! whole by the target's progress before its wait re-reads the flag, so the
-//! flag cannot be seen before the data, and a fence (a round trip on TCP) is
-//! not needed. Over shared memory it stays data put, fence, flag put.
+//! What each test times, on PE 0 (the baselines it is compared with are in
+//! [`super::baseline`]):
+//!
+//! * `put-lat`: a ping-pong on flags. PE 0 puts `size` bytes and a flag to
+//!   PE 1 and waits for PE 1's answering flag; one-way latency = RTT/2.
+//!   Over TCP ([`WorkerPlan::tcp`]), with more than 8 bytes, data and flag go
+//!   as one put of `size` bytes whose last 8 bytes are the flag: a TCP frame
+//!   is applied whole by the target's progress before its wait re-reads the
+//!   flag, so the flag cannot be seen before the data, and a fence (a round
+//!   trip on TCP) is not needed. Over shared memory it stays data put,
+//!   fence, flag put.
+//! * `get-lat`: one blocking get of `size` bytes that PE 1 has just written.
+//!   Each iteration PE 1 fills the block with a new stamp (plain local
+//!   stores, so its lines are modified in PE 1's cache), then puts a ready
+//!   flag to PE 0; PE 0 waits for it, times the get alone, checks the stamp,
+//!   and puts a done flag back, after which PE 1 writes the next stamp.
+//!   Over shared memory that is a read of lines another core modified (the
+//!   cache-to-cache transfer the `remote-read` baseline times); over TCP a
+//!   request and its reply (a full round trip).
+//! * `atomic-lat`: one fetch-add on a word that PE 1 has just written, with
+//!   the same hand-shake: PE 1 stores a new stamp, flags; PE 0 times the
+//!   fetch-add alone and checks it returned the stamp. Over shared memory a
+//!   locked read-modify-write of a line another core modified (as the
+//!   `remote-rmw` baseline); over TCP a full round trip.
+//!
+//! The hand-shakes are not timed: each sample is one operation.
 
 use std::time::Instant;
 
-use switchyard::context::{Cmp, Context, Result};
+use switchyard::context::{Cmp, Context, Plain, Sym};
 
 use super::{
     Test,
@@ -35,12 +56,32 @@ pub struct WorkerPlan {
     pub tcp: bool,
 }
 
+/// Why a worker run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The context failed (init, routes, timeouts).
+    #[error(transparent)]
+    Context(#[from] switchyard::context::Error),
+    /// PE 0 read something else than PE 1 had just written.
+    #[error("{test}: iteration {iter} read {found:#x} where PE 1 had written {wrote:#x}")]
+    Stale {
+        /// The test.
+        test: &'static str,
+        /// The iteration (from 1).
+        iter: u64,
+        /// What PE 0 read.
+        found: u64,
+        /// What PE 1 wrote.
+        wrote: u64,
+    },
+}
+
 /// Runs the plan on this PE; PE 0 returns the measurements.
 ///
 /// # Errors
 ///
-/// Context errors (init, routes, timeouts).
-pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
+/// [`WorkerError`]: context errors, or a stale read.
+pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, WorkerError> {
     let max = plan.sizes.iter().copied().max().unwrap_or(8).max(8) as usize;
     let me = ctx.my_pe();
     let ping = ctx.alloc::<u64>(1)?;
@@ -104,8 +145,7 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
                         ctx.put(&pong, 0, &[i], 0)?;
                     }
                 }
-                ctx.write_local(&ping, 0, &[0])?;
-                ctx.write_local(&pong, 0, &[0])?;
+                reset_flags(ctx, &ping, &pong)?;
                 // The next size's flag word may hold this size's data.
                 ctx.write_local(&msg, 0, &vec![0u64; msg_words])?;
                 if me == 0 {
@@ -113,29 +153,63 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
                 }
             }
             Test::GetLat => {
-                if me == 0 {
-                    let mut buf = vec![0u8; size_us];
-                    for i in 0..total {
+                let mut block = vec![0u8; size_us];
+                for i in 1..=total {
+                    let stamp = i as u8;
+                    if me == 1 {
+                        block.fill(stamp);
+                        modify_then_flag(ctx, plan, &data, &block, (&ping, &pong), i)?;
+                    } else if me == 0 {
+                        ctx.wait_until(&ping, 0, Cmp::Ge, i)?;
                         let t0 = Instant::now();
-                        ctx.get(&data, 0, &mut buf, 1)?;
+                        ctx.get(&data, 0, &mut block, 1)?;
                         let dt = t0.elapsed().as_nanos() as u64;
-                        if i >= plan.warmup {
+                        let found = [block.first(), block.last()];
+                        if let Some(&b) = found.into_iter().flatten().find(|&&b| b != stamp) {
+                            return Err(WorkerError::Stale {
+                                test: "get-lat",
+                                iter: i,
+                                found: b.into(),
+                                wrote: stamp.into(),
+                            });
+                        }
+                        ctx.put(&pong, 0, &[i], 1)?;
+                        if i > plan.warmup {
                             samples.push(dt);
                         }
                     }
+                }
+                reset_flags(ctx, &ping, &pong)?;
+                if me == 0 {
                     out.push(lat("get-lat", size, plan.iters, &mut samples, 1.0));
                 }
             }
             Test::AtomicLat => {
-                if me == 0 {
-                    for i in 0..total {
+                for i in 1..=total {
+                    let stamp = 2 * i;
+                    if me == 1 {
+                        modify_then_flag(ctx, plan, &counter, &[stamp], (&ping, &pong), i)?;
+                    } else if me == 0 {
+                        ctx.wait_until(&ping, 0, Cmp::Ge, i)?;
                         let t0 = Instant::now();
-                        ctx.fetch_add(&counter, 0, 1u64, 1)?;
+                        let old = ctx.fetch_add(&counter, 0, 1u64, 1)?;
                         let dt = t0.elapsed().as_nanos() as u64;
-                        if i >= plan.warmup {
+                        if old != stamp {
+                            return Err(WorkerError::Stale {
+                                test: "atomic-lat",
+                                iter: i,
+                                found: old,
+                                wrote: stamp,
+                            });
+                        }
+                        ctx.put(&pong, 0, &[i], 1)?;
+                        if i > plan.warmup {
                             samples.push(dt);
                         }
                     }
+                }
+                reset_flags(ctx, &ping, &pong)?;
+                if me == 0 {
                     out.push(lat("atomic-lat", 8, plan.iters, &mut samples, 1.0));
                 }
             }
@@ -172,6 +246,37 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>> {
     }
     ctx.barrier_all()?;
     Ok(out)
+}
+
+/// PE 1's side of one `get-lat` or `atomic-lat` iteration: writes `vals`
+/// over the start of its own copy of `sym` (plain stores: the lines are then
+/// modified in its cache), tells PE 0 (`flags.0` = `i`), and waits until PE
+/// 0 has done its operation (`flags.1` >= `i`).
+fn modify_then_flag<T: Plain>(
+    ctx: &mut Context,
+    plan: &WorkerPlan,
+    sym: &Sym<T>,
+    vals: &[T],
+    flags: (&Sym<u64>, &Sym<u64>),
+    i: u64,
+) -> Result<(), WorkerError> {
+    ctx.write_local(sym, 0, vals)?;
+    if !plan.tcp {
+        // The stores before the flag (shared memory: PE 0 reads them
+        // directly). Over TCP, PE 0's request comes after the flag anyway.
+        ctx.fence()?;
+    }
+    ctx.put(flags.0, 0, &[i], 0)?;
+    ctx.wait_until(flags.1, 0, Cmp::Ge, i)?;
+    Ok(())
+}
+
+/// Clears both flags (on every PE) after a test's iterations; each PE has
+/// seen its last flag arrive.
+fn reset_flags(ctx: &mut Context, ping: &Sym<u64>, pong: &Sym<u64>) -> Result<(), WorkerError> {
+    ctx.write_local(ping, 0, &[0])?;
+    ctx.write_local(pong, 0, &[0])?;
+    Ok(())
 }
 
 fn lat(test: &str, size: u64, iters: u64, samples: &mut [u64], scale: f64) -> Measurement {

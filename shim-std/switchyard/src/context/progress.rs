@@ -8,12 +8,14 @@
 //!
 //! # The hand-off
 //!
-//! One lock word, `lock`: bit 0 says the driver is held, the bits above count
-//! the application's entries. The application takes it lazily, at its first
-//! use of the driver in a call ([`Tcp::get`]: one uncontended compare-exchange
-//! on a line its own core holds), and gives it back when the call returns
-//! ([`Tcp::leave`]: one store). The progress thread takes it only when the bit
-//! is clear, holds it for a bounded burst of steps, and backs off (sleeping,
+//! One lock word, `lock` ([`EntryLock`], loom-checked in switchyard-core): bit
+//! 0 says the driver is held, the bits above count the application's entries.
+//! The application takes it lazily, at its first use of the driver in a call
+//! ([`Tcp::get`]: one uncontended compare-exchange on a line its own core
+//! holds), and gives it back when the call returns ([`Tcp::leave`]: one
+//! store). The progress thread takes it only when the bit is clear and the
+//! word did not change since it read it (an application entry always changes
+//! it), holds it for a bounded burst of steps, and backs off (sleeping,
 //! doubling up to its tick) while the application is inside, so an active
 //! application is not slowed by it.
 //!
@@ -34,7 +36,8 @@
 //! driver's receive side ([`RecvSide`]: the receipts of the peers' puts, and
 //! the shared receive queue re-posted), so peers putting to this PE over
 //! verbs do not stall on RNR while the application computes. It has its own
-//! try-lock (the application's progress skips a poll the thread is doing).
+//! try-lock ([`switchyard_core::lock::TryLock`]: the application's progress
+//! skips a poll the thread is doing).
 //! The thread wakes on TCP input or its tick, not on verbs completions: a
 //! target outside the library re-posts at least every tick, so it takes up
 //! to `srq_depth` puts per tick without RNR. The rest of verbs (the send
@@ -53,7 +56,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_core::transport::{Instant as CoreInstant, PollResult};
+use switchyard_core::{
+    lock::{Entered, EntryLock},
+    transport::{Instant as CoreInstant, PollResult},
+};
 use switchyard_socket::{Parker, SocketDriver};
 
 use super::verbs::RecvSide;
@@ -81,8 +87,9 @@ pub(super) enum ThreadMode {
 }
 
 struct Shared {
-    /// Bit 0: held. Bits 1..: the application's entries (a count, wrapping).
-    lock: AtomicU64,
+    /// Who may use `driver`: the application (entries counted) or the
+    /// progress thread.
+    lock: EntryLock,
     stop: AtomicBool,
     /// Bursts the progress thread ran.
     bursts: AtomicU64,
@@ -91,10 +98,10 @@ struct Shared {
     verbs_recv: std::sync::OnceLock<RecvSide>,
 }
 
-// SAFETY: `driver` is only accessed by whoever set bit 0 of `lock` (the
-// application through `Tcp::get`, the progress thread in `burst`), with
-// Acquire on taking and Release on giving back, so accesses never overlap and
-// each sees the previous holder's writes. `SocketDriver` is `Send` (asserted
+// SAFETY: `driver` is only accessed by whoever holds `lock` (the application
+// through `Tcp::get`, the progress thread in `burst`), which takes with
+// Acquire and gives back with Release, so accesses never overlap and each
+// sees the previous holder's writes. `SocketDriver` is `Send` (asserted
 // below), so using it from either thread is sound.
 unsafe impl Sync for Shared {}
 
@@ -103,15 +110,11 @@ const _: () = {
     send::<SocketDriver>();
 };
 
-const HELD: u64 = 1;
-/// One entry: the count goes up by one (bit 1) and bit 0 is set.
-const ENTER: u64 = 0b11;
-
 /// The context's TCP driver, with its progress thread when one runs.
 pub(super) struct Tcp {
     shared: Arc<Shared>,
-    /// The lock word as this thread set it while it holds the driver, else 0.
-    held: u64,
+    /// The application's entry while it holds the driver.
+    held: Option<Entered>,
     worker: Option<JoinHandle<()>>,
     /// The driver's longest get (a constant of its configuration).
     max_get_len: u32,
@@ -120,7 +123,7 @@ pub(super) struct Tcp {
 impl core::fmt::Debug for Tcp {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Tcp")
-            .field("held", &(self.held != 0))
+            .field("held", &self.held.is_some())
             .field("thread", &self.worker.is_some())
             .finish()
     }
@@ -132,13 +135,13 @@ impl Tcp {
         Tcp {
             max_get_len: driver.max_get_len(),
             shared: Arc::new(Shared {
-                lock: AtomicU64::new(0),
+                lock: EntryLock::new(),
                 stop: AtomicBool::new(false),
                 bursts: AtomicU64::new(0),
                 driver: UnsafeCell::new(driver),
                 verbs_recv: std::sync::OnceLock::new(),
             }),
-            held: 0,
+            held: None,
             worker: None,
         }
     }
@@ -178,10 +181,10 @@ impl Tcp {
     /// thread).
     #[inline]
     pub(super) fn get(&mut self) -> &mut SocketDriver {
-        if self.held == 0 {
+        if self.held.is_none() {
             self.acquire();
         }
-        // SAFETY: this thread holds bit 0 (`held != 0`), so nobody else
+        // SAFETY: this thread holds the lock (`held` is set), so nobody else
         // touches the driver until `leave`, which needs `&mut self` and so
         // cannot run while the returned borrow lives.
         unsafe { &mut *self.shared.driver.get() }
@@ -189,21 +192,12 @@ impl Tcp {
 
     #[cold]
     fn acquire(&mut self) {
-        let lock = &self.shared.lock;
         let mut spins = 0u32;
         loop {
-            let v = lock.load(Ordering::Relaxed);
-            if v & HELD == 0 {
-                let mine = v.wrapping_add(ENTER);
-                // SYNC POINT: Acquire pairs with the Release in `leave` and in
-                // `burst`: the last holder's writes to the driver are visible.
-                if lock
-                    .compare_exchange_weak(v, mine, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    self.held = mine;
-                    return;
-                }
+            // Acquire: the last holder's writes to the driver are visible.
+            if let Some(entry) = self.shared.lock.try_enter() {
+                self.held = Some(entry);
+                return;
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(1024) {
@@ -220,11 +214,10 @@ impl Tcp {
     /// may run while the application is outside the library.
     #[inline]
     pub(super) fn leave(&mut self) {
-        if self.held != 0 {
-            // SYNC POINT: Release publishes this thread's driver writes to the
-            // next holder's Acquire.
-            self.shared.lock.store(self.held & !HELD, Ordering::Release);
-            self.held = 0;
+        if let Some(entry) = self.held.take() {
+            // Release: publishes this thread's driver writes to the next
+            // holder.
+            self.shared.lock.leave(entry);
         }
     }
 
@@ -311,19 +304,11 @@ fn run(shared: &Shared, parker: &Parker, mode: ThreadMode, clock: Instant, cpu: 
 /// to [`BURST`] progress steps (fewer when a step finds nothing to do).
 /// Returns false when the application holds it.
 fn burst(shared: &Shared, clock: Instant) -> bool {
-    let v = shared.lock.load(Ordering::Relaxed);
-    if v & HELD != 0 {
+    // Acquire: the application's writes to the driver are visible.
+    let Some(taken) = shared.lock.try_take() else {
         return false;
-    }
-    // SYNC POINT: Acquire pairs with the application's Release in `leave`.
-    if shared
-        .lock
-        .compare_exchange(v, v | HELD, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        return false;
-    }
-    // SAFETY: bit 0 is ours until the store below; see `Shared`.
+    };
+    // SAFETY: the lock is ours until `taken` is dropped below; see `Shared`.
     let d = unsafe { &mut *shared.driver.get() };
     for _ in 0..BURST {
         let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
@@ -339,9 +324,8 @@ fn burst(shared: &Shared, clock: Instant) -> bool {
         }
     }
     shared.bursts.fetch_add(1, Ordering::Relaxed);
-    // SYNC POINT: Release publishes the driver's state to the application's
-    // next Acquire.
-    shared.lock.store(v, Ordering::Release);
+    // Release: publishes the driver's state to the application's next entry.
+    drop(taken);
     true
 }
 
@@ -389,13 +373,12 @@ mod tests {
         // Entries are counted in the lock word; after leave only the
         // thread's bursts hold it (each ends within its BURST steps).
         let deadline = Instant::now() + Duration::from_secs(5);
-        let mut v = t.shared.lock.load(Ordering::Relaxed);
-        while v & HELD != 0 && Instant::now() < deadline {
+        while t.shared.lock.is_held() && Instant::now() < deadline {
             std::thread::yield_now();
-            v = t.shared.lock.load(Ordering::Relaxed);
         }
-        assert_eq!(v & HELD, 0, "the lock stayed held after leave");
-        assert!(v >> 1 >= 2, "two entries counted, got {}", v >> 1);
+        assert!(!t.shared.lock.is_held(), "the lock stayed held after leave");
+        let entries = t.shared.lock.entries();
+        assert!(entries >= 2, "two entries counted, got {entries}");
         let _ = t.get();
         t.stop();
         assert!(!t.has_thread());
