@@ -177,6 +177,7 @@ mod test;
 pub(super) use attach::create_driver;
 pub use common::{NO_VERBS, VerbsStatus};
 pub use record::{Record, RecordError};
+use switchyard_core::route::LoadWatermark;
 use switchyard_verbs::{
     Event,
     card::{CardError, MAX_QPS, QpAddr, VerbsCard},
@@ -423,6 +424,17 @@ impl Context {
             .as_ref()
             .and_then(|v| v.peers.get(pe as usize))
             .is_some_and(|p| p.bit)
+    }
+
+    /// Whether `pe`'s verbs backlog ([`VerbsDriver::backlog`]) is over
+    /// `level` of its capacity (no driver: no). O(1): the driver's
+    /// counters, as of its last completion poll.
+    #[inline]
+    pub(super) fn verbs_backlog_over(&self, pe: u32, level: LoadWatermark) -> bool {
+        self.verbs
+            .as_ref()
+            .and_then(|v| v.drv.backlog(pe))
+            .is_some_and(|b| b.exceeded(level))
     }
 
     /// Whether this context routes over RDMA verbs, and why not.
