@@ -5,25 +5,23 @@
 //! calling the library, so nothing PE 0 sends is acknowledged meanwhile.
 
 use std::{
-    net::SocketAddr,
     sync::{
         Arc,
         atomic::{AtomicU32, Ordering},
-        mpsc::{Receiver, Sender, channel},
     },
     time::{Duration, Instant},
 };
 
-use switchyard_core::{
-    class::{NO_SWITCH, PathClass},
-    route::PolicyConfig,
-};
-use switchyard_shm::HugePages;
-use switchyard_socket::{Backlog, SocketDriver, TcpConfig};
+use switchyard_core::{class::PathClass, route::PolicyConfig};
+use switchyard_socket::{Backlog, TcpConfig};
 
 use super::*;
 use crate::{
-    context::{PeerInfo, Progress, Setup, Sym, TCP, TRACE_RECORDS, progress, tcp_rail},
+    context::{
+        Sym, TCP, TRACE_RECORDS, progress,
+        tcp_pair_test::{Pair, job, wait_for},
+        tcp_rail,
+    },
     test_alloc::{allocations, count_here},
 };
 
@@ -99,85 +97,6 @@ const STREAM: usize = 56;
 const AFTER: usize = 8;
 const _: () = assert!(STREAM as u64 * FRAME + FRAME <= WINDOW as u64);
 
-type Chans<'a> = (&'a Sender<Vec<SocketAddr>>, &'a Receiver<Vec<SocketAddr>>);
-
-/// PE `me` of the pair, on a node and a switch of its own (ROUTED), TCP
-/// on two rails its only link, with the load watermark `wm`.
-fn context(job: u64, me: u32, wm: LoadWatermark, (tx, rx): Chans<'_>) -> Context {
-    let wait = Duration::from_secs(20);
-    let setup = Setup {
-        job_id: job,
-        me,
-        n_pes: 2,
-        heap_size: 1 << 20,
-        huge_pages: HugePages::Off,
-        numa_node: None,
-        op_timeout: wait,
-        progress: Progress::Adaptive { spin: 64 },
-        policy: PolicyConfig {
-            load_watermark: wm,
-            ..PolicyConfig::default()
-        },
-        connect_timeout: wait,
-        shm_peers: true,
-        symmetric_data: None,
-        verbs_atomics: crate::config::VerbsAtomics::Auto,
-        verbs_routed: true,
-        trace_records: TRACE_RECORDS,
-    };
-    let seg = Context::create_segment(&setup).expect("segment");
-    let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
-    let tcfg = TcpConfig {
-        job_id: job,
-        cookie: *b"load-bits-pair!!",
-        me,
-        n_pes: 2,
-        listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
-        window: WINDOW,
-        max_frame_payload: 16 << 10,
-        // PE 1 sends no heartbeat while stalled: its rails must not be
-        // taken for down meanwhile.
-        detection_window: Duration::from_secs(30),
-        give_up: Duration::from_secs(60),
-        ..TcpConfig::default()
-    };
-    #[allow(unsafe_code)]
-    // SAFETY: the segment's heap mapping, valid for `len` bytes; the
-    // segment moves into the context with the driver and outlives it.
-    let tcp = unsafe { SocketDriver::new(tcfg, heap, len) }.expect("tcp driver");
-    tx.send(tcp.local_addrs().to_vec()).unwrap();
-    let other = rx.recv_timeout(wait).expect("the other PE's addresses");
-    let info = |pe: u32, tcp: Vec<SocketAddr>| PeerInfo {
-        node: 1000 + u64::from(pe),
-        switch: 5 + pe,
-        tree: NO_SWITCH,
-        shm: None,
-        tcp,
-    };
-    let mine = tcp.local_addrs().to_vec();
-    let peers = if me == 0 {
-        [info(0, mine), info(1, other)]
-    } else {
-        [info(0, other), info(1, mine)]
-    };
-    let ctx = Context::from_parts(setup, seg, &peers, Some(tcp)).expect("context");
-    assert_eq!(ctx.tcp.as_ref().map(|t| t.has_thread()), Some(false));
-    ctx
-}
-
-/// Waits (bounded: 20 s) until `step` reaches `want`, calling nothing of
-/// the library (`progress`: except progress steps).
-fn wait_for(ctx: &mut Context, step: &AtomicU32, want: u32, progress: bool) {
-    let start = Instant::now();
-    while step.load(Ordering::SeqCst) < want {
-        assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
-        if progress {
-            ctx.poll_once();
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-}
-
 fn backlog(ctx: &mut Context, rail: usize) -> Backlog {
     let t = ctx.tcp.as_mut().map(progress::Tcp::get).expect("tcp");
     t.backlog(1, rail)
@@ -224,6 +143,7 @@ enum Mode {
 /// put takes rail 0.
 fn script(mut ctx: Context, step: &AtomicU32, mode: Mode) {
     let moves = mode != Mode::Stay;
+    assert_eq!(ctx.tcp.as_ref().map(|t| t.has_thread()), Some(false));
     let (me, r0, r1) = (ctx.my_pe(), TCP, tcp_rail(1));
     assert_eq!(ctx.class(1 - me), Some(PathClass::Routed));
     let sym: Sym<u64> = ctx.alloc((STREAM + AFTER) * ELEMS).expect("alloc");
@@ -392,20 +312,33 @@ fn backlog_capacity(ctx: &mut Context) -> Backlog {
         .backlog_capacity()
 }
 
-/// Runs [`script`] on a pair.
+/// Runs [`script`] on a pair ROUTED to each other (short puts take rail
+/// 0 first, rail 1 next).
 fn run(tag: u64, mode: Mode) {
     let wm = match mode {
         Mode::Move | Mode::ReadAfter => WM,
         Mode::Stay => LoadWatermark { per_mille: 1000 },
     };
-    let job = tag << 32 ^ u64::from(std::process::id()) << 8;
-    let (tx0, rx1) = channel();
-    let (tx1, rx0) = channel();
     let step = Arc::new(AtomicU32::new(0));
-    let step1 = Arc::clone(&step);
-    let pe1 = std::thread::spawn(move || script(context(job, 1, wm, (&tx1, &rx1)), &step1, mode));
-    script(context(job, 0, wm, (&tx0, &rx0)), &step, mode);
-    pe1.join().expect("PE 1");
+    let pair = Pair {
+        job: job(tag),
+        routed: true,
+        policy: PolicyConfig {
+            load_watermark: wm,
+            ..PolicyConfig::default()
+        },
+        tcp: TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+            window: WINDOW,
+            max_frame_payload: 16 << 10,
+            // PE 1 sends no heartbeat while stalled: its rails must not be
+            // taken for down meanwhile.
+            detection_window: Duration::from_secs(30),
+            give_up: Duration::from_secs(60),
+            ..TcpConfig::default()
+        },
+    };
+    pair.run(move |ctx| script(ctx, &step, mode));
 }
 
 /// A put stream to a stalled target: once rail 0's backlog is over the

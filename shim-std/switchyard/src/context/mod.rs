@@ -138,6 +138,8 @@ mod raw;
 mod rma;
 mod route;
 mod stats;
+#[cfg(test)]
+mod tcp_pair_test;
 mod trace;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
 // calls, no driver (the only place the feature chooses code).

@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::{
-    context::{TCP, verbs::VerbsDriver},
+    context::{TCP, tcp_pair_test::wait_for, verbs::VerbsDriver},
     test_alloc::{allocations, count_here},
 };
 
@@ -43,10 +43,10 @@ fn load_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32)
     if me == 1 {
         // Progress until PE 0 is quiet (its receives re-posted), then
         // stall until step 3.
-        wait_progressing(&mut ctx, step, 1);
+        wait_for(&mut ctx, step, 1, true);
         step.store(2, Ordering::SeqCst);
         wait_for_step(step, 3);
-        wait_progressing(&mut ctx, step, 4);
+        wait_for(&mut ctx, step, 4, true);
     } else {
         let cap = drv(&ctx).backlog(1).expect("backlog").capacity_wrs;
         assert_eq!(cap, 30, "2 data QPs of 16 slots, less one each");
@@ -145,16 +145,6 @@ fn load_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32)
     ctx.barrier_all().unwrap();
     close_together(&mut ctx, done);
     ctx
-}
-
-/// Progress steps until `step` reaches `want` (bounded: 20 s).
-fn wait_progressing(ctx: &mut Context, step: &AtomicU32, want: u32) {
-    let start = Instant::now();
-    while step.load(Ordering::SeqCst) < want {
-        assert!(start.elapsed() < Duration::from_secs(20), "step {want}");
-        ctx.poll_once();
-        std::thread::sleep(Duration::from_micros(50));
-    }
 }
 
 #[test]

@@ -19,12 +19,14 @@ use switchyard_core::{
     trace::TraceRecord,
     transport::{Instant as CoreInstant, Transport},
 };
-use switchyard_shm::HugePages;
 use switchyard_socket::{SocketDriver, TcpConfig};
 use switchyard_verbs::fake::Fabric;
 
 use super::*;
-use crate::context::{PeerInfo, Progress, Setup, Sym, TCP, TRACE_RECORDS, VERBS, progress};
+use crate::context::{
+    PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS, progress,
+    tcp_pair_test::{self, WAIT},
+};
 
 mod load;
 mod routing;
@@ -74,26 +76,15 @@ fn context_with(
     vcfg: VerbsConfig,
 ) -> Context {
     let corrupt = opts.corrupt;
-    let wait = Duration::from_secs(20);
+    let wait = WAIT;
+    let policy = PolicyConfig {
+        downgrade: [Downgrade::AllowAndCount; 5],
+        ..PolicyConfig::default()
+    };
     let setup = Setup {
-        job_id: job,
-        me,
-        n_pes: 2,
-        heap_size: 1 << 20,
-        huge_pages: HugePages::Off,
-        numa_node: None,
-        op_timeout: wait,
-        progress: Progress::Adaptive { spin: 64 },
-        policy: PolicyConfig {
-            downgrade: [Downgrade::AllowAndCount; 5],
-            ..PolicyConfig::default()
-        },
-        connect_timeout: wait,
-        shm_peers: true,
-        symmetric_data: None,
         verbs_atomics: opts.atomics,
         verbs_routed: !opts.no_routed,
-        trace_records: TRACE_RECORDS,
+        ..tcp_pair_test::setup(job, me, policy)
     };
     let seg = Context::create_segment(&setup).expect("segment");
     let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
