@@ -51,9 +51,9 @@
 //!   inline in the context, nothing allocated), re-checked in every
 //!   progress step of the application (`Context::poll_once`: each step of
 //!   every wait, where acks and completions are processed), at the end of
-//!   every `quiet`, and, for the transports an operation was routed around,
-//!   right after that operation: so a stream of puts returns to its
-//!   preferred transport at its first operation after the backlog fell,
+//!   every `quiet`, and, for the transports an operation is routed around,
+//!   before that operation runs: so a stream of puts returns to its
+//!   preferred transport within one operation of the backlog falling,
 //!   whether the acks were processed by the application or by the TCP
 //!   progress thread. The progress thread itself clears nothing (it holds
 //!   the TCP driver, not the context): a bit left set while the application
