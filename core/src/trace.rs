@@ -39,7 +39,8 @@ pub struct TraceRecord {
     /// Operation code (caller-defined; e.g. [`FrameOp`](crate::wire::FrameOp) as u8).
     pub op: u8,
     /// Flags: [`TraceRecord::DOWNGRADED`], [`TraceRecord::ERROR`],
-    /// [`TraceRecord::CPU_ATOMIC`], [`TraceRecord::ORDERED`].
+    /// [`TraceRecord::CPU_ATOMIC`], [`TraceRecord::ORDERED`],
+    /// [`TraceRecord::LOAD`].
     pub flags: u8,
     /// Timestamp supplied by the caller (the core has no clock).
     pub timestamp: u64,
@@ -58,6 +59,10 @@ impl TraceRecord {
     /// same peer over another transport to complete (cross-transport
     /// ordering: a fence, or a read that must see earlier writes).
     pub const ORDERED: u8 = 8;
+    /// A load yield: a transport before the one taken was healthy but over
+    /// its load watermark toward the peer (the route policy's rule 4;
+    /// [`DOWNGRADED`](TraceRecord::DOWNGRADED) is set too).
+    pub const LOAD: u8 = 16;
     /// `transport` value of a failed decision.
     pub const NO_TRANSPORT: u8 = 0xFF;
 

@@ -95,6 +95,7 @@
 pub mod config;
 pub mod context;
 pub mod sys;
-// The counting allocator of the verbs glue's no-allocation test.
-#[cfg(all(test, feature = "verbs"))]
+// The counting allocator of the no-allocation unit tests (the verbs glue's,
+// the load bits').
+#[cfg(test)]
 mod test_alloc;

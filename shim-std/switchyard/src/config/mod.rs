@@ -62,6 +62,23 @@
 //! a record (144 KiB at the default, 36 MiB at the most), never on the data
 //! path.
 //!
+//! What `load_watermark` means: the backlog, in percent of its capacity,
+//! over which a transport's load bit toward a peer is set, so that the
+//! peer's next operations take the next healthy transport of their route
+//! (another TCP rail, or TCP instead of verbs) instead of queueing behind
+//! it. Per (transport, peer), for the TCP rails and verbs: set when, right
+//! after an operation was handed to it, the backlog is over the watermark;
+//! cleared once it is no longer over half the watermark (a bit set at 75%
+//! stays set down to 37.5%). The backlog of a TCP rail is its frames not yet
+//! acknowledged by the peer (or waiting for their reply), measured in frames
+//! against 4096 and in bytes against `tcp_window` (over in either is over;
+//! both are the peer's, shared by its rails); that of verbs is its work
+//! requests toward the peer not yet known complete (atomics not counted),
+//! against the send-queue slots of its data queue pairs (one less than the
+//! send-queue depth, `queue_depth` when set, per data queue pair).
+//! Shared memory has no queue and no load bit. `100` turns the load bits
+//! off. See the [context docs](crate::context#load).
+//!
 //! What the TCP keys mean:
 //!
 //! * `heartbeat` is the dead-link detection window: a link with no traffic for
@@ -262,8 +279,9 @@ pub struct Config {
     /// Messages shorter than this (bytes) are short on a fallback path. Default
     /// 8 KiB.
     pub short_threshold: u32,
-    /// Queue occupancy, percent (1 to 100), above which a transport yields.
-    /// Default 75.
+    /// Backlog, percent of its capacity (1 to 100), over which a TCP rail's
+    /// or verbs' load bit toward a peer is set (cleared again at half of it;
+    /// 100: never set). Default 75. See the module docs.
     pub load_watermark: u8,
     /// Entries per send queue, a power of two from 16 to 65536. Default 256.
     pub queue_depth: u32,

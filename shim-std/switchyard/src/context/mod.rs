@@ -42,6 +42,55 @@
 //! step of every driver (`peers.rs`, `Context::poll_once`) that also applies
 //! link-state changes.
 //!
+//! # Load
+//!
+//! A transport that keeps up is not enough: a TCP rail whose send window
+//! toward a peer is nearly full, or a verbs link whose send queues toward it
+//! are, should let the peer's next operations take another transport. The
+//! topology row has a load bit per (transport, peer) beside its health bit,
+//! and the route policy's rule 4 passes over a preferred transport whose
+//! load bit is set for the next healthy one whose bit is not (when every
+//! healthy one is loaded, the first is used: load never fails an
+//! operation). The context sets and clears the bits (`load.rs`), with
+//! `load_watermark` (`W`, percent;
+//! [`PolicyConfig::load_watermark`](switchyard_core::route::PolicyConfig::load_watermark)):
+//!
+//! * **set** right after an operation was handed to a TCP rail or to
+//!   verbs, when that (transport, peer)'s backlog is over `W` of its
+//!   capacity (one O(1) read of the driver's counters and a compare; no
+//!   allocation, no system call);
+//! * **cleared** once the backlog is no longer over `W / 2`, re-checked for
+//!   the loaded pairs only (at most [`MAX_LOADED`] at once) in every
+//!   progress step, at the end of `quiet`, and after each operation routed
+//!   around them.
+//!
+//! Backlog and capacity, per driver: a TCP rail's frames toward the peer
+//! not yet acknowledged (or waiting for their reply), in frames against
+//! 4096 and in bytes against `tcp_window` (over in either is over; both
+//! capacities are the peer's, shared by its rails); verbs' work requests on
+//! the peer's data queue pairs not yet known complete, against
+//! `(sq_depth - 1) * data_qps` (atomics do not count; its completions are
+//! polled before a bit is set or kept, so work the device finished is not
+//! load). Shared memory has no queue and no load bit. `W = 100` turns the
+//! bits off. Counted in [`Stats::load_transitions`] and
+//! [`Stats::load_yields`]; a yield is traced
+//! [`TraceRecord::LOAD`](switchyard_core::trace::TraceRecord::LOAD).
+//!
+//! Puts and gets yield; atomics do not (they take the first healthy
+//! transport, as without load bits): moving one could change the agent
+//! that executes it, the NIC or the target's CPU, which are not atomic with
+//! each other on most devices (`verbs_atomics`), and verbs' atomics do not
+//! queue behind the puts and gets its backlog counts. A yield splits a
+//! peer's traffic over two rails or two transports, so:
+//!
+//! * puts to one word without a fence between them may land in either
+//!   order (as OpenSHMEM allows; a fence orders them, across rails too);
+//! * a get or fetching atomic over a TCP rail while another rail still
+//!   holds frames toward that peer first waits until TCP is complete
+//!   (`order.rs`, counted in [`Stats::ordering_waits`]), so it observes
+//!   every earlier write of this PE to it; between verbs and TCP the
+//!   ordering rules of [`verbs`] apply as for any split.
+//!
 //! # Where the rest is
 //!
 //! * init: from the environment `init.rs` ([`Context::from_env`]), from
@@ -53,6 +102,7 @@
 //! * [`Context::wait_until`], [`Context::barrier_all`]: `wait.rs`;
 //! * link events, link-state records between PEs, dead peers: `peers.rs`;
 //! * the TCP progress thread: `progress.rs`; the verbs glue: [`verbs`];
+//! * load bits: `load.rs`;
 //! * counters ([`Stats`]): `stats.rs`; errors ([`Error`]): `error.rs`;
 //! * what the C API needs beyond the typed API: `raw.rs`.
 //!
@@ -79,6 +129,7 @@ mod drv;
 mod error;
 mod heap;
 mod init;
+mod load;
 mod order;
 mod parts;
 mod peers;
@@ -87,6 +138,8 @@ mod raw;
 mod rma;
 mod route;
 mod stats;
+#[cfg(test)]
+mod tcp_pair_test;
 mod trace;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
 // calls, no driver (the only place the feature chooses code).
@@ -101,6 +154,7 @@ pub use error::{Error, Result};
 use heap::{BLOCK_ALIGN, SymAllocator};
 pub use heap::{Plain, Sym};
 pub use init::InitOptions;
+pub use load::MAX_LOADED;
 pub use parts::{PeerInfo, Setup, SymmetricData};
 pub use raw::Bitwise;
 pub use stats::Stats;
@@ -195,8 +249,10 @@ pub struct Context {
     /// may not be complete.
     order: order::Order,
     /// Trace flags for the next [`Context::trace_route`] (set when the
-    /// operation waited for ordering).
+    /// operation waited for ordering, or was a load yield).
     next_flags: u8,
+    /// The load bits this context set, and the rule (`load.rs`).
+    load: load::Load,
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,

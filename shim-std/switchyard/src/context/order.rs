@@ -152,6 +152,8 @@ impl Context {
                 // Nothing sent over TCP is still in flight: links that came
                 // (back) up may take traffic now without overtaking it.
                 self.verbs_raise();
+                // Every backlog is empty: every load bit clears.
+                self.load_recheck(false);
                 return Ok(());
             }
             // The drivers report a dead peer with operations pending; one
@@ -183,6 +185,38 @@ impl Context {
             self.stats.ordering_waits += 1;
             self.next_flags |= TraceRecord::ORDERED;
         }
+        Ok(())
+    }
+
+    /// Ordering across TCP rails before a read (get, fetching atomic) goes
+    /// to `pe` over rail `rail`. The driver keeps a peer's frames in order
+    /// per connection, not across rails, and a load yield (or a rail coming
+    /// back after a failover) splits a peer's traffic over rails: while
+    /// another rail still holds frames toward `pe` (its backlog), the read
+    /// first waits until every TCP operation is complete, so it observes
+    /// every earlier write of this PE to that peer. Writes are not held
+    /// (without a fence they are not ordered; a fence is, across rails, by
+    /// the driver). Up to [`MAX_TCP_RAILS`](super::MAX_TCP_RAILS) counter
+    /// reads for a read over TCP with more than one rail; nothing for a
+    /// write.
+    #[inline]
+    pub(super) fn order_rails(&mut self, pe: u32, rail: usize, op: Op) -> Result<()> {
+        if !matches!(op, Op::Get | Op::FetchingAtomic) {
+            return Ok(());
+        }
+        let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) else {
+            return Ok(());
+        };
+        if !(0..t.rails()).any(|r| r != rail && t.backlog(pe, r).frames > 0) {
+            return Ok(());
+        }
+        self.quiet_kinds(T)?;
+        if self.order.enabled {
+            let code = self.order.get(pe);
+            self.order.set(pe, code & !T);
+        }
+        self.stats.ordering_waits += 1;
+        self.next_flags |= TraceRecord::ORDERED;
         Ok(())
     }
 

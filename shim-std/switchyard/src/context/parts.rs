@@ -20,7 +20,7 @@ use switchyard_socket::SocketDriver;
 
 use super::{
     Context, Error, N_TRANSPORTS, NEXT_OWNER, NOW_EVERY, Progress, RESERVED, Result, SHM, Stats,
-    VERBS, heap::SymAllocator, order, progress, tcp_rail, trace,
+    VERBS, heap::SymAllocator, load, order, progress, tcp_rail, trace,
 };
 
 /// Where a peer is and how to reach it, from its bootstrap card.
@@ -155,7 +155,8 @@ impl Context {
             me,
             n_pes: n,
             n_transports: N_TRANSPORTS,
-            load_hints: false,
+            // Load bits per (transport, peer): the row's link words double.
+            load_hints: true,
         };
         let store: &'static TopologyBox = Box::leak(Box::new(TopologyBox::new(shape, 4)));
         let my_tree = peers.get(me as usize).map_or(NO_SWITCH, |p| p.tree);
@@ -246,6 +247,11 @@ impl Context {
                 why: format!("selector: {e}"),
             })
         })?;
+        let load = load::Load::new(
+            policy.load_watermark,
+            tcp.as_ref()
+                .map_or_else(Default::default, SocketDriver::backlog_capacity),
+        );
         let (trace_ring, trace) = trace::new_ring(setup.trace_records)?;
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
@@ -280,6 +286,7 @@ impl Context {
             verbs_atomics_why: "",
             order: order::Order::default(),
             next_flags: 0,
+            load,
             link_seen: vec![0; n as usize],
             link_version: 0,
             dead: vec![false; n as usize],

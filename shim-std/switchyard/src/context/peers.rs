@@ -8,7 +8,8 @@ use switchyard_socket::Event;
 use super::{Context, MAX_TCP_RAILS, N_TRANSPORTS, NOW_EVERY, SHM, progress, tcp_rail, tid, verbs};
 
 impl Context {
-    /// One progress step of every driver; link-state changes flip health bits.
+    /// One progress step of every driver; link-state changes flip health
+    /// bits, and load bits whose backlog drained are cleared.
     pub(super) fn poll_once(&mut self) {
         // The drivers' timers (heartbeats, ack delays, reconnects) are in
         // microseconds and up; reading the clock on every step of a wait cost
@@ -36,6 +37,8 @@ impl Context {
         if self.verbs.is_some() {
             self.verbs_poll(now);
         }
+        // Acks and completions were processed: loaded pairs may have drained.
+        self.load_recheck(false);
     }
 
     /// Applies one TCP driver event: a rail going down or up toward a peer

@@ -3,7 +3,9 @@
 //! the chosen transport id, run the operation on it, and trace the decision.
 //! A full send window makes progress and retries; a dead link flips its
 //! health bit and selects again when the route allows a retry; every wait is
-//! bounded by the op timeout.
+//! bounded by the op timeout. After a hand-off to a TCP rail or to verbs,
+//! that (transport, peer)'s backlog sets its load bit when over the load
+//! watermark (`load.rs`).
 
 use std::time::Instant;
 
@@ -141,7 +143,7 @@ impl Context {
         let mut blocked_since: Option<Instant> = None;
         let mut spins = 0u32;
         loop {
-            let route = match self.select(pe, len, op, frame) {
+            let mut route = match self.select(pe, len, op, frame) {
                 Ok(r) => r,
                 // Every link to `pe` is down, but the drivers have not given
                 // up on it: they reconnect and replay. Wait for a link (the
@@ -158,6 +160,7 @@ impl Context {
                 }
                 Err(e) => return Err(e),
             };
+            let yielded = self.load_yield(pe, len, op, &mut route);
             if route.transport != VERBS && self.verbs_holds(pe) {
                 // The verbs link to `pe` failed with puts in doubt: nothing
                 // newer may overtake their replay (or their receipts).
@@ -172,6 +175,9 @@ impl Context {
             };
             if k != 0 {
                 self.order_before(pe, k, op)?;
+            }
+            if let Some(r) = rail_of(route.transport) {
+                self.order_rails(pe, r, op)?;
             }
             let Some(mut d) = self.drv(route.transport) else {
                 return Err(Error::TransportUnavailable {
@@ -189,6 +195,7 @@ impl Context {
                     // Counted once issued (not per attempt: a send window
                     // that pushes back makes the loop select again).
                     self.stats.ops[route.transport.index()] += 1;
+                    self.load_after(pe, &route, yielded);
                     self.trace_route(pe, len, frame, &route, false);
                     return Ok((r, route));
                 }

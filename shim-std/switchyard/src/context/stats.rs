@@ -45,9 +45,19 @@ pub struct Stats {
     pub cpu_atomics: u64,
     /// Operations (and fences) that first waited for this PE's earlier
     /// operations to the same peer over another transport to complete (a
-    /// peer's traffic split over verbs and TCP; see the ordering rules in
-    /// [`verbs`](super::verbs)). Traced with [`TraceRecord::ORDERED`](switchyard_core::trace::TraceRecord::ORDERED).
+    /// peer's traffic split over verbs and TCP, see the ordering rules in
+    /// [`verbs`](super::verbs); or a get or fetching atomic over one TCP
+    /// rail while another still held frames toward the peer, see the
+    /// [module docs](super#load)). Traced with [`TraceRecord::ORDERED`](switchyard_core::trace::TraceRecord::ORDERED).
     pub ordering_waits: u64,
+    /// Load bits this context set or cleared: a (TCP rail or verbs, peer)
+    /// whose backlog went over the load watermark, or back to at most half
+    /// of it (the rule is in the [module docs](super#load)).
+    pub load_transitions: u64,
+    /// Operations routed away from their preferred transport because its
+    /// load bit toward the peer was set (the route policy's rule 4); also
+    /// downgrades. Traced with [`TraceRecord::LOAD`](switchyard_core::trace::TraceRecord::LOAD).
+    pub load_yields: u64,
 }
 
 impl Context {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use switchyard_bootstrap::RankInfo;
 use switchyard_core::{
-    route::ContextId,
+    route::{ContextId, LoadWatermark},
     topology::LinkState,
     transport::{
         AtomicOp, ErrorKind, Instant as CoreInstant, PollResult, Ticket, Transport, TransportError,
@@ -231,6 +231,11 @@ impl Context {
     pub(super) fn verbs_events(&mut self) {}
 
     pub(super) fn verbs_holds(&self, _pe: u32) -> bool {
+        false
+    }
+
+    #[inline]
+    pub(super) fn verbs_backlog_over(&self, _pe: u32, _: LoadWatermark) -> bool {
         false
     }
 

@@ -3,79 +3,17 @@
 //! why verbs is not used, and every operation goes over TCP, NEAR ones
 //! counted as downgrades, as on a machine without RDMA.
 
-use std::{
-    net::SocketAddr,
-    sync::mpsc::{Receiver, Sender, channel},
-    time::Duration,
-};
-
 use switchyard_core::{
-    class::{NO_SWITCH, PathClass},
+    class::PathClass,
     route::{Downgrade, Op, PolicyConfig},
 };
-use switchyard_shm::HugePages;
-use switchyard_socket::{SocketDriver, TcpConfig};
+use switchyard_socket::TcpConfig;
 
 use super::*;
-use crate::context::{PeerInfo, Progress, Setup, Sym, TCP, TRACE_RECORDS, VERBS};
-
-type Chans<'a> = (&'a Sender<Vec<SocketAddr>>, &'a Receiver<Vec<SocketAddr>>);
-
-/// PE `me` of the pair: each on a node of its own, on one switch (NEAR) or
-/// on two (ROUTED), TCP their only link.
-fn context(job: u64, me: u32, routed: bool, (tx, rx): Chans<'_>) -> Context {
-    let wait = Duration::from_secs(20);
-    let setup = Setup {
-        job_id: job,
-        me,
-        n_pes: 2,
-        heap_size: 1 << 20,
-        huge_pages: HugePages::Off,
-        numa_node: None,
-        op_timeout: wait,
-        progress: Progress::Adaptive { spin: 64 },
-        policy: PolicyConfig {
-            downgrade: [Downgrade::AllowAndCount; 5],
-            ..PolicyConfig::default()
-        },
-        connect_timeout: wait,
-        shm_peers: true,
-        symmetric_data: None,
-        verbs_atomics: crate::config::VerbsAtomics::Auto,
-        verbs_routed: true,
-        trace_records: TRACE_RECORDS,
-    };
-    let seg = Context::create_segment(&setup).expect("segment");
-    let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
-    let tcfg = TcpConfig {
-        job_id: job,
-        cookie: *b"verbs-off-pair!!",
-        me,
-        n_pes: 2,
-        listen: vec!["127.0.0.1".parse().expect("ip")],
-        ..TcpConfig::default()
-    };
-    #[allow(unsafe_code)]
-    // SAFETY: the segment's heap mapping, valid for `len` bytes; the
-    // segment moves into the context with the driver and outlives it.
-    let tcp = unsafe { SocketDriver::new(tcfg, heap, len) }.expect("tcp driver");
-    tx.send(tcp.local_addrs().to_vec()).unwrap();
-    let other = rx.recv_timeout(wait).expect("the other PE's addresses");
-    let info = |pe: u32, tcp: Vec<SocketAddr>| PeerInfo {
-        node: 1000 + u64::from(pe),
-        switch: if routed { 5 + pe } else { 5 },
-        tree: NO_SWITCH,
-        shm: None,
-        tcp,
-    };
-    let mine = tcp.local_addrs().to_vec();
-    let peers = if me == 0 {
-        [info(0, mine), info(1, other)]
-    } else {
-        [info(0, other), info(1, mine)]
-    };
-    Context::from_parts(setup, seg, &peers, Some(tcp)).expect("context")
-}
+use crate::context::{
+    Sym, TCP, VERBS,
+    tcp_pair_test::{Pair, job},
+};
 
 fn script(mut ctx: Context, routed: bool) {
     let (me, other) = (ctx.my_pe(), 1 - ctx.my_pe());
@@ -139,12 +77,16 @@ fn script(mut ctx: Context, routed: bool) {
 #[test]
 fn near_and_routed_peers_use_tcp_and_the_status_says_why() {
     for (tag, routed) in [(1u64, false), (2, true)] {
-        let job = tag << 32 ^ u64::from(std::process::id()) << 8;
-        let (tx0, rx1) = channel();
-        let (tx1, rx0) = channel();
-        let pe1 = std::thread::spawn(move || script(context(job, 1, routed, (&tx1, &rx1)), routed));
-        script(context(job, 0, routed, (&tx0, &rx0)), routed);
-        pe1.join().expect("PE 1");
+        let pair = Pair {
+            job: job(tag),
+            routed,
+            policy: PolicyConfig {
+                downgrade: [Downgrade::AllowAndCount; 5],
+                ..PolicyConfig::default()
+            },
+            tcp: TcpConfig::default(),
+        };
+        pair.run(move |ctx| script(ctx, routed));
     }
 }
 

@@ -105,12 +105,14 @@
 //!   the initiator report its in-doubt puts lost.
 //! * **Ordering across transports.** A peer's operations may go over two
 //!   drivers (a ROUTED peer by size, a NEAR peer whose atomics go to the
-//!   CPU, a peer during failover), and each driver orders only its own. The
-//!   context keeps two bits per peer (`context/order.rs`): the transports
-//!   (verbs, TCP: all rails count as one driver) that carried *writes* (puts,
-//!   non-blocking puts, non-fetching atomics) to it since they were last
-//!   known complete. Shared memory is not tracked: its writes are complete
-//!   when they return. What is guaranteed, per target PE, when its
+//!   CPU, a peer during failover, a peer whose verbs backlog is over the
+//!   load watermark: its puts and gets yield to TCP, `context/load.rs`),
+//!   and each driver orders only its own. The context keeps two bits per
+//!   peer (`context/order.rs`): the transports (verbs, TCP: all rails count
+//!   as one driver here; reads across rails are below) that carried
+//!   *writes* (puts, non-blocking puts, non-fetching atomics) to it since
+//!   they were last known complete. Shared memory is not tracked: its
+//!   writes are complete when they return. What is guaranteed, per target PE, when its
 //!   operations are split:
 //!   - `fence` orders every earlier put, non-blocking put and non-fetching
 //!     atomic before every later one (OpenSHMEM's rule): when some peer's
@@ -127,7 +129,10 @@
 //!   - `quiet` (and every barrier) completes everything on every transport.
 //!
 //!   Over one transport the driver's own ordering applies (TCP frames in
-//!   order per connection; verbs as the driver fences). Each wait is counted
+//!   order per connection; verbs as the driver fences), but for TCP's
+//!   rails: a get or fetching atomic over one rail while another rail
+//!   still holds frames toward the peer (load yields, failover) first waits
+//!   until TCP is complete (`Context::order_rails`). Each wait is counted
 //!   in `Stats::ordering_waits` and the operation traced `ORDERED`. The bits
 //!   are stale after a driver-only wait (a later wait on an idle driver
 //!   returns at once) and are cleared by each full quiet; nothing allocates
@@ -135,6 +140,11 @@
 //! * **Counting.** `Stats::downgrades` counts NEAR operations that fell back
 //!   (where the class's rule is `AllowAndCount`), `Stats::verbs_failovers`
 //!   the links lost, `Stats::verbs_replays` the operations replayed.
+//! * **Load.** The verbs load bit of a peer ([`VerbsDriver::backlog`]
+//!   against the load watermark; the rule is in the
+//!   [context docs](super#load)) is set and cleared like a TCP rail's, its
+//!   completions polled first; while it is set the peer's puts and gets
+//!   take TCP (load yields), its atomics stay on their route.
 //!
 //! # What is not wired
 //!
@@ -177,6 +187,7 @@ mod test;
 pub(super) use attach::create_driver;
 pub use common::{NO_VERBS, VerbsStatus};
 pub use record::{Record, RecordError};
+use switchyard_core::route::LoadWatermark;
 use switchyard_verbs::{
     Event,
     card::{CardError, MAX_QPS, QpAddr, VerbsCard},
@@ -423,6 +434,17 @@ impl Context {
             .as_ref()
             .and_then(|v| v.peers.get(pe as usize))
             .is_some_and(|p| p.bit)
+    }
+
+    /// Whether `pe`'s verbs backlog ([`VerbsDriver::backlog`]) is over
+    /// `level` of its capacity (no driver: no). O(1): the driver's
+    /// counters, as of its last completion poll.
+    #[inline]
+    pub(super) fn verbs_backlog_over(&self, pe: u32, level: LoadWatermark) -> bool {
+        self.verbs
+            .as_ref()
+            .and_then(|v| v.drv.backlog(pe))
+            .is_some_and(|b| b.exceeded(level))
     }
 
     /// Whether this context routes over RDMA verbs, and why not.

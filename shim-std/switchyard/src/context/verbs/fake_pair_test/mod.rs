@@ -19,13 +19,16 @@ use switchyard_core::{
     trace::TraceRecord,
     transport::{Instant as CoreInstant, Transport},
 };
-use switchyard_shm::HugePages;
 use switchyard_socket::{SocketDriver, TcpConfig};
 use switchyard_verbs::fake::Fabric;
 
 use super::*;
-use crate::context::{PeerInfo, Progress, Setup, Sym, TCP, TRACE_RECORDS, VERBS, progress};
+use crate::context::{
+    PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS, progress,
+    tcp_pair_test::{self, WAIT},
+};
 
+mod load;
 mod routing;
 
 const N: u64 = 64;
@@ -73,26 +76,15 @@ fn context_with(
     vcfg: VerbsConfig,
 ) -> Context {
     let corrupt = opts.corrupt;
-    let wait = Duration::from_secs(20);
+    let wait = WAIT;
+    let policy = PolicyConfig {
+        downgrade: [Downgrade::AllowAndCount; 5],
+        ..PolicyConfig::default()
+    };
     let setup = Setup {
-        job_id: job,
-        me,
-        n_pes: 2,
-        heap_size: 1 << 20,
-        huge_pages: HugePages::Off,
-        numa_node: None,
-        op_timeout: wait,
-        progress: Progress::Adaptive { spin: 64 },
-        policy: PolicyConfig {
-            downgrade: [Downgrade::AllowAndCount; 5],
-            ..PolicyConfig::default()
-        },
-        connect_timeout: wait,
-        shm_peers: true,
-        symmetric_data: None,
         verbs_atomics: opts.atomics,
         verbs_routed: !opts.no_routed,
-        trace_records: TRACE_RECORDS,
+        ..tcp_pair_test::setup(job, me, policy)
     };
     let seg = Context::create_segment(&setup).expect("segment");
     let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
@@ -636,8 +628,13 @@ fn a_put_with_no_room_to_replay_fails_the_next_quiet() {
 
 /// PE 1 computes outside the library (no calls at all) while PE 0
 /// puts far more than PE 1's shared receive queue holds (16): PE 1's
-/// progress thread re-posts the receives, so PE 0's puts complete (over
-/// verbs, no failover) instead of waiting on RNR until PE 1 calls in.
+/// progress thread re-posts the receives, so PE 0's puts complete (no
+/// failover) instead of waiting on RNR until PE 1 calls in. Between two
+/// of its ticks the receives run dry and PE 0's verbs backlog can pass the
+/// load watermark: the puts meanwhile take TCP as load yields, and verbs
+/// again once it drained. Each put has a slot of its own: with no fence
+/// between them, two puts to one word over two transports may land in
+/// either order.
 fn idle_target_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     const PUTS: u64 = 300;
     let me = ctx.my_pe();
@@ -655,7 +652,8 @@ fn idle_target_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Ato
             me,
         )
         .expect("progress thread");
-    let sym: Sym<u64> = ctx.alloc(64).expect("alloc");
+    // A slot per put, and one for how many went over verbs.
+    let sym: Sym<u64> = ctx.alloc(PUTS as usize + 1).expect("alloc");
     ctx.barrier_all().unwrap();
     ctx.quiet().unwrap(); // the barrier's last put is out
     let start = Instant::now();
@@ -670,30 +668,39 @@ fn idle_target_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Ato
             assert!(start.elapsed() < Duration::from_secs(20), "PE 1");
             std::thread::sleep(Duration::from_micros(50));
         }
-        let (v0, t0) = (verbs_ops(&ctx), ctx.stats().ops[TCP.index()]);
+        let s0 = ctx.stats();
         for i in 0..PUTS {
-            ctx.put(&sym, (i % 64) as usize, &[i + 1], 1).unwrap();
+            ctx.put(&sym, i as usize, &[i + 1], 1).unwrap();
         }
         ctx.quiet().unwrap();
         let s = ctx.stats();
-        assert!(verbs_ops(&ctx) - v0 >= PUTS, "over verbs: {s:?}");
-        assert_eq!(s.ops[TCP.index()], t0, "nothing over TCP: {s:?}");
+        let (dv, dt) = (
+            s.ops[VERBS.index()] - s0.ops[VERBS.index()],
+            s.ops[TCP.index()] - s0.ops[TCP.index()],
+        );
+        assert_eq!(dv + dt, PUTS, "{s:?}");
+        assert!(dv > 16, "more than PE 1's receives over verbs: {s:?}");
+        assert_eq!(
+            dt,
+            s.load_yields - s0.load_yields,
+            "TCP for load only: {s:?}"
+        );
         assert_eq!(s.verbs_failovers, 0, "{s:?}");
+        ctx.put(&sym, PUTS as usize, &[dv], 1).unwrap();
         step.store(2, Ordering::SeqCst);
     }
     ctx.barrier_all().unwrap();
     if me == 1 {
-        let mut v = [0u64; 64];
+        let mut v = [0u64; PUTS as usize + 1];
         ctx.read_local(&sym, 0, &mut v).unwrap();
-        for (i, x) in v.iter().enumerate() {
-            let i = i as u64;
-            let last = i + 64 * ((PUTS - 1 - i) / 64); // the last put there
-            assert_eq!(*x, last + 1, "slot {i}");
+        for (i, x) in v[..PUTS as usize].iter().enumerate() {
+            assert_eq!(*x, i as u64 + 1, "slot {i}");
         }
-        // Every put left its receipt (the last ones may still be in
-        // the receive CQ: progress polls them).
+        // Every put over verbs left its receipt (the last ones may still
+        // be in the receive CQ: progress polls them).
         let start = Instant::now();
-        while ctx.verbs.as_ref().expect("verbs").drv.stats().receipts < PUTS {
+        let over_verbs = v[PUTS as usize];
+        while ctx.verbs.as_ref().expect("verbs").drv.stats().receipts < over_verbs {
             assert!(start.elapsed() < Duration::from_secs(10), "receipts");
             ctx.poll_once();
         }
