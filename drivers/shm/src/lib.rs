@@ -86,6 +86,24 @@ pub enum ShmError {
         #[source]
         source: io::Error,
     },
+    /// The filesystem of the heap (`/dev/shm`, or the hugetlbfs) cannot hold
+    /// it: refused before mapping, instead of a `SIGBUS` at the first page
+    /// the filesystem has no room for.
+    #[error(
+        "the symmetric heap needs {need} bytes in {} but only {free} are free there: \
+         lower the heap size (SWITCHYARD_HEAP_SIZE, or SHMEM_SYMMETRIC_SIZE in C programs) \
+         or make {} larger",
+        dir.display(),
+        dir.display()
+    )]
+    NoSpace {
+        /// The filesystem's directory.
+        dir: PathBuf,
+        /// Bytes the object needs (heap, control page, aliased globals).
+        need: u64,
+        /// Bytes free there before we asked, as `statvfs` reports them.
+        free: u64,
+    },
     /// Mapping the own object failed (often: the tmpfs is too small).
     #[error("cannot map {len} bytes of {}: {source}", path.display())]
     Map {
@@ -190,6 +208,7 @@ impl TransportError for ShmError {
             ShmError::InvalidPe { .. } | ShmError::NoAddress { .. } => ErrorKind::InvalidPe,
             ShmError::PeerDead { .. } | ShmError::NotConnected { .. } => ErrorKind::PeerDown,
             ShmError::BadHeapSize { .. }
+            | ShmError::NoSpace { .. }
             | ShmError::Create { .. }
             | ShmError::Map { .. }
             | ShmError::Attach { .. }

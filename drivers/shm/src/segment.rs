@@ -320,6 +320,7 @@ impl Segment {
                 path: path.clone(),
                 source,
             })?;
+        reserve(&file, &dir, total as u64)?;
         // Populate after mbind, so the pages land on the right node.
         let map = Mmap::map_aligned(
             &file,
@@ -535,6 +536,38 @@ fn ready_flag(map: &Mmap) -> &AtomicU32 {
 
 fn round_up(v: u64, to: u64) -> Option<u64> {
     v.checked_add(to - 1).map(|x| x / to * to)
+}
+
+/// Makes sure the filesystem of `dir` holds the `need` bytes of `file`
+/// before anything touches the mapping: a tmpfs that runs out while pages are
+/// faulted in kills the process with `SIGBUS`. `posix_fallocate` reserves
+/// the blocks (tmpfs and hugetlbfs support it); where a filesystem does not,
+/// the free space `statvfs` reports must cover the object.
+fn reserve(file: &File, dir: &Path, need: u64) -> Result<(), ShmError> {
+    let no_space = || ShmError::NoSpace {
+        dir: dir.to_path_buf(),
+        need,
+        free: sys::statvfs(dir).map_or(0, |(_, free)| free),
+    };
+    match sys::fallocate(file, need) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(no_space()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS)
+            ) =>
+        {
+            match sys::statvfs(dir) {
+                Ok((_, free)) if free < need => Err(no_space()),
+                _ => Ok(()),
+            }
+        }
+        Err(source) => Err(ShmError::Create {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// Touches every page once (writes a zero) so page faults happen at init.

@@ -246,6 +246,25 @@ pub(crate) fn mbind_preferred(map: &Mmap, node: u32) -> io::Result<()> {
     cvt(r).map(|_| ())
 }
 
+/// Reserves the blocks of `file`'s first `len` bytes (`posix_fallocate`), so a
+/// tmpfs or hugetlbfs that cannot hold them says so now, with `ENOSPC`,
+/// instead of killing the process with `SIGBUS` at the first touch of a page
+/// it has no room for. `EOPNOTSUPP`/`EINVAL` (a filesystem without
+/// fallocate) come back as errors for the caller to tell apart.
+pub(crate) fn fallocate(file: &File, len: u64) -> io::Result<()> {
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length past off_t"))?;
+    // SAFETY: a file descriptor valid while `file` is borrowed, and two plain
+    // integers; no pointers.
+    let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    // posix_fallocate returns the error number instead of setting errno.
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}
+
 /// (total, available) bytes of the filesystem holding `dir`.
 pub(crate) fn statvfs(dir: &std::path::Path) -> io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;

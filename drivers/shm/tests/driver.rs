@@ -305,3 +305,81 @@ fn an_aliased_static_is_reached_through_the_object() {
     // SAFETY: refused before use.
     assert!(unsafe { Alias::new(4096, 0) }.is_err());
 }
+
+/// A skip is a failure as root or with `CI`/`SWITCHYARD_NO_SKIP` set (the
+/// rule of `switchyard_tests::skip`, which a driver cannot depend on).
+fn skip_or_fail(why: &str) {
+    // SAFETY: geteuid has no preconditions, touches no memory and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let strict = root
+        || ["CI", "SWITCHYARD_NO_SKIP"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    assert!(!strict, "{why}; a skip is a failure here");
+    eprintln!("skipped: {why}");
+}
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallTmpfs(PathBuf);
+
+impl SmallTmpfs {
+    fn mount(size: &str) -> Option<SmallTmpfs> {
+        let dir = std::env::temp_dir().join(format!("sy-shm-nospace-{}", job()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(SmallTmpfs(dir))
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A heap larger than the free space of its filesystem is refused before it
+/// is mapped, naming the sizes and the setting, instead of a SIGBUS while its
+/// pages are faulted in; nothing is left behind. A heap that fits still works.
+#[test]
+fn a_heap_larger_than_its_tmpfs_is_refused_without_sigbus() {
+    let Some(fs) = SmallTmpfs::mount("1m") else {
+        skip_or_fail("cannot mount a small tmpfs (needs root)");
+        return;
+    };
+    let mut cfg = SegmentConfig::new(job(), 0, 1, 8 << 20);
+    cfg.dir = fs.0.clone();
+    let err = Segment::create(&cfg).expect_err("an 8 MiB heap in a 1 MiB tmpfs");
+    match &err {
+        ShmError::NoSpace { dir, need, free } => {
+            assert_eq!(dir, &fs.0);
+            assert!(*need > 8 << 20, "need {need}");
+            assert!(*free <= 1 << 20, "free {free}");
+        }
+        other => panic!("expected NoSpace, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("SWITCHYARD_HEAP_SIZE"), "{msg}");
+    assert!(
+        msg.contains(&(8u64 << 20).to_string()) || msg.contains("needs"),
+        "{msg}"
+    );
+    assert_eq!(err.kind(), ErrorKind::Fatal, "{err}");
+    assert_eq!(
+        std::fs::read_dir(&fs.0).unwrap().count(),
+        0,
+        "object left behind"
+    );
+
+    cfg.heap_size = 256 << 10;
+    let seg = Segment::create(&cfg).expect("a 256 KiB heap fits");
+    drop(seg);
+}
