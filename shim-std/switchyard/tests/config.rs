@@ -714,3 +714,34 @@ fn verbs_atomics_and_verbs_routed() {
         "{e}"
     );
 }
+
+/// `SWITCHYARD_CONFIG` naming a FIFO, a directory or a device is refused at
+/// once with the kind named (a FIFO used to block the reader forever); the
+/// path is opened without blocking, so this test needs no writer and no timer.
+#[test]
+fn a_config_path_that_is_not_a_regular_file_is_refused_at_once() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("config_tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join(format!("fifo-{}", std::process::id()));
+    let _ = std::fs::remove_file(&fifo);
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let cases = [
+        (fifo.display().to_string(), "FIFO"),
+        (dir.display().to_string(), "directory"),
+        ("/dev/null".to_string(), "character device"),
+    ];
+    for (path, kind) in cases {
+        let err = load(&[(ENV_CONFIG, &path)]).expect_err(&path);
+        assert!(
+            matches!(&err, ConfigError::NotAFile { kind: k, .. } if *k == kind),
+            "{path}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains(&path) && msg.contains(kind), "{msg}");
+    }
+    let _ = std::fs::remove_file(&fifo);
+}

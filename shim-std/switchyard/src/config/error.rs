@@ -37,6 +37,15 @@ pub enum ConfigError {
         #[source]
         error: std::io::Error,
     },
+    /// The path names something other than a regular file (a FIFO, a
+    /// device, a directory, a socket): reading it could block or never end.
+    #[error("the configuration file {} is not a regular file (it is a {kind})", .path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead: `directory`, `FIFO`, `character device`, ...
+        kind: &'static str,
+    },
     /// The file is too large to be a configuration file.
     #[error("the configuration file {} is larger than {max} bytes", .path.display())]
     FileTooLarge {

@@ -20,14 +20,46 @@ pub(super) struct FileSettings {
     pub(super) values: Vec<(Key, FileValue)>,
 }
 
+/// Reads the configuration file: a regular file of at most
+/// [`MAX_FILE_BYTES`] UTF-8 bytes. It is opened with `O_NONBLOCK` and checked
+/// with `fstat` on the open descriptor (no window between the check and the
+/// read), so a FIFO, a device or a directory is refused at once instead of
+/// blocking `switchyard info` or a PE's init forever.
 pub(super) fn read_file(path: &Path) -> Result<String, ConfigError> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|error| ConfigError::ReadFile {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let read_err = |error| ConfigError::ReadFile {
+        path: path.into(),
+        error,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(read_err)?;
+    let ft = file.metadata().map_err(read_err)?.file_type();
+    if !ft.is_file() {
+        let kind = if ft.is_dir() {
+            "directory"
+        } else if ft.is_fifo() {
+            "FIFO"
+        } else if ft.is_char_device() {
+            "character device"
+        } else if ft.is_block_device() {
+            "block device"
+        } else if ft.is_socket() {
+            "socket"
+        } else {
+            "special file"
+        };
+        return Err(ConfigError::NotAFile {
             path: path.into(),
-            error,
-        })?;
+            kind,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(ConfigError::FileTooLarge {
             path: path.into(),
