@@ -1,6 +1,7 @@
 /* A comparison that is not a SHMEM_CMP_* value ends the job naming it. */
 // expect-status: 1
 // expect-stderr: switchyard: shmem_int_wait_until: cmp = 42
+// expect-no-stderr: bootstrap failed
 #include <shmem.h>
 
 int main(void) {

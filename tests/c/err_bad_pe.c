@@ -1,6 +1,7 @@
 /* A put to a PE that does not exist ends the job naming the call and the PE. */
 // expect-status: 1
 // expect-stderr: switchyard: shmem_putmem: pe
+// expect-no-stderr: bootstrap failed
 #include <shmem.h>
 
 int main(void) {

@@ -8,6 +8,7 @@
 //! * `// expect-status: N`: the job's exit status (default 0);
 //! * `// expect-stderr: TEXT`: text the job must print on stderr;
 //! * `// expect-stdout: TEXT`: text the job must print on stdout;
+//! * `// expect-no-stderr: TEXT`: text the job must not print on stderr;
 //! * `// env: NAME=VALUE`: set for the job;
 //! * `// pes: 2 4`: the PE counts to run it with (default 2 and 4);
 //! * `// tcp: yes`: also run it with 2 PEs over TCP only
@@ -127,6 +128,7 @@ struct Expect {
     status: i32,
     stderr: Vec<String>,
     stdout: Vec<String>,
+    not_stderr: Vec<String>,
     pes: Vec<u32>,
     env: Vec<(String, String)>,
     tcp: bool,
@@ -138,6 +140,7 @@ fn expectations(src: &Path) -> Expect {
         status: 0,
         stderr: Vec::new(),
         stdout: Vec::new(),
+        not_stderr: Vec::new(),
         pes: vec![2, 4],
         env: Vec::new(),
         tcp: false,
@@ -150,6 +153,8 @@ fn expectations(src: &Path) -> Expect {
             e.stderr.push(v.trim().to_string());
         } else if let Some(v) = l.strip_prefix("// expect-stdout:") {
             e.stdout.push(v.trim().to_string());
+        } else if let Some(v) = l.strip_prefix("// expect-no-stderr:") {
+            e.not_stderr.push(v.trim().to_string());
         } else if l == "// tcp: yes" {
             e.tcp = true;
         } else if let Some(v) = l.strip_prefix("// pes:") {
@@ -225,10 +230,15 @@ fn every_c_program_under_2_and_4_pes() {
                 .filter(|s| !stderr.contains(s.as_str()))
                 .chain(e.stdout.iter().filter(|s| !stdout.contains(s.as_str())))
                 .collect();
-            if code != e.status || !missing.is_empty() {
+            let unwanted: Vec<&String> = e
+                .not_stderr
+                .iter()
+                .filter(|s| stderr.contains(s.as_str()))
+                .collect();
+            if code != e.status || !missing.is_empty() || !unwanted.is_empty() {
                 failures.push(format!(
-                    "{name} on {n} PEs{how}: status {code} (want {}), missing output: {missing:?}\n\
-                     --- stdout\n{stdout}--- stderr\n{stderr}",
+                    "{name} on {n} PEs{how}: status {code} (want {}), missing output: {missing:?}, \
+                     unwanted stderr: {unwanted:?}\n--- stdout\n{stdout}--- stderr\n{stderr}",
                     e.status
                 ));
             } else {

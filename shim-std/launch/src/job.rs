@@ -19,7 +19,7 @@ use crate::{
     Bind, JobEnd, JobOutcome, LaunchError, LaunchOptions, ME, POLL_INTERVAL, ROOT_LINGER, RankExit,
     SHM_DIR,
     output::{Sink, forward},
-    remove_shm_objects, shm_object_prefix,
+    read_global_exit, remove_shm_objects, shm_object_prefix,
     sim::SimError,
     sys, vars,
 };
@@ -102,10 +102,9 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         root.wait(ROOT_LINGER);
     }
     if job.bootstrap_error.is_none()
-        && let Some(e) = root.poll_failure()
+        && let Some(f) = root.poll_failure()
     {
-        note(format_args!("bootstrap failed: {e}"));
-        job.bootstrap_error = Some(e);
+        job.report_bootstrap(f, end != JobEnd::Success);
     }
     drop(signals);
 
@@ -205,15 +204,62 @@ impl Rendezvous {
     /// The server's failure, once, when it has ended with one (with its
     /// causes). A server still running (it serves as long as the job does)
     /// reports nothing.
-    pub(crate) fn poll_failure(&mut self) -> Option<String> {
+    pub(crate) fn poll_failure(&mut self) -> Option<BootFailure> {
         if !self.server.as_ref()?.is_finished() {
             return None;
         }
         match self.server.take()?.join() {
             Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(error_chain(&e)),
-            Err(_) => Some("the rendezvous thread panicked".into()),
+            Ok(Err(e)) => Some(BootFailure {
+                text: error_chain(&e),
+                left: match e {
+                    BootstrapError::Disconnected { rank, .. } => Some(rank),
+                    _ => None,
+                },
+            }),
+            Err(_) => Some(BootFailure {
+                text: "the rendezvous thread panicked".into(),
+                left: None,
+            }),
         }
+    }
+}
+
+/// How the rendezvous failed.
+pub(crate) struct BootFailure {
+    /// The error with its causes, one line.
+    pub(crate) text: String,
+    /// The rank whose connection closed without its goodbye, when that is the
+    /// failure: a consequence, not a cause, when that rank itself failed or the
+    /// job was already ending.
+    pub(crate) left: Option<u32>,
+}
+
+impl Job<'_> {
+    /// Whether `f` is explained by what the launcher has already reported:
+    /// the job is ending (a rank failed or called `shmem_global_exit`, a
+    /// signal, the timeout), or the rank that left failed by itself. Such a
+    /// failure is kept in the outcome but not printed: the first failure is
+    /// reported once.
+    pub(crate) fn explains(&self, f: &BootFailure, ending: bool) -> bool {
+        f.left.is_some_and(|rank| {
+            ending
+                || self.pes.iter().any(|pe| {
+                    pe.rank == rank
+                        && pe.exit.is_some_and(|x| {
+                            !x.success()
+                                || read_global_exit(self.job_id).is_some_and(|(r, _)| r == rank)
+                        })
+                })
+        })
+    }
+
+    /// Prints `f` unless [`Job::explains`] it, and keeps it for the outcome.
+    pub(crate) fn report_bootstrap(&mut self, f: BootFailure, ending: bool) {
+        if !self.explains(&f, ending) {
+            note(format_args!("bootstrap failed: {}", f.text));
+        }
+        self.bootstrap_error = Some(f.text);
     }
 }
 

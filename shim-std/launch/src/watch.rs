@@ -8,7 +8,7 @@ use std::{
 
 use crate::{
     JobEnd, KILL_WAIT, LAST_WORDS, LaunchError, POLL_INTERVAL, RankExit,
-    job::{Job, Pe, Rendezvous, Secs, note},
+    job::{BootFailure, Job, Pe, Rendezvous, Secs, note},
     read_global_exit, signal_name, sys,
 };
 
@@ -75,6 +75,7 @@ impl Job<'_> {
         let mut end = None;
         let mut sigkill_at: Option<Instant> = None;
         let mut give_up_at: Option<Instant> = None;
+        let mut pending: Option<(BootFailure, Instant)> = None;
         loop {
             if let Some((i, exit)) = self.reap()?
                 && end.is_none()
@@ -131,9 +132,20 @@ impl Job<'_> {
                 end = Some(JobEnd::TimedOut(after));
                 sigkill_at = now.checked_add(grace);
             }
-            if let Some(e) = root.poll_failure() {
-                note(format_args!("bootstrap failed: {e}"));
-                self.bootstrap_error = Some(e);
+            // A rank that fails leaves the rendezvous without its goodbye, and
+            // its exit may be reaped a little after the rendezvous says so:
+            // the failure is weighed LAST_WORDS after it arrived.
+            if self.bootstrap_error.is_none()
+                && pending.is_none()
+                && let Some(f) = root.poll_failure()
+            {
+                pending = Some((f, now));
+            }
+            if let Some((_, t)) = &pending
+                && now.saturating_duration_since(*t) >= LAST_WORDS
+                && let Some((f, _)) = pending.take()
+            {
+                self.report_bootstrap(f, end.is_some());
             }
             if give_up_at.is_none() && sigkill_at.is_some_and(|t| now >= t) {
                 note(format_args!(
@@ -153,6 +165,9 @@ impl Job<'_> {
                 break;
             }
             thread::sleep(POLL_INTERVAL);
+        }
+        if let Some((f, _)) = pending {
+            self.report_bootstrap(f, end.is_some());
         }
         Ok(end.unwrap_or(JobEnd::Success))
     }
