@@ -123,8 +123,11 @@ pub fn run(plan: &Plan) -> Result<Vec<Measurement>, String> {
     }
     let max = plan.sizes.iter().copied().max().unwrap_or(8).max(4096);
     let heap = (max * plan.window.max(64)).clamp(1 << 20, 1 << 30);
+    // The job's configuration picks the device and the GID, as for PEs.
+    let job = switchyard::config::Config::from_env().map_err(|e| e.to_string())?;
     let cfg = VerbsConfig {
-        device: std::env::var("SWITCHYARD_VERBS_DEVICE").ok(),
+        device: job.verbs_device.clone(),
+        gid_index: job.verbs_gid_index.map(u32::from),
         ..VerbsConfig::default()
     };
     let mut a = VerbsDriver::with_owned_heap(cfg.clone(), 0, 2, 0x9E7F, heap)

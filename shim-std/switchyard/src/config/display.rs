@@ -93,6 +93,10 @@ impl Config {
             Key::Transports => self.transports.to_string(),
             Key::VerbsAtomics => self.verbs_atomics.name().into(),
             Key::VerbsRouted => if self.verbs_routed { "on" } else { "off" }.into(),
+            Key::VerbsDevice => self.verbs_device.as_deref().unwrap_or("auto").into(),
+            Key::VerbsGidIndex => self
+                .verbs_gid_index
+                .map_or_else(|| "auto".into(), |i| i.to_string()),
         }
     }
 

@@ -77,11 +77,16 @@ pub enum Key {
     /// `verbs_routed`: whether ROUTED peers (across switches) use verbs for
     /// long messages.
     VerbsRouted,
+    /// `verbs_device`: the RDMA device to use (`auto`: the first usable one).
+    VerbsDevice,
+    /// `verbs_gid_index`: the GID table index to use (`auto`: an IPv4-mapped
+    /// RoCE v2 GID, else the port's first).
+    VerbsGidIndex,
 }
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 25;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -108,6 +113,8 @@ impl Key {
         Key::Transports,
         Key::VerbsAtomics,
         Key::VerbsRouted,
+        Key::VerbsDevice,
+        Key::VerbsGidIndex,
     ];
 
     /// The key as written in the TOML file: `heap_size`.
@@ -136,6 +143,8 @@ impl Key {
             Key::Transports => "transports",
             Key::VerbsAtomics => "verbs_atomics",
             Key::VerbsRouted => "verbs_routed",
+            Key::VerbsDevice => "verbs_device",
+            Key::VerbsGidIndex => "verbs_gid_index",
         }
     }
 
@@ -165,6 +174,8 @@ impl Key {
             Key::Transports => "SWITCHYARD_TRANSPORTS",
             Key::VerbsAtomics => "SWITCHYARD_VERBS_ATOMICS",
             Key::VerbsRouted => "SWITCHYARD_VERBS_ROUTED",
+            Key::VerbsDevice => "SWITCHYARD_VERBS_DEVICE",
+            Key::VerbsGidIndex => "SWITCHYARD_VERBS_GID_INDEX",
         }
     }
 
@@ -203,6 +214,10 @@ impl Key {
             }
             Key::VerbsAtomics => "auto, nic or cpu",
             Key::VerbsRouted => "on or off",
+            Key::VerbsDevice => {
+                "auto or an RDMA device name such as mlx5_0 or rxe0 (letters, digits, '_', '-', '.'; at most 63 characters)"
+            }
+            Key::VerbsGidIndex => "auto or a GID table index from 0 to 255",
         }
     }
 
@@ -426,6 +441,29 @@ impl Config {
             Key::Transports => put(&mut self.transports, Transports::parse(s)),
             Key::VerbsAtomics => put(&mut self.verbs_atomics, VerbsAtomics::parse(s)),
             Key::VerbsRouted => put(&mut self.verbs_routed, parse_on_off(s)),
+            Key::VerbsDevice => put(&mut self.verbs_device, parse_device(s)),
+            Key::VerbsGidIndex => put(
+                &mut self.verbs_gid_index,
+                if s.eq_ignore_ascii_case("auto") {
+                    Some(None)
+                } else {
+                    parse_count(s).and_then(|v| u8::try_from(v).ok()).map(Some)
+                },
+            ),
         }
     }
+}
+
+/// An RDMA device name as `ibv_get_device_name` gives them (`mlx5_0`,
+/// `rxe0`, `bnxt_re1`), or `auto` (`None`). Checked here so a typo is an
+/// error naming the key, not a device that silently never matches.
+fn parse_device(s: &str) -> Option<Option<String>> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Some(None);
+    }
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    ok.then(|| Some(s.to_string()))
 }

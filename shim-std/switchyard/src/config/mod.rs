@@ -50,6 +50,8 @@
 //! | `payload_crc` | [`PayloadCrc`] | `always` | `always`, `sample:N` with N from 1 to 1000000 |
 //! | `verbs_atomics` | [`VerbsAtomics`] | `auto` | `auto`, `nic`, `cpu` |
 //! | `verbs_routed` | on/off | `on` | `on`, `off` (`true`/`false` too) |
+//! | `verbs_device` | device name | `auto` | `auto`, or a device name (`mlx5_0`, `rxe0`) |
+//! | `verbs_gid_index` | index | `auto` | `auto`, or 0 to 255 |
 //!
 //! Enumerated values are case-insensitive.
 //!
@@ -110,6 +112,13 @@
 //! * `verbs_routed`: ROUTED peers (another switch) get verbs queue pairs too
 //!   and their messages of `short_threshold` bytes and more go over verbs,
 //!   shorter ones over TCP; `off` keeps them on TCP entirely.
+//! * `verbs_device`: the RDMA device the verbs driver opens (`auto`: the
+//!   first with a usable port). A named device that does not exist or has no
+//!   usable port makes verbs unavailable, with that reason in
+//!   `switchyard info` and `Context::verbs_status`.
+//! * `verbs_gid_index`: the GID (port address) table index (`auto`: an
+//!   IPv4-mapped RoCE v2 GID when there is one, else index 0). An index the
+//!   port does not have makes verbs unavailable, with the reason.
 //!
 //! # Value syntax
 //!
@@ -334,6 +343,11 @@ pub struct Config {
     /// Whether ROUTED peers use verbs for long messages (short ones and
     /// everything while verbs is down go over TCP). Default on.
     pub verbs_routed: bool,
+    /// The RDMA device to open; `None` (`auto`): the first usable one.
+    pub verbs_device: Option<String>,
+    /// The GID table index; `None` (`auto`): an IPv4-mapped RoCE v2 GID, else
+    /// index 0.
+    pub verbs_gid_index: Option<u8>,
     template: Option<(Template, Source)>,
     file: Option<PathBuf>,
     sources: [Source; Key::COUNT],
@@ -366,6 +380,8 @@ impl Default for Config {
             payload_crc: PayloadCrc::Always,
             verbs_atomics: VerbsAtomics::Auto,
             verbs_routed: true,
+            verbs_device: None,
+            verbs_gid_index: None,
             template: None,
             file: None,
             sources: std::array::from_fn(|_| Source::Default),

@@ -248,6 +248,11 @@ fn every_key_names_key_value_and_expectation() {
         (Key::Transports, &["udp", "tcp,tcp", "shm,,tcp", "none"]),
         (Key::VerbsAtomics, &["global", "hca", "1", "nic,cpu", "on"]),
         (Key::VerbsRouted, &["auto", "1", "yes", "routed"]),
+        (
+            Key::VerbsDevice,
+            &["mlx5 0", "dev/rxe0", "rxe0;", &"x".repeat(64)],
+        ),
+        (Key::VerbsGidIndex, &["-1", "256", "1.5", "first", "0x1"]),
     ];
     assert_eq!(bad.len(), Key::COUNT);
     for &(key, values) in bad {

@@ -274,7 +274,8 @@ pub fn status_without_driver(why: &str) -> VerbsStatus {
 /// template picks the driver's template (trading without one), and
 /// `queue_depth` and `inline_threshold` become explicit overrides only when
 /// the file or the environment set them (a template's value for them leaves
-/// the driver's template, clamped to the device, in charge).
+/// the driver's template, clamped to the device, in charge); `verbs_device`
+/// and `verbs_gid_index` pick the device and the GID.
 pub fn verbs_config(cfg: &Config) -> VerbsConfig {
     let explicit = |k: Key| matches!(cfg.source(k), Source::File { .. } | Source::Env(_));
     VerbsConfig {
@@ -285,7 +286,8 @@ pub fn verbs_config(cfg: &Config) -> VerbsConfig {
         },
         sq_depth: explicit(Key::QueueDepth).then_some(cfg.queue_depth),
         max_inline: explicit(Key::InlineThreshold).then_some(cfg.inline_threshold),
-        device: std::env::var("SWITCHYARD_VERBS_DEVICE").ok(),
+        device: cfg.verbs_device.clone(),
+        gid_index: cfg.verbs_gid_index.map(u32::from),
         ..VerbsConfig::default()
     }
 }

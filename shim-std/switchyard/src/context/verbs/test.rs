@@ -99,6 +99,12 @@ fn config_maps_to_the_driver_template_and_explicit_overrides() {
         (v.template, v.sq_depth, v.max_inline),
         (Template::Ai, Some(512), Some(64))
     );
+    assert_eq!((v.device, v.gid_index), (None, None), "auto by default");
+    let v = verbs_config(&load(&[
+        ("SWITCHYARD_VERBS_DEVICE", "rxe0"),
+        ("SWITCHYARD_VERBS_GID_INDEX", "3"),
+    ]));
+    assert_eq!((v.device.as_deref(), v.gid_index), (Some("rxe0"), Some(3)));
 }
 
 #[test]
