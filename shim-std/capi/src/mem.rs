@@ -141,6 +141,7 @@ fn realloc(call: &'static str, ptr: *mut c_void, size: usize) -> *mut c_void {
     }
     state::with(call, |ctx| {
         let off = offset(ctx, call, "ptr", ptr);
+        state::blocks_changed();
         match ctx.realloc_bytes(off, size as u64, 64) {
             Err(Error::ForeignHandle) => not_a_block(call, ptr),
             r => block(ctx, call, r),
@@ -154,6 +155,7 @@ fn free(call: &'static str, ptr: *mut c_void) {
     }
     state::with(call, |ctx| {
         let off = offset(ctx, call, "ptr", ptr);
+        state::blocks_changed();
         match ctx.free_bytes(off) {
             Ok(()) => {}
             Err(Error::ForeignHandle) => not_a_block(call, ptr),

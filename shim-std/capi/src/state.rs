@@ -2,72 +2,127 @@
 //!
 //! * [`with`] runs a closure on the context. One thread at a time may be
 //!   inside the library; a second one entering at the same time is reported
-//!   (it would otherwise race on the context) and ends the job.
-//! * [`sym`] turns a C pointer plus an element count into a checked handle.
+//!   (it would otherwise race on the context) and ends the job. The thread
+//!   that called `shmem_init` enters without a locked instruction (see
+//!   `guard`).
+//! * [`sym`] turns a C pointer plus an element count into a checked handle:
+//!   O(1) for a range in one of the blocks used last (see `blocks`).
 //! * [`fatal`] prints `switchyard: CALL: message` and ends the job with a
 //!   non-zero status (the launcher then stops the other PEs).
 
-use core::{cell::UnsafeCell, ffi::c_void, fmt};
+use core::{
+    cell::{Cell, UnsafeCell},
+    ffi::c_void,
+    fmt,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use switchyard::context::{Context, Plain, RESERVED, Sym};
+use switchyard::context::{Context, Error, Plain, RESERVED, Sym};
+
+mod blocks;
+mod guard;
+
+use blocks::Blocks;
+use guard::{Held, Overlap};
 
 struct Global {
-    busy: AtomicBool,
     ctx: UnsafeCell<Option<Context>>,
+    /// Where the heap's own part is in this process, while a context is
+    /// installed ([`Layout`]).
+    layout: Cell<Layout>,
+    /// Blocks looked up last.
+    blocks: Blocks,
 }
 
-// SAFETY: `ctx` is only touched while `busy` is held (`with`, `install`,
-// `take`), which serializes every access; the Acquire swap / Release store
-// pair hands the context from one thread to the next like a mutex.
+/// The heap's own part (where blocks are) in this process: `base + RESERVED
+/// ..base + end`. `end` is 0 while no context is installed, so no address
+/// is in it.
+#[derive(Clone, Copy)]
+struct Layout {
+    base: usize,
+    end: u64,
+}
+
+impl Layout {
+    const NONE: Layout = Layout { base: 0, end: 0 };
+
+    fn of(ctx: &Context) -> Layout {
+        let (base, len) = ctx.local_heap();
+        Layout {
+            base: base as usize,
+            // The heap's own part ends where the aliased variables start.
+            end: ctx.symmetric_data().map_or(len, |d| d.offset),
+        }
+    }
+}
+
+// SAFETY: every field is only touched by the thread inside the library
+// (`with`, `install`, `take`, and what they call: every `&Context` the C API
+// holds comes from `with`), which `guard` serializes; its Acquire/Release
+// pairs hand the state from one thread to the next like a mutex.
 unsafe impl Sync for Global {}
 
 static GLOBAL: Global = Global {
-    busy: AtomicBool::new(false),
     ctx: UnsafeCell::new(None),
+    layout: Cell::new(Layout::NONE),
+    blocks: Blocks::new(),
 };
 
 /// Set while a fatal error is being reported, so an `atexit` handler that
 /// calls back into the library does not report a second one.
 static DYING: AtomicBool = AtomicBool::new(false);
 
-struct Held;
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        GLOBAL.busy.store(false, Ordering::Release);
+#[inline]
+fn hold(call: &'static str) -> Held {
+    match guard::enter() {
+        Ok(h) => h,
+        Err(e) => overlap(call, e),
     }
 }
 
-fn hold(call: &'static str) -> Held {
-    if GLOBAL.busy.swap(true, Ordering::Acquire) {
-        fatal(
+#[cold]
+#[inline(never)]
+fn overlap(call: &'static str, e: Overlap) -> ! {
+    match e {
+        Overlap::OtherThread => fatal(
             call,
             format_args!(
                 "called while another thread is inside the library \
                  (switchyard supports SHMEM_THREAD_SERIALIZED at most)"
             ),
-        );
+        ),
+        Overlap::Reentered => fatal(
+            call,
+            format_args!(
+                "called from inside the library on the same thread (from a signal handler?)"
+            ),
+        ),
     }
-    Held
 }
 
 fn slot() -> &'static mut Option<Context> {
-    // SAFETY: only called with `busy` held (see `Global`); the reference does
-    // not outlive the `Held` guard of the caller.
+    // SAFETY: only called with the guard held (see `Global`); the reference
+    // does not outlive the `Held` guard of the caller.
     unsafe { &mut *GLOBAL.ctx.get() }
 }
 
 /// Runs `f` on the context. Ends the job when the library is not initialized.
+#[inline]
 pub fn with<R>(call: &'static str, f: impl FnOnce(&mut Context) -> R) -> R {
     let _held = hold(call);
     match slot() {
         Some(ctx) => f(ctx),
-        None if crate::setup::finalized() => {
-            fatal(call, format_args!("called after shmem_finalize"))
-        }
-        None => fatal(call, format_args!("called before shmem_init")),
+        None => not_initialized(call),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn not_initialized(call: &'static str) -> ! {
+    if crate::setup::finalized() {
+        fatal(call, format_args!("called after shmem_finalize"))
+    }
+    fatal(call, format_args!("called before shmem_init"))
 }
 
 /// Whether a context is installed (`shmem_init` ran, `shmem_finalize` not yet).
@@ -77,21 +132,33 @@ pub fn initialized() -> bool {
 }
 
 /// Installs the context made by `shmem_init`. Returns false (and drops
-/// `ctx`) when one is installed already.
+/// `ctx`) when one is installed already. The calling thread becomes the
+/// one that enters without a locked instruction (see `guard`).
 pub fn install(ctx: Context) -> bool {
     let _held = hold("shmem_init");
     let s = slot();
     if s.is_some() {
         return false;
     }
+    GLOBAL.layout.set(Layout::of(&ctx));
+    GLOBAL.blocks.forget();
     *s = Some(ctx);
+    guard::own();
     true
 }
 
 /// Removes the context (for `shmem_finalize`).
 pub fn take() -> Option<Context> {
     let _held = hold("shmem_finalize");
+    GLOBAL.layout.set(Layout::NONE);
+    GLOBAL.blocks.forget();
     slot().take()
+}
+
+/// Forgets the blocks [`sym`] remembers: call before a block is freed
+/// (`shmem_free`, `shmem_realloc`).
+pub fn blocks_changed() {
+    GLOBAL.blocks.forget();
 }
 
 /// Prints `switchyard: CALL: message` on stderr and ends the process with
@@ -108,22 +175,36 @@ pub fn fatal(call: &str, msg: fmt::Arguments<'_>) -> ! {
 }
 
 /// The value of a context call, or the end of the job with its error.
+#[inline]
 pub fn ok<T>(call: &'static str, r: switchyard::context::Result<T>) -> T {
     match r {
         Ok(v) => v,
-        Err(e) => fatal(call, format_args!("{e}")),
+        Err(e) => failed(call, e),
     }
 }
 
+#[cold]
+#[inline(never)]
+fn failed(call: &'static str, e: Error) -> ! {
+    fatal(call, format_args!("{e}"))
+}
+
 /// Checks a C `pe` argument against the job size.
+#[inline]
 pub fn pe(ctx: &Context, call: &'static str, pe: i32) -> u32 {
     match u32::try_from(pe) {
         Ok(p) if p < ctx.n_pes() => p,
-        _ => fatal(
-            call,
-            format_args!("pe {pe} is not a PE of this job (0..{})", ctx.n_pes()),
-        ),
+        _ => bad_pe(ctx, call, pe),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_pe(ctx: &Context, call: &'static str, pe: i32) -> ! {
+    fatal(
+        call,
+        format_args!("pe {pe} is not a PE of this job (0..{})", ctx.n_pes()),
+    )
 }
 
 /// Why a C address is not a usable symmetric range ([`try_sym`]).
@@ -152,15 +233,20 @@ pub enum SymError {
 /// one object each, of sizes only the program knows). Without this, a
 /// count too large for its object (an undersized `pSync` or `pWrk`, a
 /// `dest` too short for `nelems`) silently overwrote the next block.
+/// A block found is remembered (`blocks`), so the next check is O(1).
 fn in_block(ctx: &Context, off: u64, bytes: usize) -> Result<(), SymError> {
-    let heap_end = ctx
-        .symmetric_data()
-        .map_or(ctx.local_heap().1, |d| d.offset);
-    if bytes == 0 || off >= heap_end {
+    if bytes == 0 || off >= GLOBAL.layout.get().end {
+        return Ok(());
+    }
+    let end = off.saturating_add(bytes as u64);
+    if GLOBAL.blocks.holds(off, end) {
         return Ok(());
     }
     match ctx.block_of(off) {
-        Some((start, len)) if off + bytes as u64 <= start + len => Ok(()),
+        Some((start, len)) if end <= start + len => {
+            GLOBAL.blocks.remember(start, len);
+            Ok(())
+        }
         block => Err(SymError::OutsideBlock { block }),
     }
 }
@@ -172,6 +258,9 @@ pub fn try_sym<T: Plain>(
     ptr: *const c_void,
     count: usize,
 ) -> Result<Sym<T>, SymError> {
+    if let Some(s) = remembered(ctx, ptr, count) {
+        return Ok(s);
+    }
     let bytes = count.checked_mul(core::mem::size_of::<T>());
     let off = offset_of(ctx, ptr as usize, bytes).ok_or(SymError::NotSymmetric {
         bytes: bytes.unwrap_or(usize::MAX),
@@ -183,12 +272,43 @@ pub fn try_sym<T: Plain>(
     Ok(s)
 }
 
+/// The handle for `count` elements of `T` at `ptr` when they lie inside one
+/// of the blocks looked up last and are aligned: the common case, a few
+/// compares. `None` sends the caller to the full check.
+#[inline]
+fn remembered<T: Plain>(ctx: &Context, ptr: *const c_void, count: usize) -> Option<Sym<T>> {
+    let bytes = count.checked_mul(core::mem::size_of::<T>())? as u64;
+    // An address below the heap wraps to an offset no block holds.
+    let off = (ptr as usize).wrapping_sub(GLOBAL.layout.get().base) as u64;
+    if !GLOBAL.blocks.holds(off, off.checked_add(bytes)?) {
+        return None;
+    }
+    // Blocks lie inside the heap: this checks the alignment.
+    ctx.sym_at::<T>(off, count).ok()
+}
+
 /// A checked handle for `count` elements of `T` at the C address `ptr`
 /// (argument `arg` of `call`): the range must lie inside one allocated block
 /// of the symmetric heap or in the executable's global and static variables
 /// ([`crate::globals`]), and be aligned for `T`. Anything else ends the job
 /// naming the call and the argument.
+#[inline]
 pub fn sym<T: Plain>(
+    ctx: &Context,
+    call: &'static str,
+    arg: &'static str,
+    ptr: *const c_void,
+    count: usize,
+) -> Sym<T> {
+    match remembered(ctx, ptr, count) {
+        Some(s) => s,
+        None => sym_checked(ctx, call, arg, ptr, count),
+    }
+}
+
+/// [`sym`] for a range in no remembered block: the full check.
+#[inline(never)]
+fn sym_checked<T: Plain>(
     ctx: &Context,
     call: &'static str,
     arg: &'static str,
@@ -203,39 +323,55 @@ pub fn sym<T: Plain>(
                 Ok(()) => s,
                 Err(e) => outside_block(ctx, call, arg, ptr, bytes, e),
             },
-            Err(_) => fatal(
-                call,
-                format_args!(
-                    "{arg} = {ptr:p} is not aligned for a {}-byte element",
-                    core::mem::align_of::<T>()
-                ),
-            ),
+            Err(_) => misaligned::<T>(call, arg, ptr),
         },
-        None => {
-            let (base, len) = ctx.local_heap();
-            let base = base as usize;
-            let data = ctx
-                .symmetric_data()
-                .map(|d| {
-                    format!(
-                        " or the global variables {:#x}..{:#x}",
-                        d.addr,
-                        d.addr + d.len as usize
-                    )
-                })
-                .unwrap_or_default();
-            fatal(
-                call,
-                format_args!(
-                    "{arg} = {ptr:p} ({} bytes) is not symmetric: not inside the symmetric heap \
-                     {:#x}..{:#x}{data}",
-                    bytes.map_or_else(|| "too many".to_string(), |b| b.to_string()),
-                    base + RESERVED as usize,
-                    base + len as usize
-                ),
-            )
-        }
+        None => not_symmetric(ctx, call, arg, ptr, bytes),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn misaligned<T>(call: &'static str, arg: &'static str, ptr: *const c_void) -> ! {
+    fatal(
+        call,
+        format_args!(
+            "{arg} = {ptr:p} is not aligned for a {}-byte element",
+            core::mem::align_of::<T>()
+        ),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn not_symmetric(
+    ctx: &Context,
+    call: &'static str,
+    arg: &'static str,
+    ptr: *const c_void,
+    bytes: Option<usize>,
+) -> ! {
+    let (base, len) = ctx.local_heap();
+    let base = base as usize;
+    let data = ctx
+        .symmetric_data()
+        .map(|d| {
+            format!(
+                " or the global variables {:#x}..{:#x}",
+                d.addr,
+                d.addr + d.len as usize
+            )
+        })
+        .unwrap_or_default();
+    fatal(
+        call,
+        format_args!(
+            "{arg} = {ptr:p} ({} bytes) is not symmetric: not inside the symmetric heap \
+             {:#x}..{:#x}{data}",
+            bytes.map_or_else(|| "too many".to_string(), |b| b.to_string()),
+            base + RESERVED as usize,
+            base + len as usize
+        ),
+    )
 }
 
 /// A private buffer the library writes (the destination of a get) that
@@ -243,6 +379,7 @@ pub fn sym<T: Plain>(
 /// block there, like a symmetric argument; anything else ends the job naming
 /// the call and the argument. Buffers elsewhere are the caller's business
 /// (see the `cbuf` module).
+#[inline]
 pub fn check_private<T>(
     ctx: &Context,
     call: &'static str,
@@ -251,10 +388,9 @@ pub fn check_private<T>(
     count: usize,
 ) {
     let bytes = count.saturating_mul(core::mem::size_of::<T>());
-    let (base, len) = ctx.local_heap();
-    let heap_end = ctx.symmetric_data().map_or(len, |d| d.offset);
-    let off = (p as u64).wrapping_sub(base as u64);
-    if bytes == 0 || (p as usize) < base as usize || off >= heap_end {
+    let layout = GLOBAL.layout.get();
+    let off = (p as u64).wrapping_sub(layout.base as u64);
+    if bytes == 0 || (p as usize) < layout.base || off >= layout.end {
         return;
     }
     if let Err(e) = in_block(ctx, off, bytes) {
@@ -300,15 +436,12 @@ fn outside_block(
 /// the heap's usable part or in the symmetric global variables.
 pub fn offset_of(ctx: &Context, addr: usize, bytes: Option<usize>) -> Option<u64> {
     let bytes = bytes? as u64;
-    let (base, len) = ctx.local_heap();
-    let data = ctx.symmetric_data();
-    // The heap's own part ends where the aliased variables start.
-    let heap_end = data.map_or(len, |d| d.offset);
+    let Layout { base, end } = GLOBAL.layout.get();
     let off = (addr as u64).wrapping_sub(base as u64);
-    if addr >= base as usize && off >= RESERVED && off.checked_add(bytes)? <= heap_end {
+    if addr >= base && off >= RESERVED && off.checked_add(bytes)? <= end {
         return Some(off);
     }
-    let d = data?;
+    let d = ctx.symmetric_data()?;
     let rel = (addr as u64).checked_sub(d.addr as u64)?;
     (rel.checked_add(bytes)? <= d.len).then(|| d.offset + rel)
 }
