@@ -66,11 +66,7 @@ impl Context {
             Some(end) if end <= self.heap_len && offset.is_multiple_of(align) => {
                 Ok(Sym::new(offset, len, self.owner))
             }
-            _ => Err(Error::OutOfBounds {
-                at: usize::try_from(offset).unwrap_or(usize::MAX),
-                count: len,
-                len: usize::try_from(self.heap_len).unwrap_or(usize::MAX),
-            }),
+            _ => Err(sym_out_of_bounds(offset, len, self.heap_len)),
         }
     }
 
@@ -217,5 +213,19 @@ impl Context {
     /// looks at its word, so data arriving over TCP is applied).
     pub fn progress(&mut self) {
         self.poll_once();
+    }
+}
+
+/// The error of a [`Context::sym_at`] that does not fit the heap, built out of
+/// line: filled in the caller, the error's fields shared the result's slots
+/// with the handle's, and the C glue's 16-byte copy of the handle stalled on
+/// the two 8-byte stores it could not forward from.
+#[cold]
+#[inline(never)]
+fn sym_out_of_bounds(offset: u64, count: usize, heap_len: u64) -> Error {
+    Error::OutOfBounds {
+        at: usize::try_from(offset).unwrap_or(usize::MAX),
+        count,
+        len: usize::try_from(heap_len).unwrap_or(usize::MAX),
     }
 }
