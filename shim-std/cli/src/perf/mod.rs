@@ -193,6 +193,20 @@ impl Rounds {
     fn total_ops(self) -> u64 {
         (self.rounds + self.warm) * self.window
     }
+
+    /// Runs `round` (given its index) for the warm-up rounds, then for the
+    /// measured ones with the clock running; the seconds those took, or the
+    /// first error.
+    fn time<E>(self, mut round: impl FnMut(u64) -> Result<(), E>) -> Result<f64, E> {
+        for i in 0..self.warm {
+            round(i)?;
+        }
+        let t0 = Instant::now();
+        for i in self.warm..self.warm + self.rounds {
+            round(i)?;
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    }
 }
 
 /// A baseline run on its own, as a test (no PEs).

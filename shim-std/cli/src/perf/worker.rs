@@ -261,7 +261,7 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
             Test::PutBw => {
                 if me == 0 {
                     let r = Rounds::new(plan.iters, plan.warmup, plan.window);
-                    let secs = timed_rounds(r, || {
+                    let secs = r.time(|_| {
                         for _ in 0..r.window {
                             ctx.put_nbi(&data, 0, &src, 0, size_us, 1)?;
                         }
@@ -280,7 +280,7 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
                 if me == 0 {
                     let msg = &mut rate_buf[..size_us];
                     let mut seq = 0u64;
-                    let secs = timed_rounds(r, || {
+                    let secs = r.time(|_| {
                         for _ in 0..r.window {
                             seq += 1;
                             msg[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
@@ -316,7 +316,7 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
                 }
                 ctx.barrier_all()?;
                 if me == 0 {
-                    let secs = timed_rounds(r, || {
+                    let secs = r.time(|_| {
                         for _ in 0..r.window {
                             ctx.get_nbi(&src, 0, &data, 0, size_us, 1)?;
                         }
@@ -345,7 +345,7 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
                 ctx.barrier_all()?;
                 if me == 0 {
                     let mut expected = ATOMIC_BASE;
-                    let secs = timed_rounds(r, || {
+                    let secs = r.time(|_| {
                         let old = ctx.fetch_add(&counter, 0, 1u64, 1)?;
                         if old != expected {
                             return Err(WorkerError::Missed {
@@ -411,22 +411,6 @@ fn reset_flags(ctx: &mut Context, ping: &Sym<u64>, pong: &Sym<u64>) -> Result<()
     ctx.write_local(ping, 0, &[0])?;
     ctx.write_local(pong, 0, &[0])?;
     Ok(())
-}
-
-/// Runs `round` for the warm-up rounds of `r`, then for the measured ones,
-/// timed; returns the seconds the measured rounds took.
-fn timed_rounds<E>(r: Rounds, mut round: impl FnMut() -> Result<(), E>) -> Result<f64, WorkerError>
-where
-    WorkerError: From<E>,
-{
-    let mut t0 = Instant::now();
-    for i in 0..r.warm + r.rounds {
-        if i == r.warm {
-            t0 = Instant::now();
-        }
-        round()?;
-    }
-    Ok(t0.elapsed().as_secs_f64())
 }
 
 /// Up to 8 little-endian bytes as a number.

@@ -45,7 +45,6 @@
 use std::{
     io,
     sync::atomic::{Ordering, fence},
-    time::Instant,
 };
 
 use switchyard::config::format_size;
@@ -169,11 +168,7 @@ pub fn raw_store(size: usize, r: Rounds, cpus: (usize, usize)) -> Result<Measure
     forked("raw-store", size, cpus, peer, move |m| {
         let mut buf = vec![0xA5u8; size];
         let mut seq = 0u64;
-        let mut t0 = Instant::now();
-        for round in 0..r.warm + r.rounds {
-            if round == r.warm {
-                t0 = Instant::now();
-            }
+        let secs = r.time(|round| {
             for _ in 0..r.window {
                 seq += 1;
                 buf[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
@@ -187,8 +182,9 @@ pub fn raw_store(size: usize, r: Rounds, cpus: (usize, usize)) -> Result<Measure
             // SYNC POINT with the other process's Acquire load in
             // `spin_until`: this round's stores come before its count.
             m.word(DONE).store(round + 1, Ordering::Release);
-        }
-        Ok((r.ops(), t0.elapsed().as_secs_f64()))
+            Ok::<(), String>(())
+        })?;
+        Ok((r.ops(), secs))
     })
 }
 
@@ -220,11 +216,7 @@ pub fn raw_load(size: usize, r: Rounds, cpus: (usize, usize)) -> Result<Measurem
     };
     forked("raw-load", size, cpus, peer, move |m| {
         let mut buf = vec![0u8; size];
-        let mut t0 = Instant::now();
-        for round in 0..r.warm + r.rounds {
-            if round == r.warm {
-                t0 = Instant::now();
-            }
+        let secs = r.time(|_| {
             for _ in 0..r.window {
                 // SAFETY: the other process wrote the block before READY and
                 // writes nothing after it.
@@ -234,8 +226,8 @@ pub fn raw_load(size: usize, r: Rounds, cpus: (usize, usize)) -> Result<Measurem
                 }
             }
             fence(Ordering::Acquire);
-        }
-        let secs = t0.elapsed().as_secs_f64();
+            Ok::<(), String>(())
+        })?;
         // SYNC POINT with the other process's Acquire load in `spin_until`.
         m.word(DONE).store(1, Ordering::Release);
         if buf != pattern(size) {
@@ -269,11 +261,7 @@ pub fn raw_atomic(r: Rounds, cpus: (usize, usize)) -> Result<Measurement, String
     forked("raw-atomic", 8, cpus, peer, move |m| {
         let w = m.data_word(0);
         let mut expect = ATOMIC_BASE;
-        let mut t0 = Instant::now();
-        for round in 0..r.warm + r.rounds {
-            if round == r.warm {
-                t0 = Instant::now();
-            }
+        let secs = r.time(|_| {
             for _ in 0..r.window {
                 let old = w.fetch_add(1, Ordering::AcqRel);
                 if old != expect {
@@ -283,8 +271,8 @@ pub fn raw_atomic(r: Rounds, cpus: (usize, usize)) -> Result<Measurement, String
                 }
                 expect += 1;
             }
-        }
-        let secs = t0.elapsed().as_secs_f64();
+            Ok::<(), String>(())
+        })?;
         // SYNC POINT with the other process's Acquire load in `spin_until`:
         // every fetch-add comes before the done word.
         m.word(DONE).store(1, Ordering::Release);
@@ -315,11 +303,7 @@ pub fn tcp_records(
             let mut buf = vec![0x5Au8; w * size];
             let mut ack = [0u8; 8];
             let mut seq = 0u64;
-            let mut t0 = Instant::now();
-            for round in 0..r.warm + r.rounds {
-                if round == r.warm {
-                    t0 = Instant::now();
-                }
+            let secs = r.time(|_| {
                 for rec in buf.chunks_exact_mut(size) {
                     seq += 1;
                     rec[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
@@ -332,8 +316,9 @@ pub fn tcp_records(
                         "the reader counted {n} records where {seq} were sent"
                     )));
                 }
-            }
-            Ok(t0.elapsed().as_secs_f64())
+                Ok::<(), io::Error>(())
+            })?;
+            Ok(secs)
         },
         move |s| {
             s.set_nonblocking(true)?;
@@ -396,11 +381,7 @@ pub fn tcp_rr(
             let mut req = vec![0u8; RR_REQUEST * w];
             let mut rep = vec![0u8; reply * w];
             let (mut seq, mut old_expect) = (0u64, 0u64);
-            let mut t0 = Instant::now();
-            for round in 0..r.warm + r.rounds {
-                if round == r.warm {
-                    t0 = Instant::now();
-                }
+            let secs = r.time(|_| {
                 for q in req.chunks_exact_mut(RR_REQUEST) {
                     seq += 1;
                     q[..8].copy_from_slice(&seq.to_le_bytes());
@@ -419,8 +400,8 @@ pub fn tcp_rr(
                         old_expect += 1;
                     }
                 }
-            }
-            let secs = t0.elapsed().as_secs_f64();
+                Ok::<(), io::Error>(())
+            })?;
             if let Rr::Get(_) = op {
                 let want = pattern(reply);
                 if rep.chunks_exact(reply).any(|c| c != want.as_slice()) {
