@@ -65,7 +65,8 @@ Baselines (measured right before and right after each test; ratio against their 
   tcp-stream    one thread writing messages over a TCP connection, one reading
                 them: the bandwidth ceiling over TCP
   tcp-records   put-rate over TCP: per window, --window records of --size bytes
-                in one send, then the reader's count of records back (busy-polled)
+                in one send, then the reader's count of records back (busy-polled,
+                yielding after 64 empty polls, as the library's waits do)
   tcp-rr        get-rate and atomic-rate over TCP: a request/response stream
                 with the test's window of 16-byte requests outstanding
                 (--window for get-rate; 1 for atomic-rate, whose fetch-adds
@@ -109,7 +110,7 @@ pub struct PerfArgs {
     pub sizes: Option<Sizes>,
     /// Measured iterations per size, at most 100000000 (1562500 with
     /// --qd-sweep) [default: 20000 latency, 4096 messages bandwidth;
-    /// rate tests 2000000 operations, over TCP 200000 (atomic-rate 20000)]
+    /// rate tests 2000000 operations, over TCP 50000 (atomic-rate 20000)]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = iterations)]
     pub iters: Option<u64>,
     /// Unmeasured iterations first, at most 100000000 [default: 10% of

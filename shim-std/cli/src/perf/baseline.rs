@@ -382,8 +382,8 @@ fn tcp_bounce(
             let mut samples = Vec::with_capacity(iters as usize);
             let mut t0 = Instant::now();
             for i in 1..=total {
-                send_spin(&s, &msg)?;
-                recv_spin(&s, &mut back)?;
+                send_spin(&s, &msg, Poll::Spin)?;
+                recv_spin(&s, &mut back, Poll::Spin)?;
                 let t1 = Instant::now();
                 if i > warmup {
                     samples.push((t1 - t0).as_nanos() as u64);
@@ -396,8 +396,8 @@ fn tcp_bounce(
             s.set_nonblocking(true)?;
             let mut buf = vec![0u8; size];
             for _ in 0..total {
-                recv_spin(&s, &mut buf)?;
-                send_spin(&s, &buf)?;
+                recv_spin(&s, &mut buf, Poll::Spin)?;
+                send_spin(&s, &buf, Poll::Spin)?;
             }
             Ok(())
         },
@@ -566,17 +566,31 @@ fn open_netns(path: Option<&Path>) -> io::Result<Option<File>> {
     .transpose()
 }
 
+/// How a TCP baseline waits on a socket that is not ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Poll {
+    /// Busy-polls (the latency and stream baselines).
+    Spin,
+    /// Busy-polls, and yields the CPU after every 64 polls that found
+    /// nothing (the rate baselines: the library's adaptive progress yields
+    /// too, so a side that is waiting lets a preempted peer run on a busy
+    /// host; on idle cores a reply comes within far fewer polls).
+    Yield,
+}
+
 /// Counts `WouldBlock` spins; after [`STALL`] without progress, an error.
 struct Stall {
     spins: u32,
     since: Option<Instant>,
+    poll: Poll,
 }
 
 impl Stall {
-    const fn new() -> Stall {
+    const fn new(poll: Poll) -> Stall {
         Stall {
             spins: 0,
             since: None,
+            poll,
         }
     }
 
@@ -602,15 +616,20 @@ impl Stall {
                 Some(_) => {}
             }
         }
-        std::hint::spin_loop();
+        if self.poll == Poll::Yield && self.spins.is_multiple_of(64) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
         Ok(())
     }
 }
 
-/// Sends all of `buf` on a non-blocking socket, spinning on `WouldBlock`.
-fn send_spin(mut s: &TcpStream, buf: &[u8]) -> io::Result<()> {
+/// Sends all of `buf` on a non-blocking socket, polling as `poll` says on
+/// `WouldBlock`.
+fn send_spin(mut s: &TcpStream, buf: &[u8], poll: Poll) -> io::Result<()> {
     let mut off = 0;
-    let mut stall = Stall::new();
+    let mut stall = Stall::new(poll);
     while off < buf.len() {
         match s.write(&buf[off..]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -627,10 +646,10 @@ fn send_spin(mut s: &TcpStream, buf: &[u8]) -> io::Result<()> {
 }
 
 /// Receives at least one byte into `buf` (not empty) from a non-blocking
-/// socket, busy-polling `recv` while it returns `WouldBlock`; returns how
-/// many.
-fn recv_some(mut s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
-    let mut stall = Stall::new();
+/// socket, polling `recv` as `poll` says while it returns `WouldBlock`;
+/// returns how many.
+fn recv_some(mut s: &TcpStream, buf: &mut [u8], poll: Poll) -> io::Result<usize> {
+    let mut stall = Stall::new(poll);
     loop {
         match s.read(buf) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
@@ -642,12 +661,12 @@ fn recv_some(mut s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-/// Fills `buf` from a non-blocking socket, busy-polling `recv` while it
-/// returns `WouldBlock`.
-fn recv_spin(s: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
+/// Fills `buf` from a non-blocking socket, polling `recv` as `poll` says
+/// while it returns `WouldBlock`.
+fn recv_spin(s: &TcpStream, buf: &mut [u8], poll: Poll) -> io::Result<()> {
     let mut off = 0;
     while off < buf.len() {
-        off += recv_some(s, &mut buf[off..])?;
+        off += recv_some(s, &mut buf[off..], poll)?;
     }
     Ok(())
 }

@@ -99,7 +99,7 @@ pub(crate) use args::ABOUT;
 pub use args::{MAX_ITERS, MAX_QD_SWEEP_ITERS, PerfArgs, Sizes};
 use baseline::TcpPath;
 use stats::Measurement;
-use switchyard::config::format_size;
+use switchyard::config::{Key, format_size};
 use switchyard_launch::{self as launch, Bind, LaunchOptions};
 pub use worker::WorkerPlan;
 
@@ -287,15 +287,18 @@ impl Step {
 }
 
 /// Default measured operations of a rate test: enough for a steady rate
-/// (tens of milliseconds on shared memory), a fraction of a second over
-/// TCP, where `atomic-rate` is a round trip per operation.
+/// (tens of milliseconds on shared memory), about a second over TCP, where
+/// `atomic-rate` is a round trip per operation.
 fn rate_iters(test: Test, tcp: bool) -> u64 {
     match (test, tcp) {
         (Test::AtomicRate, true) => 20_000,
-        (_, true) => 200_000,
+        (_, true) => 50_000,
         _ => 2_000_000,
     }
 }
+
+/// How long one measurement's job may run (the launcher's limit).
+const WORKER_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn steps(o: &Options) -> Vec<Step> {
     let mk = |test: Test, sizes: Vec<u64>, iters: u64| {
@@ -570,12 +573,21 @@ fn drive(o: &Options) -> Result<(), String> {
         let mut lo = LaunchOptions::new(o.n, exe.clone());
         lo.args = args;
         lo.bind = if pinned { Bind::Core } else { Bind::None };
-        lo.timeout = Some(Duration::from_secs(300));
+        lo.timeout = Some(WORKER_TIMEOUT);
         lo.sim = place.sim.clone();
         lo.env
             .push(("SWITCHYARD_HEAP_SIZE".into(), heap_for(&step.sizes)));
         if o.transport == "tcp" {
             lo.env.push((TRANSPORTS_VAR.into(), "tcp".into()));
+        }
+        if step.test.is_rate() {
+            // PE 1 waits in a barrier for all of PE 0's stream, which may
+            // outlast the 10 s default of an operation's wait: the job's
+            // own limit bounds it instead.
+            lo.env.push((
+                Key::OpTimeout.env().into(),
+                format!("{}s", WORKER_TIMEOUT.as_secs()),
+            ));
         }
         let outcome = launch::launch(&lo).map_err(|e| e.to_string())?;
         if !outcome.success() {
@@ -1066,7 +1078,7 @@ mod test {
         let s = steps(&parse(&a(&["get-rate", "--transport", "tcp", "--window", "16"])).unwrap());
         assert_eq!(
             (s[0].sizes.as_slice(), s[0].iters, s[0].window),
-            ([64].as_slice(), 200_000, 16)
+            ([64].as_slice(), 50_000, 16)
         );
         let s = steps(&parse(&a(&["put-rate", "--sim", "c1"])).unwrap());
         assert_eq!(s[0].sizes, vec![64]);

@@ -24,7 +24,9 @@
 //!   process checks the total.
 //!
 //! Over TCP (a connected pair of non-blocking sockets with TCP_NODELAY, both
-//! sides busy-polling, along a [`TcpPath`]):
+//! sides busy-polling, yielding the CPU after 64 empty polls as the
+//! library's adaptive progress does ([`Poll::Yield`]), along a
+//! [`TcpPath`]):
 //!
 //! * `tcp-records` (put-rate): per round the writer sends `window` records of
 //!   `size` bytes (each with its sequence number in its first 8 bytes) in one
@@ -49,7 +51,7 @@ use std::{
 
 use switchyard::config::format_size;
 
-use super::{TcpPath, recv_some, recv_spin, send_spin, tcp_pair};
+use super::{Poll, TcpPath, recv_some, recv_spin, send_spin, tcp_pair};
 use crate::perf::{
     Rounds,
     peer::{self, SharedMap},
@@ -308,8 +310,8 @@ pub fn tcp_records(
                     seq += 1;
                     rec[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
                 }
-                send_spin(&s, &buf)?;
-                recv_spin(&s, &mut ack)?;
+                send_spin(&s, &buf, Poll::Yield)?;
+                recv_spin(&s, &mut ack, Poll::Yield)?;
                 let n = u64::from_le_bytes(ack);
                 if n != seq {
                     return Err(io::Error::other(format!(
@@ -326,10 +328,10 @@ pub fn tcp_records(
             let mut buf = vec![0u8; (w * size).clamp(4096, 1 << 20)];
             let (mut got, mut acked) = (0u64, 0u64);
             while acked < r.warm + r.rounds {
-                got += recv_some(&s, &mut buf)? as u64;
+                got += recv_some(&s, &mut buf, Poll::Yield)? as u64;
                 while got >= (acked + 1) * round_bytes {
                     acked += 1;
-                    send_spin(&s, &(got / size as u64).to_le_bytes())?;
+                    send_spin(&s, &(got / size as u64).to_le_bytes(), Poll::Yield)?;
                 }
             }
             Ok(())
@@ -387,8 +389,8 @@ pub fn tcp_rr(
                     q[..8].copy_from_slice(&seq.to_le_bytes());
                     q[8..].copy_from_slice(&1u64.to_le_bytes());
                 }
-                send_spin(&s, &req)?;
-                recv_spin(&s, &mut rep)?;
+                send_spin(&s, &req, Poll::Yield)?;
+                recv_spin(&s, &mut rep, Poll::Yield)?;
                 if op == Rr::FetchAdd {
                     for a in rep.chunks_exact(8) {
                         let old = u64::from_le_bytes(a.try_into().unwrap_or_default());
@@ -419,7 +421,7 @@ pub fn tcp_rr(
             let mut out = Vec::with_capacity(reply * (inbuf.len() / RR_REQUEST));
             let (mut have, mut served, mut counter) = (0usize, 0u64, 0u64);
             while served < r.total_ops() {
-                have += recv_some(&s, &mut inbuf[have..])?;
+                have += recv_some(&s, &mut inbuf[have..], Poll::Yield)?;
                 let whole = have / RR_REQUEST * RR_REQUEST;
                 out.clear();
                 for q in inbuf[..whole].chunks_exact(RR_REQUEST) {
@@ -435,7 +437,7 @@ pub fn tcp_rr(
                 }
                 inbuf.copy_within(whole..have, 0);
                 have -= whole;
-                send_spin(&s, &out)?;
+                send_spin(&s, &out, Poll::Yield)?;
             }
             Ok(())
         },
