@@ -201,9 +201,10 @@ where
     Ok((r, code))
 }
 
-/// Spins until `w` holds at least `v` (Acquire). Gives up (`false`) when
-/// `abort` becomes non-zero, or after [`STALL`] without `w` changing.
-/// Allocation-free, so a forked child may call it.
+/// Spins until `w` holds at least `v` (Acquire), yielding the CPU every
+/// 4096 spins. Gives up (`false`) when `abort` becomes non-zero, or after
+/// [`STALL`] without `w` changing. Allocation-free, so a forked child may
+/// call it.
 pub(super) fn spin_until(w: &AtomicU64, v: u64, abort: &AtomicU64) -> bool {
     let mut spins = 0u32;
     let mut last = u64::MAX;
@@ -233,6 +234,9 @@ pub(super) fn spin_until(w: &AtomicU64, v: u64, abort: &AtomicU64) -> bool {
                     last = now_v;
                 }
             }
+            // The waiting side gives way now and then: where the host has
+            // fewer free cores than threads, the side it waits for runs.
+            std::thread::yield_now();
         }
         std::hint::spin_loop();
     }
