@@ -758,7 +758,8 @@ struct Bench {
 impl Bench {
     /// The baselines of one step: for a latency test the cache-line
     /// ping-pong (or, over TCP, `tcp-pingpong` at every size), for a
-    /// bandwidth test memcpy (or `tcp-stream`) at every size.
+    /// bandwidth test memcpy (or `tcp-stream`) at every size, for a rate
+    /// test its own baseline at every size ([`Bench::rate`]).
     fn baselines(&self, step: &Step) -> Result<Vec<Measurement>, String> {
         if step.test.is_rate() {
             return step.sizes.iter().map(|&s| self.rate(step, s)).collect();
