@@ -55,6 +55,32 @@ run perf put-lat --transport tcp --iters 2000 | tee "$out/perf-tcp.txt"
 grep -q 'tcp-pingpong' "$out/perf-tcp.txt" && grep -q 'put-lat' "$out/perf-tcp.txt"
 run perf put-bw --transport tcp --sizes 4K..64K --iters 128 --json > "$out/perf-tcp.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["results"]' "$out/perf-tcp.json"
+# perf rate tests over shm and TCP, each beside its same-run baseline; the
+# workers and the baselines check the target saw every operation (exit 1 if not).
+for t in put-rate get-rate atomic-rate; do
+    for tr in shm tcp; do
+        run perf "$t" --transport "$tr" --iters 2000 --json > "$out/$t-$tr.json"
+        python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert r, r
+for x in r:
+    m, b = x["result"]["bandwidth"]["msgs_per_s"], x["baseline"]["bandwidth"]["msgs_per_s"]
+    assert m > 0 and b > 0 and abs(x["ratio"] - m / b) <= 1e-9 * x["ratio"], x
+' "$out/$t-$tr.json"
+    done
+done
+run perf put-rate --iters 2000 | tee "$out/perf-rate.txt"
+grep -q 'raw-store' "$out/perf-rate.txt"
+# A rate test's sizes are 1 to 64 bytes: exit 2 with the reason, no panic.
+set +e
+timeout 60 "$sy" perf get-rate --size 4K 2> "$out/rate-err.txt"
+rc=$?
+set -e
+cat "$out/rate-err.txt"
+[ "$rc" -eq 2 ] || { echo "expected exit 2 on a rate size out of range, got $rc"; exit 1; }
+grep -q '1 to 64 bytes' "$out/rate-err.txt"
+if grep -q panicked "$out/rate-err.txt"; then echo "panic on bad input"; exit 1; fi
 # perf over verbs: without a usable RDMA port, exit 1 with the probe's reason
 # (never a panic); with one, a short run of every test.
 if "$sy" info --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d["transports"][2]["available"] else 1)'; then
@@ -82,6 +108,9 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["nodes"]) == 4' "$out/sim.json"
     run sim link up 3 --name smk
     run sim status --name smk | grep -q '10.101.1.2 up'
+    # A rate test between two nodes, its baseline between their namespaces.
+    run perf put-rate --sim smk --iters 2000 --json > "$out/sim-rate.json"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; assert r and r[0]["baseline"]["test"] == "tcp-records" and r[0]["ratio"], r' "$out/sim-rate.json"
     run run --sim smk -n 4 --timeout 60 -- sh -c 'echo $SWITCHYARD_NODE_ID $SWITCHYARD_TCP_ADDRS' \
         | tee "$out/sim-run.txt"
     grep -q '^\[3\] 1 10.100.0.2,10.101.0.2$' "$out/sim-run.txt"

@@ -21,11 +21,14 @@ pub const MAX_QD_SWEEP_ITERS: u64 = MAX_ITERS / 64;
 const MAX_SIZE: u64 = 1 << 30;
 
 /// The tests and the baselines that run on their own.
-const TESTS: [&str; 6] = [
+const TESTS: [&str; 9] = [
     "put-lat",
     "get-lat",
     "atomic-lat",
     "put-bw",
+    "put-rate",
+    "get-rate",
+    "atomic-rate",
     "tcp-pingpong",
     "tcp-stream",
 ];
@@ -37,16 +40,37 @@ Tests:
   get-lat       one blocking get of a block PE 1 has just written
   atomic-lat    one fetch-add on a word PE 1 has just written
   put-bw        a window of non-blocking puts, then quiet (GB/s, msg/s)
+  put-rate      message rate: --window blocking puts of --size bytes from a local
+                buffer (each with its sequence number), then quiet (msg/s)
+  get-rate      --window non-blocking gets of --size bytes, then quiet (msg/s)
+  atomic-rate   back-to-back blocking fetch-adds on one word of PE 1 (ops/s)
+                The rate tests time PE 0's stream from its first measured
+                operation to the last one's return; afterwards the target's
+                state is checked (last put's number, the get's bytes, the
+                counter's total)
 Baselines (measured right before and right after each test; ratio against their mean):
   cacheline     bare cache-line ping-pong between two pinned threads (put-lat)
   remote-read   one thread reading what a thread on another core just wrote (get-lat)
   remote-rmw    one fetch_add on a word another core just wrote (atomic-lat)
   memcpy        single-thread copy bandwidth (bandwidth ceiling)
+  raw-store     put-rate's loop as plain stores (memcpy) into a mapping shared with
+                a second process, then per window a Release store of a counter
+                that process polls
+  raw-load      get-rate's loop as plain loads from such a mapping, an Acquire
+                fence per window
+  raw-atomic    atomic-rate's loop as fetch_add on a word of such a mapping
   tcp-pingpong  busy-polled ping-pong of the test's message size over a bare TCP
                 socket pair (TCP_NODELAY), RTT/2: the latency floor over TCP
   tcp-rtt       the same, the full round trip (get-lat and atomic-lat over TCP)
   tcp-stream    one thread writing messages over a TCP connection, one reading
                 them: the bandwidth ceiling over TCP
+  tcp-records   put-rate over TCP: per window, --window records of --size bytes
+                in one send, then the reader's count of records back (busy-polled,
+                yielding after 64 empty polls, as the library's waits do)
+  tcp-rr        get-rate and atomic-rate over TCP: a request/response stream
+                with the test's window of 16-byte requests outstanding
+                (--window for get-rate; 1 for atomic-rate, whose fetch-adds
+                block), replies of --size bytes (8 for atomic-rate)
   The TCP baselines replace the others with --transport tcp or --sim,
   and also run on their own (no PEs): switchyard perf tcp-pingpong [--size S]
   [--iters N], switchyard perf tcp-stream [--sizes ...] [--iters N].";
@@ -74,23 +98,27 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u32).range(2..=i64::from(MAX_PES))
     )]
     pub n: u32,
-    /// One message size (e.g. 8, 4K, 1M; at most 1G)
+    /// One message size (e.g. 8, 4K, 1M; at most 1G; the rate tests 1 to
+    /// 64, atomic-rate 8)
     #[arg(long, value_name = "S", value_parser = size, overrides_with = "sizes")]
     pub size: Option<u64>,
     /// Powers of two from A to B, or a list A,B,C [default: 8 for latency,
-    /// 8..4M for put-bw; over TCP 64 for put-lat and tcp-pingpong, 64,4K,1M
-    /// for put-bw and tcp-stream]
+    /// 8..4M for put-bw, 8,64 for put-rate and get-rate; over TCP 64 for
+    /// put-lat, tcp-pingpong and the rate tests, 64,4K,1M for put-bw and
+    /// tcp-stream; atomic-rate is always 8]
     #[arg(long, value_name = "A..B|A,B,C", value_parser = sizes, overrides_with = "size")]
     pub sizes: Option<Sizes>,
     /// Measured iterations per size, at most 100000000 (1562500 with
-    /// --qd-sweep) [default: 20000 latency, 4096 messages bandwidth]
+    /// --qd-sweep) [default: 20000 latency, 4096 messages bandwidth;
+    /// rate tests 2000000 operations, over TCP 50000 (atomic-rate 20000)]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = iterations)]
     pub iters: Option<u64>,
     /// Unmeasured iterations first, at most 100000000 [default: 10% of
     /// --iters]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = iterations)]
     pub warmup: Option<u64>,
-    /// Puts per quiet in put-bw (1 to 4096)
+    /// Operations per quiet in put-bw, put-rate and get-rate (1 to 4096);
+    /// atomic-rate's fetch-adds block, one at a time
     #[arg(
         long,
         value_name = "W",
@@ -179,36 +207,89 @@ fn iterations(v: &str) -> Result<u64, String> {
     Ok(n)
 }
 
+/// Smallest message of a rate test: 1 byte, the smallest message-rate size
+/// of the OSU OpenSHMEM benchmarks.
+pub const RATE_MIN_SIZE: u64 = 1;
+
+/// Largest message of a rate test: 64 bytes, one cache line. Past it an
+/// operation's cost is in the bytes it moves, which `put-bw` measures.
+pub const RATE_MAX_SIZE: u64 = 64;
+
+/// Why `perf`'s arguments do not make a run (a usage error, exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionsError {
+    /// `--qd-sweep` without `--transport verbs`.
+    #[error("--qd-sweep needs --transport verbs")]
+    QdSweepTransport,
+    /// `--qd-sweep` with more than [`MAX_QD_SWEEP_ITERS`] iterations.
+    #[error(
+        "--iters {iters}: at most {MAX_QD_SWEEP_ITERS} with --qd-sweep \
+         (it keeps N x 64 samples at queue depth 64)"
+    )]
+    QdSweepIters {
+        /// The iterations asked for.
+        iters: u64,
+    },
+    /// A rate test with `--transport verbs`.
+    #[error("{test} runs over shm or tcp; --transport verbs has no rate tests")]
+    RateOverVerbs {
+        /// The test.
+        test: &'static str,
+    },
+    /// A rate test's size outside [`RATE_MIN_SIZE`]..=[`RATE_MAX_SIZE`].
+    #[error(
+        "{test}: size {size} is out of range: a rate test's messages are \
+         {RATE_MIN_SIZE} to {RATE_MAX_SIZE} bytes (larger ones: put-bw)"
+    )]
+    RateSize {
+        /// The test.
+        test: &'static str,
+        /// The size asked for.
+        size: u64,
+    },
+    /// `atomic-rate` with a size other than 8.
+    #[error("atomic-rate --size {size}: its fetch-adds are on one 8-byte word (--size 8)")]
+    AtomicSize {
+        /// The size asked for.
+        size: u64,
+    },
+}
+
 impl PerfArgs {
     /// The run these arguments ask for.
     ///
     /// # Errors
     ///
     /// `--qd-sweep` without `--transport verbs`, or with more than
-    /// [`MAX_QD_SWEEP_ITERS`] iterations.
-    pub(super) fn options(&self) -> Result<Options, String> {
+    /// [`MAX_QD_SWEEP_ITERS`] iterations; a rate test over verbs, or with a
+    /// size out of its range ([`OptionsError`]).
+    pub(super) fn options(&self) -> Result<Options, OptionsError> {
         if self.qd_sweep && self.transport != "verbs" {
-            return Err("--qd-sweep needs --transport verbs".into());
+            return Err(OptionsError::QdSweepTransport);
         }
-        if let Some(n) = self.iters
+        if let Some(iters) = self.iters
             && self.qd_sweep
-            && n > MAX_QD_SWEEP_ITERS
+            && iters > MAX_QD_SWEEP_ITERS
         {
-            return Err(format!(
-                "--iters {n}: at most {MAX_QD_SWEEP_ITERS} with --qd-sweep \
-                 (it keeps N x 64 samples at queue depth 64)"
-            ));
+            return Err(OptionsError::QdSweepIters { iters });
         }
         let name = self.test.as_deref();
+        let test = name.and_then(Test::parse);
+        let sizes = match (&self.size, &self.sizes) {
+            (Some(s), _) => Some(vec![*s]),
+            (None, Some(Sizes(v))) => Some(v.clone()),
+            (None, None) => None,
+        };
+        if let Some(t) = test
+            && t.is_rate()
+        {
+            rate_sizes(t, self.transport.as_str(), sizes.as_deref())?;
+        }
         Ok(Options {
-            test: name.and_then(Test::parse),
+            test,
             standalone: name.and_then(Standalone::parse),
             n: self.n,
-            sizes: match (&self.size, &self.sizes) {
-                (Some(s), _) => Some(vec![*s]),
-                (None, Some(Sizes(v))) => Some(v.clone()),
-                (None, None) => None,
-            },
+            sizes,
             iters: self.iters.map(|n| n.max(1)),
             warmup: self.warmup,
             window: self.window.clamp(1, 4096),
@@ -221,13 +302,30 @@ impl PerfArgs {
     }
 }
 
+/// Checks rate test `t`'s transport and sizes (`None`: its defaults).
+fn rate_sizes(t: Test, transport: &str, sizes: Option<&[u64]>) -> Result<(), OptionsError> {
+    let test = t.name();
+    if transport == "verbs" {
+        return Err(OptionsError::RateOverVerbs { test });
+    }
+    for &size in sizes.unwrap_or_default() {
+        if t == Test::AtomicRate && size != 8 {
+            return Err(OptionsError::AtomicSize { size });
+        }
+        if !(RATE_MIN_SIZE..=RATE_MAX_SIZE).contains(&size) {
+            return Err(OptionsError::RateSize { test, size });
+        }
+    }
+    Ok(())
+}
+
 /// Parses `perf ARGS` for a unit test: the options, or the error as printed.
 #[cfg(test)]
 pub(super) fn parse(args: &[String]) -> Result<Options, String> {
     let mut all = vec!["perf"];
     all.extend(args.iter().map(String::as_str));
     match crate::cli::parse_strs(&all) {
-        Ok(crate::cli::Command::Perf(p)) => p.options(),
+        Ok(crate::cli::Command::Perf(p)) => p.options().map_err(|e| e.to_string()),
         Ok(other) => panic!("{other:?}"),
         Err(out) => Err(out.stderr),
     }

@@ -27,8 +27,12 @@
 //!   connection as fast as it can, another reading them: the ceiling of a TCP
 //!   `put-bw`, with its sizes and message counts.
 //!
+//! The baselines of the rate tests are in [`rate`].
+//!
 //! The TCP baselines run over loopback by default, or between two network
 //! namespaces (a sim's nodes, over a rail): see [`TcpPath`].
+
+pub mod rate;
 
 use std::{
     fs::File,
@@ -49,7 +53,7 @@ use switchyard_core::pad::CachePadded;
 
 use super::{
     Test,
-    stats::{Bandwidth, Latency, Measurement},
+    stats::{Latency, Measurement},
 };
 
 /// Bare cache-line ping-pong: one-way latency (RTT/2) percentiles. Both sides
@@ -121,12 +125,12 @@ pub fn for_latency(
     cpus: (usize, usize),
 ) -> Vec<Measurement> {
     match test {
-        Test::PutLat | Test::PutBw => vec![cacheline(iters, warmup, cpus)],
         Test::GetLat => sizes
             .iter()
             .map(|&s| remote_read(s as usize, iters, warmup, cpus))
             .collect(),
         Test::AtomicLat => vec![remote_rmw(iters, warmup, cpus)],
+        _ => vec![cacheline(iters, warmup, cpus)],
     }
 }
 
@@ -279,17 +283,7 @@ fn memcpy_here(size: usize, msgs: u64, cpu: usize) -> Measurement {
         dst.copy_from_slice(black_box(&src));
         black_box(&mut dst);
     }
-    let secs = t0.elapsed().as_secs_f64().max(1e-9);
-    Measurement {
-        test: "memcpy".into(),
-        size: size as u64,
-        iters: msgs,
-        latency: None,
-        bandwidth: Some(Bandwidth {
-            gbps: (size as f64 * msgs as f64) / secs / 1e9,
-            msgs_per_s: msgs as f64 / secs,
-        }),
-    }
+    Measurement::throughput("memcpy", size as u64, msgs, t0.elapsed().as_secs_f64())
 }
 
 /// Where the two threads of a TCP baseline run. The server (the echo side
@@ -361,7 +355,7 @@ pub fn tcp_latency(
         Test::GetLat | Test::AtomicLat => {
             tcp_bounce("tcp-rtt", 1.0, size, iters, warmup, path, cpus)
         }
-        Test::PutLat | Test::PutBw => tcp_pingpong(size, iters, warmup, path, cpus),
+        _ => tcp_pingpong(size, iters, warmup, path, cpus),
     }
 }
 
@@ -388,8 +382,8 @@ fn tcp_bounce(
             let mut samples = Vec::with_capacity(iters as usize);
             let mut t0 = Instant::now();
             for i in 1..=total {
-                send_spin(&s, &msg)?;
-                recv_spin(&s, &mut back)?;
+                send_spin(&s, &msg, Poll::Spin)?;
+                recv_spin(&s, &mut back, Poll::Spin)?;
                 let t1 = Instant::now();
                 if i > warmup {
                     samples.push((t1 - t0).as_nanos() as u64);
@@ -402,8 +396,8 @@ fn tcp_bounce(
             s.set_nonblocking(true)?;
             let mut buf = vec![0u8; size];
             for _ in 0..total {
-                recv_spin(&s, &mut buf)?;
-                send_spin(&s, &buf)?;
+                recv_spin(&s, &mut buf, Poll::Spin)?;
+                send_spin(&s, &buf, Poll::Spin)?;
             }
             Ok(())
         },
@@ -478,16 +472,12 @@ pub fn tcp_stream(
         },
     )
     .map_err(|e| format!("tcp-stream {}: {e}", format_size(size as u64)))?;
-    Ok(Measurement {
-        test: "tcp-stream".into(),
-        size: size as u64,
-        iters: msgs,
-        latency: None,
-        bandwidth: Some(Bandwidth {
-            gbps: size as f64 * msgs as f64 / secs / 1e9,
-            msgs_per_s: msgs as f64 / secs,
-        }),
-    })
+    Ok(Measurement::throughput(
+        "tcp-stream",
+        size as u64,
+        msgs,
+        secs,
+    ))
 }
 
 /// Connects a TCP pair along `path` and runs `client` and `server` on it,
@@ -576,17 +566,31 @@ fn open_netns(path: Option<&Path>) -> io::Result<Option<File>> {
     .transpose()
 }
 
+/// How a TCP baseline waits on a socket that is not ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Poll {
+    /// Busy-polls (the latency and stream baselines).
+    Spin,
+    /// Busy-polls, and yields the CPU after every 64 polls that found
+    /// nothing (the rate baselines: the library's adaptive progress yields
+    /// too, so a side that is waiting lets a preempted peer run on a busy
+    /// host; on idle cores a reply comes within far fewer polls).
+    Yield,
+}
+
 /// Counts `WouldBlock` spins; after [`STALL`] without progress, an error.
 struct Stall {
     spins: u32,
     since: Option<Instant>,
+    poll: Poll,
 }
 
 impl Stall {
-    const fn new() -> Stall {
+    const fn new(poll: Poll) -> Stall {
         Stall {
             spins: 0,
             since: None,
+            poll,
         }
     }
 
@@ -612,15 +616,20 @@ impl Stall {
                 Some(_) => {}
             }
         }
-        std::hint::spin_loop();
+        if self.poll == Poll::Yield && self.spins.is_multiple_of(64) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
         Ok(())
     }
 }
 
-/// Sends all of `buf` on a non-blocking socket, spinning on `WouldBlock`.
-fn send_spin(mut s: &TcpStream, buf: &[u8]) -> io::Result<()> {
+/// Sends all of `buf` on a non-blocking socket, polling as `poll` says on
+/// `WouldBlock`.
+fn send_spin(mut s: &TcpStream, buf: &[u8], poll: Poll) -> io::Result<()> {
     let mut off = 0;
-    let mut stall = Stall::new();
+    let mut stall = Stall::new(poll);
     while off < buf.len() {
         match s.write(&buf[off..]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -636,22 +645,28 @@ fn send_spin(mut s: &TcpStream, buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Fills `buf` from a non-blocking socket, busy-polling `recv` while it
-/// returns `WouldBlock`.
-fn recv_spin(mut s: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
-    let mut off = 0;
-    let mut stall = Stall::new();
-    while off < buf.len() {
-        match s.read(&mut buf[off..]) {
+/// Receives at least one byte into `buf` (not empty) from a non-blocking
+/// socket, polling `recv` as `poll` says while it returns `WouldBlock`;
+/// returns how many.
+fn recv_some(mut s: &TcpStream, buf: &mut [u8], poll: Poll) -> io::Result<usize> {
+    let mut stall = Stall::new(poll);
+    loop {
+        match s.read(buf) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => {
-                off += n;
-                stall.progress();
-            }
+            Ok(n) => return Ok(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => stall.spin()?,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Fills `buf` from a non-blocking socket, polling `recv` as `poll` says
+/// while it returns `WouldBlock`.
+fn recv_spin(s: &TcpStream, buf: &mut [u8], poll: Poll) -> io::Result<()> {
+    let mut off = 0;
+    while off < buf.len() {
+        off += recv_some(s, &mut buf[off..], poll)?;
     }
     Ok(())
 }

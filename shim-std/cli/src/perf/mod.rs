@@ -19,6 +19,26 @@
 //!   `remote-rmw`, one `fetch_add` on a word another core has just written.
 //! * `put-bw`: a window of non-blocking puts, then quiet; baseline `memcpy`
 //!   (single-thread copy).
+//! * `put-rate`: message rate of small blocking puts (`put` from a local
+//!   buffer, each carrying its sequence number), `--window` of them then a
+//!   quiet; baseline `raw-store`, the same loop as plain stores into a
+//!   mapping shared with a second process, a Release store of a counter it
+//!   polls per window.
+//! * `get-rate`: message rate of non-blocking gets of `size` bytes,
+//!   `--window` of them then a quiet; baseline `raw-load`, the same loop as
+//!   plain loads from a mapping shared with a second process.
+//! * `atomic-rate`: rate of back-to-back blocking fetch-adds on one word of
+//!   PE 1 (each old value checked); baseline `raw-atomic`, the same loop of
+//!   `fetch_add` on a word of a mapping shared with a second process.
+//!
+//! The rate tests report operations per second (the `msg/s` column, and
+//! `msgs_per_s` in JSON) and the ratio of the two rates; the worker checks
+//! after each run that the target saw every operation (the last put's
+//! number, the get's bytes, the counter's total), and so does each
+//! baseline's second process. Default sizes: 8 and 64 bytes (64 over TCP);
+//! `atomic-rate` is 8 bytes. A rate test's sizes are 1 to 64 bytes (1 B is
+//! the OSU benchmarks' smallest message rate, 64 B a cache line; past it
+//! the cost is in the bytes moved, which `put-bw` measures).
 //!
 //! Without a TEST, a short default suite runs and prints each result's
 //! ratio to its baseline.
@@ -37,8 +57,13 @@
 //! trip: a get or fetch-add is a request and a reply) for `get-lat` and
 //! `atomic-lat`, `tcp-stream` (one thread
 //! writing, one reading, with `put-bw`'s sizes and message counts) for
-//! `put-bw`. Both also run on their own, without PEs: `switchyard perf
-//! tcp-pingpong` and `switchyard perf tcp-stream`. Default sizes over TCP:
+//! `put-bw`, `tcp-records` (a window of `size`-byte records per `send`, then
+//! the reader's count back) for `put-rate`, and `tcp-rr` (a request/response
+//! stream with the test's window of requests outstanding: `--window` for
+//! `get-rate`, 1 for `atomic-rate`, whose fetch-adds are blocking) for
+//! `get-rate` and `atomic-rate` (see the `baseline::rate` module).
+//! `tcp-pingpong` and `tcp-stream` also run on their own, without PEs:
+//! `switchyard perf tcp-pingpong` and `switchyard perf tcp-stream`. Default sizes over TCP:
 //! 64 B for `put-lat`, 64, 4K and 1M for `put-bw`.
 //!
 //! ## Over RDMA verbs
@@ -57,6 +82,7 @@
 
 mod args;
 mod baseline;
+mod peer;
 pub mod stats;
 // Without the `verbs` feature, a stand-in that says why there is no verbs.
 #[cfg_attr(not(feature = "verbs"), path = "verbs_off.rs")]
@@ -73,7 +99,7 @@ pub(crate) use args::ABOUT;
 pub use args::{MAX_ITERS, MAX_QD_SWEEP_ITERS, PerfArgs, Sizes};
 use baseline::TcpPath;
 use stats::Measurement;
-use switchyard::config::format_size;
+use switchyard::config::{Key, format_size};
 use switchyard_launch::{self as launch, Bind, LaunchOptions};
 pub use worker::WorkerPlan;
 
@@ -90,6 +116,12 @@ pub enum Test {
     AtomicLat,
     /// Non-blocking put bandwidth.
     PutBw,
+    /// Small-put message rate.
+    PutRate,
+    /// Small non-blocking get rate.
+    GetRate,
+    /// Fetch-add rate.
+    AtomicRate,
 }
 
 impl Test {
@@ -100,6 +132,9 @@ impl Test {
             Test::GetLat => "get-lat",
             Test::AtomicLat => "atomic-lat",
             Test::PutBw => "put-bw",
+            Test::PutRate => "put-rate",
+            Test::GetRate => "get-rate",
+            Test::AtomicRate => "atomic-rate",
         }
     }
 
@@ -109,12 +144,68 @@ impl Test {
             "get-lat" => Test::GetLat,
             "atomic-lat" => Test::AtomicLat,
             "put-bw" => Test::PutBw,
+            "put-rate" => Test::PutRate,
+            "get-rate" => Test::GetRate,
+            "atomic-rate" => Test::AtomicRate,
             _ => return None,
         })
     }
 
     fn is_latency(self) -> bool {
-        !matches!(self, Test::PutBw)
+        matches!(self, Test::PutLat | Test::GetLat | Test::AtomicLat)
+    }
+
+    fn is_rate(self) -> bool {
+        matches!(self, Test::PutRate | Test::GetRate | Test::AtomicRate)
+    }
+}
+
+/// The shape of a bandwidth or rate run: `warm` unmeasured rounds, then
+/// `rounds` measured ones, of `window` operations each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Rounds {
+    /// Operations per round (at least 1).
+    window: u64,
+    /// Measured rounds (at least 1).
+    rounds: u64,
+    /// Unmeasured rounds first.
+    warm: u64,
+}
+
+impl Rounds {
+    /// At least `iters` measured operations and `warmup` unmeasured ones,
+    /// in whole rounds of `window`.
+    fn new(iters: u64, warmup: u64, window: u64) -> Rounds {
+        let window = window.max(1);
+        Rounds {
+            window,
+            rounds: iters.div_ceil(window).max(1),
+            warm: warmup.div_ceil(window),
+        }
+    }
+
+    /// Measured operations.
+    fn ops(self) -> u64 {
+        self.rounds * self.window
+    }
+
+    /// All operations, warm-up included.
+    fn total_ops(self) -> u64 {
+        (self.rounds + self.warm) * self.window
+    }
+
+    /// Runs `round` (given its index) for the warm-up rounds, then for the
+    /// measured ones with the clock running; the seconds those took, or the
+    /// first error.
+    fn time<E>(self, mut round: impl FnMut(u64) -> Result<(), E>) -> Result<f64, E> {
+        for i in 0..self.warm {
+            round(i)?;
+        }
+        let t0 = Instant::now();
+        for i in self.warm..self.warm + self.rounds {
+            round(i)?;
+        }
+        Ok(t0.elapsed().as_secs_f64())
     }
 }
 
@@ -183,23 +274,60 @@ struct Step {
     sizes: Vec<u64>,
     iters: u64,
     warmup: u64,
+    /// Operations per quiet (`put-bw`, `put-rate`, `get-rate`); 1 for
+    /// `atomic-rate`, whose fetch-adds are blocking.
+    window: u64,
 }
+
+impl Step {
+    /// The rounds of a rate test's run.
+    fn rounds(&self) -> Rounds {
+        Rounds::new(self.iters, self.warmup, self.window)
+    }
+}
+
+/// Default measured operations of a rate test: enough for a steady rate
+/// (tens of milliseconds on shared memory), about a second over TCP, where
+/// `atomic-rate` is a round trip per operation.
+fn rate_iters(test: Test, tcp: bool) -> u64 {
+    match (test, tcp) {
+        (Test::AtomicRate, true) => 20_000,
+        (_, true) => 50_000,
+        _ => 2_000_000,
+    }
+}
+
+/// How long one measurement's job may run (the launcher's limit).
+const WORKER_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn steps(o: &Options) -> Vec<Step> {
     let mk = |test: Test, sizes: Vec<u64>, iters: u64| {
         let iters = o.iters.unwrap_or(iters);
         Step {
             test,
-            sizes: o.sizes.clone().unwrap_or(sizes),
+            // atomic-rate moves one 8-byte word (options refuse another
+            // --size).
+            sizes: if test == Test::AtomicRate {
+                vec![8]
+            } else {
+                o.sizes.clone().unwrap_or(sizes)
+            },
             iters,
             warmup: o.warmup.unwrap_or(iters / 10),
+            window: if test == Test::AtomicRate {
+                1
+            } else {
+                o.window
+            },
         }
     };
     let tcp = o.over_tcp();
     let lat_size = |t: Test| if tcp && t == Test::PutLat { 64 } else { 8 };
+    let rate_sizes = if tcp { vec![64] } else { vec![8, 64] };
     let tcp_bw = vec![64, 4096, 1 << 20];
     match o.test {
         Some(t) if t.is_latency() => vec![mk(t, vec![lat_size(t)], 20_000)],
+        Some(t) if t.is_rate() => vec![mk(t, rate_sizes, rate_iters(t, tcp))],
         Some(t) if tcp => vec![mk(t, tcp_bw, 4096)],
         Some(t) => vec![mk(t, args::default_bw_sizes(), 4096)],
         None => vec![
@@ -207,6 +335,12 @@ fn steps(o: &Options) -> Vec<Step> {
             mk(Test::GetLat, vec![8], 20_000),
             mk(Test::AtomicLat, vec![8], 20_000),
             mk(Test::PutBw, vec![64, 4096, 1 << 20], 2048),
+            // One size, a quarter of the iterations: the suite stays short.
+            mk(
+                Test::PutRate,
+                vec![if tcp { 64 } else { 8 }],
+                rate_iters(Test::PutRate, tcp) / 4,
+            ),
         ],
     }
 }
@@ -243,7 +377,7 @@ fn worker_main(o: &Options) -> u8 {
         sizes: step.sizes,
         iters: step.iters,
         warmup: step.warmup,
-        window: o.window,
+        window: step.window,
         tcp: o.transport == "tcp",
     };
     let result = switchyard::context::Context::from_env()
@@ -427,7 +561,7 @@ fn drive(o: &Options) -> Result<(), String> {
             "--warmup".into(),
             step.warmup.to_string().into(),
             "--window".into(),
-            o.window.to_string().into(),
+            step.window.to_string().into(),
             "--worker-out".into(),
             out.clone().into(),
         ];
@@ -439,12 +573,21 @@ fn drive(o: &Options) -> Result<(), String> {
         let mut lo = LaunchOptions::new(o.n, exe.clone());
         lo.args = args;
         lo.bind = if pinned { Bind::Core } else { Bind::None };
-        lo.timeout = Some(Duration::from_secs(300));
+        lo.timeout = Some(WORKER_TIMEOUT);
         lo.sim = place.sim.clone();
         lo.env
             .push(("SWITCHYARD_HEAP_SIZE".into(), heap_for(&step.sizes)));
         if o.transport == "tcp" {
             lo.env.push((TRANSPORTS_VAR.into(), "tcp".into()));
+        }
+        if step.test.is_rate() {
+            // PE 1 waits in a barrier for all of PE 0's stream, which may
+            // outlast the 10 s default of an operation's wait: the job's
+            // own limit bounds it instead.
+            lo.env.push((
+                Key::OpTimeout.env().into(),
+                format!("{}s", WORKER_TIMEOUT.as_secs()),
+            ));
         }
         let outcome = launch::launch(&lo).map_err(|e| e.to_string())?;
         if !outcome.success() {
@@ -615,8 +758,12 @@ struct Bench {
 impl Bench {
     /// The baselines of one step: for a latency test the cache-line
     /// ping-pong (or, over TCP, `tcp-pingpong` at every size), for a
-    /// bandwidth test memcpy (or `tcp-stream`) at every size.
+    /// bandwidth test memcpy (or `tcp-stream`) at every size, for a rate
+    /// test its own baseline at every size ([`Bench::rate`]).
     fn baselines(&self, step: &Step) -> Result<Vec<Measurement>, String> {
+        if step.test.is_rate() {
+            return step.sizes.iter().map(|&s| self.rate(step, s)).collect();
+        }
         let (iters, warmup) = (step.iters, step.warmup);
         match (&self.tcp, step.test.is_latency()) {
             (None, true) => Ok(baseline::for_latency(
@@ -644,6 +791,22 @@ impl Bench {
                     }
                 })
                 .collect(),
+        }
+    }
+
+    /// The baseline of rate test `step.test` at `size`, with the step's
+    /// rounds: `raw-store`, `raw-load`, `raw-atomic` over shared memory,
+    /// `tcp-records` or `tcp-rr` over TCP ([`baseline::rate`]).
+    fn rate(&self, step: &Step, size: u64) -> Result<Measurement, String> {
+        use baseline::rate::{self, Rr};
+        let (r, s, cpus) = (step.rounds(), size as usize, self.cpus);
+        match (&self.tcp, step.test) {
+            (None, Test::PutRate) => rate::raw_store(s, r, cpus),
+            (None, Test::GetRate) => rate::raw_load(s, r, cpus),
+            (None, _) => rate::raw_atomic(r, cpus),
+            (Some(p), Test::PutRate) => rate::tcp_records(s, r, p, cpus),
+            (Some(p), Test::GetRate) => rate::tcp_rr(Rr::Get(s), r, p, cpus),
+            (Some(p), _) => rate::tcp_rr(Rr::FetchAdd, r, p, cpus),
         }
     }
 }
@@ -681,13 +844,15 @@ fn merge_baselines(
         });
     }
     if let (Some(wb), Some(wa)) = (b.bandwidth, a.bandwidth) {
-        if moved(wb.gbps, wa.gbps) {
+        if moved(wb.msgs_per_s, wa.msgs_per_s) {
             drift.push(format!(
-                "{} {} baseline moved between before and after the test ({:.2} GB/s, then {:.2} GB/s); rerun for a steady ratio",
+                "{} {} baseline moved between before and after the test ({:.2} GB/s, {} msg/s, then {:.2} GB/s, {} msg/s); rerun for a steady ratio",
                 b.test,
                 format_size(b.size),
                 wb.gbps,
-                wa.gbps
+                msgs(wb.msgs_per_s),
+                wa.gbps,
+                msgs(wa.msgs_per_s)
             ));
         }
         m.bandwidth = Some(stats::Bandwidth {
@@ -705,13 +870,28 @@ fn heap_for(sizes: &[u64]) -> String {
 }
 
 /// The ratio that matters for a row: p50 over the baseline's p50 (latency),
-/// GB/s over the baseline's GB/s (bandwidth).
+/// GB/s over the baseline's GB/s (bandwidth), messages per second over the
+/// baseline's (a rate test, named `*-rate`).
 fn ratio(m: &Measurement, b: Option<&Measurement>) -> Option<f64> {
     let b = b?;
     match (&m.latency, &b.latency, &m.bandwidth, &b.bandwidth) {
         (Some(l), Some(bl), _, _) if bl.p50 > 0.0 => Some(l.p50 / bl.p50),
+        (_, _, Some(w), Some(bw)) if m.test.ends_with("-rate") && bw.msgs_per_s > 0.0 => {
+            Some(w.msgs_per_s / bw.msgs_per_s)
+        }
         (_, _, Some(w), Some(bw)) if bw.gbps > 0.0 => Some(w.gbps / bw.gbps),
         _ => None,
+    }
+}
+
+/// Messages per second as a person reads them: `45.21M`, `812.3K`, `950`.
+fn msgs(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}K", v / 1e3)
+    } else {
+        format!("{v:.0}")
     }
 }
 
@@ -765,7 +945,7 @@ fn row(s: &mut String, m: &Measurement, ratio: Option<f64>, base: &str) {
     );
     let (gbps, mps) = m.bandwidth.map_or_else(
         || (String::new(), String::new()),
-        |b| (format!("{:.2}", b.gbps), format!("{:.0}", b.msgs_per_s)),
+        |b| (format!("{:.2}", b.gbps), msgs(b.msgs_per_s)),
     );
     let _ = writeln!(
         s,
@@ -820,7 +1000,14 @@ mod test {
                 .unwrap_err()
                 .contains("a value is required for '--iters <N>'")
         );
-        assert_eq!(steps(&parse(&[]).unwrap()).len(), 4);
+        let suite = steps(&parse(&[]).unwrap());
+        assert_eq!(suite.len(), 5);
+        // The suite's put-rate: one size, a short run.
+        assert_eq!(suite[4].test, Test::PutRate);
+        assert_eq!(
+            (suite[4].sizes.as_slice(), suite[4].iters),
+            ([8].as_slice(), 500_000)
+        );
         // The last of --size and --sizes counts.
         assert_eq!(
             parse(&a(&["--sizes", "8..16", "--size", "4K"]))
@@ -874,6 +1061,167 @@ mod test {
         );
         let ok = MAX_QD_SWEEP_ITERS.to_string();
         assert!(parse(&a(&["--transport", "verbs", "--qd-sweep", "--iters", &ok])).is_ok());
+    }
+
+    #[test]
+    fn rate_options() {
+        let o = parse(&a(&["put-rate"])).unwrap();
+        let s = steps(&o);
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            (s[0].test, s[0].sizes.as_slice()),
+            (Test::PutRate, [8, 64].as_slice())
+        );
+        assert_eq!(
+            (s[0].iters, s[0].warmup, s[0].window),
+            (2_000_000, 200_000, 64)
+        );
+        let s = steps(&parse(&a(&["get-rate", "--transport", "tcp", "--window", "16"])).unwrap());
+        assert_eq!(
+            (s[0].sizes.as_slice(), s[0].iters, s[0].window),
+            ([64].as_slice(), 50_000, 16)
+        );
+        let s = steps(&parse(&a(&["put-rate", "--sim", "c1"])).unwrap());
+        assert_eq!(s[0].sizes, vec![64]);
+        // atomic-rate: one 8-byte word, blocking fetch-adds (window 1)
+        // whatever --window says; another size is refused.
+        let s = steps(&parse(&a(&["atomic-rate", "--size", "8", "--window", "32"])).unwrap());
+        assert_eq!((s[0].sizes.as_slice(), s[0].window), ([8].as_slice(), 1));
+        for bad in [&["--size", "4"][..], &["--sizes", "8..64"]] {
+            let mut args = vec!["atomic-rate"];
+            args.extend_from_slice(bad);
+            let e = parse(&a(&args)).unwrap_err();
+            assert!(e.contains("one 8-byte word"), "{e}");
+        }
+        // The rate tests' sizes: 1 to 64 bytes.
+        let s = steps(&parse(&a(&["get-rate", "--sizes", "1..64"])).unwrap());
+        assert_eq!(s[0].sizes, vec![1, 2, 4, 8, 16, 32, 64]);
+        for (t, bad) in [
+            ("put-rate", "65"),
+            ("put-rate", "8,4K"),
+            ("get-rate", "128"),
+            ("get-rate", "0"),
+        ] {
+            let e = parse(&a(&[t, "--sizes", bad])).unwrap_err();
+            assert!(
+                e.contains(if bad == "0" {
+                    "expected A..B"
+                } else {
+                    "1 to 64 bytes"
+                }),
+                "{t} {bad}: {e}"
+            );
+        }
+        let e = parse(&a(&["put-rate", "--size", "1K", "--transport", "tcp"])).unwrap_err();
+        assert!(e.contains("put-rate: size 1024 is out of range"), "{e}");
+        // The other tests keep their ranges.
+        assert!(parse(&a(&["put-bw", "--size", "1K"])).is_ok());
+        let s = steps(&parse(&a(&["atomic-rate", "--transport", "tcp"])).unwrap());
+        assert_eq!((s[0].iters, s[0].window), (20_000, 1));
+        assert_eq!(
+            s[0].rounds(),
+            Rounds {
+                window: 1,
+                rounds: 20_000,
+                warm: 2_000
+            }
+        );
+        for t in ["put-rate", "get-rate", "atomic-rate"] {
+            let e = parse(&a(&[t, "--transport", "verbs"])).unwrap_err();
+            assert!(e.contains("no rate tests"), "{e}");
+        }
+        // Whole rounds: at least --iters measured operations.
+        let r = Rounds::new(100, 10, 64);
+        assert_eq!((r.rounds, r.warm, r.ops(), r.total_ops()), (2, 1, 128, 192));
+        assert_eq!(
+            Rounds::new(0, 0, 0),
+            Rounds {
+                window: 1,
+                rounds: 1,
+                warm: 0
+            }
+        );
+    }
+
+    #[test]
+    fn rate_rows_compare_message_rates() {
+        let m = Measurement::throughput("put-rate", 8, 1000, 1e-3);
+        let b = Measurement::throughput("raw-store", 8, 4000, 1e-3);
+        assert_eq!(m.bandwidth.map(|w| w.msgs_per_s), Some(1e6));
+        assert!((ratio(&m, Some(&b)).unwrap() - 0.25).abs() < 1e-9);
+        let t = table(&[(m, Some(b))], "h");
+        assert!(
+            t.contains("1.00M") && t.contains("4.00M") && t.contains("0.25x"),
+            "{t}"
+        );
+        assert_eq!(
+            (msgs(812_345.0), msgs(950.0)),
+            ("812.3K".into(), "950".into())
+        );
+    }
+
+    /// The rate baselines at tiny sizes and counts: each checks its own
+    /// data (the second process its total or last value, the timing side
+    /// every fetch-add and the loads) and fails otherwise.
+    #[test]
+    fn rate_baselines_at_tiny_sizes() {
+        use baseline::rate::{self, Rr};
+        let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = (0, 1 % ncpus);
+        let path = baseline::TcpPath::loopback();
+        let check = |m: Measurement, name: &str, size: u64, r: Rounds| {
+            assert_eq!((m.test.as_str(), m.size, m.iters), (name, size, r.ops()));
+            assert!(m.latency.is_none());
+            assert!(
+                m.bandwidth
+                    .is_some_and(|b| b.msgs_per_s > 0.0 && b.gbps > 0.0),
+                "{m:?}"
+            );
+        };
+        for (size, r) in [
+            (1, Rounds::new(5, 0, 1)),
+            (8, Rounds::new(40, 8, 4)),
+            (64, Rounds::new(9, 3, 7)),
+        ] {
+            check(
+                rate::raw_store(size, r, cpus).unwrap(),
+                "raw-store",
+                size as u64,
+                r,
+            );
+            check(
+                rate::raw_load(size, r, cpus).unwrap(),
+                "raw-load",
+                size as u64,
+                r,
+            );
+            check(
+                rate::tcp_records(size, r, &path, cpus).unwrap(),
+                "tcp-records",
+                size as u64,
+                r,
+            );
+            check(
+                rate::tcp_rr(Rr::Get(size), r, &path, cpus).unwrap(),
+                "tcp-rr",
+                size as u64,
+                r,
+            );
+        }
+        // A block of 12 bytes: a word and a half.
+        let r = Rounds::new(3, 1, 2);
+        check(rate::raw_load(12, r, cpus).unwrap(), "raw-load", 12, r);
+        for r in [Rounds::new(30, 3, 1), Rounds::new(12, 0, 5)] {
+            check(rate::raw_atomic(r, cpus).unwrap(), "raw-atomic", 8, r);
+            check(
+                rate::tcp_rr(Rr::FetchAdd, r, &path, cpus).unwrap(),
+                "tcp-rr",
+                8,
+                r,
+            );
+        }
+        assert!(rate::pattern(300).iter().all(|&b| b != 0));
+        assert_ne!(rate::pattern(8), rate::pattern(16)[..8]);
     }
 
     #[test]

@@ -39,6 +39,24 @@ pub struct Bandwidth {
     pub msgs_per_s: f64,
 }
 
+impl Measurement {
+    /// A throughput result: `msgs` messages of `size` bytes in `secs`
+    /// seconds (GB/s and messages per second).
+    pub fn throughput(test: &str, size: u64, msgs: u64, secs: f64) -> Measurement {
+        let secs = secs.max(1e-9);
+        Measurement {
+            test: test.into(),
+            size,
+            iters: msgs,
+            latency: None,
+            bandwidth: Some(Bandwidth {
+                gbps: size as f64 * msgs as f64 / secs / 1e9,
+                msgs_per_s: msgs as f64 / secs,
+            }),
+        }
+    }
+}
+
 impl Latency {
     /// Percentiles of `samples` (nanoseconds), each scaled by `scale` (0.5 for
     /// a round trip's one-way latency). Sorts `samples` in place.

@@ -279,7 +279,8 @@ fn measure(
                     a.atomic_start(1, off, fadd, CTX)
                         .map_err(|e| err("atomic", e))?,
                 ),
-                Test::PutBw => {}
+                // Rate tests are refused before a verbs run starts.
+                Test::PutBw | Test::PutRate | Test::GetRate | Test::AtomicRate => {}
             }
         }
         match test {

@@ -28,14 +28,35 @@
 //!   `remote-rmw` baseline); over TCP a full round trip.
 //!
 //! The hand-shakes are not timed: each sample is one operation.
+//!
+//! The rate tests time a stream of operations on PE 0, from the first
+//! measured one until the last returns (after warm-up rounds), and report
+//! operations per second; PE 1 only waits in a barrier meanwhile. After the
+//! run (untimed) the target's state is checked, and a mismatch fails the run
+//! ([`WorkerError::Missed`]):
+//!
+//! * `put-rate`: rounds of `window` blocking puts of `size` bytes from a
+//!   local buffer to the same place on PE 1, each carrying its sequence
+//!   number in its first (up to) 8 bytes, then a quiet. PE 1 clears the
+//!   place before the run and checks after it that it holds the last
+//!   number.
+//! * `get-rate`: rounds of `window` non-blocking gets of the same `size`
+//!   bytes of PE 1 into PE 0's heap, then a quiet. PE 1 writes a pattern of
+//!   this size first, PE 0 clears its destination, and checks it holds the
+//!   pattern after the run.
+//! * `atomic-rate`: blocking fetch-adds of 1 on one word of PE 1, back to
+//!   back (a window of 1: the next starts when the last has returned). PE 1
+//!   sets the word to a base first; PE 0 checks every old value against the
+//!   count so far (in the loop: one compare), PE 1 the total after the run.
 
 use std::time::Instant;
 
 use switchyard::context::{Cmp, Context, Plain, Sym};
 
 use super::{
-    Test,
-    stats::{Bandwidth, Latency, Measurement},
+    Rounds, Test,
+    baseline::rate::pattern,
+    stats::{Latency, Measurement},
 };
 
 /// What one worker run measures.
@@ -49,7 +70,7 @@ pub struct WorkerPlan {
     pub iters: u64,
     /// Unmeasured iterations first.
     pub warmup: u64,
-    /// Non-blocking puts per quiet (bandwidth).
+    /// Operations per quiet (`put-bw`, `put-rate`, `get-rate`).
     pub window: u64,
     /// The PEs talk over TCP (`--transport tcp`, or a sim): `put-lat` sends
     /// data and flag as one put (see the module doc).
@@ -74,7 +95,26 @@ pub enum WorkerError {
         /// What PE 1 wrote.
         wrote: u64,
     },
+    /// After (or during) a rate test, the target's state is not what the
+    /// operations left there: one was lost or applied twice.
+    #[error("{test}: after {ops} operations {what} is {found:#x}, expected {expected:#x}")]
+    Missed {
+        /// The test.
+        test: &'static str,
+        /// Operations done so far (warm-up included).
+        ops: u64,
+        /// What was checked.
+        what: &'static str,
+        /// What it is.
+        found: u64,
+        /// What it should be.
+        expected: u64,
+    },
 }
+
+/// `atomic-rate`'s word starts here (PE 1 stores it), so a fetch-add on a
+/// word nobody initialised shows.
+const ATOMIC_BASE: u64 = 0xA70_0000_0000;
 
 /// Runs the plan on this PE; PE 0 returns the measurements.
 ///
@@ -100,6 +140,11 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
     // Samples are allocated once, before any timing.
     let mut samples = Vec::with_capacity(plan.iters as usize);
     let payload = vec![0x3Cu8; max];
+    // put-rate's message (its sequence number goes in front), get-rate's
+    // cleared destination and its check.
+    let mut rate_buf = vec![0xA5u8; max];
+    let zeros = vec![0u8; max];
+    let mut got = vec![0u8; max];
     for &size in &plan.sizes {
         let size_us = size as usize;
         ctx.barrier_all()?;
@@ -215,31 +260,120 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
             }
             Test::PutBw => {
                 if me == 0 {
-                    let window = plan.window.max(1);
-                    let rounds = plan.iters.div_ceil(window).max(1);
-                    let warm = plan.warmup.div_ceil(window);
-                    let mut t0 = Instant::now();
-                    for r in 0..rounds + warm {
-                        if r == warm {
-                            t0 = Instant::now();
-                        }
-                        for _ in 0..window {
+                    let r = Rounds::new(plan.iters, plan.warmup, plan.window);
+                    let secs = r.time(|_| {
+                        for _ in 0..r.window {
                             ctx.put_nbi(&data, 0, &src, 0, size_us, 1)?;
                         }
-                        ctx.quiet()?;
+                        ctx.quiet()
+                    })?;
+                    out.push(Measurement::throughput("put-bw", size, r.ops(), secs));
+                }
+            }
+            Test::PutRate => {
+                let r = Rounds::new(plan.iters, plan.warmup, plan.window);
+                let k = size_us.min(8);
+                if me == 1 {
+                    ctx.write_local(&data, 0, &zeros[..size_us])?;
+                }
+                ctx.barrier_all()?;
+                if me == 0 {
+                    let msg = &mut rate_buf[..size_us];
+                    let mut seq = 0u64;
+                    let secs = r.time(|_| {
+                        for _ in 0..r.window {
+                            seq += 1;
+                            msg[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
+                            ctx.put(&data, 0, msg, 1)?;
+                        }
+                        ctx.quiet()
+                    })?;
+                    out.push(Measurement::throughput("put-rate", size, r.ops(), secs));
+                }
+                ctx.barrier_all()?;
+                if me == 1 {
+                    ctx.read_local(&data, 0, &mut got[..k])?;
+                    let (found, expected) =
+                        (le_u64(&got[..k]), le_u64(&r.total_ops().to_le_bytes()[..k]));
+                    if found != expected {
+                        return Err(WorkerError::Missed {
+                            test: "put-rate",
+                            ops: r.total_ops(),
+                            what: "PE 1's copy (the last put's number)",
+                            found,
+                            expected,
+                        });
                     }
-                    let secs = t0.elapsed().as_secs_f64().max(1e-9);
-                    let msgs = rounds * window;
-                    out.push(Measurement {
-                        test: "put-bw".into(),
-                        size,
-                        iters: msgs,
-                        latency: None,
-                        bandwidth: Some(Bandwidth {
-                            gbps: size as f64 * msgs as f64 / secs / 1e9,
-                            msgs_per_s: msgs as f64 / secs,
-                        }),
-                    });
+                }
+            }
+            Test::GetRate => {
+                let r = Rounds::new(plan.iters, plan.warmup, plan.window);
+                let block = pattern(size_us);
+                if me == 1 {
+                    ctx.write_local(&data, 0, &block)?;
+                } else if me == 0 {
+                    ctx.write_local(&src, 0, &zeros[..size_us])?;
+                }
+                ctx.barrier_all()?;
+                if me == 0 {
+                    let secs = r.time(|_| {
+                        for _ in 0..r.window {
+                            ctx.get_nbi(&src, 0, &data, 0, size_us, 1)?;
+                        }
+                        ctx.quiet()
+                    })?;
+                    out.push(Measurement::throughput("get-rate", size, r.ops(), secs));
+                    ctx.read_local(&src, 0, &mut got[..size_us])?;
+                    if let Some(at) = got[..size_us].iter().zip(&block).position(|(g, b)| g != b) {
+                        return Err(WorkerError::Missed {
+                            test: "get-rate",
+                            ops: r.total_ops(),
+                            what: "a byte of the gets' destination",
+                            found: got[at].into(),
+                            expected: block[at].into(),
+                        });
+                    }
+                }
+                // PE 1's block stays as it is until every get is done.
+                ctx.barrier_all()?;
+            }
+            Test::AtomicRate => {
+                let r = Rounds::new(plan.iters, plan.warmup, 1);
+                if me == 1 {
+                    ctx.write_local(&counter, 0, &[ATOMIC_BASE])?;
+                }
+                ctx.barrier_all()?;
+                if me == 0 {
+                    let mut expected = ATOMIC_BASE;
+                    let secs = r.time(|_| {
+                        let old = ctx.fetch_add(&counter, 0, 1u64, 1)?;
+                        if old != expected {
+                            return Err(WorkerError::Missed {
+                                test: "atomic-rate",
+                                ops: expected - ATOMIC_BASE,
+                                what: "a fetch-add's old value",
+                                found: old,
+                                expected,
+                            });
+                        }
+                        expected += 1;
+                        Ok(())
+                    })?;
+                    out.push(Measurement::throughput("atomic-rate", 8, r.ops(), secs));
+                }
+                ctx.barrier_all()?;
+                if me == 1 {
+                    let mut total = [0u64];
+                    ctx.read_local(&counter, 0, &mut total)?;
+                    if total[0] != ATOMIC_BASE + r.total_ops() {
+                        return Err(WorkerError::Missed {
+                            test: "atomic-rate",
+                            ops: r.total_ops(),
+                            what: "PE 1's word",
+                            found: total[0],
+                            expected: ATOMIC_BASE + r.total_ops(),
+                        });
+                    }
                 }
             }
         }
@@ -277,6 +411,11 @@ fn reset_flags(ctx: &mut Context, ping: &Sym<u64>, pong: &Sym<u64>) -> Result<()
     ctx.write_local(ping, 0, &[0])?;
     ctx.write_local(pong, 0, &[0])?;
     Ok(())
+}
+
+/// Up to 8 little-endian bytes as a number.
+fn le_u64(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0, |v, &x| v << 8 | u64::from(x))
 }
 
 fn lat(test: &str, size: u64, iters: u64, samples: &mut [u64], scale: f64) -> Measurement {
