@@ -137,6 +137,8 @@ mod progress;
 mod raw;
 mod rma;
 mod route;
+#[cfg(test)]
+mod shm_pair_test;
 mod stats;
 #[cfg(test)]
 mod tcp_pair_test;
