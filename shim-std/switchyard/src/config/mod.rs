@@ -69,7 +69,7 @@
 //! one; `sample:N` (the default, `sample:64`) one ordinary decision in N and
 //! every flagged one (a failure, a downgrade, a load yield, an ordering
 //! wait, a CPU atomic) and every failed selection; `off` nothing. A record
-//! is ten plain stores and one read of the trace clock, whose units
+//! is eleven plain stores and one read of the trace clock, whose units
 //! [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos) converts to
 //! nanoseconds; sampling also spares the clock read of the decisions it
 //! skips. Context ids are assigned to every operation in every mode.

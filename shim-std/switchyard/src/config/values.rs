@@ -174,7 +174,7 @@ fn parse_sample(s: &str, max: u32) -> Option<u32> {
 /// Which routing decisions the route trace ring of a context records
 /// (`trace`).
 ///
-/// A record is ten plain (Release) stores into the context's own ring, no
+/// A record is eleven plain stores (Release or Relaxed) into the context's own ring, no
 /// fence, and one read of the trace clock ([`sys::ticks`](crate::sys::ticks):
 /// the TSC on x86-64, whose units [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos)
 /// converts). The context ids of the routes ([`ContextId`](switchyard_core::route::ContextId))

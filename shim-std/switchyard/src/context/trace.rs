@@ -5,7 +5,7 @@
 //! decisions reach it is [`Setup::trace`](super::Setup::trace) (`trace`:
 //! off, one in N, all; [`TraceMode`](crate::config::TraceMode)).
 //!
-//! A record is ten plain (Release) stores into the context's own ring, no
+//! A record is eleven plain stores (Release or Relaxed) into the context's own ring, no
 //! fence, and one read of the trace clock, [`sys::ticks`](crate::sys::ticks),
 //! taken only for a decision that is recorded. Its
 //! [`timestamp`](TraceRecord::timestamp) is in that clock's ticks (the TSC
