@@ -29,7 +29,7 @@ use core::fmt;
 
 use crate::{
     class::{MAX_TRANSPORTS, PathClass, TransportId},
-    topology::{Pinned, Reader, RowView, Topology},
+    topology::{Pinned, READER_IDLE, Reader, RowView, Topology},
 };
 
 /// Which transport id plays which role. The core names roles, never drivers.
@@ -211,7 +211,17 @@ pub struct Policy {
     count: [bool; 5],
     /// Whether any class counts downgrades.
     counting: bool,
+    /// `[class][band]`: the transport index of the first candidate, or
+    /// [`NO_FIRST`] when there is none.
+    first: [[u8; BANDS]; 5],
+    /// `[class][band]`: the entry of every mask in which the first candidate
+    /// is usable (the same for all of them: it is taken, not downgraded).
+    first_entry: [[u8; BANDS]; 5],
 }
+
+/// [`Policy::first`] of a (class, band) with no candidate: above every
+/// transport index, so never usable.
+const NO_FIRST: u8 = u8::MAX;
 
 impl Policy {
     /// Computes the candidate lists and decisions for `config`.
@@ -286,6 +296,16 @@ impl Policy {
         }
         let counting = count.iter().any(|&c| c);
         let no_rdma_atomics = !config.rdma_atomics;
+        let mut first = [[NO_FIRST; BANDS]; 5];
+        let mut first_entry = [[0u8; BANDS]; 5];
+        for class in 0..5 {
+            for band in 0..BANDS {
+                if let Some(t) = candidates[class][band].as_slice().first() {
+                    first[class][band] = t.0;
+                    first_entry[class][band] = table[class][band][1 << t.index()];
+                }
+            }
+        }
         Policy {
             config,
             candidates,
@@ -294,6 +314,8 @@ impl Policy {
             atomic_band: [false, false, no_rdma_atomics, no_rdma_atomics],
             count,
             counting,
+            first,
+            first_entry,
         }
     }
 
@@ -481,6 +503,11 @@ pub struct Selector<'a> {
     /// `counter` when this selector was made.
     first: u64,
     downgrades: [u64; 5],
+    /// The view of the version the reader's sticky pin holds, valid while
+    /// `view_key` is the published `current` word ([`Selector::select_sticky`]);
+    /// `view_key` is `READER_IDLE` (never published) when there is none.
+    view: RowView<'a>,
+    view_key: usize,
 }
 
 impl Drop for Selector<'_> {
@@ -549,6 +576,8 @@ impl<'a> Selector<'a> {
             counter,
             first: counter,
             downgrades: [0; 5],
+            view: topo.row_view(READER_IDLE),
+            view_key: READER_IDLE,
         })
     }
 
@@ -586,6 +615,7 @@ impl<'a> Selector<'a> {
     /// cannot reuse the older slot while it lives.
     #[inline]
     pub fn pin(&mut self) -> PinnedSelector<'_, 'a> {
+        self.view_key = READER_IDLE;
         let pinned = self.reader.pin();
         PinnedSelector {
             view: pinned.view(),
@@ -606,6 +636,7 @@ impl<'a> Selector<'a> {
     /// before this thread updates the topology itself.
     #[inline]
     pub fn pin_sticky(&mut self) -> PinnedSelector<'_, 'a> {
+        self.view_key = READER_IDLE;
         let pinned = self.reader.pin_sticky();
         PinnedSelector {
             view: pinned.view(),
@@ -619,10 +650,52 @@ impl<'a> Selector<'a> {
         }
     }
 
-    /// Leaves the version a [`pin_sticky`](Self::pin_sticky) held.
+    /// Leaves the version a [`pin_sticky`](Self::pin_sticky) or
+    /// [`select_sticky`](Self::select_sticky) held.
     #[inline]
     pub fn unpin(&mut self) {
+        self.view_key = READER_IDLE;
         self.reader.unpin();
+    }
+
+    /// One select inside the version a sticky pin holds
+    /// ([`pin_sticky`](Self::pin_sticky)): the per-message path of a thread
+    /// that selects one operation at a time. While the published version is
+    /// the one held, it costs one Acquire load and a compare before the
+    /// decision (no store, no fence, and the version's view is kept here,
+    /// not rebuilt); a newer version is entered with the full protocol
+    /// first. Same decisions, same context ids as [`PinnedSelector::select`].
+    /// Call [`unpin`](Self::unpin) before going idle.
+    ///
+    /// # Errors
+    /// See [`PinnedSelector::select`].
+    #[inline(always)]
+    pub fn select_sticky(&mut self, dst: u32, len: u32, op: Op) -> Result<Route, SelectError> {
+        if self.reader.published() != self.view_key {
+            self.repin_sticky();
+        }
+        let (entry, ci) = decide(&self.view, &self.policy, dst, len, op)?;
+        let seq = self.lane_bits | (self.counter & COUNTER_MASK);
+        self.counter += 1;
+        Ok(route_of(
+            &self.policy,
+            &mut self.downgrades,
+            seq,
+            self.pe,
+            entry,
+            ci,
+            op,
+        ))
+    }
+
+    /// Enters the published version with a sticky pin and keeps its view.
+    #[cold]
+    #[inline(never)]
+    fn repin_sticky(&mut self) {
+        let pinned = self.reader.pin_sticky();
+        self.view = pinned.view();
+        drop(pinned);
+        self.view_key = self.reader.held();
     }
 
     /// One select with its own pin: for callers outside a batch. Each pin costs
@@ -705,41 +778,88 @@ impl PinnedSelector<'_, '_> {
     /// the class forbids a fallback.
     #[inline(always)]
     pub fn select(&mut self, dst: u32, len: u32, op: Op) -> Result<Route, SelectError> {
-        let view = self.view;
-        let Some(ci) = view.class_index(dst) else {
-            return Err(SelectError::InvalidPe {
-                dst,
-                n_pes: view.n_pes,
-            });
-        };
-        let policy = self.policy;
-        let band = policy.band(len, op);
-        let (healthy, over) = view.link_masks(dst);
-        let decisions = &policy.table[ci][band];
-        let mut entry = decisions[(healthy & !over) & (MASKS - 1)];
-        if entry & ENTRY_VALID == 0 {
-            // Every usable candidate is over its watermark (load never fails a
-            // message), or nothing is usable at all.
-            entry = decisions[healthy & (MASKS - 1)];
-            if entry & ENTRY_VALID == 0 {
-                return Err(policy.explain(dst, PathClass::ALL[ci], band, healthy));
-            }
-        }
-        let downgraded = entry & ENTRY_DOWNGRADED != 0;
-        // The outer test is a per-policy constant (predicted perfectly); inside,
-        // no branch on whether this destination was downgraded (random traffic
-        // would mispredict it): adding zero is cheaper.
-        if policy.counting {
-            self.downgrades[ci] += (downgraded & policy.count[ci]) as u64;
-        }
-        let seq = self.lane_bits | (self.counter & ((1 << CONTEXT_COUNTER_BITS) - 1));
+        let (entry, ci) = decide(&self.view, self.policy, dst, len, op)?;
+        let seq = self.lane_bits | (self.counter & COUNTER_MASK);
         self.counter += 1;
-        Ok(Route {
-            transport: TransportId(entry & ENTRY_ID),
-            class: PathClass::ALL[ci],
-            retry_allowed: entry & (ENTRY_RETRY << op.is_atomic() as u8) != 0,
-            downgraded,
-            context: ContextId { pe: self.pe, seq },
-        })
+        Ok(route_of(
+            self.policy,
+            self.downgrades,
+            seq,
+            self.pe,
+            entry,
+            ci,
+            op,
+        ))
+    }
+}
+
+/// The counter bits of a context id's sequence.
+const COUNTER_MASK: u64 = (1 << CONTEXT_COUNTER_BITS) - 1;
+
+/// The decision for `len` bytes of `op` toward `dst` in `view`: the decision
+/// table's entry and the class index.
+///
+/// First the (class, band)'s first candidate alone (two loads: its health
+/// bit and its load bit): when it is usable, its entry is the one the table
+/// gives for every mask holding it, so the other transports' bits need not
+/// be read. Otherwise every transport's bits are gathered and the table
+/// decides (a fallback, a load yield, or nothing usable).
+#[inline(always)]
+fn decide(
+    view: &RowView<'_>,
+    policy: &Policy,
+    dst: u32,
+    len: u32,
+    op: Op,
+) -> Result<(u8, usize), SelectError> {
+    let Some(ci) = view.class_index(dst) else {
+        return Err(SelectError::InvalidPe {
+            dst,
+            n_pes: view.n_pes,
+        });
+    };
+    let band = policy.band(len, op);
+    if view.usable(dst, usize::from(policy.first[ci][band])) {
+        return Ok((policy.first_entry[ci][band], ci));
+    }
+    let (healthy, over) = view.link_masks(dst);
+    let decisions = &policy.table[ci][band];
+    let mut entry = decisions[(healthy & !over) & (MASKS - 1)];
+    if entry & ENTRY_VALID == 0 {
+        // Every usable candidate is over its watermark (load never fails a
+        // message), or nothing is usable at all.
+        entry = decisions[healthy & (MASKS - 1)];
+        if entry & ENTRY_VALID == 0 {
+            return Err(policy.explain(dst, PathClass::ALL[ci], band, healthy));
+        }
+    }
+    Ok((entry, ci))
+}
+
+/// The route of a decision `entry` for class index `ci`, with sequence `seq`
+/// (the downgrade counted when the class counts them).
+#[inline(always)]
+fn route_of(
+    policy: &Policy,
+    downgrades: &mut [u64; 5],
+    seq: u64,
+    pe: u32,
+    entry: u8,
+    ci: usize,
+    op: Op,
+) -> Route {
+    let downgraded = entry & ENTRY_DOWNGRADED != 0;
+    // The outer test is a per-policy constant (predicted perfectly); inside,
+    // no branch on whether this destination was downgraded (random traffic
+    // would mispredict it): adding zero is cheaper.
+    if policy.counting {
+        downgrades[ci] += (downgraded & policy.count[ci]) as u64;
+    }
+    Route {
+        transport: TransportId(entry & ENTRY_ID),
+        class: PathClass::ALL[ci],
+        retry_allowed: entry & (ENTRY_RETRY << op.is_atomic() as u8) != 0,
+        downgraded,
+        context: ContextId { pe, seq },
     }
 }

@@ -6,7 +6,11 @@
 //! record's words, and marks it with the record's even stamp; a reader copies
 //! the words between two stamp reads and keeps the copy only if both match the
 //! record it wanted. Words are `AtomicU32` (no `AtomicU64` needed, so it builds
-//! for 32-bit targets) and reads never block the writer.
+//! for 32-bit targets) and reads never block the writer. No fence on either
+//! side: the writer's word stores are Release and the reader's word loads
+//! Acquire, so a word from a newer record brings that record's odd stamp with
+//! it (on x86-64 every one of them is a plain `mov`; a record is ten stores
+//! and the head's).
 //!
 //! Two owners of the same ring: [`TraceRing`], whose capacity is a const
 //! generic and whose storage is inline (`const fn new`, so it can be a
@@ -18,7 +22,7 @@ use core::fmt;
 
 use crate::{
     class::PathClass,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
 };
 
 /// One routing decision, as recorded.
@@ -239,11 +243,11 @@ impl<S: AsRef<[TraceSlot]> + ?Sized> TraceRingIn<S> {
         }
         let mut words = [0u32; WORDS];
         for (d, s) in words.iter_mut().zip(&slot.words) {
-            *d = s.load(Ordering::Relaxed);
+            // SYNC POINT with the Release word stores in `TraceWriter::record`:
+            // a word from a newer record brings that record's odd stamp along,
+            // so the stamp below shows it.
+            *d = s.load(Ordering::Acquire);
         }
-        // SYNC POINT with the Release fence in `TraceWriter::record`: if any word
-        // read above came from a newer write, the stamp below shows it.
-        fence(Ordering::Acquire);
         if slot.stamp.load(Ordering::Relaxed) != want {
             return None;
         }
@@ -378,11 +382,11 @@ impl TraceWriter<'_> {
         let n = self.next;
         let slot = &self.ring.slots[n & self.mask];
         slot.stamp.store(done_stamp(n) | 1, Ordering::Relaxed);
-        // SYNC POINT with the Acquire fence in `TraceRingIn::read`: the odd stamp is
-        // visible before any of the new words.
-        fence(Ordering::Release);
         for (d, s) in slot.words.iter().zip(rec.to_words()) {
-            d.store(s, Ordering::Relaxed);
+            // SYNC POINT with the Acquire word loads in `TraceRingIn::read`: a
+            // reader that sees this word also sees the odd stamp before it.
+            // Release stores, no fence: plain stores on x86-64.
+            d.store(s, Ordering::Release);
         }
         // SYNC POINT with the Acquire stamp load in `TraceRingIn::read`.
         slot.stamp.store(done_stamp(n), Ordering::Release);

@@ -165,6 +165,9 @@ fn exhaustive_class_health_load_band_downgrade() {
             ..PolicyConfig::default()
         });
         let mut sel = Selector::new(&topo, policy).unwrap();
+        // The per-message path (sticky pin, kept view, first-candidate
+        // shortcut) on a reader of its own: the same decisions.
+        let mut sticky = Selector::new(&topo, policy).unwrap();
         for (peer, &class) in CLASSES.iter().enumerate() {
             for health in 0..8u8 {
                 for load in 0..8u8 {
@@ -173,14 +176,62 @@ fn exhaustive_class_health_load_band_downgrade() {
                         for op in [Op::Put, Op::Get, Op::Atomic, Op::FetchingAtomic] {
                             let got = sel.select(peer as u32, len, op);
                             check_invariants(sel.policy(), class, len, health, load, got);
+                            let fast = sticky.select_sticky(peer as u32, len, op);
+                            assert_eq!(
+                                fast.map(|r| (r.transport, r.class, r.retry_allowed, r.downgraded)),
+                                got.map(|r| (r.transport, r.class, r.retry_allowed, r.downgraded)),
+                                "sticky select, peer {peer} health {health:03b} load {load:03b} len {len} {op:?}"
+                            );
                             cases += 1;
                         }
                     }
                 }
             }
         }
+        assert_eq!(sel.downgrades(), sticky.downgrades(), "{dg:?}");
+        assert_eq!(sel.decisions(), sticky.decisions());
+        sticky.unpin();
     }
     assert_eq!(cases, 3 * 5 * 8 * 8 * 5 * 4);
+}
+
+/// `select_sticky` keeps the view of the version it holds and follows a
+/// newly published one at its next call; its context ids continue the
+/// selector's sequence whichever select made them; `unpin` lets the writer
+/// reuse the slot.
+#[test]
+fn sticky_select_follows_published_versions() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    let mut sel = Selector::new(&topo, default_policy()).unwrap();
+    let mut w = topo.writer().unwrap();
+    set_bits(&topo, 2, 0b111, 0);
+    let near = sel.select_sticky(2, 8, Op::Put).unwrap();
+    assert_eq!((near.class, near.transport), (PathClass::Near, t(RDMA)));
+    // Version 2 in the other slot; the sticky reader moves there at once.
+    let mut u = w.try_update().unwrap();
+    u.set_class(2, PathClass::Shm);
+    assert_eq!(u.publish(), 2);
+    let shm = sel.select_sticky(2, 8, Op::Put).unwrap();
+    assert_eq!((shm.class, shm.transport), (PathClass::Shm, t(SHM)));
+    // Held on version 2: version 3 may be written (slot 1), version 4 not
+    // until the reader moves or unpins.
+    let mut u = w.try_update().unwrap();
+    u.set_class(2, PathClass::Routed);
+    assert_eq!(u.publish(), 3);
+    assert!(w.try_update().is_err(), "the sticky reader holds version 2");
+    let routed = sel.select_sticky(2, 8, Op::Put).unwrap();
+    assert_eq!(
+        (routed.class, routed.transport),
+        (PathClass::Routed, t(TCP))
+    );
+    let pinned = sel.pin().select(2, 8, Op::Put).unwrap();
+    assert_eq!(pinned.class, PathClass::Routed);
+    let again = sel.select_sticky(2, 8, Op::Put).unwrap();
+    let seqs = [near, shm, routed, pinned, again].map(|r| r.context.seq);
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    sel.unpin();
+    assert!(w.try_update().is_ok(), "unpinned");
 }
 
 /// The decisions docs/ARCHITECTURE.md ("The route policy") spells out, one by one.
@@ -489,4 +540,84 @@ fn atomics_without_rdma_take_the_stream_first() {
         sel.set_policy(Policy::new(PolicyConfig { roles: bad, ..cfg })),
         Err(SelectorError::RoleOutOfRange { .. })
     ));
+}
+
+/// Five to eight transports (the library's shm, verbs and four TCP rails
+/// are six): every health and load state of the transports, both selects,
+/// the invariants.
+#[test]
+fn wide_jobs_decide_like_narrow_ones() {
+    for n in 5..=8u8 {
+        let fx = Fixture::new(n);
+        let topo = fx.topo();
+        let mut roles = TransportRoles {
+            shm: Some(t(SHM)),
+            rdma: Some(t(RDMA)),
+            stream: [None; 4],
+        };
+        for (i, s) in roles.stream.iter_mut().enumerate() {
+            if 2 + (i as u8) < n {
+                *s = Some(t(2 + i as u8));
+            }
+        }
+        let policy = Policy::new(PolicyConfig {
+            roles,
+            short_threshold: THRESHOLD,
+            ..PolicyConfig::default()
+        });
+        let mut sel = Selector::new(&topo, policy).unwrap();
+        let mut sticky = Selector::new(&topo, policy).unwrap();
+        let all = 1u16 << n.min(6);
+        for (peer, &class) in CLASSES.iter().enumerate() {
+            for health in 0..all {
+                for load in (0..all).step_by(3) {
+                    set_bits_wide(&topo, peer as u32, health, load);
+                    for len in [8, THRESHOLD] {
+                        let got = sel.select(peer as u32, len, Op::Put);
+                        let fast = sticky.select_sticky(peer as u32, len, Op::Put);
+                        assert_eq!(
+                            fast.map(|r| (r.transport, r.downgraded)),
+                            got.map(|r| (r.transport, r.downgraded))
+                        );
+                        check_wide(&policy, class, len, health, load, got);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn set_bits_wide(topo: &Topology<'_>, peer: u32, health: u16, load: u16) {
+    for tr in 0..topo.shape().n_transports {
+        topo.set_health(t(tr), peer, health & (1 << tr) != 0);
+        topo.set_overloaded(t(tr), peer, load & (1 << tr) != 0);
+    }
+}
+
+/// The first allowed candidate that is usable (healthy, not over its
+/// watermark) wins, else the first healthy one; nothing healthy fails.
+fn check_wide(
+    policy: &Policy,
+    class: PathClass,
+    len: u32,
+    health: u16,
+    load: u16,
+    got: Result<Route, SelectError>,
+) {
+    let healthy = |x: &TransportId| health & (1 << x.index()) != 0;
+    let usable = |x: &TransportId| healthy(x) && load & (1 << x.index()) == 0;
+    let cands: Vec<TransportId> = policy.candidates(class, len).collect();
+    let want = cands
+        .iter()
+        .find(|x| usable(x))
+        .or_else(|| cands.iter().find(|x| healthy(x)));
+    let ctx = format!("class {class} len {len} health {health:08b} load {load:08b}");
+    match (got, want) {
+        (Ok(r), Some(w)) => {
+            assert_eq!(r.transport, *w, "{ctx}");
+            assert_eq!(r.downgraded, r.transport != cands[0], "{ctx}");
+        }
+        (Err(SelectError::Unreachable { .. }), None) => {}
+        (got, want) => panic!("{got:?}, want {want:?}: {ctx}"),
+    }
 }

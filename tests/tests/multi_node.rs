@@ -111,9 +111,12 @@ fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
     // their progress threads on a loaded 2-core machine can miss the default
     // 200 ms heartbeat window, and a rail falsely declared down makes the
     // pure `route` query of the scenario answer "no healthy transport".
+    // The scenario reads every decision back from the trace ring: all of
+    // them, not a sample.
     let env = [
         ("SWITCHYARD_HEARTBEAT", "2s"),
         ("SWITCHYARD_GIVE_UP", "20s"),
+        ("SWITCHYARD_TRACE", "all"),
     ];
     let out = launch::launch(&opts(&g, 8, &args, &env)).expect("launch");
     assert_ok(&out);

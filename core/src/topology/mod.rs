@@ -46,7 +46,6 @@ mod versioned;
 
 #[cfg(feature = "alloc")]
 pub use self::layout::TopologyBox;
-pub(crate) use self::row::RowView;
 pub use self::{
     layout::{
         Footprint, LayoutError, MAX_READERS, PEERS_PER_WORD, Shape, TopologyMem, class_words,
@@ -57,6 +56,7 @@ pub use self::{
         Override, Pinned, Reader, ReaderSlot, TopologyControl, TopologyWriter, Update, UpdateError,
     },
 };
+pub(crate) use self::{row::RowView, versioned::READER_IDLE};
 
 #[cfg(all(test, feature = "alloc", not(loom)))]
 mod test;

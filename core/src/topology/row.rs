@@ -129,6 +129,22 @@ impl<'a> Topology<'a> {
         self.link_bit(t, peer, true)
             .is_some_and(|(w, bit)| w.load(Ordering::Relaxed) & bit != 0)
     }
+
+    /// The flattened view of the version whose `current` word is `current`
+    /// (its class slot is `current & 1`). Only a reader announced in that
+    /// version may read through it.
+    #[inline]
+    pub(crate) fn row_view(&self, current: usize) -> RowView<'a> {
+        RowView {
+            row: self.mem.slots[current & 1],
+            links: self.mem.links,
+            stride: self.stride,
+            n_transports: self.shape.n_transports as usize,
+            load_hints: self.shape.load_hints,
+            me: self.shape.me,
+            n_pes: self.shape.n_pes,
+        }
+    }
 }
 
 /// A pinned version's data with every indirection resolved, so that a select
@@ -177,6 +193,31 @@ impl RowView<'_> {
         };
         (healthy, over)
     }
+
+    /// Whether transport index `t` is usable toward `peer` now: its health
+    /// bit set and (with load hints) its load bit clear. Two loads; `false`
+    /// for a `t` outside the job's transports. `peer` must be in range.
+    #[inline(always)]
+    pub(crate) fn usable(&self, peer: u32, t: usize) -> bool {
+        let p = peer as usize;
+        let start = (p / WORD_BITS) * self.stride;
+        let bit = p % WORD_BITS;
+        if t >= self.n_transports {
+            return false;
+        }
+        let Some(h) = self.links.get(start + t) else {
+            return false;
+        };
+        let healthy = h.load(Ordering::Relaxed) >> bit & 1 != 0;
+        if !self.load_hints {
+            return healthy;
+        }
+        let over = self
+            .links
+            .get(start + self.n_transports + t)
+            .is_some_and(|o| o.load(Ordering::Relaxed) >> bit & 1 != 0);
+        healthy && !over
+    }
 }
 
 /// Bit `bit` of each word, as a mask (bit `i` from word `i`). Unrolled for the
@@ -194,6 +235,10 @@ fn gather(words: &[AtomicUsize], bit: usize) -> usize {
         [a, c] => b(a, 0) | b(c, 1),
         [a, c, d] => b(a, 0) | b(c, 1) | b(d, 2),
         [a, c, d, e] => b(a, 0) | b(c, 1) | b(d, 2) | b(e, 3),
+        // Shared memory, verbs and up to four TCP rails (the library's
+        // six): unrolled too, a loop costs twice as many instructions.
+        [a, c, d, e, f] => b(a, 0) | b(c, 1) | b(d, 2) | b(e, 3) | b(f, 4),
+        [a, c, d, e, f, g] => b(a, 0) | b(c, 1) | b(d, 2) | b(e, 3) | b(f, 4) | b(g, 5),
         _ => words.iter().enumerate().fold(0, |m, (i, w)| m | b(w, i)),
     }
 }

@@ -19,7 +19,7 @@ use crate::{
 /// Reader announcement: slot not claimed by any selector.
 const READER_FREE: usize = 0;
 /// Reader announcement: claimed, not inside a read.
-pub(super) const READER_IDLE: usize = 1;
+pub(crate) const READER_IDLE: usize = 1;
 // Pinned readers store the `current` word they entered with, which is always >= 2
 // because versions start at 1.
 
@@ -210,6 +210,25 @@ impl<'a> Reader<'a> {
         r.seq_hi.store((counter >> 32) as u32, Ordering::Relaxed);
     }
 
+    /// The published `current` word: one Acquire load. A caller that keeps
+    /// the view of the version its sticky pin holds
+    /// ([`Selector::select_sticky`](crate::route::Selector::select_sticky))
+    /// compares it with [`held`](Self::held) and re-pins only when they
+    /// differ.
+    #[inline(always)]
+    pub(crate) fn published(&self) -> usize {
+        // SYNC POINT with the Release store in `Update::publish`: the row of the
+        // version loaded here is completely written.
+        self.topo.mem.control.current.load(Ordering::Acquire)
+    }
+
+    /// The `current` word a sticky pin holds announced, or `READER_IDLE`
+    /// (never a published word).
+    #[inline(always)]
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
     /// Enters the published version and *stays* announced in it after the
     /// guard drops, so the next sticky pin of the same version costs one
     /// Acquire load and a compare: no store, no fence. A newer published
@@ -347,16 +366,7 @@ impl<'a> Pinned<'_, 'a> {
     /// The row, link bits and shape of this version, flattened for the hot path.
     #[inline]
     pub(crate) fn view(&self) -> RowView<'a> {
-        let t = &self.reader.topo;
-        RowView {
-            row: self.row(),
-            links: t.mem.links,
-            stride: t.stride,
-            n_transports: t.shape.n_transports as usize,
-            load_hints: t.shape.load_hints,
-            me: t.shape.me,
-            n_pes: t.shape.n_pes,
-        }
+        self.reader.topo.row_view(self.current)
     }
 }
 

@@ -41,6 +41,7 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::OpTimeout => ("\"20s\"", "5s"),
         Key::Heartbeat => ("\"300ms\"", "400ms"),
         Key::TraceRecords => ("1024", "2048"),
+        Key::Trace => ("\"all\"", "off"),
         Key::InlineThreshold => ("128", "64"),
         Key::BindTo => ("\"core\"", "core"),
         Key::TcpAddrs => ("[\"10.0.0.1\", \"10.0.1.1\"]", "fd00::1"),

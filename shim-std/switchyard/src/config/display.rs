@@ -81,6 +81,7 @@ impl Config {
             Key::OpTimeout => format_duration(self.op_timeout),
             Key::Heartbeat => format_duration(self.heartbeat),
             Key::TraceRecords => self.trace_records.to_string(),
+            Key::Trace => self.trace.to_string(),
             Key::InlineThreshold => format_size(self.inline_threshold.into()),
             Key::BindTo => self.bind_to.to_string(),
             Key::TcpAddrs => format_addrs(&self.tcp_addrs),

@@ -10,7 +10,7 @@ use super::{
         DAY, GIB, KIB, MS, SEC, TIB, US, in_range, parse_addrs, parse_count, parse_duration,
         parse_on_off, parse_size, pow2_in,
     },
-    values::{BindTo, HugePages, PayloadCrc, Progress, Transports, VerbsAtomics},
+    values::{BindTo, HugePages, PayloadCrc, Progress, TraceMode, Transports, VerbsAtomics},
 };
 
 /// Fewest records `trace_records` takes.
@@ -49,6 +49,9 @@ pub enum Key {
     /// `trace_records`: records the route trace ring of each context keeps
     /// (the newest), a power of two from 16 to 1048576.
     TraceRecords,
+    /// `trace`: which routing decisions the route trace ring records (`off`,
+    /// `sample:N`, `all`).
+    Trace,
     /// `inline_threshold`: largest put sent inline in the work request.
     InlineThreshold,
     /// `bind_to`: whether the progress thread is pinned.
@@ -86,7 +89,7 @@ pub enum Key {
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 25;
+    pub const COUNT: usize = 26;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -101,6 +104,7 @@ impl Key {
         Key::OpTimeout,
         Key::Heartbeat,
         Key::TraceRecords,
+        Key::Trace,
         Key::InlineThreshold,
         Key::BindTo,
         Key::TcpAddrs,
@@ -131,6 +135,7 @@ impl Key {
             Key::OpTimeout => "op_timeout",
             Key::Heartbeat => "heartbeat",
             Key::TraceRecords => "trace_records",
+            Key::Trace => "trace",
             Key::InlineThreshold => "inline_threshold",
             Key::BindTo => "bind_to",
             Key::TcpAddrs => "tcp_addrs",
@@ -162,6 +167,7 @@ impl Key {
             Key::OpTimeout => "SWITCHYARD_OP_TIMEOUT",
             Key::Heartbeat => "SWITCHYARD_HEARTBEAT",
             Key::TraceRecords => "SWITCHYARD_TRACE_RECORDS",
+            Key::Trace => "SWITCHYARD_TRACE",
             Key::InlineThreshold => "SWITCHYARD_INLINE_THRESHOLD",
             Key::BindTo => "SWITCHYARD_BIND_TO",
             Key::TcpAddrs => "SWITCHYARD_TCP_ADDRS",
@@ -196,6 +202,7 @@ impl Key {
             }
             Key::Heartbeat => "a duration such as 100ms, 200ms or 1s, from 1ms to 60s",
             Key::TraceRecords => "a power of two from 16 to 1048576, such as 4096",
+            Key::Trace => "off, all or sample:N with N from 1 to 1000000, such as sample:64",
             Key::InlineThreshold => {
                 "a size such as 0, 64 or 256 (0 or off: no inlining), at most 4K"
             }
@@ -403,6 +410,7 @@ impl Config {
                 &mut self.trace_records,
                 parse_count(s).and_then(|v| pow2_in(v, TRACE_RECORDS_MIN, TRACE_RECORDS_MAX)),
             ),
+            Key::Trace => put(&mut self.trace, TraceMode::parse(s)),
             Key::InlineThreshold => {
                 let v = if s.eq_ignore_ascii_case("off") {
                     Some(0)

@@ -38,6 +38,7 @@
 //! | `op_timeout` | duration | `10s` | 1ms to 24h, longer than `heartbeat` |
 //! | `heartbeat` | duration | `200ms` | 1ms to 60s (the dead-link window, below) |
 //! | `trace_records` | count | `4096` | a power of two, 16 to 1048576 |
+//! | `trace` | [`TraceMode`] | `sample:64` | `off`, `all`, `sample:N` with N from 1 to 1000000 |
 //! | `inline_threshold` | size | `256` | 0 to 4K; `off` is 0 (no inlining) |
 //! | `bind_to` | [`BindTo`] | `none` | `core` (the PE's own CPU), `cpu:N`, `none` |
 //! | `transports` | list | `all` | `all`, or a list of `shm`, `tcp`, `verbs` (`tcp` alone forces TCP even on one node) |
@@ -63,6 +64,15 @@
 //! the key. The ring is allocated once, when the context is created, 36 bytes
 //! a record (144 KiB at the default, 36 MiB at the most), never on the data
 //! path.
+//!
+//! What `trace` means: which decisions reach that ring. `all` records every
+//! one; `sample:N` (the default, `sample:64`) one ordinary decision in N and
+//! every flagged one (a failure, a downgrade, a load yield, an ordering
+//! wait, a CPU atomic) and every failed selection; `off` nothing. A record
+//! is eleven plain stores and one read of the trace clock, whose units
+//! [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos) converts to
+//! nanoseconds; sampling also spares the clock read of the decisions it
+//! skips. Context ids are assigned to every operation in every mode.
 //!
 //! What `load_watermark` means: the backlog, in percent of its capacity,
 //! over which a transport's load bit toward a peer is set, so that the
@@ -231,7 +241,7 @@ pub use keys::{Key, Template};
 use parse::MIB;
 pub use parse::{MAX_TCP_ADDRS, format_duration, format_size, parse_duration, parse_size};
 use switchyard_core::route::{LoadWatermark, PolicyConfig};
-pub use values::{BindTo, HugePages, PayloadCrc, Progress, Transports, VerbsAtomics};
+pub use values::{BindTo, HugePages, PayloadCrc, Progress, TraceMode, Transports, VerbsAtomics};
 
 /// Prefix of every switchyard environment variable.
 pub const ENV_PREFIX: &str = "SWITCHYARD_";
@@ -309,6 +319,9 @@ pub struct Config {
     /// created. Default 4096
     /// ([`context::TRACE_RECORDS`](crate::context::TRACE_RECORDS)).
     pub trace_records: u32,
+    /// Which routing decisions the route trace ring records. Default
+    /// [`TraceMode::DEFAULT`] (`sample:64`).
+    pub trace: TraceMode,
     /// Largest put (bytes) sent inline; 0 turns inlining off. Default 256.
     pub inline_threshold: u32,
     /// Whether and where the progress thread is pinned. Default
@@ -368,6 +381,7 @@ impl Default for Config {
             op_timeout: Duration::from_secs(10),
             heartbeat: Duration::from_millis(200),
             trace_records: crate::context::TRACE_RECORDS as u32,
+            trace: TraceMode::DEFAULT,
             inline_threshold: 256,
             bind_to: BindTo::None,
             tcp_addrs: Vec::new(),

@@ -197,6 +197,18 @@ fn every_key_names_key_value_and_expectation() {
         (Key::OpTimeout, &["10", "0ms", "forever"]),
         (Key::Heartbeat, &["200", "61s", "0s"]),
         (Key::TraceRecords, &["1000", "8", "2097152"]),
+        (
+            Key::Trace,
+            &[
+                "on",
+                "none",
+                "sample:0",
+                "sample:",
+                "sample:1000001",
+                "1",
+                "every:4",
+            ],
+        ),
         (Key::InlineThreshold, &["5K", "on", "lots"]),
         (
             Key::BindTo,
@@ -674,4 +686,49 @@ fn trace_records_takes_powers_of_two_from_16_to_2_pow_20() {
         Key::TraceRecords.expected(),
         "a power of two from 16 to 1048576, such as 4096"
     );
+}
+
+#[test]
+fn trace_takes_off_all_and_sample_n() {
+    let mut cfg = Config::default();
+    assert_eq!(cfg.trace, TraceMode::Sample { every: 64 }, "the default");
+    assert_eq!(cfg.value(Key::Trace), "sample:64");
+    for (v, want) in [
+        ("off", TraceMode::Off),
+        ("OFF", TraceMode::Off),
+        ("all", TraceMode::All),
+        (" All ", TraceMode::All),
+        ("sample:1", TraceMode::Sample { every: 1 }),
+        ("Sample: 16", TraceMode::Sample { every: 16 }),
+        ("sample:1000000", TraceMode::Sample { every: 1_000_000 }),
+    ] {
+        cfg.set(Key::Trace, v, Source::Default).unwrap();
+        assert_eq!(cfg.trace, want, "{v}");
+        // What info shows reads back the same.
+        assert_eq!(TraceMode::parse(&cfg.value(Key::Trace)), Some(want));
+    }
+    assert_eq!(
+        [
+            TraceMode::Off,
+            TraceMode::Sample { every: 16 },
+            TraceMode::All
+        ]
+        .map(TraceMode::every),
+        [0, 16, 1]
+    );
+    let err = cfg
+        .set(Key::Trace, "sample:0", Source::Default)
+        .unwrap_err();
+    assert!(
+        matches!(err, ConfigError::BadValue { key: "trace", .. }),
+        "{err}"
+    );
+    assert_eq!(
+        cfg.trace,
+        TraceMode::Sample { every: 1_000_000 },
+        "unchanged"
+    );
+    let cfg = Config::load_from(lookup(&[("SWITCHYARD_TRACE", "all")])).unwrap();
+    assert_eq!(cfg.trace, TraceMode::All);
+    assert_eq!(cfg.source(Key::Trace), &Source::Env("SWITCHYARD_TRACE"));
 }

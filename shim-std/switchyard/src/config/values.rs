@@ -1,5 +1,5 @@
 //! The typed values of the enumerated keys (`progress`, `huge_pages`,
-//! `bind_to`, `payload_crc`, `verbs_atomics`, `transports`), each with the
+//! `bind_to`, `payload_crc`, `trace`, `verbs_atomics`, `transports`), each with the
 //! parser that reads its text form and the name that writes it back.
 
 use std::fmt;
@@ -155,14 +155,95 @@ impl PayloadCrc {
         if s.eq_ignore_ascii_case("always") {
             return Some(PayloadCrc::Always);
         }
-        let (name, n) = s.split_once(':')?;
-        if !name.trim().eq_ignore_ascii_case("sample") {
-            return None;
+        parse_sample(s, PayloadCrc::MAX_EVERY).map(|every| PayloadCrc::Sample { every })
+    }
+}
+
+/// Reads `sample:N` (case-insensitive, spaces around the parts ignored), N
+/// from 1 to `max`.
+fn parse_sample(s: &str, max: u32) -> Option<u32> {
+    let (name, n) = s.split_once(':')?;
+    if !name.trim().eq_ignore_ascii_case("sample") {
+        return None;
+    }
+    parse_count(n)
+        .and_then(|v| in_range(v, 1, u64::from(max)))
+        .and_then(|v| u32::try_from(v).ok())
+}
+
+/// Which routing decisions the route trace ring of a context records
+/// (`trace`).
+///
+/// A record is eleven plain stores (Release or Relaxed) into the context's own ring, no
+/// fence, and one read of the trace clock ([`sys::ticks`](crate::sys::ticks):
+/// the TSC on x86-64, whose units [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos)
+/// converts). The context ids of the routes ([`ContextId`](switchyard_core::route::ContextId))
+/// are assigned whatever the mode; only what reaches the ring changes.
+///
+/// Its [`Display`](fmt::Display) form is what [`TraceMode::parse`] reads:
+/// `off`, `sample:64`, `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceMode {
+    /// Nothing is recorded, not even failures; no clock is read.
+    Off,
+    /// One ordinary decision in `every` is recorded (the clock is read for
+    /// that one only), and every flagged one (failed, downgraded, load
+    /// yield, ordering wait, CPU atomic: [`TraceRecord`](switchyard_core::trace::TraceRecord)'s
+    /// flags) and every failed selection.
+    Sample {
+        /// The sampling period, in decisions (1 to [`TraceMode::MAX_EVERY`]).
+        every: u32,
+    },
+    /// Every decision is recorded, each with its own clock read.
+    All,
+}
+
+impl TraceMode {
+    /// Largest sampling period.
+    pub const MAX_EVERY: u32 = 1_000_000;
+
+    /// The default: `sample:64`. The route log and its context ids stay on;
+    /// a record and its clock read cost about one 64th per operation (the
+    /// clock alone is some 50 ns on a virtual machine that traps the TSC).
+    pub const DEFAULT: TraceMode = TraceMode::Sample { every: 64 };
+
+    /// Decisions per ordinary record: 0 when off, 1 for
+    /// [`TraceMode::All`].
+    pub const fn every(self) -> u32 {
+        match self {
+            TraceMode::Off => 0,
+            TraceMode::Sample { every } => every,
+            TraceMode::All => 1,
         }
-        let every = parse_count(n)
-            .and_then(|v| in_range(v, 1, u64::from(PayloadCrc::MAX_EVERY)))
-            .and_then(|v| u32::try_from(v).ok())?;
-        Some(PayloadCrc::Sample { every })
+    }
+
+    /// Reads `off`, `all` or `sample:N` (case-insensitive, spaces around the
+    /// parts ignored), N from 1 to [`TraceMode::MAX_EVERY`].
+    pub fn parse(s: &str) -> Option<TraceMode> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("off") {
+            Some(TraceMode::Off)
+        } else if s.eq_ignore_ascii_case("all") {
+            Some(TraceMode::All)
+        } else {
+            parse_sample(s, TraceMode::MAX_EVERY).map(|every| TraceMode::Sample { every })
+        }
+    }
+}
+
+impl Default for TraceMode {
+    fn default() -> Self {
+        TraceMode::DEFAULT
+    }
+}
+
+impl fmt::Display for TraceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceMode::Off => f.write_str("off"),
+            TraceMode::Sample { every } => write!(f, "sample:{every}"),
+            TraceMode::All => f.write_str("all"),
+        }
     }
 }
 

@@ -77,6 +77,7 @@ impl Context {
             verbs_atomics: cfg.verbs_atomics,
             verbs_routed: cfg.verbs_routed,
             trace_records: cfg.trace_records as usize,
+            trace: cfg.trace,
         };
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));

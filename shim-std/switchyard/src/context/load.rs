@@ -158,12 +158,17 @@ impl Context {
     /// load yield ([`Context::load_route`]; only a downgraded route can be
     /// one, and only while some bit is set). An atomic's route may be
     /// changed: atomics do not yield.
-    #[inline]
+    #[inline(always)]
     pub(super) fn load_yield(&mut self, pe: u32, len: u64, op: Op, route: &mut Route) -> bool {
         if !route.downgraded || self.load.loaded.is_empty() {
             return false;
         }
-        self.load_route(pe, len, op, route)
+        // By value: the caller's route stays in registers (a reference
+        // into the cold call would keep it in memory, and the hot path
+        // would read it back through a store-forwarding stall).
+        let (yielded, r) = self.load_route(pe, len, op, *route);
+        *route = r;
+        yielded
     }
 
     /// After `route`'s operation toward `pe` was handed to its driver:
@@ -273,9 +278,10 @@ impl Context {
     /// devices: `verbs_atomics`), and verbs' atomics do not queue behind
     /// the puts and gets its backlog counts.
     #[cold]
-    fn load_route(&mut self, pe: u32, len: u64, op: Op, route: &mut Route) -> bool {
+    #[inline(never)]
+    fn load_route(&mut self, pe: u32, len: u64, op: Op, mut route: Route) -> (bool, Route) {
         let Some(rule) = self.load.rule else {
-            return false;
+            return (false, route);
         };
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
         // (position among the candidates, transport)
@@ -295,7 +301,7 @@ impl Context {
             }
         }
         let Some(&(first, preferred)) = passed.first() else {
-            return false;
+            return (false, route);
         };
         for &(_, t) in &passed {
             if !self.load_keep(t, pe, rule, true)
@@ -307,9 +313,9 @@ impl Context {
         if op.is_atomic() {
             route.transport = preferred;
             route.downgraded = first > 0;
-            return false;
+            return (false, route);
         }
-        true
+        (true, route)
     }
 }
 

@@ -137,6 +137,8 @@ mod progress;
 mod raw;
 mod rma;
 mod route;
+#[cfg(test)]
+mod shm_pair_test;
 mod stats;
 #[cfg(test)]
 mod tcp_pair_test;
@@ -258,6 +260,12 @@ pub struct Context {
     sel: Selector<'static>,
     trace_ring: &'static TraceRingBox,
     trace: TraceWriter<'static>,
+    /// Ordinary decisions per trace record: 0 off, 1 all, N sampled
+    /// (`trace`, [`TraceMode::every`](crate::config::TraceMode::every)).
+    trace_every: u32,
+    /// Ordinary decisions until the next sampled record (1 to
+    /// `trace_every`).
+    trace_left: u32,
     heap_len: u64,
     alloc: SymAllocator,
     barrier_epoch: u64,

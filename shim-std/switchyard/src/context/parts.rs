@@ -79,6 +79,9 @@ pub struct Setup {
     /// [`TraceRingBox::MAX_CAPACITY`](switchyard_core::trace::TraceRingBox::MAX_CAPACITY),
     /// allocated at init.
     pub trace_records: usize,
+    /// Which routing decisions the ring records (`trace`;
+    /// [`TraceMode::DEFAULT`](crate::config::TraceMode::DEFAULT) by default).
+    pub trace: crate::config::TraceMode,
 }
 
 /// The executable's global and static variables, moved into the symmetric
@@ -266,6 +269,8 @@ impl Context {
             sel,
             trace_ring,
             trace,
+            trace_every: setup.trace.every(),
+            trace_left: setup.trace.every(),
             heap_len,
             // The allocator stops where the aliased global variables start.
             alloc: SymAllocator::new(RESERVED, data.map_or(heap_len, |d| d.offset)),

@@ -29,37 +29,47 @@ impl Context {
     /// Selects a route for one operation. A failed selection is traced at
     /// once; a successful one by [`Context::trace_route`] after the operation
     /// was issued, so recording it is off the critical path of the store.
-    #[inline]
+    #[inline(always)]
     pub(super) fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Result<Route> {
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
-        // Sticky pin: no fence per operation; `pause` unpins when idle.
-        match self.sel.pin_sticky().select(pe, len32, op) {
+        // Sticky pin, kept view: one Acquire load of the published version
+        // per operation, no store, no fence; `pause` unpins when idle.
+        match self.sel.select_sticky(pe, len32, op) {
             Ok(route) => Ok(route),
-            Err(e) => {
-                let rec = TraceRecord {
-                    seq: 0,
-                    src: self.me,
-                    dst: pe,
-                    len: len32,
-                    class: match e {
-                        SelectError::Unreachable { class, .. }
-                        | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
-                        SelectError::InvalidPe { .. } => PathClass::Unreachable.to_wire(),
-                    },
-                    transport: TraceRecord::NO_TRANSPORT,
-                    op: frame as u8,
-                    flags: TraceRecord::ERROR,
-                    timestamp: crate::sys::ticks(),
-                };
-                self.trace.record(&rec);
-                Err(Error::Route(e))
-            }
+            Err(e) => Err(self.select_failed(pe, len32, frame, e)),
         }
+    }
+
+    /// Traces a failed selection (whatever the trace mode, unless off).
+    #[cold]
+    #[inline(never)]
+    fn select_failed(&mut self, pe: u32, len32: u32, frame: FrameOp, e: SelectError) -> Error {
+        let class = match e {
+            SelectError::Unreachable { class, .. }
+            | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
+            SelectError::InvalidPe { .. } => PathClass::Unreachable.to_wire(),
+        };
+        self.trace_always(TraceRecord {
+            seq: 0,
+            src: self.me,
+            dst: pe,
+            len: len32,
+            class,
+            transport: TraceRecord::NO_TRANSPORT,
+            op: frame as u8,
+            flags: TraceRecord::ERROR,
+            timestamp: 0,
+        });
+        Error::Route(e)
     }
 
     /// Handles a driver error: a dead peer flips its health bit (so the next
     /// select falls back or fails at once) and may be retried elsewhere.
-    fn on_error(&mut self, t: TransportId, e: DrvError, route: &Route) -> Option<Error> {
+    /// `retry_allowed`: the route's (by value, so the caller's route is
+    /// never taken by reference into this cold call).
+    #[cold]
+    #[inline(never)]
+    fn on_error(&mut self, t: TransportId, e: DrvError, retry_allowed: bool) -> Option<Error> {
         if t == VERBS {
             // The link failed: apply its events and replay what it handed
             // back over TCP before this operation is retried there.
@@ -75,7 +85,7 @@ impl Context {
                     });
                 }
             }
-            if route.retry_allowed {
+            if retry_allowed {
                 self.stats.reroutes += 1;
                 return None;
             }
@@ -207,7 +217,7 @@ impl Context {
                 }
                 Err(e) => {
                     self.trace_route(pe, len, frame, &route, true);
-                    if let Some(err) = self.on_error(route.transport, e, &route) {
+                    if let Some(err) = self.on_error(route.transport, e, route.retry_allowed) {
                         return Err(err);
                     }
                 }
@@ -250,7 +260,9 @@ impl Context {
     ) -> Result<R> {
         loop {
             let (ticket, route) = self.routed_with_in(pe, len, op, frame, &mut start)?;
-            let t0 = Instant::now();
+            // The clock is read only if the first poll does not complete
+            // (shared memory always does): no clock read per operation.
+            let mut t0: Option<Instant> = None;
             let mut spins = 0u32;
             loop {
                 let Some(mut d) = self.drv(route.transport) else {
@@ -261,10 +273,13 @@ impl Context {
                 };
                 match poll(&mut d, &ticket) {
                     Ok(Some(r)) => return Ok(r),
-                    Ok(None) => self.pause(&mut spins, t0, what, Watch::Peer(pe))?,
+                    Ok(None) => {
+                        let since = *t0.get_or_insert_with(Instant::now);
+                        self.pause(&mut spins, since, what, Watch::Peer(pe))?;
+                    }
                     Err(e) => {
                         self.trace_route(pe, len, frame, &route, true);
-                        match self.on_error(route.transport, e, &route) {
+                        match self.on_error(route.transport, e, route.retry_allowed) {
                             Some(err) => return Err(err),
                             None => break,
                         }

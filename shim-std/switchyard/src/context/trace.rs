@@ -1,7 +1,16 @@
 //! The route trace ring: one binary record per routing decision (and per
 //! failed one), written without allocating or formatting. The ring keeps the
 //! newest [`Setup::trace_records`](super::Setup::trace_records) records
-//! (`trace_records` in the configuration), allocated once at init.
+//! (`trace_records` in the configuration), allocated once at init; which
+//! decisions reach it is [`Setup::trace`](super::Setup::trace) (`trace`:
+//! off, one in N, all; [`TraceMode`](crate::config::TraceMode)).
+//!
+//! A record is eleven plain stores (Release or Relaxed) into the context's own ring, no
+//! fence, and one read of the trace clock, [`sys::ticks`](crate::sys::ticks),
+//! taken only for a decision that is recorded. Its
+//! [`timestamp`](TraceRecord::timestamp) is in that clock's ticks (the TSC
+//! on x86-64, nanoseconds elsewhere); [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos)
+//! converts them.
 
 use std::path::PathBuf;
 
@@ -41,15 +50,21 @@ pub(super) fn new_ring(records: usize) -> Result<(&'static TraceRingBox, TraceWr
 impl Context {
     /// The route trace ring: the newest
     /// [`Setup::trace_records`](super::Setup::trace_records) routing
-    /// decisions of this context (snapshot it with
-    /// [`TraceRingBox::snapshot`]).
+    /// decisions of this context that the trace mode
+    /// ([`Setup::trace`](super::Setup::trace)) records (snapshot it with
+    /// [`TraceRingBox::snapshot`]). A record's `timestamp` is in ticks of
+    /// [`sys::ticks`](crate::sys::ticks);
+    /// [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos) converts them.
     pub fn trace(&self) -> &TraceRingBox {
         self.trace_ring
     }
 
     /// Writes the trace record of a routed operation (`failed`: the driver
-    /// returned an error for it).
-    #[inline]
+    /// returned an error for it), as the trace mode says: a flagged decision
+    /// (failed, downgraded, a load yield, an ordering wait, a CPU atomic)
+    /// unless tracing is off, an ordinary one when it is the sample's turn.
+    /// The counters behind the flags count whatever the mode.
+    #[inline(always)]
     pub(super) fn trace_route(
         &mut self,
         pe: u32,
@@ -76,7 +91,19 @@ impl Context {
             flags |= TraceRecord::CPU_ATOMIC;
             self.stats.cpu_atomics += 1;
         }
-        let rec = TraceRecord {
+        if flags == 0 {
+            // An ordinary decision: one in `trace_every` (off: `trace_left`
+            // is 0 and stays 0, so this always returns).
+            if self.trace_left > 1 {
+                self.trace_left -= 1;
+                return;
+            }
+            if self.trace_left == 0 {
+                return;
+            }
+            self.trace_left = self.trace_every;
+        }
+        self.trace_always(TraceRecord {
             seq: route.context.seq,
             src: self.me,
             dst: pe,
@@ -85,15 +112,28 @@ impl Context {
             transport: route.transport.index() as u8,
             op: frame as u8,
             flags,
-            timestamp: crate::sys::ticks(),
-        };
+            timestamp: 0,
+        });
+    }
+
+    /// Writes `rec` into the ring, stamped with the trace clock, unless
+    /// tracing is off.
+    #[inline]
+    pub(super) fn trace_always(&mut self, mut rec: TraceRecord) {
+        if self.trace_every == 0 {
+            return;
+        }
+        rec.timestamp = crate::sys::ticks();
         self.trace.record(&rec);
     }
 }
 
 #[cfg(test)]
 mod test {
-    use switchyard_core::trace::RECORD_BYTES;
+    use switchyard_core::{
+        route::Op,
+        trace::{RECORD_BYTES, TraceRecord},
+    };
 
     use crate::{
         config::{Config, Key, Source},
@@ -101,10 +141,17 @@ mod test {
     };
 
     /// A one-PE context (no launcher) with `trace_records = records`, or
-    /// the default when `None`.
+    /// the default when `None`, recording every decision.
     fn context(records: Option<&str>) -> Context {
+        context_tracing(records, "all")
+    }
+
+    /// A one-PE context with `trace_records = records` (the default when
+    /// `None`) and `trace = mode`.
+    fn context_tracing(records: Option<&str>, mode: &str) -> Context {
         let mut cfg = Config::default();
         cfg.set(Key::HeapSize, "1M", Source::Default).unwrap();
+        cfg.set(Key::Trace, mode, Source::Default).unwrap();
         if let Some(r) = records {
             cfg.set(Key::TraceRecords, r, Source::Default).unwrap();
         }
@@ -172,5 +219,92 @@ mod test {
     #[test]
     fn a_record_takes_36_bytes() {
         assert_eq!(RECORD_BYTES, 36);
+    }
+
+    /// The records of the decisions since `before`, oldest first.
+    fn since(ctx: &Context, before: usize) -> Vec<TraceRecord> {
+        let ring = ctx.trace();
+        let mut out = vec![TraceRecord::default(); ring.capacity()];
+        let n = ring.snapshot(&mut out);
+        out.truncate(n);
+        let fresh = ring.written() - before;
+        out.split_off(n.saturating_sub(fresh))
+    }
+
+    /// `all`: one record per operation, stamped by the trace clock in
+    /// order; `off`: none, not even of a failed selection; the context ids
+    /// run on in both.
+    #[test]
+    fn all_records_every_decision_and_off_none() {
+        let mut ctx = context_tracing(None, "all");
+        let buf = ctx.alloc::<u8>(251).unwrap();
+        let before = ctx.trace().written();
+        puts(&mut ctx, &buf, 100);
+        let recs = since(&ctx, before);
+        assert_eq!(recs.len(), 100);
+        for (i, w) in recs.windows(2).enumerate() {
+            assert_eq!(w[1].seq, w[0].seq + 1, "record {i}");
+            assert!(w[1].timestamp >= w[0].timestamp, "record {i}");
+            assert_eq!(w[1].len as usize, len_of(i + 1));
+        }
+        assert!(recs[0].timestamp > 0);
+        ctx.finalize().unwrap();
+
+        let mut ctx = context_tracing(None, "off");
+        let buf = ctx.alloc::<u8>(251).unwrap();
+        let seq = ctx.route(0, 8, Op::Put).unwrap().context.seq;
+        puts(&mut ctx, &buf, 100);
+        let me = ctx.my_pe();
+        assert!(ctx.put(&buf, 0, &[1], me + 7).is_err(), "no such PE");
+        assert_eq!(ctx.trace().written(), 0, "nothing recorded");
+        let next = ctx.route(0, 8, Op::Put).unwrap().context.seq;
+        assert!(next > seq + 100, "context ids assigned: {seq} then {next}");
+        ctx.finalize().unwrap();
+    }
+
+    /// `sample:N`: the N-th, 2N-th, ... ordinary decisions, each with its
+    /// own context id; a failed selection is recorded whatever its turn.
+    #[test]
+    fn sample_records_one_decision_in_n_and_every_failure() {
+        let mut ctx = context_tracing(None, "sample:10");
+        let buf = ctx.alloc::<u8>(251).unwrap();
+        let before = ctx.trace().written();
+        puts(&mut ctx, &buf, 100);
+        let recs = since(&ctx, before);
+        assert_eq!(recs.len(), 10, "100 decisions, one in 10");
+        for (k, r) in recs.iter().enumerate() {
+            assert_eq!(r.flags, 0);
+            // Consecutive records are 10 decisions apart.
+            if k > 0 {
+                assert_eq!(r.seq, recs[k - 1].seq + 10, "record {k}");
+                assert_eq!(len_of_record(r, &recs[k - 1]), 10);
+            }
+        }
+        let me = ctx.my_pe();
+        let at = ctx.trace().written();
+        assert!(ctx.put(&buf, 0, &[1], me + 7).is_err(), "no such PE");
+        let recs = since(&ctx, at);
+        assert_eq!(recs.len(), 1, "the failure is recorded at once");
+        assert_eq!(recs[0].flags, TraceRecord::ERROR);
+        assert_eq!(recs[0].dst, me + 7);
+        ctx.finalize().unwrap();
+    }
+
+    /// Puts between two records (by their lengths' cycle).
+    fn len_of_record(r: &TraceRecord, prev: &TraceRecord) -> usize {
+        (r.len as usize + 251 - prev.len as usize) % 251
+    }
+
+    /// The default mode is a sample: one decision in 64.
+    #[test]
+    fn the_default_samples_one_decision_in_64() {
+        let mut cfg = Config::default();
+        cfg.set(Key::HeapSize, "1M", Source::Default).unwrap();
+        let mut ctx = Context::with_config(&cfg).expect("a one-PE context");
+        let buf = ctx.alloc::<u8>(251).unwrap();
+        let before = ctx.trace().written();
+        puts(&mut ctx, &buf, 640);
+        assert_eq!(ctx.trace().written() - before, 10);
+        ctx.finalize().unwrap();
     }
 }

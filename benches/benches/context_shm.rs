@@ -1,0 +1,297 @@
+//! Small operations through the [`Context`] API to a same-node peer over
+//! shared memory, each beside the raw access it ends in, on the same word of
+//! the same mapping, in the same run.
+//!
+//! Two PEs of one job in one process: PE 1 runs in a thread of its own (it
+//! takes part in the collective `alloc` and the final barrier, and waits
+//! meanwhile), PE 0 measures. Both are on one node, so PE 0 reaches PE 1 over
+//! shared memory (the peer's heap is mapped here).
+//!
+//! | id | what |
+//! |---|---|
+//! | `context_shm/put8/context` | `ctx.put(&sym, 0, &[v], 1)`: 8 bytes to PE 1 (bounds, select, shm driver, trace) |
+//! | `context_shm/put8/raw` | the same word of PE 1's mapping written by one `AtomicU64` store (what the driver's 8-byte copy is) |
+//! | `context_shm/get8/context` | `ctx.get(&sym, 0, &mut [v], 1)` |
+//! | `context_shm/get8/raw` | one `AtomicU64` load of that word |
+//! | `context_shm/fetch_add8/context` | `ctx.fetch_add(&sym, 0, 1, 1)` |
+//! | `context_shm/fetch_add8/raw` | one `AtomicU64::fetch_add` (AcqRel) on that word |
+//! | `context_shm/put8_self/context` | `ctx.put` of 8 bytes to PE 0 itself (class LOCAL, also shared memory) |
+//!
+//! Both PEs trace as `CONTEXT_SHM_TRACE` says (`off`, `all`, `sample:N`;
+//! the library's default, `sample:64`, without it).
+//!
+//! After criterion, a quick cross-check with a plain clock runs every case in
+//! interleaved rounds and prints the median ns per operation and the
+//! context/raw ratio (load from other processes falls on all cases alike).
+//!
+//! Instruction counts: with `CONTEXT_SHM_COUNT=<case>:<n>` (case `put8`,
+//! `get8`, `fetch_add8`, `put8_self`, each `/context` or `/raw`) the binary
+//! runs only `n` operations of that case, no criterion, so that
+//! `valgrind --tool=callgrind` gives the instructions of `n` operations; the
+//! difference between two runs with different `n`, divided by the difference
+//! of `n`, is the cost of one operation without the set-up:
+//!
+//! ```text
+//! B=$(ls -t target/release/deps/context_shm-* | grep -v '\.d$' | head -1)
+//! for n in 100000 200000; do
+//!   CONTEXT_SHM_COUNT=put8/context:$n valgrind --tool=callgrind \
+//!     --callgrind-out-file=/dev/null $B 2>&1 | grep 'refs'
+//! done
+//! ```
+
+use std::{
+    hint::black_box,
+    sync::mpsc::{Receiver, Sender, channel},
+    time::{Duration, Instant},
+};
+
+use switchyard::{
+    config::TraceMode,
+    context::{Context, PeerInfo, Progress, Setup, Sym},
+};
+use switchyard_benches::measuring;
+use switchyard_core::{
+    class::NO_SWITCH,
+    route::PolicyConfig,
+    sync::atomic::{AtomicU64, Ordering},
+};
+use switchyard_shm::HugePages;
+
+/// The trace mode of both PEs: `CONTEXT_SHM_TRACE` (`off`, `all`,
+/// `sample:N`), else the library's default.
+fn trace_mode() -> TraceMode {
+    std::env::var("CONTEXT_SHM_TRACE").map_or(TraceMode::DEFAULT, |v| {
+        TraceMode::parse(&v).expect("CONTEXT_SHM_TRACE: off, all or sample:N")
+    })
+}
+
+/// The setup of PE `me` of the two-PE job `job`.
+fn setup(job: u64, me: u32) -> Setup {
+    let trace = trace_mode();
+    Setup {
+        job_id: job,
+        me,
+        n_pes: 2,
+        heap_size: 1 << 20,
+        huge_pages: HugePages::Off,
+        numa_node: None,
+        op_timeout: Duration::from_secs(60),
+        progress: Progress::Adaptive { spin: 64 },
+        policy: PolicyConfig::default(),
+        connect_timeout: Duration::from_secs(60),
+        shm_peers: true,
+        symmetric_data: None,
+        verbs_atomics: Default::default(),
+        verbs_routed: true,
+        trace_records: 4096,
+        trace,
+    }
+}
+
+/// PE `me`'s context: its segment's path goes to the other PE through `tx`,
+/// the other's comes through `rx`; both on node 1.
+fn context(job: u64, me: u32, tx: &Sender<String>, rx: &Receiver<String>) -> Context {
+    let s = setup(job, me);
+    let seg = Context::create_segment(&s).expect("a shared-memory segment");
+    let mine = seg.path().to_string_lossy().into_owned();
+    tx.send(mine.clone()).expect("the other PE");
+    let other = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the other PE's segment");
+    let info = |path: String| PeerInfo {
+        node: 1,
+        switch: NO_SWITCH,
+        tree: NO_SWITCH,
+        shm: Some(path.into()),
+        tcp: Vec::new(),
+    };
+    let peers = if me == 0 {
+        [info(mine), info(other)]
+    } else {
+        [info(other), info(mine)]
+    };
+    Context::from_parts(s, seg, &peers, None).expect("a context")
+}
+
+/// Words of the bench block (one cache line).
+const WORDS: usize = 8;
+
+/// PE 0's half of the job: its context, the block, and what ends PE 1.
+struct Pe0 {
+    ctx: Context,
+    sym: Sym<u64>,
+    /// PE 1's copy of word 0 of `sym`, in PE 1's heap mapped here.
+    remote: &'static AtomicU64,
+    /// PE 0's own copy of word 1 of `sym`.
+    local: &'static AtomicU64,
+    done: Sender<String>,
+    pe1: std::thread::JoinHandle<()>,
+}
+
+/// Starts PE 1 in a thread and builds PE 0 here.
+fn pair() -> Pe0 {
+    let job = 0xC0_5A_u64 << 40 ^ u64::from(std::process::id()) << 8;
+    let (tx0, rx1) = channel();
+    let (tx1, rx0) = channel();
+    let pe1 = std::thread::spawn(move || {
+        let mut ctx = context(job, 1, &tx1, &rx1);
+        let _sym = ctx.alloc::<u64>(WORDS).expect("PE 1's alloc");
+        // Wait until PE 0 is done (the sender drops or says so).
+        let _ = rx1.recv();
+        ctx.finalize().expect("PE 1's finalize");
+    });
+    let mut ctx = context(job, 0, &tx0, &rx0);
+    let sym = ctx.alloc::<u64>(WORDS).expect("PE 0's alloc");
+    let (base, len) = ctx.peer_heap(1).expect("PE 1's heap is mapped here");
+    let (own, _) = ctx.local_heap();
+    assert!(sym.offset() + 8 * WORDS as u64 <= len);
+    // SAFETY: the word is 8-aligned (blocks are 64-aligned, heaps page
+    // aligned) and inside PE 1's heap (checked above), which stays mapped
+    // as long as PE 0's context lives; `main` drops the context last. Other
+    // agents touch it only through atomics and the driver's copies.
+    let remote = unsafe { AtomicU64::from_ptr(base.add(sym.offset() as usize).cast()) };
+    // SAFETY: as above, word 1 of the own heap's copy.
+    let local = unsafe { AtomicU64::from_ptr(own.add(sym.offset() as usize + 8).cast()) };
+    Pe0 {
+        ctx,
+        sym,
+        remote,
+        local,
+        done: tx0,
+        pe1,
+    }
+}
+
+/// The cases, by name: `<op>/<context|raw>`.
+const CASES: [&str; 7] = [
+    "put8/context",
+    "put8/raw",
+    "get8/context",
+    "get8/raw",
+    "fetch_add8/context",
+    "fetch_add8/raw",
+    "put8_self/context",
+];
+
+/// Runs `n` operations of `case`; returns a value folded from them.
+#[inline(never)]
+fn run(p: &mut Pe0, case: &str, n: u64) -> u64 {
+    let (ctx, sym) = (&mut p.ctx, &p.sym);
+    let mut acc = 0u64;
+    match case {
+        "put8/context" => {
+            for i in 0..n {
+                ctx.put(sym, 0, &[black_box(i)], 1).expect("put");
+            }
+        }
+        "put8/raw" => {
+            for i in 0..n {
+                p.remote.store(black_box(i), Ordering::Relaxed);
+            }
+        }
+        "get8/context" => {
+            let mut v = [0u64];
+            for _ in 0..n {
+                ctx.get(sym, 0, &mut v, black_box(1)).expect("get");
+                acc = acc.wrapping_add(v[0]);
+            }
+        }
+        "get8/raw" => {
+            for _ in 0..n {
+                acc = acc.wrapping_add(black_box(p.remote).load(Ordering::Relaxed));
+            }
+        }
+        "fetch_add8/context" => {
+            for _ in 0..n {
+                acc = acc.wrapping_add(ctx.fetch_add(sym, 0, 1u64, black_box(1)).expect("fadd"));
+            }
+        }
+        "fetch_add8/raw" => {
+            for _ in 0..n {
+                acc = acc.wrapping_add(black_box(p.remote).fetch_add(1, Ordering::AcqRel));
+            }
+        }
+        "put8_self/context" => {
+            let me = ctx.my_pe();
+            for i in 0..n {
+                ctx.put(sym, 1, &[black_box(i)], me).expect("put");
+            }
+        }
+        _ => panic!("unknown case {case}; one of {CASES:?}"),
+    }
+    acc
+}
+
+/// ns per operation of one round of `n` operations of `case`.
+fn round(p: &mut Pe0, case: &str, n: u64) -> f64 {
+    let t = Instant::now();
+    black_box(run(p, case, n));
+    t.elapsed().as_nanos() as f64 / n as f64
+}
+
+fn main() {
+    let mut p = pair();
+    // A first operation of each case (first-use paths), checked.
+    for case in CASES {
+        run(&mut p, case, 1);
+    }
+    p.ctx.quiet().expect("quiet");
+    assert_eq!(p.local.load(Ordering::Relaxed), 0, "put8_self wrote 0");
+
+    if let Ok(spec) = std::env::var("CONTEXT_SHM_COUNT") {
+        let (case, n) = spec
+            .split_once(':')
+            .and_then(|(c, n)| Some((c.to_owned(), n.parse::<u64>().ok()?)))
+            .expect("CONTEXT_SHM_COUNT=<case>:<n>");
+        black_box(run(&mut p, &case, n));
+        println!("{case}: {n} operations");
+    } else {
+        let mut c = switchyard_benches::criterion_config().configure_from_args();
+        let mut g = c.benchmark_group("context_shm");
+        for case in CASES {
+            g.bench_function(case, |b| b.iter(|| run(&mut p, case, 1)));
+        }
+        g.finish();
+        c.final_summary();
+
+        let (rounds, n) = if measuring() {
+            (11, 2_000_000)
+        } else {
+            (1, 1000)
+        };
+        let mut times = vec![Vec::with_capacity(rounds); CASES.len()];
+        for _ in 0..rounds {
+            for (case, t) in CASES.iter().zip(&mut times) {
+                t.push(round(&mut p, case, n));
+            }
+        }
+        let median = |t: &mut Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
+        let medians: Vec<f64> = times.iter_mut().map(median).collect();
+        println!();
+        println!(
+            "quick cross-check (std::time::Instant, {rounds} rounds of {n} operations per case, \
+             interleaved; trace = {}; median ns/op{}):",
+            trace_mode(),
+            if measuring() {
+                ""
+            } else {
+                ", test mode: not a measurement"
+            }
+        );
+        println!("  {:<22} {:>10} {:>14}", "case", "ns/op", "context/raw");
+        for (case, ns) in CASES.iter().zip(&medians) {
+            let raw = case
+                .strip_suffix("/context")
+                .and_then(|op| CASES.iter().position(|c| *c == format!("{op}/raw")))
+                .map_or(f64::NAN, |i| medians[i]);
+            println!("  {case:<22} {ns:>10.2} {:>13.2}x", ns / raw);
+        }
+    }
+    let Pe0 { ctx, done, pe1, .. } = p;
+    let _ = done.send(String::new());
+    ctx.finalize().expect("PE 0's finalize");
+    pe1.join().expect("PE 1");
+}
