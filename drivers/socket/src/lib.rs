@@ -85,10 +85,16 @@
 //!    sequence, on rail `r` and the data connection of its block, if the
 //!    credit window and the ramp allow; else the put is `WouldBlock` and its
 //!    retry continues where it stopped.
-//! 3. `send::kick` writes at once what the ring holds for the rail's data
-//!    connections (`send::flush_conn`, one `send` per frame; a payload from
-//!    the heap goes out without a copy); what the socket does not take goes
-//!    out in later progress steps.
+//! 3. `send::kick` writes what the ring holds for the rail's data
+//!    connections (`send::flush_conn`): the frames waiting on a connection
+//!    are gathered into one `send`/`sendmsg` (up to 32 frames per write, a
+//!    payload from the heap without a copy). The first small put after a
+//!    progress step is written at once; the small puts queued behind it
+//!    before the next progress step (a send is in flight) wait for that step
+//!    or until 32 are queued, and go out together; puts of 4 KiB or more,
+//!    gets and atomics are written at once. What the socket does not take
+//!    goes out in later progress steps ([`SocketStats::writes`] counts the
+//!    writes).
 //! 4. At the target, [`SocketDriver::progress`] (`driver::progress`) reads
 //!    the connection (`receive::read_conn`) into its
 //!    [`StreamDecoder`](decode::StreamDecoder), which hands out checked
@@ -407,6 +413,9 @@ pub struct SocketStats {
     pub frames_received: u64,
     /// Bytes written.
     pub bytes_sent: u64,
+    /// Write system calls that sent bytes: frames queued behind a send go
+    /// out gathered, many per write (`frames_sent / writes`).
+    pub writes: u64,
     /// Bytes read.
     pub bytes_received: u64,
     /// Frames sent again after a failure (reconnect or failover).

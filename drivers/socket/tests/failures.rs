@@ -258,6 +258,106 @@ fn only_rail_cut_reconnects_and_replays() {
 }
 
 #[test]
+fn small_puts_queued_behind_a_send_go_out_gathered() {
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
+    quiet(&mut a, Duration::from_secs(10));
+    let before = a.stats();
+    // 64 puts with no progress step between them: the first is written at
+    // once, the rest queue behind it and leave in gathered writes.
+    for i in 0..64u64 {
+        a.rail(0)
+            .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+            .expect("put");
+    }
+    quiet(&mut a, Duration::from_secs(10));
+    let st = a.stats();
+    assert_eq!(st.frames_sent - before.frames_sent, 64, "{st:?}");
+    // 64 puts (and an ack request, a heartbeat) in a handful of writes (1,
+    // then 32 at once, the rest with the next step), not 64.
+    assert!(st.writes - before.writes <= 8, "{before:?} {st:?}");
+    let b = pe1.finish();
+    for i in 0..64u64 {
+        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
+    }
+}
+
+/// Fills the window with small (batched) puts toward a paused PE 1, so that
+/// writes stop part way into a gathered batch and part way into a frame;
+/// optionally cuts the rail there. Everything lands exactly once.
+fn small_puts_stalled_mid_batch(cut: bool) {
+    const SIZE: u64 = 3000;
+    const SLOTS: u64 = 4096;
+    let cfg = |me| TcpConfig {
+        window: 12 << 20,
+        detection_window: Duration::from_secs(5),
+        ..config(me, 1)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), SLOTS * SIZE);
+    let mut model = vec![0u8; (SLOTS * SIZE) as usize];
+    let put = |d: &mut SocketDriver, model: &mut [u8], i: u64| {
+        let at = (i % SLOTS) * SIZE;
+        let mut data = vec![(i % 251) as u8; SIZE as usize];
+        data[..8].copy_from_slice(&i.to_le_bytes());
+        let r = d.rail(0).put(1, at, &data, CX);
+        if r.is_ok() {
+            model[at as usize..(at + SIZE) as usize].copy_from_slice(&data);
+        }
+        r
+    };
+    pe1.pause_now();
+    let mut i = 0u64;
+    loop {
+        match put(&mut a, &mut model, i) {
+            Ok(()) => i += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+                break;
+            }
+        }
+        assert!(i < 100_000, "never pushed back");
+    }
+    let st = a.stats();
+    // The socket took a part only: the rest waits in the ring.
+    assert!(st.would_block > 0, "{st:?}");
+    assert!(st.frames_sent < i, "{i} puts, {st:?}");
+    if cut {
+        a.debug_cut(1, 0);
+    }
+    pe1.pause.store(false, Ordering::Relaxed);
+    let n = i + 500;
+    while i < n {
+        retry(&mut a, Duration::from_secs(20), |d| put(d, &mut model, i));
+        i += 1;
+    }
+    quiet(&mut a, Duration::from_secs(20));
+    let st = a.stats();
+    if cut {
+        assert!(st.replayed > 0, "{st:?}");
+    } else {
+        assert_eq!(st.replayed, 0, "{st:?}");
+    }
+    let b = pe1.finish();
+    let bst = b.stats();
+    if !cut {
+        assert_eq!(bst.duplicates_dropped, 0, "{bst:?}");
+    }
+    let (p, len) = b.local_heap();
+    // SAFETY: the driver's own heap, its thread stopped.
+    let got = unsafe { std::slice::from_raw_parts(p, len as usize) };
+    assert!(got == &model[..], "target heap differs from the model");
+}
+
+#[test]
+fn small_puts_stalled_mid_batch_resume_exactly() {
+    small_puts_stalled_mid_batch(false);
+}
+
+#[test]
+fn small_puts_cut_mid_batch_are_replayed_once() {
+    small_puts_stalled_mid_batch(true);
+}
+
+#[test]
 fn traffic_ramps_up_gently_after_a_recovery() {
     let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
     let burst = |a: &mut SocketDriver, tag: u64| {

@@ -65,6 +65,10 @@ pub(super) struct Conn {
     pub(super) partial: Option<(u64, usize)>,
     /// What the peer's Hello said (applied, granted).
     pub(super) hello: Option<(u64, u64)>,
+    /// The progress step of the last `send::kick` that wrote here.
+    pub(super) kick_step: u32,
+    /// Ring frames queued here since the last write attempt.
+    pub(super) queued: u16,
 }
 
 impl Conn {
@@ -83,6 +87,8 @@ impl Conn {
             cursor: 0,
             partial: None,
             hello: None,
+            kick_step: u32::MAX,
+            queued: 0,
         }
     }
 }
@@ -706,7 +712,7 @@ pub(super) fn rail_down(ctx: &mut Ctx, p: &mut Peer, rail: usize, why: Down) {
         ctx.stats.reconnects += 1;
     }
     if let Some(t) = target {
-        kick(ctx, p, t);
+        kick(ctx, p, t, true);
     }
 }
 
