@@ -464,6 +464,13 @@ pub(super) fn flush_conn(
         {
             conn.partial = None;
         }
+        // Nothing to write (an idle progress step): no gather to set up.
+        if conn.partial.is_none()
+            && conn.out.pending().is_empty()
+            && (!data || conn.cursor.max(st.ring.tail_seq()) >= st.ring.next_seq())
+        {
+            return Ok(wrote);
+        }
         // The next ring frames for this connection (a frame written before,
         // on a failed connection, goes out marked as a replay, its header
         // re-sealed).
