@@ -139,6 +139,8 @@ mod rma;
 mod route;
 mod stats;
 #[cfg(test)]
+mod tcp_no_alloc_test;
+#[cfg(test)]
 mod tcp_pair_test;
 mod trace;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
