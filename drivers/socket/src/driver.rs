@@ -131,6 +131,7 @@ impl Ctx {
             rail: rail as u8,
             conn: conn as u8,
             n_conns: self.n_conns() as u8,
+            features: 0,
             applied: st.dedup.base(),
             granted: st.granter.granted(),
             heap_len: self.heap.len(),

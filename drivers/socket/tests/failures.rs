@@ -575,6 +575,7 @@ fn strangers_are_refused_and_counted() {
         rail: 0,
         conn: 0,
         n_conns: 2,
+        features: 0,
         ..Hello::default()
     };
     wrong.write_all(&h.frame()).expect("write");
@@ -613,6 +614,7 @@ fn raw_pe0(b: &mut SocketDriver) -> (TcpStream, TcpStream) {
             rail: 0,
             conn: c,
             n_conns: 2,
+            features: 0,
             heap_len: 4096,
             ..Hello::default()
         };
