@@ -14,8 +14,12 @@
 //! `Hello` frame carrying the job cookie (mismatches are refused and counted,
 //! [`Event::Refused`]). Every frame is the core wire format
 //! ([`switchyard_core::wire`]): a checked 64-byte header, CRC32C always over
-//! the header and over the payload per [`CrcPolicy`]. The receiving side is
-//! [`decode::StreamDecoder`], which never panics on bad input (fuzzed).
+//! the header and over the payload per [`CrcPolicy`]; except small puts
+//! (1 to 255 bytes) to a peer whose `Hello` offered it
+//! ([`TcpConfig::compact_puts`]): a 40-byte [`compact`] header, CRC32C over
+//! header and payload, the same sequence, ack and replay rules. The
+//! receiving side is [`decode::StreamDecoder`], which never panics on bad
+//! input (fuzzed).
 //!
 //! ## Exactly once, across failures
 //!
@@ -140,6 +144,7 @@
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
 
 mod backoff;
+pub mod compact;
 pub mod decode;
 pub mod dedup;
 mod driver;
@@ -225,6 +230,11 @@ pub struct TcpConfig {
     pub get_buffer: u32,
     /// Payload CRC policy.
     pub crc: CrcPolicy,
+    /// Small puts (1 to 255 bytes, copied) travel with a 40-byte compact
+    /// header instead of the 64-byte one ([`compact`]) to peers that decode
+    /// it (their `Hello` says so, [`handshake::FEATURE_COMPACT`]); this PE
+    /// decodes them, and says so, only when this is on. Default on.
+    pub compact_puts: bool,
     /// A heartbeat goes on a rail's control connection when nothing was sent
     /// on that rail for this long.
     pub heartbeat_interval: Duration,
@@ -253,6 +263,7 @@ impl Default for TcpConfig {
             max_frame_payload: 48 << 10,
             get_buffer: 8 << 20,
             crc: CrcPolicy::Always,
+            compact_puts: true,
             heartbeat_interval: Duration::from_millis(50),
             detection_window: Duration::from_millis(200),
             reconnect_base: Duration::from_millis(5),

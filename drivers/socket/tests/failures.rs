@@ -281,6 +281,78 @@ fn small_puts_queued_behind_a_send_go_out_gathered() {
     }
 }
 
+#[test]
+fn small_puts_are_compact_only_when_both_sides_offer_it() {
+    for (c0, c1) in [(true, true), (true, false), (false, true)] {
+        let cfg = |me, compact_puts| TcpConfig {
+            compact_puts,
+            ..config(me, 1)
+        };
+        let (mut a, pe1) = pair(cfg(0, c0), cfg(1, c1), 1 << 20);
+        quiet(&mut a, Duration::from_secs(10));
+        let before = a.stats();
+        for i in 0..100u64 {
+            retry(&mut a, Duration::from_secs(10), |d| {
+                d.rail(0).put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+            });
+        }
+        quiet(&mut a, Duration::from_secs(10));
+        let st = a.stats();
+        assert_eq!(st.frames_sent - before.frames_sent, 100, "{st:?}");
+        // 100 frames of 40 + 8 bytes, or of 64 + 8, and a few control
+        // frames (an ack request, heartbeats).
+        let bytes = st.bytes_sent - before.bytes_sent;
+        if c0 && c1 {
+            assert!(bytes < 100 * 72, "compact: {bytes} bytes");
+        } else {
+            assert!(bytes >= 100 * 72, "full: {bytes} bytes");
+        }
+        let b = pe1.finish();
+        for i in 0..100u64 {
+            assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i} ({c0}, {c1})");
+        }
+    }
+}
+
+#[test]
+fn compact_puts_cut_in_flight_are_replayed_once() {
+    // The largest compact puts on rail 0 toward a paused PE 1 until the
+    // window is full: written (all or in part), none acknowledged. Rail 0
+    // is cut: they move to rail 1 and are resent there, compact and marked
+    // as replays; PE 1 drops what it applied already.
+    const SIZE: usize = 255;
+    let cfg = |me| TcpConfig {
+        detection_window: Duration::from_secs(5),
+        ..config(me, 2)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
+    let mut model = vec![0u8; 1 << 20];
+    pe1.pause_now();
+    for i in 0..4096usize {
+        let at = i * 256;
+        let mut data = [(i % 253) as u8; SIZE];
+        data[..2].copy_from_slice(&(i as u16).to_le_bytes());
+        match a.rail(0).put(1, at as u64, &data, CX) {
+            Ok(()) => model[at..at + SIZE].copy_from_slice(&data),
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+                break;
+            }
+        }
+    }
+    a.progress(now());
+    a.debug_cut(1, 0);
+    pe1.pause.store(false, Ordering::Relaxed);
+    quiet(&mut a, Duration::from_secs(20));
+    let st = a.stats();
+    assert!(st.replayed > 0 && st.rail_failovers > 0, "{st:?}");
+    let b = pe1.finish();
+    let (p, len) = b.local_heap();
+    // SAFETY: the driver's own heap, its thread stopped.
+    let got = unsafe { std::slice::from_raw_parts(p, len as usize) };
+    assert!(got == &model[..], "target heap differs from the model");
+}
+
 /// Fills the window with small (batched) puts toward a paused PE 1, so that
 /// writes stop part way into a gathered batch and part way into a frame;
 /// optionally cuts the rail there. Everything lands exactly once.

@@ -29,6 +29,7 @@ use super::{
 };
 use crate::{
     Result, SocketError,
+    compact::{self, COMPACT_LEN, COMPACT_MAGIC, COMPACT_MAX_PAYLOAD, CompactPut},
     replay::{Entry, Full, Payload},
     sys,
 };
@@ -337,12 +338,15 @@ fn push_frame(
         p.st.ack_sent = base;
         p.st.unacked_since = None;
     }
-    let stored = HEADER_LEN
-        + if let Source::Copy(s) = payload {
-            s.len()
-        } else {
-            0
-        };
+    // A small copied put to a peer that decodes them: a compact frame.
+    let compact = op == FrameOp::Put
+        && p.st.compact
+        && matches!(payload, Source::Copy(s) if (1..=COMPACT_MAX_PAYLOAD).contains(&s.len()));
+    let stored = match payload {
+        Source::Copy(s) if compact => COMPACT_LEN + s.len(),
+        Source::Copy(s) => HEADER_LEN + s.len(),
+        Source::Heap(..) => HEADER_LEN,
+    };
     let mut entry = Entry::new(rail as u8, credit, awaiting_reply);
     entry.payload = match payload {
         Source::Heap(o, l) => Payload::Heap { offset: o, len: l },
@@ -355,6 +359,17 @@ fn push_frame(
     let seq = p.st.ring.push(stored, entry, |buf, seq| {
         let f = HeaderFields { seq, ..f };
         match payload {
+            Source::Copy(s) if compact => {
+                buf[COMPACT_LEN..COMPACT_LEN + s.len()].copy_from_slice(s);
+                let c = CompactPut {
+                    flags: f.flags,
+                    seq,
+                    ack: f.ack,
+                    context: f.context,
+                    offset: f.offset,
+                };
+                let _ = compact::seal(buf, &c, s.len());
+            }
             Source::Copy(s) => {
                 buf[HEADER_LEN..HEADER_LEN + s.len()].copy_from_slice(s);
                 let _ = seal(buf, &f, s.len(), crc);
@@ -627,6 +642,13 @@ fn frame_written(ctx: &mut Ctx, st: &mut PeerState, seq: u64) {
 fn mark_replay(ctx: &Ctx, st: &mut PeerState, e: &Entry) {
     let heap = &ctx.heap;
     let b = st.ring.bytes_mut(e.at, e.stored);
+    if b[..2] == COMPACT_MAGIC.to_le_bytes() {
+        if b[2] & flags::REPLAY == 0 {
+            b[2] |= flags::REPLAY;
+            compact::reseal(b);
+        }
+        return;
+    }
     if b[4] & flags::REPLAY == 0 {
         b[4] |= flags::REPLAY;
         let (hdr, rest) = b.split_at_mut(HEADER_LEN);
