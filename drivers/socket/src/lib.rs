@@ -107,7 +107,8 @@
 //!    progress step is written at once; the small puts queued behind it
 //!    before the next progress step (a send is in flight) wait for that step
 //!    or until 32 are queued, and go out together; puts of 4 KiB or more,
-//!    gets and atomics are written at once. What the socket does not take
+//!    the first put after a fence, gets and atomics are written at once
+//!    (with what queued before them). What the socket does not take
 //!    goes out in later progress steps ([`SocketStats::writes`] counts the
 //!    writes).
 //! 4. At the target, [`SocketDriver::progress`] (`driver::progress`) reads

@@ -353,6 +353,31 @@ fn compact_puts_cut_in_flight_are_replayed_once() {
     assert!(got == &model[..], "target heap differs from the model");
 }
 
+#[test]
+fn a_put_after_a_fence_goes_out_at_once_with_what_queued() {
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
+    quiet(&mut a, Duration::from_secs(10));
+    a.progress(now());
+    let before = a.stats();
+    // No progress step from here: the first put is written, the next four
+    // queue behind it, the fenced flag takes them along.
+    for i in 0..5u64 {
+        a.rail(0)
+            .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+            .expect("put");
+    }
+    assert_eq!(a.stats().frames_sent - before.frames_sent, 1);
+    a.fence().expect("fence");
+    a.rail(0).put(1, 64, &7u64.to_le_bytes(), CX).expect("flag");
+    assert_eq!(a.stats().frames_sent - before.frames_sent, 6);
+    quiet(&mut a, Duration::from_secs(10));
+    let b = pe1.finish();
+    assert_eq!(heap_u64(&b, 64), 7);
+    for i in 0..5u64 {
+        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
+    }
+}
+
 /// Fills the window with small (batched) puts toward a paused PE 1, so that
 /// writes stop part way into a gathered batch and part way into a frame;
 /// optionally cuts the rail there. Everything lands exactly once.

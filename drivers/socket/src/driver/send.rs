@@ -196,6 +196,9 @@ pub(super) fn put_frames(
         from_heap: matches!(src, Source::Heap(..)),
         done: 0,
     };
+    // A put after a fence is often a flag the target waits for: it and what
+    // queued before it go out at once.
+    let fenced = p.st.fence_flag;
     let mut done = match p.st.resume {
         Some(r) if Resume { done: 0, ..r } == key => r.done,
         _ => 0,
@@ -234,7 +237,7 @@ pub(super) fn put_frames(
         done += chunk;
     }
     p.st.resume = None;
-    kick(ctx, p, rail, len >= EAGER_PUT);
+    kick(ctx, p, rail, fenced || len >= EAGER_PUT);
     Ok(())
 }
 
@@ -414,7 +417,9 @@ const IOVECS: usize = 2 * BATCH + 3;
 /// `quiet_poll`, `get_poll`, wait and progress thread takes one), or as soon
 /// as [`BATCH`] frames wait. The first put after a progress step goes out at
 /// once, so a lone put's latency is unchanged. Gets and atomics (`eager`)
-/// always write at once: their caller waits for the reply.
+/// always write at once: their caller waits for the reply; so do puts of
+/// [`EAGER_PUT`] bytes or more, and the first put after a fence (the flag
+/// of put, fence, put-flag), which takes what queued before it along.
 pub(super) fn kick(ctx: &mut Ctx, p: &mut Peer, rail: usize, eager: bool) {
     if p.rails[rail].state != LinkState::Up {
         return;
