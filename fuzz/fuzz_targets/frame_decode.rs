@@ -1,12 +1,15 @@
 //! Arbitrary bytes as a frame: checked and unchecked decoding never panic, and a
 //! frame that passes `check` re-encodes (with `encode` and with `seal`) to the
-//! same header bytes and payload.
+//! same header bytes and payload. The same bytes as a compact frame of a
+//! small put (the TCP driver's): a typed error or, once checked, a frame
+//! that re-seals to the same bytes and expands to a checked full `Put`.
 //!
 //! Under `cfg(fuzzing)` the core skips only the CRC comparison, so the fuzzer
 //! reaches everything behind it without forging checksums.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use switchyard_socket::compact::{self, COMPACT_LEN, COMPACT_MAGIC, COMPACT_MAX_PAYLOAD};
 use switchyard_core::{
     class::CLASS_ENCODING_VERSION,
     crc::{crc32c, crc32c_append},
@@ -20,6 +23,12 @@ const HEAPS: [u64; 6] = [0, 1, 4096, 1 << 20, u64::MAX / 2, u64::MAX];
 
 fuzz_target!(|data: &[u8]| {
     decode(data);
+    compact_decode(data);
+    if data.len() >= 2 {
+        let mut patched = data.to_vec();
+        patched[..2].copy_from_slice(&COMPACT_MAGIC.to_le_bytes());
+        compact_decode(&patched);
+    }
     // Again with a valid magic and versions patched in, so that the fuzzer reaches
     // the op, length and heap checks without having to find them first.
     if data.len() >= HEADER_LEN {
@@ -131,6 +140,28 @@ fn reencode(f: &Frame<&[u8]>) {
 
     // And a too-small buffer is an error, not a panic.
     assert!(encode(&mut out[..n - 1], &fields, payload, payload_crc).is_err());
+}
+
+/// A compact frame: checked, re-sealed from its fields, expanded.
+fn compact_decode(data: &[u8]) {
+    let Ok((p, total)) = compact::check(data) else {
+        return;
+    };
+    assert!(total <= data.len() && total > COMPACT_LEN);
+    assert_eq!(compact::frame_len(data), Some(total));
+    let payload = &data[COMPACT_LEN..total];
+    let mut again = vec![0u8; total];
+    again[COMPACT_LEN..].copy_from_slice(payload);
+    assert_eq!(compact::seal(&mut again, &p, payload.len()), Some(total));
+    // The CRC aside (not compared under fuzzing), the same bytes.
+    assert_eq!(&again[..4], &data[..4]);
+    assert_eq!(&again[8..], &data[8..total]);
+    assert_eq!(compact::check(&again), Ok((p, total)));
+    let mut full = vec![0u8; HEADER_LEN + COMPACT_MAX_PAYLOAD];
+    let n = compact::expand(&p, 1, 2, payload, &mut full).expect("always fits");
+    let f = Frame::new_checked(&full[..n]).expect("an expansion is a valid frame");
+    assert_eq!(f.payload(), payload);
+    assert_eq!(f.header().span.get() as usize, payload.len());
 }
 
 /// The frame CRC computed independently of the core's private helper.

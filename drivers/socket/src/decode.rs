@@ -12,6 +12,12 @@
 //! fuzzing), and [`StreamDecoder::spare`] + [`StreamDecoder::commit`] let a
 //! socket read land in the buffer directly (the driver).
 //!
+//! Once told the connection's PEs ([`StreamDecoder::accept_compact`]), it
+//! also takes compact frames of small puts ([`crate::compact`]): each is
+//! checked, then handed out as the full `Put` frame it stands for (built in
+//! a second fixed buffer), so its reader sees only full frames. Without
+//! that call a compact frame is [`FrameError::BadMagic`].
+//!
 //! ```
 //! use switchyard_core::wire::{encode, FrameOp, HeaderFields};
 //! use switchyard_socket::decode::StreamDecoder;
@@ -30,6 +36,8 @@
 
 use switchyard_core::wire::{Frame, FrameError, HEADER_LEN, MAGIC, WIRE_VERSION};
 
+use crate::compact::{self, COMPACT_MAGIC, COMPACT_MAX_PAYLOAD, CompactError};
+
 /// Why a byte stream is not a valid frame stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -37,6 +45,9 @@ pub enum DecodeError {
     /// A frame failed its checks (bad magic, version, lengths, CRC, ...).
     #[error("bad frame: {0}")]
     Frame(FrameError),
+    /// A compact frame failed its checks.
+    #[error("bad compact frame: {0}")]
+    Compact(CompactError),
     /// A frame declares more payload than this decoder holds.
     #[error("frame declares {declared} payload bytes, at most {max} accepted")]
     TooLarge {
@@ -62,6 +73,11 @@ pub struct StreamDecoder {
     /// Length of the frame at `start` once [`StreamDecoder::peek`] returned it.
     ready: usize,
     failed: Option<DecodeError>,
+    /// The connection's (source, destination) PEs when compact frames are
+    /// accepted.
+    compact: Option<(u32, u32)>,
+    /// The full frame of the last compact one handed out.
+    expanded: Box<[u8]>,
 }
 
 impl StreamDecoder {
@@ -75,7 +91,16 @@ impl StreamDecoder {
             max_payload,
             ready: 0,
             failed: None,
+            compact: None,
+            expanded: vec![0u8; HEADER_LEN + COMPACT_MAX_PAYLOAD].into_boxed_slice(),
         }
+    }
+
+    /// Accepts compact frames of small puts from now on, expanding them to
+    /// full frames from `src` to `dst` (the connection's PEs, known from
+    /// its handshake); `None`: refuses them (the default).
+    pub fn accept_compact(&mut self, pes: Option<(u32, u32)>) {
+        self.compact = pes;
     }
 
     /// Forgets buffered bytes and any error (a fresh connection).
@@ -133,6 +158,9 @@ impl StreamDecoder {
     /// and declares an acceptable length.
     fn current_total(&self) -> Option<usize> {
         let avail = &self.buf[self.start..self.end];
+        if self.compact.is_some() && avail.len() >= 2 && avail[..2] == COMPACT_MAGIC.to_le_bytes() {
+            return compact::frame_len(avail);
+        }
         if avail.len() < HEADER_LEN {
             return None;
         }
@@ -170,13 +198,38 @@ impl StreamDecoder {
             return Err(e);
         }
         let avail = &self.buf[self.start..self.end];
-        if avail.len() < HEADER_LEN {
+        if avail.len() < 2 {
             return Ok(None);
         }
         // Fail fast on garbage instead of waiting for a bogus length.
         let magic = u16::from_le_bytes([avail[0], avail[1]]);
+        if magic == COMPACT_MAGIC
+            && let Some((src, dst)) = self.compact
+        {
+            let need = compact::frame_len(avail).unwrap_or(compact::COMPACT_LEN);
+            if avail.len() < need.max(compact::COMPACT_LEN) {
+                return Ok(None);
+            }
+            let (p, total) = match compact::check(avail) {
+                Ok(x) => x,
+                Err(e) => return Err(self.fail(DecodeError::Compact(e))),
+            };
+            let payload = &avail[compact::COMPACT_LEN..total];
+            let Some(n) = compact::expand(&p, src, dst, payload, &mut self.expanded) else {
+                return Err(self.fail(DecodeError::Frame(FrameError::BadMagic(magic))));
+            };
+            // What is handed out is checked, as every full frame is.
+            if let Err(e) = Frame::new_checked(&self.expanded[..n]) {
+                return Err(self.fail(DecodeError::Frame(e)));
+            }
+            self.ready = total;
+            return Ok(Some(Frame::new_unchecked(&self.expanded[..n])));
+        }
         if magic != MAGIC {
             return Err(self.fail(DecodeError::Frame(FrameError::BadMagic(magic))));
+        }
+        if avail.len() < HEADER_LEN {
+            return Ok(None);
         }
         if avail[2] != WIRE_VERSION {
             return Err(self.fail(DecodeError::Frame(FrameError::BadVersion(avail[2]))));
@@ -275,6 +328,87 @@ mod test {
         assert_eq!(d.peek().unwrap().unwrap().header().seq.get(), 9);
         d.consume();
         assert!(d.peek().unwrap().is_none());
+    }
+
+    fn compact_frame(seq: u64, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; compact::COMPACT_LEN + payload.len()];
+        b[compact::COMPACT_LEN..].copy_from_slice(payload);
+        let p = compact::CompactPut {
+            seq,
+            offset: seq * 8,
+            ..compact::CompactPut::default()
+        };
+        compact::seal(&mut b, &p, payload.len()).unwrap();
+        b
+    }
+
+    #[test]
+    fn compact_frames_come_out_as_full_puts_at_any_chunking() {
+        let mut stream = Vec::new();
+        for i in 0..60u64 {
+            let payload = vec![i as u8; 1 + (i * 37 % 255) as usize];
+            if i % 3 == 0 {
+                stream.extend(frame(i, &payload));
+            } else {
+                stream.extend(compact_frame(i, &payload));
+            }
+        }
+        for chunk in [1usize, 2, 39, 40, 41, 64, 300, 4096] {
+            let mut d = StreamDecoder::new(512);
+            d.accept_compact(Some((7, 8)));
+            let mut seen = Vec::new();
+            let mut rest = &stream[..];
+            while !rest.is_empty() {
+                let n = d.feed(&rest[..chunk.min(rest.len())]);
+                rest = &rest[n..];
+                while let Some(f) = d.peek().unwrap() {
+                    let h = f.header();
+                    let i = h.seq.get();
+                    assert_eq!(f.op(), Some(FrameOp::Put));
+                    assert_eq!(f.payload(), &vec![i as u8; 1 + (i * 37 % 255) as usize][..]);
+                    if i % 3 != 0 {
+                        assert_eq!((h.src_pe.get(), h.dst_pe.get()), (7, 8));
+                        assert_eq!(
+                            (h.offset.get(), h.span.get()),
+                            (i * 8, f.payload().len() as u32)
+                        );
+                    }
+                    seen.push(i);
+                    d.consume();
+                }
+            }
+            assert_eq!(seen, (0..60).collect::<Vec<_>>(), "chunk {chunk}");
+            assert_eq!(d.buffered(), 0);
+        }
+    }
+
+    #[test]
+    fn compact_frames_are_refused_unless_accepted_and_checked() {
+        let c = compact_frame(1, &[3; 8]);
+        let mut d = StreamDecoder::new(64);
+        d.feed(&c);
+        assert!(matches!(
+            d.peek(),
+            Err(DecodeError::Frame(FrameError::BadMagic(m))) if m == compact::COMPACT_MAGIC
+        ));
+        let mut d = StreamDecoder::new(64);
+        d.accept_compact(Some((0, 1)));
+        let mut bad = c.clone();
+        bad[compact::COMPACT_LEN] ^= 1;
+        d.feed(&bad);
+        assert!(matches!(
+            d.peek(),
+            Err(DecodeError::Compact(CompactError::BadCrc { .. }))
+        ));
+        assert!(d.peek().is_err(), "sticky");
+        d.reset();
+        let mut empty = c.clone();
+        empty[3] = 0;
+        d.feed(&empty);
+        assert_eq!(
+            d.peek().unwrap_err(),
+            DecodeError::Compact(CompactError::Empty)
+        );
     }
 
     #[test]

@@ -48,7 +48,10 @@ use self::{
 };
 use crate::{
     Backlog, CrcPolicy, Event, MAX_RAILS, Result, SocketError, SocketStats, TcpConfig,
-    decode::StreamDecoder, handshake::Hello, heap::Heap, sys,
+    decode::StreamDecoder,
+    handshake::{FEATURE_COMPACT, Hello},
+    heap::Heap,
+    sys,
 };
 
 /// Handshakes in progress on the accepting side, at most.
@@ -131,6 +134,11 @@ impl Ctx {
             rail: rail as u8,
             conn: conn as u8,
             n_conns: self.n_conns() as u8,
+            features: if self.cfg.compact_puts {
+                FEATURE_COMPACT
+            } else {
+                0
+            },
             applied: st.dedup.base(),
             granted: st.granter.granted(),
             heap_len: self.heap.len(),

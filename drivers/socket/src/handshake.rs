@@ -2,7 +2,8 @@
 //!
 //! Layout (64 bytes, little-endian): cookie (16), job id (u64), source PE
 //! (u32), destination PE (u32), rail (u8), connection index (u8, 0 = control),
-//! connections per rail (u8), 5 zero bytes, the highest sequence the sender
+//! connections per rail (u8), the sender's feature bits (u8: [`FEATURE_COMPACT`];
+//! unknown bits are ignored), 4 zero bytes, the highest sequence the sender
 //! has applied in order from the receiver (u64, the replay point), the
 //! sender's cumulative credit grant to the receiver (u64), the sender's heap
 //! length (u64).
@@ -11,6 +12,13 @@ use switchyard_core::wire::{FrameOp, HEADER_LEN, HeaderFields, encode};
 
 /// Bytes of a [`Hello`] payload.
 pub const HELLO_LEN: usize = 64;
+
+/// Feature bit: the sender decodes compact frames of small puts (the
+/// `compact` module), so its peer may send them to it. A driver from
+/// before this bit refuses a `Hello` carrying it (its byte was reserved,
+/// zero): the connection is refused as garbage, counted and reported
+/// ([`crate::Event::Refused`]), never misread.
+pub const FEATURE_COMPACT: u8 = 1 << 0;
 
 /// One side's handshake (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,6 +37,8 @@ pub struct Hello {
     pub conn: u8,
     /// Connections per rail (control + data).
     pub n_conns: u8,
+    /// Feature bits of the sender ([`FEATURE_COMPACT`]).
+    pub features: u8,
     /// Highest sequence applied in order from the receiver.
     pub applied: u64,
     /// Cumulative credit granted to the receiver.
@@ -48,6 +58,7 @@ impl Hello {
         b[32] = self.rail;
         b[33] = self.conn;
         b[34] = self.n_conns;
+        b[35] = self.features;
         b[40..48].copy_from_slice(&self.applied.to_le_bytes());
         b[48..56].copy_from_slice(&self.granted.to_le_bytes());
         b[56..64].copy_from_slice(&self.heap_len.to_le_bytes());
@@ -57,7 +68,7 @@ impl Hello {
     /// Decodes a payload; `None` unless it is exactly [`HELLO_LEN`] bytes with
     /// the reserved bytes zero.
     pub fn decode(b: &[u8]) -> Option<Hello> {
-        if b.len() != HELLO_LEN || b[35..40].iter().any(|&x| x != 0) {
+        if b.len() != HELLO_LEN || b[36..40].iter().any(|&x| x != 0) {
             return None;
         }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
@@ -72,6 +83,7 @@ impl Hello {
             rail: b[32],
             conn: b[33],
             n_conns: b[34],
+            features: b[35],
             applied: u64_at(40),
             granted: u64_at(48),
             heap_len: u64_at(56),
@@ -109,6 +121,7 @@ mod test {
             rail: 3,
             conn: 1,
             n_conns: 2,
+            features: FEATURE_COMPACT,
             applied: 77,
             granted: 1 << 40,
             heap_len: 4096,
@@ -117,6 +130,11 @@ mod test {
         let f = h.frame();
         let fr = Frame::new_checked(&f[..]).unwrap();
         assert_eq!(Hello::decode(fr.payload()), Some(h));
+        assert_eq!(h.encode()[35], FEATURE_COMPACT);
+        // Unknown feature bits are ignored; the reserved bytes are not.
+        let mut b = h.encode();
+        b[35] = 0xFF;
+        assert_eq!(Hello::decode(&b).map(|x| x.features), Some(0xFF));
         let mut b = h.encode();
         b[36] = 1;
         assert_eq!(Hello::decode(&b), None);

@@ -19,16 +19,18 @@ fn cvt<T: PartialEq + From<i8>>(r: T) -> io::Result<T> {
     }
 }
 
-/// `send2` with one buffer: plain `send` (no message header or iovec for
-/// the kernel to copy in: a small frame's send is measurably cheaper).
-fn send1(fd: RawFd, a: &[u8]) -> io::Result<usize> {
+/// [`sendv`] of one range: plain `send` (no message header or iovec for
+/// the kernel to copy in: a small frame's send is measurably cheaper). The
+/// range is an `iovec`, not a slice: merged ranges may span two buffers.
+fn send1(fd: RawFd, a: &libc::iovec) -> io::Result<usize> {
     loop {
-        // SAFETY: `a` is a live slice for the call's duration; send only reads it.
+        // SAFETY: `a` describes bytes borrowed for the gather's lifetime
+        // (`Gather::push`), live for the call; send only reads them.
         let r = unsafe {
             libc::send(
                 fd,
-                a.as_ptr().cast(),
-                a.len(),
+                a.iov_base,
+                a.iov_len,
                 libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
             )
         };
@@ -138,30 +140,83 @@ pub(crate) fn connect_result(s: &TcpStream) -> io::Result<bool> {
     }
 }
 
-/// Sends `a` then `b` (either may be empty) in one `sendmsg` with
-/// `MSG_NOSIGNAL` (a dead peer gives `EPIPE`, not a signal). Returns the bytes
-/// sent; 0 when the socket buffer is full.
-pub(crate) fn send2(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
-    if b.is_empty() {
-        return send1(fd, a);
+/// Byte ranges gathered for one vectored write ([`sendv`]), in a fixed
+/// array of `N` `iovec`s on the caller's stack (no allocation). A range that
+/// starts where the previous one ends (frames next to each other in the
+/// replay ring) extends it instead of taking a new slot.
+pub(crate) struct Gather<'a, const N: usize> {
+    iov: [libc::iovec; N],
+    n: usize,
+    bytes: usize,
+    _borrow: core::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a, const N: usize> Gather<'a, N> {
+    /// Nothing gathered.
+    pub(crate) fn new() -> Self {
+        Gather {
+            iov: [libc::iovec {
+                iov_base: core::ptr::null_mut(),
+                iov_len: 0,
+            }; N],
+            n: 0,
+            bytes: 0,
+            _borrow: core::marker::PhantomData,
+        }
     }
-    let iov = [
-        libc::iovec {
-            iov_base: a.as_ptr().cast_mut().cast(),
-            iov_len: a.len(),
-        },
-        libc::iovec {
+
+    /// Bytes gathered.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether `slots` more ranges surely fit.
+    pub(crate) fn room(&self, slots: usize) -> bool {
+        N - self.n >= slots
+    }
+
+    /// Appends `b` (nothing when empty); `false` when no slot is left.
+    pub(crate) fn push(&mut self, b: &'a [u8]) -> bool {
+        if b.is_empty() {
+            return true;
+        }
+        if let Some(last) = self.n.checked_sub(1).map(|i| &mut self.iov[i])
+            && last.iov_base.cast::<u8>().wrapping_add(last.iov_len) == b.as_ptr().cast_mut()
+        {
+            last.iov_len += b.len();
+            self.bytes += b.len();
+            return true;
+        }
+        if self.n == N {
+            return false;
+        }
+        self.iov[self.n] = libc::iovec {
             iov_base: b.as_ptr().cast_mut().cast(),
             iov_len: b.len(),
-        },
-    ];
+        };
+        self.n += 1;
+        self.bytes += b.len();
+        true
+    }
+}
+
+/// Writes what `g` gathered in one system call: `send` for one range (no
+/// message header or iovec for the kernel to copy in), else one `sendmsg`,
+/// with `MSG_NOSIGNAL`. Returns the bytes sent, possibly fewer than gathered;
+/// 0 when the socket buffer is full (or nothing was gathered).
+pub(crate) fn sendv<const N: usize>(fd: RawFd, g: &Gather<'_, N>) -> io::Result<usize> {
+    match g.n {
+        0 => return Ok(0),
+        1 => return send1(fd, &g.iov[0]),
+        _ => {}
+    }
     // SAFETY: msghdr is plain old data; all-zero is valid (no name, no control).
     let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr().cast_mut();
-    msg.msg_iovlen = if b.is_empty() { 1 } else { 2 };
+    msg.msg_iov = g.iov.as_ptr().cast_mut();
+    msg.msg_iovlen = g.n as _;
     loop {
-        // SAFETY: the iovecs point into live slices for the call's duration;
-        // sendmsg only reads them.
+        // SAFETY: the first `g.n` iovecs point into slices borrowed for the
+        // gather's lifetime (`Gather::push`); sendmsg only reads them.
         let r =
             unsafe { libc::sendmsg(fd, &raw const msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
         if r >= 0 {

@@ -258,6 +258,203 @@ fn only_rail_cut_reconnects_and_replays() {
 }
 
 #[test]
+fn small_puts_queued_behind_a_send_go_out_gathered() {
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
+    quiet(&mut a, Duration::from_secs(10));
+    let before = a.stats();
+    // 64 puts with no progress step between them: the first is written at
+    // once, the rest queue behind it and leave in gathered writes.
+    for i in 0..64u64 {
+        a.rail(0)
+            .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+            .expect("put");
+    }
+    quiet(&mut a, Duration::from_secs(10));
+    let st = a.stats();
+    assert_eq!(st.frames_sent - before.frames_sent, 64, "{st:?}");
+    // 64 puts (and an ack request, a heartbeat) in a handful of writes (1,
+    // then 32 at once, the rest with the next step), not 64.
+    assert!(st.writes - before.writes <= 8, "{before:?} {st:?}");
+    let b = pe1.finish();
+    for i in 0..64u64 {
+        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
+    }
+}
+
+#[test]
+fn small_puts_are_compact_only_when_both_sides_offer_it() {
+    for (c0, c1) in [(true, true), (true, false), (false, true)] {
+        let cfg = |me, compact_puts| TcpConfig {
+            compact_puts,
+            ..config(me, 1)
+        };
+        let (mut a, pe1) = pair(cfg(0, c0), cfg(1, c1), 1 << 20);
+        quiet(&mut a, Duration::from_secs(10));
+        let before = a.stats();
+        for i in 0..100u64 {
+            retry(&mut a, Duration::from_secs(10), |d| {
+                d.rail(0).put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+            });
+        }
+        quiet(&mut a, Duration::from_secs(10));
+        let st = a.stats();
+        assert_eq!(st.frames_sent - before.frames_sent, 100, "{st:?}");
+        // 100 frames of 40 + 8 bytes, or of 64 + 8, and a few control
+        // frames (an ack request, heartbeats).
+        let bytes = st.bytes_sent - before.bytes_sent;
+        if c0 && c1 {
+            assert!(bytes < 100 * 72, "compact: {bytes} bytes");
+        } else {
+            assert!(bytes >= 100 * 72, "full: {bytes} bytes");
+        }
+        let b = pe1.finish();
+        for i in 0..100u64 {
+            assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i} ({c0}, {c1})");
+        }
+    }
+}
+
+#[test]
+fn compact_puts_cut_in_flight_are_replayed_once() {
+    // The largest compact puts on rail 0 toward a paused PE 1 until the
+    // window is full: written (all or in part), none acknowledged. Rail 0
+    // is cut: they move to rail 1 and are resent there, compact and marked
+    // as replays; PE 1 drops what it applied already.
+    const SIZE: usize = 255;
+    let cfg = |me| TcpConfig {
+        detection_window: Duration::from_secs(5),
+        ..config(me, 2)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), 1 << 20);
+    let mut model = vec![0u8; 1 << 20];
+    pe1.pause_now();
+    for i in 0..4096usize {
+        let at = i * 256;
+        let mut data = [(i % 253) as u8; SIZE];
+        data[..2].copy_from_slice(&(i as u16).to_le_bytes());
+        match a.rail(0).put(1, at as u64, &data, CX) {
+            Ok(()) => model[at..at + SIZE].copy_from_slice(&data),
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+                break;
+            }
+        }
+    }
+    a.progress(now());
+    a.debug_cut(1, 0);
+    pe1.pause.store(false, Ordering::Relaxed);
+    quiet(&mut a, Duration::from_secs(20));
+    let st = a.stats();
+    assert!(st.replayed > 0 && st.rail_failovers > 0, "{st:?}");
+    let b = pe1.finish();
+    let (p, len) = b.local_heap();
+    // SAFETY: the driver's own heap, its thread stopped.
+    let got = unsafe { std::slice::from_raw_parts(p, len as usize) };
+    assert!(got == &model[..], "target heap differs from the model");
+}
+
+#[test]
+fn a_put_after_a_fence_goes_out_at_once_with_what_queued() {
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
+    quiet(&mut a, Duration::from_secs(10));
+    a.progress(now());
+    let before = a.stats();
+    // No progress step from here: the first put is written, the next four
+    // queue behind it, the fenced flag takes them along.
+    for i in 0..5u64 {
+        a.rail(0)
+            .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+            .expect("put");
+    }
+    assert_eq!(a.stats().frames_sent - before.frames_sent, 1);
+    a.fence().expect("fence");
+    a.rail(0).put(1, 64, &7u64.to_le_bytes(), CX).expect("flag");
+    assert_eq!(a.stats().frames_sent - before.frames_sent, 6);
+    quiet(&mut a, Duration::from_secs(10));
+    let b = pe1.finish();
+    assert_eq!(heap_u64(&b, 64), 7);
+    for i in 0..5u64 {
+        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
+    }
+}
+
+/// Fills the window with small (batched) puts toward a paused PE 1, so that
+/// writes stop part way into a gathered batch and part way into a frame;
+/// optionally cuts the rail there. Everything lands exactly once.
+fn small_puts_stalled_mid_batch(cut: bool) {
+    const SIZE: u64 = 3000;
+    const SLOTS: u64 = 4096;
+    let cfg = |me| TcpConfig {
+        window: 12 << 20,
+        detection_window: Duration::from_secs(5),
+        ..config(me, 1)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), SLOTS * SIZE);
+    let mut model = vec![0u8; (SLOTS * SIZE) as usize];
+    let put = |d: &mut SocketDriver, model: &mut [u8], i: u64| {
+        let at = (i % SLOTS) * SIZE;
+        let mut data = vec![(i % 251) as u8; SIZE as usize];
+        data[..8].copy_from_slice(&i.to_le_bytes());
+        let r = d.rail(0).put(1, at, &data, CX);
+        if r.is_ok() {
+            model[at as usize..(at + SIZE) as usize].copy_from_slice(&data);
+        }
+        r
+    };
+    pe1.pause_now();
+    let mut i = 0u64;
+    loop {
+        match put(&mut a, &mut model, i) {
+            Ok(()) => i += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+                break;
+            }
+        }
+        assert!(i < 100_000, "never pushed back");
+    }
+    let st = a.stats();
+    // The socket took a part only: the rest waits in the ring.
+    assert!(st.would_block > 0, "{st:?}");
+    assert!(st.frames_sent < i, "{i} puts, {st:?}");
+    if cut {
+        a.debug_cut(1, 0);
+    }
+    pe1.pause.store(false, Ordering::Relaxed);
+    let n = i + 500;
+    while i < n {
+        retry(&mut a, Duration::from_secs(20), |d| put(d, &mut model, i));
+        i += 1;
+    }
+    quiet(&mut a, Duration::from_secs(20));
+    let st = a.stats();
+    if cut {
+        assert!(st.replayed > 0, "{st:?}");
+    } else {
+        assert_eq!(st.replayed, 0, "{st:?}");
+    }
+    let b = pe1.finish();
+    let bst = b.stats();
+    if !cut {
+        assert_eq!(bst.duplicates_dropped, 0, "{bst:?}");
+    }
+    let (p, len) = b.local_heap();
+    // SAFETY: the driver's own heap, its thread stopped.
+    let got = unsafe { std::slice::from_raw_parts(p, len as usize) };
+    assert!(got == &model[..], "target heap differs from the model");
+}
+
+#[test]
+fn small_puts_stalled_mid_batch_resume_exactly() {
+    small_puts_stalled_mid_batch(false);
+}
+
+#[test]
+fn small_puts_cut_mid_batch_are_replayed_once() {
+    small_puts_stalled_mid_batch(true);
+}
+
+#[test]
 fn traffic_ramps_up_gently_after_a_recovery() {
     let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
     let burst = |a: &mut SocketDriver, tag: u64| {
@@ -475,6 +672,7 @@ fn strangers_are_refused_and_counted() {
         rail: 0,
         conn: 0,
         n_conns: 2,
+        features: 0,
         ..Hello::default()
     };
     wrong.write_all(&h.frame()).expect("write");
@@ -513,6 +711,7 @@ fn raw_pe0(b: &mut SocketDriver) -> (TcpStream, TcpStream) {
             rail: 0,
             conn: c,
             n_conns: 2,
+            features: 0,
             heap_len: 4096,
             ..Hello::default()
         };

@@ -33,8 +33,13 @@ use super::{
     send::{OutBuf, Resume, flush_conn, kick},
 };
 use crate::{
-    Event, MAX_DATA_CONNECTIONS, MAX_RAILS, RefuseReason, Result, SocketError, backoff::Backoff,
-    decode::StreamDecoder, dedup::DedupWindow, handshake::Hello, replay::ReplayRing, sys,
+    Event, MAX_DATA_CONNECTIONS, MAX_RAILS, RefuseReason, Result, SocketError,
+    backoff::Backoff,
+    decode::StreamDecoder,
+    dedup::DedupWindow,
+    handshake::{FEATURE_COMPACT, Hello},
+    replay::ReplayRing,
+    sys,
 };
 
 /// Send buffer of a control connection.
@@ -65,6 +70,10 @@ pub(super) struct Conn {
     pub(super) partial: Option<(u64, usize)>,
     /// What the peer's Hello said (applied, granted).
     pub(super) hello: Option<(u64, u64)>,
+    /// The progress step of the last `send::kick` that wrote here.
+    pub(super) kick_step: u32,
+    /// Ring frames queued here since the last write attempt.
+    pub(super) queued: u16,
 }
 
 impl Conn {
@@ -83,6 +92,8 @@ impl Conn {
             cursor: 0,
             partial: None,
             hello: None,
+            kick_step: u32::MAX,
+            queued: 0,
         }
     }
 }
@@ -120,6 +131,9 @@ pub(super) struct PeerState {
     /// none).
     pub(super) ramp: u64,
     pub(super) resume: Option<Resume>,
+    /// The peer decodes compact frames of small puts (its `Hello` said so,
+    /// and this driver's `compact_puts` is on).
+    pub(super) compact: bool,
     // Receive side.
     pub(super) dedup: DedupWindow,
     pub(super) granter: CreditGranter,
@@ -232,6 +246,7 @@ impl SocketDriver {
             });
         }
         let st = PeerState {
+            compact: false,
             pe,
             heap_len,
             ring: ReplayRing::new(cfg.window as usize),
@@ -539,6 +554,9 @@ pub(super) fn connect_step(ctx: &mut Ctx, p: &mut Peer, r: usize) -> ControlFlow
                         conn.out.commit(f.len());
                     }
                     conn.phase = Phase::HelloSent;
+                    // What this Hello offers holds from its first byte on.
+                    conn.dec
+                        .accept_compact(ctx.cfg.compact_puts.then_some((p.st.pe, ctx.me)));
                 }
                 Ok(false) => {}
                 Err(e) => {
@@ -592,6 +610,7 @@ fn install(ctx: &mut Ctx, p: &mut Peer, rail: usize, h: Hello, sock: TcpStream) 
     conn.sock = Some(sock);
     conn.phase = Phase::Up;
     conn.hello = Some((h.applied, h.granted));
+    accept_hello(ctx, &mut p.st, conn, &h);
     let f = reply.frame();
     if let Some(b) = conn.out.reserve(f.len()) {
         b.copy_from_slice(&f);
@@ -608,6 +627,15 @@ fn install(ctx: &mut Ctx, p: &mut Peer, rail: usize, h: Hello, sock: TcpStream) 
         let Peer { rails, st } = p;
         let _ = flush_conn(ctx, st, &mut rails[rail].conns[c], rail, c, false);
     }
+}
+
+/// What a connection learns from the peer's `Hello` `h` about compact
+/// frames: its decoder takes them when this driver offered them, and small
+/// puts to the peer use them when the peer offered them.
+pub(super) fn accept_hello(ctx: &Ctx, st: &mut PeerState, conn: &mut Conn, h: &Hello) {
+    conn.dec
+        .accept_compact(ctx.cfg.compact_puts.then_some((st.pe, ctx.me)));
+    st.compact = ctx.cfg.compact_puts && h.features & FEATURE_COMPACT != 0;
 }
 
 /// All connections of `rail` are up: the rail is Up, and what waits for it
@@ -706,7 +734,7 @@ pub(super) fn rail_down(ctx: &mut Ctx, p: &mut Peer, rail: usize, why: Down) {
         ctx.stats.reconnects += 1;
     }
     if let Some(t) = target {
-        kick(ctx, p, t);
+        kick(ctx, p, t, true);
     }
 }
 

@@ -165,7 +165,7 @@ impl SocketDriver {
             }
             done += chunk;
         }
-        kick(ctx, p, rail);
+        kick(ctx, p, rail, true);
         Ok(())
     }
 
@@ -220,7 +220,7 @@ impl SocketDriver {
             ctx.gets.free(idx);
             return Err(e);
         }
-        kick(ctx, p, rail);
+        kick(ctx, p, rail, true);
         Ok(ticket)
     }
 
@@ -316,7 +316,7 @@ impl SocketDriver {
         let r = self.split(peer).and_then(|(ctx, p)| {
             check_fence(ctx, p, rail, offset, op.width.bytes() as u64)?;
             atomic_frame(ctx, p, rail, offset, &op, ticket.slot, cx)?;
-            kick(ctx, p, rail);
+            kick(ctx, p, rail, true);
             Ok(())
         });
         if let Err(e) = r {

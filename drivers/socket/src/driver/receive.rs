@@ -20,7 +20,7 @@ use switchyard_core::{
 
 use super::{
     ATOMIC_CACHE, Ctx,
-    connection::{Conn, Down, PeerState, Phase},
+    connection::{Conn, Down, PeerState, Phase, accept_hello},
     recovery::{ACK_FRAMES, on_ack},
     send::{OutBuf, fields},
     tickets::{SLOT_BITS, SlotState},
@@ -88,6 +88,11 @@ pub(super) fn read_conn(
                     if h.heap_len > 0 {
                         st.heap_len = h.heap_len;
                     }
+                    conn.dec.consume();
+                    accept_hello(ctx, st, conn, &h);
+                    conn.phase = Phase::Up;
+                    busy = true;
+                    continue;
                 }
                 conn.phase = Phase::Up;
                 conn.dec.consume();

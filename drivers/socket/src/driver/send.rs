@@ -8,8 +8,9 @@
 //! for one get or atomic. [`kick`] then writes right away what is queued on
 //! a rail, through [`flush_conn`]: per connection, a partly written frame
 //! first, then its [`OutBuf`] (control frames, get and atomic replies), then
-//! the ring frames assigned to it in sequence order, each with one
-//! `send`/`sendmsg` (header and heap payload as two buffers, zero copy).
+//! the ring frames assigned to it in sequence order, gathered into one
+//! `send`/`sendmsg` of up to [`BATCH`] frames (a heap payload as its own
+//! range, zero copy; ranges next to each other in the ring as one).
 
 use std::os::fd::AsRawFd;
 
@@ -28,6 +29,7 @@ use super::{
 };
 use crate::{
     Result, SocketError,
+    compact::{self, COMPACT_LEN, COMPACT_MAGIC, COMPACT_MAX_PAYLOAD, CompactPut},
     replay::{Entry, Full, Payload},
     sys,
 };
@@ -93,10 +95,6 @@ impl OutBuf {
     pub(super) fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.start == self.end
     }
 
     fn pending(&self) -> &[u8] {
@@ -170,6 +168,10 @@ impl Source<'_> {
     }
 }
 
+/// Puts of at least this many bytes are written at once ([`kick`] eager):
+/// batching only pays for small frames.
+const EAGER_PUT: u64 = 4096;
+
 pub(super) fn put_frames(
     ctx: &mut Ctx,
     p: &mut Peer,
@@ -194,6 +196,9 @@ pub(super) fn put_frames(
         from_heap: matches!(src, Source::Heap(..)),
         done: 0,
     };
+    // A put after a fence is often a flag the target waits for: it and what
+    // queued before it go out at once.
+    let fenced = p.st.fence_flag;
     let mut done = match p.st.resume {
         Some(r) if Resume { done: 0, ..r } == key => r.done,
         _ => 0,
@@ -223,7 +228,7 @@ pub(super) fn put_frames(
         .is_err()
         {
             p.st.resume = Some(Resume { done, ..key });
-            kick(ctx, p, rail);
+            kick(ctx, p, rail, true);
             return Err(SocketError::WouldBlock {
                 peer: p.st.pe,
                 what: "send window",
@@ -232,7 +237,7 @@ pub(super) fn put_frames(
         done += chunk;
     }
     p.st.resume = None;
-    kick(ctx, p, rail);
+    kick(ctx, p, rail, fenced || len >= EAGER_PUT);
     Ok(())
 }
 
@@ -336,12 +341,15 @@ fn push_frame(
         p.st.ack_sent = base;
         p.st.unacked_since = None;
     }
-    let stored = HEADER_LEN
-        + if let Source::Copy(s) = payload {
-            s.len()
-        } else {
-            0
-        };
+    // A small copied put to a peer that decodes them: a compact frame.
+    let compact = op == FrameOp::Put
+        && p.st.compact
+        && matches!(payload, Source::Copy(s) if (1..=COMPACT_MAX_PAYLOAD).contains(&s.len()));
+    let stored = match payload {
+        Source::Copy(s) if compact => COMPACT_LEN + s.len(),
+        Source::Copy(s) => HEADER_LEN + s.len(),
+        Source::Heap(..) => HEADER_LEN,
+    };
     let mut entry = Entry::new(rail as u8, credit, awaiting_reply);
     entry.payload = match payload {
         Source::Heap(o, l) => Payload::Heap { offset: o, len: l },
@@ -354,6 +362,17 @@ fn push_frame(
     let seq = p.st.ring.push(stored, entry, |buf, seq| {
         let f = HeaderFields { seq, ..f };
         match payload {
+            Source::Copy(s) if compact => {
+                buf[COMPACT_LEN..COMPACT_LEN + s.len()].copy_from_slice(s);
+                let c = CompactPut {
+                    flags: f.flags,
+                    seq,
+                    ack: f.ack,
+                    context: f.context,
+                    offset: f.offset,
+                };
+                let _ = compact::seal(buf, &c, s.len());
+            }
             Source::Copy(s) => {
                 buf[HEADER_LEN..HEADER_LEN + s.len()].copy_from_slice(s);
                 let _ = seal(buf, &f, s.len(), crc);
@@ -370,12 +389,38 @@ fn push_frame(
     })?;
     // Cannot fail: checked above.
     let _ = p.st.credit.try_consume(u64::from(credit));
+    if let Some(c) = p
+        .rails
+        .get_mut(rail)
+        .and_then(|r| r.conns.get_mut(usize::from(conn)))
+    {
+        c.queued = c.queued.saturating_add(1);
+    }
     p.st.fence_flag = false;
     Ok(seq)
 }
 
+/// Most ring frames one write gathers, and most puts a connection queues
+/// before [`kick`] writes them without waiting for the next progress step.
+pub(super) const BATCH: usize = 32;
+
+/// `iovec`s of one gathered write: a partly written frame (header and heap
+/// payload), the out buffer, and [`BATCH`] frames of two ranges each.
+const IOVECS: usize = 2 * BATCH + 3;
+
 /// Tries to write what is queued on `rail` toward `p` right away.
-pub(super) fn kick(ctx: &mut Ctx, p: &mut Peer, rail: usize) {
+///
+/// With `eager` false (puts), a data connection that was already written by
+/// a `kick` since the last progress step, and holds fewer than [`BATCH`]
+/// new frames, is left alone: a send is in flight, and what queues behind
+/// it goes out in one gathered write with the next progress step (every
+/// `quiet_poll`, `get_poll`, wait and progress thread takes one), or as soon
+/// as [`BATCH`] frames wait. The first put after a progress step goes out at
+/// once, so a lone put's latency is unchanged. Gets and atomics (`eager`)
+/// always write at once: their caller waits for the reply; so do puts of
+/// [`EAGER_PUT`] bytes or more, and the first put after a fence (the flag
+/// of put, fence, put-flag), which takes what queued before it along.
+pub(super) fn kick(ctx: &mut Ctx, p: &mut Peer, rail: usize, eager: bool) {
     if p.rails[rail].state != LinkState::Up {
         return;
     }
@@ -383,7 +428,12 @@ pub(super) fn kick(ctx: &mut Ctx, p: &mut Peer, rail: usize) {
     let rl = &mut rails[rail];
     let mut failed = false;
     for c in 1..rl.conns.len() {
-        match flush_conn(ctx, st, &mut rl.conns[c], rail, c, true) {
+        let conn = &mut rl.conns[c];
+        if !eager && conn.kick_step == ctx.steps && usize::from(conn.queued) < BATCH {
+            continue;
+        }
+        conn.kick_step = ctx.steps;
+        match flush_conn(ctx, st, conn, rail, c, true) {
             Ok(true) => rl.last_tx = ctx.now,
             Ok(false) => {}
             Err(()) => failed = true,
@@ -405,7 +455,11 @@ pub(super) fn flush_rail_control(ctx: &mut Ctx, p: &mut Peer, r: usize) {
 }
 
 /// Writes what `conn` has queued: a partly written frame, then its out
-/// buffer, then (with `data`) the replay-ring frames assigned to it.
+/// buffer, then (with `data`) the replay-ring frames assigned to it, in
+/// sequence order, gathered [`BATCH`] frames at a time into one
+/// `send`/`sendmsg` (a heap payload goes out from the heap, no copy).
+/// A short write leaves the frame it stopped in as the partly written one
+/// and the frames after it unsent, exactly as they were.
 /// `Ok(true)` when bytes went out; `Err` when the connection failed.
 pub(super) fn flush_conn(
     ctx: &mut Ctx,
@@ -419,107 +473,194 @@ pub(super) fn flush_conn(
         return Ok(false);
     };
     let fd = sock.as_raw_fd();
+    let data = data && conn.phase == Phase::Up;
+    if data {
+        conn.queued = 0;
+    }
     let mut wrote = false;
     loop {
-        if let Some((seq, done)) = conn.partial {
-            let Some(e) = st.ring.get(seq).copied() else {
-                conn.partial = None;
-                continue;
-            };
-            let stored = st.ring.bytes(&e);
-            let heap_part: &[u8] = match e.payload {
-                Payload::Heap { offset, len } => ctx.heap.slice(offset, len as usize),
-                Payload::InRing => &[],
-            };
-            let total = stored.len() + heap_part.len();
-            let r = if done < stored.len() {
-                sys::send2(fd, &stored[done..], heap_part)
-            } else {
-                sys::send2(fd, &[], &heap_part[done - stored.len()..])
-            };
-            let n = r.map_err(|_| ())?;
-            if n == 0 {
-                ctx.stats.would_block += 1;
-                return Ok(wrote);
-            }
-            wrote = true;
-            ctx.stats.bytes_sent += n as u64;
-            if done == 0
-                && let Some(e) = st.ring.get_mut(seq)
-            {
-                // From its first byte on the wire, a later send is a replay.
-                e.ever_sent = true;
-            }
-            if done + n < total {
-                conn.partial = Some((seq, done + n));
-                continue;
-            }
+        if let Some((seq, _)) = conn.partial
+            && st.ring.get(seq).is_none()
+        {
             conn.partial = None;
-            ctx.stats.frames_sent += 1;
-            if let Some(e) = st.ring.get_mut(seq) {
-                e.pinned = false;
-                e.sent = true;
-                e.ever_sent = true;
-            }
-            st.ring.release();
-            continue;
         }
-        if !conn.out.is_empty() {
-            let n = sys::send2(fd, conn.out.pending(), &[]).map_err(|_| ())?;
-            if n == 0 {
-                ctx.stats.would_block += 1;
-                return Ok(wrote);
-            }
-            wrote = true;
-            ctx.stats.bytes_sent += n as u64;
-            conn.out.advance(n);
-            if !conn.out.is_empty() {
-                continue;
-            }
-        }
-        if !data || conn.phase != Phase::Up {
+        // Nothing to write (an idle progress step): no gather to set up.
+        if conn.partial.is_none()
+            && conn.out.pending().is_empty()
+            && (!data || conn.cursor.max(st.ring.tail_seq()) >= st.ring.next_seq())
+        {
             return Ok(wrote);
         }
-        // The next ring frame for this connection.
-        conn.cursor = conn.cursor.max(st.ring.tail_seq());
-        let mut found = None;
-        while conn.cursor < st.ring.next_seq() {
-            let s = conn.cursor;
-            if let Some(e) = st.ring.get(s)
-                && !e.sent
-                && e.outstanding()
-                && usize::from(e.rail()) == rail
-                && usize::from(e.conn) == c
+        // The next ring frames for this connection (a frame written before,
+        // on a failed connection, goes out marked as a replay, its header
+        // re-sealed).
+        let mut picked = [0u64; BATCH];
+        let mut n_picked = 0;
+        let mut scanned = conn.cursor;
+        if data {
+            conn.cursor = conn.cursor.max(st.ring.tail_seq());
+            scanned = conn.cursor;
+            let skip = conn.partial.map(|(s, _)| s);
+            while n_picked < BATCH && scanned < st.ring.next_seq() {
+                let s = scanned;
+                scanned += 1;
+                let Some(e) = st.ring.get(s).copied() else {
+                    continue;
+                };
+                if e.sent
+                    || !e.outstanding()
+                    || usize::from(e.rail()) != rail
+                    || usize::from(e.conn) != c
+                    || skip == Some(s)
+                {
+                    continue;
+                }
+                picked[n_picked] = s;
+                n_picked += 1;
+                if e.ever_sent {
+                    mark_replay(ctx, st, &e);
+                }
+            }
+        }
+        // One gathered write.
+        let (n, gathered, partial_left, out_len) = {
+            let mut g = sys::Gather::<IOVECS>::new();
+            let mut partial_left = 0;
+            if let Some((seq, done)) = conn.partial
+                && let Some(e) = st.ring.get(seq)
             {
-                found = Some(s);
+                let (hdr, body) = frame_parts(ctx, st, e);
+                partial_left = hdr.len() + body.len() - done;
+                if done < hdr.len() {
+                    g.push(&hdr[done..]);
+                    g.push(body);
+                } else {
+                    g.push(&body[done - hdr.len()..]);
+                }
+            }
+            let out_len = conn.out.pending().len();
+            g.push(conn.out.pending());
+            for &s in &picked[..n_picked] {
+                if let Some(e) = st.ring.get(s) {
+                    let (hdr, body) = frame_parts(ctx, st, e);
+                    debug_assert!(g.room(2));
+                    g.push(hdr);
+                    g.push(body);
+                }
+            }
+            if g.bytes() == 0 {
+                conn.cursor = scanned;
+                return Ok(wrote);
+            }
+            let n = sys::sendv(fd, &g).map_err(|_| ())?;
+            (n, g.bytes(), partial_left, out_len)
+        };
+        if n == 0 {
+            ctx.stats.would_block += 1;
+            return Ok(wrote);
+        }
+        wrote = true;
+        ctx.stats.writes += 1;
+        ctx.stats.bytes_sent += n as u64;
+        // Account what went out, in the order it was gathered.
+        let mut left = n;
+        let mut released = false;
+        if let Some((seq, done)) = conn.partial {
+            if left < partial_left {
+                conn.partial = Some((seq, done + left));
+                left = 0;
+            } else {
+                left -= partial_left;
+                conn.partial = None;
+                frame_written(ctx, st, seq);
+                released = true;
+            }
+        }
+        let k = left.min(out_len);
+        conn.out.advance(k);
+        left -= k;
+        conn.cursor = scanned;
+        for &s in &picked[..n_picked] {
+            let Some(e) = st.ring.get_mut(s) else {
+                continue;
+            };
+            if left == 0 {
+                // Not started: the next write picks it up again.
+                conn.cursor = s;
                 break;
             }
-            conn.cursor += 1;
-        }
-        let Some(seq) = found else {
-            return Ok(wrote);
-        };
-        conn.cursor += 1;
-        // A frame written before (on a failed connection) goes out marked
-        // as a replay, its header re-sealed.
-        let e = *st.ring.get(seq).unwrap_or(&Entry::default());
-        if e.ever_sent {
-            ctx.stats.replayed += 1;
-            let heap = &ctx.heap;
-            let b = st.ring.bytes_mut(e.at, e.stored);
-            if b[4] & flags::REPLAY == 0 {
-                b[4] |= flags::REPLAY;
-                let (hdr, rest) = b.split_at_mut(HEADER_LEN);
-                let payload = match e.payload {
-                    Payload::Heap { offset, len } => heap.slice(offset, len as usize),
-                    Payload::InRing => &rest[..],
+            // From its first byte on the wire, a later send is a replay.
+            if e.ever_sent {
+                ctx.stats.replayed += 1;
+            }
+            e.ever_sent = true;
+            let total = e.stored
+                + match e.payload {
+                    Payload::Heap { len, .. } => len as usize,
+                    Payload::InRing => 0,
                 };
-                reseal(hdr, payload);
+            if left < total {
+                e.pinned = true;
+                conn.partial = Some((s, left));
+                left = 0;
+            } else {
+                left -= total;
+                frame_written(ctx, st, s);
+                released = true;
             }
         }
-        if let Some(e) = st.ring.get_mut(seq) {
-            e.pinned = true;
+        if released {
+            st.ring.release();
         }
-        conn.partial = Some((seq, 0));
+        if n < gathered {
+            // The socket buffer is full: the rest waits for a later step.
+            return Ok(wrote);
+        }
+        if n_picked < BATCH {
+            return Ok(wrote);
+        }
+    }
+}
+
+/// A ring frame's bytes: its stored part (header, copied payload) and its
+/// payload in the heap (empty unless `put_from_heap`).
+fn frame_parts<'a>(ctx: &'a Ctx, st: &'a PeerState, e: &Entry) -> (&'a [u8], &'a [u8]) {
+    let heap: &[u8] = match e.payload {
+        Payload::Heap { offset, len } => ctx.heap.slice(offset, len as usize),
+        Payload::InRing => &[],
+    };
+    (st.ring.bytes(e), heap)
+}
+
+/// Frame `seq` was fully written.
+fn frame_written(ctx: &mut Ctx, st: &mut PeerState, seq: u64) {
+    ctx.stats.frames_sent += 1;
+    if let Some(e) = st.ring.get_mut(seq) {
+        e.pinned = false;
+        e.sent = true;
+        e.ever_sent = true;
+    }
+}
+
+/// Sets `REPLAY` in the header of `e` (written before, on a failed
+/// connection) and re-seals it; nothing when it is already set.
+fn mark_replay(ctx: &Ctx, st: &mut PeerState, e: &Entry) {
+    let heap = &ctx.heap;
+    let b = st.ring.bytes_mut(e.at, e.stored);
+    if b[..2] == COMPACT_MAGIC.to_le_bytes() {
+        if b[2] & flags::REPLAY == 0 {
+            b[2] |= flags::REPLAY;
+            compact::reseal(b);
+        }
+        return;
+    }
+    if b[4] & flags::REPLAY == 0 {
+        b[4] |= flags::REPLAY;
+        let (hdr, rest) = b.split_at_mut(HEADER_LEN);
+        let payload = match e.payload {
+            Payload::Heap { offset, len } => heap.slice(offset, len as usize),
+            Payload::InRing => &rest[..],
+        };
+        reseal(hdr, payload);
     }
 }

@@ -141,6 +141,8 @@ mod route;
 mod shm_pair_test;
 mod stats;
 #[cfg(test)]
+mod tcp_no_alloc_test;
+#[cfg(test)]
 mod tcp_pair_test;
 mod trace;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
