@@ -122,4 +122,11 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
 else
     echo "sim smoke: skipped (needs root and ip netns)"
 fi
+
+# The C client of the OSHMEM comparison (benches/oshmem), compiled with
+# `switchyard cc` and run once with tiny counts; it checks what the target
+# received. The comparison itself is optional (it needs Open MPI).
+cargo build -q -p switchyard-shmem
+SWITCHYARD="$PWD/$sy" timeout 180 benches/oshmem/run.sh --smoke > "$out/oshmem.txt"
+grep -q '@ put_rate.8 ' "$out/oshmem.txt" || { cat "$out/oshmem.txt"; echo "the C client printed no put rate"; exit 1; }
 echo "tool smoke: ok"
