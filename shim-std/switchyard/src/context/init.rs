@@ -10,7 +10,7 @@ use std::{
 use switchyard_bootstrap::{self as bootstrap, Card, RankInfo};
 use switchyard_core::class::{CLASS_ENCODING_VERSION, NO_SWITCH};
 use switchyard_shm::{HugePages, SHM_DIR, remove_stale};
-use switchyard_socket::{CrcPolicy, SocketDriver, TcpConfig};
+use switchyard_socket::{CrcPolicy, JobKey, SocketDriver, TcpConfig};
 
 use super::{
     Context, Error, PeerInfo, Progress, Result, Setup,
@@ -95,14 +95,19 @@ impl Context {
         } else {
             None
         };
-        let mut tcp = match root {
+        let tcp = match root {
             Some(root) if cfg.transports.tcp => {
                 let listen = if cfg.tcp_addrs.is_empty() {
                     vec![address_toward(root)]
                 } else {
                     cfg.tcp_addrs.clone()
                 };
-                let tcfg = tcp_config(cfg, &info, listen);
+                // The rails prove a key of their own, derived from the job
+                // secret (the bootstrap's is another).
+                let key = info
+                    .job_secret(root)?
+                    .derive_key(info.job_id, bootstrap::PURPOSE_TCP);
+                let tcfg = tcp_config(cfg, &info, listen, JobKey(key));
                 #[allow(unsafe_code)]
                 // SAFETY: the heap is the own segment's mapping, valid for
                 // `own_heap_len` bytes and page-aligned; the segment moves
@@ -123,11 +128,9 @@ impl Context {
             node_id: placement.node_id.map_or_else(bootstrap::node_id_here, Ok)?,
             switch_id: placement.switch_id.unwrap_or(NO_SWITCH),
             tree_id: placement.tree_id.unwrap_or(NO_SWITCH),
-            cookie: if info.rank == 0 {
-                random_cookie()
-            } else {
-                [0; 16]
-            },
+            // Unused: the TCP rails authenticate with a key derived from the
+            // job secret, which never travels.
+            cookie: [0; 16],
             class_encoding_version: CLASS_ENCODING_VERSION,
             pid: std::process::id(),
             shm: Some(own.path().to_string_lossy().into_owned()),
@@ -146,9 +149,6 @@ impl Context {
         let mut rv =
             bootstrap::rendezvous(&info, root, card, cfg.bootstrap_timeout, info.hosts_root())?;
         let peers: Vec<PeerInfo> = rv.cards.iter().map(peer_of).collect();
-        if let (Some(t), Some(c0)) = (tcp.as_mut(), rv.cards.first()) {
-            t.set_cookie(c0.cookie);
-        }
         let verbs_cards: Vec<Option<Vec<u8>>> = rv.cards.iter().map(|c| c.verbs.clone()).collect();
         let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
         // Before anything polls the TCP driver: the peers' verbs records
@@ -246,9 +246,10 @@ fn address_toward(root: SocketAddr) -> IpAddr {
 }
 
 /// The TCP driver's settings from the configuration.
-fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>) -> TcpConfig {
+fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>, key: JobKey) -> TcpConfig {
     TcpConfig {
         job_id: info.job_id,
+        key,
         me: info.rank,
         n_pes: info.size,
         listen,
@@ -268,23 +269,6 @@ fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>) -> TcpConfig {
         give_up: cfg.give_up,
         ..TcpConfig::default()
     }
-}
-
-/// 16 random bytes for the job cookie (the kernel's generator).
-fn random_cookie() -> [u8; 16] {
-    use std::io::Read as _;
-    let mut c = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut c))
-        .is_err()
-    {
-        // No /dev/urandom: still unpredictable enough to tell jobs apart.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        c = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
-    }
-    c
 }
 
 fn peer_of(c: &Card) -> PeerInfo {
