@@ -95,8 +95,10 @@ impl Context {
         } else {
             None
         };
-        let tcp = match root {
-            Some(root) if cfg.transports.tcp => {
+        // The job secret the PEs prove (a job of one PE has no peer).
+        let secret = root.map(|r| info.job_secret(r)).transpose()?;
+        let tcp = match (root, &secret) {
+            (Some(root), Some(secret)) if cfg.transports.tcp => {
                 let listen = if cfg.tcp_addrs.is_empty() {
                     vec![address_toward(root)]
                 } else {
@@ -104,9 +106,7 @@ impl Context {
                 };
                 // The rails prove a key of their own, derived from the job
                 // secret (the bootstrap's is another).
-                let key = info
-                    .job_secret(root)?
-                    .derive_key(info.job_id, bootstrap::PURPOSE_TCP);
+                let key = secret.derive_key(info.job_id, bootstrap::PURPOSE_TCP);
                 let tcfg = tcp_config(cfg, &info, listen, JobKey(key));
                 #[allow(unsafe_code)]
                 // SAFETY: the heap is the own segment's mapping, valid for
@@ -119,9 +119,21 @@ impl Context {
             _ => None,
         };
         // RDMA verbs over the same heap, when a port is usable and the job
-        // allows it (and has TCP: the pair addresses travel over it).
-        let (verbs_drv, verbs_why) =
-            super::verbs::create_driver(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
+        // allows it (and has TCP: the pair addresses travel over it, on the
+        // authenticated control connections). The initial PSNs come from a
+        // seed derived from the job secret, not from the job id.
+        let verbs_seed = secret.as_ref().map_or(info.job_id, |s| {
+            let k = s.derive_key(info.job_id, PURPOSE_VERBS_PSN);
+            u64::from_le_bytes([k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7]])
+        });
+        let (verbs_drv, verbs_why) = super::verbs::create_driver(
+            cfg,
+            &info,
+            verbs_seed,
+            tcp.is_some(),
+            own_heap,
+            own_heap_len,
+        );
         let card = Card {
             job_id: info.job_id,
             rank: info.rank,
@@ -154,7 +166,7 @@ impl Context {
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
         match verbs_drv {
-            Some(d) => ctx.attach_verbs(d, info.job_id, &verbs_cards),
+            Some(d) => ctx.attach_verbs(d, verbs_seed, &verbs_cards),
             None => ctx.verbs_why = verbs_why,
         }
         ctx.start_progress_thread(cfg)?;
@@ -197,6 +209,9 @@ impl Context {
         Ok(())
     }
 }
+
+/// The purpose of the key from which the verbs PSN seed is taken.
+const PURPOSE_VERBS_PSN: &str = "verbs psn seed";
 
 /// Where the launcher placed this PE, when it says (`switchyard run --sim`,
 /// or a site's own launcher): node, leaf switch and tree ids.
