@@ -160,7 +160,8 @@ impl Bootstrap {
         };
         let answer_by = deadline + grace(timeout);
         let cards = boot
-            .authenticate(&key, pe_nonce, card, deadline, answer_by)
+            .challenge(deadline, timeout)
+            .and_then(|root_nonce| boot.authenticate(&key, root_nonce, pe_nonce, card, answer_by))
             .and_then(|()| boot.read_reply("allgather", answer_by, all_cards_cap(size)))
             .and_then(|(kind, body)| match kind {
                 KIND_ALL_CARDS => boot.check_cards(&body, my_card.class_encoding_version),
@@ -175,25 +176,46 @@ impl Bootstrap {
         }
     }
 
-    /// The handshake: the root's challenge (by `deadline`), our hello with
-    /// its proof, the root's welcome with its own (by `answer_by`).
+    /// The root's challenge, by `deadline`. A root that closes before
+    /// sending it (its connection limit was reached, e.g. under a flood of
+    /// idle connections) is tried again until the deadline.
+    fn challenge(
+        &mut self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<[u8; crate::auth::NONCE_LEN], BootstrapError> {
+        loop {
+            match self.read_reply("challenge", deadline, MAX_FRAME_LEN) {
+                Ok((KIND_CHALLENGE, body)) => {
+                    return decode_challenge(&body).map_err(|reason| BootstrapError::Protocol {
+                        peer: format!("the root at {}", self.root),
+                        reason,
+                    });
+                }
+                Ok((kind, _)) => return Err(self.unexpected(kind, "challenge")),
+                Err(BootstrapError::RootClosed { .. } | BootstrapError::ReceiveFrame { .. })
+                    if Instant::now() < deadline =>
+                {
+                    thread::sleep(Duration::from_millis(20));
+                    let stream = connect_retry(self.root, deadline, timeout, self.rank)?;
+                    let _ = stream.set_nodelay(true);
+                    self.stream = stream;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The rest of the handshake: our hello with its proof over the root's
+    /// nonce, the root's welcome with its own (by `answer_by`).
     fn authenticate(
         &mut self,
         key: &[u8; crate::auth::MAC_LEN],
+        root_nonce: [u8; crate::auth::NONCE_LEN],
         pe_nonce: [u8; crate::auth::NONCE_LEN],
         card: Vec<u8>,
-        deadline: Instant,
         answer_by: Instant,
     ) -> Result<(), BootstrapError> {
-        let proto = |root: SocketAddr, reason: String| BootstrapError::Protocol {
-            peer: format!("the root at {root}"),
-            reason,
-        };
-        let (kind, body) = self.read_reply("challenge", deadline, MAX_FRAME_LEN)?;
-        if kind != KIND_CHALLENGE {
-            return Err(self.unexpected(kind, "challenge"));
-        }
-        let root_nonce = decode_challenge(&body).map_err(|r| proto(self.root, r))?;
         let hs = Handshake {
             key,
             job_id: self.job_id,

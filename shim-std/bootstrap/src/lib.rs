@@ -113,6 +113,13 @@
 //!   connection closes without a goodbye fails the job at once
 //!   ([`BootstrapError::Disconnected`]): the others learn it from the error
 //!   frame, in their current or next barrier, without waiting out a deadline.
+//! * A connection has a quarter of the timeout (1 to 5 s) to answer the
+//!   root's challenge; then it is refused and counted. At most 64
+//!   unidentified connections beyond the ranks still missing are kept; the
+//!   root closes the others at once, and a PE closed before its challenge
+//!   connects again (until its timeout), so idle connections delay the job
+//!   by one window at most. Finished connection threads are joined as new
+//!   connections come, so connect/close churn does not pile them up.
 //! * A PE retries connecting until its own `timeout`, and waits for the
 //!   root's answer (all cards, a release) for its `timeout` plus a grace of
 //!   half of it (at most 2 s), so that the root's verdict naming the missing

@@ -36,6 +36,14 @@ const LINGER: Duration = Duration::from_secs(1);
 /// missing.
 const MAX_UNIDENTIFIED: usize = 64;
 
+/// How long a connection has to answer the challenge: a quarter of the
+/// timeout, within 1 to 5 s (a PE answers at once). A connection that says
+/// nothing gives its slot back by then, so idle connections cannot keep the
+/// PEs out for the whole allgather (they retry).
+fn auth_window(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(5))
+}
+
 /// The rendezvous: collects every PE's card, hands all cards to everyone,
 /// then serves barriers until every PE has said goodbye.
 pub struct RootServer {
@@ -384,7 +392,22 @@ impl Root {
         self.drop_conn(id);
     }
 
-    fn accept_new(&mut self, hello_deadline: Instant) -> Result<(), BootstrapError> {
+    /// Joins the reader threads that have ended, so that connection churn
+    /// does not pile up finished threads (their stacks are kept until
+    /// joined).
+    fn reap_threads(&mut self) {
+        let mut i = 0;
+        while i < self.threads.len() {
+            if self.threads[i].is_finished() {
+                let _ = self.threads.swap_remove(i).join();
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn accept_new(&mut self, gather_deadline: Instant) -> Result<(), BootstrapError> {
+        self.reap_threads();
         loop {
             let Some(listener) = &self.listener else {
                 return Ok(());
@@ -422,7 +445,7 @@ impl Root {
                 job_id: self.job_id,
                 key: self.key,
                 root_nonce,
-                deadline: hello_deadline,
+                deadline: gather_deadline.min(Instant::now() + auth_window(self.timeout)),
             };
             let handle = thread::Builder::new()
                 .name("switchyard-root-conn".into())

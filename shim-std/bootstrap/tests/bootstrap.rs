@@ -654,3 +654,34 @@ fn bad_arguments_are_refused_before_connecting() {
         Err(BootstrapError::InvalidArgument { .. })
     ));
 }
+
+/// Slowloris: more idle connections than the root keeps unidentified are
+/// held open before the PEs come. Each gets a short window to answer the
+/// challenge; the PEs the root turned away meanwhile try again, and the job
+/// starts.
+#[test]
+fn idle_connections_do_not_keep_the_pes_out() {
+    let job = 0x9;
+    // An authentication window of 2 s (a quarter), well inside the timeout.
+    let timeout = Duration::from_secs(8);
+    let (addr, root, stats) = start_root_with_stats(job, 2, timeout);
+    let idle: Vec<TcpStream> = (0..80)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    let pes: Vec<_> = (0..2)
+        .map(|rank| {
+            thread::spawn(move || {
+                let (mut b, cards) = join(addr, rank, 2, job, timeout)?;
+                b.barrier(timeout)?;
+                b.finish()?;
+                Ok::<_, BootstrapError>(cards.len())
+            })
+        })
+        .collect();
+    for pe in pes {
+        assert_eq!(pe.join().unwrap().unwrap(), 2);
+    }
+    root.join().unwrap().unwrap();
+    assert!(stats.unauthenticated() >= 1, "the idle ones timed out");
+    drop(idle);
+}
