@@ -362,7 +362,8 @@ pub enum RefuseReason {
     Garbage,
     /// No `Hello` within the handshake deadline.
     Timeout,
-    /// Too many handshakes in progress.
+    /// Too many handshakes in progress: the oldest unauthenticated one was
+    /// closed to make room for a new connection.
     Overload,
 }
 

@@ -753,3 +753,30 @@ fn ipv6_loopback_rail_works() {
     let got = unsafe { std::slice::from_raw_parts(p.add(4096), data.len()) };
     assert!(got == &data[..], "put over IPv6 did not land");
 }
+
+/// More idle, unauthenticated connections than the accepting side has
+/// handshake slots: the oldest make room (counted as overload), and a real
+/// peer's connections, which answer the challenge at once, still get in.
+#[test]
+fn an_idle_flood_does_not_keep_a_peer_out() {
+    let mut b = lone_pe1();
+    let addr = b.local_addrs()[0];
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    pump_until(&mut b, |b| b.stats().refused >= 8);
+    let (_control, _data) = raw_pe0(&mut b);
+    assert_eq!(b.peer_state(0), LinkState::Up);
+    let mut overload = 0;
+    while let Some(e) = b.poll_event() {
+        if let Event::Refused {
+            why: RefuseReason::Overload,
+            ..
+        } = e
+        {
+            overload += 1;
+        }
+    }
+    assert!(overload >= 8, "{overload}");
+    drop(idle);
+}

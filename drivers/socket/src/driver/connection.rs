@@ -362,12 +362,28 @@ impl SocketDriver {
                 if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
                     continue;
                 }
+                // Every slot busy: the oldest unauthenticated connection
+                // makes room. A flood of idle connections then cannot keep a
+                // peer's reconnect out: it answers the challenge at once,
+                // before the flood has cycled through every slot.
+                if self.pending.iter().all(|p| p.sock.is_some()) {
+                    let oldest = self
+                        .pending
+                        .iter_mut()
+                        .min_by_key(|p| p.deadline.nanos)
+                        .and_then(|p| {
+                            p.sock = None;
+                            p.addr.take()
+                        });
+                    if let Some(old) = oldest {
+                        self.ctx.stats.refused += 1;
+                        self.ctx.event(Event::Refused {
+                            addr: old,
+                            why: RefuseReason::Overload,
+                        });
+                    }
+                }
                 let Some(slot) = self.pending.iter_mut().find(|p| p.sock.is_none()) else {
-                    self.ctx.stats.refused += 1;
-                    self.ctx.event(Event::Refused {
-                        addr,
-                        why: RefuseReason::Overload,
-                    });
                     continue;
                 };
                 // The challenge first: a fresh socket's buffer takes it whole.
