@@ -120,6 +120,24 @@ fn join(
     Bootstrap::join(addr, rank, size, job, card(job, rank), timeout, &secret())
 }
 
+/// Every rank of a job of `size` on a thread: join, one barrier, goodbye;
+/// each must get all `size` cards.
+fn run_job(addr: SocketAddr, size: u32, job: u64, timeout: Duration) {
+    let pes: Vec<_> = (0..size)
+        .map(|rank| {
+            thread::spawn(move || {
+                let (mut b, cards) = join(addr, rank, size, job, timeout)?;
+                b.barrier(timeout)?;
+                b.finish()?;
+                Ok::<_, BootstrapError>(cards.len())
+            })
+        })
+        .collect();
+    for pe in pes {
+        assert_eq!(pe.join().unwrap().unwrap(), size as usize);
+    }
+}
+
 #[track_caller]
 fn expect_reported<T: std::fmt::Debug>(r: Result<T, BootstrapError>, ranks: &[u32], text: &str) {
     match r {
@@ -314,19 +332,7 @@ fn a_wrong_id_hello_learns_nothing_and_an_impostor_is_refused() {
     assert!(text.contains("does not prove the job's secret"), "{text:?}");
 
     // The job itself runs, rank 1 included.
-    let pes: Vec<_> = (0..2)
-        .map(|rank| {
-            thread::spawn(move || {
-                let (mut b, cards) = join(addr, rank, 2, job, T)?;
-                b.barrier(T)?;
-                b.finish()?;
-                Ok::<_, BootstrapError>(cards)
-            })
-        })
-        .collect();
-    for pe in pes {
-        assert_eq!(pe.join().unwrap().unwrap().len(), 2);
-    }
+    run_job(addr, 2, job, T);
     root.join().unwrap().unwrap();
     assert_eq!((stats.unauthenticated(), stats.refused()), (3, 0));
 }
@@ -430,19 +436,7 @@ fn a_wrong_job_id_and_garbage_are_refused_and_do_not_count() {
     drop(TcpStream::connect(addr).unwrap());
 
     // The job itself is unharmed.
-    let pes: Vec<_> = (0..2)
-        .map(|rank| {
-            thread::spawn(move || {
-                let (mut b, cards) = join(addr, rank, 2, job, T)?;
-                b.barrier(T)?;
-                b.finish()?;
-                Ok::<_, BootstrapError>(cards)
-            })
-        })
-        .collect();
-    for pe in pes {
-        assert_eq!(pe.join().unwrap().unwrap().len(), 2);
-    }
+    run_job(addr, 2, job, T);
     root.join().unwrap().unwrap();
 }
 
@@ -668,19 +662,7 @@ fn idle_connections_do_not_keep_the_pes_out() {
     let idle: Vec<TcpStream> = (0..80)
         .map(|_| TcpStream::connect(addr).expect("connect"))
         .collect();
-    let pes: Vec<_> = (0..2)
-        .map(|rank| {
-            thread::spawn(move || {
-                let (mut b, cards) = join(addr, rank, 2, job, timeout)?;
-                b.barrier(timeout)?;
-                b.finish()?;
-                Ok::<_, BootstrapError>(cards.len())
-            })
-        })
-        .collect();
-    for pe in pes {
-        assert_eq!(pe.join().unwrap().unwrap(), 2);
-    }
+    run_job(addr, 2, job, timeout);
     root.join().unwrap().unwrap();
     assert!(stats.unauthenticated() >= 1, "the idle ones timed out");
     drop(idle);
