@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_bootstrap::{BootstrapError, JobSecret, RootServer};
+use switchyard_bootstrap::{BootstrapError, JobSecret, RootServer, RootStats};
 
 use crate::{
     Bind, JobEnd, JobOutcome, LaunchError, LaunchOptions, ME, POLL_INTERVAL, ROOT_LINGER, RankExit,
@@ -115,6 +115,15 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         job.report_bootstrap(f, end != JobEnd::Success);
     }
     drop(signals);
+    // Connections the rendezvous turned away: said once, since nobody else
+    // sees them.
+    let (stranger, twice) = (root.stats.unauthenticated(), root.stats.refused());
+    if stranger + twice > 0 {
+        note(format_args!(
+            "the rendezvous refused {stranger} connection(s) that did not prove the job secret \
+             and {twice} second claim(s) of a rank"
+        ));
+    }
 
     // Normal objects, and huge-page ones when the heap was put there.
     let mut shm_removed = 0;
@@ -165,6 +174,8 @@ pub(crate) struct Rendezvous {
     addr: SocketAddr,
     /// The server thread, until its result has been taken.
     server: Option<JoinHandle<Result<(), BootstrapError>>>,
+    /// What the server refused.
+    stats: RootStats,
 }
 
 impl Rendezvous {
@@ -202,10 +213,12 @@ impl Rendezvous {
 
     fn serve(server: RootServer) -> Result<Rendezvous, LaunchError> {
         let addr = server.local_addr();
+        let stats = server.stats();
         let server = server.spawn().map_err(LaunchError::Rendezvous)?;
         Ok(Rendezvous {
             addr,
             server: Some(server),
+            stats,
         })
     }
 
