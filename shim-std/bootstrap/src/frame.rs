@@ -102,44 +102,10 @@ pub(crate) struct Hello {
     pub(crate) card: Vec<u8>,
 }
 
-/// What a hello proves: see [`Hello`].
-fn hello_parts<'a>(
-    job_id: &'a [u8; 8],
-    rank: &'a [u8; 4],
-    size: &'a [u8; 4],
-    root_nonce: &'a [u8; NONCE_LEN],
-    pe_nonce: &'a [u8; NONCE_LEN],
-    card: &'a [u8],
-) -> [&'a [u8]; 7] {
-    [
-        b"switchyard bootstrap hello",
-        job_id,
-        rank,
-        size,
-        root_nonce,
-        pe_nonce,
-        card,
-    ]
-}
-
-/// What the root's welcome proves: the same, without the card, under
-/// another label (a hello's MAC is never a valid welcome).
-fn welcome_parts<'a>(
-    job_id: &'a [u8; 8],
-    rank: &'a [u8; 4],
-    size: &'a [u8; 4],
-    root_nonce: &'a [u8; NONCE_LEN],
-    pe_nonce: &'a [u8; NONCE_LEN],
-) -> [&'a [u8]; 6] {
-    [
-        b"switchyard bootstrap welcome",
-        job_id,
-        rank,
-        size,
-        root_nonce,
-        pe_nonce,
-    ]
-}
+const HELLO_LABEL: &[u8] = b"switchyard bootstrap hello";
+/// The welcome's proof is over the same, without the card, under another
+/// label (a hello's proof is never a valid welcome).
+const WELCOME_LABEL: &[u8] = b"switchyard bootstrap welcome";
 
 /// Both sides' view of one handshake: the key, the job, the nonces.
 pub(crate) struct Handshake<'a> {
@@ -149,6 +115,24 @@ pub(crate) struct Handshake<'a> {
 }
 
 impl Handshake<'_> {
+    /// Calls `f` with what a proof covers: `label`, the job id, `rank`,
+    /// `size`, both nonces and `card` (empty for the welcome).
+    fn proof_input<R>(
+        &self,
+        label: &[u8],
+        (rank, size): (u32, u32),
+        pe_nonce: &[u8; NONCE_LEN],
+        card: &[u8],
+        f: impl FnOnce(&[&[u8]]) -> R,
+    ) -> R {
+        let (job, rank, size) = (
+            self.job_id.to_le_bytes(),
+            rank.to_le_bytes(),
+            size.to_le_bytes(),
+        );
+        f(&[label, &job, &rank, &size, &self.root_nonce, pe_nonce, card])
+    }
+
     /// The hello of `rank` with `pe_nonce` and `card`, with its proof.
     pub(crate) fn hello(
         &self,
@@ -157,17 +141,9 @@ impl Handshake<'_> {
         pe_nonce: [u8; NONCE_LEN],
         card: Vec<u8>,
     ) -> Hello {
-        let mac = auth::mac(
-            self.key,
-            &hello_parts(
-                &self.job_id.to_le_bytes(),
-                &rank.to_le_bytes(),
-                &size.to_le_bytes(),
-                &self.root_nonce,
-                &pe_nonce,
-                &card,
-            ),
-        );
+        let mac = self.proof_input(HELLO_LABEL, (rank, size), &pe_nonce, &card, |p| {
+            auth::mac(self.key, p)
+        });
         Hello {
             rank,
             size,
@@ -179,36 +155,17 @@ impl Handshake<'_> {
 
     /// Whether `h` proves the job's secret (compared in constant time).
     pub(crate) fn hello_is_authentic(&self, h: &Hello) -> bool {
-        auth::verify(
-            self.key,
-            &hello_parts(
-                &self.job_id.to_le_bytes(),
-                &h.rank.to_le_bytes(),
-                &h.size.to_le_bytes(),
-                &self.root_nonce,
-                &h.nonce,
-                &h.card,
-            ),
-            &h.mac,
-        )
-    }
-
-    fn welcome_mac(&self, rank: u32, size: u32, pe_nonce: &[u8; NONCE_LEN]) -> [u8; MAC_LEN] {
-        auth::mac(
-            self.key,
-            &welcome_parts(
-                &self.job_id.to_le_bytes(),
-                &rank.to_le_bytes(),
-                &size.to_le_bytes(),
-                &self.root_nonce,
-                pe_nonce,
-            ),
-        )
+        self.proof_input(HELLO_LABEL, (h.rank, h.size), &h.nonce, &h.card, |p| {
+            auth::verify(self.key, p, &h.mac)
+        })
     }
 
     /// The root's welcome to the accepted hello `h`: its own proof.
     pub(crate) fn welcome_frame(&self, h: &Hello) -> Vec<u8> {
-        frame(KIND_WELCOME, &self.welcome_mac(h.rank, h.size, &h.nonce))
+        let mac = self.proof_input(WELCOME_LABEL, (h.rank, h.size), &h.nonce, &[], |p| {
+            auth::mac(self.key, p)
+        });
+        frame(KIND_WELCOME, &mac)
     }
 
     /// Whether a welcome payload proves the root knows the secret.
@@ -219,17 +176,9 @@ impl Handshake<'_> {
         size: u32,
         pe_nonce: &[u8; NONCE_LEN],
     ) -> bool {
-        auth::verify(
-            self.key,
-            &welcome_parts(
-                &self.job_id.to_le_bytes(),
-                &rank.to_le_bytes(),
-                &size.to_le_bytes(),
-                &self.root_nonce,
-                pe_nonce,
-            ),
-            body,
-        )
+        self.proof_input(WELCOME_LABEL, (rank, size), pe_nonce, &[], |p| {
+            auth::verify(self.key, p, body)
+        })
     }
 }
 
