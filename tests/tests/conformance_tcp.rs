@@ -77,7 +77,7 @@ impl Drop for Remote {
 fn config(me: u32) -> TcpConfig {
     TcpConfig {
         job_id: 0x7C9,
-        cookie: *b"conformance-tcp!",
+        key: switchyard_socket::JobKey(*b"conformance-tcp!conformance-tcp!"),
         me,
         n_pes: 2,
         listen: vec!["127.0.0.1".parse().expect("ip")],

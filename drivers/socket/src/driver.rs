@@ -49,7 +49,7 @@ use self::{
 use crate::{
     Backlog, CrcPolicy, Event, MAX_RAILS, Result, SocketError, SocketStats, TcpConfig,
     decode::StreamDecoder,
-    handshake::{FEATURE_COMPACT, Hello},
+    handshake::{FEATURE_COMPACT, Hello, NONCE_LEN, Nonces},
     heap::Heap,
     sys,
 };
@@ -86,6 +86,8 @@ struct Ctx {
     closed: bool,
     seed: u64,
     handshake_timeout: Duration,
+    /// The handshakes' nonces.
+    nonces: Nonces,
 }
 
 impl Ctx {
@@ -125,10 +127,11 @@ impl Ctx {
         }
     }
 
-    fn hello(&self, st: &PeerState, rail: usize, conn: usize) -> Hello {
+    /// Our `Hello` toward `st`'s PE on `rail`, connection `conn`, with our
+    /// `nonce` (not yet sealed).
+    fn hello(&self, st: &PeerState, rail: usize, conn: usize, nonce: [u8; NONCE_LEN]) -> Hello {
         Hello {
-            cookie: self.cfg.cookie,
-            job_id: self.cfg.job_id,
+            nonce,
             src: self.me,
             dst: st.pe,
             rail: rail as u8,
@@ -142,6 +145,7 @@ impl Ctx {
             applied: st.dedup.base(),
             granted: st.granter.granted(),
             heap_len: self.heap.len(),
+            ..Hello::default()
         }
     }
 
@@ -271,6 +275,7 @@ impl SocketDriver {
             rail: 0,
             dec: StreamDecoder::new(CONTROL_PAYLOAD),
             deadline: Instant::default(),
+            nonce: [0; NONCE_LEN],
         });
         let handshake_timeout = (cfg.detection_window * 5).max(Duration::from_secs(1));
         let ctx = Ctx {
@@ -295,6 +300,7 @@ impl SocketDriver {
             closed: false,
             seed,
             handshake_timeout,
+            nonces: Nonces::new(),
             cfg,
         };
         let n = ctx.cfg.n_pes as usize;
@@ -325,15 +331,6 @@ impl SocketDriver {
     /// The configuration.
     pub fn config(&self) -> &TcpConfig {
         &self.ctx.cfg
-    }
-
-    /// Sets the job cookie every handshake carries and checks. The listeners
-    /// exist from [`SocketDriver::new`] (their addresses go in the bootstrap
-    /// cards), but the cookie is known only after the card exchange: call
-    /// this before [`SocketDriver::connect_all`]. Handshakes made before it
-    /// used the old cookie.
-    pub fn set_cookie(&mut self, cookie: [u8; 16]) {
-        self.ctx.cfg.cookie = cookie;
     }
 
     fn peer_mut(&mut self, peer: u32) -> Result<&mut Peer> {

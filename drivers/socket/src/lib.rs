@@ -11,8 +11,9 @@
 //! Per peer pair and rail: one control connection and
 //! [`TcpConfig::data_connections`] data connections, non-blocking, `TCP_NODELAY`.
 //! The lower rank connects, the higher accepts; each connection starts with a
-//! `Hello` frame carrying the job cookie (mismatches are refused and counted,
-//! [`Event::Refused`]). Every frame is the core wire format
+//! challenge-response handshake in which both sides prove the job's key
+//! ([`TcpConfig::key`], [`handshake`]); a connection without the proof is
+//! refused and counted ([`Event::Refused`]). Every frame is the core wire format
 //! ([`switchyard_core::wire`]): a checked 64-byte header, CRC32C always over
 //! the header and over the payload per [`CrcPolicy`]; except small puts
 //! (1 to 255 bytes) to a peer whose `Hello` offered it
@@ -174,6 +175,7 @@ use std::{
 };
 
 pub use driver::{Parker, SocketDriver};
+pub use handshake::JobKey;
 pub use probe::{UNAVAILABLE_REASON, probe};
 pub use rail::{Rail, SingleRail};
 /// The path-class encoding this driver speaks (re-exported for its future cards).
@@ -210,14 +212,14 @@ pub enum CrcPolicy {
 }
 
 /// Configuration of a [`SocketDriver`]. Every PE of a job must use the same
-/// `job_id`, `cookie`, `data_connections` and `max_frame_payload`.
+/// `job_id`, `key`, `data_connections` and `max_frame_payload`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {
-    /// The job's id, checked in the handshake.
+    /// The job's id, covered by the handshake's proofs (never sent).
     pub job_id: u64,
-    /// The job's cookie, checked in the handshake; connections with another
-    /// cookie are refused and counted.
-    pub cookie: [u8; 16],
+    /// The job's key (derived from the job secret): every handshake proves
+    /// it, and connections without the proof are refused and counted.
+    pub key: JobKey,
     /// This PE.
     pub me: u32,
     /// PEs in the job.
@@ -265,7 +267,7 @@ impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
             job_id: 0,
-            cookie: [0; 16],
+            key: JobKey::default(),
             me: 0,
             n_pes: 1,
             listen: vec![IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)],
@@ -376,10 +378,9 @@ impl TcpConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RefuseReason {
-    /// The cookie differs: another job, or a stranger.
-    BadCookie,
-    /// The job id differs.
-    BadJob,
+    /// The `Hello` does not prove the job's key: another job, or a
+    /// stranger.
+    Unauthenticated,
     /// The source or destination PE is wrong for this pair.
     BadPe,
     /// The rail or connection index is out of range.
@@ -390,7 +391,8 @@ pub enum RefuseReason {
     Garbage,
     /// No `Hello` within the handshake deadline.
     Timeout,
-    /// Too many handshakes in progress.
+    /// Too many handshakes in progress: the oldest unauthenticated one was
+    /// closed to make room for a new connection.
     Overload,
 }
 

@@ -200,6 +200,17 @@ impl<'a, const N: usize> Gather<'a, N> {
     }
 }
 
+/// One buffer in one `send` (a fresh connection's challenge: its socket
+/// buffer is empty, so a short count means the connection is no good).
+/// Returns the bytes sent; 0 when the socket buffer is full.
+pub(crate) fn send_one(fd: RawFd, b: &[u8]) -> io::Result<usize> {
+    let a = libc::iovec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    };
+    send1(fd, &a)
+}
+
 /// Writes what `g` gathered in one system call: `send` for one range (no
 /// message header or iovec for the kernel to copy in), else one `sendmsg`,
 /// with `MSG_NOSIGNAL`. Returns the bytes sent, possibly fewer than gathered;

@@ -18,11 +18,12 @@ use switchyard_core::{
     wire::{AtomicKind, FrameOp, HEADER_LEN, HeaderFields, encode, flags},
 };
 use switchyard_socket::{
-    Backlog, Event, RefuseReason, SocketDriver, SocketError, TcpConfig, handshake::Hello,
+    Backlog, Event, JobKey, RefuseReason, SocketDriver, SocketError, TcpConfig,
+    handshake::{CHALLENGE_LEN, Hello, Role, decode_challenge},
 };
 
 const CX: ContextId = ContextId { pe: 0, seq: 1 };
-const COOKIE: [u8; 16] = *b"failure-tests-16";
+const KEY: JobKey = JobKey(*b"failure-tests-32-byte-job-key!!!");
 const JOB: u64 = 0xFA11;
 
 fn now() -> Instant {
@@ -34,7 +35,7 @@ fn config(me: u32, rails: usize) -> TcpConfig {
     let ips = ["127.0.0.1", "127.0.0.2"];
     TcpConfig {
         job_id: JOB,
-        cookie: COOKIE,
+        key: KEY,
         me,
         n_pes: 2,
         listen: ips[..rails]
@@ -659,26 +660,54 @@ fn pump_until(b: &mut SocketDriver, mut done: impl FnMut(&mut SocketDriver) -> b
     }
 }
 
+/// Reads the challenge PE 1 sends first on every accepted connection.
+fn read_challenge(s: &mut TcpStream, b: &mut SocketDriver) -> [u8; 16] {
+    let mut f = [0u8; HEADER_LEN + CHALLENGE_LEN];
+    s.set_nonblocking(true).expect("nonblocking");
+    let mut got = 0;
+    pump_until(b, |_| {
+        match s.read(&mut f[got..]) {
+            Ok(n) => got += n,
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
+        }
+        got == f.len()
+    });
+    s.set_nonblocking(false).expect("blocking");
+    assert_eq!(f[3], FrameOp::Hello as u8);
+    decode_challenge(&f[HEADER_LEN..]).expect("a challenge")
+}
+
 #[test]
 fn strangers_are_refused_and_counted() {
     let mut b = lone_pe1();
     let addr = b.local_addrs()[0];
-    let mut wrong = TcpStream::connect(addr).expect("connect");
-    let h = Hello {
-        cookie: *b"some-other-job!!",
-        job_id: JOB,
+    let hello = |c: u8| Hello {
         src: 0,
         dst: 1,
         rail: 0,
-        conn: 0,
+        conn: c,
         n_conns: 2,
         features: 0,
+        heap_len: 4096,
         ..Hello::default()
     };
+    // Another key, and the right key over the wrong nonce (a replay).
+    let mut wrong = TcpStream::connect(addr).expect("connect");
+    let challenge = read_challenge(&mut wrong, &mut b);
+    let h = hello(0).seal(&JobKey([9; 32]), Role::Connect, JOB, &challenge);
     wrong.write_all(&h.frame()).expect("write");
+    let mut replay = TcpStream::connect(addr).expect("connect");
+    let challenge = read_challenge(&mut replay, &mut b);
+    let mut old = challenge;
+    old[0] ^= 1;
+    let h = hello(0).seal(&KEY, Role::Connect, JOB, &old);
+    replay.write_all(&h.frame()).expect("write");
+    // No proof at all.
+    let mut bare = TcpStream::connect(addr).expect("connect");
+    bare.write_all(&hello(0).frame()).expect("write");
     let mut garbage = TcpStream::connect(addr).expect("connect");
     garbage.write_all(&[0x5A; 200]).expect("write");
-    pump_until(&mut b, |b| b.stats().refused >= 2);
+    pump_until(&mut b, |b| b.stats().refused >= 4);
     let mut why = Vec::new();
     while let Some(e) = b.poll_event() {
         if let Event::Refused { why: w, .. } = e {
@@ -686,13 +715,23 @@ fn strangers_are_refused_and_counted() {
         }
     }
     why.sort_by_key(|w| format!("{w:?}"));
-    assert_eq!(why, [RefuseReason::BadCookie, RefuseReason::Garbage]);
-    // Both were closed.
-    for mut s in [wrong, garbage] {
+    assert_eq!(
+        why,
+        [
+            RefuseReason::Garbage,
+            RefuseReason::Unauthenticated,
+            RefuseReason::Unauthenticated,
+            RefuseReason::Unauthenticated
+        ]
+    );
+    // All were closed.
+    for mut s in [wrong, replay, bare, garbage] {
         s.set_read_timeout(Some(Duration::from_secs(5)))
             .expect("timeout");
-        let mut buf = [0u8; 16];
-        assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+        // What is left of the challenge, then the end: no Hello came back.
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert!(rest.len() <= HEADER_LEN + CHALLENGE_LEN, "{rest:?}");
     }
     assert_eq!(b.peer_state(0), LinkState::Down);
 }
@@ -701,11 +740,13 @@ fn strangers_are_refused_and_counted() {
 fn raw_pe0(b: &mut SocketDriver) -> (TcpStream, TcpStream) {
     let addr = b.local_addrs()[0];
     let mut conns = Vec::new();
+    let mut nonces = Vec::new();
     for c in 0..2u8 {
         let mut s = TcpStream::connect(addr).expect("connect");
+        let challenge = read_challenge(&mut s, b);
+        let nonce = [c + 1; 16];
         let h = Hello {
-            cookie: COOKIE,
-            job_id: JOB,
+            nonce,
             src: 0,
             dst: 1,
             rail: 0,
@@ -714,17 +755,24 @@ fn raw_pe0(b: &mut SocketDriver) -> (TcpStream, TcpStream) {
             features: 0,
             heap_len: 4096,
             ..Hello::default()
-        };
+        }
+        .seal(&KEY, Role::Connect, JOB, &challenge);
         s.write_all(&h.frame()).expect("hello");
         conns.push(s);
+        nonces.push(nonce);
     }
     pump_until(b, |b| b.rail(0).state(0) == LinkState::Up);
-    for s in &mut conns {
-        let mut reply = [0u8; 128];
+    for (s, nonce) in conns.iter_mut().zip(&nonces) {
+        let mut reply = [0u8; HEADER_LEN + 96];
         s.set_read_timeout(Some(Duration::from_secs(5)))
             .expect("timeout");
         s.read_exact(&mut reply).expect("hello reply");
         assert_eq!(reply[3], FrameOp::Hello as u8);
+        let h = Hello::decode(&reply[HEADER_LEN..]).expect("a Hello");
+        assert!(
+            h.is_authentic(&KEY, Role::Accept, JOB, nonce),
+            "PE 1 proves the key"
+        );
     }
     let d = conns.pop().expect("data");
     (conns.pop().expect("control"), d)
@@ -903,4 +951,31 @@ fn ipv6_loopback_rail_works() {
     // SAFETY: the driver's own heap (1 MiB), its thread stopped.
     let got = unsafe { std::slice::from_raw_parts(p.add(4096), data.len()) };
     assert!(got == &data[..], "put over IPv6 did not land");
+}
+
+/// More idle, unauthenticated connections than the accepting side has
+/// handshake slots: the oldest make room (counted as overload), and a real
+/// peer's connections, which answer the challenge at once, still get in.
+#[test]
+fn an_idle_flood_does_not_keep_a_peer_out() {
+    let mut b = lone_pe1();
+    let addr = b.local_addrs()[0];
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    pump_until(&mut b, |b| b.stats().refused >= 8);
+    let (_control, _data) = raw_pe0(&mut b);
+    assert_eq!(b.peer_state(0), LinkState::Up);
+    let mut overload = 0;
+    while let Some(e) = b.poll_event() {
+        if let Event::Refused {
+            why: RefuseReason::Overload,
+            ..
+        } = e
+        {
+            overload += 1;
+        }
+    }
+    assert!(overload >= 8, "{overload}");
+    drop(idle);
 }

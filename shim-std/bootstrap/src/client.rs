@@ -9,12 +9,14 @@ use std::{
 };
 
 use crate::{
+    auth::{JobSecret, PURPOSE_BOOTSTRAP, nonce},
     card::Card,
     env::{RankInfo, fnv1a},
     error::BootstrapError,
     frame::{
-        AllCards, Hello, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE, KIND_ERROR, KIND_RELEASE,
-        MAX_FRAME_LEN, all_cards_cap, decode_error_frame, frame, kind_name, u64_payload,
+        AllCards, Handshake, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE, KIND_CHALLENGE, KIND_ERROR,
+        KIND_RELEASE, KIND_WELCOME, MAX_FRAME_LEN, all_cards_cap, decode_challenge,
+        decode_error_frame, frame, kind_name, u64_payload,
     },
     root::{RootServer, check_size, check_timeout},
     stream::{ReadError, read_frame, write_frame},
@@ -81,8 +83,13 @@ fn connect_retry(
 
 impl Bootstrap {
     /// Connects to the root at `root` (retrying until `timeout`: the root may
-    /// not be up yet), posts `my_card`, and returns the connection and every
-    /// PE's card, indexed by rank.
+    /// not be up yet), answers its challenge with a proof of `secret`, checks
+    /// the root's own proof, posts `my_card`, and returns the connection and
+    /// every PE's card, indexed by rank.
+    ///
+    /// Neither the secret nor the job id crosses the wire: the hello carries
+    /// a MAC under a key derived from both, and the cards travel with a job
+    /// id of 0 (each side puts its own back).
     ///
     /// The root's answer is awaited for `timeout` plus a grace (half of it,
     /// at most 2 s), so that a root failing on its own deadline can say
@@ -100,7 +107,8 @@ impl Bootstrap {
     /// [`BootstrapError::JobIdMismatch`],
     /// [`BootstrapError::ClassVersionMismatch`] or
     /// [`BootstrapError::Protocol`] for an all-cards frame that does not
-    /// add up.
+    /// add up; [`BootstrapError::RootNotAuthenticated`] when the root's
+    /// welcome does not prove the secret.
     pub fn join(
         root: SocketAddr,
         rank: u32,
@@ -108,6 +116,7 @@ impl Bootstrap {
         job_id: u64,
         my_card: Card,
         timeout: Duration,
+        secret: &JobSecret,
     ) -> Result<(Bootstrap, Vec<Card>), BootstrapError> {
         check_size(size)?;
         check_timeout(timeout)?;
@@ -124,10 +133,18 @@ impl Bootstrap {
                 ),
             });
         }
-        let card = my_card.encode().map_err(|source| BootstrapError::BadCard {
-            from: "our own card".into(),
-            source,
-        })?;
+        let wire_card = Card {
+            job_id: 0,
+            ..my_card.clone()
+        };
+        let card = wire_card
+            .encode()
+            .map_err(|source| BootstrapError::BadCard {
+                from: "our own card".into(),
+                source,
+            })?;
+        let pe_nonce = nonce()?;
+        let key = secret.derive_key(job_id, PURPOSE_BOOTSTRAP);
         let deadline = Instant::now() + timeout;
         let stream = connect_retry(root, deadline, timeout, rank)?;
         let _ = stream.set_nodelay(true);
@@ -141,28 +158,78 @@ impl Bootstrap {
             timeout,
             broken: false,
         };
-        let hello = Hello {
-            job_id,
-            rank,
-            size,
-            card,
-        }
-        .encode();
+        let answer_by = deadline + grace(timeout);
         let cards = boot
-            .exchange(
-                &hello,
-                "allgather",
-                deadline + grace(timeout),
-                all_cards_cap(size),
-            )
+            .challenge(deadline, timeout)
+            .and_then(|root_nonce| boot.authenticate(&key, root_nonce, pe_nonce, card, answer_by))
+            .and_then(|()| boot.read_reply("allgather", answer_by, all_cards_cap(size)))
             .and_then(|(kind, body)| match kind {
                 KIND_ALL_CARDS => boot.check_cards(&body, my_card.class_encoding_version),
                 other => Err(boot.unexpected(other, "allgather")),
             });
         match cards {
             Ok(cards) => Ok((boot, cards)),
-            Err(e) => Err(e),
+            Err(e) => {
+                boot.broken = true;
+                Err(e)
+            }
         }
+    }
+
+    /// The root's challenge, by `deadline`. A root that closes before
+    /// sending it (its connection limit was reached, e.g. under a flood of
+    /// idle connections) is tried again until the deadline.
+    fn challenge(
+        &mut self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<[u8; crate::auth::NONCE_LEN], BootstrapError> {
+        loop {
+            match self.read_reply("challenge", deadline, MAX_FRAME_LEN) {
+                Ok((KIND_CHALLENGE, body)) => {
+                    return decode_challenge(&body).map_err(|reason| BootstrapError::Protocol {
+                        peer: format!("the root at {}", self.root),
+                        reason,
+                    });
+                }
+                Ok((kind, _)) => return Err(self.unexpected(kind, "challenge")),
+                Err(BootstrapError::RootClosed { .. } | BootstrapError::ReceiveFrame { .. })
+                    if Instant::now() < deadline =>
+                {
+                    thread::sleep(Duration::from_millis(20));
+                    let stream = connect_retry(self.root, deadline, timeout, self.rank)?;
+                    let _ = stream.set_nodelay(true);
+                    self.stream = stream;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The rest of the handshake: our hello with its proof over the root's
+    /// nonce, the root's welcome with its own (by `answer_by`).
+    fn authenticate(
+        &mut self,
+        key: &[u8; crate::auth::MAC_LEN],
+        root_nonce: [u8; crate::auth::NONCE_LEN],
+        pe_nonce: [u8; crate::auth::NONCE_LEN],
+        card: Vec<u8>,
+        answer_by: Instant,
+    ) -> Result<(), BootstrapError> {
+        let hs = Handshake {
+            key,
+            job_id: self.job_id,
+            root_nonce,
+        };
+        let hello = hs.hello(self.rank, self.size, pe_nonce, card).encode();
+        let (kind, body) = self.exchange(&hello, "allgather", answer_by, MAX_FRAME_LEN)?;
+        if kind != KIND_WELCOME {
+            return Err(self.unexpected(kind, "allgather"));
+        }
+        if !hs.welcome_is_authentic(&body, self.rank, self.size, &pe_nonce) {
+            return Err(BootstrapError::RootNotAuthenticated { root: self.root });
+        }
+        Ok(())
     }
 
     /// This PE's rank.
@@ -237,6 +304,17 @@ impl Bootstrap {
                 source,
             });
         }
+        self.read_reply(phase, deadline, cap)
+    }
+
+    /// Reads the root's next frame by `deadline`; an error frame becomes
+    /// [`BootstrapError::RootReported`].
+    fn read_reply(
+        &mut self,
+        phase: &'static str,
+        deadline: Instant,
+        cap: usize,
+    ) -> Result<(u8, Vec<u8>), BootstrapError> {
         match read_frame(&mut self.stream, Some(deadline), cap) {
             Ok((KIND_ERROR, body)) => Err(self.root_error(&body)),
             Ok(f) => Ok(f),
@@ -283,17 +361,19 @@ impl Bootstrap {
         let mut cards = Vec::with_capacity(count as usize);
         for rank in 0..count {
             let raw = all.next_card().map_err(|e| proto(e.to_string()))?;
-            let card = Card::decode(raw).map_err(|source| BootstrapError::BadCard {
+            let mut card = Card::decode(raw).map_err(|source| BootstrapError::BadCard {
                 from: format!("rank {rank} (relayed by the root)"),
                 source,
             })?;
-            if card.job_id != self.job_id {
+            // Cards travel without their job id (the root checked it is 0).
+            if card.job_id != 0 {
                 return Err(BootstrapError::JobIdMismatch {
-                    what: format!("the card of rank {rank}"),
-                    expected: self.job_id,
+                    what: format!("the card of rank {rank} (cards travel with job id 0)"),
+                    expected: 0,
                     found: card.job_id,
                 });
             }
+            card.job_id = self.job_id;
             if card.rank != rank {
                 return Err(proto(format!(
                     "card {rank} is the card of rank {}",
@@ -441,9 +521,12 @@ pub struct Rendezvous {
 /// and serves it on a thread; every other PE (and every PE when the launcher
 /// hosts the root) only connects, retrying until `timeout`.
 ///
+/// Every PE proves the job's secret ([`RankInfo::job_secret`]).
+///
 /// # Errors
-/// [`BootstrapError::Bind`] or [`BootstrapError::Spawn`] when rank 0 cannot
-/// host the root; otherwise as [`Bootstrap::join`]. When joining fails, the
+/// [`BootstrapError::NoSecret`] for a job with no secret whose root is not
+/// on a loopback address; [`BootstrapError::Bind`] or
+/// [`BootstrapError::Spawn`] when rank 0 cannot host the root; otherwise as [`Bootstrap::join`]. When joining fails, the
 /// hosted root's thread is joined first (it fails within its own timeout).
 pub fn rendezvous(
     info: &RankInfo,
@@ -452,14 +535,23 @@ pub fn rendezvous(
     timeout: Duration,
     host_root: bool,
 ) -> Result<Rendezvous, BootstrapError> {
+    let secret = info.job_secret(root)?;
     let (addr, handle) = if host_root && info.rank == 0 {
-        let server = RootServer::bind(root, info.job_id, info.size, timeout)?;
+        let server = RootServer::bind(root, info.job_id, info.size, timeout, &secret)?;
         let addr = server.local_addr();
         (addr, Some(server.spawn()?))
     } else {
         (root, None)
     };
-    match Bootstrap::join(addr, info.rank, info.size, info.job_id, card, timeout) {
+    match Bootstrap::join(
+        addr,
+        info.rank,
+        info.size,
+        info.job_id,
+        card,
+        timeout,
+        &secret,
+    ) {
         Ok((bootstrap, cards)) => Ok(Rendezvous {
             bootstrap,
             cards,

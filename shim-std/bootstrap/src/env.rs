@@ -6,10 +6,11 @@ use std::{
     ffi::OsString,
     fmt, io,
     net::{SocketAddr, ToSocketAddrs},
+    path::Path,
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use crate::error::BootstrapError;
+use crate::{auth::JobSecret, error::BootstrapError};
 
 /// The environment variables this crate reads (and the launcher sets).
 pub mod vars {
@@ -23,6 +24,12 @@ pub mod vars {
     pub const LOCAL_SIZE: &str = "SWITCHYARD_LOCAL_SIZE";
     /// Job id, 16 hex digits, set by `switchyard run`.
     pub const JOB_ID: &str = "SWITCHYARD_JOB_ID";
+    /// The job secret, 32 to 128 hex digits, set by `switchyard run` for its
+    /// PEs only (never on a command line).
+    pub const JOB_SECRET: &str = "SWITCHYARD_JOB_SECRET";
+    /// A file holding the job secret (as [`JOB_SECRET`]), for jobs started
+    /// by another launcher: a regular file of this user, mode `0600`.
+    pub const JOB_SECRET_FILE: &str = "SWITCHYARD_JOB_SECRET_FILE";
     /// Rendezvous address, `host:port`.
     pub const ROOT: &str = "SWITCHYARD_ROOT";
     /// Who hosts the root: `launcher` or `rank0` (the default).
@@ -131,6 +138,10 @@ pub struct RankInfo {
     pub root: Option<String>,
     /// `SWITCHYARD_ROOT_HOST`.
     pub root_host: RootHost,
+    /// The job secret (`SWITCHYARD_JOB_SECRET`, else the file named by
+    /// `SWITCHYARD_JOB_SECRET_FILE`); `None` when neither is set. Its
+    /// `Debug` shows only where it came from.
+    pub secret: Option<JobSecret>,
 }
 
 struct Env<F> {
@@ -148,6 +159,21 @@ impl<F: FnMut(&str) -> Option<OsString>> Env<F> {
                     var,
                     value: v.to_string_lossy().into_owned(),
                     expected: "valid UTF-8",
+                }),
+        }
+    }
+
+    /// A secret's variable: like [`Env::get`], but a value that is not
+    /// UTF-8 is refused without showing it.
+    fn get_secret(&mut self, var: &'static str) -> Result<Option<String>, BootstrapError> {
+        match (self.lookup)(var) {
+            None => Ok(None),
+            Some(v) => v
+                .into_string()
+                .map(Some)
+                .map_err(|_| BootstrapError::SecretInvalid {
+                    from: var.to_owned(),
+                    reason: "not valid UTF-8".into(),
                 }),
         }
     }
@@ -366,6 +392,13 @@ impl RankInfo {
             }
         };
         let (job_id, job_id_source) = Self::job_id(&mut env, source, size, root.as_deref())?;
+        let secret = match env.get_secret(vars::JOB_SECRET)? {
+            Some(hex) => Some(JobSecret::from_hex(vars::JOB_SECRET, &hex)?),
+            None => match env.get(vars::JOB_SECRET_FILE)? {
+                Some(path) if !path.is_empty() => Some(JobSecret::from_file(Path::new(&path))?),
+                _ => None,
+            },
+        };
         Ok(RankInfo {
             rank,
             size,
@@ -376,7 +409,31 @@ impl RankInfo {
             job_id_source,
             root,
             root_host,
+            secret,
         })
+    }
+
+    /// The secret the job's PEs authenticate with, for a rendezvous at
+    /// `root`: [`RankInfo::secret`] when there is one. Without one, a root
+    /// on a loopback address gets [`JobSecret::from_job_id`], which keeps
+    /// out strangers that do not know the job id but not a local user who
+    /// can guess it (give such jobs a `SWITCHYARD_JOB_SECRET_FILE`); a job
+    /// of one PE needs none.
+    ///
+    /// # Errors
+    /// [`BootstrapError::NoSecret`] for a job of several PEs with no secret
+    /// and a root on a non-loopback address.
+    pub fn job_secret(&self, root: SocketAddr) -> Result<JobSecret, BootstrapError> {
+        match &self.secret {
+            Some(s) => Ok(s.clone()),
+            None if self.size == 1 || crate::auth::is_loopback(root) => {
+                Ok(JobSecret::from_job_id(self.job_id))
+            }
+            None => Err(BootstrapError::NoSecret {
+                size: self.size,
+                root,
+            }),
+        }
     }
 
     #[allow(clippy::type_complexity)]

@@ -69,6 +69,37 @@ pub enum BootstrapError {
         /// The job size.
         size: u32,
     },
+    /// A job secret that cannot be used (its value is never shown).
+    #[error("bad job secret from {from}: {reason}")]
+    SecretInvalid {
+        /// Where it came from: the variable, or the file (`SWITCHYARD_JOB_SECRET_FILE=path`).
+        from: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A job of several PEs whose root is reachable from other hosts, with
+    /// no secret to authenticate its PEs.
+    #[error(
+        "no job secret for a job of {size} PEs whose bootstrap root {root} is not on a loopback \
+         address: start it with `switchyard run`, or give every PE the same secret in a private \
+         file (32 to 128 hex digits, mode 0600) named by SWITCHYARD_JOB_SECRET_FILE"
+    )]
+    NoSecret {
+        /// The job size.
+        size: u32,
+        /// The root's address.
+        root: SocketAddr,
+    },
+    /// The root's answer did not prove the job's secret: not this job's
+    /// root, or another secret.
+    #[error(
+        "bootstrap: the root at {root} did not prove the job's secret (another job's root, or \
+         another secret)"
+    )]
+    RootNotAuthenticated {
+        /// The root's address.
+        root: SocketAddr,
+    },
     /// The rendezvous needs `SWITCHYARD_ROOT`, which is not set.
     #[error("SWITCHYARD_ROOT is not set: the rendezvous needs host:port")]
     NoRoot,

@@ -3,6 +3,7 @@
 //! reading and writing them on a socket is [`crate::stream`]'s.
 
 use crate::{
+    auth::{self, MAC_LEN, NONCE_LEN},
     card::{Card, CardError},
     cursor::Cursor,
     error::BootstrapError,
@@ -11,8 +12,9 @@ use crate::{
 /// The largest frame other than the all-cards frame (1 MiB).
 pub const MAX_FRAME_LEN: usize = 1 << 20;
 
-/// Version of the bootstrap protocol carried in the hello.
-pub const PROTOCOL_VERSION: u8 = 1;
+/// Version of the bootstrap protocol carried in the challenge and the hello
+/// (2: authenticated; version 1 carried the job id in clear).
+pub const PROTOCOL_VERSION: u8 = 2;
 
 const HELLO_MAGIC: [u8; 4] = *b"SYBS";
 const MAX_ERROR_RANKS: usize = 1024;
@@ -24,6 +26,8 @@ pub(crate) const KIND_BARRIER: u8 = 3;
 pub(crate) const KIND_RELEASE: u8 = 4;
 pub(crate) const KIND_BYE: u8 = 5;
 pub(crate) const KIND_ERROR: u8 = 6;
+pub(crate) const KIND_CHALLENGE: u8 = 7;
+pub(crate) const KIND_WELCOME: u8 = 8;
 
 pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -33,6 +37,8 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_RELEASE => "release",
         KIND_BYE => "goodbye",
         KIND_ERROR => "error",
+        KIND_CHALLENGE => "challenge",
+        KIND_WELCOME => "welcome",
         _ => "unknown",
     }
 }
@@ -52,22 +58,139 @@ pub(crate) fn all_cards_cap(size: u32) -> usize {
     (1 + 4 + (size as usize).saturating_mul(2 + Card::MAX_ENCODED_LEN)).max(MAX_FRAME_LEN)
 }
 
+/// The root's challenge, its first frame on every connection: `"SYBS"`,
+/// the protocol version, the root's nonce.
+pub(crate) fn challenge_frame(nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(4 + 1 + NONCE_LEN);
+    p.extend_from_slice(&HELLO_MAGIC);
+    p.push(PROTOCOL_VERSION);
+    p.extend_from_slice(nonce);
+    frame(KIND_CHALLENGE, &p)
+}
+
+/// The root's nonce from a challenge payload.
+pub(crate) fn decode_challenge(body: &[u8]) -> Result<[u8; NONCE_LEN], String> {
+    let mut c = Cursor::new(body);
+    let mut inner = || -> Result<[u8; NONCE_LEN], String> {
+        let magic: [u8; 4] = c.array("magic").map_err(|e| e.to_string())?;
+        let version = c.u8("protocol version").map_err(|e| e.to_string())?;
+        if magic != HELLO_MAGIC {
+            return Err("not a switchyard bootstrap root".into());
+        }
+        if version != PROTOCOL_VERSION {
+            return Err(format!(
+                "the root speaks bootstrap protocol version {version}, this PE {PROTOCOL_VERSION}"
+            ));
+        }
+        let nonce = c.array("root nonce").map_err(|e| e.to_string())?;
+        c.end().map_err(|e| e.to_string())?;
+        Ok(nonce)
+    };
+    inner().map_err(|e| format!("bad challenge: {e}"))
+}
+
+/// A PE's hello, the answer to the challenge. It names the rank and size,
+/// the PE's nonce, and its proof: the MAC (under the job's bootstrap key) of
+/// the job id, rank, size, both nonces and the card. The job id itself is
+/// not sent.
 #[derive(Debug)]
 pub(crate) struct Hello {
-    pub(crate) job_id: u64,
     pub(crate) rank: u32,
     pub(crate) size: u32,
+    pub(crate) nonce: [u8; NONCE_LEN],
+    pub(crate) mac: [u8; MAC_LEN],
     pub(crate) card: Vec<u8>,
+}
+
+const HELLO_LABEL: &[u8] = b"switchyard bootstrap hello";
+/// The welcome's proof is over the same, without the card, under another
+/// label (a hello's proof is never a valid welcome).
+const WELCOME_LABEL: &[u8] = b"switchyard bootstrap welcome";
+
+/// Both sides' view of one handshake: the key, the job, the nonces.
+pub(crate) struct Handshake<'a> {
+    pub(crate) key: &'a [u8; MAC_LEN],
+    pub(crate) job_id: u64,
+    pub(crate) root_nonce: [u8; NONCE_LEN],
+}
+
+impl Handshake<'_> {
+    /// Calls `f` with what a proof covers: `label`, the job id, `rank`,
+    /// `size`, both nonces and `card` (empty for the welcome).
+    fn proof_input<R>(
+        &self,
+        label: &[u8],
+        (rank, size): (u32, u32),
+        pe_nonce: &[u8; NONCE_LEN],
+        card: &[u8],
+        f: impl FnOnce(&[&[u8]]) -> R,
+    ) -> R {
+        let (job, rank, size) = (
+            self.job_id.to_le_bytes(),
+            rank.to_le_bytes(),
+            size.to_le_bytes(),
+        );
+        f(&[label, &job, &rank, &size, &self.root_nonce, pe_nonce, card])
+    }
+
+    /// The hello of `rank` with `pe_nonce` and `card`, with its proof.
+    pub(crate) fn hello(
+        &self,
+        rank: u32,
+        size: u32,
+        pe_nonce: [u8; NONCE_LEN],
+        card: Vec<u8>,
+    ) -> Hello {
+        let mac = self.proof_input(HELLO_LABEL, (rank, size), &pe_nonce, &card, |p| {
+            auth::mac(self.key, p)
+        });
+        Hello {
+            rank,
+            size,
+            nonce: pe_nonce,
+            mac,
+            card,
+        }
+    }
+
+    /// Whether `h` proves the job's secret (compared in constant time).
+    pub(crate) fn hello_is_authentic(&self, h: &Hello) -> bool {
+        self.proof_input(HELLO_LABEL, (h.rank, h.size), &h.nonce, &h.card, |p| {
+            auth::verify(self.key, p, &h.mac)
+        })
+    }
+
+    /// The root's welcome to the accepted hello `h`: its own proof.
+    pub(crate) fn welcome_frame(&self, h: &Hello) -> Vec<u8> {
+        let mac = self.proof_input(WELCOME_LABEL, (h.rank, h.size), &h.nonce, &[], |p| {
+            auth::mac(self.key, p)
+        });
+        frame(KIND_WELCOME, &mac)
+    }
+
+    /// Whether a welcome payload proves the root knows the secret.
+    pub(crate) fn welcome_is_authentic(
+        &self,
+        body: &[u8],
+        rank: u32,
+        size: u32,
+        pe_nonce: &[u8; NONCE_LEN],
+    ) -> bool {
+        self.proof_input(WELCOME_LABEL, (rank, size), pe_nonce, &[], |p| {
+            auth::verify(self.key, p, body)
+        })
+    }
 }
 
 impl Hello {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(4 + 1 + 8 + 4 + 4 + 2 + self.card.len());
+        let mut p = Vec::with_capacity(4 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + self.card.len());
         p.extend_from_slice(&HELLO_MAGIC);
         p.push(PROTOCOL_VERSION);
-        p.extend_from_slice(&self.job_id.to_le_bytes());
         p.extend_from_slice(&self.rank.to_le_bytes());
         p.extend_from_slice(&self.size.to_le_bytes());
+        p.extend_from_slice(&self.nonce);
+        p.extend_from_slice(&self.mac);
         p.extend_from_slice(
             &u16::try_from(self.card.len())
                 .unwrap_or(u16::MAX)
@@ -77,13 +200,13 @@ impl Hello {
         frame(KIND_HELLO, &p)
     }
 
+    /// Decodes a hello payload. The reasons it gives describe only what the
+    /// bytes say, never what the root expected of them.
     pub(crate) fn decode(body: &[u8]) -> Result<Hello, String> {
         let mut c = Cursor::new(body);
         let magic: [u8; 4] = c.array("magic").map_err(|e| e.to_string())?;
         if magic != HELLO_MAGIC {
-            return Err(format!(
-                "not a switchyard bootstrap hello (magic {magic:02x?})"
-            ));
+            return Err("not a switchyard bootstrap hello".into());
         }
         let version = c.u8("protocol version").map_err(|e| e.to_string())?;
         if version != PROTOCOL_VERSION {
@@ -92,9 +215,10 @@ impl Hello {
             ));
         }
         let mut inner = || -> Result<Hello, CardError> {
-            let job_id = c.u64("hello job id")?;
             let rank = c.u32("hello rank")?;
             let size = c.u32("hello size")?;
+            let nonce = c.array("hello nonce")?;
+            let mac = c.array("hello proof")?;
             let len = usize::from(c.u16("hello card length")?);
             if len > Card::MAX_ENCODED_LEN {
                 return Err(CardError::Overlong {
@@ -106,9 +230,10 @@ impl Hello {
             let card = c.take(len, "hello card")?.to_vec();
             c.end()?;
             Ok(Hello {
-                job_id,
                 rank,
                 size,
+                nonce,
+                mac,
                 card,
             })
         };
@@ -240,32 +365,58 @@ mod test {
     }
 
     #[test]
-    fn hello_round_trip_and_refusals() {
-        let h = Hello {
+    fn hello_round_trip_proofs_and_refusals() {
+        let key = [3u8; MAC_LEN];
+        let hs = Handshake {
+            key: &key,
             job_id: 9,
-            rank: 1,
-            size: 2,
-            card: Card::new(9, 1, 0).encode().unwrap(),
+            root_nonce: [1; NONCE_LEN],
         };
+        let h = hs.hello(1, 2, [2; NONCE_LEN], Card::new(0, 1, 0).encode().unwrap());
         let bytes = h.encode();
         let back = Hello::decode(&bytes[5..]).unwrap();
-        assert_eq!(
-            (back.job_id, back.rank, back.size, back.card),
-            (9, 1, 2, h.card)
-        );
+        assert_eq!((back.rank, back.size, &back.card), (1, 2, &h.card));
+        assert!(hs.hello_is_authentic(&back));
+        // Another job, key, nonce or rank: refused.
+        for other in [
+            Handshake { job_id: 10, ..hs },
+            Handshake {
+                key: &[4; MAC_LEN],
+                ..hs
+            },
+            Handshake {
+                root_nonce: [0; NONCE_LEN],
+                ..hs
+            },
+        ] {
+            assert!(!other.hello_is_authentic(&back));
+        }
+        let mut moved = Hello::decode(&bytes[5..]).unwrap();
+        moved.rank = 0;
+        assert!(!hs.hello_is_authentic(&moved));
+        // The job id is nowhere in the hello (cards travel with job id 0).
+        assert!(!bytes.windows(8).any(|w| w == 9u64.to_le_bytes()));
+        // The welcome proves the root, and is not the hello's proof.
+        let w = hs.welcome_frame(&back);
+        assert!(hs.welcome_is_authentic(&w[5..], 1, 2, &back.nonce));
+        assert!(!hs.welcome_is_authentic(&w[5..], 0, 2, &back.nonce));
+        assert!(!hs.welcome_is_authentic(&back.mac, 1, 2, &back.nonce));
         assert!(
             Hello::decode(b"GET / HTTP/1.1")
                 .unwrap_err()
                 .contains("not a switchyard")
         );
-        let mut v2 = bytes[5..].to_vec();
-        v2[4] = 2;
-        assert!(Hello::decode(&v2).unwrap_err().contains("version 2"));
+        let mut v1 = bytes[5..].to_vec();
+        v1[4] = 1;
+        assert!(Hello::decode(&v1).unwrap_err().contains("version 1"));
         assert!(
             Hello::decode(&bytes[5..bytes.len() - 1])
                 .unwrap_err()
                 .contains("malformed")
         );
+        let c = challenge_frame(&[5; NONCE_LEN]);
+        assert_eq!(decode_challenge(&c[5..]).unwrap(), [5; NONCE_LEN]);
+        assert!(decode_challenge(&c[5..c.len() - 1]).is_err());
     }
 
     proptest! {
@@ -275,6 +426,7 @@ mod test {
         fn decode_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
             let _ = Card::decode(&bytes);
             let _ = Hello::decode(&bytes);
+            let _ = decode_challenge(&bytes);
             let _ = decode_error_frame(&bytes);
         }
     }

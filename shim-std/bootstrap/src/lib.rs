@@ -47,7 +47,9 @@
 //!
 //! | kind | frame | payload |
 //! |---|---|---|
-//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, job id `u64`, rank `u32`, size `u32`, card length `u16`, card |
+//! | 7 | challenge (root → PE, first on every connection) | `"SYBS"`, protocol version `u8` (2), root nonce (16 bytes) |
+//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, rank `u32`, size `u32`, PE nonce (16), proof (32), card length `u16`, card |
+//! | 8 | welcome (root → PE) | the root's proof (32) |
 //! | 2 | all cards (root → PE) | count `u32`, then per rank: length `u16`, card |
 //! | 3 | barrier (PE → root) | barrier number `u64` (1, 2, ...) |
 //! | 4 | release (root → PE) | barrier number `u64` |
@@ -60,18 +62,42 @@
 //! hostile bytes cannot exhaust memory. The card format is described at
 //! [`Card::encode`].
 //!
+//! ## Authentication
+//!
+//! Every job has a secret ([`JobSecret`], at least 128 bits):
+//! `SWITCHYARD_JOB_SECRET` (made by `switchyard run` from the OS generator
+//! and given only to its PEs, in their environment), else the file named by
+//! `SWITCHYARD_JOB_SECRET_FILE` (a regular file of this user, mode `0600`, for
+//! jobs started by srun or mpirun). A job without either may only use a root
+//! on a loopback address, where the key is derived from the job id alone
+//! (that keeps out only those who cannot guess the job id); with the root on
+//! another address it fails with [`BootstrapError::NoSecret`]
+//! ([`RankInfo::job_secret`]).
+//!
+//! The hello proves the secret: its proof is HMAC-SHA256, under a key
+//! derived from the secret for the bootstrap and this job
+//! ([`JobSecret::derive_key`]), of the job id, rank, size, the root's
+//! nonce, the PE's nonce and the card. The root's welcome proves the same
+//! back (another label, no card), and the PE checks it before it trusts the
+//! cards. Proofs are compared in constant time. Neither the secret nor the
+//! job id crosses the wire (cards travel with a job id of 0), and no error
+//! frame says what the peer should have sent.
+//!
 //! ## Validation
 //!
-//! A connection that does not speak this protocol, or whose hello carries
-//! another job id, is refused (with an error frame when it speaks the
-//! protocol) and does not count. A connection with the right job id is part of
-//! the job, so what it says wrongly fails the whole job, and the root tells
-//! every PE why in an error frame: a rank not below the size, a size that
-//! differs from the root's, a rank claimed twice ([`BootstrapError::DuplicateRank`]),
-//! a card that does not decode or whose job id or rank differ from the hello,
-//! a path-class encoding version that differs from another PE's. Each PE
-//! checks the all-cards frame again (count, job id, rank order, class encoding
-//! version).
+//! A connection that does not speak this protocol, or whose hello does not
+//! prove the secret, is refused (with an error frame that describes only its
+//! own bytes, or says that it proved nothing), counted
+//! ([`RootStats::unauthenticated`]) and does not harm the job. A second
+//! authenticated claim of a rank is refused with
+//! [`BootstrapError::DuplicateRank`] and counted ([`RootStats::refused`]);
+//! the first claimant keeps the rank. Any other connection that proved the
+//! secret is part of the job, so what it says wrongly fails the whole job,
+//! and the root tells every PE why in an error frame: a rank not below the
+//! size, a size that differs from the root's, a card that does not decode or
+//! whose rank differs from the hello, a path-class encoding version that
+//! differs from another PE's. Each PE checks the all-cards frame again
+//! (count, job id, rank order, class encoding version).
 //!
 //! ## Timeouts
 //!
@@ -87,6 +113,13 @@
 //!   connection closes without a goodbye fails the job at once
 //!   ([`BootstrapError::Disconnected`]): the others learn it from the error
 //!   frame, in their current or next barrier, without waiting out a deadline.
+//! * A connection has a quarter of the timeout (1 to 5 s) to answer the
+//!   root's challenge; then it is refused and counted. At most 64
+//!   unidentified connections beyond the ranks still missing are kept; the
+//!   root closes the others at once, and a PE closed before its challenge
+//!   connects again (until its timeout), so idle connections delay the job
+//!   by one window at most. Finished connection threads are joined as new
+//!   connections come, so connect/close churn does not pile them up.
 //! * A PE retries connecting until its own `timeout`, and waits for the
 //!   root's answer (all cards, a release) for its `timeout` plus a grace of
 //!   half of it (at most 2 s), so that the root's verdict naming the missing
@@ -101,6 +134,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | `auth` | [`JobSecret`]: where it comes from, the keys derived from it; the MACs |
 //! | `env` | rank, size and job id from the launcher, Open MPI, Slurm or PMI ([`RankInfo`], [`vars`]); node ids ([`node_id_here`]) |
 //! | `card` | [`Card`], its encoding, [`CardError`] |
 //! | `cursor` | the bounded byte reader the decoders share |
@@ -114,18 +148,21 @@
 //!
 //! ```
 //! use std::{thread, time::Duration};
-//! use switchyard_bootstrap::{Bootstrap, Card, RootServer};
+//! use switchyard_bootstrap::{Bootstrap, Card, JobSecret, RootServer};
 //!
 //! let timeout = Duration::from_secs(5);
 //! let job_id = 0x5eed;
-//! let root = RootServer::bind("127.0.0.1:0".parse()?, job_id, 2, timeout)?;
+//! let secret = JobSecret::generate()?;
+//! let root = RootServer::bind("127.0.0.1:0".parse()?, job_id, 2, timeout, &secret)?;
 //! let addr = root.local_addr();
 //! let served = root.spawn()?;
 //! let pes: Vec<_> = (0..2u32)
 //!     .map(|rank| {
+//!         let secret = secret.clone();
 //!         thread::spawn(move || {
 //!             let card = Card::new(job_id, rank, 42);
-//!             let (mut boot, cards) = Bootstrap::join(addr, rank, 2, job_id, card, timeout)?;
+//!             let (mut boot, cards) =
+//!                 Bootstrap::join(addr, rank, 2, job_id, card, timeout, &secret)?;
 //!             assert_eq!(cards.len(), 2);
 //!             boot.barrier(timeout)?;
 //!             boot.finish()
@@ -142,6 +179,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod auth;
 mod card;
 mod client;
 mod cursor;
@@ -152,10 +190,14 @@ mod root;
 mod stream;
 
 pub use crate::{
+    auth::{
+        JobSecret, MAC_LEN, MAX_SECRET_BYTES, MIN_SECRET_BYTES, NONCE_LEN, PURPOSE_BOOTSTRAP,
+        PURPOSE_TCP, SecretOrigin,
+    },
     card::{CARD_FORMAT_VERSION, Card, CardError, MAX_TCP_RAILS, SWITCH_UNKNOWN},
     client::{Bootstrap, Rendezvous, rendezvous},
     env::{EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, vars},
     error::BootstrapError,
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
-    root::{MAX_PES, RootServer},
+    root::{MAX_PES, RootServer, RootStats},
 };

@@ -1,22 +1,26 @@
-//! [`RootServer`]: the rendezvous. It collects every PE's card, sends
-//! everyone all of them, serves barriers and waits for the goodbyes; one
-//! reader thread per connection feeds its single coordinator.
+//! [`RootServer`]: the rendezvous. It challenges every connection, admits
+//! the PEs that prove the job's secret (each rank once), collects their
+//! cards, sends everyone all of them, serves barriers and waits for the
+//! goodbyes; one reader thread per connection feeds its single coordinator.
 
 use std::{
     collections::HashMap,
     io,
     net::{Shutdown, SocketAddr, TcpListener, TcpStream},
-    sync::mpsc,
+    sync::{Arc, mpsc},
     thread::{self, JoinHandle},
     time::{Duration, Instant},
 };
 
+use switchyard_core::sync::atomic::{AtomicU64, Ordering};
+
 use crate::{
+    auth::{JobSecret, MAC_LEN, NONCE_LEN, PURPOSE_BOOTSTRAP, nonce},
     card::Card,
     error::{BootstrapError, RankList},
     frame::{
-        Hello, KIND_BARRIER, KIND_BYE, KIND_HELLO, KIND_RELEASE, MAX_FRAME_LEN, all_cards_frame,
-        error_frame, frame, kind_name, u64_payload,
+        Handshake, Hello, KIND_BARRIER, KIND_BYE, KIND_HELLO, KIND_RELEASE, MAX_FRAME_LEN,
+        all_cards_frame, challenge_frame, error_frame, frame, kind_name, u64_payload,
     },
     stream::{read_frame, write_frame},
 };
@@ -32,22 +36,76 @@ const LINGER: Duration = Duration::from_secs(1);
 /// missing.
 const MAX_UNIDENTIFIED: usize = 64;
 
+/// How long a connection has to answer the challenge: a quarter of the
+/// timeout, within 1 to 5 s (a PE answers at once). A connection that says
+/// nothing gives its slot back by then, so idle connections cannot keep the
+/// PEs out for the whole allgather (they retry).
+fn auth_window(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(5))
+}
+
 /// The rendezvous: collects every PE's card, hands all cards to everyone,
 /// then serves barriers until every PE has said goodbye.
-#[derive(Debug)]
 pub struct RootServer {
     listener: TcpListener,
     addr: SocketAddr,
     job_id: u64,
     size: u32,
     timeout: Duration,
+    key: [u8; MAC_LEN],
+    stats: RootStats,
+}
+
+impl std::fmt::Debug for RootServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RootServer")
+            .field("addr", &self.addr)
+            .field("size", &self.size)
+            .field("timeout", &self.timeout)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a root refused, readable while it serves ([`RootServer::stats`]).
+#[derive(Debug, Clone, Default)]
+pub struct RootStats {
+    counts: Arc<[AtomicU64; 2]>,
+}
+
+const UNAUTHENTICATED: usize = 0;
+const REFUSED: usize = 1;
+
+impl RootStats {
+    /// Connections whose hello did not prove the job's secret, or that said
+    /// nothing well-formed before the deadline.
+    pub fn unauthenticated(&self) -> u64 {
+        self.counts[UNAUTHENTICATED].load(Ordering::Relaxed)
+    }
+
+    /// Authenticated hellos refused: a rank claimed a second time.
+    pub fn refused(&self) -> u64 {
+        self.counts[REFUSED].load(Ordering::Relaxed)
+    }
+
+    fn count(&self, which: usize) {
+        self.counts[which].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Why a connection's first frame admits nothing.
+enum Unadmitted {
+    /// Not a hello of this protocol (the reason describes only the bytes).
+    Malformed(String),
+    /// A well-formed hello without the proof.
+    Unauthenticated,
 }
 
 enum Event {
-    /// A connection's first frame: a hello, or why it is not one.
+    /// A connection's first frame: an authentic hello, or why it is not.
     Hello {
         conn: u64,
-        hello: Result<Hello, String>,
+        hello: Result<Hello, Unadmitted>,
     },
     /// A later frame.
     Frame { conn: u64, kind: u8, body: Vec<u8> },
@@ -57,6 +115,7 @@ enum Event {
 
 struct Conn {
     peer: SocketAddr,
+    root_nonce: [u8; NONCE_LEN],
     /// The coordinator's handle: writes, and shutdown to end the reader.
     stream: TcpStream,
     rank: Option<u32>,
@@ -64,6 +123,8 @@ struct Conn {
 
 struct Root {
     job_id: u64,
+    key: [u8; MAC_LEN],
+    stats: RootStats,
     size: u32,
     timeout: Duration,
     listener: Option<TcpListener>,
@@ -82,8 +143,9 @@ struct Root {
 
 impl RootServer {
     /// Binds the rendezvous listener at `addr` (`127.0.0.1:0` picks a free
-    /// port) for a job of `size` PEs; `timeout` bounds the allgather, each
-    /// barrier and the goodbyes (see the [crate docs](crate)).
+    /// port) for a job of `size` PEs whose PEs prove `secret`; `timeout`
+    /// bounds the allgather, each barrier and the goodbyes (see the
+    /// [crate docs](crate)).
     ///
     /// # Errors
     /// [`BootstrapError::InvalidArgument`] for a size of 0 or above
@@ -94,6 +156,7 @@ impl RootServer {
         job_id: u64,
         size: u32,
         timeout: Duration,
+        secret: &JobSecret,
     ) -> Result<RootServer, BootstrapError> {
         check_size(size)?;
         check_timeout(timeout)?;
@@ -107,7 +170,14 @@ impl RootServer {
             job_id,
             size,
             timeout,
+            key: secret.derive_key(job_id, PURPOSE_BOOTSTRAP),
+            stats: RootStats::default(),
         })
+    }
+
+    /// The root's counts of refused connections, live while it serves.
+    pub fn stats(&self) -> RootStats {
+        self.stats.clone()
     }
 
     /// The address the listener is bound to (with the port picked).
@@ -149,6 +219,8 @@ impl RootServer {
         let n = self.size as usize;
         let mut root = Root {
             job_id: self.job_id,
+            key: self.key,
+            stats: self.stats,
             size: self.size,
             timeout: self.timeout,
             listener: Some(self.listener),
@@ -186,16 +258,47 @@ pub(crate) fn check_timeout(timeout: Duration) -> Result<(), BootstrapError> {
     Ok(())
 }
 
-/// One accepted connection's reader: the hello within `deadline`, then every
-/// frame until the connection ends.
-fn conn_reader(conn: u64, mut stream: TcpStream, deadline: Instant, tx: mpsc::Sender<Event>) {
-    let hello = match read_frame(&mut stream, Some(deadline), MAX_FRAME_LEN) {
-        Ok((KIND_HELLO, body)) => Hello::decode(&body),
-        Ok((kind, _)) => Err(format!(
-            "first frame is a {} frame (kind {kind}), expected a hello",
-            kind_name(kind)
-        )),
-        Err(e) => Err(format!("no hello: {e}")),
+/// What a connection's reader needs to check its hello.
+struct Gate {
+    conn: u64,
+    job_id: u64,
+    key: [u8; MAC_LEN],
+    root_nonce: [u8; NONCE_LEN],
+    deadline: Instant,
+}
+
+/// One accepted connection's reader: the challenge, then the hello within
+/// the deadline, checked for its proof, then every frame until the
+/// connection ends.
+fn conn_reader(gate: Gate, mut stream: TcpStream, tx: mpsc::Sender<Event>) {
+    let conn = gate.conn;
+    let wait = gate.deadline.saturating_duration_since(Instant::now());
+    let hello = match write_frame(&mut stream, &challenge_frame(&gate.root_nonce), wait) {
+        Err(e) => Err(Unadmitted::Malformed(format!(
+            "cannot send the challenge: {e}"
+        ))),
+        Ok(()) => match read_frame(&mut stream, Some(gate.deadline), MAX_FRAME_LEN) {
+            Ok((KIND_HELLO, body)) => match Hello::decode(&body) {
+                Ok(h) => {
+                    let hs = Handshake {
+                        key: &gate.key,
+                        job_id: gate.job_id,
+                        root_nonce: gate.root_nonce,
+                    };
+                    if hs.hello_is_authentic(&h) {
+                        Ok(h)
+                    } else {
+                        Err(Unadmitted::Unauthenticated)
+                    }
+                }
+                Err(e) => Err(Unadmitted::Malformed(e)),
+            },
+            Ok((kind, _)) => Err(Unadmitted::Malformed(format!(
+                "first frame is a {} frame (kind {kind}), expected a hello",
+                kind_name(kind)
+            ))),
+            Err(e) => Err(Unadmitted::Malformed(format!("no hello: {e}"))),
+        },
     };
     let ok = hello.is_ok();
     if tx.send(Event::Hello { conn, hello }).is_err() || !ok {
@@ -289,7 +392,22 @@ impl Root {
         self.drop_conn(id);
     }
 
-    fn accept_new(&mut self, hello_deadline: Instant) -> Result<(), BootstrapError> {
+    /// Joins the reader threads that have ended, so that connection churn
+    /// does not pile up finished threads (their stacks are kept until
+    /// joined).
+    fn reap_threads(&mut self) {
+        let mut i = 0;
+        while i < self.threads.len() {
+            if self.threads[i].is_finished() {
+                let _ = self.threads.swap_remove(i).join();
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn accept_new(&mut self, gather_deadline: Instant) -> Result<(), BootstrapError> {
+        self.reap_threads();
         loop {
             let Some(listener) = &self.listener else {
                 return Ok(());
@@ -317,15 +435,22 @@ impl Root {
                 .set_nonblocking(false)
                 .and_then(|()| stream.set_nodelay(true))
                 .and_then(|()| stream.try_clone());
-            let Ok(reader) = setup else {
+            let (Ok(reader), Ok(root_nonce)) = (setup, nonce()) else {
                 continue;
             };
             let id = self.next_conn;
             self.next_conn += 1;
+            let gate = Gate {
+                conn: id,
+                job_id: self.job_id,
+                key: self.key,
+                root_nonce,
+                deadline: gather_deadline.min(Instant::now() + auth_window(self.timeout)),
+            };
             let handle = thread::Builder::new()
                 .name("switchyard-root-conn".into())
                 .stack_size(256 << 10)
-                .spawn(move || conn_reader(id, reader, hello_deadline, tx))
+                .spawn(move || conn_reader(gate, reader, tx))
                 .map_err(|source| BootstrapError::Spawn {
                     what: "bootstrap root connection",
                     source,
@@ -335,6 +460,7 @@ impl Root {
                 id,
                 Conn {
                     peer,
+                    root_nonce,
                     stream,
                     rank: None,
                 },
@@ -364,9 +490,19 @@ impl Root {
         match ev {
             Event::Hello {
                 conn,
-                hello: Err(reason),
+                hello: Err(why),
             } => {
+                // Not part of the job: it is told what was wrong with its
+                // own bytes, or only that it proved nothing, and the job
+                // goes on.
+                self.stats.count(UNAUTHENTICATED);
                 let peer = self.peer_name(conn);
+                let reason = match why {
+                    Unadmitted::Malformed(reason) => reason,
+                    Unadmitted::Unauthenticated => {
+                        "refused: the hello does not prove the job's secret".into()
+                    }
+                };
                 self.refuse(conn, &BootstrapError::Protocol { peer, reason });
                 Ok(())
             }
@@ -396,18 +532,12 @@ impl Root {
     }
 
     fn on_hello(&mut self, conn: u64, h: Hello) -> Result<(), BootstrapError> {
-        let Some(peer) = self.conns.get(&conn).map(|c| c.peer) else {
+        let Some((peer, root_nonce)) = self.conns.get(&conn).map(|c| (c.peer, c.root_nonce)) else {
             return Ok(());
         };
-        if h.job_id != self.job_id {
-            let err = BootstrapError::JobIdMismatch {
-                what: format!("the hello from {peer} (rank {})", h.rank),
-                expected: self.job_id,
-                found: h.job_id,
-            };
-            self.refuse(conn, &err);
-            return Ok(());
-        }
+        // The hello proved the secret (its reader checked): from here on the
+        // peer is part of the job, and what it says wrongly fails the job;
+        // except a second claim of a rank, which is refused and counted.
         if h.size != self.size {
             return Err(BootstrapError::SizeMismatch {
                 rank: h.rank,
@@ -424,22 +554,28 @@ impl Root {
         }
         if let Some(first) = self.by_rank[h.rank as usize] {
             let first = self.conns.get(&first).map_or(peer, |c| c.peer);
-            return Err(BootstrapError::DuplicateRank {
-                rank: h.rank,
-                first,
-                second: peer,
-            });
+            self.stats.count(REFUSED);
+            self.refuse(
+                conn,
+                &BootstrapError::DuplicateRank {
+                    rank: h.rank,
+                    first,
+                    second: peer,
+                },
+            );
+            return Ok(());
         }
         let card = Card::decode(&h.card).map_err(|source| BootstrapError::BadCard {
             from: format!("rank {} ({peer})", h.rank),
             source,
         })?;
-        if card.job_id != h.job_id || card.rank != h.rank {
+        // Cards travel with job id 0: the job id never crosses the wire.
+        if card.job_id != 0 || card.rank != h.rank {
             return Err(BootstrapError::Protocol {
                 peer: format!("rank {} ({peer})", h.rank),
                 reason: format!(
-                    "the card says job {:016x} rank {}, the hello job {:016x} rank {}",
-                    card.job_id, card.rank, h.job_id, h.rank
+                    "the card says job {:016x} rank {}, the hello rank {} (cards travel with job id 0)",
+                    card.job_id, card.rank, h.rank
                 ),
             });
         }
@@ -455,8 +591,16 @@ impl Root {
             }
             Some(_) => {}
         }
+        let welcome = Handshake {
+            key: &self.key,
+            job_id: self.job_id,
+            root_nonce,
+        }
+        .welcome_frame(&h);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.rank = Some(h.rank);
+            // A failed write shows as the connection's end, from its reader.
+            let _ = write_frame(&mut c.stream, &welcome, self.timeout);
         }
         self.by_rank[h.rank as usize] = Some(conn);
         self.cards[h.rank as usize] = h.card;

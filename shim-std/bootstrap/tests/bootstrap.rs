@@ -13,16 +13,40 @@ use std::{
     time::Duration,
 };
 
-use switchyard_bootstrap::{Bootstrap, BootstrapError, Card, RankInfo, RootServer, rendezvous};
+use switchyard_bootstrap::{
+    Bootstrap, BootstrapError, Card, JobSecret, RankInfo, RootServer, RootStats, rendezvous,
+};
 
 const T: Duration = Duration::from_secs(3);
 
 type RootResult = Result<(), BootstrapError>;
 
+/// The tests' job secret.
+fn secret() -> JobSecret {
+    JobSecret::from_hex("test", &"5e".repeat(32)).unwrap()
+}
+
 fn start_root(job: u64, size: u32, timeout: Duration) -> (SocketAddr, JoinHandle<RootResult>) {
-    let root = RootServer::bind("127.0.0.1:0".parse().unwrap(), job, size, timeout).unwrap();
+    let (addr, root, _) = start_root_with_stats(job, size, timeout);
+    (addr, root)
+}
+
+fn start_root_with_stats(
+    job: u64,
+    size: u32,
+    timeout: Duration,
+) -> (SocketAddr, JoinHandle<RootResult>, RootStats) {
+    let root = RootServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        job,
+        size,
+        timeout,
+        &secret(),
+    )
+    .unwrap();
     let addr = root.local_addr();
-    (addr, root.spawn().unwrap())
+    let stats = root.stats();
+    (addr, root.spawn().unwrap(), stats)
 }
 
 fn card(job: u64, rank: u32) -> Card {
@@ -93,7 +117,25 @@ fn join(
     job: u64,
     timeout: Duration,
 ) -> Result<(Bootstrap, Vec<Card>), BootstrapError> {
-    Bootstrap::join(addr, rank, size, job, card(job, rank), timeout)
+    Bootstrap::join(addr, rank, size, job, card(job, rank), timeout, &secret())
+}
+
+/// Every rank of a job of `size` on a thread: join, one barrier, goodbye;
+/// each must get all `size` cards.
+fn run_job(addr: SocketAddr, size: u32, job: u64, timeout: Duration) {
+    let pes: Vec<_> = (0..size)
+        .map(|rank| {
+            thread::spawn(move || {
+                let (mut b, cards) = join(addr, rank, size, job, timeout)?;
+                b.barrier(timeout)?;
+                b.finish()?;
+                Ok::<_, BootstrapError>(cards.len())
+            })
+        })
+        .collect();
+    for pe in pes {
+        assert_eq!(pe.join().unwrap().unwrap(), size as usize);
+    }
 }
 
 #[track_caller]
@@ -158,7 +200,10 @@ fn pes_retry_until_the_root_is_up() {
     for _ in 0..2 {
         starts.recv_timeout(T).expect("a PE thread started");
     }
-    let root = RootServer::bind(addr, job, 2, T).unwrap().spawn().unwrap();
+    let root = RootServer::bind(addr, job, 2, T, &secret())
+        .unwrap()
+        .spawn()
+        .unwrap();
     for pe in pes {
         pe.join().unwrap().unwrap();
     }
@@ -190,25 +235,175 @@ fn a_missing_rank_times_out_naming_it() {
     }
 }
 
+/// Both claimants of rank 1 prove the secret: whichever the root reads
+/// second is refused and counted, and the job goes on with the first.
 #[test]
-fn a_duplicate_rank_fails_the_job_naming_it() {
+fn a_second_claim_of_a_rank_is_refused_counted_and_the_job_runs() {
     let job = 0x3;
-    let (addr, root) = start_root(job, 3, T);
-    let pes: Vec<_> = [0, 1, 1]
-        .into_iter()
-        .map(|rank| thread::spawn(move || join(addr, rank, 3, job, T)))
+    let (addr, root, stats) = start_root_with_stats(job, 3, T);
+    let full = move |rank| {
+        let (mut b, cards) = join(addr, rank, 3, job, T)?;
+        b.barrier(T)?;
+        b.finish()?;
+        Ok::<_, BootstrapError>(cards.len())
+    };
+    let zero = thread::spawn(move || full(0));
+    let (done, results) = mpsc::channel();
+    let ones: Vec<_> = (0..2)
+        .map(|_| {
+            let done = done.clone();
+            thread::spawn(move || {
+                let _ = done.send(full(1));
+            })
+        })
         .collect();
-    for pe in pes {
-        expect_reported(pe.join().unwrap(), &[1], "rank 1 is claimed by two PEs");
+    // The accepted claimant waits for rank 2; the refused one hears first.
+    let first = results
+        .recv_timeout(T + T)
+        .expect("a verdict for a claimant");
+    expect_reported(first, &[1], "rank 1 is claimed by two PEs");
+    assert_eq!(stats.refused(), 1);
+    let two = thread::spawn(move || full(2));
+    assert_eq!(results.recv_timeout(T + T).unwrap().unwrap(), 3);
+    for pe in [zero, two] {
+        assert_eq!(pe.join().unwrap().unwrap(), 3);
     }
-    match root.join().unwrap() {
-        Err(BootstrapError::DuplicateRank {
-            rank: 1,
-            first,
-            second,
-        }) => assert_ne!(first, second),
+    for t in ones {
+        t.join().unwrap();
+    }
+    root.join().unwrap().unwrap();
+    assert_eq!((stats.refused(), stats.unauthenticated()), (1, 0));
+}
+
+/// A frame as the root reads it: length, kind, payload.
+fn raw_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = u32::try_from(payload.len() + 1)
+        .unwrap()
+        .to_le_bytes()
+        .to_vec();
+    f.push(kind);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Everything the root says to `bytes` before it closes.
+fn reply_to(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    reply
+}
+
+/// The attack of the control-plane issue: a hello of protocol version 1
+/// with a wrong job id got an error frame naming the real one. Now nothing
+/// the root says names it, in text or in bytes; and a PE with the right job
+/// id but another secret is refused without harming the job.
+#[test]
+fn a_wrong_id_hello_learns_nothing_and_an_impostor_is_refused() {
+    let job = 0x78c3_1a2b_3c4d_5e6f;
+    let (addr, root, stats) = start_root_with_stats(job, 2, T);
+    let mut v1 = b"SYBS\x01".to_vec();
+    v1.extend_from_slice(&0u64.to_le_bytes());
+    v1.extend_from_slice(&1u32.to_le_bytes());
+    v1.extend_from_slice(&2u32.to_le_bytes());
+    v1.extend_from_slice(&0u16.to_le_bytes());
+    let reply = reply_to(addr, &raw_frame(1, &v1));
+    let text = String::from_utf8_lossy(&reply).to_lowercase();
+    assert!(text.contains("version 1 is not supported"), "{text:?}");
+    assert!(!text.contains("78c3"), "{text:?}");
+    for needle in [job.to_le_bytes(), job.to_be_bytes()] {
+        assert!(!reply.windows(8).any(|w| w == needle), "{reply:?}");
+    }
+
+    // Right job id, rank 1 (not yet arrived), another secret: refused,
+    // with no cards.
+    let other = JobSecret::from_hex("impostor", &"17".repeat(16)).unwrap();
+    let r = Bootstrap::join(addr, 1, 2, job, card(job, 1), T, &other);
+    expect_reported(r, &[], "does not prove the job's secret");
+    // A hello whose proof is zeros: the same.
+    let mut forged = b"SYBS\x02".to_vec();
+    forged.extend_from_slice(&1u32.to_le_bytes());
+    forged.extend_from_slice(&2u32.to_le_bytes());
+    forged.extend_from_slice(&[0; 16 + 32]);
+    forged.extend_from_slice(&0u16.to_le_bytes());
+    let text = String::from_utf8_lossy(&reply_to(addr, &raw_frame(1, &forged))).into_owned();
+    assert!(text.contains("does not prove the job's secret"), "{text:?}");
+
+    // The job itself runs, rank 1 included.
+    run_job(addr, 2, job, T);
+    root.join().unwrap().unwrap();
+    assert_eq!((stats.unauthenticated(), stats.refused()), (3, 0));
+}
+
+/// A root that does not know the secret cannot pass for the job's: its
+/// welcome is refused before any card is trusted.
+#[test]
+fn a_root_without_the_secret_is_not_believed() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fake = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        let mut challenge = b"SYBS\x02".to_vec();
+        challenge.extend_from_slice(&[9; 16]);
+        s.write_all(&raw_frame(7, &challenge)).unwrap();
+        let mut head = [0u8; 4];
+        s.read_exact(&mut head).unwrap();
+        let mut hello = vec![0u8; u32::from_le_bytes(head) as usize];
+        s.read_exact(&mut hello).unwrap();
+        s.write_all(&raw_frame(8, &[0; 32])).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    });
+    match join(addr, 0, 2, 11, T) {
+        Err(BootstrapError::RootNotAuthenticated { root }) => assert_eq!(root, addr),
         other => panic!("{other:?}"),
     }
+    fake.join().unwrap();
+}
+
+#[test]
+fn no_secret_is_refused_for_a_root_off_loopback() {
+    let env = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_JOB_ID", "5"),
+        ("SWITCHYARD_ROOT", "10.1.2.3:4000"),
+    ];
+    let look = |k: &str| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_owned())
+    };
+    let info = RankInfo::from_lookup(look).unwrap();
+    assert!(info.secret.is_none());
+    match info.job_secret("10.1.2.3:4000".parse().unwrap()) {
+        Err(e @ BootstrapError::NoSecret { .. }) => {
+            assert!(e.to_string().contains("SWITCHYARD_JOB_SECRET_FILE"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(info.job_secret("127.0.0.1:4000".parse().unwrap()).is_ok());
+    let hex = "ab".repeat(20);
+    let with = RankInfo::from_lookup(|k| match k {
+        "SWITCHYARD_JOB_SECRET" => Some(hex.clone()),
+        _ => look(k),
+    })
+    .unwrap();
+    assert!(with.job_secret("10.1.2.3:4000".parse().unwrap()).is_ok());
+    assert!(!format!("{with:?}").contains(&hex));
+    let bad = RankInfo::from_lookup(|k| match k {
+        "SWITCHYARD_JOB_SECRET" => Some("0123".into()),
+        _ => None,
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("SWITCHYARD_JOB_SECRET") && !bad.contains("0123"),
+        "{bad}"
+    );
 }
 
 #[test]
@@ -216,9 +411,9 @@ fn a_wrong_job_id_and_garbage_are_refused_and_do_not_count() {
     let job = 0x4;
     let (addr, root) = start_root(job, 2, T);
 
-    // Another job's PE is told why, and is not counted.
-    let r = Bootstrap::join(addr, 0, 2, 0x5, card(0x5, 0), T);
-    expect_reported(r, &[], "job id 0000000000000005, expected 0000000000000004");
+    // Another job's PE proves nothing: it is refused, and not counted.
+    let r = Bootstrap::join(addr, 0, 2, 0x5, card(0x5, 0), T, &secret());
+    expect_reported(r, &[], "does not prove the job's secret");
 
     // Not our protocol: refused with an error frame, or just closed.
     let mut http = TcpStream::connect(addr).unwrap();
@@ -241,19 +436,7 @@ fn a_wrong_job_id_and_garbage_are_refused_and_do_not_count() {
     drop(TcpStream::connect(addr).unwrap());
 
     // The job itself is unharmed.
-    let pes: Vec<_> = (0..2)
-        .map(|rank| {
-            thread::spawn(move || {
-                let (mut b, cards) = join(addr, rank, 2, job, T)?;
-                b.barrier(T)?;
-                b.finish()?;
-                Ok::<_, BootstrapError>(cards)
-            })
-        })
-        .collect();
-    for pe in pes {
-        assert_eq!(pe.join().unwrap().unwrap().len(), 2);
-    }
+    run_job(addr, 2, job, T);
     root.join().unwrap().unwrap();
 }
 
@@ -349,7 +532,7 @@ fn mismatched_size_or_class_version_fails_the_job() {
     let first = thread::spawn(move || join(addr, 0, 2, job, T));
     let mut odd = card(job, 1);
     odd.class_encoding_version = odd.class_encoding_version.wrapping_add(1);
-    let r = Bootstrap::join(addr, 1, 2, job, odd, T);
+    let r = Bootstrap::join(addr, 1, 2, job, odd, T, &secret());
     let (named, reference) = match root.join().unwrap() {
         Err(BootstrapError::ClassVersionMismatch {
             rank, reference, ..
@@ -427,9 +610,7 @@ fn a_hostile_root_cannot_make_a_pe_allocate_or_hang() {
     let fake = thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         s.set_read_timeout(Some(T)).unwrap();
-        let mut hello = [0u8; 64];
-        let _ = s.read(&mut hello);
-        // An all-cards frame "of 4 GiB".
+        // A challenge frame "of 4 GiB".
         s.write_all(&u32::MAX.to_le_bytes()).unwrap();
         s.write_all(&[2]).unwrap();
         // Stay connected until the PE has read the header, refused it and
@@ -457,13 +638,32 @@ fn bad_arguments_are_refused_before_connecting() {
         (0, 2, card(1, 1)),
         (0, 2, card(2, 0)),
     ] {
-        match Bootstrap::join(addr, rank, size, 1, c, T) {
+        match Bootstrap::join(addr, rank, size, 1, c, T, &secret()) {
             Err(BootstrapError::InvalidArgument { .. }) => {}
             other => panic!("{other:?}"),
         }
     }
     assert!(matches!(
-        RootServer::bind(addr, 1, 0, T),
+        RootServer::bind(addr, 1, 0, T, &secret()),
         Err(BootstrapError::InvalidArgument { .. })
     ));
+}
+
+/// Slowloris: more idle connections than the root keeps unidentified are
+/// held open before the PEs come. Each gets a short window to answer the
+/// challenge; the PEs the root turned away meanwhile try again, and the job
+/// starts.
+#[test]
+fn idle_connections_do_not_keep_the_pes_out() {
+    let job = 0x9;
+    // An authentication window of 2 s (a quarter), well inside the timeout.
+    let timeout = Duration::from_secs(8);
+    let (addr, root, stats) = start_root_with_stats(job, 2, timeout);
+    let idle: Vec<TcpStream> = (0..80)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    run_job(addr, 2, job, timeout);
+    root.join().unwrap().unwrap();
+    assert!(stats.unauthenticated() >= 1, "the idle ones timed out");
+    drop(idle);
 }

@@ -534,3 +534,38 @@ fn a_rank_that_never_bootstraps_is_reported() {
     );
     assert!(ran.elapsed < Duration::from_secs(20), "{:?}", ran.elapsed);
 }
+
+/// The job secret: 256 bits as 64 hex digits in every rank's environment,
+/// the same for the ranks of a job and another for the next job, on no
+/// command line, never printed by the launcher, and not settable with `-x`.
+#[test]
+fn every_rank_gets_the_job_secret_and_only_in_its_environment() {
+    let script = "printf 'secret=%s\\n' \"$SWITCHYARD_JOB_SECRET\"; \
+                  tr '\\0' ' ' < /proc/$$/cmdline; echo";
+    let secrets = |ran: &Ran| -> Vec<String> {
+        ran.stdout
+            .lines()
+            .filter_map(|l| l.split_once("] secret=").map(|(_, s)| s.to_owned()))
+            .collect()
+    };
+    let first = run(&["-n", "2", "--timeout", "30", "--", "sh", "-c", script]);
+    first.assert_code(0);
+    let s = secrets(&first);
+    assert_eq!(s.len(), 2, "{}", first.stdout);
+    assert_eq!(s[0], s[1]);
+    assert_eq!(s[0].len(), 64);
+    assert!(s[0].bytes().all(|b| b.is_ascii_hexdigit()), "{}", s[0]);
+    // Only the ranks' own output shows it: no command line, no launcher line.
+    assert_eq!(first.stdout.matches(&s[0]).count(), 2, "{}", first.stdout);
+    assert!(!first.stderr.contains(&s[0]), "{}", first.stderr);
+    let second = run(&["-n", "2", "--timeout", "30", "--", "sh", "-c", script]);
+    second.assert_code(0);
+    assert_ne!(secrets(&second)[0], s[0]);
+    let forced = run(&["-n", "2", "-x", "SWITCHYARD_JOB_SECRET=00", "echo"]);
+    assert_ne!(forced.code, Some(0));
+    assert!(
+        forced.stderr.contains("SWITCHYARD_JOB_SECRET"),
+        "{}",
+        forced.stderr
+    );
+}

@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_bootstrap::{BootstrapError, RootServer};
+use switchyard_bootstrap::{BootstrapError, JobSecret, RootServer, RootStats};
 
 use crate::{
     Bind, JobEnd, JobOutcome, LaunchError, LaunchOptions, ME, POLL_INTERVAL, ROOT_LINGER, RankExit,
@@ -64,17 +64,25 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
             .filter(|cpus| !cpus.is_empty() && opts.n as usize <= cpus.len()),
     }
     .filter(|cpus| !cpus.is_empty());
+    // The job's secret: made here, given only to the PEs (in their
+    // environment), never printed.
+    let secret = JobSecret::generate().map_err(LaunchError::Rendezvous)?;
     let mut signals = sys::SignalWatch::install().map_err(LaunchError::Sigaction)?;
     let mut root = match &opts.sim {
-        None => Rendezvous::start(job_id, opts.n, opts.bootstrap_timeout)?,
-        Some(sim) => {
-            Rendezvous::start_in_sim(&sim.fabric_netns, job_id, opts.n, opts.bootstrap_timeout)?
-        }
+        None => Rendezvous::start(job_id, opts.n, opts.bootstrap_timeout, &secret)?,
+        Some(sim) => Rendezvous::start_in_sim(
+            &sim.fabric_netns,
+            job_id,
+            opts.n,
+            opts.bootstrap_timeout,
+            &secret,
+        )?,
     };
 
     let mut job = Job {
         opts,
         job_id,
+        secret,
         pes: Vec::with_capacity(opts.n as usize),
         bootstrap_error: None,
     };
@@ -107,6 +115,15 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         job.report_bootstrap(f, end != JobEnd::Success);
     }
     drop(signals);
+    // Connections the rendezvous turned away: said once, since nobody else
+    // sees them.
+    let (stranger, twice) = (root.stats.unauthenticated(), root.stats.refused());
+    if stranger + twice > 0 {
+        note(format_args!(
+            "the rendezvous refused {stranger} connection(s) that did not prove the job secret \
+             and {twice} second claim(s) of a rank"
+        ));
+    }
 
     // Normal objects, and huge-page ones when the heap was put there.
     let mut shm_removed = 0;
@@ -157,13 +174,20 @@ pub(crate) struct Rendezvous {
     addr: SocketAddr,
     /// The server thread, until its result has been taken.
     server: Option<JoinHandle<Result<(), BootstrapError>>>,
+    /// What the server refused.
+    stats: RootStats,
 }
 
 impl Rendezvous {
-    fn start(job_id: u64, size: u32, timeout: Duration) -> Result<Rendezvous, LaunchError> {
+    fn start(
+        job_id: u64,
+        size: u32,
+        timeout: Duration,
+        secret: &JobSecret,
+    ) -> Result<Rendezvous, LaunchError> {
         let want = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let server =
-            RootServer::bind(want, job_id, size, timeout).map_err(LaunchError::Rendezvous)?;
+        let server = RootServer::bind(want, job_id, size, timeout, secret)
+            .map_err(LaunchError::Rendezvous)?;
         Rendezvous::serve(server)
     }
 
@@ -175,21 +199,26 @@ impl Rendezvous {
         job_id: u64,
         size: u32,
         timeout: Duration,
+        secret: &JobSecret,
     ) -> Result<Rendezvous, LaunchError> {
         let want = SocketAddr::from((crate::sim::MGMT_ADDR, 0));
-        let server =
-            crate::sim::in_netns(netns, move || RootServer::bind(want, job_id, size, timeout))
-                .map_err(LaunchError::Sim)?
-                .map_err(LaunchError::Rendezvous)?;
+        let secret = secret.clone();
+        let server = crate::sim::in_netns(netns, move || {
+            RootServer::bind(want, job_id, size, timeout, &secret)
+        })
+        .map_err(LaunchError::Sim)?
+        .map_err(LaunchError::Rendezvous)?;
         Rendezvous::serve(server)
     }
 
     fn serve(server: RootServer) -> Result<Rendezvous, LaunchError> {
         let addr = server.local_addr();
+        let stats = server.stats();
         let server = server.spawn().map_err(LaunchError::Rendezvous)?;
         Ok(Rendezvous {
             addr,
             server: Some(server),
+            stats,
         })
     }
 
@@ -298,6 +327,8 @@ impl Pe {
 pub(crate) struct Job<'a> {
     pub(crate) opts: &'a LaunchOptions,
     pub(crate) job_id: u64,
+    /// Given to every PE in `SWITCHYARD_JOB_SECRET`.
+    pub(crate) secret: JobSecret,
     pub(crate) pes: Vec<Pe>,
     pub(crate) bootstrap_error: Option<String>,
 }
@@ -353,6 +384,7 @@ impl Job<'_> {
             .env(vars::LOCAL_RANK, local_rank.to_string())
             .env(vars::LOCAL_SIZE, local_size.to_string())
             .env(vars::JOB_ID, format!("{:016x}", self.job_id))
+            .env(vars::JOB_SECRET, self.secret.to_env_value())
             .env(vars::ROOT, root.to_string())
             .env(vars::ROOT_HOST, "launcher")
             .env(vars::LAUNCHER_PID, std::process::id().to_string())

@@ -51,6 +51,7 @@
 //! | `SWITCHYARD_LOCAL_RANK` | rank among the PEs of this machine (= `RANK`: one machine); under `--sim`, among the PEs of its node |
 //! | `SWITCHYARD_LOCAL_SIZE` | PEs on this machine (= `SIZE`); under `--sim`, PEs on its node |
 //! | `SWITCHYARD_JOB_ID` | the job id: a random `u64` as 16 lowercase hex digits |
+//! | `SWITCHYARD_JOB_SECRET` | the job secret: 256 bits from the OS generator, as 64 hex digits; the PEs prove it to the rendezvous and to each other, it is never on a command line nor printed |
 //! | `SWITCHYARD_ROOT` | `host:port` of the bootstrap rendezvous |
 //! | `SWITCHYARD_ROOT_HOST` | `launcher`: the launcher hosts the rendezvous |
 //! | `SWITCHYARD_LAUNCHER_PID` | the launcher's process id |
@@ -223,6 +224,9 @@ pub mod vars {
     pub const LOCAL_SIZE: &str = bootstrap::LOCAL_SIZE;
     /// Job id, 16 lowercase hex digits.
     pub const JOB_ID: &str = bootstrap::JOB_ID;
+    /// The job secret (hex), made by the launcher for this job only; the
+    /// PEs prove it to the rendezvous and to each other.
+    pub const JOB_SECRET: &str = bootstrap::JOB_SECRET;
     /// `host:port` of the bootstrap rendezvous.
     pub const ROOT: &str = bootstrap::ROOT;
     /// Who hosts the rendezvous; `launcher` under `switchyard run`.
@@ -246,12 +250,13 @@ pub mod vars {
     pub const TCP_ADDRS: &str = "SWITCHYARD_TCP_ADDRS";
 
     /// Every variable above: `-x` may not set them.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         RANK,
         SIZE,
         LOCAL_RANK,
         LOCAL_SIZE,
         JOB_ID,
+        JOB_SECRET,
         ROOT,
         ROOT_HOST,
         LAUNCHER_PID,

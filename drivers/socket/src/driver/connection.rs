@@ -3,9 +3,11 @@
 //! machine that drives them:
 //!
 //! * the lower rank connects ([`start_connect`], [`connect_step`]: TCP
-//!   connect, then its `Hello`, then the answer); the higher rank accepts and
-//!   identifies the connection by its `Hello` ([`SocketDriver::accept`],
-//!   [`SocketDriver::handshakes`], [`install`]), refusing strangers;
+//!   connect, then the challenge, its `Hello`, then the answer); the higher
+//!   rank accepts, challenges, and identifies the connection by its
+//!   authenticated `Hello` ([`SocketDriver::accept`],
+//!   [`SocketDriver::handshakes`], [`install`]), refusing strangers
+//!   (the handshake is [`crate::handshake`]'s);
 //! * a rail is Up once every connection is ([`rail_up`]) and Down on a
 //!   failure, a malformed frame, silence or the peer's `Close`
 //!   ([`rail_down`]); its frames move on ([`super::recovery`]);
@@ -37,7 +39,7 @@ use crate::{
     backoff::Backoff,
     decode::StreamDecoder,
     dedup::DedupWindow,
-    handshake::{FEATURE_COMPACT, Hello},
+    handshake::{FEATURE_COMPACT, Hello, NONCE_LEN, Role, challenge_frame},
     replay::ReplayRing,
     sys,
 };
@@ -52,6 +54,8 @@ pub(super) enum Phase {
     Closed,
     /// Active side: TCP connect in progress.
     Connecting,
+    /// Active side: connected, waiting for the challenge.
+    ChallengeWait,
     /// Active side: our Hello is out, waiting for the answer.
     HelloSent,
     /// Handshake done.
@@ -74,6 +78,8 @@ pub(super) struct Conn {
     pub(super) kick_step: u32,
     /// Ring frames queued here since the last write attempt.
     pub(super) queued: u16,
+    /// Active side: the nonce of our Hello, which the answer must prove.
+    pub(super) nonce: [u8; NONCE_LEN],
 }
 
 impl Conn {
@@ -94,6 +100,7 @@ impl Conn {
             hello: None,
             kick_step: u32::MAX,
             queued: 0,
+            nonce: [0; NONCE_LEN],
         }
     }
 }
@@ -174,6 +181,8 @@ pub(super) struct Pending {
     pub(super) rail: usize,
     pub(super) dec: StreamDecoder,
     pub(super) deadline: Instant,
+    /// The nonce of the challenge sent on it.
+    pub(super) nonce: [u8; NONCE_LEN],
 }
 
 /// Why a rail goes down.
@@ -363,14 +372,38 @@ impl SocketDriver {
                 if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
                     continue;
                 }
+                // Every slot busy: the oldest unauthenticated connection
+                // makes room. A flood of idle connections then cannot keep a
+                // peer's reconnect out: it answers the challenge at once,
+                // before the flood has cycled through every slot.
+                if self.pending.iter().all(|p| p.sock.is_some()) {
+                    let oldest = self
+                        .pending
+                        .iter_mut()
+                        .min_by_key(|p| p.deadline.nanos)
+                        .and_then(|p| {
+                            p.sock = None;
+                            p.addr.take()
+                        });
+                    if let Some(old) = oldest {
+                        self.ctx.stats.refused += 1;
+                        self.ctx.event(Event::Refused {
+                            addr: old,
+                            why: RefuseReason::Overload,
+                        });
+                    }
+                }
                 let Some(slot) = self.pending.iter_mut().find(|p| p.sock.is_none()) else {
-                    self.ctx.stats.refused += 1;
-                    self.ctx.event(Event::Refused {
-                        addr,
-                        why: RefuseReason::Overload,
-                    });
                     continue;
                 };
+                // The challenge first: a fresh socket's buffer takes it whole.
+                let nonce = self.ctx.nonces.next();
+                let challenge = challenge_frame(&nonce);
+                if !matches!(sys::send_one(s.as_raw_fd(), &challenge), Ok(n) if n == challenge.len())
+                {
+                    continue;
+                }
+                slot.nonce = nonce;
                 let _ = self.ctx.epoll.add(s.as_raw_fd());
                 slot.sock = Some(s);
                 slot.addr = Some(addr);
@@ -433,10 +466,9 @@ impl SocketDriver {
             };
             busy = true;
             let ctx = &self.ctx;
-            let why = if h.cookie != ctx.cfg.cookie {
-                Some(RefuseReason::BadCookie)
-            } else if h.job_id != ctx.cfg.job_id {
-                Some(RefuseReason::BadJob)
+            let challenge = self.pending[i].nonce;
+            let why = if !h.is_authentic(&ctx.cfg.key, Role::Connect, ctx.cfg.job_id, &challenge) {
+                Some(RefuseReason::Unauthenticated)
             } else if h.dst != ctx.me || h.src >= ctx.me {
                 Some(RefuseReason::BadPe)
             } else if h.rail as usize != rail
@@ -461,7 +493,7 @@ impl SocketDriver {
             let (Some(sock), Some(p)) = (sock, self.peers[h.src as usize].as_deref_mut()) else {
                 continue;
             };
-            install(&mut self.ctx, p, rail, h, sock);
+            install(&mut self.ctx, p, rail, h, sock, challenge);
         }
         busy
     }
@@ -539,7 +571,6 @@ pub(super) fn connect_step(ctx: &mut Ctx, p: &mut Peer, r: usize) -> ControlFlow
     if p.rails[r].connecting {
         let mut failed = None;
         for c in 0..p.rails[r].conns.len() {
-            let hello = ctx.hello(&p.st, r, c);
             let conn = &mut p.rails[r].conns[c];
             if conn.phase != Phase::Connecting {
                 continue;
@@ -547,16 +578,9 @@ pub(super) fn connect_step(ctx: &mut Ctx, p: &mut Peer, r: usize) -> ControlFlow
             let Some(s) = &conn.sock else { continue };
             match sys::connect_result(s) {
                 Ok(true) => {
+                    // Our Hello answers the accepting side's challenge.
                     busy = true;
-                    let f = hello.frame();
-                    if let Some(b) = conn.out.reserve(f.len()) {
-                        b.copy_from_slice(&f);
-                        conn.out.commit(f.len());
-                    }
-                    conn.phase = Phase::HelloSent;
-                    // What this Hello offers holds from its first byte on.
-                    conn.dec
-                        .accept_compact(ctx.cfg.compact_puts.then_some((p.st.pe, ctx.me)));
+                    conn.phase = Phase::ChallengeWait;
                 }
                 Ok(false) => {}
                 Err(e) => {
@@ -595,15 +619,29 @@ pub(super) fn conn_failed(ctx: &mut Ctx, p: &mut Peer, r: usize, why: Down) {
     }
 }
 
-/// Installs an accepted, validated connection (passive side).
-fn install(ctx: &mut Ctx, p: &mut Peer, rail: usize, h: Hello, sock: TcpStream) {
+/// Installs an accepted, authenticated connection (passive side), whose
+/// challenge carried `challenge`: the answer proves the key over the
+/// connecting side's nonce.
+fn install(
+    ctx: &mut Ctx,
+    p: &mut Peer,
+    rail: usize,
+    h: Hello,
+    sock: TcpStream,
+    challenge: [u8; NONCE_LEN],
+) {
     let c = h.conn as usize;
     if p.rails[rail].state == LinkState::Up {
         // The active side reconnected: it saw this rail fail.
         rail_down(ctx, p, rail, Down::Failure);
     }
     p.st.closed_by_peer = false;
-    let reply = ctx.hello(&p.st, rail, c);
+    let reply = ctx.hello(&p.st, rail, c, challenge).seal(
+        &ctx.cfg.key,
+        Role::Accept,
+        ctx.cfg.job_id,
+        &h.nonce,
+    );
     let rl = &mut p.rails[rail];
     let conn = &mut rl.conns[c];
     close_conn(conn);

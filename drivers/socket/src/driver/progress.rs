@@ -139,7 +139,10 @@ fn service_rail(ctx: &mut Ctx, p: &mut Peer, r: usize, slow: bool) -> bool {
         let Peer { rails, st } = &mut *p;
         let rl = &mut rails[r];
         let conn = &mut rl.conns[c];
-        if !matches!(conn.phase, Phase::Up | Phase::HelloSent) {
+        if !matches!(
+            conn.phase,
+            Phase::Up | Phase::HelloSent | Phase::ChallengeWait
+        ) {
             continue;
         }
         match read_conn(ctx, st, conn, r, c) {

@@ -25,7 +25,12 @@ use super::{
     send::{OutBuf, fields},
     tickets::{SLOT_BITS, SlotState},
 };
-use crate::{Event, dedup::Seen, handshake::Hello, sys};
+use crate::{
+    Event,
+    dedup::Seen,
+    handshake::{Hello, Role, decode_challenge},
+    sys,
+};
 
 /// Bytes read per connection per progress step, at most.
 const READ_BUDGET: usize = 1 << 20;
@@ -70,30 +75,54 @@ pub(super) fn read_conn(
                 Err(_) => return Err(Down::BadFrame),
             };
             ctx.stats.frames_received += 1;
+            if conn.phase == Phase::ChallengeWait {
+                // The accepting side's challenge: answer with our sealed Hello.
+                let challenge = (f.op() == Some(FrameOp::Hello))
+                    .then(|| decode_challenge(f.payload()))
+                    .flatten();
+                let Some(challenge) = challenge else {
+                    return Err(Down::BadFrame);
+                };
+                conn.nonce = ctx.nonces.next();
+                let hello = ctx.hello(st, rail, c, conn.nonce).seal(
+                    &ctx.cfg.key,
+                    Role::Connect,
+                    ctx.cfg.job_id,
+                    &challenge,
+                );
+                let frame = hello.frame();
+                let Some(b) = conn.out.reserve(frame.len()) else {
+                    return Err(Down::Failure);
+                };
+                b.copy_from_slice(&frame);
+                conn.out.commit(frame.len());
+                conn.phase = Phase::HelloSent;
+                // What this Hello offers holds from its first byte on.
+                conn.dec
+                    .accept_compact(ctx.cfg.compact_puts.then_some((st.pe, ctx.me)));
+                conn.dec.consume();
+                busy = true;
+                continue;
+            }
             if conn.phase == Phase::HelloSent {
-                let ok = f.op() == Some(FrameOp::Hello)
-                    && Hello::decode(f.payload()).is_some_and(|h| {
-                        h.cookie == ctx.cfg.cookie
-                            && h.job_id == ctx.cfg.job_id
+                let hello = (f.op() == Some(FrameOp::Hello))
+                    .then(|| Hello::decode(f.payload()))
+                    .flatten()
+                    .filter(|h| {
+                        h.is_authentic(&ctx.cfg.key, Role::Accept, ctx.cfg.job_id, &conn.nonce)
                             && h.src == st.pe
                             && h.dst == ctx.me
                             && usize::from(h.rail) == rail
                             && usize::from(h.conn) == c
                     });
-                if !ok {
+                let Some(h) = hello else {
                     return Err(Down::BadFrame);
+                };
+                conn.hello = Some((h.applied, h.granted));
+                if h.heap_len > 0 {
+                    st.heap_len = h.heap_len;
                 }
-                if let Some(h) = Hello::decode(f.payload()) {
-                    conn.hello = Some((h.applied, h.granted));
-                    if h.heap_len > 0 {
-                        st.heap_len = h.heap_len;
-                    }
-                    conn.dec.consume();
-                    accept_hello(ctx, st, conn, &h);
-                    conn.phase = Phase::Up;
-                    busy = true;
-                    continue;
-                }
+                accept_hello(ctx, st, conn, &h);
                 conn.phase = Phase::Up;
                 conn.dec.consume();
                 busy = true;

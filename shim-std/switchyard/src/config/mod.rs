@@ -254,12 +254,14 @@ pub const ENV_TEMPLATE: &str = "SWITCHYARD_TEMPLATE";
 
 /// `SWITCHYARD_*` variables that are not configuration keys but are known (the
 /// launcher's and the bootstrap's, and the two above): never warned about.
-pub const RESERVED_ENV: [&str; 15] = [
+pub const RESERVED_ENV: [&str; 17] = [
     "SWITCHYARD_RANK",
     "SWITCHYARD_SIZE",
     "SWITCHYARD_LOCAL_RANK",
     "SWITCHYARD_LOCAL_SIZE",
     "SWITCHYARD_JOB_ID",
+    "SWITCHYARD_JOB_SECRET",
+    "SWITCHYARD_JOB_SECRET_FILE",
     "SWITCHYARD_ROOT",
     "SWITCHYARD_ROOT_HOST",
     "SWITCHYARD_LAUNCHER_PID",

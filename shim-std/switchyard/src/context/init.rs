@@ -10,7 +10,7 @@ use std::{
 use switchyard_bootstrap::{self as bootstrap, Card, RankInfo};
 use switchyard_core::class::{CLASS_ENCODING_VERSION, NO_SWITCH};
 use switchyard_shm::{HugePages, SHM_DIR, remove_stale};
-use switchyard_socket::{CrcPolicy, SocketDriver, TcpConfig};
+use switchyard_socket::{CrcPolicy, JobKey, SocketDriver, TcpConfig};
 
 use super::{
     Context, Error, PeerInfo, Progress, Result, Setup,
@@ -96,14 +96,19 @@ impl Context {
         } else {
             None
         };
-        let mut tcp = match root {
-            Some(root) if cfg.transports.tcp => {
+        // The job secret the PEs prove (a job of one PE has no peer).
+        let secret = root.map(|r| info.job_secret(r)).transpose()?;
+        let tcp = match (root, &secret) {
+            (Some(root), Some(secret)) if cfg.transports.tcp => {
                 let listen = if cfg.tcp_addrs.is_empty() {
                     vec![address_toward(root)]
                 } else {
                     cfg.tcp_addrs.clone()
                 };
-                let tcfg = tcp_config(cfg, &info, listen);
+                // The rails prove a key of their own, derived from the job
+                // secret (the bootstrap's is another).
+                let key = secret.derive_key(info.job_id, bootstrap::PURPOSE_TCP);
+                let tcfg = tcp_config(cfg, &info, listen, JobKey(key));
                 #[allow(unsafe_code)]
                 // SAFETY: the heap is the own segment's mapping, valid for
                 // `own_heap_len` bytes and page-aligned; the segment moves
@@ -115,20 +120,30 @@ impl Context {
             _ => None,
         };
         // RDMA verbs over the same heap, when a port is usable and the job
-        // allows it (and has TCP: the pair addresses travel over it).
-        let (verbs_drv, verbs_why) =
-            super::verbs::create_driver(cfg, &info, tcp.is_some(), own_heap, own_heap_len);
+        // allows it (and has TCP: the pair addresses travel over it, on the
+        // authenticated control connections). The initial PSNs come from a
+        // seed derived from the job secret, not from the job id.
+        let verbs_seed = secret.as_ref().map_or(info.job_id, |s| {
+            let k = s.derive_key(info.job_id, PURPOSE_VERBS_PSN);
+            u64::from_le_bytes([k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7]])
+        });
+        let (verbs_drv, verbs_why) = super::verbs::create_driver(
+            cfg,
+            &info,
+            verbs_seed,
+            tcp.is_some(),
+            own_heap,
+            own_heap_len,
+        );
         let card = Card {
             job_id: info.job_id,
             rank: info.rank,
             node_id: placement.node_id.map_or_else(bootstrap::node_id_here, Ok)?,
             switch_id: placement.switch_id.unwrap_or(NO_SWITCH),
             tree_id: placement.tree_id.unwrap_or(NO_SWITCH),
-            cookie: if info.rank == 0 {
-                random_cookie()
-            } else {
-                [0; 16]
-            },
+            // Unused: the TCP rails authenticate with a key derived from the
+            // job secret, which never travels.
+            cookie: [0; 16],
             class_encoding_version: CLASS_ENCODING_VERSION,
             pid: std::process::id(),
             shm: Some(own.path().to_string_lossy().into_owned()),
@@ -147,15 +162,12 @@ impl Context {
         let mut rv =
             bootstrap::rendezvous(&info, root, card, cfg.bootstrap_timeout, info.hosts_root())?;
         let peers: Vec<PeerInfo> = rv.cards.iter().map(peer_of).collect();
-        if let (Some(t), Some(c0)) = (tcp.as_mut(), rv.cards.first()) {
-            t.set_cookie(c0.cookie);
-        }
         let verbs_cards: Vec<Option<Vec<u8>>> = rv.cards.iter().map(|c| c.verbs.clone()).collect();
         let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
         match verbs_drv {
-            Some(d) => ctx.attach_verbs(d, info.job_id, &verbs_cards),
+            Some(d) => ctx.attach_verbs(d, verbs_seed, &verbs_cards),
             None => ctx.verbs_why = verbs_why,
         }
         ctx.start_progress_thread(cfg)?;
@@ -198,6 +210,9 @@ impl Context {
         Ok(())
     }
 }
+
+/// The purpose of the key from which the verbs PSN seed is taken.
+const PURPOSE_VERBS_PSN: &str = "verbs psn seed";
 
 /// Where the launcher placed this PE, when it says (`switchyard run --sim`,
 /// or a site's own launcher): node, leaf switch and tree ids.
@@ -247,9 +262,10 @@ fn address_toward(root: SocketAddr) -> IpAddr {
 }
 
 /// The TCP driver's settings from the configuration.
-fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>) -> TcpConfig {
+fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>, key: JobKey) -> TcpConfig {
     TcpConfig {
         job_id: info.job_id,
+        key,
         me: info.rank,
         n_pes: info.size,
         listen,
@@ -269,23 +285,6 @@ fn tcp_config(cfg: &Config, info: &RankInfo, listen: Vec<IpAddr>) -> TcpConfig {
         give_up: cfg.give_up,
         ..TcpConfig::default()
     }
-}
-
-/// 16 random bytes for the job cookie (the kernel's generator).
-fn random_cookie() -> [u8; 16] {
-    use std::io::Read as _;
-    let mut c = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut c))
-        .is_err()
-    {
-        // No /dev/urandom: still unpredictable enough to tell jobs apart.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        c = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
-    }
-    c
 }
 
 fn peer_of(c: &Card) -> PeerInfo {

@@ -26,7 +26,7 @@ pub(super) struct Pair {
     pub(super) routed: bool,
     /// The route policy (roles are filled in by the context).
     pub(super) policy: PolicyConfig,
-    /// The TCP driver's settings; job, cookie, PE and job size are set
+    /// The TCP driver's settings; job, key, PE and job size are set
     /// here.
     pub(super) tcp: TcpConfig,
 }
@@ -42,7 +42,7 @@ impl Pair {
         let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
         let tcfg = TcpConfig {
             job_id: self.job,
-            cookie: *b"tcp-pair-of-PEs!",
+            key: switchyard_socket::JobKey(*b"tcp-pair-of-PEs!tcp-pair-of-PEs!"),
             me,
             n_pes: 2,
             ..self.tcp.clone()

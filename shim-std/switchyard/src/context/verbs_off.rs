@@ -185,6 +185,7 @@ impl Transport for VerbsDriver {
 pub(super) fn create_driver(
     _: &Config,
     _: &RankInfo,
+    _seed: u64,
     _has_tcp: bool,
     _heap: *mut u8,
     _heap_len: u64,

@@ -14,10 +14,12 @@ use crate::{
     context::{Context, progress},
 };
 
-/// The verbs driver over the own heap, or why there is none.
+/// The verbs driver over the own heap, or why there is none; `seed` seeds
+/// the initial PSNs (the same on every PE of the job).
 pub(in crate::context) fn create_driver(
     cfg: &Config,
     info: &RankInfo,
+    seed: u64,
     has_tcp: bool,
     heap: *mut u8,
     heap_len: u64,
@@ -53,7 +55,7 @@ pub(in crate::context) fn create_driver(
             verbs_config(cfg),
             info.rank,
             info.size,
-            info.job_id,
+            seed,
             heap,
             heap_len,
         )
@@ -75,7 +77,7 @@ impl Context {
     /// the peers' bootstrap `verbs` fields (index = PE; a bad one leaves
     /// that peer on TCP with a warning), chooses the NEAR peers with a card,
     /// and sends each our QP numbers. `seed` is the PSN seed the driver was
-    /// created with (the job id). Without TCP the driver is dropped (verbs
+    /// created with (derived from the job secret). Without TCP the driver is dropped (verbs
     /// needs the TCP control records) and the reason kept for
     /// [`Context::verbs_status`].
     pub(in crate::context) fn attach_verbs(

@@ -5,8 +5,8 @@
 //! * **Driver.** When the probe finds a usable port, `transports` allows
 //!   verbs and the job has TCP (the control channel below), init creates one
 //!   [`VerbsDriver`] over the context's own heap (the shared-memory segment's
-//!   mapping, registered once), with settings from [`verbs_config`] and the
-//!   job id as the PSN seed. The application thread progresses it in
+//!   mapping, registered once), with settings from [`verbs_config`] and a
+//!   PSN seed derived from the job secret (the job id in a job without one). The application thread progresses it in
 //!   `poll_once` (every wait step); no progress thread is needed, the NIC
 //!   does the target side of every operation. The dispatch has a
 //!   `Drv::Verbs` arm for transport id [`VERBS`](super::VERBS).

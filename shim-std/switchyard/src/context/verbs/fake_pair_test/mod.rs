@@ -90,7 +90,7 @@ fn context_with(
     let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
     let tcfg = TcpConfig {
         job_id: job,
-        cookie: *b"verbs-fake-pair!",
+        key: switchyard_socket::JobKey(*b"verbs-fake-pair!verbs-fake-pair!"),
         me,
         n_pes: 2,
         listen: vec!["127.0.0.1".parse().expect("ip")],
