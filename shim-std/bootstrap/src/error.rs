@@ -146,6 +146,13 @@ pub enum BootstrapError {
         #[source]
         source: io::Error,
     },
+    /// The root's event loop cannot wait on its sockets (`poll(2)` failed).
+    #[error("the bootstrap root cannot wait on its connections")]
+    Poll {
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
     /// Two PEs claimed the same rank.
     #[error("bootstrap: rank {rank} is claimed by two PEs ({first} and {second})")]
     DuplicateRank {

@@ -12,6 +12,11 @@ use crate::{
 /// The largest frame other than the all-cards frame (1 MiB).
 pub const MAX_FRAME_LEN: usize = 1 << 20;
 
+/// The largest hello frame, length prefix included: all that a connection
+/// may send before it has proved the job's secret.
+pub(crate) const MAX_HELLO_FRAME_LEN: usize =
+    4 + 1 + 4 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + Card::MAX_ENCODED_LEN;
+
 /// Version of the bootstrap protocol carried in the challenge and the hello
 /// (2: authenticated; version 1 carried the job id in clear).
 pub const PROTOCOL_VERSION: u8 = 2;

@@ -41,7 +41,8 @@
 //!
 //! ## Frames
 //!
-//! TCP, `TCP_NODELAY`, blocking sockets with read and write timeouts. Every
+//! TCP, `TCP_NODELAY`; a PE uses a blocking socket with read and write
+//! timeouts, the root nonblocking ones on its event loop. Every
 //! frame is `len: u32` (little-endian, counting what follows), `kind: u8`, then
 //! the payload, all integers little-endian:
 //!
@@ -114,12 +115,18 @@
 //!   ([`BootstrapError::Disconnected`]): the others learn it from the error
 //!   frame, in their current or next barrier, without waiting out a deadline.
 //! * A connection has a quarter of the timeout (1 to 5 s) to answer the
-//!   root's challenge; then it is refused and counted. At most 64
-//!   unidentified connections beyond the ranks still missing are kept; the
-//!   root closes the others at once, and a PE closed before its challenge
-//!   connects again (until its timeout), so idle connections delay the job
-//!   by one window at most. Finished connection threads are joined as new
-//!   connections come, so connect/close churn does not pile them up.
+//!   root's challenge; then it is refused and counted. Before it has proved
+//!   the secret the root reads at most one hello's worth of bytes from it
+//!   (under 1 KiB; a longer announced frame is refused at once).
+//! * The root serves every connection from one event loop on its own thread
+//!   (`poll(2)`), so connections cost no threads and connect/close churn
+//!   leaves its memory flat. It keeps at most the job's size plus 64
+//!   connections: beyond that (or out of file descriptors) it first forgets
+//!   the unidentified connections that have ended, else closes the oldest
+//!   one that has not said its hello, so a flood cannot keep the PEs out (a
+//!   PE answers at once, and one closed before its challenge connects
+//!   again, until its timeout). A frame the root sends that makes no
+//!   progress for `timeout` ends its connection.
 //! * A PE retries connecting until its own `timeout`, and waits for the
 //!   root's answer (all cards, a release) for its `timeout` plus a grace of
 //!   half of it (at most 2 s), so that the root's verdict naming the missing
@@ -140,7 +147,7 @@
 //! | `cursor` | the bounded byte reader the decoders share |
 //! | `frame` | the frames above as bytes: encoding and decoding, no I/O |
 //! | `stream` | frames on a TCP stream: reads with deadlines and length caps, writes with timeouts |
-//! | `root` | [`RootServer`]: accepts, gathers, serves barriers and goodbyes |
+//! | `root` | [`RootServer`]: accepts, gathers, serves barriers and goodbyes; `root::conn`: its connections' buffers and the `poll(2)` wait |
 //! | `client` | [`Bootstrap`] (a PE's connection), [`rendezvous`] (join, hosting the root on rank 0 when asked) |
 //! | `error` | [`BootstrapError`] |
 //!

@@ -1,13 +1,17 @@
 //! [`RootServer`]: the rendezvous. It challenges every connection, admits
 //! the PEs that prove the job's secret (each rank once), collects their
 //! cards, sends everyone all of them, serves barriers and waits for the
-//! goodbyes; one reader thread per connection feeds its single coordinator.
+//! goodbyes; all of it on one thread, one event loop over every connection
+//! (`poll(2)`), with bounded bytes, time and connections per peer.
+
+mod conn;
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, VecDeque},
     io,
-    net::{Shutdown, SocketAddr, TcpListener, TcpStream},
-    sync::{Arc, mpsc},
+    net::{Shutdown, SocketAddr, TcpListener},
+    rc::Rc,
+    sync::Arc,
     thread::{self, JoinHandle},
     time::{Duration, Instant},
 };
@@ -19,22 +23,23 @@ use crate::{
     card::Card,
     error::{BootstrapError, RankList},
     frame::{
-        Handshake, Hello, KIND_BARRIER, KIND_BYE, KIND_HELLO, KIND_RELEASE, MAX_FRAME_LEN,
-        all_cards_frame, challenge_frame, error_frame, frame, kind_name, u64_payload,
+        Handshake, Hello, KIND_BARRIER, KIND_BYE, KIND_HELLO, KIND_RELEASE, all_cards_frame,
+        challenge_frame, error_frame, frame, kind_name, u64_payload,
     },
-    stream::{read_frame, write_frame},
+    root::conn::{Conn, Input, READ_CHUNK, State, poll, pollfd},
 };
 
 /// The largest job the rendezvous serves.
 pub const MAX_PES: u32 = 1 << 20;
 
-/// Coordinator poll step while accepting.
-const POLL: Duration = Duration::from_millis(5);
 /// How long a failing root keeps its sockets open so the error frame is read.
 const LINGER: Duration = Duration::from_secs(1);
-/// Connections accepted but not yet identified, beyond the ranks still
-/// missing.
+/// Connections kept beyond the job's size. At this many (or when the process
+/// is out of descriptors) a new connection closes the oldest one that has
+/// not proved the secret yet, so a flood cannot keep the PEs out.
 const MAX_UNIDENTIFIED: usize = 64;
+/// How long a failing root waits to write its verdict to one peer.
+const VERDICT_WRITE: Duration = Duration::from_millis(500);
 
 /// How long a connection has to answer the challenge: a quarter of the
 /// timeout, within 1 to 5 s (a PE answers at once). A connection that says
@@ -113,14 +118,6 @@ enum Event {
     Gone { conn: u64, reason: String },
 }
 
-struct Conn {
-    peer: SocketAddr,
-    root_nonce: [u8; NONCE_LEN],
-    /// The coordinator's handle: writes, and shutdown to end the reader.
-    stream: TcpStream,
-    rank: Option<u32>,
-}
-
 struct Root {
     job_id: u64,
     key: [u8; MAC_LEN],
@@ -128,10 +125,16 @@ struct Root {
     size: u32,
     timeout: Duration,
     listener: Option<TcpListener>,
-    tx: Option<mpsc::Sender<Event>>,
-    rx: mpsc::Receiver<Event>,
-    conns: HashMap<u64, Conn>,
-    threads: Vec<JoinHandle<()>>,
+    /// By connection id, which grows: the first is the oldest.
+    conns: BTreeMap<u64, Conn>,
+    /// Events read but not yet handed to the coordinator.
+    events: VecDeque<Event>,
+    /// The poll set, and the connection of each entry after the listener's.
+    fds: Vec<libc::pollfd>,
+    fd_conns: Vec<u64>,
+    scratch: Vec<u8>,
+    /// The failing root's error frame, for late connections.
+    verdict: Option<Rc<[u8]>>,
     next_conn: u64,
     /// rank → connection id.
     by_rank: Vec<Option<u64>>,
@@ -213,9 +216,8 @@ impl RootServer {
     /// [`BootstrapError::ClassVersionMismatch`], [`BootstrapError::BadCard`]
     /// or [`BootstrapError::Protocol`] for a PE of the job that says
     /// something wrong; [`BootstrapError::SendFrame`] or
-    /// [`BootstrapError::Spawn`].
+    /// [`BootstrapError::Poll`].
     pub fn serve(self) -> Result<(), BootstrapError> {
-        let (tx, rx) = mpsc::channel();
         let n = self.size as usize;
         let mut root = Root {
             job_id: self.job_id,
@@ -224,10 +226,12 @@ impl RootServer {
             size: self.size,
             timeout: self.timeout,
             listener: Some(self.listener),
-            tx: Some(tx),
-            rx,
-            conns: HashMap::new(),
-            threads: Vec::new(),
+            conns: BTreeMap::new(),
+            events: VecDeque::new(),
+            fds: Vec::new(),
+            fd_conns: Vec::new(),
+            scratch: vec![0; READ_CHUNK],
+            verdict: None,
             next_conn: 0,
             by_rank: vec![None; n],
             cards: vec![Vec::new(); n],
@@ -258,87 +262,14 @@ pub(crate) fn check_timeout(timeout: Duration) -> Result<(), BootstrapError> {
     Ok(())
 }
 
-/// What a connection's reader needs to check its hello.
-struct Gate {
-    conn: u64,
-    job_id: u64,
-    key: [u8; MAC_LEN],
-    root_nonce: [u8; NONCE_LEN],
-    deadline: Instant,
-}
-
-/// One accepted connection's reader: the challenge, then the hello within
-/// the deadline, checked for its proof, then every frame until the
-/// connection ends.
-fn conn_reader(gate: Gate, mut stream: TcpStream, tx: mpsc::Sender<Event>) {
-    let conn = gate.conn;
-    let wait = gate.deadline.saturating_duration_since(Instant::now());
-    let hello = match write_frame(&mut stream, &challenge_frame(&gate.root_nonce), wait) {
-        Err(e) => Err(Unadmitted::Malformed(format!(
-            "cannot send the challenge: {e}"
-        ))),
-        Ok(()) => match read_frame(&mut stream, Some(gate.deadline), MAX_FRAME_LEN) {
-            Ok((KIND_HELLO, body)) => match Hello::decode(&body) {
-                Ok(h) => {
-                    let hs = Handshake {
-                        key: &gate.key,
-                        job_id: gate.job_id,
-                        root_nonce: gate.root_nonce,
-                    };
-                    if hs.hello_is_authentic(&h) {
-                        Ok(h)
-                    } else {
-                        Err(Unadmitted::Unauthenticated)
-                    }
-                }
-                Err(e) => Err(Unadmitted::Malformed(e)),
-            },
-            Ok((kind, _)) => Err(Unadmitted::Malformed(format!(
-                "first frame is a {} frame (kind {kind}), expected a hello",
-                kind_name(kind)
-            ))),
-            Err(e) => Err(Unadmitted::Malformed(format!("no hello: {e}"))),
-        },
-    };
-    let ok = hello.is_ok();
-    if tx.send(Event::Hello { conn, hello }).is_err() || !ok {
-        return;
-    }
-    if let Err(e) = stream.set_read_timeout(None) {
-        let _ = tx.send(Event::Gone {
-            conn,
-            reason: e.to_string(),
-        });
-        return;
-    }
-    loop {
-        match read_frame(&mut stream, None, MAX_FRAME_LEN) {
-            Ok((kind, body)) => {
-                if tx.send(Event::Frame { conn, kind, body }).is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                let _ = tx.send(Event::Gone {
-                    conn,
-                    reason: e.to_string(),
-                });
-                return;
-            }
-        }
-    }
-}
-
 impl Root {
     fn run(&mut self) -> Result<(), BootstrapError> {
         let start = Instant::now();
         if let Err(e) = self.gather(start + self.timeout) {
             return self.fail(e);
         }
-        // Everyone is here: stop accepting, and let the channel close when
-        // the last reader ends.
+        // Everyone is here: stop accepting, and close the others.
         self.listener = None;
-        self.tx = None;
         let strays: Vec<u64> = self
             .conns
             .iter()
@@ -383,89 +314,302 @@ impl Root {
         }
     }
 
-    /// Refuses a connection that is not part of the job: tells it why, and
-    /// forgets it.
+    /// Refuses a connection that is not part of the job: tells it why (what
+    /// the socket takes at once), and forgets it.
     fn refuse(&mut self, id: u64, err: &BootstrapError) {
         if let Some(c) = self.conns.get_mut(&id) {
-            let _ = write_frame(&mut c.stream, &error_frame(err), Duration::from_millis(200));
+            let _ = c.send(error_frame(err).into(), Instant::now());
         }
         self.drop_conn(id);
     }
 
-    /// Joins the reader threads that have ended, so that connection churn
-    /// does not pile up finished threads (their stacks are kept until
-    /// joined).
-    fn reap_threads(&mut self) {
-        let mut i = 0;
-        while i < self.threads.len() {
-            if self.threads[i].is_finished() {
-                let _ = self.threads.swap_remove(i).join();
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    fn accept_new(&mut self, gather_deadline: Instant) -> Result<(), BootstrapError> {
-        self.reap_threads();
-        loop {
+    /// Accepts every pending connection and challenges it. At the cap on
+    /// connections, or out of descriptors, the oldest connection still
+    /// owing its hello is closed to make room.
+    fn accept_new(&mut self) {
+        let cap = self.size as usize + MAX_UNIDENTIFIED;
+        // A bounded batch per round, so the connections already accepted
+        // are read between batches.
+        for _ in 0..MAX_UNIDENTIFIED {
             let Some(listener) = &self.listener else {
-                return Ok(());
+                return;
             };
             let (stream, peer) = match listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // WouldBlock: nothing pending. Anything else (out of file
-                // descriptors, an aborted connection): try again next round.
-                Err(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    // Out of descriptors (or an aborted connection): make
+                    // room, and try again when poll says so.
+                    self.make_room();
+                    return;
+                }
             };
-            let unidentified = self.conns.values().filter(|c| c.rank.is_none()).count();
-            let still_missing = (self.size - self.arrived) as usize;
-            if unidentified >= still_missing + MAX_UNIDENTIFIED {
-                // Too many connections that have not said who they are:
-                // close this one (a real PE among a flood fails to join and
-                // says so, the root is not exhausted).
+            if let Some(verdict) = &self.verdict {
+                // A failing root answers late connections with its verdict.
+                let mut c = match Conn::new(stream, peer, [0; NONCE_LEN], Instant::now()) {
+                    Ok(c) => c,
+                    Err(_) => continue,
+                };
+                c.send_last(verdict, Duration::from_millis(100));
+                continue;
+            }
+            if self.conns.len() >= cap && !self.make_room() {
                 drop(stream);
                 continue;
             }
-            let Some(tx) = self.tx.clone() else {
-                return Ok(());
+            let Ok(root_nonce) = nonce() else {
+                continue;
             };
-            let setup = stream
-                .set_nonblocking(false)
-                .and_then(|()| stream.set_nodelay(true))
-                .and_then(|()| stream.try_clone());
-            let (Ok(reader), Ok(root_nonce)) = (setup, nonce()) else {
+            let now = Instant::now();
+            let Ok(mut c) = Conn::new(stream, peer, root_nonce, now + auth_window(self.timeout))
+            else {
                 continue;
             };
             let id = self.next_conn;
             self.next_conn += 1;
-            let gate = Gate {
-                conn: id,
-                job_id: self.job_id,
-                key: self.key,
-                root_nonce,
-                deadline: gather_deadline.min(Instant::now() + auth_window(self.timeout)),
-            };
-            let handle = thread::Builder::new()
-                .name("switchyard-root-conn".into())
-                .stack_size(256 << 10)
-                .spawn(move || conn_reader(gate, reader, tx))
-                .map_err(|source| BootstrapError::Spawn {
-                    what: "bootstrap root connection",
-                    source,
-                })?;
-            self.threads.push(handle);
-            self.conns.insert(
-                id,
-                Conn {
-                    peer,
-                    root_nonce,
-                    stream,
-                    rank: None,
-                },
-            );
+            let sent = c.send(challenge_frame(&root_nonce).into(), now);
+            self.conns.insert(id, c);
+            if let Err(e) = sent {
+                self.end(id, &format!("cannot send the challenge: {e}"));
+            }
         }
+    }
+
+    /// Makes room for one connection: first forgets the unidentified ones
+    /// that have ended (each is read once; their refusal is already
+    /// queued), else closes the oldest connection that has not said its
+    /// hello. A PE answers the challenge at once, so its hello is read here
+    /// and judged, not closed. False when no room can be made.
+    fn make_room(&mut self) -> bool {
+        let mut inputs = Vec::new();
+        let waiting: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.state, State::AwaitHello { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        for &id in &waiting {
+            self.read_conn(id, &mut inputs);
+        }
+        let before = self.conns.len();
+        self.conns
+            .retain(|_, c| c.state != State::Silenced || c.rank.is_some());
+        if self.conns.len() < before {
+            return true;
+        }
+        let oldest = waiting.into_iter().find(|id| {
+            self.conns
+                .get(id)
+                .is_some_and(|c| matches!(c.state, State::AwaitHello { .. }))
+        });
+        match oldest {
+            Some(id) => {
+                self.stats.count(UNAUTHENTICATED);
+                self.drop_conn(id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reports a connection's end once: before its hello as a hello that
+    /// admits nothing, after it as [`Event::Gone`].
+    fn end(&mut self, id: u64, reason: &str) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let ev = match c.state {
+            State::AwaitHello { .. } => Event::Hello {
+                conn: id,
+                hello: Err(Unadmitted::Malformed(reason.to_owned())),
+            },
+            State::Admitted => Event::Gone {
+                conn: id,
+                reason: reason.to_owned(),
+            },
+            State::Silenced | State::Draining => return,
+        };
+        c.state = State::Silenced;
+        self.events.push_back(ev);
+    }
+
+    /// Judges a connection's first frame: an authentic hello, or why not.
+    fn judge_hello(
+        &self,
+        root_nonce: [u8; NONCE_LEN],
+        kind: u8,
+        body: &[u8],
+    ) -> Result<Hello, Unadmitted> {
+        if kind != KIND_HELLO {
+            return Err(Unadmitted::Malformed(format!(
+                "first frame is a {} frame (kind {kind}), expected a hello",
+                kind_name(kind)
+            )));
+        }
+        let h = Hello::decode(body).map_err(Unadmitted::Malformed)?;
+        let hs = Handshake {
+            key: &self.key,
+            job_id: self.job_id,
+            root_nonce,
+        };
+        if hs.hello_is_authentic(&h) {
+            Ok(h)
+        } else {
+            Err(Unadmitted::Unauthenticated)
+        }
+    }
+
+    /// Reads connection `id` (poll said it is readable) into events.
+    fn read_conn(&mut self, id: u64, inputs: &mut Vec<Input>) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let state = c.state;
+        let root_nonce = c.root_nonce;
+        inputs.clear();
+        c.read(&mut self.scratch, inputs);
+        let mut first = matches!(state, State::AwaitHello { .. });
+        for input in inputs.drain(..) {
+            match input {
+                Input::Frame(kind, body) if first => {
+                    first = false;
+                    let hello = self.judge_hello(root_nonce, kind, &body);
+                    if hello.is_err()
+                        && let Some(c) = self.conns.get_mut(&id)
+                    {
+                        c.state = State::Silenced;
+                    }
+                    self.events.push_back(Event::Hello { conn: id, hello });
+                }
+                Input::Frame(kind, body) => {
+                    if self
+                        .conns
+                        .get(&id)
+                        .is_some_and(|c| c.state == State::Admitted)
+                    {
+                        self.events.push_back(Event::Frame {
+                            conn: id,
+                            kind,
+                            body,
+                        });
+                    }
+                }
+                Input::End(_) if state == State::Draining => self.drop_conn(id),
+                Input::End(e) if first => self.end(id, &format!("no hello: {e}")),
+                Input::End(e) => self.end(id, &e.to_string()),
+            }
+        }
+    }
+
+    /// Ends the connections past their deadline: a hello not said in time,
+    /// output that made no progress for the timeout.
+    fn expire(&mut self, now: Instant) {
+        let mut late = Vec::new();
+        for (id, c) in &self.conns {
+            if let State::AwaitHello { deadline } = c.state
+                && now >= deadline
+            {
+                late.push((*id, "no hello: timed out"));
+            } else if c.out_since.is_some_and(|t| now >= t + self.timeout) {
+                late.push((*id, "cannot send within the timeout"));
+            }
+        }
+        for (id, why) in late {
+            self.end(id, why);
+        }
+    }
+
+    /// The earliest deadline of a connection, or `until`.
+    fn next_wake(&self, until: Option<Instant>) -> Option<Instant> {
+        let mut wake = until;
+        let mut take = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        for c in self.conns.values() {
+            if let State::AwaitHello { deadline } = c.state {
+                take(deadline);
+            }
+            if let Some(t) = c.out_since {
+                take(t + self.timeout);
+            }
+        }
+        wake
+    }
+
+    /// The next event, waiting for it until `until` (none: as long as it
+    /// takes); `None` when `until` passes, or when nothing is left to wait
+    /// on.
+    fn next_event(&mut self, until: Option<Instant>) -> Result<Option<Event>, BootstrapError> {
+        let mut inputs = Vec::new();
+        loop {
+            if let Some(ev) = self.events.pop_front() {
+                return Ok(Some(ev));
+            }
+            let now = Instant::now();
+            if until.is_some_and(|u| now >= u) {
+                return Ok(None);
+            }
+            self.expire(now);
+            if !self.events.is_empty() {
+                continue;
+            }
+            if !self.poll_once(self.next_wake(until), &mut inputs)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// One `poll(2)` round over the listener and every connection, waiting
+    /// until `wake` at most; false when there is nothing to wait on.
+    fn poll_once(
+        &mut self,
+        wake: Option<Instant>,
+        inputs: &mut Vec<Input>,
+    ) -> Result<bool, BootstrapError> {
+        self.fds.clear();
+        self.fd_conns.clear();
+        if let Some(l) = &self.listener {
+            self.fds.push(pollfd(l, libc::POLLIN));
+        }
+        let first_conn = self.fds.len();
+        for (id, c) in &self.conns {
+            let mut events = 0;
+            if c.state != State::Silenced {
+                events |= libc::POLLIN;
+            }
+            if c.wants_write() {
+                events |= libc::POLLOUT;
+            }
+            if events != 0 {
+                self.fds.push(pollfd(&c.stream, events));
+                self.fd_conns.push(*id);
+            }
+        }
+        if self.fds.is_empty() && wake.is_none() {
+            return Ok(false);
+        }
+        let wait = wake.map(|w| w.saturating_duration_since(Instant::now()));
+        poll(&mut self.fds, wait).map_err(|source| BootstrapError::Poll { source })?;
+        if first_conn == 1 && self.fds.first().is_some_and(|f| f.revents != 0) {
+            self.accept_new();
+        }
+        let now = Instant::now();
+        for i in 0..self.fd_conns.len() {
+            let (Some(&id), Some(f)) = (self.fd_conns.get(i), self.fds.get(first_conn + i)) else {
+                break;
+            };
+            let revents = f.revents;
+            if revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0
+                && let Some(c) = self.conns.get_mut(&id)
+                && c.wants_write()
+                && let Err(e) = c.flush(now)
+            {
+                self.end(id, &e.to_string());
+            }
+            if revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
+                self.read_conn(id, inputs);
+            }
+        }
+        Ok(true)
     }
 
     fn gather(&mut self, deadline: Instant) -> Result<(), BootstrapError> {
@@ -478,8 +622,7 @@ impl Root {
                     waited: self.timeout,
                 });
             }
-            self.accept_new(deadline)?;
-            if let Ok(ev) = self.rx.recv_timeout(POLL.min(deadline - now)) {
+            if let Some(ev) = self.next_event(Some(deadline))? {
                 self.on_gather_event(ev)?;
             }
         }
@@ -599,8 +742,10 @@ impl Root {
         .welcome_frame(&h);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.rank = Some(h.rank);
-            // A failed write shows as the connection's end, from its reader.
-            let _ = write_frame(&mut c.stream, &welcome, self.timeout);
+            if let Err(e) = c.send(welcome.into(), Instant::now()) {
+                // Reported as the connection's end.
+                self.end(conn, &e.to_string());
+            }
         }
         self.by_rank[h.rank as usize] = Some(conn);
         self.cards[h.rank as usize] = h.card;
@@ -611,7 +756,7 @@ impl Root {
     fn send_to_rank(
         &mut self,
         rank: u32,
-        bytes: &[u8],
+        bytes: &Rc<[u8]>,
         phase: &'static str,
     ) -> Result<(), BootstrapError> {
         let id = self.by_rank[rank as usize];
@@ -622,17 +767,16 @@ impl Root {
                 reason: "connection closed".into(),
             });
         };
-        write_frame(&mut c.stream, bytes, self.timeout).map_err(|source| {
-            BootstrapError::SendFrame {
+        c.send(Rc::clone(bytes), Instant::now())
+            .map_err(|source| BootstrapError::SendFrame {
                 phase,
                 peer: format!("rank {rank} ({})", c.peer),
                 source,
-            }
-        })
+            })
     }
 
     fn send_cards(&mut self) -> Result<(), BootstrapError> {
-        let bytes = all_cards_frame(self.size, &self.cards);
+        let bytes: Rc<[u8]> = all_cards_frame(self.size, &self.cards).into();
         self.cards = Vec::new();
         for rank in 0..self.size {
             self.send_to_rank(rank, &bytes, "allgather")?;
@@ -656,36 +800,27 @@ impl Root {
                 (None, None) => None,
             };
             let ev = match wake {
-                Some((at, phase)) => {
-                    let now = Instant::now();
-                    let got = if now < at {
-                        self.rx.recv_timeout(at - now).ok()
-                    } else {
-                        None
-                    };
-                    match got {
-                        Some(ev) => ev,
-                        None if Instant::now() < at => continue,
-                        None => {
-                            let missing = if phase == "barrier" {
-                                self.missing(|r| entered[r as usize])
-                            } else {
-                                self.missing(|r| bye[r as usize])
-                            };
-                            return Err(BootstrapError::Timeout {
-                                phase,
-                                missing,
-                                waited: self.timeout,
-                            });
-                        }
+                Some((at, phase)) => match self.next_event(Some(at))? {
+                    Some(ev) => ev,
+                    None => {
+                        let missing = if phase == "barrier" {
+                            self.missing(|r| entered[r as usize])
+                        } else {
+                            self.missing(|r| bye[r as usize])
+                        };
+                        return Err(BootstrapError::Timeout {
+                            phase,
+                            missing,
+                            waited: self.timeout,
+                        });
                     }
-                }
-                None => match self.rx.recv() {
-                    Ok(ev) => ev,
-                    Err(_) => {
-                        // Every reader has ended, yet not everyone said
+                },
+                None => match self.next_event(None)? {
+                    Some(ev) => ev,
+                    None => {
+                        // No connection is left, yet not everyone said
                         // goodbye: the Gone events came first, so this is
-                        // only reachable if a reader vanished silently.
+                        // only reachable if a connection vanished silently.
                         let missing = self.missing(|r| bye[r as usize]);
                         return Err(BootstrapError::Disconnected {
                             rank: missing.first().copied().unwrap_or(0),
@@ -753,7 +888,8 @@ impl Root {
                             entered_count += 1;
                             barrier_start.get_or_insert_with(Instant::now);
                             if entered_count == self.size {
-                                let release = frame(KIND_RELEASE, &b.to_le_bytes());
+                                let release: Rc<[u8]> =
+                                    frame(KIND_RELEASE, &b.to_le_bytes()).into();
                                 for r in 0..self.size {
                                     self.send_to_rank(r, &release, "barrier")?;
                                 }
@@ -789,46 +925,32 @@ impl Root {
     }
 
     /// Tells every PE still connected why the job failed, lingers so they
-    /// can read it, and returns the error.
+    /// can read it (answering late connections with it too), and returns
+    /// the error.
     fn fail(&mut self, err: BootstrapError) -> Result<(), BootstrapError> {
-        let bytes = error_frame(&err);
-        let write_timeout = self.timeout.min(Duration::from_millis(500));
+        let verdict: Rc<[u8]> = error_frame(&err).into();
+        let write_timeout = self.timeout.min(VERDICT_WRITE);
         for c in self.conns.values_mut() {
-            let _ = write_frame(&mut c.stream, &bytes, write_timeout);
-            let _ = c.stream.shutdown(Shutdown::Write);
+            c.send_last(&verdict, write_timeout);
+            c.state = State::Draining;
         }
+        self.verdict = Some(verdict);
+        self.events.clear();
         let until = Instant::now() + LINGER.min(self.timeout);
-        loop {
-            let now = Instant::now();
-            if now >= until || (self.conns.is_empty() && self.listener.is_none()) {
+        let mut inputs = Vec::new();
+        while Instant::now() < until && !(self.conns.is_empty() && self.listener.is_none()) {
+            if self.poll_once(Some(until), &mut inputs).is_err() {
                 break;
             }
-            if let Some(listener) = &self.listener {
-                while let Ok((mut s, _)) = listener.accept() {
-                    let _ = s.set_nonblocking(false);
-                    let _ = write_frame(&mut s, &bytes, Duration::from_millis(100));
-                    let _ = s.shutdown(Shutdown::Write);
-                }
-            }
-            match self.rx.recv_timeout(POLL.min(until - now)) {
-                Ok(Event::Gone { conn, .. }) => self.drop_conn(conn),
-                Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
+            self.events.clear();
         }
         Err(err)
     }
 
     fn close_all(&mut self) {
         self.listener = None;
-        self.tx = None;
-        for (_, c) in self.conns.drain() {
+        for (_, c) in std::mem::take(&mut self.conns) {
             let _ = c.stream.shutdown(Shutdown::Both);
-        }
-        // Every reader is unblocked by the shutdown (or by its hello
-        // deadline), so these joins end.
-        for t in self.threads.drain(..) {
-            let _ = t.join();
         }
     }
 }
