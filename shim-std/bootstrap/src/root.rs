@@ -510,13 +510,21 @@ impl Root {
             if let State::AwaitHello { deadline } = c.state
                 && now >= deadline
             {
-                late.push((*id, "no hello: timed out"));
+                late.push((*id, false));
             } else if c.out_since.is_some_and(|t| now >= t + self.timeout) {
-                late.push((*id, "cannot send within the timeout"));
+                late.push((*id, true));
             }
         }
-        for (id, why) in late {
-            self.end(id, why);
+        for (id, stalled) in late {
+            if !stalled {
+                self.end(id, "no hello: timed out");
+                continue;
+            }
+            if let Some(c) = self.conns.get_mut(&id) {
+                // Not waited on again (a silenced one has no event to give).
+                c.abandon_output();
+            }
+            self.end(id, "cannot send within the timeout");
         }
     }
 

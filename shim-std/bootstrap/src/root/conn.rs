@@ -122,6 +122,13 @@ impl Conn {
         Ok(())
     }
 
+    /// Gives up on what is queued (its peer stopped reading).
+    pub(super) fn abandon_output(&mut self) {
+        self.out.clear();
+        self.out_off = 0;
+        self.out_since = None;
+    }
+
     /// Sends what is queued and then `last`, blocking for at most `timeout`
     /// per write, then closes the sending side (the failing root's verdict).
     pub(super) fn send_last(&mut self, last: &Rc<[u8]>, timeout: Duration) {
