@@ -283,6 +283,35 @@ fn small_puts_queued_behind_a_send_go_out_gathered() {
 }
 
 #[test]
+fn non_blocking_gets_queued_behind_a_send_go_out_gathered() {
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);
+    // PE 1's words 0..64 hold i + 1.
+    for i in 0..64u64 {
+        retry(&mut a, Duration::from_secs(10), |d| {
+            d.rail(0).put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+        });
+    }
+    quiet(&mut a, Duration::from_secs(10));
+    let before = a.stats();
+    // 64 gets with no progress step between them: the first is written at
+    // once, the rest queue behind it and leave in gathered writes; each
+    // reply carries the ack of its get, so the quiet needs nothing more.
+    for i in 0..64u64 {
+        a.rail(0)
+            .get_into_heap(1, i * 8, 4096 + i * 8, 8, CX)
+            .expect("get");
+    }
+    quiet(&mut a, Duration::from_secs(10));
+    let st = a.stats();
+    assert!(st.frames_received - before.frames_received >= 64, "{st:?}");
+    assert!(st.writes - before.writes <= 8, "{before:?} {st:?}");
+    for i in 0..64u64 {
+        assert_eq!(heap_u64(&a, 4096 + i * 8), i + 1, "slot {i}");
+    }
+    drop(pe1.finish());
+}
+
+#[test]
 fn small_puts_are_compact_only_when_both_sides_offer_it() {
     for (c0, c1) in [(true, true), (true, false), (false, true)] {
         let cfg = |me, compact_puts| TcpConfig {

@@ -165,7 +165,11 @@ impl SocketDriver {
             }
             done += chunk;
         }
-        kick(ctx, p, rail, true);
+        // Batched like small puts: its reply is waited for by a later quiet
+        // (which progresses, and so writes what queued), not by this caller,
+        // so a window of non-blocking gets goes out in a few gathered writes
+        // rather than one `send` (and one wake-up of the target) each.
+        kick(ctx, p, rail, false);
         Ok(())
     }
 

@@ -77,8 +77,14 @@ impl SocketDriver {
     /// progress: spin a while, then park here).
     pub fn wait(&mut self, timeout: Duration) {
         self.ctx.epoll.wait(epoll_ms(timeout));
-        // Whatever woke us may be on a control connection or a listener:
-        // the next progress step is a full (slow) pass.
+        self.woke();
+    }
+
+    /// Says that a parked waiter woke (a [`Parker`] of this driver, or a
+    /// timeout): whatever woke it may be on a control connection (an ack, a
+    /// peer's request for one) or a listener, which only the full (slow)
+    /// pass reads, so the next progress step is one.
+    pub fn woke(&mut self) {
         self.ctx.steps = SLOW_EVERY - 1;
     }
 
@@ -133,9 +139,11 @@ fn service_rail(ctx: &mut Ctx, p: &mut Peer, r: usize, slow: bool) -> bool {
         ControlFlow::Break(()) => return true,
     };
     // Read every open connection (the control connection, 0, only in the
-    // slow pass: acks, credits and heartbeats are not latency-critical).
+    // slow pass: acks, credits and heartbeats are not latency-critical,
+    // except the ack this PE asked for, which a quiet or a fence waits on).
     let mut down = None;
-    for c in usize::from(!slow)..p.rails[r].conns.len() {
+    let control = slow || p.st.ack_requested;
+    for c in usize::from(!control)..p.rails[r].conns.len() {
         let Peer { rails, st } = &mut *p;
         let rl = &mut rails[r];
         let conn = &mut rl.conns[c];

@@ -261,19 +261,15 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
         return Verdict::Cut;
     }
     let (me, pe) = (ctx.me, st.pe);
-    let reply_fields = |op: FrameOp, span: u32| {
-        fields(
-            op,
-            0,
-            0,
-            me,
-            pe,
-            seq,
-            st.dedup.base(),
-            h.context.get(),
-            0,
-            span,
-        )
+    // A reply carries the ack of the request it answers too: the request is
+    // marked applied before its reply is sealed, so the initiator's ring
+    // entry completes with the reply alone, without waiting for a standalone
+    // ack (up to ACK_DELAY, or a quiet's round trip on the control
+    // connection).
+    let mut marked = false;
+    let mut replied = false;
+    let reply_fields = |op: FrameOp, ack: u64, span: u32| {
+        fields(op, 0, 0, me, pe, seq, ack, h.context.get(), 0, span)
     };
     match op {
         FrameOp::Put => {
@@ -287,25 +283,19 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
             // Answered again when replayed: reads are idempotent.
             let len = h.span.get();
             let total = HEADER_LEN + len as usize;
-            let rf = fields(
-                FrameOp::GetReply,
-                0,
-                0,
-                me,
-                pe,
-                seq,
-                st.dedup.base(),
-                h.context.get(),
-                0,
-                len,
-            );
             let crc = ctx.want_crc(st, len);
             let Some(b) = out.reserve(total) else {
                 return Verdict::Stall;
             };
+            if seen == Seen::New {
+                st.dedup.mark(seq);
+                marked = true;
+            }
+            let rf = reply_fields(FrameOp::GetReply, st.dedup.base(), len);
             ctx.heap.read(range.start, &mut b[HEADER_LEN..]);
             let _ = seal(b, &rf, len as usize, crc);
             out.commit(total);
+            replied = true;
             if seen == Seen::Duplicate {
                 return Verdict::Done;
             }
@@ -328,7 +318,7 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
             if seen == Seen::Duplicate {
                 let (s, v) = st.atomic_cache[slot];
                 if fetching && s == seq {
-                    let rf = reply_fields(FrameOp::AtomicReply, 0);
+                    let rf = reply_fields(FrameOp::AtomicReply, st.dedup.base(), 0);
                     if !out.frame(&rf, &v.to_le_bytes(), true) {
                         return Verdict::Stall;
                     }
@@ -341,15 +331,19 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
                 return Verdict::Stall;
             }
             let old = op.width.truncate(ctx.heap.atomic(range.start, &op));
+            st.dedup.mark(seq);
+            marked = true;
             if fetching {
                 st.atomic_cache[slot] = (seq, old);
-                let rf = reply_fields(FrameOp::AtomicReply, 0);
-                let _ = out.frame(&rf, &old.to_le_bytes(), true);
+                let rf = reply_fields(FrameOp::AtomicReply, st.dedup.base(), 0);
+                replied = out.frame(&rf, &old.to_le_bytes(), true);
             }
         }
         _ => return Verdict::Cut,
     }
-    st.dedup.mark(seq);
+    if !marked {
+        st.dedup.mark(seq);
+    }
     let bytes = (HEADER_LEN + f.payload().len()) as u64;
     if st.granter.on_receive(bytes).is_err() {
         return Verdict::Cut;
@@ -357,7 +351,11 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
     let _ = st.granter.on_release(bytes);
     st.rx_frames += 1;
     st.rx_bytes += bytes;
-    if st.unacked_since.is_none() {
+    if replied {
+        // The reply carries the ack: no standalone one is owed for it.
+        st.ack_sent = st.ack_sent.max(st.dedup.base());
+        st.unacked_since = None;
+    } else if st.unacked_since.is_none() {
         st.unacked_since = Some(ctx.now);
     }
     if fl & flags::ACK_NOW != 0 {

@@ -416,8 +416,10 @@ const IOVECS: usize = 2 * BATCH + 3;
 /// it goes out in one gathered write with the next progress step (every
 /// `quiet_poll`, `get_poll`, wait and progress thread takes one), or as soon
 /// as [`BATCH`] frames wait. The first put after a progress step goes out at
-/// once, so a lone put's latency is unchanged. Gets and atomics (`eager`)
-/// always write at once: their caller waits for the reply; so do puts of
+/// once, so a lone put's latency is unchanged. Non-blocking gets
+/// (`get_into_heap`, completed by a later quiet) batch the same way. Blocking
+/// gets and atomics (`eager`) always write at once: their caller waits for
+/// the reply; so do puts of
 /// [`EAGER_PUT`] bytes or more, and the first put after a fence (the flag
 /// of put, fence, put-flag), which takes what queued before it along.
 pub(super) fn kick(ctx: &mut Ctx, p: &mut Peer, rail: usize, eager: bool) {

@@ -289,7 +289,7 @@ fn run(shared: &Shared, parker: &Parker, mode: ThreadMode, clock: Instant, cpu: 
                 parker.wait(tick);
             }
         }
-        if burst(shared, clock) {
+        if burst(shared, clock, mode != ThreadMode::Busy) {
             backoff = MIN_BACKOFF;
         } else {
             // The application is inside and progresses itself; input it has
@@ -301,15 +301,24 @@ fn run(shared: &Shared, parker: &Parker, mode: ThreadMode, clock: Instant, cpu: 
 }
 
 /// Takes the driver when the application is outside the library and runs up
-/// to [`BURST`] progress steps (fewer when a step finds nothing to do).
+/// to [`BURST`] progress steps (fewer when a step finds nothing to do), the
+/// first a full pass when `woke` (after a park).
 /// Returns false when the application holds it.
-fn burst(shared: &Shared, clock: Instant) -> bool {
+fn burst(shared: &Shared, clock: Instant, woke: bool) -> bool {
     // Acquire: the application's writes to the driver are visible.
     let Some(taken) = shared.lock.try_take() else {
         return false;
     };
     // SAFETY: the lock is ours until `taken` is dropped below; see `Shared`.
     let d = unsafe { &mut *shared.driver.get() };
+    if woke {
+        // A park ended: what woke it may be on a control connection (a
+        // peer's quiet asking for an ack), which only a full pass reads;
+        // without this the first step finds the data connections empty, the
+        // burst ends, the level-triggered park returns at once, and so on
+        // until the periodic full pass.
+        d.woke();
+    }
     for _ in 0..BURST {
         let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
         if d.progress(now) == PollResult::Idle {
