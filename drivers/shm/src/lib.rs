@@ -248,6 +248,47 @@ enum Peer {
     Dead(Mapped),
 }
 
+/// One entry of the leg table: the heap of a live mapping (base and length),
+/// or `len == 0` when the peer is not mapped (unknown, named, dead, closed).
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    base: *mut u8,
+    len: u64,
+}
+
+// SAFETY: a copy of a pointer into a mapping that the same `ShmTransport`
+// owns (its `Mmap`s are `Send`); it is dereferenced only through that
+// transport, under the same rules as the mapping itself.
+unsafe impl Send for Window {}
+
+impl Window {
+    const NONE: Window = Window {
+        base: core::ptr::null_mut(),
+        len: 0,
+    };
+
+    fn of(m: &Mapped) -> Window {
+        Window {
+            base: m.heap_ptr(),
+            len: m.heap_len(),
+        }
+    }
+
+    /// `[offset, offset+len)` when it lies in this heap: one compare pair,
+    /// no search. An unmapped peer's window (`len == 0`) holds nothing, so
+    /// it always answers `None`.
+    #[inline(always)]
+    fn at(self, offset: u64, len: u64) -> Option<*mut u8> {
+        if offset < self.len && len <= self.len - offset {
+            // SAFETY: `offset < self.len`, and `self` describes the heap of a
+            // live mapping owned by the transport, so the pointer stays in it.
+            Some(unsafe { self.base.add(offset as usize) })
+        } else {
+            None
+        }
+    }
+}
+
 /// The shared-memory transport of one PE: its own [`Segment`] and the
 /// mappings of its same-node peers.
 #[derive(Debug)]
@@ -256,6 +297,11 @@ pub struct ShmTransport {
     me: u32,
     own: Segment,
     peers: Box<[Peer]>,
+    /// Per PE, the heap of its live mapping (own one at `me`): what the
+    /// leg (`put_leg`, `get_leg`, `atomic_leg`) and `range` use, kept in
+    /// step with `peers` by `sync_window` on every change of a slot
+    /// (attach, declared dead, renamed, closed).
+    windows: Box<[Window]>,
     next_check: u64,
     cursor: u32,
 }
@@ -270,14 +316,85 @@ impl ShmTransport {
         if me >= n_pes {
             return Err(ShmError::InvalidPe { pe: me, n_pes });
         }
+        let mut windows: Box<[Window]> = (0..n_pes).map(|_| Window::NONE).collect();
+        windows[me as usize] = Window::of(own.mapped());
         Ok(ShmTransport {
             job_id,
             me,
             own,
             peers: (0..n_pes).map(|_| Peer::Unknown).collect(),
+            windows,
             next_check: 0,
             cursor: 0,
         })
+    }
+
+    /// Brings `pe`'s leg window in step with its slot (call after every
+    /// change of `peers[pe]`).
+    fn sync_window(&mut self, pe: u32) {
+        let w = match self.peers.get(pe as usize) {
+            _ if pe == self.me => Window::of(self.own.mapped()),
+            Some(Peer::Mapped(m)) => Window::of(m),
+            _ => Window::NONE,
+        };
+        if let Some(slot) = self.windows.get_mut(pe as usize) {
+            *slot = w;
+        }
+    }
+
+    /// The leg of a small put: copies `src` to `offset` of `pe`'s heap when
+    /// `pe` is mapped and alive and the range is in bounds, and says so.
+    /// `false`: nothing was written; [`Transport::put`] gives the typed
+    /// error (or handles what the leg does not).
+    #[inline(always)]
+    pub fn put_leg(&mut self, pe: u32, offset: u64, src: &[u8]) -> bool {
+        let Some(dst) = self.window(pe).at(offset, src.len() as u64) else {
+            return false;
+        };
+        // SAFETY: `dst` is valid for `src.len()` bytes (checked by `at`);
+        // `src` is a caller's buffer, which cannot overlap a heap: the heaps
+        // are only reachable through raw pointers.
+        unsafe { Self::copy(src.as_ptr(), dst, src.len()) };
+        true
+    }
+
+    /// The leg of a blocking get: copies `dst.len()` bytes at `offset` of
+    /// `pe`'s heap into `dst` at once, no ticket. `false`: nothing was read;
+    /// [`Transport::get_start`] gives the typed error.
+    #[inline(always)]
+    pub fn get_leg(&mut self, pe: u32, offset: u64, dst: &mut [u8]) -> bool {
+        let Some(src) = self.window(pe).at(offset, dst.len() as u64) else {
+            return false;
+        };
+        // SAFETY: `src` is valid for `dst.len()` bytes (checked by `at`) in a
+        // live mapping.
+        unsafe { Self::load_into(src, dst) };
+        true
+    }
+
+    /// The leg of an atomic: applies `op` at `offset` of `pe`'s heap at once
+    /// and returns the old value, no ticket. `None`: nothing was applied
+    /// (not mapped, out of bounds or misaligned); [`Transport::atomic_start`]
+    /// gives the typed error.
+    #[inline(always)]
+    pub fn atomic_leg(&mut self, pe: u32, offset: u64, op: AtomicOp) -> Option<u64> {
+        let w = op.width.bytes() as u64;
+        if !offset.is_multiple_of(w) {
+            return None;
+        }
+        let p = self.window(pe).at(offset, w)?;
+        // SAFETY: `p` is in bounds (checked by `at`) and aligned (the heap is
+        // page aligned, the offset checked) in a live mapping.
+        Some(unsafe { Self::rmw(p, &op) })
+    }
+
+    /// `pe`'s leg window (the empty one when `pe` is out of range).
+    #[inline(always)]
+    fn window(&self, pe: u32) -> Window {
+        self.windows
+            .get(pe as usize)
+            .copied()
+            .unwrap_or(Window::NONE)
     }
 
     /// Records where `pe`'s object is (from its bootstrap card).
@@ -288,6 +405,7 @@ impl ShmTransport {
     pub fn set_address(&mut self, pe: u32, path: &Path) -> Result<()> {
         let slot = self.slot(pe)?;
         *slot = Peer::Named(path.to_path_buf());
+        self.sync_window(pe);
         Ok(())
     }
 
@@ -342,6 +460,17 @@ impl ShmTransport {
     /// Pointer to `[offset, offset+len)` of `pe`'s heap, bounds checked.
     #[inline]
     fn range(&self, pe: u32, offset: u64, len: u64) -> Result<*mut u8> {
+        if let Some(p) = self.window(pe).at(offset, len) {
+            return Ok(p);
+        }
+        self.range_slow(pe, offset, len)
+    }
+
+    /// [`ShmTransport::range`] through the slot: the typed error, or an
+    /// empty range at the end of a heap.
+    #[cold]
+    #[inline(never)]
+    fn range_slow(&self, pe: u32, offset: u64, len: u64) -> Result<*mut u8> {
         let m = self.mapping(pe)?;
         let heap_len = m.heap_len();
         match offset.checked_add(len) {
@@ -429,6 +558,7 @@ impl ShmTransport {
                     if let Peer::Mapped(m) = old {
                         self.peers[pe as usize] = Peer::Dead(m);
                     }
+                    self.sync_window(pe);
                     return true;
                 }
                 return false;
@@ -447,22 +577,57 @@ impl ShmTransport {
             });
         }
         let p = self.range(pe, offset, w)?;
-        // The heap is page aligned, so an aligned offset is an aligned address.
-        let old = match op.width {
+        // SAFETY: in bounds (checked by `range`), aligned (the heap is page
+        // aligned, the offset checked).
+        Ok(unsafe { Self::rmw(p, &op) })
+    }
+
+    /// Applies `op` to the word at `p`; returns the old value.
+    ///
+    /// # Safety
+    ///
+    /// `p` is aligned to and valid for `op.width` bytes in a live mapping.
+    #[inline(always)]
+    unsafe fn rmw(p: *mut u8, op: &AtomicOp) -> u64 {
+        match op.width {
             AtomicWidth::W64 => {
-                // SAFETY: `p` is 8-aligned (heap page aligned, offset checked),
-                // in bounds (checked by `range`) of a mapping that lives in
-                // `self`; other PEs touch the word only with atomics or copies.
+                // SAFETY: `p` is 8-aligned and in bounds (caller) of a live
+                // mapping; other PEs touch the word only with atomics or
+                // copies.
                 let a = unsafe { AtomicU64::from_ptr(p.cast()) };
-                heap_rmw_u64(a, &op)
+                heap_rmw_u64(a, op)
             }
             AtomicWidth::W32 => {
                 // SAFETY: as above, 4-aligned and 4 bytes in bounds.
                 let a = unsafe { AtomicU32::from_ptr(p.cast()) };
-                heap_rmw_u32(a, &op)
+                heap_rmw_u32(a, op)
             }
-        };
-        Ok(old)
+        }
+    }
+
+    /// Copies `dst.len()` bytes from `src` into `dst`, after an Acquire
+    /// fence; one aligned word is a single load.
+    ///
+    /// # Safety
+    ///
+    /// `src` is valid for `dst.len()` bytes in a live mapping.
+    #[inline(always)]
+    unsafe fn load_into(src: *const u8, dst: &mut [u8]) {
+        // SYNC POINT with the Release fences/atomics of the writers: what was
+        // published to this PE before is seen by the copy.
+        fence(Ordering::Acquire);
+        if dst.len() == 8 && (src as usize).is_multiple_of(8) {
+            // One aligned word: a single load (never torn, and no call to
+            // `memcpy` for a length it cannot see).
+            // SAFETY: `src` is 8-aligned and valid for 8 bytes (caller) in a
+            // live mapping; other PEs touch it only with atomics or copies.
+            let v = unsafe { AtomicU64::from_ptr(src.cast_mut().cast()) }.load(Ordering::Relaxed);
+            dst.copy_from_slice(&v.to_ne_bytes());
+            return;
+        }
+        // SAFETY: `src` valid for `dst.len()` bytes (caller), `dst` a caller
+        // buffer of that length that cannot overlap a heap.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
     }
 }
 
@@ -490,6 +655,7 @@ impl Transport for ShmTransport {
             Peer::Named(path) => {
                 let m = Segment::attach(path, job, pe)?;
                 *slot = Peer::Mapped(m);
+                self.sync_window(pe);
                 Ok(())
             }
         }
@@ -559,21 +725,9 @@ impl Transport for ShmTransport {
             });
         }
         let src = self.range(t.peer, t.offset, u64::from(t.len))?;
-        // SYNC POINT with the Release fences/atomics of the writers: what was
-        // published to this PE before is seen by the copy.
-        fence(Ordering::Acquire);
-        if dst.len() == 8 && (src as usize).is_multiple_of(8) {
-            // One aligned word: a single load (never torn, and no call to
-            // `memcpy` for a length it cannot see).
-            // SAFETY: `src` is 8-aligned and valid for 8 bytes (checked) in a
-            // live mapping; other PEs touch it only with atomics or copies.
-            let v = unsafe { AtomicU64::from_ptr(src.cast()) }.load(Ordering::Relaxed);
-            dst.copy_from_slice(&v.to_ne_bytes());
-            return Ok(true);
-        }
-        // SAFETY: `src` valid for `len` bytes (checked), `dst` a caller buffer
-        // of that length that cannot overlap a heap.
-        unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        // SAFETY: `src` valid for `len` bytes (checked by `range`) in a live
+        // mapping; `dst` has that length.
+        unsafe { Self::load_into(src, dst) };
         Ok(true)
     }
 
@@ -651,6 +805,9 @@ impl Transport for ShmTransport {
     fn close(&mut self) -> Result<()> {
         for p in self.peers.iter_mut() {
             *p = Peer::Unknown;
+        }
+        for pe in 0..self.n_pes() {
+            self.sync_window(pe);
         }
         Ok(())
     }

@@ -234,9 +234,53 @@ fn a_dead_peer_is_reported_not_waited_on() {
         t.progress(Instant::from_nanos(i * 2_000_000));
     }
     assert_eq!(t.state(1), LinkState::Error);
+    // The leg's window went with the mapping: the leg refuses, the driver
+    // names the dead peer.
+    assert!(!t.put_leg(1, 0, &[1]));
+    assert!(!t.get_leg(1, 0, &mut [0u8; 8]));
     let e = t.put(1, 0, &[1], CTX).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::PeerDown);
     assert!(e.to_string().contains("PE 1"), "{e}");
+    drop(s1);
+}
+
+#[test]
+fn the_leg_follows_the_mappings_and_checks_bounds() {
+    let j = job();
+    let s0 = Segment::create(&SegmentConfig::new(j, 0, 2, 4096)).unwrap();
+    let s1 = Segment::create(&SegmentConfig::new(j, 1, 2, 4096)).unwrap();
+    let mut t = ShmTransport::new(s0, j, 0, 2).unwrap();
+    // Own heap from the start; the peer only once mapped.
+    assert!(t.put_leg(0, 8, &7u64.to_ne_bytes()));
+    assert!(!t.put_leg(1, 0, &[1]));
+    t.set_address(1, s1.path()).unwrap();
+    assert!(!t.put_leg(1, 0, &[1]), "named, not mapped");
+    t.connect(1).unwrap();
+    assert!(t.put_leg(1, 8, &42u64.to_ne_bytes()));
+    let mut w = [0u8; 8];
+    assert!(t.get_leg(1, 8, &mut w));
+    assert_eq!(u64::from_ne_bytes(w), 42);
+    let add = op(AtomicKind::FetchAdd, AtomicWidth::W64, 1, 0);
+    assert_eq!(t.atomic_leg(1, 8, add), Some(42));
+    assert!(t.get_leg(1, 8, &mut w));
+    assert_eq!(u64::from_ne_bytes(w), 43);
+    // Bounds and alignment: refused, nothing written; out of range PE too.
+    assert!(!t.put_leg(1, 4096 - 4, &[0xFF; 8]));
+    assert!(!t.put_leg(1, u64::MAX - 2, &[1; 8]));
+    assert!(!t.get_leg(1, 4096, &mut [0u8; 1]));
+    assert_eq!(t.atomic_leg(1, 4, add), None);
+    assert_eq!(t.atomic_leg(1, 4096, add), None);
+    assert!(!t.put_leg(2, 0, &[1]));
+    let mut tail = [0u8; 8];
+    assert!(t.get_leg(1, 4096 - 8, &mut tail));
+    assert_eq!(tail, [0; 8], "the refused put wrote nothing");
+    // A zero-length access at the end of a heap still goes through the
+    // driver's slow range.
+    t.put(1, 4096, &[], CTX).unwrap();
+    // Closed: the windows are gone with the mappings.
+    t.close().unwrap();
+    assert!(!t.put_leg(1, 8, &[1]));
+    assert!(t.put_leg(0, 8, &[1]), "the own heap stays");
     drop(s1);
 }
 

@@ -69,9 +69,22 @@ impl Context {
         } else {
             Op::Atomic
         };
+        let len = T::WIDTH.bytes() as u64;
+        // The route decision; on shared memory the shm leg applies the
+        // atomic at once, no ticket.
+        let sel = self.select(pe, len, rop, FrameOp::Atomic);
+        if self.leg_open(pe, &sel)
+            && let Ok(route) = &sel
+            && let Some(old) = self.shm.atomic_leg(pe, off, op)
+        {
+            self.leg_done(pe, len, FrameOp::Atomic, route);
+            // A non-fetching one answers 0, as the generic loop's poll.
+            return Ok(T::from_bits(if op.is_fetching() { old } else { 0 }));
+        }
         let v = self.routed_wait(
+            Some(sel),
             pe,
-            T::WIDTH.bytes() as u64,
+            len,
             rop,
             FrameOp::Atomic,
             "an atomic",

@@ -48,9 +48,21 @@ impl Context {
     pub fn put<T: Plain>(&mut self, dst: &Sym<T>, at: usize, src: &[T], pe: u32) -> Result<()> {
         let off = self.check(dst, at, src.len())?;
         let bytes = src.as_bytes();
-        self.routed(pe, bytes.len() as u64, Op::Put, FrameOp::Put, |shm, r| {
-            shm.put(pe, off, bytes, r.context)
+        let len = bytes.len() as u64;
+        // The route decision, per message; on shared memory the shm leg
+        // stores at once, anything else runs the generic loop out of line.
+        let sel = self.select(pe, len, Op::Put, FrameOp::Put);
+        if self.leg_open(pe, &sel)
+            && let Ok(route) = &sel
+            && self.shm.put_leg(pe, off, bytes)
+        {
+            self.leg_done(pe, len, FrameOp::Put, route);
+            return Ok(());
+        }
+        self.routed_from(Some(sel), pe, len, Op::Put, FrameOp::Put, &mut |d, r| {
+            d.put(pe, off, bytes, r.context)
         })
+        .map(|(r, _)| r)
     }
 
     /// Non-blocking put from this PE's own copy of `src` (elements
@@ -102,12 +114,28 @@ impl Context {
                     .map_or(u32::MAX, |v| v.drv.max_get_len()),
             )
             .max(1);
+        // One chunk (always, on shared memory): the route decision here, and
+        // the shm leg loads at once, no ticket; otherwise the selection goes
+        // to the generic loop (out of line).
+        let mut first = None;
+        if len <= chunk {
+            let sel = self.select(pe, u64::from(len), Op::Get, FrameOp::Get);
+            if self.leg_open(pe, &sel)
+                && let Ok(route) = &sel
+                && self.shm.get_leg(pe, off, dst)
+            {
+                self.leg_done(pe, u64::from(len), FrameOp::Get, route);
+                return Ok(());
+            }
+            first = Some(sel);
+        }
         let mut done = 0u32;
         loop {
             let n = (len - done).min(chunk);
             let part = &mut dst[done as usize..(done + n) as usize];
             let at_off = off + u64::from(done);
             self.routed_wait(
+                first.take(),
                 pe,
                 u64::from(n),
                 Op::Get,

@@ -6,6 +6,20 @@
 //! bounded by the op timeout. After a hand-off to a TCP rail or to verbs,
 //! that (transport, peer)'s backlog sets its load bit when over the load
 //! watermark (`load.rs`).
+//!
+//! **The shm leg.** Put, get and the atomics select in line, then, when the
+//! route is shared memory and nothing is pending (`Context::leg_open`: no
+//! load yield possible, no verbs hold on the peer; shared memory has no
+//! ordering kind and no load bit), run the shm driver's leg (`put_leg`,
+//! `get_leg`, `atomic_leg`): one bounds check against the driver's cached
+//! (base, heap length) of the peer's live mapping, and the store, load or
+//! CPU atomic; a get or an atomic completes at once, without a ticket. The
+//! operation is then counted and traced like any other. Whatever the leg
+//! does not take (TCP, verbs, a pending state, a failed selection, a dead
+//! or unmapped peer, a range out of bounds) goes, with the selection
+//! already made, to the generic loop below, out of line: the leg writes
+//! nothing when it declines, so nothing runs twice, and the typed error,
+//! failover and waits are the loop's, as before.
 
 use std::time::Instant;
 
@@ -135,14 +149,57 @@ impl Context {
         frame: FrameOp,
         run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
     ) -> Result<(R, Route)> {
-        let r = self.routed_with_in(pe, len, op, frame, run);
+        self.routed_from(None, pe, len, op, frame, run)
+    }
+
+    /// The generic routed loop, out of line: what every operation the shm
+    /// leg does not take runs (TCP, verbs; and on shared memory a pending
+    /// load or verbs hold, or an error), starting from `first`, the
+    /// selection the caller already made for it (or `None`: select here).
+    /// Gives the TCP driver back to the progress thread when done.
+    #[inline(never)]
+    pub(super) fn routed_from<R>(
+        &mut self,
+        first: Option<Result<Route>>,
+        pe: u32,
+        len: u64,
+        op: Op,
+        frame: FrameOp,
+        run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
+    ) -> Result<(R, Route)> {
+        let r = self.routed_with_in(first, pe, len, op, frame, run);
         self.leave();
         r
+    }
+
+    /// Whether the shm leg may run the operation `sel` selected for `pe`:
+    /// the route is shared memory and nothing is pending that the generic
+    /// loop would act on first (a load yield needs a downgraded route and a
+    /// loaded pair; a verbs hold on `pe`). Shared memory has no ordering
+    /// kind (`order::kind` is 0), no load bit and nothing to give back at
+    /// `leave`. The flags are or-ed, so the leg is one branch.
+    #[inline(always)]
+    pub(super) fn leg_open(&self, pe: u32, sel: &Result<Route>) -> bool {
+        match sel {
+            Ok(r) => {
+                (r.transport == SHM) & !(r.downgraded & self.load.any()) & !self.verbs_holds(pe)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// What follows an operation the shm leg completed: counted, and its
+    /// decision traced, as the generic loop does.
+    #[inline(always)]
+    pub(super) fn leg_done(&mut self, pe: u32, len: u64, frame: FrameOp, route: &Route) {
+        self.stats.ops[SHM.index()] += 1;
+        self.trace_route(pe, len, frame, route, false);
     }
 
     #[inline]
     fn routed_with_in<R>(
         &mut self,
+        mut first: Option<Result<Route>>,
         pe: u32,
         len: u64,
         op: Op,
@@ -153,7 +210,11 @@ impl Context {
         let mut blocked_since: Option<Instant> = None;
         let mut spins = 0u32;
         loop {
-            let mut route = match self.select(pe, len, op, frame) {
+            let sel = match first.take() {
+                Some(sel) => sel,
+                None => self.select(pe, len, op, frame),
+            };
+            let mut route = match sel {
                 Ok(r) => r,
                 // Every link to `pe` is down, but the drivers have not given
                 // up on it: they reconnect and replay. Wait for a link (the
@@ -231,9 +292,13 @@ impl Context {
     /// operation is issued again elsewhere.
     // The operation's description (pe, len, op, frame, what) and its two
     // halves; a struct for five plain values would only rename them.
+    /// `first`: the selection the caller already made for the operation
+    /// (the shm leg's, when it did not take it), or `None`. Out of line.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     pub(super) fn routed_wait<R>(
         &mut self,
+        first: Option<Result<Route>>,
         pe: u32,
         len: u64,
         op: Op,
@@ -242,7 +307,7 @@ impl Context {
         start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
         poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
     ) -> Result<R> {
-        let r = self.routed_wait_in(pe, len, op, frame, what, start, poll);
+        let r = self.routed_wait_in(first, pe, len, op, frame, what, start, poll);
         self.leave();
         r
     }
@@ -250,6 +315,7 @@ impl Context {
     #[allow(clippy::too_many_arguments)]
     fn routed_wait_in<R>(
         &mut self,
+        mut first: Option<Result<Route>>,
         pe: u32,
         len: u64,
         op: Op,
@@ -259,7 +325,8 @@ impl Context {
         mut poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
     ) -> Result<R> {
         loop {
-            let (ticket, route) = self.routed_with_in(pe, len, op, frame, &mut start)?;
+            let (ticket, route) =
+                self.routed_with_in(first.take(), pe, len, op, frame, &mut start)?;
             // The clock is read only if the first poll does not complete
             // (shared memory always does): no clock read per operation.
             let mut t0: Option<Instant> = None;
