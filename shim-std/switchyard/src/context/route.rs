@@ -289,11 +289,11 @@ impl Context {
     /// A blocking routed operation: `start` issues it, `poll` completes it
     /// (at once on shared memory; after the reply on TCP). A transport that
     /// fails meanwhile flips its health bit and, when the route allows, the
-    /// operation is issued again elsewhere.
+    /// operation is issued again elsewhere. `first`: the selection the
+    /// caller already made for the operation (the shm leg's, when it did not
+    /// take it), or `None`. Out of line.
     // The operation's description (pe, len, op, frame, what) and its two
     // halves; a struct for five plain values would only rename them.
-    /// `first`: the selection the caller already made for the operation
-    /// (the shm leg's, when it did not take it), or `None`. Out of line.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     pub(super) fn routed_wait<R>(
