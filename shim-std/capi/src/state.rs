@@ -155,6 +155,12 @@ pub fn take() -> Option<Context> {
     slot().take()
 }
 
+/// The size of the symmetric heap's own part (where blocks are), in
+/// bytes. Ends the job when the library is not initialized.
+pub fn heap_size() -> u64 {
+    with("shmem_align", |_| GLOBAL.layout.get().end)
+}
+
 /// Forgets the blocks [`sym`] remembers: call before a block is freed
 /// (`shmem_free`, `shmem_realloc`).
 pub fn blocks_changed() {
