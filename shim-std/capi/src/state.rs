@@ -1,8 +1,9 @@
 //! The process's one [`Context`] and the checks every entry point shares.
 //!
 //! * [`with`] runs a closure on the context. One thread at a time may be
-//!   inside the library; a second one entering at the same time is reported
-//!   (it would otherwise race on the context) and ends the job. The thread
+//!   inside the library; below `SHMEM_THREAD_MULTIPLE` a second one entering
+//!   at the same time is reported (it would otherwise race on the context)
+//!   and ends the job; under it, the second one waits. The thread
 //!   that called `shmem_init` enters without a locked instruction (see
 //!   `guard`).
 //! * [`sym`] turns a C pointer plus an element count into a checked handle:
@@ -87,8 +88,8 @@ fn overlap(call: &'static str, e: Overlap) -> ! {
         Overlap::OtherThread => fatal(
             call,
             format_args!(
-                "called while another thread is inside the library \
-                 (switchyard supports SHMEM_THREAD_SERIALIZED at most)"
+                "called while another thread is inside the library (calls from \
+                 several threads at once need shmem_init_thread(SHMEM_THREAD_MULTIPLE))"
             ),
         ),
         Overlap::Reentered => fatal(
@@ -145,6 +146,14 @@ pub fn install(ctx: Context) -> bool {
     *s = Some(ctx);
     guard::own();
     true
+}
+
+/// Grants `SHMEM_THREAD_MULTIPLE`: from now on a thread entering while
+/// another is inside waits for it instead of ending the job (see `guard`).
+/// Called by `shmem_init_thread` right after [`install`], before the
+/// program starts other threads.
+pub fn allow_threads() {
+    guard::allow_waiting();
 }
 
 /// Removes the context (for `shmem_finalize`).
