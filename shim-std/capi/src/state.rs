@@ -148,6 +148,39 @@ pub fn install(ctx: Context) -> bool {
     true
 }
 
+/// Waits until `done` gives a value (it reads memory only, never the
+/// context), making progress between polls; ends the job naming `call`
+/// as a wait on the context does (a dead PE, the op timeout).
+///
+/// Below `SHMEM_THREAD_MULTIPLE` the whole wait is one entry. Under it the
+/// wait is a series of short entries with the library left in between, so
+/// the other threads of this PE get in meanwhile (one of them may be the
+/// one to satisfy the wait); the dead-PE checks run in every entry.
+pub fn wait<R>(call: &'static str, mut done: impl FnMut() -> Option<R>) -> R {
+    /// Polls per entry under `SHMEM_THREAD_MULTIPLE` (the context's wait
+    /// checks for dead PEs every 64 pauses).
+    const POLLS: u32 = 65;
+    let multiple = guard::waiting_allowed();
+    loop {
+        let got = with(call, |ctx| {
+            let (mut got, mut polls) = (None, 0u32);
+            ok(
+                call,
+                ctx.wait_for(call, |_| {
+                    got = done();
+                    polls += 1;
+                    Ok(got.is_some() || (multiple && polls >= POLLS))
+                }),
+            );
+            got
+        });
+        if let Some(v) = got {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// Grants `SHMEM_THREAD_MULTIPLE`: from now on a thread entering while
 /// another is inside waits for it instead of ending the job (see `guard`).
 /// Called by `shmem_init_thread` right after [`install`], before the

@@ -161,6 +161,11 @@ pub(super) fn allow_waiting() {
     fence(Ordering::SeqCst);
 }
 
+/// Whether `SHMEM_THREAD_MULTIPLE` was granted ([`allow_waiting`]).
+pub(super) fn waiting_allowed() -> bool {
+    WAIT.load(Ordering::Relaxed)
+}
+
 /// Ends the ownership for good and makes sure the owner has either seen
 /// that or published its flag.
 #[cold]
