@@ -107,13 +107,16 @@ int main(void) {
     shmem_ctx_t tc = SHMEM_CTX_DEFAULT;
     CHECK(shmem_team_create_ctx(SHMEM_TEAM_INVALID, 0, &tc) != 0 && tc == SHMEM_CTX_INVALID,
           "ctx on no team");
+    shmem_ctx_quiet(SHMEM_CTX_INVALID); /* does nothing */
+    shmem_ctx_fence(SHMEM_CTX_INVALID);
     /* the odd PEs (and PE 0 when alone) */
     shmem_team_split_strided(SHMEM_TEAM_WORLD, 1, 2, n / 2, NULL, 0, &t);
     if (t != SHMEM_TEAM_INVALID) {
         CHECK(shmem_team_create_ctx(t, 0, &tc) == 0, "team ctx");
         CHECK(shmem_ctx_get_team(tc, &got_team) == 0 && got_team == t, "team ctx's team");
         int tme = shmem_team_my_pe(t), tn = shmem_team_n_pes(t);
-        shmem_p(tc, &y[6], (long)me, shmem_team_translate_pe(t, (tme + 1) % tn, SHMEM_TEAM_WORLD));
+        /* a context on a team numbers PEs in the team */
+        shmem_p(tc, &y[6], (long)me, (tme + 1) % tn);
         shmem_ctx_quiet(tc);
         shmem_ctx_destroy(tc);
         long *p = shmem_team_ptr(t, &y[6], tme);

@@ -14,6 +14,18 @@
 extern "C" {
 #endif
 
+/* The complex routines: C's _Complex types, which C++ compilers of the GNU
+ * family accept as an extension (the same layout as std::complex). */
+#if !defined(__cplusplus)
+#define SHMEM_HAVE_COMPLEX_ 1
+#define SHMEM_COMPLEX_DECL_
+#elif defined(__GNUC__)
+#define SHMEM_HAVE_COMPLEX_ 1
+#define SHMEM_COMPLEX_DECL_ __extension__
+#else
+#define SHMEM_HAVE_COMPLEX_ 0
+#endif
+
 /* ==== version ============================================================ */
 
 #define SHMEM_MAJOR_VERSION 1
@@ -309,11 +321,14 @@ typedef struct shmem_ctx_opaque_ *shmem_ctx_t;
 int shmem_ctx_create(long options, shmem_ctx_t *ctx);
 void shmem_ctx_destroy(shmem_ctx_t ctx);
 /* Checks ctx before a shmem_ctx_* routine runs on it (store: a put or an
- * AMO): ends the job for a context that is not live, a SHMEM_CTX_PRIVATE one
- * used from another thread, a store on a SHMEM_CTX_NOSTORE one. */
-void switchyard_ctx_check(shmem_ctx_t ctx, int store);
-#define SHMEM_CTX_USE_(ctx, store) \
-    do { if ((ctx) != SHMEM_CTX_DEFAULT) switchyard_ctx_check((ctx), (store)); } while (0)
+ * AMO) and returns the job PE of pe, a PE of the context's team: ends the
+ * job for a context that is not live, a pe outside its team, a
+ * SHMEM_CTX_PRIVATE context used from another thread, a store on a
+ * SHMEM_CTX_NOSTORE one. */
+int switchyard_ctx_check(shmem_ctx_t ctx, int store, int pe);
+/* A context made on a team numbers PEs in the team: pe becomes a job PE. */
+#define SHMEM_CTX_PE_(ctx, store, pe) \
+    do { if ((ctx) != SHMEM_CTX_DEFAULT) pe = switchyard_ctx_check((ctx), (store), (pe)); } while (0)
 
 /* ---- locks ---------------------------------------------------------------- */
 
@@ -660,11 +675,11 @@ int shmem_uint64_prod_reduce(shmem_team_t team, uint64_t *dest, const uint64_t *
 int shmem_size_prod_reduce(shmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
 int shmem_float_prod_reduce(shmem_team_t team, float *dest, const float *source, size_t nreduce);
 int shmem_double_prod_reduce(shmem_team_t team, double *dest, const double *source, size_t nreduce);
-#ifndef __cplusplus
-int shmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
-int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
-int shmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
-int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
+#if SHMEM_HAVE_COMPLEX_
+SHMEM_COMPLEX_DECL_ int shmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
+SHMEM_COMPLEX_DECL_ int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
+SHMEM_COMPLEX_DECL_ int shmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
+SHMEM_COMPLEX_DECL_ int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 #endif
 
 /* ---- reductions on active sets (deprecated) ------------------------------------ */
@@ -705,11 +720,11 @@ void shmem_long_prod_to_all(long *dest, const long *source, int nreduce, int PE_
 void shmem_longlong_prod_to_all(long long *dest, const long long *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long long *pWrk, long *pSync);
 void shmem_float_prod_to_all(float *dest, const float *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float *pWrk, long *pSync);
 void shmem_double_prod_to_all(double *dest, const double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double *pWrk, long *pSync);
-#ifndef __cplusplus
-void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
-void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
-void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
-void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
+#if SHMEM_HAVE_COMPLEX_
+SHMEM_COMPLEX_DECL_ void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
+SHMEM_COMPLEX_DECL_ void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
+SHMEM_COMPLEX_DECL_ void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
+SHMEM_COMPLEX_DECL_ void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 #endif
 
 #if defined(__x86_64__)
@@ -990,27 +1005,36 @@ static inline long double shmem_longdouble_g(const long double *source, int pe) 
 
 
 /* communication-context forms (see shmem_ctx_t) */
-static inline void shmem_ctx_fence(shmem_ctx_t ctx) { SHMEM_CTX_USE_(ctx, 0); shmem_fence(); }
-static inline void shmem_ctx_quiet(shmem_ctx_t ctx) { SHMEM_CTX_USE_(ctx, 0); shmem_quiet(); }
+/* (fence and quiet on SHMEM_CTX_INVALID do nothing) */
+static inline void shmem_ctx_fence(shmem_ctx_t ctx) {
+    if (ctx == SHMEM_CTX_INVALID) return;
+    if (ctx != SHMEM_CTX_DEFAULT) (void)switchyard_ctx_check(ctx, 0, 0);
+    shmem_fence();
+}
+static inline void shmem_ctx_quiet(shmem_ctx_t ctx) {
+    if (ctx == SHMEM_CTX_INVALID) return;
+    if (ctx != SHMEM_CTX_DEFAULT) (void)switchyard_ctx_check(ctx, 0, 0);
+    shmem_quiet();
+}
 #define SHMEM_CTX_RMA_(T, N) \
-    static inline void shmem_ctx_##N##_put(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_put(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_get(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 0); shmem_##N##_get(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_iput(dest, source, dst, sst, nelems, pe); } \
-    static inline void shmem_ctx_##N##_iget(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 0); shmem_##N##_iget(dest, source, dst, sst, nelems, pe); } \
-    static inline void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_put_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 0); shmem_##N##_get_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_p(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_p(dest, value, pe); } \
-    static inline T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T *source, int pe) { SHMEM_CTX_USE_(ctx, 0); return shmem_##N##_g(source, pe); } \
-    static inline void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
-    static inline void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
+    static inline void shmem_ctx_##N##_put(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_get(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_get(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_iput(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_##N##_iget(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_iget(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_get_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_p(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_p(dest, value, pe); } \
+    static inline T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T *source, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); return shmem_##N##_g(source, pe); } \
+    static inline void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    static inline void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
 SHMEM_RMA_TYPES(SHMEM_CTX_RMA_)
 #define SHMEM_CTX_SIZED_(S) \
-    static inline void shmem_ctx_put##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_put##S(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_get##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 0); shmem_get##S(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_put##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_put##S##_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_get##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 0); shmem_get##S##_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_put##S##_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_put##S##_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
-    static inline void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_put##S##_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
+    static inline void shmem_ctx_put##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_get##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_get##S(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_put##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S##_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_get##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_get##S##_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_put##S##_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S##_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    static inline void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S##_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
 SHMEM_CTX_SIZED_(8)
 SHMEM_CTX_SIZED_(16)
 SHMEM_CTX_SIZED_(32)
@@ -1018,34 +1042,34 @@ SHMEM_CTX_SIZED_(64)
 SHMEM_CTX_SIZED_(128)
 SHMEM_CTX_SIZED_(mem)
 #define SHMEM_CTX_ISIZED_(S) \
-    static inline void shmem_ctx_iput##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_iput##S(dest, source, dst, sst, nelems, pe); } \
-    static inline void shmem_ctx_iget##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_USE_(ctx, 0); shmem_iget##S(dest, source, dst, sst, nelems, pe); }
+    static inline void shmem_ctx_iput##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_iput##S(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_iget##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_iget##S(dest, source, dst, sst, nelems, pe); }
 SHMEM_CTX_ISIZED_(8)
 SHMEM_CTX_ISIZED_(16)
 SHMEM_CTX_ISIZED_(32)
 SHMEM_CTX_ISIZED_(64)
 SHMEM_CTX_ISIZED_(128)
 #define SHMEM_CTX_AMO_EXT_(T, N) \
-    static inline T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t ctx, const T *source, int pe) { SHMEM_CTX_USE_(ctx, 0); return shmem_##N##_atomic_fetch(source, pe); } \
-    static inline void shmem_ctx_##N##_atomic_set(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_set(dest, value, pe); } \
-    static inline T shmem_ctx_##N##_atomic_swap(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); return shmem_##N##_atomic_swap(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t ctx, T *fetch, const T *source, int pe) { SHMEM_CTX_USE_(ctx, 0); shmem_##N##_atomic_fetch_nbi(fetch, source, pe); } \
-    static inline void shmem_ctx_##N##_atomic_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_swap_nbi(fetch, dest, value, pe); }
+    static inline T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t ctx, const T *source, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); return shmem_##N##_atomic_fetch(source, pe); } \
+    static inline void shmem_ctx_##N##_atomic_set(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_set(dest, value, pe); } \
+    static inline T shmem_ctx_##N##_atomic_swap(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_swap(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t ctx, T *fetch, const T *source, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_atomic_fetch_nbi(fetch, source, pe); } \
+    static inline void shmem_ctx_##N##_atomic_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_swap_nbi(fetch, dest, value, pe); }
 SHMEM_AMO_EXT_TYPES(SHMEM_CTX_AMO_EXT_)
 #define SHMEM_CTX_AMO_STD_(T, N) \
-    static inline T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t ctx, T *dest, T cond, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); return shmem_##N##_atomic_compare_swap(dest, cond, value, pe); } \
-    static inline T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t ctx, T *dest, int pe) { SHMEM_CTX_USE_(ctx, 1); return shmem_##N##_atomic_fetch_inc(dest, pe); } \
-    static inline void shmem_ctx_##N##_atomic_inc(shmem_ctx_t ctx, T *dest, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_inc(dest, pe); } \
-    static inline T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); return shmem_##N##_atomic_fetch_add(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_add(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_add(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T cond, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_compare_swap_nbi(fetch, dest, cond, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T *fetch, T *dest, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_fetch_inc_nbi(fetch, dest, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_fetch_add_nbi(fetch, dest, value, pe); }
+    static inline T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t ctx, T *dest, T cond, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_compare_swap(dest, cond, value, pe); } \
+    static inline T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t ctx, T *dest, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_fetch_inc(dest, pe); } \
+    static inline void shmem_ctx_##N##_atomic_inc(shmem_ctx_t ctx, T *dest, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_inc(dest, pe); } \
+    static inline T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_fetch_add(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_add(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_add(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T cond, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_compare_swap_nbi(fetch, dest, cond, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T *fetch, T *dest, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_fetch_inc_nbi(fetch, dest, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_fetch_add_nbi(fetch, dest, value, pe); }
 SHMEM_AMO_STD_TYPES(SHMEM_CTX_AMO_STD_)
 #define SHMEM_CTX_AMO_BIT_OP_(T, N, OP) \
-    static inline T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); return shmem_##N##_atomic_fetch_##OP(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_##OP(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_USE_(ctx, 1); shmem_##N##_atomic_fetch_##OP##_nbi(fetch, dest, value, pe); }
+    static inline T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_fetch_##OP(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_##OP(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_fetch_##OP##_nbi(fetch, dest, value, pe); }
 #define SHMEM_CTX_AMO_BIT_(T, N) SHMEM_CTX_AMO_BIT_OP_(T, N, and) SHMEM_CTX_AMO_BIT_OP_(T, N, or) SHMEM_CTX_AMO_BIT_OP_(T, N, xor)
 SHMEM_AMO_BIT_TYPES(SHMEM_CTX_AMO_BIT_)
 

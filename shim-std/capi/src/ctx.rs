@@ -10,10 +10,13 @@
 //!
 //! A context is a slot of a fixed table ([`SLOTS`]); its handle is the slot
 //! number plus 2 (0 is `SHMEM_CTX_INVALID`, 1 `SHMEM_CTX_DEFAULT`). A slot
-//! records the options, the team and, for `SHMEM_CTX_PRIVATE`, the creating
-//! thread, so that [`switchyard_ctx_check`] can refuse, naming the call:
-//! a handle that is no live context, a private context used from another
-//! thread, and a store (put, AMO) on a `SHMEM_CTX_NOSTORE` context.
+//! records the options, the team (its handle and its PEs: a context made on
+//! a team numbers PEs in that team) and, for `SHMEM_CTX_PRIVATE`, the
+//! creating thread, so that [`switchyard_ctx_check`] can translate the PE
+//! and refuse, naming the call: a handle that is no live context, a PE
+//! outside the context's team, a private context used from another thread,
+//! and a store (put, AMO) on a `SHMEM_CTX_NOSTORE` context. Fence and quiet
+//! on `SHMEM_CTX_INVALID` do nothing.
 //! `SHMEM_CTX_SERIALIZED` needs nothing more: the library serializes its
 //! entries anyway.
 
@@ -49,6 +52,10 @@ struct Slot {
     owner: AtomicUsize,
     /// The team (`shmem_team_t` as an integer).
     team: AtomicUsize,
+    /// The team's job PE of rank 0, rank distance and size ([`team::Team`]).
+    start: AtomicUsize,
+    stride: AtomicUsize,
+    size: AtomicUsize,
 }
 
 /// Set in [`Slot::state`] while the context lives.
@@ -59,6 +66,9 @@ static TABLE: [Slot; SLOTS] = [const {
         state: AtomicUsize::new(0),
         owner: AtomicUsize::new(0),
         team: AtomicUsize::new(0),
+        start: AtomicUsize::new(0),
+        stride: AtomicUsize::new(0),
+        size: AtomicUsize::new(0),
     }
 }; SLOTS];
 
@@ -81,7 +91,12 @@ fn live(h: usize) -> Option<(&'static Slot, usize)> {
 /// # Safety
 ///
 /// `ctx` points to a writable `shmem_ctx_t` (NULL ends the job).
-unsafe fn create(call: &'static str, team: usize, options: c_long, ctx: *mut *mut c_void) -> c_int {
+unsafe fn create(
+    call: &'static str,
+    team: TeamHandle,
+    options: c_long,
+    ctx: *mut *mut c_void,
+) -> c_int {
     if ctx.is_null() {
         state::fatal(call, format_args!("ctx is NULL"));
     }
@@ -94,13 +109,18 @@ unsafe fn create(call: &'static str, team: usize, options: c_long, ctx: *mut *mu
     } else {
         // Slots change only inside the library (one thread at a time), so
         // the free slot found stays free.
-        state::with(call, |_| {
+        team::with_teams(call, |_, teams| {
+            // A handle that is no team ends the job, as in every team call.
+            let t = teams.team(teams.slot(call, team));
             let i = TABLE
                 .iter()
                 .position(|s| s.state.load(Ordering::Relaxed) == 0)?;
             let s = &TABLE[i];
             s.owner.store(me(), Ordering::Relaxed);
-            s.team.store(team, Ordering::Relaxed);
+            s.team.store(team.addr(), Ordering::Relaxed);
+            s.start.store(t.start as usize, Ordering::Relaxed);
+            s.stride.store(t.stride as usize, Ordering::Relaxed);
+            s.size.store(t.size as usize, Ordering::Relaxed);
             // SYNC POINT with the Acquire load in `live`.
             s.state.store(LIVE | options as usize, Ordering::Release);
             Some(i + CTX_DEFAULT + 1)
@@ -123,7 +143,14 @@ unsafe fn create(call: &'static str, team: usize, options: c_long, ctx: *mut *mu
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn shmem_ctx_create(options: c_long, ctx: *mut *mut c_void) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { create("shmem_ctx_create", TEAM_WORLD, options, ctx) }
+    unsafe {
+        create(
+            "shmem_ctx_create",
+            core::ptr::without_provenance_mut(TEAM_WORLD),
+            options,
+            ctx,
+        )
+    }
 }
 
 /// `shmem_team_create_ctx`: as [`shmem_ctx_create`], on `team`; non-zero
@@ -146,12 +173,8 @@ pub unsafe extern "C" fn shmem_team_create_ctx(
         }
         return -1;
     }
-    // A handle that is no team ends the job, as in every team call.
-    team::with_teams(CALL, |_, t| {
-        t.slot(CALL, team);
-    });
     // SAFETY: the caller's contract.
-    unsafe { create(CALL, team.addr(), options, ctx) }
+    unsafe { create(CALL, team, options, ctx) }
 }
 
 /// `shmem_ctx_destroy`: completes the PE's outstanding operations (a quiet)
@@ -201,17 +224,18 @@ pub unsafe extern "C" fn shmem_ctx_get_team(ctx: *mut c_void, team: *mut TeamHan
     if t.is_some() { 0 } else { -1 }
 }
 
-/// Checks a context handle before a `shmem_ctx_*` routine uses it (the
-/// header calls it for every context but `SHMEM_CTX_DEFAULT`; `store` is
-/// non-zero for puts and AMOs). Ends the job for a handle of no live
-/// context, a `SHMEM_CTX_PRIVATE` context used from a thread other than
-/// the one that made it, and a store on a `SHMEM_CTX_NOSTORE` context.
+/// Checks a context handle before a `shmem_ctx_*` routine uses it and
+/// returns the job PE of `pe`, a PE of the context's team (the header calls
+/// it for every context but `SHMEM_CTX_DEFAULT`; `store` is non-zero for
+/// puts and AMOs). Ends the job for a handle of no live context, a `pe`
+/// outside the team, a `SHMEM_CTX_PRIVATE` context used from a thread other
+/// than the one that made it, and a store on a `SHMEM_CTX_NOSTORE` context.
 #[unsafe(no_mangle)]
-pub extern "C" fn switchyard_ctx_check(ctx: *mut c_void, store: c_int) {
+pub extern "C" fn switchyard_ctx_check(ctx: *mut c_void, store: c_int, pe: c_int) -> c_int {
     const CALL: &str = "shmem_ctx_*";
     let h = ctx as usize;
     if h == CTX_DEFAULT {
-        return;
+        return pe;
     }
     let Some((s, st)) = live(h) else {
         state::fatal(
@@ -232,6 +256,19 @@ pub extern "C" fn switchyard_ctx_check(ctx: *mut c_void, store: c_int) {
             CALL,
             format_args!("ctx = {ctx:p} is SHMEM_CTX_NOSTORE: no puts or AMOs on it"),
         );
+    }
+    let size = s.size.load(Ordering::Relaxed);
+    match usize::try_from(pe) {
+        Ok(r) if r < size => {
+            let start = s.start.load(Ordering::Relaxed) as i64;
+            let stride = s.stride.load(Ordering::Relaxed) as i64;
+            // Inside the job: the team's ranks are job PEs.
+            (start + r as i64 * stride) as c_int
+        }
+        _ => state::fatal(
+            CALL,
+            format_args!("pe {pe} is not a PE of the team of ctx = {ctx:p} (0..{size})"),
+        ),
     }
 }
 
