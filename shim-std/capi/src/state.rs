@@ -148,15 +148,18 @@ pub fn install(ctx: Context) -> bool {
     true
 }
 
-/// Waits until `done` gives a value (it reads memory only, never the
-/// context), making progress between polls; ends the job naming `call`
-/// as a wait on the context does (a dead PE, the op timeout).
+/// Waits until `done` gives a value, making progress between polls; ends
+/// the job naming `call` as a wait on the context does (a dead PE, the op
+/// timeout, an error of `done`).
 ///
 /// Below `SHMEM_THREAD_MULTIPLE` the whole wait is one entry. Under it the
 /// wait is a series of short entries with the library left in between, so
 /// the other threads of this PE get in meanwhile (one of them may be the
 /// one to satisfy the wait); the dead-PE checks run in every entry.
-pub fn wait<R>(call: &'static str, mut done: impl FnMut() -> Option<R>) -> R {
+pub fn wait<R>(
+    call: &'static str,
+    mut done: impl FnMut(&mut Context) -> switchyard::context::Result<Option<R>>,
+) -> R {
     /// Polls per entry under `SHMEM_THREAD_MULTIPLE` (the context's wait
     /// checks for dead PEs every 64 pauses).
     const POLLS: u32 = 65;
@@ -166,8 +169,8 @@ pub fn wait<R>(call: &'static str, mut done: impl FnMut() -> Option<R>) -> R {
             let (mut got, mut polls) = (None, 0u32);
             ok(
                 call,
-                ctx.wait_for(call, |_| {
-                    got = done();
+                ctx.wait_for(call, |c| {
+                    got = done(c)?;
                     polls += 1;
                     Ok(got.is_some() || (multiple && polls >= POLLS))
                 }),

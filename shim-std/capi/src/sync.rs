@@ -212,10 +212,10 @@ pub(crate) fn wait_until<T: Word>(call: &'static str, ivar: *const T, cmp: c_int
         state::sym::<T>(ctx, call, "ivar", ivar.cast::<c_void>(), 1);
         cmp
     });
-    state::wait(call, || {
+    state::wait(call, |_| {
         // SAFETY: checked symmetric and aligned above.
         let seen = unsafe { T::load(ivar) };
-        cmp.holds(seen, value).then_some(seen)
+        Ok(cmp.holds(seen, value).then_some(seen))
     })
 }
 
