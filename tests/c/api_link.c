@@ -37,6 +37,7 @@ static fn const all[] = {
     F(shmem_putmem) F(shmem_getmem) F(shmem_putmem_nbi) F(shmem_getmem_nbi)
     F(shmem_putmem_signal) F(shmem_putmem_signal_nbi) F(shmem_signal_fetch) F(shmem_signal_wait_until)
     F(shmem_set_lock) F(shmem_clear_lock) F(shmem_test_lock) F(shmem_ctx_create) F(shmem_ctx_destroy)
+    F(shmem_team_create_ctx) F(shmem_ctx_get_team) F(shmem_team_ptr) F(switchyard_ctx_check)
     F(start_pes) F(_my_pe) F(_num_pes) F(shmalloc) F(shfree) F(shrealloc) F(shmemalign)
     F(shmem_swap) F(shmem_wait) F(shmem_short_wait) F(shmem_int_wait) F(shmem_long_wait) F(shmem_longlong_wait)
     OLD_AMO_(int) OLD_AMO_(long) OLD_AMO_(longlong)

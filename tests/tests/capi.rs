@@ -1,6 +1,7 @@
 //! The OpenSHMEM C API end to end: builds `switchyard` and
 //! `libswitchyard_shmem` (same profile as this test), compiles every
-//! `tests/c/*.c` with `switchyard cc`, and runs each under `switchyard run`
+//! `tests/c/*.c` (and `*.cpp`, as C++ with `c++`) with `switchyard cc`, and
+//! runs each under `switchyard run`
 //! with 2 and 4 PEs. Every run is bounded (`--timeout`, op timeout).
 //!
 //! A program's expectations are comment lines in its source:
@@ -74,7 +75,8 @@ fn switchyard() -> Command {
     c
 }
 
-/// `switchyard cc` with the tests' warning flags; returns the program.
+/// `switchyard cc` with the tests' warning flags; returns the program. A
+/// `.cpp` source is compiled as C++11 by `c++` (`SWITCHYARD_CC`).
 fn compile(src: &Path) -> PathBuf {
     let name = src
         .file_stem()
@@ -82,10 +84,15 @@ fn compile(src: &Path) -> PathBuf {
         .to_string_lossy()
         .into_owned();
     let exe = tree().out.join(&name);
-    let out = switchyard()
+    let cpp = src.extension().is_some_and(|x| x == "cpp");
+    let mut cmd = switchyard();
+    if cpp {
+        cmd.env("SWITCHYARD_CC", "c++");
+    }
+    let out = cmd
         .args([
             "cc",
-            "-std=c11",
+            if cpp { "-std=c++11" } else { "-std=c11" },
             "-Wall",
             "-Wextra",
             "-pedantic",
@@ -171,13 +178,13 @@ fn expectations(src: &Path) -> Expect {
     e
 }
 
-/// Every C program in `tests/c`, sorted.
+/// Every C and C++ program in `tests/c`, sorted.
 fn programs() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(repo().join("tests/c"))
         .expect("tests/c")
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .filter(|p| p.extension().is_some_and(|x| x == "c" || x == "cpp"))
         .collect();
     v.sort();
     v

@@ -52,7 +52,7 @@ pub use error::{Result, ShmError};
 pub use probe::probe;
 pub use segment::{
     Alias, HEAP_ALIGN, HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, SHM_DIR, Segment,
-    SegmentConfig, global_exit_path, meminfo, object_name, object_prefix, remove_stale,
+    SegmentConfig, global_exit_path, heap_align, meminfo, object_name, object_prefix, remove_stale,
 };
 /// The path-class encoding this driver speaks.
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;

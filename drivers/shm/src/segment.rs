@@ -41,8 +41,21 @@ const PAGE: u64 = 4096;
 pub const HUGE_PAGE: u64 = 2 << 20;
 /// Every PE's own heap starts at an address that is a multiple of this
 /// (its mapping is placed so), so heap offsets aligned to it, or to any
-/// smaller power of two, are aligned addresses on every PE.
+/// smaller power of two, are aligned addresses on every PE. The start is
+/// in fact aligned to the heap size rounded up to a power of two when that
+/// is larger ([`heap_align`]).
 pub const HEAP_ALIGN: u64 = HUGE_PAGE;
+
+/// The alignment of every PE's heap start for a heap of `heap_size` bytes:
+/// [`HEAP_ALIGN`], or `heap_size` rounded up to a power of two when larger,
+/// so that an offset aligned to any power of two up to the heap size is an
+/// aligned address on every PE (the mapping reserves that much more address
+/// space, never memory).
+pub fn heap_align(heap_size: u64) -> u64 {
+    heap_size
+        .checked_next_power_of_two()
+        .map_or(HEAP_ALIGN, |a| a.max(HEAP_ALIGN))
+}
 /// Where POSIX shared-memory objects live on Linux.
 pub const SHM_DIR: &str = "/dev/shm";
 /// Where huge-page objects live, when mounted.
@@ -326,8 +339,8 @@ impl Segment {
             &file,
             total,
             false,
-            HEAP_ALIGN as usize,
-            (heap_offset % HEAP_ALIGN) as usize,
+            heap_align(own_heap) as usize,
+            (heap_offset % heap_align(own_heap)) as usize,
         )
         .map_err(|source| ShmError::Map {
             path: path.clone(),

@@ -68,7 +68,7 @@ fn put_get_roundtrip_and_bounds() {
 
 #[test]
 fn every_heap_starts_heap_align_aligned() {
-    for heap in [4096, 8192, 3 << 20] {
+    for heap in [4096, 8192, 3 << 20, 5 << 20] {
         let s = Segment::create(&SegmentConfig::new(job(), 0, 1, heap)).unwrap();
         let at = s.mapped().heap_ptr() as usize;
         assert_eq!(
@@ -76,6 +76,11 @@ fn every_heap_starts_heap_align_aligned() {
             0,
             "heap of {heap} at {at:#x}"
         );
+        // Aligned to the heap size rounded up to a power of two (8 MiB for
+        // 5 MiB), so shmem_align serves any alignment up to the heap size.
+        let align = switchyard_shm::heap_align(heap) as usize;
+        assert!(align >= heap as usize && align.is_power_of_two());
+        assert_eq!(at % align, 0, "heap of {heap} at {at:#x}, align {align:#x}");
     }
 }
 

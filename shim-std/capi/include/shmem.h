@@ -14,6 +14,18 @@
 extern "C" {
 #endif
 
+/* The complex routines: C's _Complex types, which C++ compilers of the GNU
+ * family accept as an extension (the same layout as std::complex). */
+#if !defined(__cplusplus)
+#define SHMEM_HAVE_COMPLEX_ 1
+#define SHMEM_COMPLEX_DECL_
+#elif defined(__GNUC__)
+#define SHMEM_HAVE_COMPLEX_ 1
+#define SHMEM_COMPLEX_DECL_ __extension__
+#else
+#define SHMEM_HAVE_COMPLEX_ 0
+#endif
+
 /* ==== version ============================================================ */
 
 #define SHMEM_MAJOR_VERSION 1
@@ -295,8 +307,9 @@ SHMEM_P2P_TYPES(SHMEM_DECL_P2P_)
 /* ---- communication contexts ------------------------------------------------
  * One context serves the whole PE here: every context orders and completes
  * with all of this PE's operations (stronger than the spec asks), so the
- * shmem_ctx_* forms forward to the plain ones. shmem_ctx_create hands out
- * distinct handles; the C11 generic names take no context argument. */
+ * shmem_ctx_* forms check the context (switchyard_ctx_check, skipped for
+ * SHMEM_CTX_DEFAULT) and forward to the plain ones. The C11 generic names
+ * (and the C++ overloads) take an optional context first. */
 
 typedef struct shmem_ctx_opaque_ *shmem_ctx_t;
 #define SHMEM_CTX_SERIALIZED (1L << 0)
@@ -307,6 +320,15 @@ typedef struct shmem_ctx_opaque_ *shmem_ctx_t;
 
 int shmem_ctx_create(long options, shmem_ctx_t *ctx);
 void shmem_ctx_destroy(shmem_ctx_t ctx);
+/* Checks ctx before a shmem_ctx_* routine runs on it (store: a put or an
+ * AMO) and returns the job PE of pe, a PE of the context's team: ends the
+ * job for a context that is not live, a pe outside its team, a
+ * SHMEM_CTX_PRIVATE context used from another thread, a store on a
+ * SHMEM_CTX_NOSTORE one. */
+int switchyard_ctx_check(shmem_ctx_t ctx, int store, int pe);
+/* A context made on a team numbers PEs in the team: pe becomes a job PE. */
+#define SHMEM_CTX_PE_(ctx, store, pe) \
+    do { if ((ctx) != SHMEM_CTX_DEFAULT) pe = switchyard_ctx_check((ctx), (store), (pe)); } while (0)
 
 /* ---- locks ---------------------------------------------------------------- */
 
@@ -341,6 +363,9 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
                         shmem_team_t *xaxis_team, const shmem_team_config_t *yaxis_config,
                         long yaxis_mask, shmem_team_t *yaxis_team);
 void shmem_team_destroy(shmem_team_t team);
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t *ctx);
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team);
+void *shmem_team_ptr(shmem_team_t team, const void *dest, int pe);
 int shmem_team_sync(shmem_team_t team);
 void shmem_sync_all(void);
 
@@ -650,11 +675,11 @@ int shmem_uint64_prod_reduce(shmem_team_t team, uint64_t *dest, const uint64_t *
 int shmem_size_prod_reduce(shmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
 int shmem_float_prod_reduce(shmem_team_t team, float *dest, const float *source, size_t nreduce);
 int shmem_double_prod_reduce(shmem_team_t team, double *dest, const double *source, size_t nreduce);
-#ifndef __cplusplus
-int shmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
-int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
-int shmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
-int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
+#if SHMEM_HAVE_COMPLEX_
+SHMEM_COMPLEX_DECL_ int shmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
+SHMEM_COMPLEX_DECL_ int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
+SHMEM_COMPLEX_DECL_ int shmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
+SHMEM_COMPLEX_DECL_ int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 #endif
 
 /* ---- reductions on active sets (deprecated) ------------------------------------ */
@@ -695,11 +720,11 @@ void shmem_long_prod_to_all(long *dest, const long *source, int nreduce, int PE_
 void shmem_longlong_prod_to_all(long long *dest, const long long *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long long *pWrk, long *pSync);
 void shmem_float_prod_to_all(float *dest, const float *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float *pWrk, long *pSync);
 void shmem_double_prod_to_all(double *dest, const double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double *pWrk, long *pSync);
-#ifndef __cplusplus
-void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
-void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
-void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
-void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
+#if SHMEM_HAVE_COMPLEX_
+SHMEM_COMPLEX_DECL_ void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
+SHMEM_COMPLEX_DECL_ void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
+SHMEM_COMPLEX_DECL_ void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
+SHMEM_COMPLEX_DECL_ void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 #endif
 
 #if defined(__x86_64__)
@@ -813,7 +838,11 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
     unsigned short: shmem_ushort_and_reduce, \
     unsigned int: shmem_uint_and_reduce, \
     unsigned long: shmem_ulong_and_reduce, \
-    unsigned long long: shmem_ulonglong_and_reduce)(team, dest, source, nreduce)
+    unsigned long long: shmem_ulonglong_and_reduce, \
+    int8_t: shmem_int8_and_reduce, \
+    int16_t: shmem_int16_and_reduce, \
+    int32_t: shmem_int32_and_reduce, \
+    int64_t: shmem_int64_and_reduce)(team, dest, source, nreduce)
 
 #define shmem_or_reduce(team, dest, source, nreduce) \
   _Generic(*(dest), \
@@ -821,7 +850,11 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
     unsigned short: shmem_ushort_or_reduce, \
     unsigned int: shmem_uint_or_reduce, \
     unsigned long: shmem_ulong_or_reduce, \
-    unsigned long long: shmem_ulonglong_or_reduce)(team, dest, source, nreduce)
+    unsigned long long: shmem_ulonglong_or_reduce, \
+    int8_t: shmem_int8_or_reduce, \
+    int16_t: shmem_int16_or_reduce, \
+    int32_t: shmem_int32_or_reduce, \
+    int64_t: shmem_int64_or_reduce)(team, dest, source, nreduce)
 
 #define shmem_xor_reduce(team, dest, source, nreduce) \
   _Generic(*(dest), \
@@ -829,7 +862,11 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
     unsigned short: shmem_ushort_xor_reduce, \
     unsigned int: shmem_uint_xor_reduce, \
     unsigned long: shmem_ulong_xor_reduce, \
-    unsigned long long: shmem_ulonglong_xor_reduce)(team, dest, source, nreduce)
+    unsigned long long: shmem_ulonglong_xor_reduce, \
+    int8_t: shmem_int8_xor_reduce, \
+    int16_t: shmem_int16_xor_reduce, \
+    int32_t: shmem_int32_xor_reduce, \
+    int64_t: shmem_int64_xor_reduce)(team, dest, source, nreduce)
 
 #define shmem_max_reduce(team, dest, source, nreduce) \
   _Generic(*(dest), \
@@ -968,27 +1005,36 @@ static inline long double shmem_longdouble_g(const long double *source, int pe) 
 
 
 /* communication-context forms (see shmem_ctx_t) */
-static inline void shmem_ctx_fence(shmem_ctx_t ctx) { (void)ctx; shmem_fence(); }
-static inline void shmem_ctx_quiet(shmem_ctx_t ctx) { (void)ctx; shmem_quiet(); }
+/* (fence and quiet on SHMEM_CTX_INVALID do nothing) */
+static inline void shmem_ctx_fence(shmem_ctx_t ctx) {
+    if (ctx == SHMEM_CTX_INVALID) return;
+    if (ctx != SHMEM_CTX_DEFAULT) (void)switchyard_ctx_check(ctx, 0, 0);
+    shmem_fence();
+}
+static inline void shmem_ctx_quiet(shmem_ctx_t ctx) {
+    if (ctx == SHMEM_CTX_INVALID) return;
+    if (ctx != SHMEM_CTX_DEFAULT) (void)switchyard_ctx_check(ctx, 0, 0);
+    shmem_quiet();
+}
 #define SHMEM_CTX_RMA_(T, N) \
-    static inline void shmem_ctx_##N##_put(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_put(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_get(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_get(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_##N##_iput(dest, source, dst, sst, nelems, pe); } \
-    static inline void shmem_ctx_##N##_iget(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_##N##_iget(dest, source, dst, sst, nelems, pe); } \
-    static inline void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_put_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { (void)ctx; shmem_##N##_get_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_##N##_p(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_p(dest, value, pe); } \
-    static inline T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T *source, int pe) { (void)ctx; return shmem_##N##_g(source, pe); } \
-    static inline void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_##N##_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
-    static inline void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_##N##_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
+    static inline void shmem_ctx_##N##_put(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_get(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_get(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_iput(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_iput(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_##N##_iget(shmem_ctx_t ctx, T *dest, const T *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_iget(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_get_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_##N##_p(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_p(dest, value, pe); } \
+    static inline T shmem_ctx_##N##_g(shmem_ctx_t ctx, const T *source, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); return shmem_##N##_g(source, pe); } \
+    static inline void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    static inline void shmem_ctx_##N##_put_signal_nbi(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
 SHMEM_RMA_TYPES(SHMEM_CTX_RMA_)
 #define SHMEM_CTX_SIZED_(S) \
-    static inline void shmem_ctx_put##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_put##S(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_get##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_get##S(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_put##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_put##S##_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_get##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { (void)ctx; shmem_get##S##_nbi(dest, source, nelems, pe); } \
-    static inline void shmem_ctx_put##S##_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_put##S##_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
-    static inline void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { (void)ctx; shmem_put##S##_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
+    static inline void shmem_ctx_put##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_get##S(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_get##S(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_put##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S##_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_get##S##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_get##S##_nbi(dest, source, nelems, pe); } \
+    static inline void shmem_ctx_put##S##_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S##_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    static inline void shmem_ctx_put##S##_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_put##S##_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); }
 SHMEM_CTX_SIZED_(8)
 SHMEM_CTX_SIZED_(16)
 SHMEM_CTX_SIZED_(32)
@@ -996,34 +1042,34 @@ SHMEM_CTX_SIZED_(64)
 SHMEM_CTX_SIZED_(128)
 SHMEM_CTX_SIZED_(mem)
 #define SHMEM_CTX_ISIZED_(S) \
-    static inline void shmem_ctx_iput##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_iput##S(dest, source, dst, sst, nelems, pe); } \
-    static inline void shmem_ctx_iget##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { (void)ctx; shmem_iget##S(dest, source, dst, sst, nelems, pe); }
+    static inline void shmem_ctx_iput##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_iput##S(dest, source, dst, sst, nelems, pe); } \
+    static inline void shmem_ctx_iget##S(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_iget##S(dest, source, dst, sst, nelems, pe); }
 SHMEM_CTX_ISIZED_(8)
 SHMEM_CTX_ISIZED_(16)
 SHMEM_CTX_ISIZED_(32)
 SHMEM_CTX_ISIZED_(64)
 SHMEM_CTX_ISIZED_(128)
 #define SHMEM_CTX_AMO_EXT_(T, N) \
-    static inline T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t ctx, const T *source, int pe) { (void)ctx; return shmem_##N##_atomic_fetch(source, pe); } \
-    static inline void shmem_ctx_##N##_atomic_set(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_set(dest, value, pe); } \
-    static inline T shmem_ctx_##N##_atomic_swap(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; return shmem_##N##_atomic_swap(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t ctx, T *fetch, const T *source, int pe) { (void)ctx; shmem_##N##_atomic_fetch_nbi(fetch, source, pe); } \
-    static inline void shmem_ctx_##N##_atomic_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_swap_nbi(fetch, dest, value, pe); }
+    static inline T shmem_ctx_##N##_atomic_fetch(shmem_ctx_t ctx, const T *source, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); return shmem_##N##_atomic_fetch(source, pe); } \
+    static inline void shmem_ctx_##N##_atomic_set(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_set(dest, value, pe); } \
+    static inline T shmem_ctx_##N##_atomic_swap(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_swap(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_nbi(shmem_ctx_t ctx, T *fetch, const T *source, int pe) { SHMEM_CTX_PE_(ctx, 0, pe); shmem_##N##_atomic_fetch_nbi(fetch, source, pe); } \
+    static inline void shmem_ctx_##N##_atomic_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_swap_nbi(fetch, dest, value, pe); }
 SHMEM_AMO_EXT_TYPES(SHMEM_CTX_AMO_EXT_)
 #define SHMEM_CTX_AMO_STD_(T, N) \
-    static inline T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t ctx, T *dest, T cond, T value, int pe) { (void)ctx; return shmem_##N##_atomic_compare_swap(dest, cond, value, pe); } \
-    static inline T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t ctx, T *dest, int pe) { (void)ctx; return shmem_##N##_atomic_fetch_inc(dest, pe); } \
-    static inline void shmem_ctx_##N##_atomic_inc(shmem_ctx_t ctx, T *dest, int pe) { (void)ctx; shmem_##N##_atomic_inc(dest, pe); } \
-    static inline T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; return shmem_##N##_atomic_fetch_add(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_add(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_add(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T cond, T value, int pe) { (void)ctx; shmem_##N##_atomic_compare_swap_nbi(fetch, dest, cond, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T *fetch, T *dest, int pe) { (void)ctx; shmem_##N##_atomic_fetch_inc_nbi(fetch, dest, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_fetch_add_nbi(fetch, dest, value, pe); }
+    static inline T shmem_ctx_##N##_atomic_compare_swap(shmem_ctx_t ctx, T *dest, T cond, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_compare_swap(dest, cond, value, pe); } \
+    static inline T shmem_ctx_##N##_atomic_fetch_inc(shmem_ctx_t ctx, T *dest, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_fetch_inc(dest, pe); } \
+    static inline void shmem_ctx_##N##_atomic_inc(shmem_ctx_t ctx, T *dest, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_inc(dest, pe); } \
+    static inline T shmem_ctx_##N##_atomic_fetch_add(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_fetch_add(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_add(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_add(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_compare_swap_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T cond, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_compare_swap_nbi(fetch, dest, cond, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T *fetch, T *dest, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_fetch_inc_nbi(fetch, dest, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_add_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_fetch_add_nbi(fetch, dest, value, pe); }
 SHMEM_AMO_STD_TYPES(SHMEM_CTX_AMO_STD_)
 #define SHMEM_CTX_AMO_BIT_OP_(T, N, OP) \
-    static inline T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; return shmem_##N##_atomic_fetch_##OP(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_##OP(dest, value, pe); } \
-    static inline void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { (void)ctx; shmem_##N##_atomic_fetch_##OP##_nbi(fetch, dest, value, pe); }
+    static inline T shmem_ctx_##N##_atomic_fetch_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); return shmem_##N##_atomic_fetch_##OP(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_##OP(shmem_ctx_t ctx, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_##OP(dest, value, pe); } \
+    static inline void shmem_ctx_##N##_atomic_fetch_##OP##_nbi(shmem_ctx_t ctx, T *fetch, T *dest, T value, int pe) { SHMEM_CTX_PE_(ctx, 1, pe); shmem_##N##_atomic_fetch_##OP##_nbi(fetch, dest, value, pe); }
 #define SHMEM_CTX_AMO_BIT_(T, N) SHMEM_CTX_AMO_BIT_OP_(T, N, and) SHMEM_CTX_AMO_BIT_OP_(T, N, or) SHMEM_CTX_AMO_BIT_OP_(T, N, xor)
 SHMEM_AMO_BIT_TYPES(SHMEM_CTX_AMO_BIT_)
 
@@ -1047,93 +1093,183 @@ SHMEM_AMO_BIT_TYPES(SHMEM_CTX_AMO_BIT_)
     X(unsigned long long, ulonglong)
 struct shmem_generic_unmatched_ { char never_; }; /* ends every association list */
 #define SHMEM_G_END_ struct shmem_generic_unmatched_ : (void *)0
-#define SHMEM_G_PUT_(T, N) T : shmem_##N##_put,
-#define SHMEM_G_GET_(T, N) T : shmem_##N##_get,
-#define SHMEM_G_IPUT_(T, N) T : shmem_##N##_iput,
-#define SHMEM_G_IGET_(T, N) T : shmem_##N##_iget,
-#define SHMEM_G_PUTNBI_(T, N) T : shmem_##N##_put_nbi,
-#define SHMEM_G_GETNBI_(T, N) T : shmem_##N##_get_nbi,
-#define SHMEM_G_P_(T, N) T : shmem_##N##_p,
-#define SHMEM_G_G_(T, N) T : shmem_##N##_g,
-#define shmem_put(dest, source, nelems, pe) \
-    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_PUT_) SHMEM_G_END_)(dest, source, nelems, pe)
-#define shmem_get(dest, source, nelems, pe) \
-    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_GET_) SHMEM_G_END_)(dest, source, nelems, pe)
-#define shmem_iput(dest, source, dst, sst, nelems, pe) \
-    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_IPUT_) SHMEM_G_END_)(dest, source, dst, sst, nelems, pe)
-#define shmem_iget(dest, source, dst, sst, nelems, pe) \
-    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_IGET_) SHMEM_G_END_)(dest, source, dst, sst, nelems, pe)
-#define shmem_put_nbi(dest, source, nelems, pe) \
-    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_PUTNBI_) SHMEM_G_END_)(dest, source, nelems, pe)
-#define shmem_get_nbi(dest, source, nelems, pe) \
-    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_GETNBI_) SHMEM_G_END_)(dest, source, nelems, pe)
-#define shmem_p(dest, value, pe) \
-    _Generic(*(dest), SHMEM_GENERIC_TYPES(SHMEM_G_P_) SHMEM_G_END_)(dest, value, pe)
-#define shmem_g(source, pe) \
-    _Generic(*(source), SHMEM_GENERIC_TYPES(SHMEM_G_G_) SHMEM_G_END_)(source, pe)
-
+#define SHMEM_GSEL_(p, LIST, F) _Generic(*(p), LIST(F) SHMEM_G_END_)
+/* The generic names take an optional context first: the argument count
+ * picks the plain or the shmem_ctx_ form, the pointed-to type the routine. */
+#define SHMEM_NARGS_(...) SHMEM_NARGS_N_(__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define SHMEM_NARGS_N_(a1, a2, a3, a4, a5, a6, a7, a8, a9, N, ...) N
+#define SHMEM_CAT_(a, b) SHMEM_CAT2_(a, b)
+#define SHMEM_CAT2_(a, b) a##b
+#define SHMEM_BYCOUNT_(NAME, ...) SHMEM_CAT_(NAME, SHMEM_NARGS_(__VA_ARGS__))(__VA_ARGS__)
 /* AMO on the basic types: standard (int, long, long long and unsigned),
- * extended (plus float, double), bitwise (unsigned). */
+ * extended (plus float, double), bitwise (unsigned, int32_t, int64_t). */
 #define SHMEM_GENERIC_AMO_STD_(X) \
     X(int, int) X(long, long) X(long long, longlong) \
     X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong)
 #define SHMEM_GENERIC_AMO_EXT_(X) SHMEM_GENERIC_AMO_STD_(X) X(float, float) X(double, double)
 #define SHMEM_GENERIC_AMO_BIT_(X) \
-    X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong)
-#define SHMEM_G_AMO_(OP) SHMEM_G_AMO_##OP##_
-#define SHMEM_G_A_FETCH_(T, N) T : shmem_##N##_atomic_fetch,
-#define SHMEM_G_A_SET_(T, N) T : shmem_##N##_atomic_set,
-#define SHMEM_G_A_SWAP_(T, N) T : shmem_##N##_atomic_swap,
-#define SHMEM_G_A_FETCH_NBI_(T, N) T : shmem_##N##_atomic_fetch_nbi,
-#define SHMEM_G_A_SWAP_NBI_(T, N) T : shmem_##N##_atomic_swap_nbi,
-#define SHMEM_G_A_CSWAP_(T, N) T : shmem_##N##_atomic_compare_swap,
-#define SHMEM_G_A_FINC_(T, N) T : shmem_##N##_atomic_fetch_inc,
-#define SHMEM_G_A_INC_(T, N) T : shmem_##N##_atomic_inc,
-#define SHMEM_G_A_FADD_(T, N) T : shmem_##N##_atomic_fetch_add,
-#define SHMEM_G_A_ADD_(T, N) T : shmem_##N##_atomic_add,
-#define SHMEM_G_A_CSWAP_NBI_(T, N) T : shmem_##N##_atomic_compare_swap_nbi,
-#define SHMEM_G_A_FINC_NBI_(T, N) T : shmem_##N##_atomic_fetch_inc_nbi,
-#define SHMEM_G_A_FADD_NBI_(T, N) T : shmem_##N##_atomic_fetch_add_nbi,
-#define SHMEM_G_A_FAND_(T, N) T : shmem_##N##_atomic_fetch_and,
-#define SHMEM_G_A_AND_(T, N) T : shmem_##N##_atomic_and,
-#define SHMEM_G_A_FOR_(T, N) T : shmem_##N##_atomic_fetch_or,
-#define SHMEM_G_A_OR_(T, N) T : shmem_##N##_atomic_or,
-#define SHMEM_G_A_FXOR_(T, N) T : shmem_##N##_atomic_fetch_xor,
-#define SHMEM_G_A_XOR_(T, N) T : shmem_##N##_atomic_xor,
-#define SHMEM_G_A_FAND_NBI_(T, N) T : shmem_##N##_atomic_fetch_and_nbi,
-#define SHMEM_G_A_FOR_NBI_(T, N) T : shmem_##N##_atomic_fetch_or_nbi,
-#define SHMEM_G_A_FXOR_NBI_(T, N) T : shmem_##N##_atomic_fetch_xor_nbi,
-#define SHMEM_GSEL_(p, LIST, F) _Generic(*(p), LIST(F) SHMEM_G_END_)
-#define shmem_atomic_fetch(source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_FETCH_)(source, pe)
-#define shmem_atomic_set(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_SET_)(dest, value, pe)
-#define shmem_atomic_swap(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_SWAP_)(dest, value, pe)
-#define shmem_atomic_fetch_nbi(fetch, source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_FETCH_NBI_)(fetch, source, pe)
-#define shmem_atomic_swap_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_A_SWAP_NBI_)(fetch, dest, value, pe)
-#define shmem_atomic_compare_swap(dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_CSWAP_)(dest, cond, value, pe)
-#define shmem_atomic_fetch_inc(dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FINC_)(dest, pe)
-#define shmem_atomic_inc(dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_INC_)(dest, pe)
-#define shmem_atomic_fetch_add(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FADD_)(dest, value, pe)
-#define shmem_atomic_add(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_ADD_)(dest, value, pe)
-#define shmem_atomic_compare_swap_nbi(fetch, dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_CSWAP_NBI_)(fetch, dest, cond, value, pe)
-#define shmem_atomic_fetch_inc_nbi(fetch, dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FINC_NBI_)(fetch, dest, pe)
-#define shmem_atomic_fetch_add_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_A_FADD_NBI_)(fetch, dest, value, pe)
-#define shmem_atomic_fetch_and(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FAND_)(dest, value, pe)
-#define shmem_atomic_and(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_AND_)(dest, value, pe)
-#define shmem_atomic_fetch_or(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FOR_)(dest, value, pe)
-#define shmem_atomic_or(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_OR_)(dest, value, pe)
-#define shmem_atomic_fetch_xor(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FXOR_)(dest, value, pe)
-#define shmem_atomic_xor(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_XOR_)(dest, value, pe)
-#define shmem_atomic_fetch_and_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FAND_NBI_)(fetch, dest, value, pe)
-#define shmem_atomic_fetch_or_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FOR_NBI_)(fetch, dest, value, pe)
-#define shmem_atomic_fetch_xor_nbi(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_A_FXOR_NBI_)(fetch, dest, value, pe)
-
-/* put with signal */
-#define SHMEM_G_PUTSIG_(T, N) T : shmem_##N##_put_signal,
-#define SHMEM_G_PUTSIG_NBI_(T, N) T : shmem_##N##_put_signal_nbi,
-#define shmem_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe) \
-    SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_PUTSIG_)(dest, source, nelems, sig_addr, signal, sig_op, pe)
-#define shmem_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe) \
-    SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_PUTSIG_NBI_)(dest, source, nelems, sig_addr, signal, sig_op, pe)
+    X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong) \
+    X(int32_t, int32) X(int64_t, int64)
+#define SHMEM_G_put_(T, N) T : shmem_##N##_put,
+#define SHMEM_GC_put_(T, N) T : shmem_ctx_##N##_put,
+#define SHMEM_put_4(dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_put_)(dest, source, nelems, pe)
+#define SHMEM_put_5(ctx, dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_put_)(ctx, dest, source, nelems, pe)
+#define shmem_put(...) SHMEM_BYCOUNT_(SHMEM_put_, __VA_ARGS__)
+#define SHMEM_G_get_(T, N) T : shmem_##N##_get,
+#define SHMEM_GC_get_(T, N) T : shmem_ctx_##N##_get,
+#define SHMEM_get_4(dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_get_)(dest, source, nelems, pe)
+#define SHMEM_get_5(ctx, dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_get_)(ctx, dest, source, nelems, pe)
+#define shmem_get(...) SHMEM_BYCOUNT_(SHMEM_get_, __VA_ARGS__)
+#define SHMEM_G_iput_(T, N) T : shmem_##N##_iput,
+#define SHMEM_GC_iput_(T, N) T : shmem_ctx_##N##_iput,
+#define SHMEM_iput_6(dest, source, dst, sst, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_iput_)(dest, source, dst, sst, nelems, pe)
+#define SHMEM_iput_7(ctx, dest, source, dst, sst, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_iput_)(ctx, dest, source, dst, sst, nelems, pe)
+#define shmem_iput(...) SHMEM_BYCOUNT_(SHMEM_iput_, __VA_ARGS__)
+#define SHMEM_G_iget_(T, N) T : shmem_##N##_iget,
+#define SHMEM_GC_iget_(T, N) T : shmem_ctx_##N##_iget,
+#define SHMEM_iget_6(dest, source, dst, sst, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_iget_)(dest, source, dst, sst, nelems, pe)
+#define SHMEM_iget_7(ctx, dest, source, dst, sst, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_iget_)(ctx, dest, source, dst, sst, nelems, pe)
+#define shmem_iget(...) SHMEM_BYCOUNT_(SHMEM_iget_, __VA_ARGS__)
+#define SHMEM_G_put_nbi_(T, N) T : shmem_##N##_put_nbi,
+#define SHMEM_GC_put_nbi_(T, N) T : shmem_ctx_##N##_put_nbi,
+#define SHMEM_put_nbi_4(dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_put_nbi_)(dest, source, nelems, pe)
+#define SHMEM_put_nbi_5(ctx, dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_put_nbi_)(ctx, dest, source, nelems, pe)
+#define shmem_put_nbi(...) SHMEM_BYCOUNT_(SHMEM_put_nbi_, __VA_ARGS__)
+#define SHMEM_G_get_nbi_(T, N) T : shmem_##N##_get_nbi,
+#define SHMEM_GC_get_nbi_(T, N) T : shmem_ctx_##N##_get_nbi,
+#define SHMEM_get_nbi_4(dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_get_nbi_)(dest, source, nelems, pe)
+#define SHMEM_get_nbi_5(ctx, dest, source, nelems, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_get_nbi_)(ctx, dest, source, nelems, pe)
+#define shmem_get_nbi(...) SHMEM_BYCOUNT_(SHMEM_get_nbi_, __VA_ARGS__)
+#define SHMEM_G_p_(T, N) T : shmem_##N##_p,
+#define SHMEM_GC_p_(T, N) T : shmem_ctx_##N##_p,
+#define SHMEM_p_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_p_)(dest, value, pe)
+#define SHMEM_p_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_p_)(ctx, dest, value, pe)
+#define shmem_p(...) SHMEM_BYCOUNT_(SHMEM_p_, __VA_ARGS__)
+#define SHMEM_G_g_(T, N) T : shmem_##N##_g,
+#define SHMEM_GC_g_(T, N) T : shmem_ctx_##N##_g,
+#define SHMEM_g_2(source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_TYPES, SHMEM_G_g_)(source, pe)
+#define SHMEM_g_3(ctx, source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_TYPES, SHMEM_GC_g_)(ctx, source, pe)
+#define shmem_g(...) SHMEM_BYCOUNT_(SHMEM_g_, __VA_ARGS__)
+#define SHMEM_G_put_signal_(T, N) T : shmem_##N##_put_signal,
+#define SHMEM_GC_put_signal_(T, N) T : shmem_ctx_##N##_put_signal,
+#define SHMEM_put_signal_7(dest, source, nelems, sig_addr, signal, sig_op, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_put_signal_)(dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define SHMEM_put_signal_8(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_put_signal_)(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define shmem_put_signal(...) SHMEM_BYCOUNT_(SHMEM_put_signal_, __VA_ARGS__)
+#define SHMEM_G_put_signal_nbi_(T, N) T : shmem_##N##_put_signal_nbi,
+#define SHMEM_GC_put_signal_nbi_(T, N) T : shmem_ctx_##N##_put_signal_nbi,
+#define SHMEM_put_signal_nbi_7(dest, source, nelems, sig_addr, signal, sig_op, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_G_put_signal_nbi_)(dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define SHMEM_put_signal_nbi_8(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_TYPES, SHMEM_GC_put_signal_nbi_)(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define shmem_put_signal_nbi(...) SHMEM_BYCOUNT_(SHMEM_put_signal_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_(T, N) T : shmem_##N##_atomic_fetch,
+#define SHMEM_GC_atomic_fetch_(T, N) T : shmem_ctx_##N##_atomic_fetch,
+#define SHMEM_atomic_fetch_2(source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_atomic_fetch_)(source, pe)
+#define SHMEM_atomic_fetch_3(ctx, source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_GC_atomic_fetch_)(ctx, source, pe)
+#define shmem_atomic_fetch(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_, __VA_ARGS__)
+#define SHMEM_G_atomic_set_(T, N) T : shmem_##N##_atomic_set,
+#define SHMEM_GC_atomic_set_(T, N) T : shmem_ctx_##N##_atomic_set,
+#define SHMEM_atomic_set_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_atomic_set_)(dest, value, pe)
+#define SHMEM_atomic_set_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_GC_atomic_set_)(ctx, dest, value, pe)
+#define shmem_atomic_set(...) SHMEM_BYCOUNT_(SHMEM_atomic_set_, __VA_ARGS__)
+#define SHMEM_G_atomic_swap_(T, N) T : shmem_##N##_atomic_swap,
+#define SHMEM_GC_atomic_swap_(T, N) T : shmem_ctx_##N##_atomic_swap,
+#define SHMEM_atomic_swap_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_atomic_swap_)(dest, value, pe)
+#define SHMEM_atomic_swap_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_GC_atomic_swap_)(ctx, dest, value, pe)
+#define shmem_atomic_swap(...) SHMEM_BYCOUNT_(SHMEM_atomic_swap_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_nbi_(T, N) T : shmem_##N##_atomic_fetch_nbi,
+#define SHMEM_GC_atomic_fetch_nbi_(T, N) T : shmem_ctx_##N##_atomic_fetch_nbi,
+#define SHMEM_atomic_fetch_nbi_3(fetch, source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_atomic_fetch_nbi_)(fetch, source, pe)
+#define SHMEM_atomic_fetch_nbi_4(ctx, fetch, source, pe) SHMEM_GSEL_(source, SHMEM_GENERIC_AMO_EXT_, SHMEM_GC_atomic_fetch_nbi_)(ctx, fetch, source, pe)
+#define shmem_atomic_fetch_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_swap_nbi_(T, N) T : shmem_##N##_atomic_swap_nbi,
+#define SHMEM_GC_atomic_swap_nbi_(T, N) T : shmem_ctx_##N##_atomic_swap_nbi,
+#define SHMEM_atomic_swap_nbi_4(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_G_atomic_swap_nbi_)(fetch, dest, value, pe)
+#define SHMEM_atomic_swap_nbi_5(ctx, fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_EXT_, SHMEM_GC_atomic_swap_nbi_)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_swap_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_swap_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_compare_swap_(T, N) T : shmem_##N##_atomic_compare_swap,
+#define SHMEM_GC_atomic_compare_swap_(T, N) T : shmem_ctx_##N##_atomic_compare_swap,
+#define SHMEM_atomic_compare_swap_4(dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_compare_swap_)(dest, cond, value, pe)
+#define SHMEM_atomic_compare_swap_5(ctx, dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_compare_swap_)(ctx, dest, cond, value, pe)
+#define shmem_atomic_compare_swap(...) SHMEM_BYCOUNT_(SHMEM_atomic_compare_swap_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_inc_(T, N) T : shmem_##N##_atomic_fetch_inc,
+#define SHMEM_GC_atomic_fetch_inc_(T, N) T : shmem_ctx_##N##_atomic_fetch_inc,
+#define SHMEM_atomic_fetch_inc_2(dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_fetch_inc_)(dest, pe)
+#define SHMEM_atomic_fetch_inc_3(ctx, dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_fetch_inc_)(ctx, dest, pe)
+#define shmem_atomic_fetch_inc(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_inc_, __VA_ARGS__)
+#define SHMEM_G_atomic_inc_(T, N) T : shmem_##N##_atomic_inc,
+#define SHMEM_GC_atomic_inc_(T, N) T : shmem_ctx_##N##_atomic_inc,
+#define SHMEM_atomic_inc_2(dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_inc_)(dest, pe)
+#define SHMEM_atomic_inc_3(ctx, dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_inc_)(ctx, dest, pe)
+#define shmem_atomic_inc(...) SHMEM_BYCOUNT_(SHMEM_atomic_inc_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_add_(T, N) T : shmem_##N##_atomic_fetch_add,
+#define SHMEM_GC_atomic_fetch_add_(T, N) T : shmem_ctx_##N##_atomic_fetch_add,
+#define SHMEM_atomic_fetch_add_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_fetch_add_)(dest, value, pe)
+#define SHMEM_atomic_fetch_add_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_fetch_add_)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_add(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_add_, __VA_ARGS__)
+#define SHMEM_G_atomic_add_(T, N) T : shmem_##N##_atomic_add,
+#define SHMEM_GC_atomic_add_(T, N) T : shmem_ctx_##N##_atomic_add,
+#define SHMEM_atomic_add_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_add_)(dest, value, pe)
+#define SHMEM_atomic_add_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_add_)(ctx, dest, value, pe)
+#define shmem_atomic_add(...) SHMEM_BYCOUNT_(SHMEM_atomic_add_, __VA_ARGS__)
+#define SHMEM_G_atomic_compare_swap_nbi_(T, N) T : shmem_##N##_atomic_compare_swap_nbi,
+#define SHMEM_GC_atomic_compare_swap_nbi_(T, N) T : shmem_ctx_##N##_atomic_compare_swap_nbi,
+#define SHMEM_atomic_compare_swap_nbi_5(fetch, dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_compare_swap_nbi_)(fetch, dest, cond, value, pe)
+#define SHMEM_atomic_compare_swap_nbi_6(ctx, fetch, dest, cond, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_compare_swap_nbi_)(ctx, fetch, dest, cond, value, pe)
+#define shmem_atomic_compare_swap_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_compare_swap_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_inc_nbi_(T, N) T : shmem_##N##_atomic_fetch_inc_nbi,
+#define SHMEM_GC_atomic_fetch_inc_nbi_(T, N) T : shmem_ctx_##N##_atomic_fetch_inc_nbi,
+#define SHMEM_atomic_fetch_inc_nbi_3(fetch, dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_fetch_inc_nbi_)(fetch, dest, pe)
+#define SHMEM_atomic_fetch_inc_nbi_4(ctx, fetch, dest, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_fetch_inc_nbi_)(ctx, fetch, dest, pe)
+#define shmem_atomic_fetch_inc_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_inc_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_add_nbi_(T, N) T : shmem_##N##_atomic_fetch_add_nbi,
+#define SHMEM_GC_atomic_fetch_add_nbi_(T, N) T : shmem_ctx_##N##_atomic_fetch_add_nbi,
+#define SHMEM_atomic_fetch_add_nbi_4(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_G_atomic_fetch_add_nbi_)(fetch, dest, value, pe)
+#define SHMEM_atomic_fetch_add_nbi_5(ctx, fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_STD_, SHMEM_GC_atomic_fetch_add_nbi_)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_add_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_add_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_and_(T, N) T : shmem_##N##_atomic_fetch_and,
+#define SHMEM_GC_atomic_fetch_and_(T, N) T : shmem_ctx_##N##_atomic_fetch_and,
+#define SHMEM_atomic_fetch_and_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_fetch_and_)(dest, value, pe)
+#define SHMEM_atomic_fetch_and_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_fetch_and_)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_and(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_and_, __VA_ARGS__)
+#define SHMEM_G_atomic_and_(T, N) T : shmem_##N##_atomic_and,
+#define SHMEM_GC_atomic_and_(T, N) T : shmem_ctx_##N##_atomic_and,
+#define SHMEM_atomic_and_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_and_)(dest, value, pe)
+#define SHMEM_atomic_and_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_and_)(ctx, dest, value, pe)
+#define shmem_atomic_and(...) SHMEM_BYCOUNT_(SHMEM_atomic_and_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_and_nbi_(T, N) T : shmem_##N##_atomic_fetch_and_nbi,
+#define SHMEM_GC_atomic_fetch_and_nbi_(T, N) T : shmem_ctx_##N##_atomic_fetch_and_nbi,
+#define SHMEM_atomic_fetch_and_nbi_4(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_fetch_and_nbi_)(fetch, dest, value, pe)
+#define SHMEM_atomic_fetch_and_nbi_5(ctx, fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_fetch_and_nbi_)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_and_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_and_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_or_(T, N) T : shmem_##N##_atomic_fetch_or,
+#define SHMEM_GC_atomic_fetch_or_(T, N) T : shmem_ctx_##N##_atomic_fetch_or,
+#define SHMEM_atomic_fetch_or_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_fetch_or_)(dest, value, pe)
+#define SHMEM_atomic_fetch_or_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_fetch_or_)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_or(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_or_, __VA_ARGS__)
+#define SHMEM_G_atomic_or_(T, N) T : shmem_##N##_atomic_or,
+#define SHMEM_GC_atomic_or_(T, N) T : shmem_ctx_##N##_atomic_or,
+#define SHMEM_atomic_or_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_or_)(dest, value, pe)
+#define SHMEM_atomic_or_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_or_)(ctx, dest, value, pe)
+#define shmem_atomic_or(...) SHMEM_BYCOUNT_(SHMEM_atomic_or_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_or_nbi_(T, N) T : shmem_##N##_atomic_fetch_or_nbi,
+#define SHMEM_GC_atomic_fetch_or_nbi_(T, N) T : shmem_ctx_##N##_atomic_fetch_or_nbi,
+#define SHMEM_atomic_fetch_or_nbi_4(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_fetch_or_nbi_)(fetch, dest, value, pe)
+#define SHMEM_atomic_fetch_or_nbi_5(ctx, fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_fetch_or_nbi_)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_or_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_or_nbi_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_xor_(T, N) T : shmem_##N##_atomic_fetch_xor,
+#define SHMEM_GC_atomic_fetch_xor_(T, N) T : shmem_ctx_##N##_atomic_fetch_xor,
+#define SHMEM_atomic_fetch_xor_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_fetch_xor_)(dest, value, pe)
+#define SHMEM_atomic_fetch_xor_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_fetch_xor_)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_xor(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_xor_, __VA_ARGS__)
+#define SHMEM_G_atomic_xor_(T, N) T : shmem_##N##_atomic_xor,
+#define SHMEM_GC_atomic_xor_(T, N) T : shmem_ctx_##N##_atomic_xor,
+#define SHMEM_atomic_xor_3(dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_xor_)(dest, value, pe)
+#define SHMEM_atomic_xor_4(ctx, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_xor_)(ctx, dest, value, pe)
+#define shmem_atomic_xor(...) SHMEM_BYCOUNT_(SHMEM_atomic_xor_, __VA_ARGS__)
+#define SHMEM_G_atomic_fetch_xor_nbi_(T, N) T : shmem_##N##_atomic_fetch_xor_nbi,
+#define SHMEM_GC_atomic_fetch_xor_nbi_(T, N) T : shmem_ctx_##N##_atomic_fetch_xor_nbi,
+#define SHMEM_atomic_fetch_xor_nbi_4(fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_G_atomic_fetch_xor_nbi_)(fetch, dest, value, pe)
+#define SHMEM_atomic_fetch_xor_nbi_5(ctx, fetch, dest, value, pe) SHMEM_GSEL_(dest, SHMEM_GENERIC_AMO_BIT_, SHMEM_GC_atomic_fetch_xor_nbi_)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_xor_nbi(...) SHMEM_BYCOUNT_(SHMEM_atomic_fetch_xor_nbi_, __VA_ARGS__)
 
 /* point-to-point synchronization on the basic types */
 #define SHMEM_GENERIC_P2P_(X) \
@@ -1168,5 +1304,149 @@ struct shmem_generic_unmatched_ { char never_; }; /* ends every association list
 #define shmem_test_any_vector(ivars, n, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TANYV_)(ivars, n, status, cmp, v)
 #define shmem_test_some_vector(ivars, n, idx, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TSOMEV_)(ivars, n, idx, status, cmp, v)
 #endif /* C11 generics */
+
+/* ---- C++: the generic names as overloads (basic types, optional context) -- */
+#if defined(__cplusplus)
+#define SHMEM_CXX_RMA_TYPES_(X) \
+    X(float, float) X(double, double) X(long double, longdouble) X(char, char) \
+    X(signed char, schar) X(short, short) X(int, int) X(long, long) X(long long, longlong) \
+    X(unsigned char, uchar) X(unsigned short, ushort) X(unsigned int, uint) \
+    X(unsigned long, ulong) X(unsigned long long, ulonglong)
+#define SHMEM_CXX_AMO_STD_(X) \
+    X(int, int) X(long, long) X(long long, longlong) \
+    X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong)
+#define SHMEM_CXX_AMO_EXT_(X) SHMEM_CXX_AMO_STD_(X) X(float, float) X(double, double)
+#define SHMEM_CXX_AMO_BIT_(X) \
+    X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong) \
+    X(int32_t, int32) X(int64_t, int64)
+#define SHMEM_CXX_put_(T, N) \
+    inline void shmem_put(T * dest, const T * source, size_t nelems, int pe) { shmem_##N##_put(dest, source, nelems, pe); } \
+    inline void shmem_put(shmem_ctx_t ctx, T * dest, const T * source, size_t nelems, int pe) { shmem_ctx_##N##_put(ctx, dest, source, nelems, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_put_)
+#define SHMEM_CXX_get_(T, N) \
+    inline void shmem_get(T * dest, const T * source, size_t nelems, int pe) { shmem_##N##_get(dest, source, nelems, pe); } \
+    inline void shmem_get(shmem_ctx_t ctx, T * dest, const T * source, size_t nelems, int pe) { shmem_ctx_##N##_get(ctx, dest, source, nelems, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_get_)
+#define SHMEM_CXX_iput_(T, N) \
+    inline void shmem_iput(T * dest, const T * source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { shmem_##N##_iput(dest, source, dst, sst, nelems, pe); } \
+    inline void shmem_iput(shmem_ctx_t ctx, T * dest, const T * source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { shmem_ctx_##N##_iput(ctx, dest, source, dst, sst, nelems, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_iput_)
+#define SHMEM_CXX_iget_(T, N) \
+    inline void shmem_iget(T * dest, const T * source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { shmem_##N##_iget(dest, source, dst, sst, nelems, pe); } \
+    inline void shmem_iget(shmem_ctx_t ctx, T * dest, const T * source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe) { shmem_ctx_##N##_iget(ctx, dest, source, dst, sst, nelems, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_iget_)
+#define SHMEM_CXX_put_nbi_(T, N) \
+    inline void shmem_put_nbi(T * dest, const T * source, size_t nelems, int pe) { shmem_##N##_put_nbi(dest, source, nelems, pe); } \
+    inline void shmem_put_nbi(shmem_ctx_t ctx, T * dest, const T * source, size_t nelems, int pe) { shmem_ctx_##N##_put_nbi(ctx, dest, source, nelems, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_put_nbi_)
+#define SHMEM_CXX_get_nbi_(T, N) \
+    inline void shmem_get_nbi(T * dest, const T * source, size_t nelems, int pe) { shmem_##N##_get_nbi(dest, source, nelems, pe); } \
+    inline void shmem_get_nbi(shmem_ctx_t ctx, T * dest, const T * source, size_t nelems, int pe) { shmem_ctx_##N##_get_nbi(ctx, dest, source, nelems, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_get_nbi_)
+#define SHMEM_CXX_p_(T, N) \
+    inline void shmem_p(T * dest, T value, int pe) { shmem_##N##_p(dest, value, pe); } \
+    inline void shmem_p(shmem_ctx_t ctx, T * dest, T value, int pe) { shmem_ctx_##N##_p(ctx, dest, value, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_p_)
+#define SHMEM_CXX_g_(T, N) \
+    inline T shmem_g(const T * source, int pe) { return shmem_##N##_g(source, pe); } \
+    inline T shmem_g(shmem_ctx_t ctx, const T * source, int pe) { return shmem_ctx_##N##_g(ctx, source, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_g_)
+#define SHMEM_CXX_put_signal_(T, N) \
+    inline void shmem_put_signal(T * dest, const T * source, size_t nelems, uint64_t * sig_addr, uint64_t signal, int sig_op, int pe) { shmem_##N##_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    inline void shmem_put_signal(shmem_ctx_t ctx, T * dest, const T * source, size_t nelems, uint64_t * sig_addr, uint64_t signal, int sig_op, int pe) { shmem_ctx_##N##_put_signal(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_put_signal_)
+#define SHMEM_CXX_put_signal_nbi_(T, N) \
+    inline void shmem_put_signal_nbi(T * dest, const T * source, size_t nelems, uint64_t * sig_addr, uint64_t signal, int sig_op, int pe) { shmem_##N##_put_signal_nbi(dest, source, nelems, sig_addr, signal, sig_op, pe); } \
+    inline void shmem_put_signal_nbi(shmem_ctx_t ctx, T * dest, const T * source, size_t nelems, uint64_t * sig_addr, uint64_t signal, int sig_op, int pe) { shmem_ctx_##N##_put_signal_nbi(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe); }
+SHMEM_CXX_RMA_TYPES_(SHMEM_CXX_put_signal_nbi_)
+#define SHMEM_CXX_atomic_fetch_(T, N) \
+    inline T shmem_atomic_fetch(const T * source, int pe) { return shmem_##N##_atomic_fetch(source, pe); } \
+    inline T shmem_atomic_fetch(shmem_ctx_t ctx, const T * source, int pe) { return shmem_ctx_##N##_atomic_fetch(ctx, source, pe); }
+SHMEM_CXX_AMO_EXT_(SHMEM_CXX_atomic_fetch_)
+#define SHMEM_CXX_atomic_set_(T, N) \
+    inline void shmem_atomic_set(T * dest, T value, int pe) { shmem_##N##_atomic_set(dest, value, pe); } \
+    inline void shmem_atomic_set(shmem_ctx_t ctx, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_set(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_EXT_(SHMEM_CXX_atomic_set_)
+#define SHMEM_CXX_atomic_swap_(T, N) \
+    inline T shmem_atomic_swap(T * dest, T value, int pe) { return shmem_##N##_atomic_swap(dest, value, pe); } \
+    inline T shmem_atomic_swap(shmem_ctx_t ctx, T * dest, T value, int pe) { return shmem_ctx_##N##_atomic_swap(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_EXT_(SHMEM_CXX_atomic_swap_)
+#define SHMEM_CXX_atomic_fetch_nbi_(T, N) \
+    inline void shmem_atomic_fetch_nbi(T * fetch, const T * source, int pe) { shmem_##N##_atomic_fetch_nbi(fetch, source, pe); } \
+    inline void shmem_atomic_fetch_nbi(shmem_ctx_t ctx, T * fetch, const T * source, int pe) { shmem_ctx_##N##_atomic_fetch_nbi(ctx, fetch, source, pe); }
+SHMEM_CXX_AMO_EXT_(SHMEM_CXX_atomic_fetch_nbi_)
+#define SHMEM_CXX_atomic_swap_nbi_(T, N) \
+    inline void shmem_atomic_swap_nbi(T * fetch, T * dest, T value, int pe) { shmem_##N##_atomic_swap_nbi(fetch, dest, value, pe); } \
+    inline void shmem_atomic_swap_nbi(shmem_ctx_t ctx, T * fetch, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_swap_nbi(ctx, fetch, dest, value, pe); }
+SHMEM_CXX_AMO_EXT_(SHMEM_CXX_atomic_swap_nbi_)
+#define SHMEM_CXX_atomic_compare_swap_(T, N) \
+    inline T shmem_atomic_compare_swap(T * dest, T cond, T value, int pe) { return shmem_##N##_atomic_compare_swap(dest, cond, value, pe); } \
+    inline T shmem_atomic_compare_swap(shmem_ctx_t ctx, T * dest, T cond, T value, int pe) { return shmem_ctx_##N##_atomic_compare_swap(ctx, dest, cond, value, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_compare_swap_)
+#define SHMEM_CXX_atomic_fetch_inc_(T, N) \
+    inline T shmem_atomic_fetch_inc(T * dest, int pe) { return shmem_##N##_atomic_fetch_inc(dest, pe); } \
+    inline T shmem_atomic_fetch_inc(shmem_ctx_t ctx, T * dest, int pe) { return shmem_ctx_##N##_atomic_fetch_inc(ctx, dest, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_fetch_inc_)
+#define SHMEM_CXX_atomic_inc_(T, N) \
+    inline void shmem_atomic_inc(T * dest, int pe) { shmem_##N##_atomic_inc(dest, pe); } \
+    inline void shmem_atomic_inc(shmem_ctx_t ctx, T * dest, int pe) { shmem_ctx_##N##_atomic_inc(ctx, dest, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_inc_)
+#define SHMEM_CXX_atomic_fetch_add_(T, N) \
+    inline T shmem_atomic_fetch_add(T * dest, T value, int pe) { return shmem_##N##_atomic_fetch_add(dest, value, pe); } \
+    inline T shmem_atomic_fetch_add(shmem_ctx_t ctx, T * dest, T value, int pe) { return shmem_ctx_##N##_atomic_fetch_add(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_fetch_add_)
+#define SHMEM_CXX_atomic_add_(T, N) \
+    inline void shmem_atomic_add(T * dest, T value, int pe) { shmem_##N##_atomic_add(dest, value, pe); } \
+    inline void shmem_atomic_add(shmem_ctx_t ctx, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_add(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_add_)
+#define SHMEM_CXX_atomic_compare_swap_nbi_(T, N) \
+    inline void shmem_atomic_compare_swap_nbi(T * fetch, T * dest, T cond, T value, int pe) { shmem_##N##_atomic_compare_swap_nbi(fetch, dest, cond, value, pe); } \
+    inline void shmem_atomic_compare_swap_nbi(shmem_ctx_t ctx, T * fetch, T * dest, T cond, T value, int pe) { shmem_ctx_##N##_atomic_compare_swap_nbi(ctx, fetch, dest, cond, value, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_compare_swap_nbi_)
+#define SHMEM_CXX_atomic_fetch_inc_nbi_(T, N) \
+    inline void shmem_atomic_fetch_inc_nbi(T * fetch, T * dest, int pe) { shmem_##N##_atomic_fetch_inc_nbi(fetch, dest, pe); } \
+    inline void shmem_atomic_fetch_inc_nbi(shmem_ctx_t ctx, T * fetch, T * dest, int pe) { shmem_ctx_##N##_atomic_fetch_inc_nbi(ctx, fetch, dest, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_fetch_inc_nbi_)
+#define SHMEM_CXX_atomic_fetch_add_nbi_(T, N) \
+    inline void shmem_atomic_fetch_add_nbi(T * fetch, T * dest, T value, int pe) { shmem_##N##_atomic_fetch_add_nbi(fetch, dest, value, pe); } \
+    inline void shmem_atomic_fetch_add_nbi(shmem_ctx_t ctx, T * fetch, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_fetch_add_nbi(ctx, fetch, dest, value, pe); }
+SHMEM_CXX_AMO_STD_(SHMEM_CXX_atomic_fetch_add_nbi_)
+#define SHMEM_CXX_atomic_fetch_and_(T, N) \
+    inline T shmem_atomic_fetch_and(T * dest, T value, int pe) { return shmem_##N##_atomic_fetch_and(dest, value, pe); } \
+    inline T shmem_atomic_fetch_and(shmem_ctx_t ctx, T * dest, T value, int pe) { return shmem_ctx_##N##_atomic_fetch_and(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_fetch_and_)
+#define SHMEM_CXX_atomic_and_(T, N) \
+    inline void shmem_atomic_and(T * dest, T value, int pe) { shmem_##N##_atomic_and(dest, value, pe); } \
+    inline void shmem_atomic_and(shmem_ctx_t ctx, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_and(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_and_)
+#define SHMEM_CXX_atomic_fetch_and_nbi_(T, N) \
+    inline void shmem_atomic_fetch_and_nbi(T * fetch, T * dest, T value, int pe) { shmem_##N##_atomic_fetch_and_nbi(fetch, dest, value, pe); } \
+    inline void shmem_atomic_fetch_and_nbi(shmem_ctx_t ctx, T * fetch, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_fetch_and_nbi(ctx, fetch, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_fetch_and_nbi_)
+#define SHMEM_CXX_atomic_fetch_or_(T, N) \
+    inline T shmem_atomic_fetch_or(T * dest, T value, int pe) { return shmem_##N##_atomic_fetch_or(dest, value, pe); } \
+    inline T shmem_atomic_fetch_or(shmem_ctx_t ctx, T * dest, T value, int pe) { return shmem_ctx_##N##_atomic_fetch_or(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_fetch_or_)
+#define SHMEM_CXX_atomic_or_(T, N) \
+    inline void shmem_atomic_or(T * dest, T value, int pe) { shmem_##N##_atomic_or(dest, value, pe); } \
+    inline void shmem_atomic_or(shmem_ctx_t ctx, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_or(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_or_)
+#define SHMEM_CXX_atomic_fetch_or_nbi_(T, N) \
+    inline void shmem_atomic_fetch_or_nbi(T * fetch, T * dest, T value, int pe) { shmem_##N##_atomic_fetch_or_nbi(fetch, dest, value, pe); } \
+    inline void shmem_atomic_fetch_or_nbi(shmem_ctx_t ctx, T * fetch, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_fetch_or_nbi(ctx, fetch, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_fetch_or_nbi_)
+#define SHMEM_CXX_atomic_fetch_xor_(T, N) \
+    inline T shmem_atomic_fetch_xor(T * dest, T value, int pe) { return shmem_##N##_atomic_fetch_xor(dest, value, pe); } \
+    inline T shmem_atomic_fetch_xor(shmem_ctx_t ctx, T * dest, T value, int pe) { return shmem_ctx_##N##_atomic_fetch_xor(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_fetch_xor_)
+#define SHMEM_CXX_atomic_xor_(T, N) \
+    inline void shmem_atomic_xor(T * dest, T value, int pe) { shmem_##N##_atomic_xor(dest, value, pe); } \
+    inline void shmem_atomic_xor(shmem_ctx_t ctx, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_xor(ctx, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_xor_)
+#define SHMEM_CXX_atomic_fetch_xor_nbi_(T, N) \
+    inline void shmem_atomic_fetch_xor_nbi(T * fetch, T * dest, T value, int pe) { shmem_##N##_atomic_fetch_xor_nbi(fetch, dest, value, pe); } \
+    inline void shmem_atomic_fetch_xor_nbi(shmem_ctx_t ctx, T * fetch, T * dest, T value, int pe) { shmem_ctx_##N##_atomic_fetch_xor_nbi(ctx, fetch, dest, value, pe); }
+SHMEM_CXX_AMO_BIT_(SHMEM_CXX_atomic_fetch_xor_nbi_)
+#endif /* C++ overloads */
 
 #endif /* SWITCHYARD_SHMEM_H */

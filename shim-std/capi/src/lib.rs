@@ -9,8 +9,10 @@
 //! offsets ([`state`]), checks its arguments (a bad one ends the job with a
 //! message naming the call and the argument) and calls the Rust context.
 //!
-//! Threading: one thread at a time may be inside the library
-//! (`SHMEM_THREAD_SERIALIZED`); two at once is detected and reported.
+//! Threading: one thread at a time is inside the library. Under
+//! `SHMEM_THREAD_MULTIPLE` (from `shmem_init_thread`) threads calling at
+//! once wait for each other; below it two at once is detected and
+//! reported.
 //!
 //! Families, one module each: [`setup`] (init, queries, `shmem_ptr`,
 //! `shmem_global_exit`, the `SHMEM_*` environment), [`mem`] (symmetric

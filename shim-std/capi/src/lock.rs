@@ -32,7 +32,9 @@ const fn served(v: u64) -> u32 {
     v as u32
 }
 
-/// `shmem_set_lock`: waits for the lock, then holds it.
+/// `shmem_set_lock`: waits for the lock, then holds it (under
+/// `SHMEM_THREAD_MULTIPLE` leaving the library between polls, see
+/// [`state::wait`]).
 ///
 /// # Safety
 ///
@@ -40,14 +42,14 @@ const fn served(v: u64) -> u32 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn shmem_set_lock(lock: *mut c_long) {
     const CALL: &str = "shmem_set_lock";
-    state::with(CALL, |ctx| {
+    let (w, mine) = state::with(CALL, |ctx| {
         let w = word(ctx, CALL, lock);
         let mine = next(state::ok(CALL, ctx.fetch_add(&w, 0, TICKET, HOME)));
-        state::ok(
-            CALL,
-            ctx.wait_for(CALL, |c| Ok(served(c.fetch(&w, 0, HOME)?) == mine)),
-        );
-    })
+        (w, mine)
+    });
+    state::wait(CALL, |c| {
+        Ok((served(c.fetch(&w, 0, HOME)?) == mine).then_some(()))
+    });
 }
 
 /// `shmem_test_lock`: takes the lock and returns 0 if it is free, else

@@ -87,39 +87,44 @@ pub extern "C" fn shmem_calloc(count: usize, size: usize) -> *mut c_void {
     }
 }
 
-/// `shmem_align`: `size` bytes aligned to `alignment` (a power of two of at
-/// most [`MAX_ALIGN`]; anything else ends the job).
+/// `shmem_align`: `size` bytes aligned to `alignment` (collective). A power
+/// of two up to the heap size is served (see [`max_align`]); one larger
+/// than the heap cannot be and gives NULL; anything else ends the job.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
-    const CALL: &str = "shmem_align";
-    check_alignment(CALL, alignment);
-    alloc(CALL, size, alignment)
+    aligned("shmem_align", alignment, size)
 }
 
-/// The largest alignment `shmem_align` gives: the allocator aligns heap
-/// *offsets*, which are aligned addresses on every PE up to the alignment
-/// of every PE's heap start ([`HEAP_ALIGN`](switchyard::context::HEAP_ALIGN),
-/// 2 MiB).
-pub const MAX_ALIGN: usize = switchyard::context::HEAP_ALIGN as usize;
+/// The largest alignment `shmem_align` gives on a heap of `heap` bytes: the
+/// allocator aligns heap *offsets*, which are aligned addresses on every PE
+/// up to the alignment of every PE's heap start
+/// ([`heap_align`](switchyard::context::heap_align): the heap size rounded
+/// up to a power of two, at least 2 MiB).
+pub fn max_align(heap: u64) -> u64 {
+    switchyard::context::heap_align(heap)
+}
 
-/// Ends the job unless `alignment` is a power of two of at most
-/// [`MAX_ALIGN`].
-fn check_alignment(call: &'static str, alignment: usize) {
+/// `shmem_align` and `shmemalign`: ends the job unless `alignment` is a
+/// power of two; NULL (on every PE, after the barrier) when it is larger
+/// than the heap.
+fn aligned(call: &'static str, alignment: usize, size: usize) -> *mut c_void {
     if !alignment.is_power_of_two() {
         state::fatal(
             call,
             format_args!("alignment = {alignment} is not a power of two"),
         );
     }
-    if alignment > MAX_ALIGN {
-        state::fatal(
-            call,
-            format_args!(
-                "alignment = {alignment} is above {MAX_ALIGN}, the largest alignment the \
-                 symmetric heap gives on every PE (the alignment of each PE's heap start)"
-            ),
-        );
+    let heap = state::heap_size();
+    if alignment as u64 > max_align(heap) {
+        if setup::debug() {
+            eprintln!(
+                "switchyard: debug: {call}: alignment = {alignment} is larger than the \
+                 symmetric heap ({heap} bytes)"
+            );
+        }
+        return alloc(call, 0, 64);
     }
+    alloc(call, size, alignment)
 }
 
 /// `shmem_realloc`: resizes a block, keeping its contents up to the smaller
@@ -192,6 +197,5 @@ pub extern "C" fn shrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
 /// `shmemalign` (deprecated): [`shmem_align`].
 #[unsafe(no_mangle)]
 pub extern "C" fn shmemalign(alignment: usize, size: usize) -> *mut c_void {
-    check_alignment("shmemalign", alignment);
-    alloc("shmemalign", size, alignment)
+    aligned("shmemalign", alignment, size)
 }

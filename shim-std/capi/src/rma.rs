@@ -41,6 +41,10 @@ pub(crate) unsafe fn put<T: Plain>(
 ) {
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
+        if n == 0 {
+            // Nothing moves: no pointer is looked at.
+            return;
+        }
         let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
         cbuf::check(call, "source", source, n);
         // SAFETY: `dest` checked symmetric, `source` checked and readable
@@ -69,6 +73,10 @@ pub(crate) unsafe fn get<T: Plain>(
 ) {
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
+        if n == 0 {
+            // Nothing moves: no pointer is looked at.
+            return;
+        }
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
         cbuf::check(call, "dest", dest.cast_const(), n);
         state::check_private(ctx, call, "dest", dest.cast_const(), n);
@@ -100,6 +108,10 @@ pub(crate) unsafe fn put_nbi<T: Plain>(
 ) {
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
+        if n == 0 {
+            // Nothing moves: no pointer is looked at.
+            return;
+        }
         let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
         match state::try_sym::<T>(ctx, source.cast(), n) {
             // SAFETY: both checked symmetric for `n` elements.
@@ -138,6 +150,10 @@ pub(crate) unsafe fn get_nbi<T: Plain>(
 ) {
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
+        if n == 0 {
+            // Nothing moves: no pointer is looked at.
+            return;
+        }
         let s = state::sym::<T>(ctx, call, "source", source.cast(), n);
         state::check_private(ctx, call, "dest", dest.cast_const(), n);
         match state::try_sym::<T>(ctx, dest.cast_const().cast(), n) {

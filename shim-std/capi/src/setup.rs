@@ -19,9 +19,10 @@ use crate::{globals, state};
 pub const SHMEM_THREAD_SINGLE: c_int = 0;
 /// `SHMEM_THREAD_FUNNELED`.
 pub const SHMEM_THREAD_FUNNELED: c_int = 1;
-/// `SHMEM_THREAD_SERIALIZED`: the most this library provides.
+/// `SHMEM_THREAD_SERIALIZED`.
 pub const SHMEM_THREAD_SERIALIZED: c_int = 2;
-/// `SHMEM_THREAD_MULTIPLE`.
+/// `SHMEM_THREAD_MULTIPLE`: the most this library provides (calls
+/// serialized by a lock).
 pub const SHMEM_THREAD_MULTIPLE: c_int = 3;
 
 /// The name `shmem_info_get_name` reports (`SHMEM_VENDOR_STRING`).
@@ -146,7 +147,7 @@ fn print_info(cfg: &Config) {
          SHMEM_INFO            print this at init (PE 0): set\n  \
          SHMEM_DEBUG           debug messages on stderr: {}\n  \
          SWITCHYARD_*          the transport configuration (`switchyard info` lists it)\n\
-         threading: SHMEM_THREAD_SERIALIZED at most\n\
+         threading: up to SHMEM_THREAD_MULTIPLE (calls from several threads serialized)\n\
          operation timeout: {:?} (waits on live PEs; SWITCHYARD_OP_TIMEOUT sets it; a dead PE ends a wait at once)",
         1,
         5,
@@ -164,7 +165,10 @@ pub extern "C" fn shmem_init() {
 }
 
 /// `shmem_init_thread`: as [`shmem_init`]; `*provided` is set to
-/// `SHMEM_THREAD_SERIALIZED` (or `requested` when that is less). Returns 0.
+/// `requested` (clamped to `SHMEM_THREAD_SINGLE..=SHMEM_THREAD_MULTIPLE`).
+/// Returns 0. Under `SHMEM_THREAD_MULTIPLE` calls from several threads at
+/// once are serialized (each waits for the one inside); below it, two
+/// threads inside at once end the job.
 ///
 /// # Safety
 ///
@@ -173,8 +177,11 @@ pub extern "C" fn shmem_init() {
 pub unsafe extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_int) -> c_int {
     let first = !state::initialized();
     init("shmem_init_thread");
-    let level = requested.clamp(SHMEM_THREAD_SINGLE, SHMEM_THREAD_SERIALIZED);
+    let level = requested.clamp(SHMEM_THREAD_SINGLE, SHMEM_THREAD_MULTIPLE);
     if first {
+        if level == SHMEM_THREAD_MULTIPLE {
+            state::allow_threads();
+        }
         PROVIDED.store(level, Ordering::Relaxed);
     }
     if !provided.is_null() {

@@ -41,7 +41,6 @@ unsafe fn put_signal<T: Plain>(
 ) {
     state::with(call, |ctx| {
         let pe = state::pe(ctx, call, pe);
-        let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
         let sig = state::sym::<u64>(ctx, call, "sig_addr", sig_addr.cast_const().cast(), 1);
         if sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD {
             state::fatal(
@@ -51,17 +50,22 @@ unsafe fn put_signal<T: Plain>(
                 ),
             );
         }
-        cbuf::check(call, "source", source, n);
-        // A put to this PE whose ranges overlap copies like memmove, as
-        // `shmem_put` does (the drivers copy without overlap).
-        // SAFETY: `dest` checked symmetric, `source` checked and readable
-        // (the caller's contract), both for `n`.
-        if !unsafe { rma::moved_in_place(ctx, pe, dest, source, n) } {
-            // SAFETY: the caller's contract.
-            let s = unsafe { cbuf::src(call, "source", source, n) };
-            state::ok(call, ctx.put(&d, 0, s, pe));
+        // No data (`nelems` 0): `dest` and `source` are not looked at; the
+        // signal is still updated.
+        if n > 0 {
+            let d = state::sym::<T>(ctx, call, "dest", dest.cast_const().cast(), n);
+            cbuf::check(call, "source", source, n);
+            // A put to this PE whose ranges overlap copies like memmove, as
+            // `shmem_put` does (the drivers copy without overlap).
+            // SAFETY: `dest` checked symmetric, `source` checked and readable
+            // (the caller's contract), both for `n`.
+            if !unsafe { rma::moved_in_place(ctx, pe, dest, source, n) } {
+                // SAFETY: the caller's contract.
+                let s = unsafe { cbuf::src(call, "source", source, n) };
+                state::ok(call, ctx.put(&d, 0, s, pe));
+            }
+            state::ok(call, ctx.fence());
         }
-        state::ok(call, ctx.fence());
         if sig_op == SHMEM_SIGNAL_SET {
             state::ok(call, ctx.set(&sig, 0, signal, pe));
         } else {

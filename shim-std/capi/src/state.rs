@@ -1,8 +1,9 @@
 //! The process's one [`Context`] and the checks every entry point shares.
 //!
 //! * [`with`] runs a closure on the context. One thread at a time may be
-//!   inside the library; a second one entering at the same time is reported
-//!   (it would otherwise race on the context) and ends the job. The thread
+//!   inside the library; below `SHMEM_THREAD_MULTIPLE` a second one entering
+//!   at the same time is reported (it would otherwise race on the context)
+//!   and ends the job; under it, the second one waits. The thread
 //!   that called `shmem_init` enters without a locked instruction (see
 //!   `guard`).
 //! * [`sym`] turns a C pointer plus an element count into a checked handle:
@@ -87,8 +88,8 @@ fn overlap(call: &'static str, e: Overlap) -> ! {
         Overlap::OtherThread => fatal(
             call,
             format_args!(
-                "called while another thread is inside the library \
-                 (switchyard supports SHMEM_THREAD_SERIALIZED at most)"
+                "called while another thread is inside the library (calls from \
+                 several threads at once need shmem_init_thread(SHMEM_THREAD_MULTIPLE))"
             ),
         ),
         Overlap::Reentered => fatal(
@@ -147,12 +148,62 @@ pub fn install(ctx: Context) -> bool {
     true
 }
 
+/// Waits until `done` gives a value, making progress between polls; ends
+/// the job naming `call` as a wait on the context does (a dead PE, the op
+/// timeout, an error of `done`).
+///
+/// Below `SHMEM_THREAD_MULTIPLE` the whole wait is one entry. Under it the
+/// wait is a series of short entries with the library left in between, so
+/// the other threads of this PE get in meanwhile (one of them may be the
+/// one to satisfy the wait); the dead-PE checks run in every entry.
+pub fn wait<R>(
+    call: &'static str,
+    mut done: impl FnMut(&mut Context) -> switchyard::context::Result<Option<R>>,
+) -> R {
+    /// Polls per entry under `SHMEM_THREAD_MULTIPLE` (the context's wait
+    /// checks for dead PEs every 64 pauses).
+    const POLLS: u32 = 65;
+    let multiple = guard::waiting_allowed();
+    loop {
+        let got = with(call, |ctx| {
+            let (mut got, mut polls) = (None, 0u32);
+            ok(
+                call,
+                ctx.wait_for(call, |c| {
+                    got = done(c)?;
+                    polls += 1;
+                    Ok(got.is_some() || (multiple && polls >= POLLS))
+                }),
+            );
+            got
+        });
+        if let Some(v) = got {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Grants `SHMEM_THREAD_MULTIPLE`: from now on a thread entering while
+/// another is inside waits for it instead of ending the job (see `guard`).
+/// Called by `shmem_init_thread` right after [`install`], before the
+/// program starts other threads.
+pub fn allow_threads() {
+    guard::allow_waiting();
+}
+
 /// Removes the context (for `shmem_finalize`).
 pub fn take() -> Option<Context> {
     let _held = hold("shmem_finalize");
     GLOBAL.layout.set(Layout::NONE);
     GLOBAL.blocks.forget();
     slot().take()
+}
+
+/// The size of the symmetric heap's own part (where blocks are), in
+/// bytes. Ends the job when the library is not initialized.
+pub fn heap_size() -> u64 {
+    with("shmem_align", |_| GLOBAL.layout.get().end)
 }
 
 /// Forgets the blocks [`sym`] remembers: call before a block is freed

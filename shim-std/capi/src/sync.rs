@@ -204,17 +204,18 @@ fn wait(ctx: &mut Context, call: &'static str, mut done: impl FnMut() -> bool) {
 }
 
 /// `wait_until` on one variable; returns the value that satisfied it.
+/// (Through [`state::wait`], so under `SHMEM_THREAD_MULTIPLE` the other
+/// threads of the PE get in while it waits.)
 pub(crate) fn wait_until<T: Word>(call: &'static str, ivar: *const T, cmp: c_int, value: T) -> T {
-    state::with(call, |ctx| {
+    let cmp = state::with(call, |ctx| {
         let cmp = Cmp::new(call, cmp);
         state::sym::<T>(ctx, call, "ivar", ivar.cast::<c_void>(), 1);
-        let mut seen = value;
-        wait(ctx, call, || {
-            // SAFETY: checked symmetric and aligned above.
-            seen = unsafe { T::load(ivar) };
-            cmp.holds(seen, value)
-        });
-        seen
+        cmp
+    });
+    state::wait(call, |_| {
+        // SAFETY: checked symmetric and aligned above.
+        let seen = unsafe { T::load(ivar) };
+        Ok(cmp.holds(seen, value).then_some(seen))
     })
 }
 

@@ -24,6 +24,12 @@
 //!
 //! The owner entering again while inside (a signal handler calling in) is
 //! caught too: its flag is still raised.
+//!
+//! Under `SHMEM_THREAD_MULTIPLE` ([`allow_waiting`]) nobody owns the library
+//! and a thread that finds the lock taken waits for it (spinning briefly,
+//! then yielding) instead of reporting an overlap: calls from several
+//! threads are serialized. The thread holding the lock is recorded
+//! ([`HOLDER`]), so entering again from inside is still caught.
 
 // The shim has no compiler fence; this one orders nothing in the CPU.
 use core::sync::atomic::compiler_fence;
@@ -54,6 +60,11 @@ static LOCKED: AtomicBool = AtomicBool::new(false);
 static OWNER: AtomicUsize = AtomicUsize::new(0);
 /// Raised while the owner is inside. Only the owner writes it.
 static INSIDE: AtomicBool = AtomicBool::new(false);
+/// Raised under `SHMEM_THREAD_MULTIPLE`: a taken lock is waited for.
+static WAIT: AtomicBool = AtomicBool::new(false);
+/// The thread holding [`LOCKED`] (0 when none). Only compared with the
+/// caller's own identity, which it equals only when written by the caller.
+static HOLDER: AtomicUsize = AtomicUsize::new(0);
 
 /// This thread's identity: its `pthread_t`, never 0 for a live thread.
 #[inline]
@@ -86,8 +97,15 @@ pub(super) fn enter() -> Result<Held, Overlap> {
 fn enter_locked(me: usize) -> Result<Held, Overlap> {
     // SYNC POINT with the Release store of LOCKED in `Held::drop`.
     if LOCKED.swap(true, Ordering::Acquire) {
-        return Err(Overlap::OtherThread);
+        if !WAIT.load(Ordering::Relaxed) {
+            return Err(Overlap::OtherThread);
+        }
+        if HOLDER.load(Ordering::Relaxed) == me {
+            return Err(Overlap::Reentered);
+        }
+        wait_for_lock();
     }
+    HOLDER.store(me, Ordering::Relaxed);
     let refused = match OWNER.load(Ordering::Relaxed) {
         0 => None,
         // OWNER only ever changes from the owner to 0, so the owner's own
@@ -112,6 +130,40 @@ fn enter_locked(me: usize) -> Result<Held, Overlap> {
             Err(e)
         }
     }
+}
+
+/// Takes [`LOCKED`] once the thread inside leaves (`SHMEM_THREAD_MULTIPLE`):
+/// spins a little, then yields the CPU between tries.
+#[cold]
+#[inline(never)]
+fn wait_for_lock() {
+    let mut tries = 0u32;
+    // SYNC POINT with the Release store of LOCKED in `Held::drop`.
+    while LOCKED.swap(true, Ordering::Acquire) {
+        tries += 1;
+        if tries < 64 {
+            core::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Switches to `SHMEM_THREAD_MULTIPLE`: from now on nobody owns the library
+/// and every entry takes the lock, waiting for it when it is taken. Called
+/// by `shmem_init_thread` on the thread that initialized the library, which
+/// is not inside.
+pub(super) fn allow_waiting() {
+    OWNER.store(0, Ordering::Relaxed);
+    WAIT.store(true, Ordering::Relaxed);
+    // The threads the program starts after this see both stores (thread
+    // creation orders them); no other thread may call in before.
+    fence(Ordering::SeqCst);
+}
+
+/// Whether `SHMEM_THREAD_MULTIPLE` was granted ([`allow_waiting`]).
+pub(super) fn waiting_allowed() -> bool {
+    WAIT.load(Ordering::Relaxed)
 }
 
 /// Ends the ownership for good and makes sure the owner has either seen
@@ -148,8 +200,12 @@ impl Drop for Held {
         match self {
             // SYNC POINT with the Acquire load of INSIDE in `enter_locked`.
             Held::Owner => INSIDE.store(false, Ordering::Release),
-            // SYNC POINT with the Acquire swap of LOCKED in `enter_locked`.
-            Held::Locked => LOCKED.store(false, Ordering::Release),
+            Held::Locked => {
+                HOLDER.store(0, Ordering::Relaxed);
+                // SYNC POINT with the Acquire swaps of LOCKED in
+                // `enter_locked` and `wait_for_lock`.
+                LOCKED.store(false, Ordering::Release);
+            }
         }
     }
 }

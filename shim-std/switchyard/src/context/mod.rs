@@ -170,7 +170,7 @@ use switchyard_core::{
     transport::{Instant as CoreInstant, Transport},
 };
 use switchyard_shm::ShmTransport;
-pub use switchyard_shm::{Alias, HEAP_ALIGN};
+pub use switchyard_shm::{Alias, HEAP_ALIGN, heap_align};
 pub use trace::TRACE_RECORDS;
 pub use wait::{Cmp, Progress};
 
