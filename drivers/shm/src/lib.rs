@@ -65,6 +65,8 @@ use switchyard_core::{
         heap_rmw_u64,
     },
 };
+/// Whether a process exists (what the stale-object cleanup asks of a creator).
+pub use sys::process_alive;
 
 /// Whether this driver is implemented in this build.
 pub const IMPLEMENTED: bool = true;

@@ -305,17 +305,11 @@ pub fn screen(
                 "PE", "op", "via", "samples", "p50 ns", "p99 ns", "max ns"
             );
             for (s, h) in hists {
-                let ns = |t| statseg::ticks_to_ns(s.header.tick_unit, t);
+                let [p50, p99, max] = h.percentiles_ns(s.header.tick_unit);
                 let _ = writeln!(
                     o,
-                    "{:>5} {:<7} {:<7} {:>10} {:>10} {:>10} {:>10}",
-                    s.header.rank,
-                    h.op,
-                    h.transport,
-                    h.count,
-                    ns(h.quantile(0.5)),
-                    ns(h.quantile(0.99)),
-                    ns(h.max)
+                    "{:>5} {:<7} {:<7} {:>10} {p50:>10} {p99:>10} {max:>10}",
+                    s.header.rank, h.op, h.transport, h.count
                 );
             }
         }

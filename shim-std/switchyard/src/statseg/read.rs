@@ -51,7 +51,7 @@ pub fn find_jobs(dir: &std::path::Path) -> Vec<Job> {
             continue;
         };
         let path = e.path();
-        let live = Reader::open(&path).is_ok_and(|r| sys::process_alive(r.header().pid));
+        let live = Reader::open(&path).is_ok_and(|r| r.alive());
         if live {
             jobs.entry(job).or_default().push((rank, path));
         }
@@ -155,7 +155,7 @@ impl Reader {
 
     /// Whether the PE's process still lives.
     pub fn alive(&self) -> bool {
-        sys::process_alive(self.header.pid)
+        switchyard_shm::process_alive(self.header.pid)
     }
 
     /// A snapshot: each block consistent in itself (its seqlock), blocks

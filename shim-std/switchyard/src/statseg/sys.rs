@@ -25,8 +25,8 @@ unsafe impl Sync for Map {}
 
 impl Map {
     /// Creates `path` (mode 0600, exclusive, after removing a leftover of
-    /// the same name), sized `len` bytes (zero-filled, not populated), and
-    /// maps it read-write.
+    /// the same name), sized `len` bytes (zero-filled), and maps it
+    /// read-write, populated.
     pub(super) fn create(path: &Path, len: usize) -> io::Result<Map> {
         let _ = std::fs::remove_file(path);
         let file = OpenOptions::new()
@@ -78,7 +78,8 @@ fn map(file: &File, len: usize, write: bool) -> io::Result<Map> {
             core::ptr::null_mut(),
             len,
             prot,
-            libc::MAP_SHARED,
+            // The writer's pages are faulted in now, not on the data path.
+            libc::MAP_SHARED | if write { libc::MAP_POPULATE } else { 0 },
             file.as_raw_fd(),
             0,
         )
@@ -102,17 +103,4 @@ impl Drop for Map {
             libc::munmap(self.base.as_ptr().cast(), self.words * 8);
         }
     }
-}
-
-/// Whether process `pid` exists.
-pub(super) fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }

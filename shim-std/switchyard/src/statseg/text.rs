@@ -24,6 +24,12 @@ pub struct HistRow {
 }
 
 impl HistRow {
+    /// p50, p99 and the largest, in nanoseconds (`tick_unit` as in the
+    /// segment's header).
+    pub fn percentiles_ns(&self, tick_unit: u32) -> [u64; 3] {
+        [self.quantile(0.5), self.quantile(0.99), self.max].map(|t| ticks_to_ns(tick_unit, t))
+    }
+
     /// The value in ticks at quantile `q` (0 to 1): the upper end of the
     /// bucket holding it (at most one bucket width above the true value).
     pub fn quantile(&self, q: f64) -> u64 {
@@ -278,16 +284,11 @@ pub fn summary(s: &Snapshot) -> String {
         let _ = writeln!(out, "  {}", nonzero.join(", "));
     }
     for h in &s.hists {
-        let ns = |t| ticks_to_ns(s.header.tick_unit, t);
+        let [p50, p99, max] = h.percentiles_ns(s.header.tick_unit);
         let _ = writeln!(
             out,
-            "  latency {} {}: n {} p50 {} ns p99 {} ns max {} ns",
-            h.op,
-            h.transport,
-            h.count,
-            ns(h.quantile(0.5)),
-            ns(h.quantile(0.99)),
-            ns(h.max)
+            "  latency {} {}: n {} p50 {p50} ns p99 {p99} ns max {max} ns",
+            h.op, h.transport, h.count
         );
     }
     out
