@@ -93,6 +93,32 @@ else
     [ "$rc" -eq 1 ] && grep -q 'transport verbs is not available: ' "$out/verbs.err" \
         && ! grep -q panicked "$out/verbs.err" || { echo "perf --transport verbs: rc $rc"; exit 1; }
 fi
+# stat: one snapshot of a running 2-PE job (stats_hold holds still between
+# its phases), its JSON and Prometheus text; then nothing once it ended.
+SY_GO="$out/go" SY_END="$out/end" timeout 60 "$sy" run -n 2 --timeout 50 -- \
+    target/debug/examples/stats_hold 500 5 > "$out/hold.txt" &
+hold=$!
+for _ in $(seq 1 600); do [ "$(grep -c 'phase1 job' "$out/hold.txt")" -eq 2 ] && break; sleep 0.1; done
+job=$(grep -m1 -o 'phase1 job [0-9a-f]*' "$out/hold.txt" | awk '{print $3}')
+touch "$out/go"
+for _ in $(seq 1 600); do [ "$(grep -c 'phase2' "$out/hold.txt")" -eq 2 ] && break; sleep 0.1; done
+run stat "$job" --once | tee "$out/stat.txt"
+grep -q "job $job: 2 of 2 PEs" "$out/stat.txt"
+run stat "$job" --json > "$out/stat.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["jobs"][0]["pes"]) == 2, d' "$out/stat.json"
+run stat --prometheus > "$out/stat.prom"
+python3 -c '
+import sys
+want = "switchyard_peer_ops_total{job_id=\"%s\",pe=\"0\",peer=\"1\",transport=\"shm\"} " % sys.argv[2]
+v = [float(l.split()[-1]) for l in open(sys.argv[1]) if l.startswith(want)]
+assert v and v[0] >= 505, v
+' "$out/stat.prom" "$job"
+touch "$out/end"
+wait "$hold"
+set +e
+timeout 60 "$sy" stat "$job" --once >/dev/null 2>&1; rc=$?
+set -e
+[ "$rc" -eq 1 ] || { echo "stat: job $job still shown after its end (rc $rc)"; exit 1; }
 if ls /dev/shm | grep -q '^switchyard-'; then echo "shared-memory objects left behind:"; ls /dev/shm; exit 1; fi
 # sim: a simulated cluster in network namespaces (root and `ip netns` only).
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then

@@ -84,6 +84,7 @@ fn setup(job: u64, me: u32) -> Setup {
         verbs_atomics: Default::default(),
         verbs_routed: true,
         trace_records: 4096,
+        stats: true,
         trace,
     }
 }

@@ -51,8 +51,9 @@ use std::path::{Path, PathBuf};
 pub use error::{Result, ShmError};
 pub use probe::probe;
 pub use segment::{
-    Alias, HEAP_ALIGN, HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, SHM_DIR, Segment,
-    SegmentConfig, global_exit_path, heap_align, meminfo, object_name, object_prefix, remove_stale,
+    Alias, HEAP_ALIGN, HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, OBJECT_READY,
+    OBJECT_READY_OFFSET, SHM_DIR, STATS_MAGIC, Segment, SegmentConfig, global_exit_path,
+    heap_align, meminfo, object_name, object_prefix, remove_stale,
 };
 /// The path-class encoding this driver speaks.
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;
@@ -64,6 +65,8 @@ use switchyard_core::{
         heap_rmw_u64,
     },
 };
+/// Whether a process exists (what the stale-object cleanup asks of a creator).
+pub use sys::process_alive;
 
 /// Whether this driver is implemented in this build.
 pub const IMPLEMENTED: bool = true;

@@ -35,6 +35,15 @@ const MAGIC: u64 = u64::from_le_bytes(*b"SWYDSHM1");
 pub const LAYOUT_VERSION: u32 = 1;
 /// Value of `ready` once the creator finished.
 const READY: u32 = 0x5EAD_7001;
+/// The ready word of a job's objects (a `u32` at [`OBJECT_READY_OFFSET`], as
+/// in the heap's control block), public for the other objects of a job that
+/// use the same header.
+pub const OBJECT_READY: u32 = READY;
+/// Magic of a PE's stats segment (the library's `statseg`): its first 56
+/// bytes are laid out like the control block (magic, pid at byte 24,
+/// [`OBJECT_READY`] at [`OBJECT_READY_OFFSET`]), so [`remove_stale`] removes
+/// it with its dead job.
+pub const STATS_MAGIC: u64 = u64::from_le_bytes(*b"SWYDSTA1");
 /// Bytes before the heap on normal pages.
 const PAGE: u64 = 4096;
 /// Huge page size used for the heap.
@@ -83,6 +92,8 @@ struct ControlBlock {
 }
 
 const READY_OFFSET: usize = core::mem::size_of::<ControlBlock>();
+/// Where the ready word of a job's object is (byte 56).
+pub const OBJECT_READY_OFFSET: usize = READY_OFFSET;
 static_assertions::const_assert!(READY_OFFSET.is_multiple_of(4));
 static_assertions::const_assert!((READY_OFFSET + 4) as u64 <= PAGE);
 
@@ -661,7 +672,7 @@ pub fn remove_stale(dir: &Path, keep_job: Option<u64>) -> Vec<PathBuf> {
             continue;
         }
         let stale = match read_control_block(&path) {
-            Some(cb) if cb.magic == MAGIC => !sys::process_alive(cb.pid),
+            Some(cb) if cb.magic == MAGIC || cb.magic == STATS_MAGIC => !sys::process_alive(cb.pid),
             _ => meta
                 .modified()
                 .ok()

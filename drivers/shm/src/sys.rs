@@ -193,7 +193,7 @@ pub(crate) unsafe fn map_fixed_shared(
 
 /// Whether process `pid` exists (it may belong to another user: EPERM also
 /// means alive).
-pub(crate) fn process_alive(pid: u32) -> bool {
+pub fn process_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };

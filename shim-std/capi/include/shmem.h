@@ -988,6 +988,12 @@ SHMEM_DECL_OLD_WAIT_(long long, longlong)
 long shmem_swap(long *dest, long value, int pe);
 void shmem_wait(long *ivar, long cmp_value);
 
+/* ==== shmemx: switchyard extensions ======================================= */
+
+/* Prints this PE's counters and latency percentiles (its stats segment) to
+ * stderr; SWITCHYARD_STATS_PRINT=1 prints the same at shmem_finalize. */
+void shmemx_stats_print(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,5 +44,6 @@ pub mod rma;
 pub mod setup;
 pub mod signal;
 pub mod state;
+pub mod stats;
 pub mod sync;
 pub mod team;

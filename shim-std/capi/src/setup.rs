@@ -210,8 +210,11 @@ pub unsafe extern "C" fn shmem_query_thread(provided: *mut c_int) {
 /// after the first do nothing.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_finalize() {
-    if let Some(ctx) = state::take() {
+    if let Some(mut ctx) = state::take() {
         FINALIZED.store(true, Ordering::Relaxed);
+        if crate::stats::print_at_finalize() {
+            crate::stats::print(&mut ctx);
+        }
         state::ok("shmem_finalize", ctx.finalize());
     }
 }

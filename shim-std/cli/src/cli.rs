@@ -13,7 +13,7 @@ use std::{ffi::OsString, fmt};
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, error::ErrorKind};
 
-use crate::{EXIT_USAGE, Output, cc, info, launch, perf, sim, topo};
+use crate::{EXIT_USAGE, Output, cc, info, launch, perf, sim, stat, topo};
 
 /// How every command's help reads: its usage first, then what it does.
 const COMMAND_HELP: &str = "\
@@ -33,6 +33,7 @@ Examples:
   switchyard perf put-lat              put latency beside its baseline
   switchyard topo cluster.conf --as 0  PE 0's route to every peer of a topology
   switchyard sim up cluster.toml       simulate that cluster in network namespaces
+  switchyard stat --once               counters of the jobs running here
   switchyard cc -o hello hello.c       compile an OpenSHMEM C program
 
 Run `switchyard <COMMAND> --help` for a command's options.";
@@ -72,6 +73,9 @@ pub enum Command {
     /// Simulate a cluster in network namespaces (root)
     #[command(long_about = sim::ABOUT)]
     Sim(sim::SimArgs),
+    /// Show the counters of the jobs running on this machine
+    #[command(long_about = stat::ABOUT)]
+    Stat(stat::StatArgs),
     /// Compile an OpenSHMEM C program against libswitchyard_shmem
     #[command(long_about = cc::ABOUT)]
     Cc(cc::CcArgs),

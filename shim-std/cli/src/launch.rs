@@ -114,6 +114,11 @@ pub struct RunArgs {
     /// Rails of a sim built from FILE, 1 to 4 [default: the file's, else 1]
     #[arg(long, value_name = "R", requires = "sim", value_parser = values::rails)]
     pub rails: Option<u32>,
+    /// Serve `/metrics` (Prometheus text format) at ADDR (such as
+    /// 127.0.0.1:9464) while the job runs: the counters of its PEs on this
+    /// machine, read from their stats segments
+    #[arg(long = "metrics-addr", value_name = "ADDR", conflicts_with = "sim")]
+    pub metrics_addr: Option<String>,
     /// The program each PE runs (looked up in PATH), and its arguments
     #[arg(
         value_name = "PROGRAM",
@@ -224,6 +229,26 @@ pub fn run(args: &RunArgs) -> Output {
         Ok(x) => x,
         Err(message) => return cli::usage_error(&["run"], message),
     };
+    let mut opts = opts;
+    // The job id is chosen here, so the `/metrics` server knows its
+    // objects; the server stops (its socket closes) when the job ends.
+    let _metrics = match &args.metrics_addr {
+        Some(addr) => {
+            let job = match opts.job_id {
+                Some(j) => j,
+                None => match launcher::new_job_id() {
+                    Ok(j) => j,
+                    Err(e) => return run_failed(format!("no job id: {e}")),
+                },
+            };
+            opts.job_id = Some(job);
+            match crate::stat::serve_metrics(addr, job) {
+                Ok(s) => Some(s),
+                Err(e) => return run_failed(e),
+            }
+        }
+        None => None,
+    };
     let result = match &sim {
         None => launcher::launch(&opts),
         Some(target) => launcher::launch_in_sim(&opts, target),
@@ -235,6 +260,15 @@ pub fn run(args: &RunArgs) -> Output {
             stdout: String::new(),
             stderr: format!("switchyard run: {}\n", error_chain(&e)),
         },
+    }
+}
+
+/// The launcher failed before starting the job: exit status 1 and `why`.
+fn run_failed(why: impl std::fmt::Display) -> Output {
+    Output {
+        code: 1,
+        stdout: String::new(),
+        stderr: format!("switchyard run: {why}\n"),
     }
 }
 

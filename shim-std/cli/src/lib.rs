@@ -11,6 +11,7 @@
 //! | `switchyard perf [TEST] [OPTIONS]` | [`perf`] | benchmarks of the data path beside baselines |
 //! | `switchyard topo [FILE] [OPTIONS]` | [`topo`] | path classes and routes of a topology |
 //! | `switchyard sim up\|status\|link\|down` | [`sim`] | simulated clusters in network namespaces |
+//! | `switchyard stat [JOB] [--once\|--json\|--prometheus]` | [`stat`] | the counters of the running jobs of this machine |
 //! | `switchyard cc [--show] [--static] [CC ARGS]...` | [`cc`] | compile OpenSHMEM C programs |
 //! | `switchyard completions bash\|zsh\|fish` | [`cli`] | shell completion scripts |
 //!
@@ -53,6 +54,7 @@ pub mod info;
 pub mod launch;
 pub mod perf;
 pub mod sim;
+pub mod stat;
 pub mod topo;
 mod values;
 
@@ -120,6 +122,7 @@ pub fn run_os(args: impl IntoIterator<Item = OsString>) -> Output {
         Command::Perf(a) => perf::run(a),
         Command::Topo(a) => topo::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Stat(a) => stat::run(a),
         Command::Cc(a) => cc::run(a),
         Command::Completions(a) => cli::completions(a),
     }

@@ -94,6 +94,7 @@
 
 pub mod config;
 pub mod context;
+pub mod statseg;
 pub mod sys;
 // The counting allocator of the no-allocation unit tests (the verbs glue's,
 // the load bits').

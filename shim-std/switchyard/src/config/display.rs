@@ -82,6 +82,7 @@ impl Config {
             Key::Heartbeat => format_duration(self.heartbeat),
             Key::TraceRecords => self.trace_records.to_string(),
             Key::Trace => self.trace.to_string(),
+            Key::Stats => if self.stats { "on" } else { "off" }.into(),
             Key::InlineThreshold => format_size(self.inline_threshold.into()),
             Key::BindTo => self.bind_to.to_string(),
             Key::TcpAddrs => format_addrs(&self.tcp_addrs),

@@ -52,6 +52,9 @@ pub enum Key {
     /// `trace`: which routing decisions the route trace ring records (`off`,
     /// `sample:N`, `all`).
     Trace,
+    /// `stats`: whether each PE keeps the stats segment (counters and
+    /// latency histograms readable from outside the job).
+    Stats,
     /// `inline_threshold`: largest put sent inline in the work request.
     InlineThreshold,
     /// `bind_to`: whether the progress thread is pinned.
@@ -89,7 +92,7 @@ pub enum Key {
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 26;
+    pub const COUNT: usize = 27;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -105,6 +108,7 @@ impl Key {
         Key::Heartbeat,
         Key::TraceRecords,
         Key::Trace,
+        Key::Stats,
         Key::InlineThreshold,
         Key::BindTo,
         Key::TcpAddrs,
@@ -136,6 +140,7 @@ impl Key {
             Key::Heartbeat => "heartbeat",
             Key::TraceRecords => "trace_records",
             Key::Trace => "trace",
+            Key::Stats => "stats",
             Key::InlineThreshold => "inline_threshold",
             Key::BindTo => "bind_to",
             Key::TcpAddrs => "tcp_addrs",
@@ -168,6 +173,7 @@ impl Key {
             Key::Heartbeat => "SWITCHYARD_HEARTBEAT",
             Key::TraceRecords => "SWITCHYARD_TRACE_RECORDS",
             Key::Trace => "SWITCHYARD_TRACE",
+            Key::Stats => "SWITCHYARD_STATS",
             Key::InlineThreshold => "SWITCHYARD_INLINE_THRESHOLD",
             Key::BindTo => "SWITCHYARD_BIND_TO",
             Key::TcpAddrs => "SWITCHYARD_TCP_ADDRS",
@@ -203,6 +209,7 @@ impl Key {
             Key::Heartbeat => "a duration such as 100ms, 200ms or 1s, from 1ms to 60s",
             Key::TraceRecords => "a power of two from 16 to 1048576, such as 4096",
             Key::Trace => "off, all or sample:N with N from 1 to 1000000, such as sample:64",
+            Key::Stats => "on or off",
             Key::InlineThreshold => {
                 "a size such as 0, 64 or 256 (0 or off: no inlining), at most 4K"
             }
@@ -411,6 +418,7 @@ impl Config {
                 parse_count(s).and_then(|v| pow2_in(v, TRACE_RECORDS_MIN, TRACE_RECORDS_MAX)),
             ),
             Key::Trace => put(&mut self.trace, TraceMode::parse(s)),
+            Key::Stats => put(&mut self.stats, parse_on_off(s)),
             Key::InlineThreshold => {
                 let v = if s.eq_ignore_ascii_case("off") {
                     Some(0)

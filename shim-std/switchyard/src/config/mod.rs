@@ -39,6 +39,7 @@
 //! | `heartbeat` | duration | `200ms` | 1ms to 60s (the dead-link window, below) |
 //! | `trace_records` | count | `4096` | a power of two, 16 to 1048576 |
 //! | `trace` | [`TraceMode`] | `sample:64` | `off`, `all`, `sample:N` with N from 1 to 1000000 |
+//! | `stats` | on/off | `on` | `on`, `off` (`true`/`false` too) |
 //! | `inline_threshold` | size | `256` | 0 to 4K; `off` is 0 (no inlining) |
 //! | `bind_to` | [`BindTo`] | `none` | `core` (the PE's own CPU), `cpu:N`, `none` |
 //! | `transports` | list | `all` | `all`, or a list of `shm`, `tcp`, `verbs` (`tcp` alone forces TCP even on one node) |
@@ -73,6 +74,13 @@
 //! [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos) converts to
 //! nanoseconds; sampling also spares the clock read of the decisions it
 //! skips. Context ids are assigned to every operation in every mode.
+//!
+//! What `stats` means: whether each PE keeps its stats segment
+//! ([`statseg`](crate::statseg)), a small shared-memory object of the job
+//! with its counters per (peer, transport) and the latency histograms of
+//! the operations the trace samples (a sampled operation also reads the
+//! trace clock at its start), for `switchyard stat` and `/metrics`. On, an
+//! operation costs a few more plain stores; `off` creates no segment.
 //!
 //! What `load_watermark` means: the backlog, in percent of its capacity,
 //! over which a transport's load bit toward a peer is set, so that the
@@ -324,6 +332,12 @@ pub struct Config {
     /// Which routing decisions the route trace ring records. Default
     /// [`TraceMode::DEFAULT`] (`sample:64`).
     pub trace: TraceMode,
+    /// Whether each PE keeps its stats segment
+    /// ([`statseg`](crate::statseg): counters per (peer, transport) and the
+    /// latency histograms of the sampled operations, readable by
+    /// `switchyard stat` while the job runs). Default on; off saves the
+    /// segment's stores on the data path.
+    pub stats: bool,
     /// Largest put (bytes) sent inline; 0 turns inlining off. Default 256.
     pub inline_threshold: u32,
     /// Whether and where the progress thread is pinned. Default
@@ -384,6 +398,7 @@ impl Default for Config {
             heartbeat: Duration::from_millis(200),
             trace_records: crate::context::TRACE_RECORDS as u32,
             trace: TraceMode::DEFAULT,
+            stats: true,
             inline_threshold: 256,
             bind_to: BindTo::None,
             tcp_addrs: Vec::new(),

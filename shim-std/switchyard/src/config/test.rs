@@ -209,6 +209,7 @@ fn every_key_names_key_value_and_expectation() {
                 "every:4",
             ],
         ),
+        (Key::Stats, &["auto", "1", "maybe"]),
         (Key::InlineThreshold, &["5K", "on", "lots"]),
         (
             Key::BindTo,

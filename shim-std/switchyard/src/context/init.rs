@@ -78,6 +78,7 @@ impl Context {
             verbs_routed: cfg.verbs_routed,
             trace_records: cfg.trace_records as usize,
             trace: cfg.trace,
+            stats: cfg.stats,
         };
         // Objects of dead jobs (a crash the launcher could not clean up).
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));

@@ -140,6 +140,7 @@ mod route;
 #[cfg(test)]
 mod shm_pair_test;
 mod stats;
+mod statseg;
 #[cfg(test)]
 mod tcp_no_alloc_test;
 #[cfg(test)]
@@ -183,7 +184,7 @@ pub const TCP: TransportId = tid(2);
 /// Most TCP rails a context drives.
 pub const MAX_TCP_RAILS: usize = switchyard_socket::MAX_RAILS;
 /// Number of transport ids in use: shm, verbs, and the TCP rails.
-const N_TRANSPORTS: u8 = 2 + MAX_TCP_RAILS as u8;
+pub(crate) const N_TRANSPORTS: u8 = 2 + MAX_TCP_RAILS as u8;
 
 /// The transport id of TCP rail `rail` (`tcp0` is [`TCP`]).
 ///
@@ -275,6 +276,8 @@ pub struct Context {
     op_timeout: Duration,
     progress: Progress,
     stats: Stats,
+    /// The stats segment (`statseg.rs`).
+    sx: statseg::Hook,
     /// Per origin PE, the newest link-state record version applied.
     link_seen: Vec<u64>,
     /// Versions of this PE's own link-state records.

@@ -82,6 +82,8 @@ pub struct Setup {
     /// Which routing decisions the ring records (`trace`;
     /// [`TraceMode::DEFAULT`](crate::config::TraceMode::DEFAULT) by default).
     pub trace: crate::config::TraceMode,
+    /// Whether to keep the stats segment (`stats`; on by default).
+    pub stats: bool,
 }
 
 /// The executable's global and static variables, moved into the symmetric
@@ -259,6 +261,7 @@ impl Context {
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
         }
+        let sx = super::statseg::Hook::new(setup.stats, setup.job_id, me, n, &mut warnings);
         Ok(Context {
             me,
             n_pes: n,
@@ -282,6 +285,7 @@ impl Context {
             op_timeout: setup.op_timeout,
             progress: setup.progress,
             stats: Stats::default(),
+            sx,
             tcp: tcp.map(progress::Tcp::new),
             verbs: None,
             verbs_why: None,

@@ -39,6 +39,7 @@ impl Context {
         }
         // Acks and completions were processed: loaded pairs may have drained.
         self.load_recheck(false);
+        self.sx_tick(now);
     }
 
     /// Applies one TCP driver event: a rail going down or up toward a peer
@@ -56,6 +57,7 @@ impl Context {
                 if state != LinkState::Up {
                     self.stats.links_lost += 1;
                 }
+                self.sx_link(tcp_rail(r), peer, state);
                 self.topo.apply_link_state(tcp_rail(r), peer, state);
                 self.broadcast_link(peer, rail, state);
                 if state == LinkState::Up {

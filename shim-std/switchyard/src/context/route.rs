@@ -46,6 +46,7 @@ impl Context {
     #[inline(always)]
     pub(super) fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Result<Route> {
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
+        self.sx_start();
         // Sticky pin, kept view: one Acquire load of the published version
         // per operation, no store, no fence; `pause` unpins when idle.
         match self.sel.select_sticky(pe, len32, op) {
@@ -101,6 +102,9 @@ impl Context {
             }
             if retry_allowed {
                 self.stats.reroutes += 1;
+                if let Some(pe) = e.peer() {
+                    self.sx_bump(t, pe, crate::statseg::PeerWord::Reroutes);
+                }
                 return None;
             }
         }
@@ -193,6 +197,7 @@ impl Context {
     #[inline(always)]
     pub(super) fn leg_done(&mut self, pe: u32, len: u64, frame: FrameOp, route: &Route) {
         self.stats.ops[SHM.index()] += 1;
+        self.sx_done(pe, len, route);
         self.trace_route(pe, len, frame, route, false);
     }
 
@@ -266,6 +271,7 @@ impl Context {
                     // Counted once issued (not per attempt: a send window
                     // that pushes back makes the loop select again).
                     self.stats.ops[route.transport.index()] += 1;
+                    self.sx_done(pe, len, &route);
                     self.load_after(pe, &route, yielded);
                     self.trace_route(pe, len, frame, &route, false);
                     return Ok((r, route));
@@ -273,10 +279,12 @@ impl Context {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     // Flow control: the target pushes back. Progress, and
                     // give up only at the op timeout or when it dies.
+                    self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Retries);
                     let start = *blocked_since.get_or_insert_with(Instant::now);
                     self.pause(&mut spins, start, "a send window to open", Watch::Peer(pe))?;
                 }
                 Err(e) => {
+                    self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);
                     self.trace_route(pe, len, frame, &route, true);
                     if let Some(err) = self.on_error(route.transport, e, route.retry_allowed) {
                         return Err(err);
@@ -307,7 +315,10 @@ impl Context {
         start: impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<Ticket, DrvError>,
         poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
     ) -> Result<R> {
+        // The latency of a sampled one is taken when its reply is in.
+        self.sx_defer(true);
         let r = self.routed_wait_in(first, pe, len, op, frame, what, start, poll);
+        self.sx_defer(false);
         self.leave();
         r
     }
@@ -339,12 +350,16 @@ impl Context {
                     });
                 };
                 match poll(&mut d, &ticket) {
-                    Ok(Some(r)) => return Ok(r),
+                    Ok(Some(r)) => {
+                        self.sx_latency(frame, route.transport);
+                        return Ok(r);
+                    }
                     Ok(None) => {
                         let since = *t0.get_or_insert_with(Instant::now);
                         self.pause(&mut spins, since, what, Watch::Peer(pe))?;
                     }
                     Err(e) => {
+                        self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);
                         self.trace_route(pe, len, frame, &route, true);
                         match self.on_error(route.transport, e, route.retry_allowed) {
                             Some(err) => return Err(err),

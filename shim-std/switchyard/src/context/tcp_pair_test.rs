@@ -102,6 +102,7 @@ pub(super) fn setup(job: u64, me: u32, policy: PolicyConfig) -> Setup {
         verbs_atomics: crate::config::VerbsAtomics::Auto,
         verbs_routed: true,
         trace_records: TRACE_RECORDS,
+        stats: true,
         trace: crate::config::TraceMode::All,
     }
 }

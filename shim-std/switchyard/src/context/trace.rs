@@ -103,6 +103,7 @@ impl Context {
             }
             self.trace_left = self.trace_every;
         }
+        let transport = route.transport;
         self.trace_always(TraceRecord {
             seq: route.context.seq,
             src: self.me,
@@ -114,6 +115,8 @@ impl Context {
             flags,
             timestamp: 0,
         });
+        // The stats segment's latency of a sampled operation.
+        self.sx_sampled(frame, transport, failed);
     }
 
     /// Writes `rec` into the ring, stamped with the trace clock, unless

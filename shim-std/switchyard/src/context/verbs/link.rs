@@ -224,6 +224,9 @@ impl Context {
 
     fn verbs_event(&mut self, ev: Event) {
         let now = self.now().nanos;
+        if let Event::Link { peer, state } = &ev {
+            self.sx_link(VERBS, *peer, *state);
+        }
         let Some(v) = self.verbs.as_mut() else { return };
         match ev {
             Event::Link { peer, state } => {

@@ -1,0 +1,250 @@
+//! The context's side of its stats segment ([`crate::statseg`]): what the
+//! data path counts in it, the latencies of sampled operations, and the
+//! state published from the progress path.
+//!
+//! Counted on the data path (single writer, this thread):
+//!
+//! * ops and bytes per (peer, transport), once per operation issued, where
+//!   [`Stats::ops`](super::Stats::ops) counts (the shm leg's `leg_done`,
+//!   the generic loop); a downgraded route also counts a downgrade;
+//! * retries (a full send window), errors (a driver error), reroutes (an
+//!   operation selected again after its transport failed);
+//! * link transitions and failovers (a link that went down) per (peer,
+//!   transport), where the drivers' link events are applied.
+//!
+//! Published every [`PUBLISH_NS`] from the progress step (`poll_once`),
+//! and at init: the PE block (the [`Stats`](super::Stats) counters), the
+//! socket driver's own counters, and each (peer, transport)'s health,
+//! load, route and dead bits.
+
+use switchyard_core::{
+    class::TransportId, route::Route, topology::LinkState, transport::Instant as CoreInstant,
+    wire::FrameOp,
+};
+
+use super::{Context, N_TRANSPORTS, progress, tid};
+use crate::statseg::{
+    PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, StatsSegment,
+};
+
+/// How often the progress path publishes the slow-changing state.
+pub const PUBLISH_NS: u64 = 100_000_000;
+
+/// The context's stats segment and the state of the sampled operation in
+/// flight.
+#[derive(Debug, Default)]
+pub(super) struct Hook {
+    /// The segment (`None` with `stats = off`, or when it could not be made).
+    seg: Option<StatsSegment>,
+    /// The trace clock at the start of the operation the trace samples, or 0.
+    t0: u64,
+    /// Set while a blocking operation waits for its reply: its latency is
+    /// taken when it completes, not when it is issued.
+    defer: bool,
+    /// When to publish next (the context's clock, ns).
+    next_publish: u64,
+}
+
+impl Hook {
+    /// The segment of `rank`, when `on`; a failure to make it is a warning.
+    pub(super) fn new(
+        on: bool,
+        job_id: u64,
+        rank: u32,
+        n_pes: u32,
+        warn: &mut Vec<String>,
+    ) -> Hook {
+        let seg = if on {
+            StatsSegment::create(job_id, rank, n_pes)
+                .map_err(|e| warn.push(format!("no stats segment: {e}")))
+                .ok()
+        } else {
+            None
+        };
+        Hook {
+            seg,
+            ..Hook::default()
+        }
+    }
+}
+
+/// The histogram index of a frame op.
+fn hist_op(frame: FrameOp) -> usize {
+    match frame {
+        FrameOp::Put => 0,
+        FrameOp::Get => 1,
+        _ => 2,
+    }
+}
+
+impl Context {
+    /// Where this PE's stats segment is, when it keeps one.
+    pub fn stats_segment(&self) -> Option<&std::path::Path> {
+        self.sx.seg.as_ref().map(StatsSegment::path)
+    }
+
+    /// A text summary of this PE's stats segment (published first), as
+    /// `shmemx_stats_print` prints it; `None` without a segment.
+    pub fn stats_summary(&mut self) -> Option<String> {
+        self.sx_publish();
+        // Publishing took the TCP driver from the progress thread: give it back.
+        self.leave();
+        let r = crate::statseg::Reader::open(self.stats_segment()?).ok()?;
+        Some(crate::statseg::summary(&r.snapshot()))
+    }
+
+    /// An operation issued on `route`: ops and bytes, and a downgrade.
+    #[inline(always)]
+    pub(super) fn sx_done(&mut self, pe: u32, len: u64, route: &Route) {
+        if let Some(s) = &self.sx.seg {
+            let t = route.transport.index();
+            s.op(t, pe, len);
+            if route.downgraded {
+                s.bump(t, pe, PeerWord::Downgrades);
+            }
+        }
+    }
+
+    /// Adds 1 to `word` of (`t`, `pe`).
+    #[inline]
+    pub(super) fn sx_bump(&self, t: TransportId, pe: u32, word: PeerWord) {
+        if let Some(s) = &self.sx.seg {
+            s.bump(t.index(), pe, word);
+        }
+    }
+
+    /// A link transition of (`t`, `pe`) a driver reported.
+    pub(super) fn sx_link(&self, t: TransportId, pe: u32, state: LinkState) {
+        self.sx_bump(t, pe, PeerWord::LinkTransitions);
+        if state != LinkState::Up {
+            self.sx_bump(t, pe, PeerWord::Failovers);
+        }
+    }
+
+    /// At the start of an operation: reads the trace clock when the trace
+    /// will sample it (its next ordinary decision is recorded).
+    #[inline(always)]
+    pub(super) fn sx_start(&mut self) {
+        if self.trace_left == 1 && self.sx.t0 == 0 && self.sx.seg.is_some() {
+            self.sx.t0 = crate::sys::ticks();
+        }
+    }
+
+    /// After the trace recorded a decision: the latency of the sampled
+    /// operation, unless it failed or still waits for its reply.
+    #[inline]
+    pub(super) fn sx_sampled(&mut self, frame: FrameOp, t: TransportId, failed: bool) {
+        if failed {
+            self.sx.t0 = 0;
+        } else if !self.sx.defer {
+            self.sx_latency(frame, t);
+        }
+    }
+
+    /// The latency since [`Context::sx_start`] of a completed operation.
+    #[inline]
+    pub(super) fn sx_latency(&mut self, frame: FrameOp, t: TransportId) {
+        let t0 = core::mem::take(&mut self.sx.t0);
+        if t0 != 0
+            && let Some(s) = &self.sx.seg
+        {
+            s.latency(
+                hist_op(frame),
+                t.index(),
+                crate::sys::ticks().wrapping_sub(t0),
+            );
+        }
+    }
+
+    /// Whether a blocking operation waits for its reply (its latency is
+    /// taken at completion).
+    pub(super) fn sx_defer(&mut self, on: bool) {
+        self.sx.defer = on;
+        if !on {
+            self.sx.t0 = 0;
+        }
+    }
+
+    /// From the progress step: publishes when due.
+    #[inline]
+    pub(super) fn sx_tick(&mut self, now: CoreInstant) {
+        if self.sx.seg.is_some() && now.nanos >= self.sx.next_publish {
+            self.sx.next_publish = now.nanos + PUBLISH_NS;
+            self.sx_publish();
+        }
+    }
+
+    /// Publishes the PE block, the socket driver's counters and every
+    /// (peer, transport)'s state bits.
+    pub(super) fn sx_publish(&mut self) {
+        if self.sx.seg.is_none() {
+            return;
+        }
+        let st = self.stats();
+        let tcp = self.tcp.as_mut().map(|t| progress::Tcp::get(t).stats());
+        let Some(seg) = &self.sx.seg else { return };
+        seg.set_pe(&[
+            st.barriers,
+            st.link_transitions,
+            st.links_lost,
+            st.dead_peers,
+            st.reroutes,
+            st.verbs_failovers,
+            st.verbs_replays,
+            st.cpu_atomics,
+            st.ordering_waits,
+            st.load_transitions,
+            st.load_yields,
+            st.progress_bursts,
+            st.downgrades.iter().sum(),
+            st.link_records_sent,
+            st.link_records_applied,
+        ]);
+        if let Some(s) = tcp {
+            seg.set_wide(
+                super::TCP.index(),
+                &[
+                    s.frames_sent,
+                    s.frames_received,
+                    s.bytes_sent,
+                    s.bytes_received,
+                    s.replayed,
+                    s.duplicates_dropped,
+                    s.refused,
+                    s.bad_frames,
+                    s.reconnects,
+                    s.rail_failovers,
+                    s.would_block,
+                ],
+            );
+        }
+        for pe in 0..self.n_pes {
+            let dead = self.dead.get(pe as usize).copied().unwrap_or(false);
+            let class = self.sel.pin().class(pe);
+            let route = class.and_then(|c| {
+                self.sel
+                    .policy()
+                    .candidates(c, 8)
+                    .find(|t| self.topo.is_healthy(*t, pe))
+            });
+            for i in 0..N_TRANSPORTS {
+                let t = tid(i);
+                let mut bits = 0;
+                if self.topo.is_healthy(t, pe) {
+                    bits |= STATE_HEALTHY;
+                }
+                if self.topo.is_overloaded(t, pe) {
+                    bits |= STATE_LOADED;
+                }
+                if route == Some(t) {
+                    bits |= STATE_ROUTE;
+                }
+                if dead {
+                    bits |= STATE_DEAD;
+                }
+                seg.set_state(usize::from(i), pe, bits);
+            }
+        }
+        seg.published();
+    }
+}

@@ -1,0 +1,163 @@
+use super::*;
+
+/// A job id no other test or job uses.
+fn job(tag: u64) -> u64 {
+    0x5747_0000_0000_0000 | u64::from(std::process::id()) << 16 | tag
+}
+
+#[test]
+fn buckets_are_log_linear_and_monotonic() {
+    for v in 0..16 {
+        assert_eq!(bucket(v), v as usize);
+    }
+    let mut last = 0;
+    for v in (0..1u64 << 20)
+        .step_by(7)
+        .chain([u64::MAX, 1 << 40, (1 << 40) - 1])
+    {
+        let b = bucket(v);
+        assert!(b < HIST_BUCKETS);
+        assert!(
+            bucket_low(b) <= v,
+            "{v} in bucket {b} from {}",
+            bucket_low(b)
+        );
+        if b + 1 < HIST_BUCKETS {
+            assert!(v < bucket_low(b + 1), "{v} below bucket {}", b + 1);
+            // At most 1/16 of the value wide.
+            assert!((bucket_low(b + 1) - bucket_low(b)) * 16 <= bucket_low(b).max(16));
+        }
+        if v < 1 << 20 {
+            assert!(b >= last);
+            last = b;
+        }
+    }
+    assert_eq!(bucket(u64::MAX), HIST_BUCKETS - 1);
+}
+
+#[test]
+fn a_segment_counts_and_reads_back() {
+    let id = job(1);
+    let seg = StatsSegment::create(id, 3, 4).unwrap();
+    let path = seg.path().to_path_buf();
+    assert_eq!(path, super::path(id, 3));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    for _ in 0..5 {
+        seg.op(0, 1, 8);
+    }
+    seg.op(2, 2, 100);
+    seg.bump(2, 2, PeerWord::Retries);
+    seg.set_state(0, 1, STATE_HEALTHY | STATE_ROUTE);
+    seg.latency(0, 0, 20);
+    seg.latency(0, 0, 1000);
+    seg.op(0, 4, 1); // out of range: ignored
+    let mut pe = [0u64; 15];
+    pe[0] = 7;
+    seg.set_pe(&pe);
+    let r = Reader::open(&path).unwrap();
+    let h = *r.header();
+    assert_eq!((h.rank, h.n_pes, h.job_id, h.version), (3, 4, id, VERSION));
+    assert_eq!(h.pid, std::process::id());
+    let s = r.snapshot();
+    assert!(s.alive);
+    assert_eq!(s.pe["barriers"], 7);
+    assert_eq!(s.total(PeerWord::Ops), 6);
+    assert_eq!(s.total(PeerWord::Bytes), 140);
+    let shm1 = s
+        .peers
+        .iter()
+        .find(|p| p.peer == 1 && p.transport == "shm")
+        .unwrap();
+    assert_eq!(shm1.counters["ops"], 5);
+    assert!(shm1.healthy && shm1.route && !shm1.loaded && !shm1.dead);
+    let tcp2 = s
+        .peers
+        .iter()
+        .find(|p| p.peer == 2 && p.transport == "tcp0")
+        .unwrap();
+    assert_eq!((tcp2.counters["ops"], tcp2.counters["retries"]), (1, 1));
+    assert_eq!(s.hists.len(), 1);
+    assert_eq!(
+        (s.hists[0].count, s.hists[0].sum, s.hists[0].max),
+        (2, 1020, 1000)
+    );
+    assert!(s.hists[0].quantile(0.5) >= 20 && s.hists[0].quantile(0.5) < 22);
+    assert_eq!(s.hists[0].quantile(1.0), 1000);
+    let jobs = find_jobs(std::path::Path::new(switchyard_shm::SHM_DIR));
+    let j = jobs.iter().find(|j| j.job_id == id).unwrap();
+    assert_eq!(j.pes, vec![(3, path.clone())]);
+    drop(seg);
+    assert!(!path.exists(), "removed on drop");
+    // The reader's mapping stays valid after the unlink.
+    assert_eq!(r.snapshot().total(PeerWord::Ops), 6);
+}
+
+#[test]
+fn a_reader_refuses_what_is_not_a_segment() {
+    let id = job(2);
+    let p = super::path(id, 0);
+    std::fs::write(&p, vec![0u8; 8192]).unwrap();
+    assert!(Reader::open(&p).is_err());
+    std::fs::remove_file(&p).unwrap();
+    assert!(Reader::open(&p).is_err());
+}
+
+#[test]
+fn the_stale_cleanup_removes_a_dead_pes_segment() {
+    let id = job(3);
+    let seg = StatsSegment::create(id, 0, 1).unwrap();
+    let path = seg.path().to_path_buf();
+    // A live one stays.
+    let removed = switchyard_shm::remove_stale(std::path::Path::new(switchyard_shm::SHM_DIR), None);
+    assert!(!removed.contains(&path));
+    // Forget it (no unlink), as a killed process would, with a dead pid.
+    std::mem::forget(seg);
+    let bytes = std::fs::read(&path).unwrap();
+    let mut b = bytes.clone();
+    b[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&path, &b).unwrap();
+    let removed = switchyard_shm::remove_stale(std::path::Path::new(switchyard_shm::SHM_DIR), None);
+    assert!(removed.contains(&path), "{removed:?}");
+}
+
+#[test]
+fn snapshots_of_a_block_are_consistent_under_a_writer() {
+    let id = job(4);
+    let seg = StatsSegment::create(id, 0, 2).unwrap();
+    let r = Reader::open(seg.path()).unwrap();
+    let n = if cfg!(miri) { 100 } else { 200_000 };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..n {
+                seg.op(0, 1, 8);
+            }
+        });
+        for _ in 0..200 {
+            let snap = r.snapshot();
+            if let Some(p) = snap.peers.first() {
+                assert_eq!(p.counters["bytes"], 8 * p.counters["ops"], "a torn block");
+            }
+        }
+    });
+    assert_eq!(r.snapshot().total(PeerWord::Ops), n);
+}
+
+#[test]
+fn prometheus_and_summary_show_the_counts() {
+    let id = job(5);
+    let seg = StatsSegment::create(id, 0, 2).unwrap();
+    seg.op(0, 1, 8);
+    seg.latency(0, 0, 100);
+    let s = Reader::open(seg.path()).unwrap().snapshot();
+    let text = prometheus(std::slice::from_ref(&s));
+    let job = format!("{id:016x}");
+    assert!(text.contains(&format!(
+        "switchyard_peer_ops_total{{job_id=\"{job}\",pe=\"0\",peer=\"1\",transport=\"shm\"}} 1\n"
+    )));
+    assert!(text.contains("# TYPE switchyard_latency_seconds histogram\n"));
+    assert!(text.contains("le=\"+Inf\"} 1\n"));
+    let sum = summary(&s);
+    assert!(sum.contains("shm    ops 1 bytes 8"), "{sum}");
+}
