@@ -38,7 +38,10 @@
 //! one state of the block. On x86-64 the writer's cost is plain stores;
 //! every word is also individually atomic, so a reader that gives up
 //! retrying (a writer killed mid-update) still sees whole counters.
-//! Blocks are not consistent with each other (no global stop).
+//! Blocks are not consistent with each other (no global stop). One
+//! exception, for the per-operation cost: a peer block's ops and bytes
+//! words are stored outside its seqlock ([`StatsSegment::op`]), so a
+//! snapshot may count an operation before its bytes.
 //!
 //! # Latencies
 //!
@@ -345,15 +348,17 @@ impl StatsSegment {
         self.map.words().get(at..at + BLOCK_WORDS)
     }
 
-    /// One operation of `bytes` to `pe` over transport `t`: ops and bytes,
-    /// under the block's sequence word. The fast path.
+    /// One operation of `bytes` to `pe` over transport `t`: ops and bytes.
+    /// The fast path: two plain single-writer words, outside the block's
+    /// sequence word (each is atomic on its own; a snapshot may show an
+    /// operation's count a moment before its bytes), so that the per-put
+    /// cost is two loads and two stores; the block's other words change
+    /// rarely and keep the seqlock.
     #[inline(always)]
     pub fn op(&self, t: usize, pe: u32, bytes: u64) {
         if let Some(b) = self.peer_block(t, pe) {
-            write_block(b, |b| {
-                add(&b[PeerWord::Ops as usize], 1);
-                add(&b[PeerWord::Bytes as usize], bytes);
-            });
+            add(&b[PeerWord::Ops as usize], 1);
+            add(&b[PeerWord::Bytes as usize], bytes);
         }
     }
 
