@@ -34,7 +34,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"SWYDSHM1");
 /// Layout version of the control block.
 pub const LAYOUT_VERSION: u32 = 1;
 /// Value of `ready` once the creator finished.
-const READY: u32 = 0x5EAD_7001;
+pub(crate) const READY: u32 = 0x5EAD_7001;
 /// Bytes before the heap on normal pages.
 const PAGE: u64 = 4096;
 /// Huge page size used for the heap.
@@ -69,7 +69,7 @@ struct ControlBlock {
     // `ready: AtomicU32` follows at READY_OFFSET.
 }
 
-const READY_OFFSET: usize = core::mem::size_of::<ControlBlock>();
+pub(crate) const READY_OFFSET: usize = core::mem::size_of::<ControlBlock>();
 static_assertions::const_assert!(READY_OFFSET.is_multiple_of(4));
 static_assertions::const_assert!((READY_OFFSET + 4) as u64 <= PAGE);
 
@@ -648,7 +648,10 @@ pub fn remove_stale(dir: &Path, keep_job: Option<u64>) -> Vec<PathBuf> {
             continue;
         }
         let stale = match read_control_block(&path) {
-            Some(cb) if cb.magic == MAGIC => !sys::process_alive(cb.pid),
+            // A trace object's header starts like a control block.
+            Some(cb) if cb.magic == MAGIC || cb.magic == crate::trace_object::TRACE_MAGIC => {
+                !sys::process_alive(cb.pid)
+            }
             _ => meta
                 .modified()
                 .ok()
