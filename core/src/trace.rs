@@ -75,6 +75,9 @@ impl TraceRecord {
     pub const FAILOVER: u8 = 64;
     /// `transport` value of a failed decision.
     pub const NO_TRANSPORT: u8 = 0xFF;
+    /// `class` value of a record whose writer does not know the path class
+    /// (the target side of an operation).
+    pub const NO_CLASS: u8 = 0xFF;
 
     /// The path class, if the byte is valid.
     pub fn path_class(&self) -> Option<PathClass> {

@@ -60,8 +60,9 @@ pub const SECTIONS: usize = 2;
 pub const INITIATOR: usize = 0;
 /// The ring of the frames the PE applied for its peers.
 pub const TARGET: usize = 1;
-/// Largest capacity an object accepts (records per ring).
-pub const MAX_TRACE_CAPACITY: usize = 1 << 24;
+/// Largest capacity an object accepts (records per ring): the core's
+/// largest ring, 2^30.
+pub const MAX_TRACE_CAPACITY: usize = 1 << 30;
 
 /// Path of the trace object of `pe` in `job_id` (in [`SHM_DIR`], named with
 /// [`object_prefix`], so it goes with the job's other objects).
@@ -465,6 +466,62 @@ pub fn trace_objects(job_id: Option<u64>) -> Vec<(u64, u32, PathBuf)> {
     out.sort();
     out
 }
+
+/// Environment variable naming a job's directory ([`job_dir`]).
+pub const JOB_DIR_ENV: &str = "SWITCHYARD_JOB_DIR";
+
+/// The directory where the PEs of `job_id` leave their trace dumps:
+/// `$SWITCHYARD_JOB_DIR` when set, else `switchyard-<job id, 16 hex
+/// digits>` in the temporary directory (`$TMPDIR`, else `/tmp`). The launcher
+/// and every PE compute the same path.
+pub fn job_dir(job_id: u64) -> PathBuf {
+    match std::env::var_os(JOB_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => std::env::temp_dir().join(format!("switchyard-{job_id:016x}")),
+    }
+}
+
+/// [`job_dir`], created 0700 when missing (by whichever PE or launcher comes
+/// first).
+///
+/// # Errors
+///
+/// When it cannot be created, or exists but is not a directory of this user.
+pub fn ensure_job_dir(job_id: u64) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let d = job_dir(job_id);
+    match fs::DirBuilder::new().mode(0o700).create(&d) {
+        Ok(()) => Ok(d),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let m = fs::symlink_metadata(&d)?;
+            if m.is_dir() && m.uid() == sys::uid() {
+                Ok(d)
+            } else {
+                Err(std::io::Error::other(format!(
+                    "{} exists and is not a directory of this user",
+                    d.display()
+                )))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The trace dumps (`*.sytrace`) in `dir`, sorted.
+pub fn dumps_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == DUMP_EXT))
+        .collect();
+    out.sort();
+    out
+}
+
+/// File extension of a trace dump.
+pub const DUMP_EXT: &str = "sytrace";
 
 /// Whether `path` starts like a trace object (its magic), without mapping
 /// it.

@@ -1169,4 +1169,16 @@ struct shmem_generic_unmatched_ { char never_; }; /* ends every association list
 #define shmem_test_some_vector(ivars, n, idx, status, cmp, v) SHMEM_GSEL_(ivars, SHMEM_GENERIC_P2P_, SHMEM_G_TSOMEV_)(ivars, n, idx, status, cmp, v)
 #endif /* C11 generics */
 
+/* switchyard extensions (shmemx_) */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Writes this PE's route trace (its newest routing decisions and the frames
+ * it applied for peers) to a new file at path (0600, must not exist), for
+ * `switchyard trace FILE`. Returns 0, or -1 on failure. */
+int shmemx_trace_dump(const char *path);
+#ifdef __cplusplus
+}
+#endif
+
 #endif /* SWITCHYARD_SHMEM_H */

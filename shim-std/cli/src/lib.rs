@@ -12,6 +12,7 @@
 //! | `switchyard topo [FILE] [OPTIONS]` | [`topo`] | path classes and routes of a topology |
 //! | `switchyard sim up\|status\|link\|down` | [`sim`] | simulated clusters in network namespaces |
 //! | `switchyard cc [--show] [--static] [CC ARGS]...` | [`cc`] | compile OpenSHMEM C programs |
+//! | `switchyard trace [JOB\|FILE\|DIR] [--json] [--join]` | [`trace`] | the route trace of a running job or a dump, decoded |
 //! | `switchyard completions bash\|zsh\|fish` | [`cli`] | shell completion scripts |
 //!
 //! The command line is one clap command tree ([`cli::Cli`]); each command's
@@ -54,6 +55,7 @@ pub mod launch;
 pub mod perf;
 pub mod sim;
 pub mod topo;
+pub mod trace;
 mod values;
 
 use cli::Command;
@@ -121,6 +123,7 @@ pub fn run_os(args: impl IntoIterator<Item = OsString>) -> Output {
         Command::Topo(a) => topo::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Cc(a) => cc::run(a),
+        Command::Trace(a) => trace::run(a),
         Command::Completions(a) => cli::completions(a),
     }
 }
@@ -137,7 +140,16 @@ mod test {
     fn dispatch() {
         let help = run(&args(&["--help"]));
         assert_eq!(help.code, 0);
-        for command in ["run", "info", "perf", "topo", "sim", "cc", "completions"] {
+        for command in [
+            "run",
+            "info",
+            "perf",
+            "topo",
+            "sim",
+            "cc",
+            "trace",
+            "completions",
+        ] {
             assert!(
                 help.stdout.contains(&format!("\n  {command} ")),
                 "{command}: {}",
@@ -176,6 +188,7 @@ mod test {
             &["sim", "link"],
             &["sim", "down"],
             &["cc"],
+            &["trace"],
             &["completions"],
         ] {
             let mut a = args(path);

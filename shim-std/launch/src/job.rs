@@ -125,6 +125,12 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         ));
     }
 
+    // A job that ended badly keeps its route traces: each PE's rings (the
+    // dead ones' too) are copied to the job directory before the objects go,
+    // beside the dumps the PEs wrote themselves.
+    if end != JobEnd::Success || result.is_err() {
+        keep_traces(job_id);
+    }
     // Normal objects, and huge-page ones when the heap was put there.
     let mut shm_removed = 0;
     for dir in [SHM_DIR, switchyard_shm::HUGE_DIR] {
@@ -152,6 +158,41 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         shm_removed,
         bootstrap_error: job.bootstrap_error,
     })
+}
+
+/// Copies the trace objects of `job_id` into its job directory
+/// ([`job_dir`](switchyard_shm::trace_object::job_dir)) as
+/// `trace-pe<N>-at-exit.sytrace` and says where the dumps are.
+fn keep_traces(job_id: u64) {
+    use switchyard_shm::trace_object::{
+        DUMP_EXT, TraceObject, dumps_in, ensure_job_dir, job_dir, trace_objects,
+    };
+    let objects = trace_objects(Some(job_id));
+    if !objects.is_empty() {
+        match ensure_job_dir(job_id) {
+            Ok(dir) => {
+                for (_, pe, path) in objects {
+                    let to = dir.join(format!("trace-pe{pe}-at-exit.{DUMP_EXT}"));
+                    let copied = TraceObject::open(&path)
+                        .and_then(|o| o.dump(&to, o.meta().capacity as usize));
+                    if let Err(e) = copied {
+                        note(format_args!("cannot keep the route trace of PE {pe}: {e}"));
+                    }
+                }
+            }
+            Err(e) => note(format_args!("cannot keep the route traces: {e}")),
+        }
+    }
+    let dir = job_dir(job_id);
+    let dumps = dumps_in(&dir);
+    if !dumps.is_empty() {
+        note(format_args!(
+            "route traces of job {job_id:016x}: {} ({} file(s); `switchyard trace {}` decodes them)",
+            dir.display(),
+            dumps.len(),
+            dir.display()
+        ));
+    }
 }
 
 /// Prints one launcher message to stderr.
