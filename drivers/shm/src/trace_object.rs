@@ -486,16 +486,25 @@ pub fn job_dir(job_id: u64) -> PathBuf {
 ///
 /// # Errors
 ///
-/// When it cannot be created, or exists but is not a directory of this user.
+/// As [`ensure_dir`].
 pub fn ensure_job_dir(job_id: u64) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let d = job_dir(job_id);
-    match fs::DirBuilder::new().mode(0o700).create(&d) {
-        Ok(()) => Ok(d),
+    ensure_dir(&d).map(|()| d)
+}
+
+/// Creates the directory `d` (0700) when missing.
+///
+/// # Errors
+///
+/// When it cannot be created, or exists but is not a directory of this user.
+pub fn ensure_dir(d: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match fs::DirBuilder::new().mode(0o700).create(d) {
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let m = fs::symlink_metadata(&d)?;
+            let m = fs::symlink_metadata(d)?;
             if m.is_dir() && m.uid() == sys::uid() {
-                Ok(d)
+                Ok(())
             } else {
                 Err(std::io::Error::other(format!(
                     "{} exists and is not a directory of this user",
