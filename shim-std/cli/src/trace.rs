@@ -42,6 +42,12 @@ by the launcher after a failed job, or by shmemx_trace_dump), a directory of
 dumps (the job directory the launcher names), or a trace object. Without
 SOURCE: every running job on this node.
 
+Times are each PE's trace clock through its anchor (a clock reading paired
+with the wall clock when the PE started): on one node the PEs share the
+clock, and the two ends of an operation line up to within the anchors'
+error (well under a microsecond, unless a PE was preempted while it took
+its anchor); across nodes, as well as their wall clocks agree.
+
 What is recorded follows the `trace` setting (SWITCHYARD_TRACE): `all` for
 every operation at both ends, `sample:N` (the default, one in 64) for one
 decision in N and every flagged one, `off` for none.";
@@ -240,6 +246,10 @@ fn entry_text(e: &Entry, t0: i128) -> String {
     .to_string()
 }
 
+/// The two ends of one operation: the initiator's record, and the
+/// target's (one, or more for a replay).
+type Ends<'a> = (Option<&'a Entry>, Vec<&'a Entry>);
+
 /// The decoded trace of `entries` (sorted by time here) as text or JSON
 /// lines, joined or not.
 pub fn render(entries: &mut [Entry], json: bool, join: bool) -> String {
@@ -262,7 +272,7 @@ pub fn render(entries: &mut [Entry], json: bool, join: bool) -> String {
         return out;
     }
     // Both ends of each operation: (initiator, target, sequence) -> ends.
-    let mut ops: BTreeMap<(u32, u32, u64), (Option<&Entry>, Vec<&Entry>)> = BTreeMap::new();
+    let mut ops: BTreeMap<(u32, u32, u64), Ends<'_>> = BTreeMap::new();
     let mut order = Vec::new();
     for e in entries.iter() {
         let slot = ops.entry(e.key()).or_insert_with(|| {
@@ -324,7 +334,7 @@ pub fn render(entries: &mut [Entry], json: bool, join: bool) -> String {
             (Some(t), Some(i)) => format!(
                 "{:>12} {:>8}",
                 t.time_ns - t0,
-                format!("+{}", t.time_ns - i.time_ns)
+                format!("{:+}", t.time_ns - i.time_ns)
             ),
             (Some(t), None) => format!("{:>12} {:>8}", t.time_ns - t0, ""),
         };

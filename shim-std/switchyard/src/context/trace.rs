@@ -77,6 +77,7 @@ pub(super) fn new_rings(
     if records > TraceRingBox::MAX_CAPACITY.min(MAX_TRACE_CAPACITY) {
         return Err(Error::TraceRecords(CapacityError::TooLarge(records)));
     }
+    let (anchor_ticks, anchor_unix_ns) = anchor();
     let meta = TraceMeta {
         pe: me,
         n_pes,
@@ -85,10 +86,8 @@ pub(super) fn new_rings(
         capacity: records as u32,
         flags: 0,
         ticks_per_second: crate::sys::ticks_per_second(),
-        anchor_ticks: crate::sys::ticks(),
-        anchor_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
+        anchor_ticks,
+        anchor_unix_ns,
     };
     let obj = match in_shm.then(|| TraceObject::create(&meta)) {
         Some(Ok(o)) => o,
@@ -106,6 +105,29 @@ pub(super) fn new_rings(
         })
     })?;
     Ok((Rings { obj, dumps: 0 }, writer))
+}
+
+/// A reading of the trace clock and the wall clock (ns since the Unix
+/// epoch) taken together: of a few tries, the one whose wall-clock read sat
+/// between the closest pair of clock reads (a preemption between them would
+/// skew the anchor, and with it every time `switchyard trace` shows).
+fn anchor() -> (u64, u64) {
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let t0 = crate::sys::ticks();
+        let w = wall();
+        let t1 = crate::sys::ticks();
+        let gap = t1.wrapping_sub(t0);
+        if gap < best.0 {
+            best = (gap, t0 + gap / 2, w);
+        }
+    }
+    (best.1, best.2)
 }
 
 impl Rings {
