@@ -119,6 +119,36 @@ set +e
 timeout 60 "$sy" stat "$job" --once >/dev/null 2>&1; rc=$?
 set -e
 [ "$rc" -eq 1 ] || { echo "stat: job $job still shown after its end (rc $rc)"; exit 1; }
+
+# trace: a known put sequence over TCP (sy_pe trace-puts), decoded from the
+# dumps at both ends; a killed rank leaves dumps the launcher names.
+cargo build -q -p switchyard-tests --bin sy_pe
+mkdir -p "$out/job" "$out/kill"
+SWITCHYARD_TRANSPORTS=tcp SWITCHYARD_TRACE=all SWITCHYARD_JOB_DIR="$out/job" \
+    run run -n 2 --timeout 60 -- target/debug/sy_pe trace-puts 8 >/dev/null
+run trace --join "$out/job" | tee "$out/trace.txt"
+grep -q ' put .* 0->1 .* 1008 ' "$out/trace.txt"
+run trace --join --json "$out/job" > "$out/trace.json"
+python3 -c '
+import json, sys
+ops = [json.loads(l) for l in open(sys.argv[1])]
+puts = [o for o in ops if o["op"] == "put" and o["len"] > 1000]
+assert [o["len"] for o in puts] == list(range(1001, 1009)), puts
+assert all(o["initiator"] and len(o["target"]) == 1 for o in puts), puts
+' "$out/trace.json"
+set +e
+SWITCHYARD_TRANSPORTS=tcp SWITCHYARD_TRACE=all SWITCHYARD_JOB_DIR="$out/kill" \
+    timeout 60 "$sy" run -n 2 --timeout 60 -- target/debug/sy_pe fail 1 kill 2> "$out/kill.err"
+rc=$?
+set -e
+cat "$out/kill.err"
+[ "$rc" -ne 0 ] && grep -q "route traces of job .*: $out/kill" "$out/kill.err" \
+    || { echo "a killed rank: rc $rc, no route trace named"; exit 1; }
+run trace "$out/kill" --last 16 >/dev/null
+set +e
+timeout 60 "$sy" trace not-a-job-zz 2> "$out/trace-err.txt"; rc=$?
+set -e
+[ "$rc" -eq 1 ] && ! grep -q panicked "$out/trace-err.txt" || { echo "trace of a bad source: rc $rc"; exit 1; }
 if ls /dev/shm | grep -q '^switchyard-'; then echo "shared-memory objects left behind:"; ls /dev/shm; exit 1; fi
 # sim: a simulated cluster in network namespaces (root and `ip netns` only).
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then

@@ -67,8 +67,17 @@ impl TraceRecord {
     /// its load watermark toward the peer (the route policy's rule 4;
     /// [`DOWNGRADED`](TraceRecord::DOWNGRADED) is set too).
     pub const LOAD: u8 = 16;
+    /// The frame was a retry: a replay after a reconnect (at the target: a
+    /// duplicate the receiver recognised by its sequence).
+    pub const RETRIED: u8 = 32;
+    /// The operation left a transport that had failed toward the peer for
+    /// another one (a verbs failover to TCP).
+    pub const FAILOVER: u8 = 64;
     /// `transport` value of a failed decision.
     pub const NO_TRANSPORT: u8 = 0xFF;
+    /// `class` value of a record whose writer does not know the path class
+    /// (the target side of an operation).
+    pub const NO_CLASS: u8 = 0xFF;
 
     /// The path class, if the byte is valid.
     pub fn path_class(&self) -> Option<PathClass> {
@@ -160,6 +169,11 @@ struct Ring<'a> {
 // writes through `&mut self` into plain memory: here snapshot readers on other
 // threads copy records while the writer records, through `crate::sync` atomics
 // that the loom model `trace_snapshots_are_never_torn` (tests/loom.rs) checks.
+//
+// `repr(C)`, so that a ring can live in memory shared with other processes
+// (a shared-memory object mapped by a reader outside the job): its layout is
+// [`shared_layout`] for any capacity, the same in every process of a build.
+#[repr(C)]
 pub struct TraceRingIn<S: ?Sized> {
     /// Records written so far.
     head: AtomicUsize,
@@ -169,6 +183,26 @@ pub struct TraceRingIn<S: ?Sized> {
 
 /// A trace ring of `N` records (`N` a power of two), its storage inline.
 pub type TraceRing<const N: usize> = TraceRingIn<[TraceSlot; N]>;
+
+/// A trace ring over a slice of slots: the type of a ring placed in memory
+/// the caller provides (a shared mapping), whose capacity is its slice's
+/// length.
+pub type TraceRingSlice = TraceRingIn<[TraceSlot]>;
+
+/// Memory layout of a [`TraceRingSlice`] of `capacity` slots (`repr(C)`:
+/// the head, the writer flag, then the slots), or `None` when it would not
+/// fit the address space. All-zero bytes of this layout are an empty ring.
+/// A caller that places a ring there turns a pointer to its first byte
+/// into a `*const TraceRingSlice` with `ptr::slice_from_raw_parts(p,
+/// capacity) as *const TraceRingSlice`.
+pub fn shared_layout(capacity: usize) -> Option<core::alloc::Layout> {
+    use core::alloc::Layout;
+    let (l, _) = Layout::new::<AtomicUsize>()
+        .extend(Layout::new::<AtomicBool>())
+        .ok()?;
+    let (l, _) = l.extend(Layout::array::<TraceSlot>(capacity).ok()?).ok()?;
+    Some(l.pad_to_align())
+}
 
 impl<S: AsRef<[TraceSlot]> + ?Sized> fmt::Debug for TraceRingIn<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -443,6 +477,17 @@ mod test {
         assert_eq!(ring.read(0x7fff_ffff), None, "far future");
         assert_eq!(ring.read(19 + (1 << 31)), None, "stamp alias of record 19");
         assert_eq!(out[0].path_class(), Some(PathClass::Near));
+    }
+
+    /// `shared_layout` is the layout the compiler gives the ring.
+    #[test]
+    fn the_shared_layout_is_the_rings() {
+        let l = shared_layout(8).unwrap();
+        assert_eq!(l.size(), core::mem::size_of::<TraceRing<8>>());
+        assert_eq!(l.align(), core::mem::align_of::<TraceRing<8>>());
+        let l = shared_layout(4096).unwrap();
+        assert_eq!(l.size(), core::mem::size_of::<TraceRing<4096>>());
+        assert!(shared_layout(usize::MAX / 8).is_none());
     }
 
     #[test]

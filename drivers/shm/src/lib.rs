@@ -45,6 +45,7 @@ mod error;
 mod probe;
 mod segment;
 mod sys;
+pub mod trace_object;
 
 use std::path::{Path, PathBuf};
 

@@ -34,7 +34,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"SWYDSHM1");
 /// Layout version of the control block.
 pub const LAYOUT_VERSION: u32 = 1;
 /// Value of `ready` once the creator finished.
-const READY: u32 = 0x5EAD_7001;
+pub(crate) const READY: u32 = 0x5EAD_7001;
 /// The ready word of a job's objects (a `u32` at [`OBJECT_READY_OFFSET`], as
 /// in the heap's control block), public for the other objects of a job that
 /// use the same header.
@@ -91,7 +91,7 @@ struct ControlBlock {
     // `ready: AtomicU32` follows at READY_OFFSET.
 }
 
-const READY_OFFSET: usize = core::mem::size_of::<ControlBlock>();
+pub(crate) const READY_OFFSET: usize = core::mem::size_of::<ControlBlock>();
 /// Where the ready word of a job's object is (byte 56).
 pub const OBJECT_READY_OFFSET: usize = READY_OFFSET;
 static_assertions::const_assert!(READY_OFFSET.is_multiple_of(4));
@@ -672,7 +672,15 @@ pub fn remove_stale(dir: &Path, keep_job: Option<u64>) -> Vec<PathBuf> {
             continue;
         }
         let stale = match read_control_block(&path) {
-            Some(cb) if cb.magic == MAGIC || cb.magic == STATS_MAGIC => !sys::process_alive(cb.pid),
+            // A stats segment's and a trace object's headers start like a
+            // control block.
+            Some(cb)
+                if cb.magic == MAGIC
+                    || cb.magic == STATS_MAGIC
+                    || cb.magic == crate::trace_object::TRACE_MAGIC =>
+            {
+                !sys::process_alive(cb.pid)
+            }
             _ => meta
                 .modified()
                 .ok()

@@ -36,6 +36,7 @@ use std::{
 };
 
 use switchyard_core::{
+    trace::TraceWriter,
     transport::{Instant, LinkState},
     wire::FrameOp,
 };
@@ -88,6 +89,27 @@ struct Ctx {
     handshake_timeout: Duration,
     /// The handshakes' nonces.
     nonces: Nonces,
+    /// Where the frames applied for peers are recorded
+    /// ([`SocketDriver::set_trace`]).
+    trace: Option<TargetTrace>,
+}
+
+/// The target side's trace: a ring's writer, the clock of its timestamps,
+/// and which frames it records.
+struct TargetTrace {
+    writer: TraceWriter<'static>,
+    clock: fn() -> u64,
+    /// Every applied frame (`true`) or only replays (`false`).
+    all: bool,
+}
+
+impl core::fmt::Debug for TargetTrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TargetTrace")
+            .field("writer", &self.writer)
+            .field("all", &self.all)
+            .finish()
+    }
 }
 
 impl Ctx {
@@ -301,6 +323,7 @@ impl SocketDriver {
             seed,
             handshake_timeout,
             nonces: Nonces::new(),
+            trace: None,
             cfg,
         };
         let n = ctx.cfg.n_pes as usize;
@@ -311,6 +334,15 @@ impl SocketDriver {
             local,
             pending,
         })
+    }
+
+    /// Records the puts, gets and atomics this driver applies for its peers
+    /// into `writer`'s ring (the target side of the route trace: peer,
+    /// length, the initiator's context id, [`TraceRecord::RETRIED`] for a
+    /// replay), stamped with `clock`: every one when `all`, else only the
+    /// replays. Recording is a few plain stores, no allocation.
+    pub fn set_trace(&mut self, writer: TraceWriter<'static>, clock: fn() -> u64, all: bool) {
+        self.ctx.trace = Some(TargetTrace { writer, clock, all });
     }
 
     /// This PE's heap: start and length.

@@ -994,6 +994,11 @@ void shmem_wait(long *ivar, long cmp_value);
  * stderr; SWITCHYARD_STATS_PRINT=1 prints the same at shmem_finalize. */
 void shmemx_stats_print(void);
 
+/* Writes this PE's route trace (its newest routing decisions and the frames
+ * it applied for peers) to a new file at path (0600, must not exist), for
+ * `switchyard trace FILE`. Returns 0, or -1 on failure. */
+int shmemx_trace_dump(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

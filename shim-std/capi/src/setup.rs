@@ -109,6 +109,9 @@ fn init(call: &'static str) {
         state::fatal("switchyard", format_args!("internal error: {info}"))
     }));
     DEBUG.store(env_flag("SHMEM_DEBUG"), Ordering::Relaxed);
+    // The library's events (fallbacks, lost peers, trace dumps) on stderr,
+    // as SWITCHYARD_LOG says (default: warnings, each once).
+    switchyard::logging::install();
     let cfg = config(call);
     // The executable's global and static variables become symmetric.
     // SAFETY: `shmem_init` runs before the program starts other threads (its
@@ -379,4 +382,34 @@ pub extern "C" fn _my_pe() -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn _num_pes() -> c_int {
     state::with("_num_pes", |ctx| ctx.n_pes() as c_int)
+}
+
+/// `shmemx_trace_dump`: writes this PE's route trace (the newest records of
+/// its initiator and target rings) to a new file at `path` (0600; it must not
+/// exist), for `switchyard trace FILE`. Returns 0, or -1 when `path` is NULL
+/// or not UTF-8, or the file cannot be written (the reason is a warning on
+/// the `SWITCHYARD_LOG` subscriber).
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn shmemx_trace_dump(path: *const std::ffi::c_char) -> c_int {
+    if path.is_null() {
+        return -1;
+    }
+    // SAFETY: non-null and NUL-terminated (caller).
+    let Ok(p) = unsafe { std::ffi::CStr::from_ptr(path) }.to_str() else {
+        return -1;
+    };
+    let r = state::with("shmemx_trace_dump", |ctx| {
+        ctx.dump_trace(std::path::Path::new(p))
+    });
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::warn!("shmemx_trace_dump({p}): {e}");
+            -1
+        }
+    }
 }

@@ -13,7 +13,7 @@ use std::{ffi::OsString, fmt};
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, error::ErrorKind};
 
-use crate::{EXIT_USAGE, Output, cc, info, launch, perf, sim, stat, topo};
+use crate::{EXIT_USAGE, Output, cc, info, launch, perf, sim, stat, topo, trace};
 
 /// How every command's help reads: its usage first, then what it does.
 const COMMAND_HELP: &str = "\
@@ -79,6 +79,9 @@ pub enum Command {
     /// Compile an OpenSHMEM C program against libswitchyard_shmem
     #[command(long_about = cc::ABOUT)]
     Cc(cc::CcArgs),
+    /// Decode the route trace of a running job or of a dump
+    #[command(long_about = trace::ABOUT)]
+    Trace(trace::TraceArgs),
     /// Print a shell completion script for switchyard
     Completions(CompletionsArgs),
 }

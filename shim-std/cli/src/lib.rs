@@ -13,6 +13,7 @@
 //! | `switchyard sim up\|status\|link\|down` | [`sim`] | simulated clusters in network namespaces |
 //! | `switchyard stat [JOB] [--once\|--json\|--prometheus]` | [`stat`] | the counters of the running jobs of this machine |
 //! | `switchyard cc [--show] [--static] [CC ARGS]...` | [`cc`] | compile OpenSHMEM C programs |
+//! | `switchyard trace [JOB\|FILE\|DIR] [--json] [--join]` | [`trace`] | the route trace of a running job or a dump, decoded |
 //! | `switchyard completions bash\|zsh\|fish` | [`cli`] | shell completion scripts |
 //!
 //! The command line is one clap command tree ([`cli::Cli`]); each command's
@@ -56,6 +57,7 @@ pub mod perf;
 pub mod sim;
 pub mod stat;
 pub mod topo;
+pub mod trace;
 mod values;
 
 use cli::Command;
@@ -124,6 +126,7 @@ pub fn run_os(args: impl IntoIterator<Item = OsString>) -> Output {
         Command::Sim(a) => sim::run(a),
         Command::Stat(a) => stat::run(a),
         Command::Cc(a) => cc::run(a),
+        Command::Trace(a) => trace::run(a),
         Command::Completions(a) => cli::completions(a),
     }
 }
@@ -140,7 +143,16 @@ mod test {
     fn dispatch() {
         let help = run(&args(&["--help"]));
         assert_eq!(help.code, 0);
-        for command in ["run", "info", "perf", "topo", "sim", "cc", "completions"] {
+        for command in [
+            "run",
+            "info",
+            "perf",
+            "topo",
+            "sim",
+            "cc",
+            "trace",
+            "completions",
+        ] {
             assert!(
                 help.stdout.contains(&format!("\n  {command} ")),
                 "{command}: {}",
@@ -179,6 +191,7 @@ mod test {
             &["sim", "link"],
             &["sim", "down"],
             &["cc"],
+            &["trace"],
             &["completions"],
         ] {
             let mut a = args(path);

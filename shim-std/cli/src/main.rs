@@ -6,6 +6,8 @@ use std::{
 };
 
 fn main() -> ExitCode {
+    // The library's events (SWITCHYARD_LOG; default: warnings on stderr).
+    switchyard::logging::install();
     let out = switchyard_cli::run_os(std::env::args_os().skip(1));
     // Write without println!: a closed pipe (`switchyard topo | head`) is not a
     // reason to panic.

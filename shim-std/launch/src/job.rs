@@ -7,13 +7,16 @@ use std::{
     io::{self, IsTerminal, Read, Write},
     net::{Ipv4Addr, SocketAddr},
     os::unix::process::CommandExt,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     thread::{self, JoinHandle},
     time::{Duration, Instant},
 };
 
 use switchyard_bootstrap::{BootstrapError, JobSecret, RootServer, RootStats};
+use switchyard_shm::trace_object::{
+    DUMP_EXT, JOB_DIR_ENV, TraceObject, dumps_in, ensure_dir, job_dir, trace_objects,
+};
 
 use crate::{
     Bind, JobEnd, JobOutcome, LaunchError, LaunchOptions, ME, POLL_INTERVAL, ROOT_LINGER, RankExit,
@@ -79,9 +82,19 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         )?,
     };
 
+    // Where the PEs and the launcher leave route-trace dumps: the PEs'
+    // SWITCHYARD_JOB_DIR when the options set one, else the launcher's
+    // (given to every PE, so they agree).
+    let job_dir = opts
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == JOB_DIR_ENV)
+        .map_or_else(|| job_dir(job_id), |(_, v)| PathBuf::from(v));
     let mut job = Job {
         opts,
         job_id,
+        job_dir,
         secret,
         pes: Vec::with_capacity(opts.n as usize),
         bootstrap_error: None,
@@ -125,6 +138,12 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         ));
     }
 
+    // A job that ended badly keeps its route traces: each PE's rings (the
+    // dead ones' too) are copied to the job directory before the objects go,
+    // beside the dumps the PEs wrote themselves.
+    if end != JobEnd::Success || result.is_err() {
+        keep_traces(job_id, &job.job_dir);
+    }
     // Normal objects, and huge-page ones when the heap was put there.
     let mut shm_removed = 0;
     for dir in [SHM_DIR, switchyard_shm::HUGE_DIR] {
@@ -152,6 +171,36 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         shm_removed,
         bootstrap_error: job.bootstrap_error,
     })
+}
+
+/// Copies the trace objects of `job_id` into its job directory `dir` as
+/// `trace-pe<N>-at-exit.sytrace` and says where the dumps are.
+fn keep_traces(job_id: u64, dir: &Path) {
+    let objects = trace_objects(Some(job_id));
+    if !objects.is_empty() {
+        match ensure_dir(dir) {
+            Ok(()) => {
+                for (_, pe, path) in objects {
+                    let to = dir.join(format!("trace-pe{pe}-at-exit.{DUMP_EXT}"));
+                    let copied = TraceObject::open(&path)
+                        .and_then(|o| o.dump(&to, o.meta().capacity as usize));
+                    if let Err(e) = copied {
+                        note(format_args!("cannot keep the route trace of PE {pe}: {e}"));
+                    }
+                }
+            }
+            Err(e) => note(format_args!("cannot keep the route traces: {e}")),
+        }
+    }
+    let dumps = dumps_in(dir);
+    if !dumps.is_empty() {
+        note(format_args!(
+            "route traces of job {job_id:016x}: {} ({} file(s); `switchyard trace {}` decodes them)",
+            dir.display(),
+            dumps.len(),
+            dir.display()
+        ));
+    }
 }
 
 /// Prints one launcher message to stderr.
@@ -327,6 +376,8 @@ impl Pe {
 pub(crate) struct Job<'a> {
     pub(crate) opts: &'a LaunchOptions,
     pub(crate) job_id: u64,
+    /// The job directory, given to every PE in `SWITCHYARD_JOB_DIR`.
+    pub(crate) job_dir: PathBuf,
     /// Given to every PE in `SWITCHYARD_JOB_SECRET`.
     pub(crate) secret: JobSecret,
     pub(crate) pes: Vec<Pe>,
@@ -384,6 +435,7 @@ impl Job<'_> {
             .env(vars::LOCAL_RANK, local_rank.to_string())
             .env(vars::LOCAL_SIZE, local_size.to_string())
             .env(vars::JOB_ID, format!("{:016x}", self.job_id))
+            .env(JOB_DIR_ENV, &self.job_dir)
             .env(vars::JOB_SECRET, self.secret.to_env_value())
             .env(vars::ROOT, root.to_string())
             .env(vars::ROOT_HOST, "launcher")

@@ -88,12 +88,25 @@
 //! # Ok::<(), switchyard::context::Error>(())
 //! ```
 //!
+//! ## Logs
+//!
+//! The library never writes to stderr itself: what it has to say (a
+//! fallback it took, a peer lost, where a route trace was dumped) is a
+//! [`tracing`](https://docs.rs/tracing) event at `warn` (or `info`, `debug`)
+//! with the fields `pe`, `peer`, `transport`, `op` where they apply, under
+//! the target `switchyard`. An application that embeds switchyard sees them
+//! in its own subscriber, or nowhere without one; the `switchyard` CLI and
+//! the C API install the `SWITCHYARD_LOG` subscriber (feature `subscriber`,
+//! `logging`).
+//!
 //! MSRV: 1.89 (the workspace's `rust-version`).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod config;
 pub mod context;
+#[cfg(feature = "subscriber")]
+pub mod logging;
 pub mod statseg;
 pub mod sys;
 // The counting allocator of the no-allocation unit tests (the verbs glue's,

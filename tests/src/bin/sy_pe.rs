@@ -49,6 +49,15 @@
 //!   global array of its right neighbour, gets a value its left neighbour set
 //!   before init, and fetch-adds a global counter of PE 0, which checks the
 //!   exact total; then every PE checks its slots by plain loads.
+//! * `trace-puts K` (2 PEs, run with `SWITCHYARD_TRACE=all` and
+//!   `SWITCHYARD_JOB_DIR`): PE 0 puts K blocks of 1001, 1002, ... 1000 + K
+//!   bytes to PE 1, and checks that `Stats::downgrades` grew by exactly the
+//!   selections whose route said `downgraded` (its `route()` probe and the
+//!   puts). After a barrier each PE dumps its route trace to
+//!   `$SWITCHYARD_JOB_DIR/trace-pe<ME>.sytrace`. With `$SY_HOLD` set, each
+//!   then writes its trace object's path to `$SY_HOLD.<ME>` and waits (at
+//!   most 60 s) for the file `$SY_HOLD` before it finalizes, so a test can
+//!   read the live rings.
 
 use std::{
     process::ExitCode,
@@ -345,6 +354,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                 return Err(format!("{lost} links went down while PE 1 computed").into());
             }
         }
+        "trace-puts" => trace_puts(&mut ctx, arg(args, 1, 16))?,
         "globals" => {
             let me64 = u64::from(me);
             let right = (me + 1) % n;
@@ -535,3 +545,48 @@ fn wait_for_file(
 /// Global variables for the `globals` scenario (symmetric through the
 /// executable's data segment).
 static GLOBALS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+
+/// The `trace-puts` scenario (module docs).
+fn trace_puts(ctx: &mut Context, k: u32) -> Result<(), Box<dyn std::error::Error>> {
+    use std::path::PathBuf;
+
+    use switchyard_core::route::Op;
+    let me = ctx.my_pe();
+    let max = 1000 + k as usize;
+    let buf = ctx.alloc::<u8>(max)?;
+    if me == 0 {
+        let sum = |ctx: &Context| ctx.stats().downgrades.iter().sum::<u64>();
+        let before = sum(ctx);
+        let r = ctx.route(1, 1001, Op::Put)?;
+        let src = vec![0xA5u8; max];
+        for i in 1..=k as usize {
+            ctx.put(&buf, 0, &src[..1000 + i], 1)?;
+        }
+        let counted = sum(ctx) - before;
+        let want = if r.downgraded { u64::from(k) + 1 } else { 0 };
+        if counted != want {
+            return Err(format!(
+                "route says downgraded={} but Stats::downgrades grew by {counted}, not {want}",
+                r.downgraded
+            )
+            .into());
+        }
+        println!("downgraded {} counted {counted}", r.downgraded);
+        ctx.quiet()?;
+    }
+    ctx.barrier_all()?;
+    let dir = PathBuf::from(std::env::var("SWITCHYARD_JOB_DIR")?);
+    ctx.dump_trace(&dir.join(format!("trace-pe{me}.sytrace")))?;
+    if let Some(hold) = std::env::var_os("SY_HOLD") {
+        let hold = PathBuf::from(hold);
+        let obj = ctx.trace_object().ok_or("no trace object")?.to_path_buf();
+        let mut ready = hold.clone().into_os_string();
+        ready.push(format!(".{me}"));
+        std::fs::write(&ready, obj.to_string_lossy().as_bytes())?;
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !hold.exists() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    Ok(())
+}

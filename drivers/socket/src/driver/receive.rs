@@ -14,6 +14,7 @@
 use std::os::fd::AsRawFd;
 
 use switchyard_core::{
+    trace::TraceRecord,
     transport::{AtomicOp, AtomicWidth},
     wire::{AtomicKind, Frame, FrameOp, HEADER_LEN, flags, seal},
 };
@@ -31,6 +32,11 @@ use crate::{
     handshake::{Hello, Role, decode_challenge},
     sys,
 };
+
+/// The `transport` of a target-side trace record of a frame that came over
+/// TCP rail 0 (the route trace's transport index of the first TCP rail; rail
+/// `r` is this plus `r`).
+const TRANSPORT_TCP: u8 = 2;
 
 /// Bytes read per connection per progress step, at most.
 const READ_BUDGET: usize = 1 << 20;
@@ -128,7 +134,7 @@ pub(super) fn read_conn(
                 busy = true;
                 continue;
             }
-            match handle_frame(ctx, st, &mut conn.out, &f) {
+            match handle_frame(ctx, st, &mut conn.out, &f, rail) {
                 Verdict::Done => {
                     conn.dec.consume();
                     busy = true;
@@ -161,8 +167,14 @@ pub(super) fn read_conn(
     Ok((busy, got))
 }
 
-/// Applies one checked frame from the peer of `st`.
-fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&[u8]>) -> Verdict {
+/// Applies one checked frame from the peer of `st`, which came on `rail`.
+fn handle_frame(
+    ctx: &mut Ctx,
+    st: &mut PeerState,
+    out: &mut OutBuf,
+    f: &Frame<&[u8]>,
+    rail: usize,
+) -> Verdict {
     let h = f.header();
     let Some(op) = f.op() else {
         return Verdict::Cut;
@@ -261,6 +273,30 @@ fn handle_frame(ctx: &mut Ctx, st: &mut PeerState, out: &mut OutBuf, f: &Frame<&
         return Verdict::Cut;
     }
     let (me, pe) = (ctx.me, st.pe);
+    if let Some(t) = ctx.trace.as_mut()
+        && (t.all || seen == Seen::Duplicate)
+    {
+        t.writer.record(&TraceRecord {
+            seq: h.context.get(),
+            src: pe,
+            dst: me,
+            len: if op == FrameOp::Put {
+                f.payload().len() as u32
+            } else {
+                h.span.get()
+            },
+            // The target does not know the class the initiator chose.
+            class: TraceRecord::NO_CLASS,
+            transport: TRANSPORT_TCP + rail as u8,
+            op: op as u8,
+            flags: if seen == Seen::Duplicate {
+                TraceRecord::RETRIED
+            } else {
+                0
+            },
+            timestamp: (t.clock)(),
+        });
+    }
     // A reply carries the ack of the request it answers too: the request is
     // marked applied before its reply is sealed, so the initiator's ring
     // entry completes with the reply alone, without waiting for a standalone

@@ -84,9 +84,10 @@ impl Context {
         let _ = remove_stale(std::path::Path::new(SHM_DIR), Some(info.job_id));
         let own = Context::create_segment(&setup)?;
         // Fallbacks the user asked to hear about (huge pages requested but
-        // unavailable, NUMA placement refused); also kept in `warnings()`.
+        // unavailable, NUMA placement refused): one event each (the
+        // subscriber, if any, shows them); also kept in `warnings()`.
         for w in own.warnings() {
-            eprintln!("switchyard: warning: PE {}: {w}", info.rank);
+            tracing::warn!(pe = info.rank, transport = "shm", "{w}");
         }
         let (own_heap, own_heap_len) = (own.mapped().heap_ptr(), own.mapped().heap_len());
         let placement = Placement::from_env()?;

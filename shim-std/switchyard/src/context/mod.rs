@@ -167,7 +167,7 @@ use switchyard_core::{
     class::{PathClass, TransportId},
     route::{Op, Route, Selector},
     topology::Topology,
-    trace::{TraceRingBox, TraceWriter},
+    trace::TraceWriter,
     transport::{Instant as CoreInstant, Transport},
 };
 use switchyard_shm::ShmTransport;
@@ -261,7 +261,7 @@ pub struct Context {
     shm: ShmTransport,
     topo: Topology<'static>,
     sel: Selector<'static>,
-    trace_ring: &'static TraceRingBox,
+    trace_ring: trace::Rings,
     trace: TraceWriter<'static>,
     /// Ordinary decisions per trace record: 0 off, 1 all, N sampled
     /// (`trace`, [`TraceMode::every`](crate::config::TraceMode::every)).

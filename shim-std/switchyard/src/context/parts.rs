@@ -11,7 +11,7 @@ use std::{
 
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, class_between},
-    route::{Policy, PolicyConfig, Selector, TransportRoles},
+    route::{Downgrade, Policy, PolicyConfig, Selector, TransportRoles},
     topology::{LinkState, Shape, Topology, TopologyBox},
     transport::{Instant as CoreInstant, Transport},
 };
@@ -201,6 +201,22 @@ impl Context {
             }
         }
         let (_, heap_len) = shm.local_heap();
+        // The trace rings are a shared-memory object of the job (readable
+        // from outside, like the heap's); the TCP driver writes the target
+        // ring.
+        let (trace_ring, trace) = trace::new_rings(
+            setup.trace_records,
+            setup.job_id,
+            me,
+            n,
+            true,
+            &mut warnings,
+        )?;
+        if let (Some(t), every @ 1..) = (tcp.as_mut(), setup.trace.every())
+            && let Some(w) = trace_ring.target_writer()
+        {
+            t.set_trace(w, crate::sys::ticks, every == 1);
+        }
         let mut stream = [None; 4];
         if let Some(t) = tcp.as_mut() {
             // Every off-node peer on every rail both sides have; same-node
@@ -241,6 +257,13 @@ impl Context {
             tcp = None;
         }
         let mut policy = setup.policy;
+        // Every fallback the route reports (`Route::downgraded`) is counted
+        // in `Stats::downgrades`: a class may forbid them, not hide them.
+        for d in &mut policy.downgrade {
+            if *d == Downgrade::Allow {
+                *d = Downgrade::AllowAndCount;
+            }
+        }
         policy.roles = TransportRoles {
             shm: Some(SHM),
             rdma: Some(VERBS),
@@ -257,7 +280,6 @@ impl Context {
             tcp.as_ref()
                 .map_or_else(Default::default, SocketDriver::backlog_capacity),
         );
-        let (trace_ring, trace) = trace::new_ring(setup.trace_records)?;
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
         }

@@ -56,6 +56,15 @@ impl Context {
                 self.stats.link_transitions += 1;
                 if state != LinkState::Up {
                     self.stats.links_lost += 1;
+                    tracing::warn!(
+                        pe = self.me,
+                        peer,
+                        transport = "tcp",
+                        rail,
+                        ?state,
+                        "link down"
+                    );
+                    self.dump_trace_on("link-down", peer);
                 }
                 self.sx_link(tcp_rail(r), peer, state);
                 self.topo.apply_link_state(tcp_rail(r), peer, state);
@@ -148,6 +157,8 @@ impl Context {
         }
         *d = true;
         self.stats.dead_peers += 1;
+        tracing::warn!(pe = self.me, peer = pe, "peer dead");
+        self.dump_trace_on("peer-dead", pe);
         for t in 0..N_TRANSPORTS {
             self.topo.apply_link_state(tid(t), pe, LinkState::Error);
         }

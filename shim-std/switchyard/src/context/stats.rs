@@ -27,9 +27,11 @@ pub struct Stats {
     pub link_records_applied: u64,
     /// Peers found dead.
     pub dead_peers: u64,
-    /// Route fallbacks counted per path class (`PathClass::index`), for the
-    /// classes whose downgrade rule is `AllowAndCount` (NEAR to TCP while
-    /// verbs is unavailable, for one).
+    /// Route fallbacks per path class (`PathClass::index`): every selection
+    /// whose route says [`downgraded`](switchyard_core::route::Route::downgraded)
+    /// (NEAR to TCP while verbs is unavailable, a same-node peer over TCP
+    /// when shared memory is off, a load yield), [`Context::route`] included.
+    /// A class whose rule is `Allow` is counted as `AllowAndCount`.
     pub downgrades: [u64; 5],
     /// Verbs links that failed (each clears the verbs health bit; the
     /// peer's traffic goes over TCP until the link is rebuilt).

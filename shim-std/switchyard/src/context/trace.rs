@@ -12,39 +12,129 @@
 //! on x86-64, nanoseconds elsewhere); [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos)
 //! converts them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use switchyard_core::{
     class::PathClass,
     route::Route,
-    trace::{TraceRecord, TraceRingBox, TraceWriter},
+    trace::{CapacityError, TraceRecord, TraceRingBox, TraceRingSlice, TraceWriter},
     wire::FrameOp,
 };
-use switchyard_shm::ShmError;
+use switchyard_shm::{
+    ShmError,
+    trace_object::{
+        DUMP_EXT, INITIATOR, MAX_TRACE_CAPACITY, TARGET, TraceMeta, TraceObject, ensure_job_dir,
+        own_pid,
+    },
+};
 
 use super::{Context, Error, Result, VERBS};
 
 /// Records the route trace ring keeps by default (`trace_records`' default).
 pub const TRACE_RECORDS: usize = 4096;
 
-/// A context's trace ring of `records` records (allocated here, once; it
-/// lives as long as the process, like the topology) and its writer.
+/// Most dumps one context writes ([`Context::dump_trace_on`]).
+const MAX_DUMPS: u32 = 8;
+
+/// A context's trace rings: its trace object (a shared-memory object of the
+/// job, or process memory outside one), which lives as long as the process
+/// (so the writers can be `'static`); the shared-memory object is removed
+/// when this drops.
+#[derive(Debug)]
+pub(super) struct Rings {
+    pub(super) obj: &'static TraceObject,
+    /// Dumps written so far.
+    pub(super) dumps: u32,
+}
+
+impl Drop for Rings {
+    fn drop(&mut self) {
+        self.obj.remove();
+    }
+}
+
+/// The trace rings of PE `me` of `n_pes` in `job_id`, `records` records
+/// each, and the writer of the initiator ring. In a job (`in_shm`) they are
+/// a shared-memory object a reader outside the job can open
+/// (`switchyard trace JOB`); when that object cannot be created, process
+/// memory, with a warning in `warnings`.
 ///
 /// # Errors
 ///
 /// [`Error::TraceRecords`] when `records` is not a power of two or is above
 /// [`TraceRingBox::MAX_CAPACITY`].
-pub(super) fn new_ring(records: usize) -> Result<(&'static TraceRingBox, TraceWriter<'static>)> {
-    let ring: &'static TraceRingBox = Box::leak(Box::new(
-        TraceRingBox::new(records).map_err(Error::TraceRecords)?,
-    ));
-    let writer = ring.writer().ok_or_else(|| {
+pub(super) fn new_rings(
+    records: usize,
+    job_id: u64,
+    me: u32,
+    n_pes: u32,
+    in_shm: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(Rings, TraceWriter<'static>)> {
+    if !records.is_power_of_two() {
+        return Err(Error::TraceRecords(CapacityError::NotPowerOfTwo(records)));
+    }
+    if records > TraceRingBox::MAX_CAPACITY.min(MAX_TRACE_CAPACITY) {
+        return Err(Error::TraceRecords(CapacityError::TooLarge(records)));
+    }
+    let (anchor_ticks, anchor_unix_ns) = anchor();
+    let meta = TraceMeta {
+        pe: me,
+        n_pes,
+        job_id,
+        pid: own_pid(),
+        capacity: records as u32,
+        flags: 0,
+        ticks_per_second: crate::sys::ticks_per_second(),
+        anchor_ticks,
+        anchor_unix_ns,
+    };
+    let obj = match in_shm.then(|| TraceObject::create(&meta)) {
+        Some(Ok(o)) => o,
+        Some(Err(e)) => {
+            warnings.push(format!("route trace kept in process memory: {e}"));
+            TraceObject::in_memory(&meta)?
+        }
+        None => TraceObject::in_memory(&meta)?,
+    };
+    let obj: &'static TraceObject = Box::leak(Box::new(obj));
+    let writer = obj.writer(INITIATOR).ok_or_else(|| {
         Error::Shm(ShmError::BadObject {
             path: PathBuf::new(),
             why: "trace ring already has a writer".into(),
         })
     })?;
-    Ok((ring, writer))
+    Ok((Rings { obj, dumps: 0 }, writer))
+}
+
+/// A reading of the trace clock and the wall clock (ns since the Unix
+/// epoch) taken together: of a few tries, the one whose wall-clock read sat
+/// between the closest pair of clock reads (a preemption between them would
+/// skew the anchor, and with it every time `switchyard trace` shows).
+fn anchor() -> (u64, u64) {
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let t0 = crate::sys::ticks();
+        let w = wall();
+        let t1 = crate::sys::ticks();
+        let gap = t1.wrapping_sub(t0);
+        if gap < best.0 {
+            best = (gap, t0 + gap / 2, w);
+        }
+    }
+    (best.1, best.2)
+}
+
+impl Rings {
+    /// The writer of the target ring, for the TCP driver (once).
+    pub(super) fn target_writer(&self) -> Option<TraceWriter<'static>> {
+        self.obj.writer(TARGET)
+    }
 }
 
 impl Context {
@@ -55,8 +145,62 @@ impl Context {
     /// [`TraceRingBox::snapshot`]). A record's `timestamp` is in ticks of
     /// [`sys::ticks`](crate::sys::ticks);
     /// [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos) converts them.
-    pub fn trace(&self) -> &TraceRingBox {
-        self.trace_ring
+    pub fn trace(&self) -> &TraceRingSlice {
+        self.trace_ring.obj.ring(INITIATOR)
+    }
+
+    /// The ring of the frames this PE applied for its peers over TCP (the
+    /// target side of their operations: peer, length, the initiator's
+    /// context id); written by the TCP driver when the trace mode is `all`
+    /// (replays in any mode but `off`).
+    pub fn trace_target(&self) -> &TraceRingSlice {
+        self.trace_ring.obj.ring(TARGET)
+    }
+
+    /// The shared-memory object that holds this PE's trace rings, if it is
+    /// one (in a launched job; `switchyard trace JOB` reads it).
+    pub fn trace_object(&self) -> Option<&Path> {
+        self.trace_ring.obj.path()
+    }
+
+    /// Writes the newest records of both rings to a new file at `path`
+    /// (0600; it must not exist), readable by `switchyard trace FILE`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shm`] when the file cannot be created or written.
+    pub fn dump_trace(&self, path: &Path) -> Result<()> {
+        let obj = self.trace_ring.obj;
+        Ok(obj.dump(path, obj.meta().capacity as usize)?)
+    }
+
+    /// Dumps the trace into the job's directory
+    /// ([`job_dir`](switchyard_shm::trace_object::job_dir)) as
+    /// `trace-pe<ME>-<why>-<PE>.sytrace`, once per name and at most
+    /// [`MAX_DUMPS`] times per context, reporting where with a `tracing`
+    /// warning. Called when this PE sees `peer` die or a link to it go down.
+    pub(super) fn dump_trace_on(&mut self, why: &str, peer: u32) {
+        if self.trace_every == 0 || self.trace_ring.dumps >= MAX_DUMPS {
+            return;
+        }
+        self.trace_ring.dumps += 1;
+        let me = self.me;
+        let written = ensure_job_dir(self.job_id)
+            .map_err(|e| e.to_string())
+            .and_then(|d| {
+                let p = d.join(format!("trace-pe{me}-{why}-{peer}.{DUMP_EXT}"));
+                self.dump_trace(&p).map(|()| p).map_err(|e| e.to_string())
+            });
+        match written {
+            Ok(p) => tracing::warn!(
+                pe = me,
+                peer,
+                reason = why,
+                file = %p.display(),
+                "route trace dumped"
+            ),
+            Err(e) => tracing::warn!(pe = me, peer, reason = why, "route trace not dumped: {e}"),
+        }
     }
 
     /// Writes the trace record of a routed operation (`failed`: the driver
@@ -211,11 +355,13 @@ mod test {
 
     #[test]
     fn a_ring_the_core_cannot_have_is_an_error() {
-        assert!(super::new_ring(64).is_ok());
-        for bad in [0, 48] {
-            let e = super::new_ring(bad).expect_err("not a power of two");
+        let mut w = Vec::new();
+        assert!(super::new_rings(64, 0, 0, 1, false, &mut w).is_ok());
+        for bad in [0, 48, 1 << 31] {
+            let e = super::new_rings(bad, 0, 0, 1, false, &mut w).expect_err("refused");
             assert!(e.to_string().starts_with("trace_records: "), "{e}");
         }
+        assert!(w.is_empty());
     }
 
     /// What the configuration's documentation says a record costs.

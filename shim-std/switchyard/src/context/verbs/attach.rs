@@ -63,7 +63,7 @@ pub(in crate::context) fn create_driver(
     match d {
         Ok(d) => (Some(d), None),
         Err(e) => {
-            eprintln!("switchyard: warning: PE {}: verbs not used: {e}", info.rank);
+            tracing::warn!(pe = info.rank, transport = "verbs", "verbs not used: {e}");
             (
                 None,
                 Some(format!("the verbs driver could not be created: {e}")),
