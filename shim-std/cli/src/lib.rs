@@ -52,6 +52,7 @@ pub mod cli;
 pub mod info;
 pub mod launch;
 pub mod perf;
+mod plot;
 pub mod sim;
 pub mod topo;
 mod values;

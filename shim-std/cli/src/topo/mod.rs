@@ -14,6 +14,7 @@ use crate::{Output, values};
 
 mod json;
 mod model;
+mod svg;
 mod text;
 
 pub use model::cell;
@@ -143,6 +144,10 @@ pub enum TopoCliError {
     /// The route selector could not be made (a bug if it happens).
     #[error("route selector: {0}")]
     Selector(#[from] SelectorError),
+    /// `--svg`: the matrix is too large to draw, or the file cannot be
+    /// written.
+    #[error("--svg: {0}")]
+    Svg(String),
 }
 
 /// What `switchyard topo --help` says before the options.
@@ -188,6 +193,10 @@ pub struct TopoArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// Also draw the class matrix as a heat map into FILE (SVG), with
+    /// --as PE's routes over its row
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<std::path::PathBuf>,
 }
 
 /// `--as`: a PE number.
@@ -314,6 +323,10 @@ fn render(args: &TopoArgs) -> Result<String, TopoCliError> {
         None => None,
     };
     let view = View::of(&job);
+    if let Some(path) = &args.svg {
+        let picture = svg::render_svg(&job, view, as_view.as_ref(), down)?;
+        crate::plot::save(path, &picture).map_err(TopoCliError::Svg)?;
+    }
     Ok(if args.json {
         json::render_json(&job, view, as_view.as_ref(), down)
     } else {

@@ -64,6 +64,7 @@ fn argument_parsing() {
             down: vec![Transport::Verbs, Transport::Tcp],
             threshold: Some(4096),
             json: true,
+            svg: None,
         }
     );
     assert_eq!(parse_args(&[]).unwrap(), TopoArgs::default());
