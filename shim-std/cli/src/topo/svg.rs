@@ -341,38 +341,37 @@ fn title(job: &Job, as_view: Option<&AsView>, down: &[Transport]) -> String {
 
 #[cfg(test)]
 mod test {
-    use switchyard_topo::{Format, parse_topology};
+    use switchyard_topo::{ClusterSpec, Format, parse_topology};
 
     use super::*;
-    use crate::topo::model::{pair_counts, routes};
+    use crate::topo::{
+        model::{pair_counts, routes},
+        test::job_of,
+    };
 
     fn job(text: Option<&str>, ppn: u32) -> Job {
-        let spec = text.map_or_else(switchyard_topo::ClusterSpec::example, |t| {
+        let spec = text.map_or_else(ClusterSpec::example, |t| {
             parse_topology(t, Format::Auto).unwrap()
         });
-        let n_pes = spec.n_pes(ppn).unwrap();
-        Job {
-            spec,
-            source: "test".into(),
-            ppn,
-            n_pes,
-        }
+        job_of(spec, ppn)
     }
 
-    /// The `<rect>`s filled with `colour`.
+    /// The `<tag>` elements filled with `colour`.
+    fn filled(doc: &roxmltree::Document<'_>, tag: &str, colour: RGBColor) -> usize {
+        let hex = format!("#{:02X}{:02X}{:02X}", colour.0, colour.1, colour.2);
+        doc.descendants()
+            .filter(|n| n.has_tag_name(tag) && n.attribute("fill") == Some(hex.as_str()))
+            .count()
+    }
+
+    /// The cells (and legend swatches) of `colour`.
     fn rects(doc: &roxmltree::Document<'_>, colour: RGBColor) -> usize {
-        let hex = format!("#{:02X}{:02X}{:02X}", colour.0, colour.1, colour.2);
-        doc.descendants()
-            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(hex.as_str()))
-            .count()
+        filled(doc, "rect", colour)
     }
 
-    /// The filled `<circle>`s of `colour`.
+    /// The route marks of `colour`.
     fn marks(doc: &roxmltree::Document<'_>, colour: RGBColor) -> usize {
-        let hex = format!("#{:02X}{:02X}{:02X}", colour.0, colour.1, colour.2);
-        doc.descendants()
-            .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some(hex.as_str()))
-            .count()
+        filled(doc, "circle", colour)
     }
 
     #[test]

@@ -188,7 +188,11 @@ fn json_output() {
 }
 
 fn spec_job(text: &str, ppn: u32) -> Job {
-    let spec = parse_topology(text, Format::Auto).unwrap();
+    job_of(parse_topology(text, Format::Auto).unwrap(), ppn)
+}
+
+/// The job of `spec` with `ppn` PEs per node, its source "test".
+pub(super) fn job_of(spec: ClusterSpec, ppn: u32) -> Job {
     let n_pes = spec.n_pes(ppn).unwrap();
     Job {
         spec,
