@@ -4,7 +4,11 @@
 //! ```text
 //! switchyard perf [TEST] [-n PES] [--size S | --sizes A..B] [--iters N]
 //!                 [--warmup N] [--transport auto|shm|tcp|verbs] [--sim NAME] [--json]
+//!                 [--plot FILE.svg]
 //! ```
+//!
+//! `--plot` also draws each latency result's percentile curve beside its
+//! baseline's into an SVG (the `plot` module).
 //!
 //! Tests, each beside the baseline that times the same thing without the
 //! library (the worker's and the baselines' module docs say exactly what is

@@ -1,5 +1,6 @@
 //! `switchyard topo`: the class matrix of a topology, one PE's routes, and what
-//! the topology costs in memory.
+//! the topology costs in memory; with `--svg FILE.svg`, the matrix as a heat
+//! map with those routes over the PE's row (`svg`).
 
 use std::io::Read as _;
 

@@ -27,7 +27,7 @@ const CELL: (u32, u32) = (64, 14);
 
 /// The matrix's side at most, pixels (cells shrink to fit, down to
 /// `CELL.1`).
-const MATRIX: u32 = 720;
+const MATRIX: u32 = 960;
 
 /// Width of the legend column, pixels.
 const LEGEND_WIDTH: u32 = 470;
@@ -195,7 +195,13 @@ fn draw(
             root.draw(&Text::new(l.clone(), (px(x0 + mid), px(y0 - 6)), turned))
                 .map_err(plot::error)?;
         }
-        let words = c >= 36;
+        // A cell's text at 10 px, else 8 px, when it fits (about 0.6 em
+        // a character); none otherwise (the colour and mark say it).
+        let fit = |s: &str| {
+            [10, 8]
+                .into_iter()
+                .find(|&px| s.len() as u32 * px * 6 / 10 + 4 <= c)
+        };
         for a in 0..n {
             for b in 0..n {
                 let class = (m.class)(a, b);
@@ -205,8 +211,10 @@ fn draw(
                     class_colour(class).filled(),
                 ))
                 .map_err(plot::error)?;
-                if words && m.routes.as_ref().is_none_or(|(row, _)| *row != a) {
-                    text(cell(class), (x + c / 2, y + c / 2), 10, centre)?;
+                if let Some(size) = fit(cell(class))
+                    && m.routes.as_ref().is_none_or(|(row, _)| *row != a)
+                {
+                    text(cell(class), (x + c / 2, y + c / 2), size, centre)?;
                 }
             }
         }
@@ -232,13 +240,9 @@ fn draw(
                     .map_err(plot::error)?;
                 root.draw(&Circle::new(mark, r, BLACK.stroke_width(1)))
                     .map_err(plot::error)?;
-                if words {
-                    text(
-                        &route_text(short, long),
-                        (x + c / 2, y + c * 3 / 5),
-                        10,
-                        centre,
-                    )?;
+                let route = route_text(short, long);
+                if let Some(size) = fit(&route) {
+                    text(&route, (x + c / 2, y + c * 3 / 5), size, centre)?;
                 }
             }
             root.draw(&Rectangle::new(
