@@ -195,6 +195,8 @@ mod error;
 mod frame;
 mod root;
 mod stream;
+#[cfg(any(test, feature = "fuzz"))]
+pub mod wire;
 
 pub use crate::{
     auth::{
