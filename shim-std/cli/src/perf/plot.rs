@@ -120,6 +120,8 @@ fn panel<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 16))
         .margin(12)
+        // Room for the last percentile's label.
+        .margin_right(36)
         .x_label_area_size(36)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())
