@@ -19,6 +19,16 @@ run topo docs/examples/topology.conf --pes-per-node 2 >/dev/null
 run topo docs/examples/cluster.toml --json > "$out/topo.json"
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$out/topo.json"
 
+# topo --svg: the class matrix as a heat map (PE 3's routes on its row),
+# well-formed XML with every PE and the route legend.
+run topo docs/examples/topology.conf --pes-per-node 2 --as 3 --svg "$out/topo.svg" >/dev/null
+python3 - "$out/topo.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+texts = ["".join(t.itertext()).strip() for t in root.iter("{http://www.w3.org/2000/svg}text")]
+assert "PE0" in texts and any(t.startswith("PE3's routes") for t in texts), texts
+PY
 printf 'SwitchName=s0 Nodez=n[1-2]\n' > "$out/bad.conf"
 set +e
 timeout 60 "$sy" topo "$out/bad.conf" 2> "$out/err.txt"
@@ -48,6 +58,17 @@ grep -q 'exited with status 3' "$out/run-err.txt"
 # perf: a short bounded run of every test, table and JSON.
 run perf --iters 2000 | tee "$out/perf.txt"
 grep -q 'put-lat' "$out/perf.txt" && grep -q 'cacheline' "$out/perf.txt"
+# perf --plot: each latency test's percentile curve beside its baseline's.
+run perf put-lat --iters 2000 --plot "$out/perf.svg" >/dev/null
+python3 - "$out/perf.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+texts = ["".join(t.itertext()).strip() for t in root.iter("{http://www.w3.org/2000/svg}text")]
+assert "put-lat beside its baseline cacheline" in texts, texts
+assert any(t.startswith("put-lat 8 B (p50") for t in texts), texts
+assert any(t.startswith("cacheline 8 B (p50") for t in texts), texts
+PY
 run perf put-bw --sizes 8..64K --iters 256 --json > "$out/perf.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["results"]' "$out/perf.json"
 # perf over TCP on loopback (PEs forced onto TCP), with its raw-socket baselines.

@@ -396,6 +396,39 @@ pub enum RefuseReason {
     Overload,
 }
 
+impl RefuseReason {
+    /// Every reason, in [`RefuseReason::index`] order
+    /// ([`SocketStats::refused_by`]).
+    pub const ALL: [RefuseReason; 7] = [
+        RefuseReason::Unauthenticated,
+        RefuseReason::BadPe,
+        RefuseReason::BadRail,
+        RefuseReason::NotConfigured,
+        RefuseReason::Garbage,
+        RefuseReason::Timeout,
+        RefuseReason::Overload,
+    ];
+
+    /// Its place in [`RefuseReason::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Its name in reports and metrics: `unauthenticated`, `bad_pe`,
+    /// `bad_rail`, `not_configured`, `garbage`, `timeout`, `overload`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RefuseReason::Unauthenticated => "unauthenticated",
+            RefuseReason::BadPe => "bad_pe",
+            RefuseReason::BadRail => "bad_rail",
+            RefuseReason::NotConfigured => "not_configured",
+            RefuseReason::Garbage => "garbage",
+            RefuseReason::Timeout => "timeout",
+            RefuseReason::Overload => "overload",
+        }
+    }
+}
+
 /// A transition the driver reports once ([`SocketDriver::poll_event`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
@@ -449,6 +482,9 @@ pub struct SocketStats {
     pub duplicates_dropped: u64,
     /// Handshakes refused (bad cookie, job, PE, garbage, timeout).
     pub refused: u64,
+    /// Of those, by reason ([`RefuseReason::index`]); they sum to
+    /// `refused`.
+    pub refused_by: [u64; RefuseReason::ALL.len()],
     /// Connections cut for a malformed frame.
     pub bad_frames: u64,
     /// Reconnect attempts started after a rail went down.

@@ -753,6 +753,18 @@ fn strangers_are_refused_and_counted() {
             RefuseReason::Unauthenticated
         ]
     );
+    // The counters say the same, by reason.
+    let s = b.stats();
+    let by = |r: RefuseReason| s.refused_by[r.index()];
+    assert_eq!(
+        (
+            by(RefuseReason::Unauthenticated),
+            by(RefuseReason::Garbage),
+            s.refused
+        ),
+        (3, 1, 4)
+    );
+    assert_eq!(s.refused_by.iter().sum::<u64>(), s.refused);
     // All were closed.
     for mut s in [wrong, replay, bare, garbage] {
         s.set_read_timeout(Some(Duration::from_secs(5)))
@@ -1006,5 +1018,8 @@ fn an_idle_flood_does_not_keep_a_peer_out() {
         }
     }
     assert!(overload >= 8, "{overload}");
+    let s = b.stats();
+    assert_eq!(s.refused_by[RefuseReason::Overload.index()], overload);
+    assert_eq!(s.refused_by.iter().sum::<u64>(), s.refused);
     drop(idle);
 }

@@ -89,7 +89,7 @@
 //! A connection that does not speak this protocol, or whose hello does not
 //! prove the secret, is refused (with an error frame that describes only its
 //! own bytes, or says that it proved nothing), counted
-//! ([`RootStats::unauthenticated`]) and does not harm the job. A second
+//! ([`RootStats::unauthenticated`], by [`Refusal`]) and does not harm the job. A second
 //! authenticated claim of a rank is refused with
 //! [`BootstrapError::DuplicateRank`] and counted ([`RootStats::refused`]);
 //! the first claimant keeps the rank. Any other connection that proved the
@@ -195,6 +195,8 @@ mod error;
 mod frame;
 mod root;
 mod stream;
+#[cfg(any(test, feature = "fuzz"))]
+pub mod wire;
 
 pub use crate::{
     auth::{
@@ -206,5 +208,5 @@ pub use crate::{
     env::{EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, vars},
     error::BootstrapError,
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
-    root::{MAX_PES, RootServer, RootStats},
+    root::{MAX_PES, Refusal, RootServer, RootStats},
 };

@@ -5,18 +5,18 @@
 //! (`poll(2)`), with bounded bytes, time and connections per peer.
 
 mod conn;
+mod stats;
 
 use std::{
     collections::{BTreeMap, VecDeque},
     io,
     net::{Shutdown, SocketAddr, TcpListener},
     rc::Rc,
-    sync::Arc,
     thread::{self, JoinHandle},
     time::{Duration, Instant},
 };
 
-use switchyard_core::sync::atomic::{AtomicU64, Ordering};
+pub use stats::{Refusal, RootStats};
 
 use crate::{
     auth::{JobSecret, MAC_LEN, NONCE_LEN, PURPOSE_BOOTSTRAP, nonce},
@@ -27,6 +27,7 @@ use crate::{
         challenge_frame, error_frame, frame, kind_name, u64_payload,
     },
     root::conn::{Conn, Input, READ_CHUNK, State, poll, pollfd},
+    stream::ReadError,
 };
 
 /// The largest job the rendezvous serves.
@@ -72,38 +73,14 @@ impl std::fmt::Debug for RootServer {
     }
 }
 
-/// What a root refused, readable while it serves ([`RootServer::stats`]).
-#[derive(Debug, Clone, Default)]
-pub struct RootStats {
-    counts: Arc<[AtomicU64; 2]>,
-}
-
-const UNAUTHENTICATED: usize = 0;
-const REFUSED: usize = 1;
-
-impl RootStats {
-    /// Connections whose hello did not prove the job's secret, or that said
-    /// nothing well-formed before the deadline.
-    pub fn unauthenticated(&self) -> u64 {
-        self.counts[UNAUTHENTICATED].load(Ordering::Relaxed)
-    }
-
-    /// Authenticated hellos refused: a rank claimed a second time.
-    pub fn refused(&self) -> u64 {
-        self.counts[REFUSED].load(Ordering::Relaxed)
-    }
-
-    fn count(&self, which: usize) {
-        self.counts[which].fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// Why a connection's first frame admits nothing.
 enum Unadmitted {
     /// Not a hello of this protocol (the reason describes only the bytes).
     Malformed(String),
     /// A well-formed hello without the proof.
     Unauthenticated,
+    /// The connection ended, or its deadline passed, before a hello.
+    NoHello(String),
 }
 
 enum Event {
@@ -355,6 +332,7 @@ impl Root {
                 continue;
             }
             if self.conns.len() >= cap && !self.make_room() {
+                self.stats.count(Refusal::OverLimit);
                 drop(stream);
                 continue;
             }
@@ -405,7 +383,7 @@ impl Root {
         });
         match oldest {
             Some(id) => {
-                self.stats.count(UNAUTHENTICATED);
+                self.stats.count(Refusal::OverLimit);
                 self.drop_conn(id);
                 true
             }
@@ -416,13 +394,19 @@ impl Root {
     /// Reports a connection's end once: before its hello as a hello that
     /// admits nothing, after it as [`Event::Gone`].
     fn end(&mut self, id: u64, reason: &str) {
+        self.end_unadmitted(id, reason, Unadmitted::NoHello);
+    }
+
+    /// [`Root::end`], saying how a connection that ends before its hello is
+    /// counted (`why`).
+    fn end_unadmitted(&mut self, id: u64, reason: &str, why: fn(String) -> Unadmitted) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
         let ev = match c.state {
             State::AwaitHello { .. } => Event::Hello {
                 conn: id,
-                hello: Err(Unadmitted::Malformed(reason.to_owned())),
+                hello: Err(why(reason.to_owned())),
             },
             State::Admitted => Event::Gone {
                 conn: id,
@@ -496,7 +480,14 @@ impl Root {
                     }
                 }
                 Input::End(_) if state == State::Draining => self.drop_conn(id),
-                Input::End(e) if first => self.end(id, &format!("no hello: {e}")),
+                Input::End(e) if first => {
+                    // Bytes no frame may be are malformed; an end is not.
+                    let why = match e {
+                        ReadError::Empty | ReadError::TooLong { .. } => Unadmitted::Malformed,
+                        _ => Unadmitted::NoHello,
+                    };
+                    self.end_unadmitted(id, &format!("no hello: {e}"), why);
+                }
                 Input::End(e) => self.end(id, &e.to_string()),
             }
         }
@@ -646,14 +637,16 @@ impl Root {
                 // Not part of the job: it is told what was wrong with its
                 // own bytes, or only that it proved nothing, and the job
                 // goes on.
-                self.stats.count(UNAUTHENTICATED);
                 let peer = self.peer_name(conn);
-                let reason = match why {
-                    Unadmitted::Malformed(reason) => reason,
-                    Unadmitted::Unauthenticated => {
-                        "refused: the hello does not prove the job's secret".into()
-                    }
+                let (counted, reason) = match why {
+                    Unadmitted::Malformed(reason) => (Refusal::Malformed, reason),
+                    Unadmitted::NoHello(reason) => (Refusal::NoHello, reason),
+                    Unadmitted::Unauthenticated => (
+                        Refusal::BadMac,
+                        "refused: the hello does not prove the job's secret".into(),
+                    ),
                 };
+                self.stats.count(counted);
                 self.refuse(conn, &BootstrapError::Protocol { peer, reason });
                 Ok(())
             }
@@ -705,7 +698,7 @@ impl Root {
         }
         if let Some(first) = self.by_rank[h.rank as usize] {
             let first = self.conns.get(&first).map_or(peer, |c| c.peer);
-            self.stats.count(REFUSED);
+            self.stats.count(Refusal::DuplicateRank);
             self.refuse(
                 conn,
                 &BootstrapError::DuplicateRank {

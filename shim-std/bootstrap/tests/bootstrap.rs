@@ -14,7 +14,8 @@ use std::{
 };
 
 use switchyard_bootstrap::{
-    Bootstrap, BootstrapError, Card, JobSecret, RankInfo, RootServer, RootStats, rendezvous,
+    Bootstrap, BootstrapError, Card, JobSecret, RankInfo, Refusal, RootServer, RootStats,
+    rendezvous,
 };
 
 const T: Duration = Duration::from_secs(3);
@@ -273,6 +274,10 @@ fn a_second_claim_of_a_rank_is_refused_counted_and_the_job_runs() {
     }
     root.join().unwrap().unwrap();
     assert_eq!((stats.refused(), stats.unauthenticated()), (1, 0));
+    assert_eq!(
+        stats.summary().as_deref(),
+        Some("1 connection refused (1 duplicate rank)")
+    );
 }
 
 /// A frame as the root reads it: length, kind, payload.
@@ -335,6 +340,19 @@ fn a_wrong_id_hello_learns_nothing_and_an_impostor_is_refused() {
     run_job(addr, 2, job, T);
     root.join().unwrap().unwrap();
     assert_eq!((stats.unauthenticated(), stats.refused()), (3, 0));
+    // By why: the version-1 hello is not one of this protocol, the other
+    // two prove nothing.
+    assert_eq!(
+        (
+            stats.count_of(Refusal::Malformed),
+            stats.count_of(Refusal::BadMac)
+        ),
+        (1, 2)
+    );
+    assert_eq!(
+        stats.summary().as_deref(),
+        Some("3 connections refused (2 bad MAC, 1 malformed)")
+    );
 }
 
 /// A root that does not know the secret cannot pass for the job's: its
@@ -668,5 +686,13 @@ fn idle_connections_do_not_keep_the_pes_out() {
     run_job(addr, 2, job, timeout);
     root.join().unwrap().unwrap();
     assert!(stats.unauthenticated() >= 1, "the idle ones timed out");
+    // Closed at the cap on connections owing their hello, or silent until
+    // their window closed; nothing else, and no rank claimed twice.
+    let (over, silent) = (
+        stats.count_of(Refusal::OverLimit),
+        stats.count_of(Refusal::NoHello),
+    );
+    assert_eq!(over + silent, stats.total(), "{:?}", stats.summary());
+    assert_eq!(stats.refused(), 0);
     drop(idle);
 }

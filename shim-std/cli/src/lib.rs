@@ -8,8 +8,8 @@
 //! |---|---|---|
 //! | `switchyard run -n N [OPTIONS] [--] PROGRAM [ARGS]...` | [`launch`] | start N PEs on this machine (or in a sim) and wait for them ([`switchyard_launch`]) |
 //! | `switchyard info [--config FILE] [--json]` | [`info`] | transports, devices, machine facts, the configuration |
-//! | `switchyard perf [TEST] [OPTIONS]` | [`perf`] | benchmarks of the data path beside baselines |
-//! | `switchyard topo [FILE] [OPTIONS]` | [`topo`] | path classes and routes of a topology |
+//! | `switchyard perf [TEST] [OPTIONS]` | [`perf`] | benchmarks of the data path beside baselines (`--plot`: latency curves in an SVG) |
+//! | `switchyard topo [FILE] [OPTIONS]` | [`topo`] | path classes and routes of a topology (`--svg`: as a heat map) |
 //! | `switchyard sim up\|status\|link\|down` | [`sim`] | simulated clusters in network namespaces |
 //! | `switchyard stat [JOB] [--once\|--json\|--prometheus]` | [`stat`] | the counters of the running jobs of this machine |
 //! | `switchyard cc [--show] [--static] [CC ARGS]...` | [`cc`] | compile OpenSHMEM C programs |
@@ -54,6 +54,7 @@ pub mod cli;
 pub mod info;
 pub mod launch;
 pub mod perf;
+mod plot;
 pub mod sim;
 pub mod stat;
 pub mod topo;

@@ -435,6 +435,37 @@ fn a_missing_program_exits_127() {
     assert!(ran.stderr.contains("No such file"), "{}", ran.stderr);
 }
 
+/// Strangers at the launcher's rendezvous: rank 0 (a shell, not a PE)
+/// sends it a frame that is no hello, then a hello whose proof is zeros,
+/// each time reading until the root closes. The job itself ends well, and
+/// the launcher's summary counts both, by why.
+#[test]
+fn refused_connections_are_in_the_launchers_summary() {
+    // A frame: length (kind + payload), kind, payload. The hello: magic,
+    // version 2, rank 1, size 2, a nonce and a proof of zeros, no card.
+    let script = r#"
+        [ "$SWITCHYARD_RANK" = 0 ] || exit 0
+        host=${SWITCHYARD_ROOT%:*}; port=${SWITCHYARD_ROOT##*:}
+        exec 3<>"/dev/tcp/$host/$port"
+        printf '\x05\x00\x00\x00\x63ABCD' >&3
+        cat <&3 >/dev/null
+        exec 3<>"/dev/tcp/$host/$port"
+        printf '\x40\x00\x00\x00\x01SYBS\x02\x01\x00\x00\x00\x02\x00\x00\x00' >&3
+        head -c 50 /dev/zero >&3
+        cat <&3 >/dev/null
+        echo sent
+    "#;
+    let ran = run(&["-n", "2", "--timeout", "30", "--", "bash", "-c", script]);
+    ran.assert_code(0);
+    assert!(ran.stdout.contains("[0] sent"), "{}", ran.stdout);
+    assert!(
+        ran.stderr
+            .contains("switchyard run: bootstrap: 2 connections refused (1 bad MAC, 1 malformed)"),
+        "{}",
+        ran.stderr
+    );
+}
+
 #[test]
 fn the_timeout_stops_the_job() {
     let ran = run(&["-n", "2", "--timeout", "0.5", "--", "sleep", "30"]);

@@ -128,14 +128,10 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         job.report_bootstrap(f, end != JobEnd::Success);
     }
     drop(signals);
-    // Connections the rendezvous turned away: said once, since nobody else
-    // sees them.
-    let (stranger, twice) = (root.stats.unauthenticated(), root.stats.refused());
-    if stranger + twice > 0 {
-        note(format_args!(
-            "the rendezvous refused {stranger} connection(s) that did not prove the job secret \
-             and {twice} second claim(s) of a rank"
-        ));
+    // Connections the rendezvous turned away, by why: said once, since
+    // nobody else sees them.
+    if let Some(refused) = root.stats.summary() {
+        note(format_args!("bootstrap: {refused}"));
     }
 
     // A job that ended badly keeps its route traces: each PE's rings (the

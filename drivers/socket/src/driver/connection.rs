@@ -386,11 +386,7 @@ impl SocketDriver {
                             p.addr.take()
                         });
                     if let Some(old) = oldest {
-                        self.ctx.stats.refused += 1;
-                        self.ctx.event(Event::Refused {
-                            addr: old,
-                            why: RefuseReason::Overload,
-                        });
+                        count_refusal(&mut self.ctx, old, RefuseReason::Overload);
                     }
                 }
                 let Some(slot) = self.pending.iter_mut().find(|p| p.sock.is_none()) else {
@@ -499,9 +495,15 @@ impl SocketDriver {
     }
 
     fn refuse(&mut self, addr: SocketAddr, why: RefuseReason) {
-        self.ctx.stats.refused += 1;
-        self.ctx.event(Event::Refused { addr, why });
+        count_refusal(&mut self.ctx, addr, why);
     }
+}
+
+/// Counts a refused connection, by reason, and reports it.
+fn count_refusal(ctx: &mut Ctx, addr: SocketAddr, why: RefuseReason) {
+    ctx.stats.refused += 1;
+    ctx.stats.refused_by[why.index()] += 1;
+    ctx.event(Event::Refused { addr, why });
 }
 
 pub(super) fn close_conn(c: &mut Conn) {

@@ -148,6 +148,10 @@ pub struct PerfArgs {
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
+    /// Also draw each latency result's percentile curve beside its
+    /// baseline's into FILE (SVG)
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// Run as one PE of a measurement (what perf launches)
     #[arg(long, hide = true)]
     pub worker: bool,
@@ -247,6 +251,15 @@ pub enum OptionsError {
         /// The size asked for.
         size: u64,
     },
+    /// `--plot` with a test that has no latency curve.
+    #[error(
+        "--plot draws latency curves: {test} has none (put-lat, get-lat, \
+         atomic-lat, tcp-pingpong or the default suite)"
+    )]
+    PlotNoLatency {
+        /// The test.
+        test: &'static str,
+    },
     /// `atomic-rate` with a size other than 8.
     #[error("atomic-rate --size {size}: its fetch-adds are on one 8-byte word (--size 8)")]
     AtomicSize {
@@ -275,6 +288,16 @@ impl PerfArgs {
         }
         let name = self.test.as_deref();
         let test = name.and_then(Test::parse);
+        let standalone = name.and_then(Standalone::parse);
+        match (test, standalone) {
+            (Some(t), _) if self.plot.is_some() && !t.is_latency() => {
+                return Err(OptionsError::PlotNoLatency { test: t.name() });
+            }
+            (_, Some(s)) if self.plot.is_some() && s == Standalone::TcpStream => {
+                return Err(OptionsError::PlotNoLatency { test: s.name() });
+            }
+            _ => {}
+        }
         let sizes = match (&self.size, &self.sizes) {
             (Some(s), _) => Some(vec![*s]),
             (None, Some(Sizes(v))) => Some(v.clone()),
@@ -287,7 +310,7 @@ impl PerfArgs {
         }
         Ok(Options {
             test,
-            standalone: name.and_then(Standalone::parse),
+            standalone,
             n: self.n,
             sizes,
             iters: self.iters.map(|n| n.max(1)),
@@ -298,6 +321,7 @@ impl PerfArgs {
             sim: self.sim.clone(),
             worker_out: self.worker_out.clone(),
             qd_sweep: self.qd_sweep,
+            plot: self.plot.clone(),
         })
     }
 }

@@ -51,10 +51,7 @@ use std::{
 use switchyard::config::format_size;
 use switchyard_core::pad::CachePadded;
 
-use super::{
-    Test,
-    stats::{Latency, Measurement},
-};
+use super::{Test, stats::Measurement};
 
 /// Bare cache-line ping-pong: one-way latency (RTT/2) percentiles. Both sides
 /// run on threads of their own, so the caller's CPU affinity (which the PEs
@@ -62,13 +59,7 @@ use super::{
 pub fn cacheline(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
     std::thread::spawn(move || cacheline_here(iters, warmup, cpus))
         .join()
-        .unwrap_or_else(|_| Measurement {
-            test: "cacheline".into(),
-            size: 8,
-            iters: 0,
-            latency: None,
-            bandwidth: None,
-        })
+        .unwrap_or_else(|_| Measurement::none("cacheline", 8))
 }
 
 fn cacheline_here(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement {
@@ -105,13 +96,7 @@ fn cacheline_here(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement 
         t0 = t1;
     }
     let _ = echo.join();
-    Measurement {
-        test: "cacheline".into(),
-        size: 8,
-        iters,
-        latency: Latency::from_samples(&mut samples, 0.5),
-        bandwidth: None,
-    }
+    Measurement::latency("cacheline", 8, iters, &mut samples, 0.5)
 }
 
 /// The baselines of latency test `test` over shared memory, for its
@@ -183,16 +168,9 @@ pub fn remote_rmw(iters: u64, warmup: u64, cpus: (usize, usize)) -> Measurement 
 /// A latency measurement of `samples` (one operation each, not halved); no
 /// figures when the threads failed.
 fn latency_of(test: &str, size: u64, iters: u64, samples: Option<Vec<u64>>) -> Measurement {
-    let (iters, latency) = match samples {
-        Some(mut s) => (iters, Latency::from_samples(&mut s, 1.0)),
-        None => (0, None),
-    };
-    Measurement {
-        test: test.into(),
-        size,
-        iters,
-        latency,
-        bandwidth: None,
+    match samples {
+        Some(mut s) => Measurement::latency(test, size, iters, &mut s, 1.0),
+        None => Measurement::none(test, size),
     }
 }
 
@@ -263,13 +241,7 @@ where
 pub fn memcpy(size: usize, msgs: u64, cpu: usize) -> Measurement {
     std::thread::spawn(move || memcpy_here(size, msgs, cpu))
         .join()
-        .unwrap_or_else(|_| Measurement {
-            test: "memcpy".into(),
-            size: size as u64,
-            iters: 0,
-            latency: None,
-            bandwidth: None,
-        })
+        .unwrap_or_else(|_| Measurement::none("memcpy", size as u64))
 }
 
 fn memcpy_here(size: usize, msgs: u64, cpu: usize) -> Measurement {
@@ -404,13 +376,13 @@ fn tcp_bounce(
     )
     .map_err(|e| format!("{name} {}: {e}", format_size(size as u64)))?;
     let mut samples = client;
-    Ok(Measurement {
-        test: name.into(),
-        size: size as u64,
+    Ok(Measurement::latency(
+        name,
+        size as u64,
         iters,
-        latency: Latency::from_samples(&mut samples, scale),
-        bandwidth: None,
-    })
+        &mut samples,
+        scale,
+    ))
 }
 
 /// TCP streaming: the client thread writes `msgs` messages of `size` bytes as

@@ -4,7 +4,11 @@
 //! ```text
 //! switchyard perf [TEST] [-n PES] [--size S | --sizes A..B] [--iters N]
 //!                 [--warmup N] [--transport auto|shm|tcp|verbs] [--sim NAME] [--json]
+//!                 [--plot FILE.svg]
 //! ```
+//!
+//! `--plot` also draws each latency result's percentile curve beside its
+//! baseline's into an SVG (the `plot` module).
 //!
 //! Tests, each beside the baseline that times the same thing without the
 //! library (the worker's and the baselines' module docs say exactly what is
@@ -83,6 +87,7 @@
 mod args;
 mod baseline;
 mod peer;
+mod plot;
 pub mod stats;
 // Without the `verbs` feature, a stand-in that says why there is no verbs.
 #[cfg_attr(not(feature = "verbs"), path = "verbs_off.rs")]
@@ -257,6 +262,8 @@ struct Options {
         allow(dead_code, reason = "read by the verbs measurement")
     )]
     qd_sweep: bool,
+    /// `--plot FILE.svg`.
+    plot: Option<PathBuf>,
 }
 
 impl Options {
@@ -635,6 +642,7 @@ fn drive(o: &Options) -> Result<(), String> {
     }
     progress.finish();
     let header = header(o, &place, pinned);
+    plot::finish(o, &mut rows, &header)?;
     if o.json {
         print_json(o, &place, pinned, ncpus, &rows);
     } else {
@@ -684,15 +692,16 @@ fn drive_standalone(
     }
     progress.finish();
     let pinned = ncpus >= 2;
+    let header = format!(
+        "switchyard perf: {} between two {} threads over {}, no PEs",
+        which.name(),
+        if pinned { "pinned" } else { "unpinned" },
+        place.tcp_desc
+    );
+    plot::finish(o, &mut rows, &header)?;
     if o.json {
         print_json(o, place, pinned, ncpus, &rows);
     } else {
-        let header = format!(
-            "switchyard perf: {} between two {} threads over {}, no PEs",
-            which.name(),
-            if pinned { "pinned" } else { "unpinned" },
-            place.tcp_desc
-        );
         print!("{}", table(&rows, &header));
     }
     Ok(())
@@ -842,6 +851,7 @@ fn merge_baselines(
             p999: mean(lb.p999, la.p999),
             max: lb.max.max(la.max),
         });
+        m.curve = stats::mean_curve(&b.curve, &a.curve);
     }
     if let (Some(wb), Some(wa)) = (b.bandwidth, a.bandwidth) {
         if moved(wb.msgs_per_s, wa.msgs_per_s) {

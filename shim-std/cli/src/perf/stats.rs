@@ -15,6 +15,11 @@ pub struct Measurement {
     pub latency: Option<Latency>,
     /// Bandwidth (bandwidth tests).
     pub bandwidth: Option<Bandwidth>,
+    /// The percentile curve of a latency test: `[percentile, ns]` points,
+    /// percentiles from 0 towards 100 on a "nines" grid (see [`curve`]),
+    /// the last point the maximum. Empty for the other tests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<[f64; 2]>,
 }
 
 /// Latency percentiles, nanoseconds.
@@ -53,8 +58,83 @@ impl Measurement {
                 gbps: size as f64 * msgs as f64 / secs / 1e9,
                 msgs_per_s: msgs as f64 / secs,
             }),
+            curve: Vec::new(),
         }
     }
+
+    /// A latency result: the percentiles and the curve of `samples`
+    /// (nanoseconds, each scaled by `scale`); sorts `samples` in place.
+    pub fn latency(
+        test: &str,
+        size: u64,
+        iters: u64,
+        samples: &mut [u64],
+        scale: f64,
+    ) -> Measurement {
+        let latency = Latency::from_samples(samples, scale);
+        Measurement {
+            test: test.into(),
+            size,
+            iters,
+            latency,
+            bandwidth: None,
+            curve: curve(samples, scale),
+        }
+    }
+
+    /// A result with no figures (its measurement failed).
+    pub fn none(test: &str, size: u64) -> Measurement {
+        Measurement {
+            test: test.into(),
+            size,
+            iters: 0,
+            latency: None,
+            bandwidth: None,
+            curve: Vec::new(),
+        }
+    }
+}
+
+/// Steps of the curve's grid, in nines: 20 points from one nine to the next
+/// (0 to 90 %, 90 to 99 %, ...).
+pub const CURVE_STEP: f64 = 0.05;
+
+/// The percentile curve of `sorted` (ascending, nanoseconds scaled by
+/// `scale`): at percentiles `100 (1 - 10^-x)` for `x` = 0, [`CURVE_STEP`],
+/// ... up to `log10(n)` (the resolution `n` samples have), where the last
+/// point is the maximum, as HdrHistogram's percentile plots are drawn.
+pub fn curve(sorted: &[u64], scale: f64) -> Vec<[f64; 2]> {
+    let n = sorted.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let top = (n as f64).log10();
+    let steps = (top / CURVE_STEP).ceil() as usize;
+    (0..=steps)
+        .map(|k| {
+            let x = (k as f64 * CURVE_STEP).min(top);
+            let q = 1.0 - 10f64.powf(-x);
+            let i = if k == steps {
+                n - 1
+            } else {
+                (((n - 1) as f64 * q).round() as usize).min(n - 1)
+            };
+            [q * 100.0, sorted[i] as f64 * scale]
+        })
+        .collect()
+}
+
+/// The mean of two curves on the same grid (a baseline measured before and
+/// after a test, with the same sample count); `a` alone when the grids
+/// differ.
+pub fn mean_curve(a: &[[f64; 2]], b: &[[f64; 2]]) -> Vec<[f64; 2]> {
+    if a.len() != b.len() || a.iter().zip(b).any(|(p, q)| p[0] != q[0]) {
+        return a.to_vec();
+    }
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| [p[0], (p[1] + q[1]) / 2.0])
+        .collect()
 }
 
 impl Latency {
@@ -90,5 +170,38 @@ mod test {
         let l = Latency::from_samples(&mut [10, 20], 0.5).unwrap();
         assert_eq!((l.p50, l.max), (10.0, 10.0));
         assert!(Latency::from_samples(&mut [], 1.0).is_none());
+    }
+
+    #[test]
+    fn curves() {
+        let mut s: Vec<u64> = (1..=1000).rev().collect();
+        let m = Measurement::latency("t", 8, 1000, &mut s, 1.0);
+        let c = &m.curve;
+        // 0 to 3 nines in steps of 0.05: 61 points, the last the maximum.
+        assert_eq!(c.len(), 61);
+        assert_eq!(c[0], [0.0, 1.0]);
+        assert!(
+            (c[20][0] - 90.0).abs() < 1e-9 && c[20][1] == 900.0,
+            "{:?}",
+            c[20]
+        );
+        assert!(
+            (c[40][0] - 99.0).abs() < 1e-9 && c[40][1] == 990.0,
+            "{:?}",
+            c[40]
+        );
+        assert_eq!(c[60][1], 1000.0);
+        assert!(
+            c.windows(2)
+                .all(|w| w[0][0] < w[1][0] && w[0][1] <= w[1][1])
+        );
+        assert_eq!(curve(&[7], 0.5), vec![[0.0, 3.5]]);
+        assert!(curve(&[], 1.0).is_empty());
+        let b: Vec<[f64; 2]> = c.iter().map(|p| [p[0], p[1] + 2.0]).collect();
+        assert_eq!(mean_curve(c, &b)[5][1], c[5][1] + 1.0);
+        assert_eq!(mean_curve(c, &b[1..]), *c);
+        // Throughput results have none, and JSON leaves it out.
+        let t = Measurement::throughput("put-bw", 8, 10, 1.0);
+        assert!(!serde_json::to_string(&t).unwrap().contains("curve"));
     }
 }

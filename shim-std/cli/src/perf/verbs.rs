@@ -26,7 +26,7 @@ use switchyard_verbs::{VerbsDriver, params::VerbsConfig};
 
 use super::{
     Options, Test,
-    stats::{Bandwidth, Latency, Measurement},
+    stats::{Bandwidth, Measurement},
     table,
 };
 
@@ -87,8 +87,10 @@ pub(super) fn drive(o: &Options) -> Result<(), String> {
         window: o.window,
         qd_sweep: o.qd_sweep,
     };
-    let rows: Vec<(Measurement, Option<Measurement>)> =
+    let mut rows: Vec<(Measurement, Option<Measurement>)> =
         run(&plan)?.into_iter().map(|m| (m, None)).collect();
+    let title = "switchyard perf: transport verbs, two drivers on one device (NIC loopback); put-lat = (put + quiet) / 2";
+    super::plot::finish(o, &mut rows, title)?;
     if o.json {
         let v: Vec<&Measurement> = rows.iter().map(|r| &r.0).collect();
         println!(
@@ -96,13 +98,7 @@ pub(super) fn drive(o: &Options) -> Result<(), String> {
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
     } else {
-        print!(
-            "{}",
-            table(
-                &rows,
-                "switchyard perf: transport verbs, two drivers on one device (NIC loopback); put-lat = (put + quiet) / 2"
-            )
-        );
+        print!("{}", table(&rows, title));
     }
     Ok(())
 }
@@ -258,6 +254,7 @@ fn measure(
                 gbps: (msgs * size) as f64 / secs / 1e9,
                 msgs_per_s: msgs as f64 / secs,
             }),
+            curve: Vec::new(),
         });
     }
     let mut dst = vec![0u8; size as usize];
@@ -318,13 +315,13 @@ fn measure(
     // put-lat is a round trip (write, ack): report half, as the other
     // put-lat figures do; gets and atomics are reported whole.
     let scale = if test == Test::PutLat { 0.5 } else { 1.0 };
-    Ok(Measurement {
-        test: test.name().into(),
+    Ok(Measurement::latency(
+        test.name(),
         size,
-        iters: plan.iters,
-        latency: Latency::from_samples(&mut samples, scale),
-        bandwidth: None,
-    })
+        plan.iters,
+        &mut samples,
+        scale,
+    ))
 }
 
 fn put_retry(a: &mut VerbsDriver, off: u64, buf: &[u8]) -> Result<(), String> {

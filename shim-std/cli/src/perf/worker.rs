@@ -53,11 +53,7 @@ use std::time::Instant;
 
 use switchyard::context::{Cmp, Context, Plain, Sym};
 
-use super::{
-    Rounds, Test,
-    baseline::rate::pattern,
-    stats::{Latency, Measurement},
-};
+use super::{Rounds, Test, baseline::rate::pattern, stats::Measurement};
 
 /// What one worker run measures.
 #[derive(Debug, Clone)]
@@ -419,11 +415,5 @@ fn le_u64(b: &[u8]) -> u64 {
 }
 
 fn lat(test: &str, size: u64, iters: u64, samples: &mut [u64], scale: f64) -> Measurement {
-    Measurement {
-        test: test.into(),
-        size,
-        iters,
-        latency: Latency::from_samples(samples, scale),
-        bandwidth: None,
-    }
+    Measurement::latency(test, size, iters, samples, scale)
 }

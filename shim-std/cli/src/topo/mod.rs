@@ -1,5 +1,6 @@
 //! `switchyard topo`: the class matrix of a topology, one PE's routes, and what
-//! the topology costs in memory.
+//! the topology costs in memory; with `--svg FILE.svg`, the matrix as a heat
+//! map with those routes over the PE's row (`svg`).
 
 use std::io::Read as _;
 
@@ -14,6 +15,7 @@ use crate::{Output, values};
 
 mod json;
 mod model;
+mod svg;
 mod text;
 
 pub use model::cell;
@@ -143,6 +145,10 @@ pub enum TopoCliError {
     /// The route selector could not be made (a bug if it happens).
     #[error("route selector: {0}")]
     Selector(#[from] SelectorError),
+    /// `--svg`: the matrix is too large to draw, or the file cannot be
+    /// written.
+    #[error("--svg: {0}")]
+    Svg(String),
 }
 
 /// What `switchyard topo --help` says before the options.
@@ -188,6 +194,10 @@ pub struct TopoArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// Also draw the class matrix as a heat map into FILE (SVG), with
+    /// --as PE's routes over its row
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<std::path::PathBuf>,
 }
 
 /// `--as`: a PE number.
@@ -314,6 +324,10 @@ fn render(args: &TopoArgs) -> Result<String, TopoCliError> {
         None => None,
     };
     let view = View::of(&job);
+    if let Some(path) = &args.svg {
+        let picture = svg::render_svg(&job, view, as_view.as_ref(), down)?;
+        crate::plot::save(path, &picture).map_err(TopoCliError::Svg)?;
+    }
     Ok(if args.json {
         json::render_json(&job, view, as_view.as_ref(), down)
     } else {

@@ -64,6 +64,7 @@ fn argument_parsing() {
             down: vec![Transport::Verbs, Transport::Tcp],
             threshold: Some(4096),
             json: true,
+            svg: None,
         }
     );
     assert_eq!(parse_args(&[]).unwrap(), TopoArgs::default());
@@ -187,7 +188,11 @@ fn json_output() {
 }
 
 fn spec_job(text: &str, ppn: u32) -> Job {
-    let spec = parse_topology(text, Format::Auto).unwrap();
+    job_of(parse_topology(text, Format::Auto).unwrap(), ppn)
+}
+
+/// The job of `spec` with `ppn` PEs per node, its source "test".
+pub(super) fn job_of(spec: ClusterSpec, ppn: u32) -> Job {
     let n_pes = spec.n_pes(ppn).unwrap();
     Job {
         spec,

@@ -145,6 +145,8 @@ mod statseg;
 mod tcp_no_alloc_test;
 #[cfg(test)]
 mod tcp_pair_test;
+#[cfg(test)]
+mod tcp_refused_test;
 mod trace;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
 // calls, no driver (the only place the feature chooses code).

@@ -78,7 +78,13 @@ impl Context {
                 self.verbs_record(from, &record);
             }
             Event::LinkState { from, record } => self.apply_link_record(from, &record),
-            Event::Refused { .. } => {}
+            // The driver's own counts, exact even when a flood pushed old
+            // events out of its queue (the newest one is always kept).
+            Event::Refused { .. } => {
+                if let Some(t) = self.tcp.as_mut() {
+                    self.stats.tcp_refused = t.get().stats().refused_by;
+                }
+            }
         }
     }
 

@@ -60,6 +60,12 @@ pub struct Stats {
     /// load bit toward the peer was set (the route policy's rule 4); also
     /// downgrades. Traced with [`TraceRecord::LOAD`](switchyard_core::trace::TraceRecord::LOAD).
     pub load_yields: u64,
+    /// Connections this PE's TCP rail listeners refused, by
+    /// [`RefuseReason::index`](switchyard_socket::RefuseReason::index):
+    /// unauthenticated, bad PE, bad rail, not configured, garbage, no hello
+    /// in time, overload (the oldest unauthenticated one closed to make
+    /// room). As of this context's last progress step.
+    pub tcp_refused: [u64; switchyard_socket::RefuseReason::ALL.len()],
 }
 
 impl Context {

@@ -1,0 +1,145 @@
+//! The handshake's decoders as the root and a PE run them on a peer's
+//! bytes, for fuzzing (the `fuzz` feature; `fuzz/fuzz_targets/
+//! bootstrap_hello.rs`). Bytes in, verdicts out: the hello's fields stay
+//! private, and the only key material is what the caller's own
+//! [`JobSecret`] derives, as in a PE.
+
+use crate::{
+    auth::{JobSecret, NONCE_LEN, PURPOSE_BOOTSTRAP},
+    error::BootstrapError,
+    frame::{self, Handshake, Hello},
+};
+
+/// Bytes before a frame's payload: its length (4) and kind (1).
+const HEADER: usize = 5;
+
+/// A hello payload that decoded, as the root reads a connection's first
+/// frame.
+#[derive(Debug)]
+pub struct DecodedHello(Hello);
+
+impl DecodedHello {
+    /// Decodes a hello's payload (the frame after its length and kind).
+    ///
+    /// # Errors
+    ///
+    /// Why the bytes are not a hello of this protocol version; the reason
+    /// describes only the bytes.
+    pub fn decode(payload: &[u8]) -> Result<DecodedHello, String> {
+        Hello::decode(payload).map(DecodedHello)
+    }
+
+    /// The rank it claims.
+    pub fn rank(&self) -> u32 {
+        self.0.rank
+    }
+
+    /// The job size it claims.
+    pub fn size(&self) -> u32 {
+        self.0.size
+    }
+
+    /// Its card's length in bytes.
+    pub fn card_len(&self) -> usize {
+        self.0.card.len()
+    }
+
+    /// Its payload, encoded again.
+    pub fn encode(&self) -> Vec<u8> {
+        self.0.encode().split_off(HEADER)
+    }
+
+    /// Whether it proves `secret` for job `job_id` over the root's
+    /// challenge `root_nonce`, checked as the root checks it.
+    pub fn is_authentic(
+        &self,
+        secret: &JobSecret,
+        job_id: u64,
+        root_nonce: &[u8; NONCE_LEN],
+    ) -> bool {
+        let key = secret.derive_key(job_id, PURPOSE_BOOTSTRAP);
+        handshake(&key, job_id, root_nonce).hello_is_authentic(&self.0)
+    }
+
+    /// The same claims (rank, size, nonce, card) with the proof a PE that
+    /// holds `secret` makes for them.
+    pub fn sealed(
+        &self,
+        secret: &JobSecret,
+        job_id: u64,
+        root_nonce: &[u8; NONCE_LEN],
+    ) -> DecodedHello {
+        let key = secret.derive_key(job_id, PURPOSE_BOOTSTRAP);
+        let h = &self.0;
+        DecodedHello(handshake(&key, job_id, root_nonce).hello(
+            h.rank,
+            h.size,
+            h.nonce,
+            h.card.clone(),
+        ))
+    }
+
+    /// Whether `self` and `other` carry the same proof.
+    pub fn same_proof(&self, other: &DecodedHello) -> bool {
+        self.0.mac == other.0.mac
+    }
+}
+
+fn handshake<'a>(
+    key: &'a [u8; crate::MAC_LEN],
+    job_id: u64,
+    root_nonce: &[u8; NONCE_LEN],
+) -> Handshake<'a> {
+    Handshake {
+        key,
+        job_id,
+        root_nonce: *root_nonce,
+    }
+}
+
+/// Decodes the root's challenge payload, as a PE does.
+///
+/// # Errors
+///
+/// Why the bytes are not a challenge.
+pub fn decode_challenge(payload: &[u8]) -> Result<[u8; NONCE_LEN], String> {
+    frame::decode_challenge(payload)
+}
+
+/// Decodes an error frame's payload, as a PE does with a root's verdict.
+///
+/// # Errors
+///
+/// Why the bytes are not an error frame.
+pub fn decode_error(payload: &[u8]) -> Result<BootstrapError, String> {
+    frame::decode_error_frame(payload)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn a_hello_round_trips_and_only_the_sealed_one_is_authentic() {
+        let secret = JobSecret::from_hex("test", &"ab".repeat(32)).unwrap();
+        let (job, nonce) = (0x77, [3; NONCE_LEN]);
+        let mut payload = b"SYBS".to_vec();
+        payload.push(crate::PROTOCOL_VERSION);
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        payload.extend_from_slice(&2u32.to_le_bytes());
+        payload.extend_from_slice(&[0; NONCE_LEN + crate::MAC_LEN]);
+        payload.extend_from_slice(&3u16.to_le_bytes());
+        payload.extend_from_slice(b"xyz");
+        let h = DecodedHello::decode(&payload).unwrap();
+        assert_eq!((h.rank(), h.size(), h.card_len()), (1, 2, 3));
+        assert_eq!(h.encode(), payload);
+        assert!(!h.is_authentic(&secret, job, &nonce));
+        let sealed = h.sealed(&secret, job, &nonce);
+        assert!(sealed.is_authentic(&secret, job, &nonce));
+        assert!(!sealed.is_authentic(&secret, job + 1, &nonce));
+        assert!(!sealed.same_proof(&h));
+        assert!(DecodedHello::decode(b"GET / HTTP/1.1").is_err());
+        assert!(decode_challenge(&[0; 3]).is_err());
+        assert!(decode_error(&[0xff; 3]).is_err());
+    }
+}
