@@ -134,6 +134,35 @@ fn a_killed_rank_is_named_and_its_objects_removed() {
     }
 }
 
+#[test]
+fn a_peer_killed_during_a_wait_ends_it_with_peer_dead() {
+    let mark = std::env::temp_dir().join(format!("sy-waitdead-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let mut o = LaunchOptions::new(2, PE);
+    o.args = vec!["waitdead".into()];
+    o.bind = Bind::None;
+    o.timeout = Some(Duration::from_secs(90));
+    // PE 0 ignores SIGTERM: it has until the SIGKILL to write its mark.
+    o.grace = Duration::from_secs(60);
+    o.env.push(("SWITCHYARD_HEAP_SIZE".into(), "4M".into()));
+    // Short: the wait must not end by it (a wait on a live peer has none).
+    o.env.push(("SWITCHYARD_OP_TIMEOUT".into(), "1s".into()));
+    o.env
+        .push(("SY_MARK".into(), mark.to_string_lossy().into_owned()));
+    let out = launch::launch(&o).expect("launch");
+    assert_no_objects_left(out.job_id);
+    match out.end {
+        JobEnd::RankFailed { rank, exit } => {
+            assert_eq!(rank, 1);
+            assert_eq!(exit, RankExit::Signal(9));
+        }
+        other => panic!("expected rank 1 to be killed, got {other:?}"),
+    }
+    let what = std::fs::read_to_string(&mark).expect("PE 0's mark");
+    let _ = std::fs::remove_file(&mark);
+    assert_eq!(what, "PeerDead 1");
+}
+
 fn direct(env: &[(&str, &str)]) -> (i32, String) {
     let mut c = Command::new(PE);
     c.arg("init");

@@ -30,10 +30,16 @@
 //!
 //! ## Liveness
 //!
-//! [`ShmTransport::progress`] checks, at most every millisecond, whether the
-//! creator of one peer object still exists (round robin, `kill(pid, 0)`); a
-//! dead peer turns to [`LinkState::Error`] and every later operation toward it
-//! fails with [`ShmError::PeerDead`], so waits fail instead of hanging.
+//! Every PE's control block holds a heartbeat counter that its own
+//! [`ShmTransport::progress`] bumps, at most every millisecond, as it looks
+//! at one peer's (round robin). A counter that moved since the last look
+//! proves the peer alive with no system call (a spinning waiter makes none);
+//! one that stood still (the peer computes outside the library, or died) is
+//! checked with the kernel at most every 10 ms: a pidfd of the peer polled
+//! with a zero timeout (`kill(pid, 0)` where pidfds are not available). A
+//! dead peer turns to [`LinkState::Error`] and every later operation toward
+//! it fails with [`ShmError::PeerDead`], so waits fail instead of hanging,
+//! within some 10 ms plus one round of the peers.
 //!
 //! The libc calls live in one `sys` module; raw-pointer copies and atomics on
 //! the mappings in this file and `segment.rs`, each with its `SAFETY` comment.
@@ -72,8 +78,13 @@ pub use sys::process_alive;
 /// Whether this driver is implemented in this build.
 pub const IMPLEMENTED: bool = true;
 
-/// How often (in ns of the caller's clock) progress checks one peer's process.
+/// How often (in ns of the caller's clock) progress beats this PE's
+/// heartbeat and looks at one peer's.
 const LIVENESS_PERIOD_NS: u64 = 1_000_000;
+/// How often, at most, the kernel is asked whether a peer whose heartbeat
+/// stood still is alive (ns of the caller's clock): the detection window of
+/// a dead peer is this plus one round of [`LIVENESS_PERIOD_NS`] per peer.
+const KERNEL_CHECK_NS: u64 = 10_000_000;
 
 #[derive(Debug)]
 enum Peer {
@@ -143,6 +154,24 @@ pub struct ShmTransport {
     windows: Box<[Window]>,
     next_check: u64,
     cursor: u32,
+    /// Per PE, how this PE watches its life (heartbeat seen, pidfd).
+    lives: Box<[Life]>,
+}
+
+/// How this PE watches one mapped peer's life: its heartbeat counter first
+/// (a counter that moved since the last look proves it alive, no system
+/// call), the kernel only when the counter stood still, at most every
+/// [`KERNEL_CHECK_NS`].
+#[derive(Debug, Default)]
+struct Life {
+    /// The peer's heartbeat counter at the last look.
+    beat: u64,
+    /// When (caller's clock, ns) the kernel was last asked.
+    asked: u64,
+    /// A pidfd of the peer's process, once opened.
+    pidfd: Option<std::os::fd::OwnedFd>,
+    /// `pidfd_open` was tried (where it failed: `kill(pid, 0)`).
+    tried: bool,
 }
 
 impl ShmTransport {
@@ -165,6 +194,7 @@ impl ShmTransport {
             windows,
             next_check: 0,
             cursor: 0,
+            lives: (0..n_pes).map(|_| Life::default()).collect(),
         })
     }
 
@@ -386,13 +416,34 @@ impl ShmTransport {
         })
     }
 
-    fn check_liveness(&mut self) -> bool {
+    /// Beats this PE's own heartbeat and looks at one mapped peer (round
+    /// robin): alive when its heartbeat moved since the last look; else,
+    /// at most every [`KERNEL_CHECK_NS`], the kernel is asked (a pidfd
+    /// polled with a zero timeout, `kill(pid, 0)` where pidfds are not
+    /// available). True when a peer was found dead.
+    fn check_liveness(&mut self, now: u64) -> bool {
+        self.own.mapped().beat();
         let n = self.n_pes();
         for _ in 0..n {
             self.cursor = (self.cursor + 1) % n;
             let pe = self.cursor;
             if let Peer::Mapped(m) = &self.peers[pe as usize] {
-                if !sys::process_alive(m.pid()) {
+                let life = &mut self.lives[pe as usize];
+                let beat = m.heartbeat();
+                if beat != life.beat || now.saturating_sub(life.asked) < KERNEL_CHECK_NS {
+                    life.beat = beat;
+                    return false;
+                }
+                life.asked = now;
+                if !life.tried {
+                    life.tried = true;
+                    life.pidfd = sys::pidfd_open(m.pid()).ok();
+                }
+                let alive = match &life.pidfd {
+                    Some(fd) => !sys::pidfd_exited(fd),
+                    None => sys::process_alive(m.pid()),
+                };
+                if !alive {
                     let old = core::mem::replace(&mut self.peers[pe as usize], Peer::Unknown);
                     if let Peer::Mapped(m) = old {
                         self.peers[pe as usize] = Peer::Dead(m);
@@ -634,7 +685,7 @@ impl Transport for ShmTransport {
             return PollResult::Idle;
         }
         self.next_check = now.nanos.saturating_add(LIVENESS_PERIOD_NS);
-        if self.check_liveness() {
+        if self.check_liveness(now.nanos) {
             PollResult::Busy
         } else {
             PollResult::Idle

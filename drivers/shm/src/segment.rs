@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! offset 0            control block (magic, version, job id, PE, pid, heap
-//!                     offset and length; `ready` written last)
+//!                     offset and length; `ready` written last; then the
+//!                     creator's heartbeat counter)
 //! offset heap_offset  the symmetric heap (page aligned: 4 KiB, or 2 MiB on
 //!                     huge pages)
 //! ```
@@ -22,7 +23,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use switchyard_core::sync::atomic::{AtomicU32, Ordering};
+use switchyard_core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::{
     ShmError,
@@ -88,7 +89,8 @@ struct ControlBlock {
     heap_offset: u64,
     heap_len: u64,
     uid: u32,
-    // `ready: AtomicU32` follows at READY_OFFSET.
+    // `ready: AtomicU32` follows at READY_OFFSET, then the creator's
+    // heartbeat (`AtomicU64`) at HEARTBEAT_OFFSET.
 }
 
 pub(crate) const READY_OFFSET: usize = core::mem::size_of::<ControlBlock>();
@@ -96,6 +98,13 @@ pub(crate) const READY_OFFSET: usize = core::mem::size_of::<ControlBlock>();
 pub const OBJECT_READY_OFFSET: usize = READY_OFFSET;
 static_assertions::const_assert!(READY_OFFSET.is_multiple_of(4));
 static_assertions::const_assert!((READY_OFFSET + 4) as u64 <= PAGE);
+/// The creator's heartbeat counter: bumped by its progress path, read by
+/// same-node peers (a counter that moves needs no system call to prove the
+/// creator alive). Zero until the first beat, in the page's zeroed tail, so
+/// a peer of an older layout reads a counter that never moves (it is then
+/// asked about through the kernel, as before).
+const HEARTBEAT_OFFSET: usize = (READY_OFFSET + 4).next_multiple_of(8);
+static_assertions::const_assert!((HEARTBEAT_OFFSET + 8) as u64 <= PAGE);
 
 /// Object name prefix of a job (the launcher removes `<dir>/<prefix>*`).
 pub fn object_prefix(job_id: u64) -> String {
@@ -256,6 +265,20 @@ impl Mapped {
     /// The object's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The creator's heartbeat counter (see [`Mapped::beat`]).
+    #[inline]
+    pub fn heartbeat(&self) -> u64 {
+        heartbeat_word(&self.map).load(Ordering::Relaxed)
+    }
+
+    /// Bumps the heartbeat counter: called by the creator only (its own
+    /// mapping), so a load and a store, no locked instruction.
+    #[inline]
+    pub fn beat(&self) {
+        let h = heartbeat_word(&self.map);
+        h.store(h.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
     }
 }
 
@@ -549,6 +572,13 @@ impl Drop for UnlinkGuard {
             let _ = fs::remove_file(p);
         }
     }
+}
+
+fn heartbeat_word(map: &Mmap) -> &AtomicU64 {
+    // SAFETY: HEARTBEAT_OFFSET is 8-aligned inside the first (page-aligned)
+    // page of a live mapping borrowed for the returned lifetime; the word is
+    // only ever accessed atomically.
+    unsafe { AtomicU64::from_ptr(map.as_ptr().add(HEARTBEAT_OFFSET).cast::<u64>()) }
 }
 
 fn ready_flag(map: &Mmap) -> &AtomicU32 {

@@ -1,7 +1,12 @@
 //! Every libc call of the driver, behind small safe wrappers (docs/ARCHITECTURE.md, "Code rules").
 #![allow(unsafe_code)]
 
-use std::{fs::File, io, os::fd::AsRawFd, ptr::NonNull};
+use std::{
+    fs::File,
+    io,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    ptr::NonNull,
+};
 
 /// Turns a libc return value of `-1` into `io::Error::last_os_error()`.
 fn cvt<T: PartialEq + From<i8>>(r: T) -> io::Result<T> {
@@ -204,6 +209,36 @@ pub fn process_alive(pid: u32) -> bool {
     // delivered.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A pidfd of process `pid` (Linux 5.3 and later): readable once the
+/// process has exited, whoever its parent is, and never another process's
+/// (no pid reuse).
+pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open takes a pid and flags (0) and returns a new file
+    // descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody
+    // else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the process of pidfd `fd` has exited (a poll with a zero
+/// timeout: never blocks).
+pub(crate) fn pidfd_exited(fd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0
 }
 
 /// This process's id.

@@ -3,9 +3,14 @@
 //! the deprecated `shmem_TYPENAME_wait`, on the spec's point-to-point types.
 //!
 //! A wait polls the PE's own copy of the variable with Acquire loads,
-//! making progress between polls (TCP peers' puts are applied by it), and is
-//! bounded by the op timeout (`SWITCHYARD_OP_TIMEOUT`): a wait that would
-//! never end ends the job naming the call instead of hanging it.
+//! making progress between polls (TCP peers' puts are applied by it). It
+//! lasts as long as the application takes while the PEs are alive (the op
+//! timeout, `SWITCHYARD_OP_TIMEOUT`, does not bound it); a PE dying
+//! meanwhile ends the job naming the call instead of hanging it.
+//!
+//! `shmem_test_any` and `shmem_wait_until_any` are fair: each scans from
+//! after the index the thread's last such call returned for the same
+//! `ivars` array ([`ANY_CURSOR`]), not always from 0.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{
@@ -106,6 +111,18 @@ impl<T: Copy> Values<'_, T> {
     }
 }
 
+thread_local! {
+    /// The fairness cursor of `shmem_test_any` and `shmem_wait_until_any`
+    /// (and their `_vector` forms): the `ivars` address and the index this
+    /// thread's last such call returned for it. A call on the same array
+    /// scans from the next index on (wrapping), so a caller that loops until
+    /// every index has fired sees each, not the lowest satisfied index
+    /// again and again; a call on another array starts at 0 and takes the
+    /// cursor over (one array per thread is remembered).
+    static ANY_CURSOR: core::cell::Cell<(usize, usize)> =
+        const { core::cell::Cell::new((0, usize::MAX)) };
+}
+
 /// The checked arguments of a multi-variable wait or test.
 struct Set<'a, T> {
     ivars: *const T,
@@ -135,8 +152,22 @@ impl<T: Word> Set<'_, T> {
         (0..self.n).all(|i| !self.included(i) || self.holds(i))
     }
 
-    fn first(&self) -> Option<usize> {
-        (0..self.n).find(|&i| self.included(i) && self.holds(i))
+    /// An included element that satisfies its comparison, scanning from
+    /// after the index this thread's last `_any` call returned for the same
+    /// `ivars` array (see [`ANY_CURSOR`]); remembers the one it returns.
+    fn next_any(&self) -> Option<usize> {
+        let key = self.ivars as usize;
+        let (k, last) = ANY_CURSOR.get();
+        let start = if k == key && last < self.n {
+            last + 1
+        } else {
+            0
+        };
+        let found = (0..self.n)
+            .map(|j| (start + j) % self.n)
+            .find(|&i| self.included(i) && self.holds(i))?;
+        ANY_CURSOR.set((key, found));
+        Some(found)
     }
 
     /// Writes the satisfying indices to `out`; returns how many.
@@ -197,8 +228,7 @@ unsafe fn with_set<T: Word, R>(
     })
 }
 
-/// Waits until `done` holds, bounded; ends the job naming `call` on a
-/// timeout or a dead peer.
+/// Waits until `done` holds; ends the job naming `call` when a PE dies.
 fn wait(ctx: &mut Context, call: &'static str, mut done: impl FnMut() -> bool) {
     state::ok(call, ctx.wait_for(call, |_| Ok(done())));
 }
@@ -268,7 +298,7 @@ unsafe fn wait_any<T: Word>(
                 return usize::MAX;
             }
             let mut found = usize::MAX;
-            wait(ctx, call, || match s.first() {
+            wait(ctx, call, || match s.next_any() {
                 Some(i) => {
                     found = i;
                     true
@@ -350,7 +380,7 @@ unsafe fn test_any<T: Word>(
     unsafe {
         with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
             ctx.progress();
-            s.first().unwrap_or(usize::MAX)
+            s.next_any().unwrap_or(usize::MAX)
         })
     }
 }
@@ -687,7 +717,7 @@ mod test {
             values: Values::One(0),
         };
         assert!(!s.all(), "element 0 is included and zero");
-        assert_eq!(s.first(), Some(1));
+        assert_eq!(s.next_any(), Some(1));
         let mut out = [usize::MAX; 4];
         assert_eq!(s.some(&mut out), 1);
         assert_eq!(out[0], 1);
@@ -702,6 +732,29 @@ mod test {
             status: Some(&[1, 1, 1, 1]),
             ..v
         };
-        assert!(none.all() && !none.any_included() && none.first().is_none());
+        assert!(none.all() && !none.any_included() && none.next_any().is_none());
+    }
+
+    #[test]
+    fn any_scans_on_from_the_index_it_last_returned() {
+        let words = [1u64, 1, 0, 1];
+        let s = Set {
+            ivars: words.as_ptr(),
+            n: 4,
+            status: None,
+            cmp: Cmp(SHMEM_CMP_NE),
+            values: Values::One(0),
+        };
+        let got: Vec<_> = (0..5).map(|_| s.next_any()).collect();
+        assert_eq!(got, [Some(0), Some(1), Some(3), Some(0), Some(1)]);
+        // Another array starts at 0 and takes the cursor over.
+        let other = [0u64, 1];
+        let o = Set {
+            ivars: other.as_ptr(),
+            n: 2,
+            ..s
+        };
+        assert_eq!((o.next_any(), o.next_any()), (Some(1), Some(1)));
+        assert_eq!(s.next_any(), Some(0));
     }
 }

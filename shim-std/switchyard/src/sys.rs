@@ -1,4 +1,4 @@
-//! OS calls of the library: thread pinning and the trace clock.
+//! OS calls of the library: thread pinning, timer slack and the trace clock.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -27,6 +27,16 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// Sets the calling thread's timer slack (how late the kernel may fire its
+/// timed sleeps, to batch wake-ups) to `ns`. Best effort: a kernel that
+/// refuses leaves the slack as it was.
+pub(crate) fn set_timer_slack(ns: u64) {
+    let ns = libc::c_ulong::try_from(ns).unwrap_or(libc::c_ulong::MAX);
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches only
+    // the calling thread's settings.
+    let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns, 0, 0, 0) };
 }
 
 /// The trace clock: a cheap monotonic tick count for trace records, read

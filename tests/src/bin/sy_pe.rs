@@ -13,6 +13,10 @@
 //! * `fail RANK CODE`: after a barrier, RANK exits with CODE (or kills itself
 //!   with SIGKILL when CODE is `kill`); the others wait on a flag that never
 //!   comes (bounded by the op timeout).
+//! * `waitdead`: after a barrier, PE 1 kills itself with SIGKILL while PE 0
+//!   waits on a flag (with a 60 s deadline, SIGTERM ignored); PE 0 writes
+//!   how its wait ended (`PeerDead 1` when the death ended it) to the file
+//!   `$SY_MARK`.
 //! * `init`: init and finalize only (bad-environment checks).
 //! * `classes [TOPOLOGY PPN]`: every PE does put, get and fetch-add with
 //!   every other PE, checks the values, and checks from its route trace ring
@@ -210,6 +214,36 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             // Never set: the launcher stops us, or the wait fails on its own.
             ctx.wait_until(&flag, 0, Cmp::Ne, 0)?;
             return Err("the flag was set by nobody".into());
+        }
+        "waitdead" => {
+            // PE 0 records how its wait ended: SIGTERM from the launcher
+            // (once PE 1 is found killed) must not cut it short.
+            if me == 0 {
+                // SAFETY: ignoring a signal installs no handler code.
+                unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+            }
+            let flag = ctx.alloc::<u64>(1)?;
+            ctx.barrier_all()?;
+            if me == 1 {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &std::process::id().to_string()])
+                    .status();
+                std::thread::sleep(std::time::Duration::from_secs(5));
+                return Err("not killed".into());
+            }
+            if me == 0 {
+                // A deadline far past the detection window: only a broken
+                // build reaches it.
+                let r =
+                    ctx.wait_until_for(&flag, 0, Cmp::Ne, 0, std::time::Duration::from_secs(60));
+                let what = match r {
+                    Err(Error::PeerDead { pe, .. }) => format!("PeerDead {pe}"),
+                    other => format!("{other:?}"),
+                };
+                let mark = std::env::var("SY_MARK")?;
+                std::fs::write(mark, what)?;
+            }
+            return Ok(());
         }
         "classes" => {
             let block = ctx.alloc::<u64>(n as usize)?;

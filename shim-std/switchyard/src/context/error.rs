@@ -63,6 +63,18 @@ pub enum Error {
         /// Bytes free.
         available: u64,
     },
+    /// A slice argument's length does not match the number of elements it
+    /// describes (a [`WaitSet`](super::WaitSet)'s values or status mask, the
+    /// output of `wait_until_some`).
+    #[error("{what} has {got} elements, {want} expected")]
+    Length {
+        /// The argument.
+        what: &'static str,
+        /// Its expected length.
+        want: usize,
+        /// Its length.
+        got: usize,
+    },
     /// A handle from another context, or already freed.
     #[error("the symmetric handle does not belong to this context (or was freed)")]
     ForeignHandle,

@@ -139,6 +139,7 @@ mod rma;
 mod route;
 #[cfg(test)]
 mod shm_pair_test;
+mod signal;
 mod stats;
 mod statseg;
 #[cfg(test)]
@@ -153,6 +154,9 @@ mod trace;
 #[cfg_attr(not(feature = "verbs"), path = "verbs_off.rs")]
 pub mod verbs;
 mod wait;
+mod wait_set;
+#[cfg(test)]
+mod wait_test;
 
 use std::time::{Duration, Instant};
 
@@ -164,6 +168,7 @@ pub use init::InitOptions;
 pub use load::MAX_LOADED;
 pub use parts::{PeerInfo, Setup, SymmetricData};
 pub use raw::Bitwise;
+pub use signal::{Signal, SignalOp};
 pub use stats::Stats;
 use switchyard_core::{
     class::{PathClass, TransportId},
@@ -176,6 +181,7 @@ use switchyard_shm::ShmTransport;
 pub use switchyard_shm::{Alias, HEAP_ALIGN, heap_align};
 pub use trace::TRACE_RECORDS;
 pub use wait::{Cmp, Progress};
+pub use wait_set::WaitSet;
 
 /// Transport id of shared memory.
 pub const SHM: TransportId = tid(0);

@@ -5,12 +5,11 @@
 //! typed API (bitwise atomics, aligned and resized blocks, waits on a caller's
 //! own condition, same-node peers' heaps).
 
-use std::time::Instant;
-
 use switchyard_core::{transport::Transport, wire::AtomicKind};
 
 use super::{
-    AtomicInt, BLOCK_ALIGN, Context, Error, Plain, Result, Sym, SymmetricData, wait::Watch,
+    AtomicInt, BLOCK_ALIGN, Context, Error, Plain, Result, Sym, SymmetricData,
+    wait::{Limit, Watch},
 };
 
 /// A bitwise atomic operation ([`Context::fetch_bitwise`]).
@@ -188,25 +187,19 @@ impl Context {
 
     /// Waits until `ready` returns true, making progress between calls (it
     /// may read the own heap, or run operations on peers through the context
-    /// it is given). Bounded by the op timeout; fails early when a PE dies.
+    /// it is given). Lasts as long as the application takes while the PEs
+    /// are alive (no op timeout: the operations `ready` runs on peers have
+    /// their own); fails when a PE dies.
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] naming `what`, [`Error::PeerDead`], or the error
-    /// `ready` returns.
+    /// [`Error::PeerDead`] naming `what`, or the error `ready` returns.
     pub fn wait_for(
         &mut self,
         what: &'static str,
-        mut ready: impl FnMut(&mut Context) -> Result<bool>,
+        ready: impl FnMut(&mut Context) -> Result<bool>,
     ) -> Result<()> {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if ready(self)? {
-                return Ok(());
-            }
-            self.pause(&mut spins, start, what, Watch::Any)?;
-        }
+        self.wait_on(what, Watch::Any, Limit::Peers, ready)
     }
 
     /// One progress step of every driver (what a `test` call does before it

@@ -6,16 +6,24 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 
 use switchyard_core::{class::NO_SWITCH, route::PolicyConfig};
 
-use super::{Context, PeerInfo, Sym};
+use super::{Context, PeerInfo, Setup, Sym};
 use crate::{
     context::tcp_pair_test::{WAIT, job, setup},
     test_alloc::{allocations, count_here},
 };
 
-/// PE `me`'s context of the shm pair `job`: its segment's path goes to the
-/// other PE through `tx`, the other's comes through `rx`.
-fn context(job: u64, me: u32, tx: &Sender<String>, rx: &Receiver<String>) -> Context {
-    let s = setup(job, me, PolicyConfig::default());
+/// PE `me`'s context of the shm pair `job`, its setup changed by `tweak`:
+/// its segment's path goes to the other PE through `tx`, the other's comes
+/// through `rx`.
+fn context(
+    job: u64,
+    me: u32,
+    tweak: fn(&mut Setup),
+    tx: &Sender<String>,
+    rx: &Receiver<String>,
+) -> Context {
+    let mut s = setup(job, me, PolicyConfig::default());
+    tweak(&mut s);
     let seg = Context::create_segment(&s).expect("segment");
     let mine = seg.path().to_string_lossy().into_owned();
     tx.send(mine.clone()).expect("the other PE");
@@ -38,11 +46,20 @@ fn context(job: u64, me: u32, tx: &Sender<String>, rx: &Receiver<String>) -> Con
 /// Runs `script` as PE 1 (a thread) and PE 0 (this thread) of the shm pair
 /// `job`.
 fn run_pair(job: u64, script: impl Fn(Context) + Send + Clone + 'static) {
+    run_pair_with(job, |_| {}, script);
+}
+
+/// [`run_pair`] with both PEs' setups changed by `tweak`.
+pub(super) fn run_pair_with(
+    job: u64,
+    tweak: fn(&mut Setup),
+    script: impl Fn(Context) + Send + Clone + 'static,
+) {
     let (tx0, rx1) = channel();
     let (tx1, rx0) = channel();
     let script1 = script.clone();
-    let pe1 = std::thread::spawn(move || script1(context(job, 1, &tx1, &rx1)));
-    script(context(job, 0, &tx0, &rx0));
+    let pe1 = std::thread::spawn(move || script1(context(job, 1, tweak, &tx1, &rx1)));
+    script(context(job, 0, tweak, &tx0, &rx0));
     pe1.join().expect("PE 1");
 }
 

@@ -36,8 +36,9 @@ type Chans<'a> = (&'a Sender<Vec<SocketAddr>>, &'a Receiver<Vec<SocketAddr>>);
 impl Pair {
     /// PE `me`'s context; its addresses go to the other PE through `tx`,
     /// the other's come through `rx`.
-    fn context(&self, me: u32, (tx, rx): Chans<'_>) -> Context {
-        let setup = setup(self.job, me, self.policy);
+    fn context(&self, me: u32, (tx, rx): Chans<'_>, tweak: fn(&mut Setup)) -> Context {
+        let mut setup = setup(self.job, me, self.policy);
+        tweak(&mut setup);
         let seg = Context::create_segment(&setup).expect("segment");
         let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
         let tcfg = TcpConfig {
@@ -71,11 +72,20 @@ impl Pair {
 
     /// Runs `script` as PE 1 (a thread) and PE 0 (this thread).
     pub(super) fn run(&self, script: impl Fn(Context) + Send + Clone + 'static) {
+        self.run_with(|_| {}, script);
+    }
+
+    /// [`Pair::run`] with both PEs' setups changed by `tweak`.
+    pub(super) fn run_with(
+        &self,
+        tweak: fn(&mut Setup),
+        script: impl Fn(Context) + Send + Clone + 'static,
+    ) {
         let (tx0, rx1) = channel();
         let (tx1, rx0) = channel();
         let (pair, script1) = (self.clone(), script.clone());
-        let pe1 = std::thread::spawn(move || script1(pair.context(1, (&tx1, &rx1))));
-        script(self.context(0, (&tx0, &rx0)));
+        let pe1 = std::thread::spawn(move || script1(pair.context(1, (&tx1, &rx1), tweak)));
+        script(self.context(0, (&tx0, &rx0), tweak));
         pe1.join().expect("PE 1");
     }
 }

@@ -1,6 +1,13 @@
 //! Waiting: `wait_until` on a local word, the dissemination barrier, and the
-//! one bounded wait step every blocking call makes ([`Context::pause`]:
-//! progress, dead-peer check, deadline, spin or park).
+//! one wait step every blocking call makes ([`Context::step`]: progress,
+//! dead-peer check, deadline, spin or park).
+//!
+//! What bounds a wait ([`Limit`]): a wait on local memory (`wait_until`,
+//! the multi-word waits) or on live peers (a barrier) lasts as long as the
+//! application takes, and ends with [`Error::PeerDead`] when a PE it depends
+//! on dies; the op timeout bounds only what depends on a peer answering (a
+//! get's reply, a quiet, a send window), which a dead or unreachable peer
+//! never does; `wait_until_for` takes the caller's deadline.
 
 use std::time::{Duration, Instant};
 
@@ -13,13 +20,17 @@ use super::{AtomicInt, Context, Error, Result, Sym, progress};
 const FAST_SPINS: u32 = 256;
 /// Barrier flag words (one per dissemination round: enough for 2^32 PEs).
 const BARRIER_ROUNDS: u64 = 32;
+/// Yields between the spins and the first park of an adaptive wait.
+const YIELDS: u32 = 64;
 
 /// How waits (quiet, blocking gets, `wait_until`, barriers) use the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
     /// Spin on the core (pinned, dedicated cores).
     Busy,
-    /// Spin `spin` rounds, then yield and sleep in growing steps up to 100 µs.
+    /// Spin `spin` rounds, then yield 64 times, then park (sleep, or wait on
+    /// the sockets with TCP peers) in short steps (1, 2, 4, 8 µs, then
+    /// 16 µs, with a 2 µs timer slack) for some 10 ms, then in 100 µs steps.
     Adaptive {
         /// Spins before the first yield.
         spin: u32,
@@ -44,7 +55,7 @@ pub enum Cmp {
 }
 
 impl Cmp {
-    fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
+    pub(super) fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
         match self {
             Cmp::Eq => a == b,
             Cmp::Ne => a != b,
@@ -58,12 +69,17 @@ impl Cmp {
 
 impl Context {
     /// Waits until element `at` of this PE's own copy of `sym` compares to
-    /// `value` as `cmp` says, and returns it. Bounded by the op timeout; fails
-    /// early if a PE dies meanwhile.
+    /// `value` as `cmp` says, and returns it.
+    ///
+    /// The word is local memory: the wait lasts as long as the application
+    /// takes to set it (no op timeout: a quiet market is not an error). It
+    /// ends early with [`Error::PeerDead`] when a PE dies meanwhile (within
+    /// the drivers' detection window). [`Context::wait_until_for`] takes a
+    /// deadline, [`Context::test`] does not wait.
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`], [`Error::PeerDead`], [`Error::OutOfBounds`].
+    /// [`Error::PeerDead`], [`Error::OutOfBounds`].
     pub fn wait_until<T: AtomicInt>(
         &mut self,
         sym: &Sym<T>,
@@ -71,9 +87,50 @@ impl Context {
         cmp: Cmp,
         value: T,
     ) -> Result<T> {
-        let r = self.wait_until_in(sym, at, cmp, value);
+        let r = self.wait_until_in(sym, at, cmp, value, Limit::Peers);
         self.leave();
         r
+    }
+
+    /// [`Context::wait_until`] with a deadline: fails with
+    /// [`Error::Timeout`] once `timeout` has passed without the comparison
+    /// holding.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], [`Error::PeerDead`], [`Error::OutOfBounds`].
+    pub fn wait_until_for<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        cmp: Cmp,
+        value: T,
+        timeout: Duration,
+    ) -> Result<T> {
+        let r = self.wait_until_in(sym, at, cmp, value, Limit::For(timeout));
+        self.leave();
+        r
+    }
+
+    /// Whether element `at` of this PE's own copy of `sym` compares to
+    /// `value` as `cmp` says, after one progress step (so data arriving over
+    /// TCP is applied). Never waits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`], [`Error::ForeignHandle`].
+    pub fn test<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        let off = self.check(sym, at, 1)?;
+        self.poll_once();
+        self.leave();
+        let v = T::from_bits(self.load_local(off, T::WIDTH)?);
+        Ok(cmp.holds(v, value))
     }
 
     fn wait_until_in<T: AtomicInt>(
@@ -82,33 +139,52 @@ impl Context {
         at: usize,
         cmp: Cmp,
         value: T,
+        limit: Limit,
     ) -> Result<T> {
         let off = self.check(sym, at, 1)?;
-        // Fast path: a tight spin on the word, nothing else, so a flag that
-        // arrives soon is seen within one cache-line transfer. With TCP peers
-        // every spin must also progress the sockets (the flag may come that way).
+        let mut seen = value;
+        self.wait_on("wait_until", Watch::Any, limit, |c| {
+            seen = T::from_bits(c.load_local(off, T::WIDTH)?);
+            Ok(cmp.holds(seen, value))
+        })?;
+        Ok(seen)
+    }
+
+    /// Waits until `ready` holds: first a tight spin (a call of `ready` and
+    /// a pause instruction each, no clock, no progress; none with TCP peers,
+    /// whose frames need progress), then the bounded steps of
+    /// [`Context::step`] until `limit`. A wait that fails (a PE died, the
+    /// deadline passed) looks once more: the peer may have set the word and
+    /// exited since the last look.
+    pub(super) fn wait_on(
+        &mut self,
+        what: &'static str,
+        watch: Watch,
+        limit: Limit,
+        mut ready: impl FnMut(&mut Context) -> Result<bool>,
+    ) -> Result<()> {
         let fast = if self.tcp.is_some() { 0 } else { FAST_SPINS };
         for _ in 0..fast {
-            let v = T::from_bits(self.load_local(off, T::WIDTH)?);
-            if cmp.holds(v, value) {
-                return Ok(v);
+            if ready(self)? {
+                return Ok(());
             }
             core::hint::spin_loop();
         }
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            let v = T::from_bits(self.load_local(off, T::WIDTH)?);
-            if cmp.holds(v, value) {
-                return Ok(v);
+            if ready(self)? {
+                return Ok(());
             }
-            self.pause(&mut spins, start, "wait_until", Watch::Any)?;
+            if let Err(e) = self.step(&mut spins, start, what, watch, limit) {
+                return if ready(self)? { Ok(()) } else { Err(e) };
+            }
         }
     }
 
     /// An Acquire load of the own heap word at `off` (checked by the caller).
     #[inline]
-    fn load_local(&self, off: u64, w: AtomicWidth) -> Result<u64> {
+    pub(super) fn load_local(&self, off: u64, w: AtomicWidth) -> Result<u64> {
         Ok(self.shm.load_acquire(off, w)?)
     }
 
@@ -117,9 +193,14 @@ impl Context {
     /// barrier: ⌈log2 n⌉ rounds, each a flag put to one PE and a wait on one
     /// local flag, over whatever transport reaches that PE.
     ///
+    /// A barrier waits as long as the PEs take to arrive while they are
+    /// alive (no op timeout); it fails when the PE it waits on dies.
+    ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] naming the PE not heard from, [`Error::PeerDead`].
+    /// [`Error::PeerDead`] naming the PE, [`Error::Timeout`] when the quiet
+    /// before it or a flag put cannot complete toward a dead or unreachable
+    /// peer.
     pub fn barrier_all(&mut self) -> Result<()> {
         let r = self.barrier_all_in();
         self.leave();
@@ -140,22 +221,9 @@ impl Context {
             let flag = round * 8;
             self.fence()?;
             self.put_raw(to, flag, &epoch.to_le_bytes())?;
-            let mut fast = if self.tcp.is_some() { FAST_SPINS } else { 0 };
-            while fast < FAST_SPINS && self.load_local(flag, AtomicWidth::W64)? < epoch {
-                core::hint::spin_loop();
-                fast += 1;
-            }
-            let start = Instant::now();
-            let mut spins = 0u32;
-            while self.load_local(flag, AtomicWidth::W64)? < epoch {
-                if let Err(e) = self.pause(&mut spins, start, "barrier", Watch::Peer(from)) {
-                    // `from` may have written the flag and exited since the load.
-                    if self.load_local(flag, AtomicWidth::W64)? >= epoch {
-                        break;
-                    }
-                    return Err(e);
-                }
-            }
+            self.wait_on("barrier", Watch::Peer(from), Limit::Peers, |c| {
+                Ok(c.load_local(flag, AtomicWidth::W64)? >= epoch)
+            })?;
             dist = dist.saturating_mul(2);
             round += 1;
             debug_assert!(round <= BARRIER_ROUNDS);
@@ -164,14 +232,27 @@ impl Context {
         Ok(())
     }
 
-    /// One step of a bounded wait: progress, dead-peer check, deadline, then
-    /// spin or park as the progress mode says.
+    /// One step of a wait bounded by the op timeout (what depends on a peer
+    /// answering: a get's reply, a send window, quiet): see [`Context::step`].
     pub(super) fn pause(
         &mut self,
         spins: &mut u32,
         start: Instant,
         what: &'static str,
         watch: Watch,
+    ) -> Result<()> {
+        self.step(spins, start, what, watch, Limit::OpTimeout)
+    }
+
+    /// One step of a wait: progress, dead-peer check, deadline (`limit`),
+    /// then spin or park as the progress mode says.
+    pub(super) fn step(
+        &mut self,
+        spins: &mut u32,
+        start: Instant,
+        what: &'static str,
+        watch: Watch,
+        limit: Limit,
     ) -> Result<()> {
         *spins = spins.saturating_add(1);
         if *spins == 1 {
@@ -192,9 +273,16 @@ impl Context {
             if let Some(dead) = dead {
                 return Err(Error::PeerDead { pe: dead, what });
             }
-            let waited = start.elapsed();
-            if waited > self.op_timeout {
-                return Err(Error::Timeout { what, waited, pe });
+            let bound = match limit {
+                Limit::Peers => None,
+                Limit::OpTimeout => Some(self.op_timeout),
+                Limit::For(d) => Some(d),
+            };
+            if let Some(bound) = bound {
+                let waited = start.elapsed();
+                if waited > bound {
+                    return Err(Error::Timeout { what, waited, pe });
+                }
             }
         }
         match self.progress {
@@ -202,10 +290,11 @@ impl Context {
             Progress::Adaptive { spin } => {
                 if *spins < spin {
                     core::hint::spin_loop();
-                } else if *spins < spin.saturating_add(64) {
+                } else if *spins < spin.saturating_add(YIELDS) {
                     std::thread::yield_now();
                 } else {
-                    let over = Duration::from_micros(u64::from((*spins - spin - 64).min(100)));
+                    let over = park_time(*spins - spin - YIELDS);
+                    tight_timers();
                     match self.tcp.as_mut().map(progress::Tcp::get) {
                         // Parks on the sockets: a frame wakes it at once.
                         Some(t) => t.wait(over),
@@ -216,6 +305,61 @@ impl Context {
         }
         Ok(())
     }
+}
+
+/// Parks at each step length of an adaptive wait's short ladder (1, 2, 4,
+/// 8, then 16 µs).
+const PARK_RUNG: u32 = 8;
+/// The short ladder's longest park (µs).
+const PARK_SHORT_US: u64 = 16;
+/// Parks before the steps lengthen to [`PARK_LONG_US`]: some 10 ms of short
+/// parks (a flag every millisecond is seen within ~10 µs; a wait that lasts
+/// longer costs fewer wake-ups).
+const PARK_SHORT_STEPS: u32 = 512;
+/// The long parks (µs).
+const PARK_LONG_US: u64 = 100;
+/// Timer slack of a thread that parks in a wait (ns): the kernel's default
+/// (50 µs) would turn every short park into a 50 µs one.
+const PARK_SLACK_NS: u64 = 2_000;
+
+/// The length of the `k`th park of an adaptive wait (0-based): no clock,
+/// a function of the step count only.
+fn park_time(k: u32) -> Duration {
+    let us = if k < PARK_SHORT_STEPS {
+        (1u64 << (k / PARK_RUNG).min(4)).min(PARK_SHORT_US)
+    } else {
+        PARK_LONG_US
+    };
+    Duration::from_micros(us)
+}
+
+thread_local! {
+    /// Whether this thread's timer slack was set to [`PARK_SLACK_NS`].
+    static TIGHT: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Sets the calling thread's timer slack to [`PARK_SLACK_NS`] the first time
+/// it parks in a wait (timer slack is per thread; later parks cost nothing
+/// more). The thread's other timed sleeps become as precise.
+fn tight_timers() {
+    TIGHT.with(|t| {
+        if !t.get() {
+            t.set(true);
+            crate::sys::set_timer_slack(PARK_SLACK_NS);
+        }
+    });
+}
+
+/// How long a wait may last besides the death of the PEs it watches.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Limit {
+    /// As long as the application takes: a wait on local memory or on live
+    /// peers (`wait_until`, barriers).
+    Peers,
+    /// The op timeout: a wait on a peer's answer (a get's reply, quiet).
+    OpTimeout,
+    /// The caller's deadline (`wait_until_for`).
+    For(Duration),
 }
 
 /// Whose death ends a wait early.
