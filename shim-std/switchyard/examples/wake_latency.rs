@@ -42,6 +42,7 @@ fn setup(job: u64, me: u32, progress: Progress) -> Setup {
         verbs_routed: true,
         trace_records: 64,
         trace: TraceMode::DEFAULT,
+        stats: false,
     }
 }
 
