@@ -37,7 +37,7 @@ fn context(job: u64, me: u32, tx: &Sender<String>, rx: &Receiver<String>) -> Con
 
 /// Runs `script` as PE 1 (a thread) and PE 0 (this thread) of the shm pair
 /// `job`.
-fn run_pair(job: u64, script: impl Fn(Context) + Send + Clone + 'static) {
+pub(super) fn run_pair(job: u64, script: impl Fn(Context) + Send + Clone + 'static) {
     let (tx0, rx1) = channel();
     let (tx1, rx0) = channel();
     let script1 = script.clone();
