@@ -98,6 +98,10 @@
 //!
 //! * init: from the environment `init.rs` ([`Context::from_env`]), from
 //!   parts `parts.rs` ([`Setup`], [`PeerInfo`], [`Context::from_parts`]);
+//! * the PE's handle and the contexts of its threads, what they share and
+//!   what each has of its own: `pe.rs` ([`Pe`], [`Pe::context`]); a
+//!   context's port on the shared-memory transport (its own leg table):
+//!   `shm_port.rs`;
 //! * the symmetric heap and its collective [`Context::alloc`]: `heap.rs`;
 //! * [`Context::fence`], [`Context::quiet`] and the ordering of a peer's
 //!   operations split over two transports: `order.rs` (the rules are in
