@@ -227,7 +227,9 @@ fn threads(c: &mut criterion::Criterion, p: &Pe0) {
     } else {
         (1, 1000)
     };
-    let mut rates = vec![Vec::with_capacity(rounds); MAX_THREADS];
+    let mut rates: Vec<Vec<f64>> = (0..MAX_THREADS)
+        .map(|_| Vec::with_capacity(rounds))
+        .collect();
     for _ in 0..rounds {
         for (cs, r) in ctxs.iter_mut().zip(&mut rates) {
             let secs = threads_round(p, cs, n).as_secs_f64();
