@@ -17,12 +17,17 @@
 //! | `context_shm/fetch_add8/raw` | one `AtomicU64::fetch_add` (AcqRel) on that word |
 //! | `context_shm/put8_self/context` | `ctx.put` of 8 bytes to PE 0 itself (class LOCAL, also shared memory) |
 //!
+//! | `context_shm_threads/put8/<T>` | `T` threads of PE 0 (1, 2), each on a context of its own ([`Pe::context`](switchyard::context::Pe::context)), each putting 8 bytes to its own line of PE 1; throughput in elements is the aggregate message rate |
+//!
 //! Both PEs trace as `CONTEXT_SHM_TRACE` says (`off`, `all`, `sample:N`;
 //! the library's default, `sample:64`, without it).
 //!
 //! After criterion, a quick cross-check with a plain clock runs every case in
 //! interleaved rounds and prints the median ns per operation and the
-//! context/raw ratio (load from other processes falls on all cases alike).
+//! context/raw ratio (load from other processes falls on all cases alike);
+//! then the aggregate rate of the thread cases and the ratio of 2 threads'
+//! to 1 thread's (each thread needs a core of its own: on a machine with
+//! two, the passive PE 1 and the rest of the system share them).
 //!
 //! Instruction counts: with `CONTEXT_SHM_COUNT=<case>:<n>` (case `put8`,
 //! `get8`, `fetch_add8`, `put8_self`, each `/context` or `/raw`) the binary
@@ -41,7 +46,10 @@
 
 use std::{
     hint::black_box,
-    sync::mpsc::{Receiver, Sender, channel},
+    sync::{
+        Barrier,
+        mpsc::{Receiver, Sender, channel},
+    },
     time::{Duration, Instant},
 };
 
@@ -121,6 +129,8 @@ const WORDS: usize = 8;
 struct Pe0 {
     ctx: Context,
     sym: Sym<u64>,
+    /// A line per thread of the thread cases.
+    lanes: Sym<u64>,
     /// PE 1's copy of word 0 of `sym`, in PE 1's heap mapped here.
     remote: &'static AtomicU64,
     /// PE 0's own copy of word 1 of `sym`.
@@ -137,12 +147,14 @@ fn pair() -> Pe0 {
     let pe1 = std::thread::spawn(move || {
         let mut ctx = context(job, 1, &tx1, &rx1);
         let _sym = ctx.alloc::<u64>(WORDS).expect("PE 1's alloc");
+        let _lanes = ctx.alloc::<u64>(WORDS * MAX_THREADS).expect("PE 1's alloc");
         // Wait until PE 0 is done (the sender drops or says so).
         let _ = rx1.recv();
         ctx.finalize().expect("PE 1's finalize");
     });
     let mut ctx = context(job, 0, &tx0, &rx0);
     let sym = ctx.alloc::<u64>(WORDS).expect("PE 0's alloc");
+    let lanes = ctx.alloc::<u64>(WORDS * MAX_THREADS).expect("PE 0's alloc");
     let (base, len) = ctx.peer_heap(1).expect("PE 1's heap is mapped here");
     let (own, _) = ctx.local_heap();
     assert!(sym.offset() + 8 * WORDS as u64 <= len);
@@ -156,10 +168,94 @@ fn pair() -> Pe0 {
     Pe0 {
         ctx,
         sym,
+        lanes,
         remote,
         local,
         done: tx0,
         pe1,
+    }
+}
+
+/// Most threads of the thread cases.
+const MAX_THREADS: usize = 2;
+
+/// `n` puts of 8 bytes by each of `threads` threads of PE 0, each on a
+/// context of its own (made beforehand), to its own line of PE 1, started
+/// together; the time from the start until the last one has quieted.
+fn threads_round(p: &Pe0, ctxs: &mut [Context], n: u64) -> Duration {
+    let start = Barrier::new(ctxs.len() + 1);
+    let lanes = p.lanes;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = ctxs
+            .iter_mut()
+            .enumerate()
+            .map(|(t, c)| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    for i in 0..n {
+                        c.put(&lanes, WORDS * t, &[black_box(i)], 1).expect("put");
+                    }
+                    c.quiet().expect("quiet");
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        for w in workers {
+            w.join().expect("a putting thread");
+        }
+        t0.elapsed()
+    })
+}
+
+/// The thread cases: criterion's, then the cross-check's rates and ratio.
+fn threads(c: &mut criterion::Criterion, p: &Pe0) {
+    let pe = p.ctx.pe();
+    let mut ctxs: Vec<Vec<Context>> = (1..=MAX_THREADS)
+        .map(|t| (0..t).map(|_| pe.context().expect("a context")).collect())
+        .collect();
+    let mut g = c.benchmark_group("context_shm_threads");
+    for cs in &mut ctxs {
+        g.throughput(criterion::Throughput::Elements(cs.len() as u64));
+        g.bench_function(format!("put8/{}", cs.len()), |b| {
+            b.iter_custom(|iters| threads_round(p, cs, iters))
+        });
+    }
+    g.finish();
+    let (rounds, n) = if measuring() {
+        (11, 4_000_000)
+    } else {
+        (1, 1000)
+    };
+    let mut rates: Vec<Vec<f64>> = (0..MAX_THREADS)
+        .map(|_| Vec::with_capacity(rounds))
+        .collect();
+    for _ in 0..rounds {
+        for (cs, r) in ctxs.iter_mut().zip(&mut rates) {
+            let secs = threads_round(p, cs, n).as_secs_f64();
+            r.push((cs.len() as u64 * n) as f64 / secs / 1e6);
+        }
+    }
+    let medians: Vec<f64> = rates
+        .iter_mut()
+        .map(|r| {
+            r.sort_by(f64::total_cmp);
+            r[r.len() / 2]
+        })
+        .collect();
+    println!();
+    println!(
+        "threads (std::time::Instant, {rounds} rounds of {n} puts per thread, interleaved; \
+         median aggregate M msg/s; {} CPUs online):",
+        std::thread::available_parallelism().map_or(0, usize::from)
+    );
+    for (t, m) in medians.iter().enumerate() {
+        println!(
+            "  put8 x {} threads {m:>10.2} M msg/s {:>8.2}x one thread's",
+            t + 1,
+            m / medians[0]
+        );
     }
 }
 
@@ -253,6 +349,7 @@ fn main() {
             g.bench_function(case, |b| b.iter(|| run(&mut p, case, 1)));
         }
         g.finish();
+        threads(&mut c, &p);
         c.final_summary();
 
         let (rounds, n) = if measuring() {

@@ -323,6 +323,54 @@ fn entry_lock_excludes_the_application_and_the_helper() {
     });
 }
 
+/// Several applications on one lock (`switchyard`'s contexts of one PE,
+/// each entering the shared TCP driver through the same lock) and the
+/// helper: two applications try to enter (a bounded number of times: loom
+/// cannot explore two unbounded spins), the helper tries once. Nobody is
+/// inside with anybody else; every entry is counted once; at the end the
+/// lock is free.
+#[test]
+fn entry_lock_excludes_two_applications_and_the_helper() {
+    loom::model(|| {
+        let shared = Arc::new((EntryLock::new(), UnsafeCell::new(Guarded::default())));
+        let apps: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = Arc::clone(&shared);
+                thread::spawn(move || {
+                    let (lock, state) = &*shared;
+                    for _ in 0..2 {
+                        if let Some(entry) = lock.try_enter() {
+                            critical(state, Holder::Application);
+                            lock.leave(entry);
+                            return 1u32;
+                        }
+                        thread::yield_now();
+                    }
+                    0
+                })
+            })
+            .collect();
+        let (lock, state) = &*shared;
+        let turns = match lock.try_take() {
+            Some(t) => {
+                critical(state, Holder::Helper);
+                drop(t);
+                1
+            }
+            None => 0,
+        };
+        let entered: u32 = apps.into_iter().map(|a| a.join().unwrap()).sum();
+        assert_eq!(lock.entries(), entered as usize);
+        assert!(!lock.is_held());
+        state.with(|s| {
+            // SAFETY: every other thread is joined.
+            let s = unsafe { &*s };
+            assert_eq!(s.inside, None);
+            assert_eq!(s.visits, [entered, turns]);
+        });
+    });
+}
+
 /// What one holder writes, the next one sees, both ways: the helper tries
 /// once while the application enters, writes and leaves; whichever order they
 /// took, the application's next entry sees both writes (or only its own when

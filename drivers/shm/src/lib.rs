@@ -48,6 +48,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod error;
+mod legs;
 mod probe;
 mod segment;
 mod sys;
@@ -56,6 +57,8 @@ pub mod trace_object;
 use std::path::{Path, PathBuf};
 
 pub use error::{Result, ShmError};
+pub use legs::ShmLegs;
+use legs::Window;
 pub use probe::probe;
 pub use segment::{
     Alias, HEAP_ALIGN, HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, OBJECT_READY,
@@ -98,47 +101,6 @@ enum Peer {
     Dead(Mapped),
 }
 
-/// One entry of the leg table: the heap of a live mapping (base and length),
-/// or `len == 0` when the peer is not mapped (unknown, named, dead, closed).
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    base: *mut u8,
-    len: u64,
-}
-
-// SAFETY: a copy of a pointer into a mapping that the same `ShmTransport`
-// owns (its `Mmap`s are `Send`); it is dereferenced only through that
-// transport, under the same rules as the mapping itself.
-unsafe impl Send for Window {}
-
-impl Window {
-    const NONE: Window = Window {
-        base: core::ptr::null_mut(),
-        len: 0,
-    };
-
-    fn of(m: &Mapped) -> Window {
-        Window {
-            base: m.heap_ptr(),
-            len: m.heap_len(),
-        }
-    }
-
-    /// `[offset, offset+len)` when it lies in this heap: one compare pair,
-    /// no search. An unmapped peer's window (`len == 0`) holds nothing, so
-    /// it always answers `None`.
-    #[inline(always)]
-    fn at(self, offset: u64, len: u64) -> Option<*mut u8> {
-        if offset < self.len && len <= self.len - offset {
-            // SAFETY: `offset < self.len`, and `self` describes the heap of a
-            // live mapping owned by the transport, so the pointer stays in it.
-            Some(unsafe { self.base.add(offset as usize) })
-        } else {
-            None
-        }
-    }
-}
-
 /// The shared-memory transport of one PE: its own [`Segment`] and the
 /// mappings of its same-node peers.
 #[derive(Debug)]
@@ -151,7 +113,7 @@ pub struct ShmTransport {
     /// leg (`put_leg`, `get_leg`, `atomic_leg`) and `range` use, kept in
     /// step with `peers` by `sync_window` on every change of a slot
     /// (attach, declared dead, renamed, closed).
-    windows: Box<[Window]>,
+    legs: ShmLegs,
     next_check: u64,
     cursor: u32,
     /// Per PE, how this PE watches its life (heartbeat seen, pidfd).
@@ -186,12 +148,13 @@ impl ShmTransport {
         }
         let mut windows: Box<[Window]> = (0..n_pes).map(|_| Window::NONE).collect();
         windows[me as usize] = Window::of(own.mapped());
+        let legs = ShmLegs { me, windows };
         Ok(ShmTransport {
             job_id,
             me,
             own,
             peers: (0..n_pes).map(|_| Peer::Unknown).collect(),
-            windows,
+            legs,
             next_check: 0,
             cursor: 0,
             lives: (0..n_pes).map(|_| Life::default()).collect(),
@@ -206,9 +169,7 @@ impl ShmTransport {
             Some(Peer::Mapped(m)) => Window::of(m),
             _ => Window::NONE,
         };
-        if let Some(slot) = self.windows.get_mut(pe as usize) {
-            *slot = w;
-        }
+        self.legs.set(pe, w);
     }
 
     /// The leg of a small put: copies `src` to `offset` of `pe`'s heap when
@@ -217,14 +178,7 @@ impl ShmTransport {
     /// error (or handles what the leg does not).
     #[inline(always)]
     pub fn put_leg(&mut self, pe: u32, offset: u64, src: &[u8]) -> bool {
-        let Some(dst) = self.window(pe).at(offset, src.len() as u64) else {
-            return false;
-        };
-        // SAFETY: `dst` is valid for `src.len()` bytes (checked by `at`);
-        // `src` is a caller's buffer, which cannot overlap a heap: the heaps
-        // are only reachable through raw pointers.
-        unsafe { Self::copy(src.as_ptr(), dst, src.len()) };
-        true
+        self.legs.put_leg(pe, offset, src)
     }
 
     /// The leg of a blocking get: copies `dst.len()` bytes at `offset` of
@@ -232,13 +186,7 @@ impl ShmTransport {
     /// [`Transport::get_start`] gives the typed error.
     #[inline(always)]
     pub fn get_leg(&mut self, pe: u32, offset: u64, dst: &mut [u8]) -> bool {
-        let Some(src) = self.window(pe).at(offset, dst.len() as u64) else {
-            return false;
-        };
-        // SAFETY: `src` is valid for `dst.len()` bytes (checked by `at`) in a
-        // live mapping.
-        unsafe { Self::load_into(src, dst) };
-        true
+        self.legs.get_leg(pe, offset, dst)
     }
 
     /// The leg of an atomic: applies `op` at `offset` of `pe`'s heap at once
@@ -247,23 +195,31 @@ impl ShmTransport {
     /// gives the typed error.
     #[inline(always)]
     pub fn atomic_leg(&mut self, pe: u32, offset: u64, op: AtomicOp) -> Option<u64> {
-        let w = op.width.bytes() as u64;
-        if !offset.is_multiple_of(w) {
-            return None;
-        }
-        let p = self.window(pe).at(offset, w)?;
-        // SAFETY: `p` is in bounds (checked by `at`) and aligned (the heap is
-        // page aligned, the offset checked) in a live mapping.
-        Some(unsafe { Self::rmw(p, &op) })
+        self.legs.atomic_leg(pe, offset, op)
+    }
+
+    /// A copy of the leg table as it is now, for another thread: its puts,
+    /// gets and atomics through the same mappings, without this transport
+    /// (each thread of a PE its own copy, no lock, no shared line written).
+    /// The copy does not follow later changes: a peer found dead here stays
+    /// mapped in it (its mapping stays alive, see below), one connected
+    /// later is not in it (the copy declines it, and the caller goes through
+    /// this transport).
+    ///
+    /// # Safety
+    ///
+    /// The mappings the copy points into must outlive its use: the caller
+    /// keeps this transport alive, and neither calls
+    /// [`set_address`](Self::set_address) nor [`Transport::close`] on it
+    /// (nor drops it), while the copy or a clone of it is used.
+    pub unsafe fn legs(&self) -> ShmLegs {
+        self.legs.clone()
     }
 
     /// `pe`'s leg window (the empty one when `pe` is out of range).
     #[inline(always)]
     fn window(&self, pe: u32) -> Window {
-        self.windows
-            .get(pe as usize)
-            .copied()
-            .unwrap_or(Window::NONE)
+        self.legs.window(pe)
     }
 
     /// Records where `pe`'s object is (from its bootstrap card).
@@ -365,7 +321,7 @@ impl ShmTransport {
     /// Both ranges are valid for `len` bytes (in live mappings or buffers) and
     /// do not overlap.
     #[inline]
-    unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+    pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
         if len == 8 && (dst as usize).is_multiple_of(8) {
             // SAFETY: 8 valid bytes at `src` (caller); unaligned read allowed.
             let v = unsafe { src.cast::<u64>().read_unaligned() };
@@ -400,20 +356,15 @@ impl ShmTransport {
                 align: w,
             });
         }
-        let p = self.range(self.me, offset, w)?;
-        // SYNC POINT with the Release fences and stores of the writers (`fence`,
-        // `quiet_poll`, atomics): what they published before is seen after.
-        Ok(match width {
-            // SAFETY: in bounds (checked by `range`) and aligned (the heap is page
-            // aligned, the offset checked) in the own mapping, which `self` keeps
-            // alive; other PEs touch it only with atomics or copies.
-            AtomicWidth::W64 => unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Acquire),
-            AtomicWidth::W32 => {
-                // SAFETY: as above, for 4 bytes.
-                let a = unsafe { AtomicU32::from_ptr(p.cast()) };
-                u64::from(a.load(Ordering::Acquire))
-            }
-        })
+        // The own window always holds the own heap: `None` is out of bounds.
+        self.legs
+            .load_acquire(offset, width)
+            .ok_or(ShmError::OutOfBounds {
+                pe: self.me,
+                offset,
+                len: w,
+                heap_len: self.own.mapped().heap_len(),
+            })
     }
 
     /// Beats this PE's own heartbeat and looks at one mapped peer (round
@@ -478,7 +429,7 @@ impl ShmTransport {
     ///
     /// `p` is aligned to and valid for `op.width` bytes in a live mapping.
     #[inline(always)]
-    unsafe fn rmw(p: *mut u8, op: &AtomicOp) -> u64 {
+    pub(crate) unsafe fn rmw(p: *mut u8, op: &AtomicOp) -> u64 {
         match op.width {
             AtomicWidth::W64 => {
                 // SAFETY: `p` is 8-aligned and in bounds (caller) of a live
@@ -502,7 +453,7 @@ impl ShmTransport {
     ///
     /// `src` is valid for `dst.len()` bytes in a live mapping.
     #[inline(always)]
-    unsafe fn load_into(src: *const u8, dst: &mut [u8]) {
+    pub(crate) unsafe fn load_into(src: *const u8, dst: &mut [u8]) {
         // SYNC POINT with the Release fences/atomics of the writers: what was
         // published to this PE before is seen by the copy.
         fence(Ordering::Acquire);

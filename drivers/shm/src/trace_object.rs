@@ -111,8 +111,9 @@ impl TraceMeta {
 enum Storage {
     Mapped(Mmap),
     /// Outside a job: the same layout in process memory (`u64`s for the
-    /// alignment).
-    Heap(Box<[u64]>),
+    /// alignment; in cells, as the rings' writers change them through
+    /// shared references).
+    Heap(Box<[std::cell::UnsafeCell<u64>]>),
 }
 
 /// A trace object: its header and [`SECTIONS`] rings, mapped (a live object
@@ -125,6 +126,14 @@ pub struct TraceObject {
     /// The shared-memory object, when this process created it.
     path: Option<PathBuf>,
 }
+
+// SAFETY: after creation the header words are fixed, and the rings' words
+// change only through the core's trace ring (atomic loads and stores, one
+// writer per ring, claimed atomically by `writer`) and the ready word (an
+// atomic): storage in a shared mapping or in cells may be written through
+// shared references, so sharing a `&TraceObject` between threads is sound.
+// (`Mmap` is `Send`; the cells own their memory.)
+unsafe impl Sync for TraceObject {}
 
 /// Bytes of one ring of `capacity` records, rounded up to 64, and of a
 /// whole object; `None` when out of range.
@@ -211,7 +220,11 @@ impl TraceObject {
         let (stride, total) = sizes(meta.capacity as usize)
             .ok_or_else(|| bad(Path::new(""), format!("trace capacity {}", meta.capacity)))?;
         let obj = TraceObject {
-            storage: Storage::Heap(vec![0u64; total / 8].into_boxed_slice()),
+            storage: Storage::Heap(
+                (0..total / 8)
+                    .map(|_| std::cell::UnsafeCell::new(0))
+                    .collect(),
+            ),
             meta: *meta,
             stride,
             path: None,
@@ -258,7 +271,7 @@ impl TraceObject {
     fn base(&self) -> *mut u8 {
         match &self.storage {
             Storage::Mapped(m) => m.as_ptr(),
-            Storage::Heap(b) => b.as_ptr().cast::<u8>().cast_mut(),
+            Storage::Heap(b) => std::cell::UnsafeCell::raw_get(b.as_ptr()).cast::<u8>(),
         }
     }
 

@@ -8,7 +8,7 @@ use switchyard_core::{
     topology::LinkState,
     transport::{AtomicOp, ErrorKind, Instant, PollResult, Ticket, Transport, TransportError},
 };
-use switchyard_shm::{ShmError, ShmTransport};
+use switchyard_shm::ShmError;
 use switchyard_socket::{Rail, SocketError};
 
 use super::verbs::{VerbsDriver, VerbsError};
@@ -16,7 +16,7 @@ use super::verbs::{VerbsDriver, VerbsError};
 /// One driver, borrowed for one operation.
 pub(super) enum Drv<'a> {
     /// Shared memory.
-    Shm(&'a mut ShmTransport),
+    Shm(&'a mut super::shm_port::ShmPort),
     /// One TCP rail.
     Tcp(Rail<'a>),
     /// RDMA verbs.

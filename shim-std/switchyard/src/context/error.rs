@@ -100,6 +100,13 @@ pub enum Error {
     /// capacity the trace ring can have.
     #[error("trace_records: {0}")]
     TraceRecords(switchyard_core::trace::CapacityError),
+    /// No further context could be made on the PE
+    /// ([`Pe::context`](super::Pe::context)).
+    #[error("no further context on this PE: {why}")]
+    NoContext {
+        /// Why.
+        why: &'static str,
+    },
     /// The route chose a transport this build cannot drive yet.
     #[error("transport {transport} chosen for PE {pe} is not available in this build")]
     TransportUnavailable {

@@ -174,22 +174,21 @@ impl Context {
     ///
     /// [`Error::OutOfMemory`]; barrier errors.
     pub fn alloc<T: Plain>(&mut self, len: usize) -> Result<Sym<T>> {
-        if core::mem::align_of::<T>() as u64 > BLOCK_ALIGN {
-            return Err(Error::OutOfMemory {
-                requested: u64::MAX,
-                available: self.alloc.available(),
-            });
-        }
-        let bytes = (len as u64)
-            .checked_mul(core::mem::size_of::<T>() as u64)
-            .ok_or(Error::OutOfMemory {
-                requested: u64::MAX,
-                available: self.alloc.available(),
-            })?;
-        let off = self.alloc.alloc(bytes).ok_or(Error::OutOfMemory {
-            requested: bytes,
-            available: self.alloc.available(),
-        })?;
+        let (off, bytes) = {
+            let mut a = super::pe::lock(&self.pe.alloc);
+            let oom = |requested, a: &SymAllocator| Error::OutOfMemory {
+                requested,
+                available: a.available(),
+            };
+            if core::mem::align_of::<T>() as u64 > BLOCK_ALIGN {
+                return Err(oom(u64::MAX, &a));
+            }
+            let bytes = (len as u64)
+                .checked_mul(core::mem::size_of::<T>() as u64)
+                .ok_or_else(|| oom(u64::MAX, &a))?;
+            let off = a.alloc(bytes).ok_or_else(|| oom(bytes, &a))?;
+            (off, bytes)
+        };
         // SAFETY-free zeroing: through the driver, like any local put.
         let zeros = [0u8; 4096];
         let mut done = 0u64;
@@ -214,7 +213,7 @@ impl Context {
             return Err(Error::ForeignHandle);
         }
         self.barrier_all()?;
-        if self.alloc.free(sym.offset) {
+        if super::pe::lock(&self.pe.alloc).free(sym.offset) {
             Ok(())
         } else {
             Err(Error::ForeignHandle)

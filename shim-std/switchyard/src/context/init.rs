@@ -50,8 +50,20 @@ impl Context {
     /// # Errors
     ///
     /// As [`Context::from_env`].
+    ///
+    /// A second call in a process whose PE (same job, same rank) is alive
+    /// and not finalized makes no second PE: it returns a new context on
+    /// that one ([`Pe::context`](super::Pe::context)), whose configuration
+    /// stays the first call's.
     pub fn with_options(cfg: &Config, opts: InitOptions) -> Result<Context> {
         let info = RankInfo::from_env()?;
+        super::pe::once(info.job_id, info.rank, || {
+            Context::init(cfg, opts, info.clone())
+        })
+    }
+
+    /// The first init of this process's PE `info.rank`.
+    fn init(cfg: &Config, opts: InitOptions, info: RankInfo) -> Result<Context> {
         let setup = Setup {
             job_id: info.job_id,
             me: info.rank,

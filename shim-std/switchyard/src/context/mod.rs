@@ -1,8 +1,11 @@
 //! The Rust API: a [`Context`] per PE, symmetric allocation, put/get, atomics,
 //! `wait_until`, `barrier_all`, `fence` and `quiet`.
 //!
-//! A `Context` belongs to one thread (`&mut self` everywhere, not `Sync`);
-//! several threads of one PE each need their own context (a later issue).
+//! A `Context` belongs to one thread (`&mut self` everywhere, `Send`, not
+//! `Sync`); several threads of one PE each make their own from the PE's
+//! handle, [`Pe`] ([`Context::pe`], [`Pe::context`]): what they share and
+//! what each has of its own is in `pe.rs`. A second [`Context::from_env`] in
+//! a process gives a context on the PE the first one made.
 //!
 //! # The data path
 //!
@@ -23,7 +26,7 @@
 //!    [`Context::route`] shows the choice without making it.
 //! 3. **Driver** (`drv.rs`): the transport id is one arm of a `Drv` enum
 //!    borrowing the driver for one call (static dispatch, no trait object):
-//!    the [`ShmTransport`], a [`Rail`](switchyard_socket::Rail) of the
+//!    the [`ShmTransport`](switchyard_shm::ShmTransport), a [`Rail`](switchyard_socket::Rail) of the
 //!    [`SocketDriver`](switchyard_socket::SocketDriver), or the
 //!    `VerbsDriver` of `switchyard_verbs` (with the `verbs` feature), each
 //!    implementing the core's [`Transport`]. The decision is then written
@@ -95,6 +98,10 @@
 //!
 //! * init: from the environment `init.rs` ([`Context::from_env`]), from
 //!   parts `parts.rs` ([`Setup`], [`PeerInfo`], [`Context::from_parts`]);
+//! * the PE's handle and the contexts of its threads, what they share and
+//!   what each has of its own: `pe.rs` ([`Pe`], [`Pe::context`]); a
+//!   context's port on the shared-memory transport (its own leg table):
+//!   `shm_port.rs`;
 //! * the symmetric heap and its collective [`Context::alloc`]: `heap.rs`;
 //! * [`Context::fence`], [`Context::quiet`] and the ordering of a peer's
 //!   operations split over two transports: `order.rs` (the rules are in
@@ -132,6 +139,7 @@ mod init;
 mod load;
 mod order;
 mod parts;
+mod pe;
 mod peers;
 mod progress;
 mod raw;
@@ -139,6 +147,7 @@ mod rma;
 mod route;
 #[cfg(test)]
 mod shm_pair_test;
+mod shm_port;
 mod signal;
 mod stats;
 mod statseg;
@@ -148,6 +157,8 @@ mod tcp_no_alloc_test;
 mod tcp_pair_test;
 #[cfg(test)]
 mod tcp_refused_test;
+#[cfg(test)]
+mod threads_test;
 mod trace;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
 // calls, no driver (the only place the feature chooses code).
@@ -162,11 +173,12 @@ use std::time::{Duration, Instant};
 
 pub use atomic::AtomicInt;
 pub use error::{Error, Result};
-use heap::{BLOCK_ALIGN, SymAllocator};
+use heap::BLOCK_ALIGN;
 pub use heap::{Plain, Sym};
 pub use init::InitOptions;
 pub use load::MAX_LOADED;
 pub use parts::{PeerInfo, Setup, SymmetricData};
+pub use pe::{MAX_CONTEXTS, Pe};
 pub use raw::Bitwise;
 pub use signal::{Signal, SignalOp};
 pub use stats::Stats;
@@ -177,7 +189,6 @@ use switchyard_core::{
     trace::TraceWriter,
     transport::{Instant as CoreInstant, Transport},
 };
-use switchyard_shm::ShmTransport;
 pub use switchyard_shm::{Alias, HEAP_ALIGN, heap_align};
 pub use trace::TRACE_RECORDS;
 pub use wait::{Cmp, Progress};
@@ -244,13 +255,13 @@ pub struct Context {
     /// `verbs_atomics` as configured.
     #[cfg_attr(
         not(feature = "verbs"),
-        expect(dead_code, reason = "read by the verbs glue")
+        allow(dead_code, reason = "read by the verbs glue")
     )]
     verbs_atomics: crate::config::VerbsAtomics,
     /// `verbs_routed` as configured.
     #[cfg_attr(
         not(feature = "verbs"),
-        expect(dead_code, reason = "read by the verbs glue")
+        allow(dead_code, reason = "read by the verbs glue")
     )]
     verbs_routed: bool,
     /// Atomics leave RDMA out (the policy's atomic band is in use): the
@@ -266,7 +277,8 @@ pub struct Context {
     next_flags: u8,
     /// The load bits this context set, and the rule (`load.rs`).
     load: load::Load,
-    shm: ShmTransport,
+    /// This context's port on the PE's shared-memory transport.
+    shm: shm_port::ShmPort,
     topo: Topology<'static>,
     sel: Selector<'static>,
     trace_ring: trace::Rings,
@@ -278,8 +290,6 @@ pub struct Context {
     /// `trace_every`).
     trace_left: u32,
     heap_len: u64,
-    alloc: SymAllocator,
-    barrier_epoch: u64,
     clock: Instant,
     op_timeout: Duration,
     progress: Progress,
@@ -288,8 +298,6 @@ pub struct Context {
     sx: statseg::Hook,
     /// Per origin PE, the newest link-state record version applied.
     link_seen: Vec<u64>,
-    /// Versions of this PE's own link-state records.
-    link_version: u64,
     /// Peers known dead (from any driver).
     dead: Vec<bool>,
     boot: Option<switchyard_bootstrap::Bootstrap>,
@@ -302,6 +310,11 @@ pub struct Context {
     /// The clock as `poll_once` last read it, and the steps since.
     now_cache: CoreInstant,
     now_age: u32,
+    /// What this context shares with the PE's others (last: dropped after
+    /// every handle on it).
+    pe: std::sync::Arc<pe::PeInner>,
+    /// One thread's (`Send`, not `Sync`).
+    _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -392,12 +405,17 @@ impl Context {
 
     /// Ends this PE's part in the job: a final barrier (so no PE still uses
     /// this heap), then the bootstrap goodbye. The shared-memory object is
-    /// unlinked when the context drops.
+    /// unlinked when the PE's last context drops. PE-level: call it on the
+    /// context init made, once the PE's other contexts are done (they keep
+    /// the mappings alive, but lose the progress thread and the TCP links).
     ///
     /// # Errors
     ///
     /// Barrier or bootstrap errors (resources are released anyway).
     pub fn finalize(mut self) -> Result<()> {
+        self.pe
+            .finalized
+            .store(true, switchyard_core::sync::atomic::Ordering::Release);
         // From here on this thread progresses everything itself.
         if let Some(t) = self.tcp.as_mut() {
             t.stop();
@@ -430,7 +448,7 @@ impl Context {
         if let Some(v) = self.verbs.as_mut() {
             let _ = v.drv.close();
         }
-        let _ = self.shm.close();
+        // (The shared-memory mappings go with the PE's last context.)
         if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
             let _ = t.close();
         }

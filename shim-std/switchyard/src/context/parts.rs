@@ -6,12 +6,14 @@
 
 use std::{
     path::PathBuf,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, class_between},
-    route::{Downgrade, Policy, PolicyConfig, Selector, TransportRoles},
+    route::{Downgrade, PolicyConfig, TransportRoles},
+    sync::atomic::{AtomicBool, AtomicU64},
     topology::{LinkState, Shape, Topology, TopologyBox},
     transport::{Instant as CoreInstant, Transport},
 };
@@ -19,8 +21,8 @@ use switchyard_shm::{Alias, HugePages, Segment, SegmentConfig, ShmError, ShmTran
 use switchyard_socket::SocketDriver;
 
 use super::{
-    Context, Error, N_TRANSPORTS, NEXT_OWNER, NOW_EVERY, Progress, RESERVED, Result, SHM, Stats,
-    VERBS, heap::SymAllocator, load, order, progress, tcp_rail, trace,
+    Context, Error, N_TRANSPORTS, NEXT_OWNER, Progress, RESERVED, Result, SHM, VERBS,
+    heap::SymAllocator, pe::PeInner, progress, tcp_rail, trace,
 };
 
 /// Where a peer is and how to reach it, from its bootstrap card.
@@ -163,7 +165,8 @@ impl Context {
             // Load bits per (transport, peer): the row's link words double.
             load_hints: true,
         };
-        let store: &'static TopologyBox = Box::leak(Box::new(TopologyBox::new(shape, 4)));
+        let store: &'static TopologyBox =
+            Box::leak(Box::new(TopologyBox::new(shape, super::MAX_CONTEXTS)));
         let my_tree = peers.get(me as usize).map_or(NO_SWITCH, |p| p.tree);
         let topo = Topology::new(store.mem(), shape, |pe| {
             peers.get(pe as usize).map_or(PathClass::Unreachable, |p| {
@@ -269,61 +272,48 @@ impl Context {
             rdma: Some(VERBS),
             stream,
         };
-        let sel = Selector::new(&topo, Policy::new(policy)).map_err(|e| {
-            Error::Shm(ShmError::BadObject {
-                path: PathBuf::new(),
-                why: format!("selector: {e}"),
-            })
-        })?;
-        let load = load::Load::new(
-            policy.load_watermark,
-            tcp.as_ref()
-                .map_or_else(Default::default, SocketDriver::backlog_capacity),
-        );
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
         }
+        // The stats segment counts this first context's operations (one
+        // writer per segment): the contexts made later from its `Pe` keep
+        // theirs in `Context::stats` only.
         let sx = super::statseg::Hook::new(setup.stats, setup.job_id, me, n, &mut warnings);
-        Ok(Context {
+        let pe = Arc::new(PeInner {
             me,
             n_pes: n,
             job_id: setup.job_id,
             owner: NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            shm,
-            topo,
-            sel,
-            trace_ring,
-            trace,
-            trace_every: setup.trace.every(),
-            trace_left: setup.trace.every(),
             heap_len,
-            // The allocator stops where the aliased global variables start.
-            alloc: SymAllocator::new(RESERVED, data.map_or(heap_len, |d| d.offset)),
             data,
-            now_cache: CoreInstant::from_nanos(0),
-            now_age: NOW_EVERY - 1,
-            barrier_epoch: 0,
-            clock: Instant::now(),
             op_timeout: setup.op_timeout,
             progress: setup.progress,
-            stats: Stats::default(),
-            sx,
-            tcp: tcp.map(progress::Tcp::new),
-            verbs: None,
-            verbs_why: None,
-            verbs_atomics: setup.verbs_atomics,
-            verbs_routed: setup.verbs_routed,
-            cpu_atomics_rule: false,
-            verbs_atomics_why: "",
-            order: order::Order::default(),
-            next_flags: 0,
-            load,
-            link_seen: vec![0; n as usize],
-            link_version: 0,
-            dead: vec![false; n as usize],
-            boot: None,
-            root: None,
+            clock: Instant::now(),
+            policy,
+            topo,
+            trace_records: setup.trace_records,
+            trace: setup.trace,
+            tcp_capacity: tcp
+                .as_ref()
+                .map_or_else(Default::default, SocketDriver::backlog_capacity),
             warnings,
-        })
+            verbs: AtomicBool::new(false),
+            finalized: AtomicBool::new(false),
+            // The allocator stops where the aliased global variables start.
+            alloc: Mutex::new(SymAllocator::new(
+                RESERVED,
+                data.map_or(heap_len, |d| d.offset),
+            )),
+            barrier: Mutex::new(0),
+            link_version: AtomicU64::new(0),
+            rings: Mutex::new(Vec::new()),
+            tcp: tcp.map(progress::Tcp::new),
+            shm: Arc::new(Mutex::new(shm)),
+        });
+        let mut ctx = Context::on_rings(&pe, (trace_ring, trace))?;
+        ctx.sx = sx;
+        ctx.verbs_atomics = setup.verbs_atomics;
+        ctx.verbs_routed = setup.verbs_routed;
+        Ok(ctx)
     }
 }

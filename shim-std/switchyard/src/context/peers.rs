@@ -91,13 +91,18 @@ impl Context {
     /// Tells every other TCP-connected PE that `subject`'s `rail` changed
     /// state, as seen from here (a transition, never a periodic report).
     fn broadcast_link(&mut self, subject: u32, rail: u8, state: LinkState) {
-        self.link_version += 1;
+        // PE-level: the versions of every context's records in one sequence.
+        let version = self
+            .pe
+            .link_version
+            .fetch_add(1, switchyard_core::sync::atomic::Ordering::Relaxed)
+            + 1;
         let rec = LinkRecord {
             origin: self.me,
             subject,
             rail,
             state,
-            version: self.link_version,
+            version,
         }
         .encode();
         let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) else {

@@ -50,7 +50,7 @@ use std::{
     cell::UnsafeCell,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     },
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -96,6 +96,11 @@ struct Shared {
     driver: UnsafeCell<SocketDriver>,
     /// The verbs driver's receive side, polled in each burst too.
     verbs_recv: std::sync::OnceLock<RecvSide>,
+    /// Contexts spinning to take the driver (see [`Tcp::contended`]).
+    waiting: AtomicU32,
+    /// The progress thread, once started (the PE's, whichever context
+    /// started it).
+    worker: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 // SAFETY: `driver` is only accessed by whoever holds `lock` (the application
@@ -110,12 +115,19 @@ const _: () = {
     send::<SocketDriver>();
 };
 
-/// The context's TCP driver, with its progress thread when one runs.
+/// A handle on the PE's TCP driver, with its progress thread when one runs.
+///
+/// Every context of the PE has one ([`Tcp::handle`]); they share the driver
+/// through the one [`EntryLock`], each holding it from its first use in a
+/// call to the call's end (or a wait's step), the others spinning meanwhile.
+/// The first handle ([`Tcp::new`]) is the PE's own: dropping it stops the
+/// progress thread; the others only give the driver back.
 pub(super) struct Tcp {
     shared: Arc<Shared>,
     /// The application's entry while it holds the driver.
     held: Option<Entered>,
-    worker: Option<JoinHandle<()>>,
+    /// Whether this is the PE's own handle (it stops the thread when dropped).
+    owner: bool,
     /// The driver's longest get (a constant of its configuration).
     max_get_len: u32,
 }
@@ -124,7 +136,7 @@ impl core::fmt::Debug for Tcp {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Tcp")
             .field("held", &self.held.is_some())
-            .field("thread", &self.worker.is_some())
+            .field("thread", &self.has_thread())
             .finish()
     }
 }
@@ -132,17 +144,31 @@ impl core::fmt::Debug for Tcp {
 impl Tcp {
     /// Wraps the driver; no progress thread yet.
     pub(super) fn new(driver: SocketDriver) -> Tcp {
+        let max_get_len = driver.max_get_len();
         Tcp {
-            max_get_len: driver.max_get_len(),
             shared: Arc::new(Shared {
                 lock: EntryLock::new(),
                 stop: AtomicBool::new(false),
                 bursts: AtomicU64::new(0),
                 driver: UnsafeCell::new(driver),
                 verbs_recv: std::sync::OnceLock::new(),
+                waiting: AtomicU32::new(0),
+                worker: std::sync::Mutex::new(None),
             }),
             held: None,
-            worker: None,
+            owner: true,
+            max_get_len,
+        }
+    }
+
+    /// Another handle on the same driver, for another context of the PE
+    /// (not holding it).
+    pub(super) fn handle(&self) -> Tcp {
+        Tcp {
+            shared: Arc::clone(&self.shared),
+            held: None,
+            owner: false,
+            max_get_len: self.max_get_len,
         }
     }
 
@@ -160,7 +186,7 @@ impl Tcp {
         cpu: Option<usize>,
         pe: u32,
     ) -> std::io::Result<()> {
-        if self.worker.is_some() {
+        if self.has_thread() {
             return Ok(());
         }
         let parker = self
@@ -172,7 +198,7 @@ impl Tcp {
         let h = std::thread::Builder::new()
             .name(format!("sy-progress-{pe}"))
             .spawn(move || run(&shared, &parker, mode, clock, cpu))?;
-        self.worker = Some(h);
+        *self.worker() = Some(h);
         Ok(())
     }
 
@@ -192,22 +218,37 @@ impl Tcp {
 
     #[cold]
     fn acquire(&mut self) {
+        // Acquire: the last holder's writes to the driver are visible.
+        if let Some(entry) = self.shared.lock.try_enter() {
+            self.held = Some(entry);
+            return;
+        }
+        // Another context (or the progress thread) holds it: say so, so a
+        // waiting holder gives it up rather than park with it.
+        self.shared.waiting.fetch_add(1, Ordering::Relaxed);
         let mut spins = 0u32;
         loop {
-            // Acquire: the last holder's writes to the driver are visible.
             if let Some(entry) = self.shared.lock.try_enter() {
                 self.held = Some(entry);
+                self.shared.waiting.fetch_sub(1, Ordering::Relaxed);
                 return;
             }
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1024) {
-                // The progress thread holds it for one burst; if it was
-                // preempted meanwhile (more threads than cores), let it run.
+            if spins.is_multiple_of(64) {
+                // The holder may be preempted (more threads than cores): let
+                // it run.
                 std::thread::yield_now();
             } else {
                 core::hint::spin_loop();
             }
         }
+    }
+
+    /// Whether another context of the PE is spinning to take the driver: a
+    /// wait should not park on the sockets holding it then.
+    #[inline]
+    pub(super) fn contended(&self) -> bool {
+        self.shared.waiting.load(Ordering::Relaxed) > 0
     }
 
     /// Gives the driver back (no-op when not taken), so the progress thread
@@ -237,9 +278,17 @@ impl Tcp {
         let _ = self.shared.verbs_recv.set(r);
     }
 
+    /// The progress thread's slot.
+    fn worker(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
+        self.shared
+            .worker
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Whether a progress thread runs.
     pub(super) fn has_thread(&self) -> bool {
-        self.worker.is_some()
+        self.worker().is_some()
     }
 
     /// Bursts the progress thread ran so far.
@@ -251,7 +300,8 @@ impl Tcp {
     /// the application's alone afterwards.
     pub(super) fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
-        if let Some(h) = self.worker.take() {
+        let h = self.worker().take();
+        if let Some(h) = h {
             let _ = h.join();
         }
     }
@@ -259,9 +309,12 @@ impl Tcp {
 
 impl Drop for Tcp {
     fn drop(&mut self) {
-        // The thread must be gone before the driver (and the heap it writes,
-        // owned by the context's segment) is dropped.
-        self.stop();
+        self.leave();
+        if self.owner {
+            // The thread must be gone before the driver (and the heap it
+            // writes, owned by the PE's segment) is dropped.
+            self.stop();
+        }
     }
 }
 

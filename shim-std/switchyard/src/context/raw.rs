@@ -118,7 +118,10 @@ impl Context {
     /// [`Error::ForeignHandle`] when `off` is not a block;
     /// [`Error::OutOfMemory`] (the old block is kept); barrier errors.
     pub fn realloc_bytes(&mut self, off: u64, bytes: u64, align: u64) -> Result<u64> {
-        let old = self.alloc.block_len(off).ok_or(Error::ForeignHandle)?;
+        let old = self
+            .allocator()
+            .block_len(off)
+            .ok_or(Error::ForeignHandle)?;
         self.barrier_all()?;
         let new = self.alloc_quiet(bytes, align)?;
         let keep = old.min(bytes);
@@ -133,7 +136,7 @@ impl Context {
         }
         self.quiet()?;
         self.zero(new + keep, bytes.saturating_sub(keep))?;
-        self.alloc.free(off);
+        self.allocator().free(off);
         self.barrier_all()?;
         Ok(new)
     }
@@ -143,7 +146,7 @@ impl Context {
     /// block holds it: free heap space, the reserved area, the symmetric
     /// global variables.
     pub fn block_of(&self, off: u64) -> Option<(u64, u64)> {
-        self.alloc.block_of(off)
+        self.allocator().block_of(off)
     }
 
     /// Collectively frees the block at heap offset `off` (a barrier first).
@@ -152,11 +155,11 @@ impl Context {
     ///
     /// [`Error::ForeignHandle`] when `off` is not the start of a block.
     pub fn free_bytes(&mut self, off: u64) -> Result<()> {
-        if self.alloc.block_len(off).is_none() {
+        if self.allocator().block_len(off).is_none() {
             return Err(Error::ForeignHandle);
         }
         self.barrier_all()?;
-        self.alloc.free(off);
+        self.allocator().free(off);
         Ok(())
     }
 
@@ -165,12 +168,18 @@ impl Context {
             requested: bytes,
             available,
         };
+        let mut a = self.allocator();
         if !align.is_power_of_two() {
-            return Err(oom(self.alloc.available()));
+            return Err(oom(a.available()));
         }
-        self.alloc
-            .alloc_aligned(bytes, align.max(BLOCK_ALIGN))
-            .ok_or_else(|| oom(self.alloc.available()))
+        a.alloc_aligned(bytes, align.max(BLOCK_ALIGN))
+            .ok_or_else(|| oom(a.available()))
+    }
+
+    /// The PE's heap allocator (shared by its contexts; `alloc` and `free`
+    /// are collective and rare).
+    fn allocator(&self) -> std::sync::MutexGuard<'_, super::heap::SymAllocator> {
+        super::pe::lock(&self.pe.alloc)
     }
 
     fn zero(&mut self, mut off: u64, bytes: u64) -> Result<()> {

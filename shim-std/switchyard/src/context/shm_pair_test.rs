@@ -45,7 +45,7 @@ fn context(
 
 /// Runs `script` as PE 1 (a thread) and PE 0 (this thread) of the shm pair
 /// `job`.
-fn run_pair(job: u64, script: impl Fn(Context) + Send + Clone + 'static) {
+pub(super) fn run_pair(job: u64, script: impl Fn(Context) + Send + Clone + 'static) {
     run_pair_with(job, |_| {}, script);
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use switchyard_core::transport::AtomicWidth;
 
-use super::{AtomicInt, Context, Error, Result, Sym, progress};
+use super::{AtomicInt, Context, Error, Result, Sym};
 
 /// Spins of a wait's fast path (a load and a pause instruction each, no clock,
 /// no progress) before the bounded slow path starts.
@@ -209,8 +209,11 @@ impl Context {
 
     fn barrier_all_in(&mut self) -> Result<()> {
         self.quiet()?;
-        self.barrier_epoch += 1;
-        let epoch = self.barrier_epoch;
+        // PE-level: one barrier of the PE's contexts at a time.
+        let pe = std::sync::Arc::clone(&self.pe);
+        let mut held = pe.barrier();
+        *held += 1;
+        let epoch = *held;
         let n = self.n_pes;
         let mut dist = 1u32;
         let mut round = 0u64;
@@ -295,13 +298,19 @@ impl Context {
                 } else {
                     let over = park_time(*spins - spin - YIELDS);
                     tight_timers();
-                    match self.tcp.as_mut().map(progress::Tcp::get) {
-                        // Parks on the sockets: a frame wakes it at once.
-                        Some(t) => t.wait(over),
-                        None => std::thread::sleep(over),
+                    match self.tcp.as_mut() {
+                        // Parks on the sockets: a frame wakes it at once
+                        // (unless another context waits for the driver).
+                        Some(t) if !t.contended() => t.get().wait(over),
+                        _ => std::thread::sleep(over),
                     }
                 }
             }
+        }
+        // Between steps the TCP driver is free for the PE's other contexts
+        // (and its progress thread): a wait never keeps them out.
+        if let Some(t) = self.tcp.as_mut() {
+            t.leave();
         }
         Ok(())
     }

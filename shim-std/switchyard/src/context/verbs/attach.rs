@@ -143,6 +143,10 @@ impl Context {
             self.cpu_atomics_rule = !nic;
         }
         self.verbs_atomics_why = why;
+        // The driver stays with this context: the PE makes no other.
+        self.pe
+            .verbs
+            .store(true, switchyard_core::sync::atomic::Ordering::Release);
         self.verbs = Some(Verbs {
             drv,
             seed,

@@ -1,0 +1,303 @@
+//! The process-wide part of a PE, shared by its contexts: [`Pe`], the handle
+//! threads make their own contexts from ([`Pe::context`]).
+//!
+//! # What is shared, what is each context's
+//!
+//! Shared (one per PE, behind an `Arc`):
+//!
+//! * the shared-memory transport (its own segment and the peers' mappings),
+//!   behind a mutex that only the slow path takes: every context has its own
+//!   copy of the leg table (`ShmPort`), so puts, gets and atomics to same-node
+//!   peers take no lock and write nothing another context reads;
+//! * the TCP driver and its progress thread, shared through the driver's
+//!   entry lock (`progress.rs`): a context holds it from its first TCP use
+//!   in a call to the call's end, or to the end of a wait's step, and the
+//!   other contexts spin meanwhile (one connection set per PE, not per
+//!   context);
+//! * the topology row (health and load bits), each context reading it
+//!   through its own reader slot and selector;
+//! * the heap allocator (a mutex: `alloc` and `free` are collective and
+//!   rare), the barrier's epoch (a mutex held for the whole barrier), the
+//!   version counter of this PE's link-state records;
+//! * the configuration the contexts are made with.
+//!
+//! Each context's own: its route selector and context-id lane, its trace
+//! ring (pooled: a dropped context's ring goes to the next one), its
+//! counters ([`Stats`](super::Stats)), its load-bit record, its view of dead
+//! peers, and `fence`/`quiet`: a context's quiet completes that context's
+//! operations (on shared memory every operation is complete when it
+//! returns; over TCP the quiet waits for the driver's, so also for the other
+//! contexts' frames sent before it).
+//!
+//! RDMA verbs stays with the context that init made: a PE that uses verbs
+//! makes no further context ([`Error::NoContext`]).
+//!
+//! # Collectives
+//!
+//! `alloc`, `free`, `barrier_all` and `finalize` are PE-level: per PE, one
+//! context calls each, in the same order on every PE (any context of the PE;
+//! a second context's barrier at the same time waits for the first one's).
+//! `finalize` (the context init made) ends the PE's part in the job: the
+//! other contexts are done and dropped before it.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use switchyard_core::{
+    route::{Policy, PolicyConfig, Selector, SelectorError},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    topology::Topology,
+    trace::TraceWriter,
+};
+use switchyard_shm::{ShmTransport, trace_object::TraceObject};
+
+use super::{
+    Context, Error, Progress, Result, Stats, SymmetricData, heap::SymAllocator, load, order,
+    progress, shm_port::ShmPort, trace,
+};
+use crate::config::TraceMode;
+
+/// Most contexts of one PE alive at once (reader slots of its topology).
+pub const MAX_CONTEXTS: usize = 64;
+
+/// What the contexts of one PE share (see the module docs).
+pub(super) struct PeInner {
+    pub(super) me: u32,
+    pub(super) n_pes: u32,
+    pub(super) job_id: u64,
+    /// The symmetric handles' owner id (every context of the PE takes them).
+    pub(super) owner: u64,
+    pub(super) heap_len: u64,
+    pub(super) data: Option<SymmetricData>,
+    pub(super) op_timeout: std::time::Duration,
+    pub(super) progress: Progress,
+    /// The time base of every context and of the progress thread.
+    pub(super) clock: std::time::Instant,
+    /// The route policy, roles filled in.
+    pub(super) policy: PolicyConfig,
+    pub(super) topo: Topology<'static>,
+    pub(super) trace_records: usize,
+    pub(super) trace: TraceMode,
+    /// What a TCP rail's backlog is measured against (load bits).
+    pub(super) tcp_capacity: switchyard_socket::Backlog,
+    /// Warnings from init, copied into each context.
+    pub(super) warnings: Vec<String>,
+    /// Set once a verbs driver is attached (no further context then).
+    pub(super) verbs: AtomicBool,
+    /// Set by `finalize`: `from_env` makes no context on it any more.
+    pub(super) finalized: AtomicBool,
+    pub(super) alloc: Mutex<SymAllocator>,
+    /// The barrier's epoch, held for a whole barrier.
+    pub(super) barrier: Mutex<u64>,
+    /// Versions of this PE's own link-state records.
+    pub(super) link_version: AtomicU64,
+    /// Trace rings of dropped contexts, for the next ones.
+    /// (The first context's trace object is the job's shared-memory one,
+    /// removed when that context drops; the later contexts' are in process
+    /// memory and come back here.)
+    pub(super) rings: Mutex<Vec<&'static TraceObject>>,
+    /// The PE's own TCP handle (dropping it stops the progress thread);
+    /// before `shm`: the driver writes into the heap.
+    pub(super) tcp: Option<progress::Tcp>,
+    pub(super) shm: Arc<Mutex<ShmTransport>>,
+}
+
+/// Locks `m`, whatever a panicking holder left.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl PeInner {
+    /// The next barrier's epoch, and the barrier held until the guard drops.
+    pub(super) fn barrier(&self) -> MutexGuard<'_, u64> {
+        lock(&self.barrier)
+    }
+
+    /// Trace rings of `trace_records` records and the initiator ring's
+    /// writer: a dropped context's, or new ones in process memory.
+    fn ring(&self) -> Result<(trace::Rings, TraceWriter<'static>)> {
+        if let Some(obj) = lock(&self.rings).pop()
+            && let Some(w) = obj.writer(switchyard_shm::trace_object::INITIATOR)
+        {
+            return Ok((trace::Rings { obj, dumps: 0 }, w));
+        }
+        trace::new_rings(
+            self.trace_records,
+            self.job_id,
+            self.me,
+            self.n_pes,
+            false,
+            &mut Vec::new(),
+        )
+    }
+
+    /// Takes back the trace rings of a context being dropped, when they are
+    /// in process memory.
+    pub(super) fn give_ring(&self, obj: &'static TraceObject) {
+        if obj.path().is_none() {
+            lock(&self.rings).push(obj);
+        }
+    }
+}
+
+/// A PE of this process: [`Send`] and [`Sync`], cheap to clone, shared by
+/// its threads, each of which makes its own [`Context`] from it
+/// ([`Pe::context`]). See the [module docs](self) for what the contexts of
+/// a PE share.
+#[derive(Clone)]
+pub struct Pe {
+    inner: Arc<PeInner>,
+}
+
+impl std::fmt::Debug for Pe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pe")
+            .field("me", &self.inner.me)
+            .field("n_pes", &self.inner.n_pes)
+            .field("job_id", &format_args!("{:016x}", self.inner.job_id))
+            .finish_non_exhaustive()
+    }
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Pe>();
+};
+
+impl Pe {
+    /// This PE's number.
+    pub fn my_pe(&self) -> u32 {
+        self.inner.me
+    }
+
+    /// Number of PEs in the job.
+    pub fn n_pes(&self) -> u32 {
+        self.inner.n_pes
+    }
+
+    /// A new context on this PE, for the calling thread (or one it is moved
+    /// to): its own route selector, trace ring and counters; puts, gets and
+    /// atomics to same-node peers take no lock shared with other contexts.
+    /// Not collective. Symmetric handles from any context of the PE are
+    /// valid in every other.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoContext`] when [`MAX_CONTEXTS`] contexts of this PE are
+    /// alive, or the PE uses RDMA verbs (its driver stays with the first
+    /// context); [`Error::TraceRecords`] as at init.
+    pub fn context(&self) -> Result<Context> {
+        if self.inner.verbs.load(Ordering::Acquire) {
+            return Err(Error::NoContext {
+                why: "the PE uses RDMA verbs, whose driver stays with its first context",
+            });
+        }
+        Context::on(&self.inner)
+    }
+}
+
+impl Context {
+    /// A context on `pe`: what every context has of its own (see the
+    /// module docs); the one init makes gets its verbs and bootstrap later.
+    pub(super) fn on(pe: &Arc<PeInner>) -> Result<Context> {
+        Context::on_rings(pe, pe.ring()?)
+    }
+
+    /// [`Context::on`] with its trace rings and the initiator ring's writer.
+    pub(super) fn on_rings(
+        pe: &Arc<PeInner>,
+        (trace_ring, trace): (trace::Rings, TraceWriter<'static>),
+    ) -> Result<Context> {
+        let sel = Selector::new(&pe.topo, Policy::new(pe.policy)).map_err(|e| match e {
+            SelectorError::NoReaderSlot => Error::NoContext {
+                why: "as many contexts as the PE can have are alive (MAX_CONTEXTS)",
+            },
+            e => Error::Shm(switchyard_shm::ShmError::BadObject {
+                path: std::path::PathBuf::new(),
+                why: format!("selector: {e}"),
+            }),
+        })?;
+        Ok(Context {
+            me: pe.me,
+            n_pes: pe.n_pes,
+            job_id: pe.job_id,
+            owner: pe.owner,
+            tcp: pe.tcp.as_ref().map(progress::Tcp::handle),
+            verbs: None,
+            verbs_why: None,
+            verbs_atomics: crate::config::VerbsAtomics::Auto,
+            verbs_routed: false,
+            cpu_atomics_rule: false,
+            verbs_atomics_why: "",
+            order: order::Order::default(),
+            next_flags: 0,
+            load: load::Load::new(pe.policy.load_watermark, pe.tcp_capacity),
+            shm: ShmPort::new(&pe.shm),
+            topo: pe.topo,
+            sel,
+            trace_ring,
+            trace,
+            trace_every: pe.trace.every(),
+            trace_left: pe.trace.every(),
+            heap_len: pe.heap_len,
+            clock: pe.clock,
+            op_timeout: pe.op_timeout,
+            progress: pe.progress,
+            stats: Stats::default(),
+            sx: super::statseg::Hook::default(),
+            link_seen: vec![0; pe.n_pes as usize],
+            dead: vec![false; pe.n_pes as usize],
+            boot: None,
+            root: None,
+            warnings: pe.warnings.clone(),
+            data: pe.data,
+            now_cache: switchyard_core::transport::Instant::from_nanos(0),
+            now_age: super::NOW_EVERY - 1,
+            pe: Arc::clone(pe),
+            _not_sync: std::marker::PhantomData,
+        })
+    }
+
+    /// The PE this context is on: other threads make their own contexts
+    /// from it ([`Pe::context`]).
+    pub fn pe(&self) -> Pe {
+        Pe {
+            inner: Arc::clone(&self.pe),
+        }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // The ring goes to the next context of the PE (its writer is
+        // released when the field drops, right after this).
+        self.pe.give_ring(self.trace_ring.obj);
+    }
+}
+
+/// The PEs this process made from the environment, by (job id, rank): a
+/// second `Context::from_env` makes a context on the same PE.
+static PES: Mutex<Vec<(u64, u32, Weak<PeInner>)>> = Mutex::new(Vec::new());
+
+/// The context of PE `rank` of job `job_id`: on the PE this process
+/// already made from the environment when it is alive and not finalized,
+/// else made by `init` (and recorded). Under the registry's lock, so two
+/// threads asking at once get one PE.
+pub(super) fn once(
+    job_id: u64,
+    rank: u32,
+    init: impl FnOnce() -> Result<Context>,
+) -> Result<Context> {
+    let mut pes = lock(&PES);
+    pes.retain(|(_, _, w)| w.strong_count() > 0);
+    let live = pes
+        .iter()
+        .filter(|&&(j, r, _)| j == job_id && r == rank)
+        .find_map(|(_, _, w)| w.upgrade())
+        .filter(|p| !p.finalized.load(Ordering::Acquire));
+    if let Some(inner) = live {
+        return Pe { inner }.context();
+    }
+    let ctx = init()?;
+    pes.push((job_id, rank, Arc::downgrade(&ctx.pe)));
+    Ok(ctx)
+}
