@@ -10,7 +10,7 @@
 //!
 //! `shmem_test_any` and `shmem_wait_until_any` are fair: each scans from
 //! after the index the thread's last such call returned for the same
-//! `ivars` array ([`ANY_CURSOR`]), not always from 0.
+//! `ivars` array (`ANY_CURSOR`), not always from 0.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{

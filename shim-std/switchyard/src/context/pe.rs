@@ -141,7 +141,7 @@ impl PeInner {
 
 /// A PE of this process: [`Send`] and [`Sync`], cheap to clone, shared by
 /// its threads, each of which makes its own [`Context`] from it
-/// ([`Pe::context`]). See the [module docs](self) for what the contexts of
+/// ([`Pe::context`]). See the [`context`](super) module docs for what the contexts of
 /// a PE share.
 #[derive(Clone)]
 pub struct Pe {

@@ -22,7 +22,7 @@
 //! | 128..256 | the PE block: [`PeWord`] |
 //! | 256..256+128·T | a wide block per transport ([`WideWord`]): the driver-wide counters (TCP's on `tcp0`) |
 //! | 4096.. | a peer block per (peer, transport), peer-major ([`PeerWord`]) |
-//! | after, page-aligned | a histogram per (op, transport), op-major ([`HIST_OPS`]; [`Hist`]) |
+//! | after, page-aligned | a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
 //! `T` is [`N_TRANSPORTS`] (shm, verbs, tcp0..tcp3). Every block starts with
 //! a sequence word; a counter block is [`BLOCK_WORDS`] words.
