@@ -1,7 +1,9 @@
 /* Waits and tests beyond the op timeout, and fair test_any/wait_until_any.
  * - With SWITCHYARD_OP_TIMEOUT=1s, a flag put 3 s later still wakes
  *   shmem_wait_until with no error, and a barrier whose last PE arrives
- *   3 s late completes: a wait on a live peer never times out.
+ *   3 s late completes: a wait on a live peer never times out, and the
+ *   quiet opening it is acked by the sleeping PE's progress thread (also
+ *   when it sleeps right after a shmem_test).
  * - Every flag of an array set (and never cleared): test_any and
  *   wait_until_any without a status mask return each index in turn, so a
  *   loop until every index has fired ends (with "always the lowest" it would
@@ -52,10 +54,21 @@ int main(void) {
     shmem_uint64_atomic_set(late, 7, right);
     shmem_uint64_wait_until(late, SHMEM_CMP_EQ, 7);
     CHECK(*late == 7, "late flag");
-    /* A late PE at a barrier (nothing pending toward it: the quiet that
-     * opens a barrier is bounded by the op timeout, see the report). */
-    shmem_barrier_all();
+    /* A late PE at a barrier: the others' barrier opens with a quiet toward
+     * it (the atomic set above), which its progress thread acks while it
+     * sleeps. */
     if (me == n - 1) sleep(3);
+    shmem_barrier_all();
+    /* Asleep right after a shmem_test that saw a flag, its ack still owed:
+     * the progress thread acks it (the test gave the driver back), so PE 0's
+     * quiet completes within the op timeout. */
+    if (me == 0) shmem_uint64_atomic_set(late, 8, n - 1);
+    if (me == n - 1) {
+        while (!shmem_uint64_test(late, SHMEM_CMP_EQ, 8))
+            ;
+        sleep(3);
+    }
+    shmem_quiet();
     shmem_barrier_all();
 
     /* Fairness. */

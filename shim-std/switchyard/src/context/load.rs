@@ -83,7 +83,7 @@ use switchyard_core::{
     trace::TraceRecord,
 };
 
-use super::{Context, VERBS, rail_of};
+use super::{Context, VERBS, progress, rail_of};
 
 /// Most (transport, peer) pairs whose load bit is set at once.
 pub const MAX_LOADED: usize = 64;
@@ -285,7 +285,19 @@ impl Context {
     /// the puts and gets its backlog counts.
     #[cold]
     #[inline(never)]
-    fn load_route(&mut self, pe: u32, len: u64, op: Op, mut route: Route) -> (bool, Route) {
+    fn load_route(&mut self, pe: u32, len: u64, op: Op, route: Route) -> (bool, Route) {
+        let held = self.tcp.as_ref().is_some_and(progress::Tcp::held);
+        let r = self.load_route_in(pe, len, op, route);
+        if !held && let Some(t) = self.tcp.as_mut() {
+            // Taken here only to read backlogs: the operation may still go
+            // over shared memory, whose leg returns without giving the TCP
+            // driver back, which would keep the progress thread out.
+            t.leave();
+        }
+        r
+    }
+
+    fn load_route_in(&mut self, pe: u32, len: u64, op: Op, mut route: Route) -> (bool, Route) {
         let Some(rule) = self.load.rule else {
             return (false, route);
         };

@@ -262,6 +262,12 @@ impl Tcp {
         }
     }
 
+    /// Whether this handle holds the driver now (taken in this call).
+    #[inline]
+    pub(super) fn held(&self) -> bool {
+        self.held.is_some()
+    }
+
     /// The driver's longest get, in bytes.
     #[inline]
     pub(super) fn max_get_len(&self) -> u32 {

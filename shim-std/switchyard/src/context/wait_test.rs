@@ -1,17 +1,22 @@
 //! Waits: a wait on a live peer outlasts the op timeout (shm and TCP pairs),
 //! a deadline is the caller's (`wait_until_for`), a peer that dies ends a
 //! wait with `PeerDead`, the multi-word tests and waits with their status
-//! masks and fair `_any`, and `put_signal`.
+//! masks and fair `_any`, `put_signal`, and a quiet toward a peer asleep
+//! outside the library (its progress thread acks).
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::atomic::{AtomicU32, Ordering},
+    time::{Duration, Instant},
+};
 
 use switchyard_core::route::PolicyConfig;
 use switchyard_socket::TcpConfig;
 
 use super::{
     Cmp, Context, Error, Setup, Signal, WaitSet,
+    progress::{MAX_TICK, ThreadMode},
     shm_pair_test::run_pair_with,
-    tcp_pair_test::{Pair, job},
+    tcp_pair_test::{Pair, job, wait_for},
 };
 
 /// The op timeout of these pairs.
@@ -70,6 +75,62 @@ fn a_flag_3_s_late_wakes_the_waiter_with_a_1_s_op_timeout_over_tcp() {
         tcp: TcpConfig::default(),
     };
     pair.run_with(short_op_timeout, late_signal);
+}
+
+/// PE 0 sleeps outside the library for [`LATE`], its progress thread serving
+/// PE 1; PE 1 puts and atomically sets words on PE 0 and quiets, then sets
+/// again and opens a barrier: both quiets complete within the 1 s op
+/// timeout, acknowledged by PE 0's progress thread (adaptive: parked on the
+/// sockets) while PE 0 sleeps.
+#[test]
+fn a_quiet_toward_a_peer_sleeping_outside_the_library_completes_over_tcp() {
+    static ASLEEP: AtomicU32 = AtomicU32::new(0);
+    let pair = Pair {
+        job: job(0x3A1C),
+        routed: false,
+        policy: PolicyConfig::default(),
+        tcp: TcpConfig::default(),
+    };
+    pair.run_with(short_op_timeout, |mut ctx| {
+        let (me, clock) = (ctx.my_pe(), ctx.clock);
+        ctx.tcp
+            .as_mut()
+            .expect("a TCP driver")
+            .start(ThreadMode::Adaptive { tick: MAX_TICK }, clock, None, me)
+            .unwrap();
+        let w = ctx.alloc::<u64>(2).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            // The calls before the sleep give the driver back (a progress
+            // step used to keep it, locking the progress thread out).
+            ctx.progress();
+            ctx.wait_for("nothing", |c| {
+                c.progress();
+                Ok(true)
+            })
+            .unwrap();
+            ASLEEP.store(1, Ordering::SeqCst);
+            // Asleep in application code: nothing of the library runs on
+            // this thread.
+            std::thread::sleep(LATE);
+        } else {
+            // PE 0's application is asleep when the frames arrive.
+            wait_for(&mut ctx, &ASLEEP, 1, false);
+            ctx.put(&w, 0, &[5], 0).unwrap();
+            ctx.set(&w, 1, 7, 0).unwrap();
+            ctx.quiet().unwrap();
+            ctx.set(&w, 1, 8, 0).unwrap();
+        }
+        // PE 1's barrier opens with a quiet toward the sleeping PE 0.
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            let mut got = [0u64; 2];
+            ctx.get(&w, 0, &mut got, 0).unwrap();
+            assert_eq!(got, [5, 8]);
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
 }
 
 #[test]
