@@ -338,7 +338,7 @@ impl SocketDriver {
 
     /// Records the puts, gets and atomics this driver applies for its peers
     /// into `writer`'s ring (the target side of the route trace: peer,
-    /// length, the initiator's context id, [`TraceRecord::RETRIED`] for a
+    /// length, the initiator's context id, [`TraceRecord::RETRIED`](switchyard_core::trace::TraceRecord::RETRIED) for a
     /// replay), stamped with `clock`: every one when `all`, else only the
     /// replays. Recording is a few plain stores, no allocation.
     pub fn set_trace(&mut self, writer: TraceWriter<'static>, clock: fn() -> u64, all: bool) {

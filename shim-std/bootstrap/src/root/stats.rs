@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use switchyard_core::sync::atomic::{AtomicU64, Ordering};
 
-/// What a root refused, readable while it serves ([`RootServer::stats`]),
+/// What a root refused, readable while it serves ([`RootServer::stats`](super::RootServer::stats)),
 /// by why ([`Refusal`]).
 #[derive(Debug, Clone, Default)]
 pub struct RootStats {
