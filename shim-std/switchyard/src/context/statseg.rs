@@ -130,29 +130,34 @@ impl Context {
         }
     }
 
-    /// After the trace recorded a decision: the latency of the sampled
-    /// operation, unless it failed or still waits for its reply.
+    /// After the trace recorded a decision, stamped `now` (the trace
+    /// clock, 0 when tracing is off): the latency of the sampled operation,
+    /// unless it failed or still waits for its reply.
     #[inline]
-    pub(super) fn sx_sampled(&mut self, frame: FrameOp, t: TransportId, failed: bool) {
+    pub(super) fn sx_sampled(&mut self, frame: FrameOp, t: TransportId, failed: bool, now: u64) {
         if failed {
             self.sx.t0 = 0;
         } else if !self.sx.defer {
-            self.sx_latency(frame, t);
+            self.sx_latency_at(frame, t, now);
         }
     }
 
     /// The latency since [`Context::sx_start`] of a completed operation.
     #[inline]
     pub(super) fn sx_latency(&mut self, frame: FrameOp, t: TransportId) {
+        self.sx_latency_at(frame, t, 0);
+    }
+
+    /// [`Context::sx_latency`] ending at `now` (the clock is read here
+    /// when `now` is 0 and the operation is sampled).
+    #[inline]
+    fn sx_latency_at(&mut self, frame: FrameOp, t: TransportId, now: u64) {
         let t0 = core::mem::take(&mut self.sx.t0);
         if t0 != 0
             && let Some(s) = &self.sx.seg
         {
-            s.latency(
-                hist_op(frame),
-                t.index(),
-                crate::sys::ticks().wrapping_sub(t0),
-            );
+            let end = if now == 0 { crate::sys::ticks() } else { now };
+            s.latency(hist_op(frame), t.index(), end.wrapping_sub(t0));
         }
     }
 

@@ -248,7 +248,7 @@ impl Context {
             self.trace_left = self.trace_every;
         }
         let transport = route.transport;
-        self.trace_always(TraceRecord {
+        let now = self.trace_always(TraceRecord {
             seq: route.context.seq,
             src: self.me,
             dst: pe,
@@ -259,19 +259,21 @@ impl Context {
             flags,
             timestamp: 0,
         });
-        // The stats segment's latency of a sampled operation.
-        self.sx_sampled(frame, transport, failed);
+        // The stats segment's latency of a sampled operation, ending at
+        // the record's stamp (one clock read for both).
+        self.sx_sampled(frame, transport, failed, now);
     }
 
     /// Writes `rec` into the ring, stamped with the trace clock, unless
-    /// tracing is off.
+    /// tracing is off; returns the stamp (0 when off).
     #[inline]
-    pub(super) fn trace_always(&mut self, mut rec: TraceRecord) {
+    pub(super) fn trace_always(&mut self, mut rec: TraceRecord) -> u64 {
         if self.trace_every == 0 {
-            return;
+            return 0;
         }
         rec.timestamp = crate::sys::ticks();
         self.trace.record(&rec);
+        rec.timestamp
     }
 }
 

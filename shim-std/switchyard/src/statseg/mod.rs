@@ -352,13 +352,28 @@ impl StatsSegment {
     /// The fast path: two plain single-writer words, outside the block's
     /// sequence word (each is atomic on its own; a snapshot may show an
     /// operation's count a moment before its bytes), so that the per-put
-    /// cost is two loads and two stores; the block's other words change
-    /// rarely and keep the seqlock.
+    /// cost is two compares, two loads and two stores; the block's other
+    /// words change rarely and keep the seqlock.
     #[inline(always)]
+    #[allow(unsafe_code)]
     pub fn op(&self, t: usize, pe: u32, bytes: u64) {
-        if let Some(b) = self.peer_block(t, pe) {
-            add(&b[PeerWord::Ops as usize], 1);
-            add(&b[PeerWord::Bytes as usize], bytes);
+        if pe < self.n_pes && t < N_TRANSPORTS {
+            let at = PEER_OFF + (pe as usize * N_TRANSPORTS + t) * BLOCK_WORDS;
+            debug_assert!(at + BLOCK_WORDS <= self.map.len());
+            // SAFETY: `create` mapped `layout_len(n_pes)` bytes, which hold
+            // the `n_pes * N_TRANSPORTS` peer blocks of `BLOCK_WORDS` words
+            // from `PEER_OFF` (before `hist_off`): with `pe < n_pes` and
+            // `t < N_TRANSPORTS` both words are inside the live mapping
+            // `self.map` owns, and every access to it is atomic.
+            let (ops, b) = unsafe {
+                let w = self.map.base().add(at);
+                (
+                    &*w.add(PeerWord::Ops as usize),
+                    &*w.add(PeerWord::Bytes as usize),
+                )
+            };
+            add(ops, 1);
+            add(b, bytes);
         }
     }
 
