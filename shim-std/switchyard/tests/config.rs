@@ -54,6 +54,7 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::Transports => ("\"shm,tcp\"", "TCP"),
         Key::VerbsAtomics => ("\"nic\"", "CPU"),
         Key::VerbsRouted => ("false", "on"),
+        Key::Stats => ("false", "on"),
         Key::VerbsDevice => ("\"mlx5_0\"", "rxe0"),
         Key::VerbsGidIndex => ("3", "1"),
         _ => unreachable!("a key without test values"),
