@@ -106,7 +106,7 @@ if cargo fuzz --version >/dev/null 2>&1; then
 else
   skip "fuzz smoke" "cargo-fuzz not installed"
 fi
-step "tool smoke: switchyard topo" 600 bash .ci/smoke-tools.sh
+step "tool smoke (topo, info, run, perf, stat, trace, sim)" 600 bash .ci/smoke-tools.sh
 
 printf '\n=== summary\n'
 for f in "${failures[@]+"${failures[@]}"}"; do printf 'FAILED: %s\n' "$f"; done
