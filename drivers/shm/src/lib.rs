@@ -59,7 +59,7 @@ use std::path::{Path, PathBuf};
 pub use error::{Result, ShmError};
 pub use legs::ShmLegs;
 use legs::Window;
-pub use probe::probe;
+pub use probe::{human_bytes, probe};
 pub use segment::{
     Alias, HEAP_ALIGN, HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, OBJECT_READY,
     OBJECT_READY_OFFSET, SHM_DIR, STATS_MAGIC, Segment, SegmentConfig, global_exit_path,

@@ -253,8 +253,9 @@ fn try_write(dir: &Path) -> io::Result<()> {
     Err(last.unwrap_or_else(|| io::Error::other("no free probe file name")))
 }
 
-/// `23.5 GiB`, `2 MiB`, `100 B`.
-fn human_bytes(b: u64) -> String {
+/// A byte count for people: `23.5 GiB`, `2 MiB`, `100 B` (binary units,
+/// one decimal where it is not whole). Also used by `switchyard info`.
+pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if b < 1024 {
         return format!("{b} B");

@@ -18,6 +18,7 @@ use std::{
 use serde::Serialize;
 use switchyard::config::{Config, ConfigError, ConfigWarning, ENV_CONFIG, Source, Template};
 use switchyard_core::transport::ProbeReport;
+use switchyard_shm::human_bytes;
 use verbs::{AtomicCap, nic_atomics};
 
 use crate::Output;
@@ -370,25 +371,6 @@ fn huge_pages(meminfo: &str) -> Option<HugePageInfo> {
         free: meminfo_kib(meminfo, "HugePages_Free")?,
         page_size_bytes: meminfo_kib(meminfo, "Hugepagesize")?.checked_mul(1024)?,
     })
-}
-
-/// `23.5 GiB`, `512 KiB`, `100 B`.
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if b < 1024 {
-        return format!("{b} B");
-    }
-    let mut v = b as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[unit])
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
 }
 
 // ---------------------------------------------------------------------------
