@@ -105,6 +105,7 @@
 
 pub mod config;
 pub mod context;
+pub mod cpus;
 #[cfg(feature = "subscriber")]
 pub mod logging;
 pub mod statseg;

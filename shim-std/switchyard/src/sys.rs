@@ -1,4 +1,5 @@
-//! OS calls of the library: thread pinning, timer slack and the trace clock.
+//! OS calls of the library: thread pinning and affinity, timer slack and the
+//! trace clock.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -27,6 +28,33 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// The CPUs thread `tid` may run on (its affinity mask); `tid` 0 is the
+/// calling thread.
+///
+/// # Errors
+///
+/// When the kernel refuses (no such thread).
+pub fn affinity(tid: i32) -> io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(tid, core::mem::size_of_val(&set), &mut set) };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` < CPU_SETSIZE, the number of bits in `set`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .map(|cpu| cpu as u32)
+        .collect())
+}
+
+/// The calling thread's kernel id (what `/proc/self/task/<tid>` names).
+pub fn thread_id() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
 }
 
 /// Sets the calling thread's timer slack (how late the kernel may fire its

@@ -43,7 +43,7 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::TraceRecords => ("1024", "2048"),
         Key::Trace => ("\"all\"", "off"),
         Key::InlineThreshold => ("128", "64"),
-        Key::BindTo => ("\"core\"", "core"),
+        Key::ProgressCpu => ("2", "none"),
         Key::TcpAddrs => ("[\"10.0.0.1\", \"10.0.1.1\"]", "fd00::1"),
         Key::TcpConnections => ("2", "3"),
         Key::TcpWindow => ("2097152", "8M"),
@@ -113,10 +113,7 @@ fn precedence_default_template_file_env_for_every_key() {
                 },
                 "{key}"
             );
-            // (`bind_to` has two values: the file's may equal the template's.)
-            if key != Key::BindTo {
-                assert_ne!(cfg.value(key), before, "{key}: file value not applied");
-            }
+            assert_ne!(cfg.value(key), before, "{key}: file value not applied");
             let from_file = cfg.value(key);
             // Other keys keep their template or default source.
             for other in Key::ALL.into_iter().filter(|&k| k != key) {
@@ -132,7 +129,7 @@ fn precedence_default_template_file_env_for_every_key() {
             with_env.push((key.env(), env_value));
             let cfg = load(&with_env).unwrap_or_else(|e| panic!("{key}: {e}"));
             assert_eq!(cfg.source(key), &Source::Env(key.env()), "{key}");
-            if key != Key::BindTo && key != Key::Progress && key != Key::HugePages {
+            if key != Key::Progress && key != Key::HugePages {
                 assert_ne!(cfg.value(key), from_file, "{key}: env value not applied");
             }
             let mut direct = Config::default();
@@ -612,6 +609,7 @@ fn launcher_variables_are_reserved_and_tcp_addrs_is_a_key() {
         "SWITCHYARD_SWITCH_ID",
         "SWITCHYARD_TREE_ID",
         "SWITCHYARD_SIM",
+        "SWITCHYARD_PE_CPUS",
     ] {
         assert!(RESERVED_ENV.contains(&var), "{var}");
     }
@@ -748,4 +746,41 @@ fn a_config_path_that_is_not_a_regular_file_is_refused_at_once() {
         assert!(msg.contains(&path) && msg.contains(kind), "{msg}");
     }
     let _ = std::fs::remove_file(&fifo);
+}
+
+#[test]
+fn a_file_s_bind_to_is_read_as_progress_cpu_with_a_warning() {
+    let file = scratch("bind_to.toml", "bind_to = \"cpu:3\"\n");
+    let path = file.to_str().unwrap();
+    let cfg = load(&[(ENV_CONFIG, path)]).unwrap();
+    assert_eq!(cfg.progress_cpu, switchyard::config::ProgressCpu::Cpu(3));
+    assert_eq!(
+        cfg.source(Key::ProgressCpu),
+        &Source::File {
+            path: file.clone(),
+            line: 1
+        }
+    );
+    let w: Vec<String> = cfg.warnings().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        w,
+        [format!(
+            "bind_to in {path}:1 is deprecated: it is read as progress_cpu; use progress_cpu"
+        )]
+    );
+    // With the new name in the same file, the new name wins.
+    let both = scratch(
+        "bind_to_both.toml",
+        "bind_to = \"core\"\nprogress_cpu = \"none\"\n",
+    );
+    let cfg = load(&[(ENV_CONFIG, both.to_str().unwrap())]).unwrap();
+    assert_eq!(cfg.progress_cpu, switchyard::config::ProgressCpu::None);
+    // A bad old value is an error naming the old key.
+    let bad = scratch("bind_to_bad.toml", "bind_to = \"socket\"\n");
+    let e = load(&[(ENV_CONFIG, bad.to_str().unwrap())]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(": bind_to = \"socket\": expected core, none, or cpu:N"),
+        "{e}"
+    );
 }

@@ -84,7 +84,7 @@ impl Config {
             Key::Trace => self.trace.to_string(),
             Key::Stats => if self.stats { "on" } else { "off" }.into(),
             Key::InlineThreshold => format_size(self.inline_threshold.into()),
-            Key::BindTo => self.bind_to.to_string(),
+            Key::ProgressCpu => self.progress_cpu.to_string(),
             Key::TcpAddrs => format_addrs(&self.tcp_addrs),
             Key::TcpConnections => self.tcp_connections.to_string(),
             Key::TcpWindow => format_size(self.tcp_window.into()),

@@ -2,16 +2,18 @@
 //! the "did you mean" suggestion for a misspelt name (shared with the file's
 //! unknown keys).
 
-use super::{ConfigWarning, ENV_PREFIX, Key, RESERVED_ENV};
+use super::{ConfigWarning, ENV_PREFIX, Key, RESERVED_ENV, keys::DEPRECATED};
 
 /// Warnings for the `SWITCHYARD_*` names among `names` that are neither keys nor
-/// [`RESERVED_ENV`]. The prefix is matched without regard to case, so
+/// [`RESERVED_ENV`] (nor a renamed key's old variable, which
+/// [`Config::load_from`](super::Config::load_from) warns about). The prefix is matched without regard to case, so
 /// `switchyard_heap_size` is reported too.
 pub fn check_env_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<ConfigWarning> {
     let known: Vec<&'static str> = Key::ALL
         .map(Key::env)
         .into_iter()
         .chain(RESERVED_ENV)
+        .chain(DEPRECATED.map(|d| d.env))
         .collect();
     let mut out = Vec::new();
     for name in names {
@@ -26,6 +28,7 @@ pub fn check_env_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Conf
         out.push(ConfigWarning {
             var: name.into(),
             suggestion,
+            renamed_to: None,
         });
     }
     out

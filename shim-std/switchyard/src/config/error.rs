@@ -87,6 +87,19 @@ pub enum ConfigError {
         /// A known key it looks like.
         suggestion: Option<&'static str>,
     },
+    /// `progress_cpu` names a CPU this process may not run on (checked at
+    /// init, against the machine: [`crate::cpus`]).
+    #[error(
+        "progress_cpu = {cpu} ({from}): not a CPU this process may run on (those are {allowed})"
+    )]
+    ProgressCpu {
+        /// The CPU asked for.
+        cpu: u32,
+        /// Where it was given.
+        from: Source,
+        /// The CPUs this process may run on, as a CPU list (`0-3,8`).
+        allowed: String,
+    },
     /// More than one of the above, in the order found.
     #[error("{} configuration errors:{}", .0.len(), list_text(.0))]
     Several(Vec<ConfigError>),
@@ -197,22 +210,44 @@ fn shown(value: &str) -> String {
 }
 
 /// A `SWITCHYARD_*` variable that is not a key and not reserved: ignored, and
-/// reported.
+/// reported; or a renamed key's old name, still read (`renamed_to`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigWarning {
-    /// The variable.
+    /// The variable (for a renamed key in the file: its name and where,
+    /// `bind_to in /etc/sy.toml:3`).
     pub var: String,
     /// The known variable it looks like, if any.
     pub suggestion: Option<&'static str>,
+    /// Set when `var` is a renamed key's old name: the new name (variable
+    /// or key), which the value was read as.
+    pub renamed_to: Option<&'static str>,
+}
+
+impl ConfigWarning {
+    /// The warning for a renamed key's old name `var`, read as `new`.
+    pub(super) fn renamed(var: String, new: &'static str) -> ConfigWarning {
+        ConfigWarning {
+            var,
+            suggestion: None,
+            renamed_to: Some(new),
+        }
+    }
 }
 
 impl fmt::Display for ConfigWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} is not a switchyard setting{}; it is ignored",
-            shown(&self.var),
-            did_you_mean(&self.suggestion, "")
-        )
+        match self.renamed_to {
+            Some(new) => write!(
+                f,
+                "{} is deprecated: it is read as {new}; use {new}",
+                self.var
+            ),
+            None => write!(
+                f,
+                "{} is not a switchyard setting{}; it is ignored",
+                shown(&self.var),
+                did_you_mean(&self.suggestion, "")
+            ),
+        }
     }
 }

@@ -3,7 +3,9 @@
 
 use std::{io::Read as _, path::Path};
 
-use super::{ConfigError, Key, MAX_FILE_BYTES, Source, TEMPLATE_KEY, env::closest};
+use super::{
+    ConfigError, Key, MAX_FILE_BYTES, Source, TEMPLATE_KEY, env::closest, keys::Deprecated,
+};
 
 /// One value read from the file: raw text for the parser, text as written for
 /// messages, where.
@@ -18,6 +20,8 @@ pub(super) struct FileValue {
 pub(super) struct FileSettings {
     pub(super) template: Option<FileValue>,
     pub(super) values: Vec<(Key, FileValue)>,
+    /// Values under a renamed key's old name.
+    pub(super) deprecated: Vec<(Deprecated, FileValue)>,
 }
 
 /// Reads the configuration file: a regular file of at most
@@ -142,6 +146,8 @@ pub(super) fn parse_file(
             out.template = Some(fv);
         } else if let Some(key) = Key::from_name(name) {
             out.values.push((key, fv));
+        } else if let Some(d) = Deprecated::from_name(name) {
+            out.deprecated.push((d, fv));
         } else {
             let candidates = std::iter::once((TEMPLATE_KEY, TEMPLATE_KEY))
                 .chain(Key::ALL.into_iter().map(|k| (k.name(), k.name())));

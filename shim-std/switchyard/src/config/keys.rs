@@ -10,7 +10,7 @@ use super::{
         DAY, GIB, KIB, MS, SEC, TIB, US, in_range, parse_addrs, parse_count, parse_duration,
         parse_on_off, parse_size, pow2_in,
     },
-    values::{BindTo, HugePages, PayloadCrc, Progress, TraceMode, Transports, VerbsAtomics},
+    values::{HugePages, PayloadCrc, Progress, ProgressCpu, TraceMode, Transports, VerbsAtomics},
 };
 
 /// Fewest records `trace_records` takes.
@@ -57,8 +57,10 @@ pub enum Key {
     Stats,
     /// `inline_threshold`: largest put sent inline in the work request.
     InlineThreshold,
-    /// `bind_to`: whether the progress thread is pinned.
-    BindTo,
+    /// `progress_cpu`: where the progress thread runs (`auto`: a CPU
+    /// outside the application's; a CPU number; `pe`: the PE's own; `none`:
+    /// not pinned). Formerly `bind_to`.
+    ProgressCpu,
     /// `tcp_addrs`: local address of each TCP rail, in rail order (empty:
     /// automatic).
     TcpAddrs,
@@ -110,7 +112,7 @@ impl Key {
         Key::Trace,
         Key::Stats,
         Key::InlineThreshold,
-        Key::BindTo,
+        Key::ProgressCpu,
         Key::TcpAddrs,
         Key::TcpConnections,
         Key::TcpWindow,
@@ -142,7 +144,7 @@ impl Key {
             Key::Trace => "trace",
             Key::Stats => "stats",
             Key::InlineThreshold => "inline_threshold",
-            Key::BindTo => "bind_to",
+            Key::ProgressCpu => "progress_cpu",
             Key::TcpAddrs => "tcp_addrs",
             Key::TcpConnections => "tcp_connections",
             Key::TcpWindow => "tcp_window",
@@ -175,7 +177,7 @@ impl Key {
             Key::Trace => "SWITCHYARD_TRACE",
             Key::Stats => "SWITCHYARD_STATS",
             Key::InlineThreshold => "SWITCHYARD_INLINE_THRESHOLD",
-            Key::BindTo => "SWITCHYARD_BIND_TO",
+            Key::ProgressCpu => "SWITCHYARD_PROGRESS_CPU",
             Key::TcpAddrs => "SWITCHYARD_TCP_ADDRS",
             Key::TcpConnections => "SWITCHYARD_TCP_CONNECTIONS",
             Key::TcpWindow => "SWITCHYARD_TCP_WINDOW",
@@ -195,7 +197,7 @@ impl Key {
     pub const fn expected(self) -> &'static str {
         match self {
             Key::HeapSize => "a size such as 65536, 64M or 1G, from 4K to 1T",
-            Key::Progress => "busy, adaptive or caller",
+            Key::Progress => "busy, adaptive, caller or dedicated",
             Key::SpinBeforePark => {
                 "a whole number such as 2000 (0 parks at once), at most 1000000000"
             }
@@ -213,7 +215,9 @@ impl Key {
             Key::InlineThreshold => {
                 "a size such as 0, 64 or 256 (0 or off: no inlining), at most 4K"
             }
-            Key::BindTo => "core, none, or cpu:N for CPU N (0 to 65535)",
+            Key::ProgressCpu => {
+                "auto, a CPU number from 0 to 65535, pe (the PE's own CPU) or none (not pinned)"
+            }
             Key::TcpAddrs => {
                 "auto or up to 4 distinct IP addresses separated by commas, one per TCP rail, such as 10.0.0.1,10.0.1.1"
             }
@@ -250,6 +254,40 @@ impl Key {
     }
 }
 
+/// A renamed key whose old name is still read, with a warning: the old
+/// name in the file, its environment variable, what its values are in the
+/// new key's terms, and what it takes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Deprecated {
+    /// The old name in the file.
+    pub(super) name: &'static str,
+    /// The old environment variable.
+    pub(super) env: &'static str,
+    /// The key it now sets.
+    pub(super) key: Key,
+    /// An old value in the new key's text form; `None` when bad.
+    pub(super) translate: fn(&str) -> Option<String>,
+    /// What the old name takes.
+    pub(super) expected: &'static str,
+}
+
+/// The renamed keys: `bind_to` (which pinned the progress thread, not the
+/// PE) is `progress_cpu`, its `core` being `pe` and `cpu:N` being `N`.
+pub(super) const DEPRECATED: [Deprecated; 1] = [Deprecated {
+    name: "bind_to",
+    env: "SWITCHYARD_BIND_TO",
+    key: Key::ProgressCpu,
+    translate: |s| ProgressCpu::from_bind_to(s).map(|v| v.to_string()),
+    expected: "core, none, or cpu:N for CPU N (0 to 65535)",
+}];
+
+impl Deprecated {
+    /// The renamed key called `name` in the file.
+    pub(super) fn from_name(name: &str) -> Option<Deprecated> {
+        DEPRECATED.into_iter().find(|d| d.name == name)
+    }
+}
+
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -277,7 +315,7 @@ pub enum Template {
 
 const TRADING: &[(Key, &str)] = &[
     (Key::Progress, "busy"),
-    (Key::BindTo, "core"),
+    (Key::ProgressCpu, "auto"),
     (Key::QueueDepth, "128"),
     (Key::InlineThreshold, "256"),
     (Key::ShortThreshold, "2K"),
@@ -427,7 +465,7 @@ impl Config {
                 };
                 put(&mut self.inline_threshold, v)
             }
-            Key::BindTo => put(&mut self.bind_to, BindTo::parse(s)),
+            Key::ProgressCpu => put(&mut self.progress_cpu, ProgressCpu::parse(s)),
             Key::TcpAddrs => put(&mut self.tcp_addrs, parse_addrs(s)),
             Key::TcpConnections => put(
                 &mut self.tcp_connections,

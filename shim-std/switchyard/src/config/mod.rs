@@ -28,7 +28,7 @@
 //! | key | type | default | accepted |
 //! |-----|------|---------|----------|
 //! | `heap_size` | size | `64M` | 4K to 1T |
-//! | `progress` | [`Progress`] | `adaptive` | `busy`, `adaptive`, `caller` |
+//! | `progress` | [`Progress`] | `adaptive` | `busy`, `adaptive`, `caller`, `dedicated` |
 //! | `spin_before_park` | count | `2000` | 0 to 1000000000 |
 //! | `short_threshold` | size | `8K` | 0 to 1G |
 //! | `load_watermark` | percent | `75` | 1 to 100, `%` optional |
@@ -41,7 +41,7 @@
 //! | `trace` | [`TraceMode`] | `sample:64` | `off`, `all`, `sample:N` with N from 1 to 1000000 |
 //! | `stats` | on/off | `on` | `on`, `off` (`true`/`false` too) |
 //! | `inline_threshold` | size | `256` | 0 to 4K; `off` is 0 (no inlining) |
-//! | `bind_to` | [`BindTo`] | `none` | `core` (the PE's own CPU), `cpu:N`, `none` |
+//! | `progress_cpu` | [`ProgressCpu`] | `auto` | `auto`, a CPU number `N`, `pe` (the PE's own CPU), `none` |
 //! | `transports` | list | `all` | `all`, or a list of `shm`, `tcp`, `verbs` (`tcp` alone forces TCP even on one node) |
 //! | `tcp_addrs` | address list | `auto` (empty) | 0 to 4 distinct IPv4/IPv6 addresses, one per TCP rail |
 //! | `tcp_connections` | count | `1` | 1 to 8 |
@@ -56,6 +56,37 @@
 //! | `verbs_gid_index` | index | `auto` | `auto`, or 0 to 255 |
 //!
 //! Enumerated values are case-insensitive.
+//!
+//! What `progress` means: how the progress engine, the thread that serves
+//! the peers (applies their puts, answers their gets, acks, heartbeats)
+//! while the application computes, waits for work, and how the
+//! application's own waits use the CPU. `adaptive` (the default, right for
+//! small machines): the thread parks on the sockets between bursts, and
+//! waits spin, yield, then park. `busy`: the thread spins, looking every
+//! 20 µs, and waits spin. `caller`: no thread; progress happens only inside
+//! the application's calls. `dedicated`: one thread per PE (per process,
+//! under the launcher) pinned to its own CPU (`progress_cpu`), polling every
+//! driver (the TCP sockets, the verbs receive queue) without pause or sleep
+//! for all the PE's contexts; waits spin. It burns that CPU: give it one
+//! the application does not use.
+//!
+//! What `progress_cpu` means: where that thread runs. `auto` (the default)
+//! pins it to a CPU outside the application's (this PE's affinity mask at
+//! init and the CPUs the launcher gave the node's PEs, `SWITCHYARD_PE_CPUS`),
+//! the local rank choosing among those left; when the machine has none to
+//! spare it stays unpinned, and init says so (a context warning with
+//! `dedicated` or an explicit `auto`, an `info` event otherwise). `N` pins it
+//! to CPU N, which must be one this process may run on (its cgroup's
+//! cpuset, else the online CPUs): any other is
+//! [`ConfigError::ProgressCpu`] at init. `pe` pins it to the PE's own CPU
+//! (`SWITCHYARD_BOUND_CPU`; unpinned when the PE is not pinned), sharing the
+//! application's core; `none` leaves it unpinned (it inherits the PE's
+//! mask). `switchyard info` shows the plan for the node.
+//!
+//! Renamed keys, still read with a [`ConfigWarning`]: `bind_to`
+//! (`SWITCHYARD_BIND_TO`), which pinned the progress thread and not the PE,
+//! is `progress_cpu`: its `core` is `pe`, `cpu:N` is `N`, `none` is `none`.
+//! The new name wins when both are given in one source.
 //!
 //! What `trace_records` means: how many routing decisions the route trace
 //! ring of each [`Context`](crate::context::Context) keeps
@@ -180,7 +211,7 @@
 //! | key | `trading` | `storage` | `ai` |
 //! |-----|-----------|-----------|------|
 //! | `progress` | `busy` | `adaptive` | `adaptive` |
-//! | `bind_to` | `core` | | |
+//! | `progress_cpu` | `auto` | | |
 //! | `queue_depth` | `128` | `1024` | `1024` (the seed's 768, rounded up to a power of two) |
 //! | `inline_threshold` | `256` | `0` (none) | |
 //! | `short_threshold` | `2K` | | |
@@ -249,7 +280,9 @@ pub use keys::{Key, Template};
 use parse::MIB;
 pub use parse::{MAX_TCP_ADDRS, format_duration, format_size, parse_duration, parse_size};
 use switchyard_core::route::{LoadWatermark, PolicyConfig};
-pub use values::{BindTo, HugePages, PayloadCrc, Progress, TraceMode, Transports, VerbsAtomics};
+pub use values::{
+    HugePages, PayloadCrc, Progress, ProgressCpu, TraceMode, Transports, VerbsAtomics,
+};
 
 /// Prefix of every switchyard environment variable.
 pub const ENV_PREFIX: &str = "SWITCHYARD_";
@@ -262,7 +295,7 @@ pub const ENV_TEMPLATE: &str = "SWITCHYARD_TEMPLATE";
 
 /// `SWITCHYARD_*` variables that are not configuration keys but are known (the
 /// launcher's and the bootstrap's, and the two above): never warned about.
-pub const RESERVED_ENV: [&str; 17] = [
+pub const RESERVED_ENV: [&str; 18] = [
     "SWITCHYARD_RANK",
     "SWITCHYARD_SIZE",
     "SWITCHYARD_LOCAL_RANK",
@@ -274,6 +307,7 @@ pub const RESERVED_ENV: [&str; 17] = [
     "SWITCHYARD_ROOT_HOST",
     "SWITCHYARD_LAUNCHER_PID",
     "SWITCHYARD_BOUND_CPU",
+    "SWITCHYARD_PE_CPUS",
     "SWITCHYARD_NODE_ID",
     "SWITCHYARD_SWITCH_ID",
     "SWITCHYARD_TREE_ID",
@@ -287,6 +321,11 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The TOML key that names the template.
 pub const TEMPLATE_KEY: &str = "template";
+
+/// Whether the file's values (new names) set `key`.
+fn file_has(values: &[(Key, file::FileValue)], key: Key) -> bool {
+    values.iter().any(|(k, _)| *k == key)
+}
 
 // ---------------------------------------------------------------------------
 // The configuration
@@ -340,9 +379,9 @@ pub struct Config {
     pub stats: bool,
     /// Largest put (bytes) sent inline; 0 turns inlining off. Default 256.
     pub inline_threshold: u32,
-    /// Whether and where the progress thread is pinned. Default
-    /// [`BindTo::None`].
-    pub bind_to: BindTo,
+    /// Where the progress thread runs. Default [`ProgressCpu::Auto`] (a CPU
+    /// outside the application's, when the machine has one).
+    pub progress_cpu: ProgressCpu,
     /// Local address of each TCP rail, in rail order, at most
     /// [`MAX_TCP_ADDRS`], distinct. Default empty: the shim picks the address
     /// that routes to the bootstrap root.
@@ -400,7 +439,7 @@ impl Default for Config {
             trace: TraceMode::DEFAULT,
             stats: true,
             inline_threshold: 256,
-            bind_to: BindTo::None,
+            progress_cpu: ProgressCpu::Auto,
             tcp_addrs: Vec::new(),
             transports: Transports::ALL,
             tcp_connections: 1,
@@ -461,15 +500,17 @@ impl Config {
             })
             .collect();
         let mut cfg = Config::load_from(|var| map.get(var).cloned())?;
-        cfg.warnings = check_env_names(map.keys().map(String::as_str));
+        cfg.warnings
+            .extend(check_env_names(map.keys().map(String::as_str)));
         Ok(cfg)
     }
 
     /// Loads with `lookup` as the environment: it is asked for
     /// `SWITCHYARD_CONFIG`, `SWITCHYARD_TEMPLATE` and each key's variable, and
     /// returns its value if set. An empty or all-space value counts as unset.
-    /// Unknown variables cannot be listed through a lookup, so this records no
-    /// warnings.
+    /// Unknown variables cannot be listed through a lookup, so the only
+    /// warnings this records are for renamed keys' old names (file or
+    /// environment).
     ///
     /// # Errors
     ///
@@ -521,6 +562,21 @@ impl Config {
             }
         }
 
+        for (d, fv) in file.deprecated {
+            let var = match &fv.from {
+                Source::File { path, line } => format!("{} in {}:{line}", d.name, path.display()),
+                other => format!("{} ({other})", d.name),
+            };
+            cfg.warnings.push(ConfigWarning::renamed(var, d.key.name()));
+            if file_has(&file.values, d.key) {
+                continue;
+            }
+            let raw = fv.raw.ok().and_then(|r| (d.translate)(&r));
+            if let Err(e) = cfg.set_renamed(d, raw, fv.written, fv.from) {
+                errors.push(e);
+            }
+        }
+
         for (key, fv) in file.values {
             let result = match fv.raw {
                 Ok(raw) => cfg.set_written(key, &raw, fv.written, fv.from),
@@ -532,6 +588,17 @@ impl Config {
                 }),
             };
             if let Err(e) = result {
+                errors.push(e);
+            }
+        }
+
+        for d in keys::DEPRECATED {
+            let Some(v) = get(d.env) else { continue };
+            cfg.warnings
+                .push(ConfigWarning::renamed(d.env.into(), d.key.env()));
+            if get(d.key.env()).is_none()
+                && let Err(e) = cfg.set_renamed(d, (d.translate)(&v), v, Source::Env(d.env))
+            {
                 errors.push(e);
             }
         }
@@ -587,6 +654,30 @@ impl Config {
                 from: source,
                 expected: key.expected(),
             })
+        }
+    }
+
+    /// Sets a renamed key from its old name's value (`raw`: already in the
+    /// new key's text form; `None` when the old name cannot take it).
+    fn set_renamed(
+        &mut self,
+        d: keys::Deprecated,
+        raw: Option<String>,
+        written: String,
+        source: Source,
+    ) -> Result<(), ConfigError> {
+        let bad = |written, from| ConfigError::BadValue {
+            key: d.name,
+            value: written,
+            from,
+            expected: d.expected,
+        };
+        match raw {
+            Some(raw) if self.parse_into(d.key, &raw) => {
+                self.sources[d.key.index()] = source;
+                Ok(())
+            }
+            _ => Err(bad(written, source)),
         }
     }
 

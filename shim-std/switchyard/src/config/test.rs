@@ -149,7 +149,7 @@ fn templates_are_consistent() {
     }
     let trading = Config::load_from(lookup(&[(ENV_TEMPLATE, "trading")])).unwrap();
     assert_eq!(trading.progress, Progress::Busy);
-    assert_eq!(trading.bind_to, BindTo::Core);
+    assert_eq!(trading.progress_cpu, ProgressCpu::Auto);
     assert_eq!(trading.queue_depth, 128);
     assert_eq!(trading.inline_threshold, 256);
     assert_eq!(trading.huge_pages, HugePages::On);
@@ -212,16 +212,8 @@ fn every_key_names_key_value_and_expectation() {
         (Key::Stats, &["auto", "1", "maybe"]),
         (Key::InlineThreshold, &["5K", "on", "lots"]),
         (
-            Key::BindTo,
-            &[
-                "socket",
-                "yes",
-                "cpu:",
-                "cpu:-1",
-                "cpu:65536",
-                "cpu:1x",
-                "cpu:+3",
-            ],
+            Key::ProgressCpu,
+            &["socket", "yes", "cpu:3", "core", "-1", "65536", "1x", "+3"],
         ),
         (
             Key::TcpAddrs,
@@ -331,23 +323,90 @@ fn bad_template_and_several_errors() {
         text.starts_with("2 configuration errors:\n  SWITCHYARD_HEAP_SIZE=abc"),
         "{text}"
     );
-    assert!(text.contains("\n  SWITCHYARD_PROGRESS=spin: expected busy, adaptive or caller"));
+    assert!(
+        text.contains("\n  SWITCHYARD_PROGRESS=spin: expected busy, adaptive, caller or dedicated")
+    );
 }
 
 #[test]
-fn bind_to_takes_core_none_or_a_cpu() {
+fn progress_cpu_takes_auto_a_cpu_pe_or_none() {
     let mut cfg = Config::default();
+    assert_eq!(cfg.progress_cpu, ProgressCpu::Auto);
     for (v, want, back) in [
-        ("core", BindTo::Core, "core"),
-        ("NONE", BindTo::None, "none"),
-        ("cpu:0", BindTo::Cpu(0), "cpu:0"),
-        (" CPU:17 ", BindTo::Cpu(17), "cpu:17"),
-        ("cpu:65535", BindTo::Cpu(65535), "cpu:65535"),
+        ("auto", ProgressCpu::Auto, "auto"),
+        ("PE", ProgressCpu::Pe, "pe"),
+        ("NONE", ProgressCpu::None, "none"),
+        ("0", ProgressCpu::Cpu(0), "0"),
+        (" 17 ", ProgressCpu::Cpu(17), "17"),
+        ("65535", ProgressCpu::Cpu(65535), "65535"),
     ] {
-        cfg.set(Key::BindTo, v, Source::Default).unwrap();
-        assert_eq!(cfg.bind_to, want, "{v}");
-        assert_eq!(cfg.value(Key::BindTo), back);
+        cfg.set(Key::ProgressCpu, v, Source::Default).unwrap();
+        assert_eq!(cfg.progress_cpu, want, "{v}");
+        assert_eq!(cfg.value(Key::ProgressCpu), back);
     }
+    cfg.set(Key::Progress, "Dedicated", Source::Default)
+        .unwrap();
+    assert_eq!(cfg.progress, Progress::Dedicated);
+    assert_eq!(cfg.value(Key::Progress), "dedicated");
+}
+
+#[test]
+fn bind_to_is_read_as_progress_cpu_with_a_warning() {
+    // The environment: each old value in the new terms.
+    for (old, want) in [
+        ("core", ProgressCpu::Pe),
+        ("none", ProgressCpu::None),
+        ("cpu:3", ProgressCpu::Cpu(3)),
+    ] {
+        let cfg = Config::load_from(lookup(&[("SWITCHYARD_BIND_TO", old)])).unwrap();
+        assert_eq!(cfg.progress_cpu, want, "{old}");
+        assert_eq!(
+            cfg.source(Key::ProgressCpu),
+            &Source::Env("SWITCHYARD_BIND_TO")
+        );
+        let w: Vec<String> = cfg.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            w,
+            [
+                "SWITCHYARD_BIND_TO is deprecated: it is read as SWITCHYARD_PROGRESS_CPU; use SWITCHYARD_PROGRESS_CPU"
+            ]
+        );
+    }
+    // The new name wins; the old one is still warned about.
+    let cfg = Config::load_from(lookup(&[
+        ("SWITCHYARD_BIND_TO", "core"),
+        ("SWITCHYARD_PROGRESS_CPU", "none"),
+    ]))
+    .unwrap();
+    assert_eq!(cfg.progress_cpu, ProgressCpu::None);
+    assert_eq!(cfg.warnings().len(), 1);
+    // A bad old value names the old key and what it took.
+    let e = Config::load_from(lookup(&[("SWITCHYARD_BIND_TO", "7")])).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "SWITCHYARD_BIND_TO=7: expected core, none, or cpu:N for CPU N (0 to 65535)"
+    );
+    // The old variable is not "unknown" to the name check.
+    assert!(check_env_names(["SWITCHYARD_BIND_TO"]).is_empty());
+    // The file: read as the new key, from its line.
+    let path = std::path::Path::new("/x/sy.toml");
+    let mut errors = Vec::new();
+    let f = parse_file(
+        "heap_size = \"1M\"\nbind_to = \"cpu:5\"\n",
+        path,
+        &mut errors,
+    )
+    .unwrap();
+    assert!(errors.is_empty());
+    assert_eq!(f.deprecated.len(), 1);
+    assert_eq!(f.deprecated[0].0.key, Key::ProgressCpu);
+    assert_eq!(
+        f.deprecated[0].1.from,
+        Source::File {
+            path: path.into(),
+            line: 2
+        }
+    );
 }
 
 #[test]

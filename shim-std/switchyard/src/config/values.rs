@@ -1,5 +1,5 @@
 //! The typed values of the enumerated keys (`progress`, `huge_pages`,
-//! `bind_to`, `payload_crc`, `trace`, `verbs_atomics`, `transports`), each with the
+//! `progress_cpu`, `payload_crc`, `trace`, `verbs_atomics`, `transports`), each with the
 //! parser that reads its text form and the name that writes it back.
 
 use std::fmt;
@@ -16,15 +16,20 @@ pub enum Progress {
     Adaptive,
     /// No progress thread: the application drives progress in its calls.
     Caller,
+    /// One progress thread pinned to its own CPU (`progress_cpu`), polling
+    /// every driver without pause and never sleeping; the application's
+    /// waits spin. For machines with a core to spare per process.
+    Dedicated,
 }
 
 impl Progress {
-    /// The value's name: `busy`, `adaptive`, `caller`.
+    /// The value's name: `busy`, `adaptive`, `caller`, `dedicated`.
     pub const fn name(self) -> &'static str {
         match self {
             Progress::Busy => "busy",
             Progress::Adaptive => "adaptive",
             Progress::Caller => "caller",
+            Progress::Dedicated => "dedicated",
         }
     }
 
@@ -33,6 +38,7 @@ impl Progress {
             "busy" => Some(Progress::Busy),
             "adaptive" => Some(Progress::Adaptive),
             "caller" => Some(Progress::Caller),
+            "dedicated" => Some(Progress::Dedicated),
             _ => None,
         }
     }
@@ -71,52 +77,80 @@ impl HugePages {
     }
 }
 
-/// Whether the progress thread is pinned to a core, and to which.
+/// Where the progress thread runs (`progress_cpu`).
+///
+/// Its [`Display`](fmt::Display) form is what the key reads back: `auto`,
+/// `7`, `pe`, `none`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum BindTo {
-    /// Pin it to the PE's own core (the launcher's `SWITCHYARD_BOUND_CPU`;
-    /// unpinned when the PE is not pinned).
-    Core,
-    /// Pin it to this CPU (`cpu:N`): a dedicated progress core.
-    Cpu(u32),
-    /// Leave it to the scheduler.
+pub enum ProgressCpu {
+    /// A CPU outside the application's: outside this PE's affinity mask and
+    /// the CPUs the launcher gave the node's PEs (`SWITCHYARD_PE_CPUS`),
+    /// chosen by local rank among those left; unpinned, with a note, when
+    /// the machine has none to spare.
     #[default]
+    Auto,
+    /// This CPU (`N`). It must be one this process may run on: a CPU outside
+    /// that set is an error at init ([`ConfigError::ProgressCpu`](super::ConfigError::ProgressCpu)).
+    Cpu(u32),
+    /// The PE's own CPU (`pe`: the launcher's `SWITCHYARD_BOUND_CPU`;
+    /// unpinned when the PE is not pinned). The progress thread then shares
+    /// the application's core.
+    Pe,
+    /// Not pinned: the thread inherits the PE's affinity mask.
     None,
 }
 
-impl core::fmt::Display for BindTo {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+impl fmt::Display for ProgressCpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BindTo::Cpu(c) => write!(f, "cpu:{c}"),
+            ProgressCpu::Cpu(c) => write!(f, "{c}"),
             other => f.write_str(other.name()),
         }
     }
 }
 
-impl BindTo {
-    /// The value's name: `core`, `cpu`, `none` (see `Display` for `cpu:N`).
+impl ProgressCpu {
+    /// Largest CPU number accepted.
+    pub const MAX_CPU: u32 = 65535;
+
+    /// The value's name: `auto`, `cpu`, `pe`, `none` (see `Display` for the
+    /// number).
     pub const fn name(self) -> &'static str {
         match self {
-            BindTo::Core => "core",
-            BindTo::Cpu(_) => "cpu",
-            BindTo::None => "none",
+            ProgressCpu::Auto => "auto",
+            ProgressCpu::Cpu(_) => "cpu",
+            ProgressCpu::Pe => "pe",
+            ProgressCpu::None => "none",
         }
     }
 
-    pub(super) fn parse(s: &str) -> Option<BindTo> {
-        let l = s.to_ascii_lowercase();
-        match l.as_str() {
-            "core" => Some(BindTo::Core),
-            "none" => Some(BindTo::None),
-            _ => {
-                let n = l.strip_prefix("cpu:")?;
-                if n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                n.parse().ok().filter(|&c| c < 65536).map(BindTo::Cpu)
-            }
+    pub(super) fn parse(s: &str) -> Option<ProgressCpu> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Some(ProgressCpu::Auto),
+            "pe" => Some(ProgressCpu::Pe),
+            "none" => Some(ProgressCpu::None),
+            n => parse_cpu(n).map(ProgressCpu::Cpu),
         }
     }
+
+    /// A value of the deprecated `bind_to` key in `progress_cpu`'s terms:
+    /// `core` is `pe`, `cpu:N` is `N`, `none` is `none`.
+    pub(super) fn from_bind_to(s: &str) -> Option<ProgressCpu> {
+        let l = s.trim().to_ascii_lowercase();
+        match l.as_str() {
+            "core" => Some(ProgressCpu::Pe),
+            "none" => Some(ProgressCpu::None),
+            _ => parse_cpu(l.strip_prefix("cpu:")?).map(ProgressCpu::Cpu),
+        }
+    }
+}
+
+/// A CPU number: 1 to 5 digits, at most [`ProgressCpu::MAX_CPU`].
+fn parse_cpu(n: &str) -> Option<u32> {
+    if n.is_empty() || n.len() > 5 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok().filter(|&c| c <= ProgressCpu::MAX_CPU)
 }
 
 /// Which bulk payloads (64 KiB and more) carry a payload CRC. Frame headers

@@ -16,7 +16,10 @@ use super::{
     Context, Error, PeerInfo, Progress, Result, Setup,
     progress::{MAX_TICK, ThreadMode},
 };
-use crate::config::{self, BindTo, Config};
+use crate::{
+    config::{self, Config, Key},
+    cpus,
+};
 
 impl Context {
     /// The context of this PE, from `SWITCHYARD_*` configuration and the
@@ -64,6 +67,10 @@ impl Context {
 
     /// The first init of this process's PE `info.rank`.
     fn init(cfg: &Config, opts: InitOptions, info: RankInfo) -> Result<Context> {
+        // Where the progress thread will run: a CPU outside the set allowed
+        // is a configuration error, before anything is made.
+        let machine = cpus::Machine::here(|v| std::env::var(v).ok());
+        let plan = cpus::plan(cfg.progress_cpu, cfg.source(Key::ProgressCpu), &machine)?;
         let setup = Setup {
             job_id: info.job_id,
             me: info.rank,
@@ -77,7 +84,7 @@ impl Context {
             numa_node: numa_node_of_bound_cpu(),
             op_timeout: cfg.op_timeout,
             progress: match cfg.progress {
-                config::Progress::Busy => Progress::Busy,
+                config::Progress::Busy | config::Progress::Dedicated => Progress::Busy,
                 config::Progress::Adaptive | config::Progress::Caller => Progress::Adaptive {
                     spin: cfg.spin_before_park,
                 },
@@ -184,7 +191,7 @@ impl Context {
             Some(d) => ctx.attach_verbs(d, verbs_seed, &verbs_cards),
             None => ctx.verbs_why = verbs_why,
         }
-        ctx.start_progress_thread(cfg)?;
+        ctx.start_progress_thread(cfg, &plan)?;
         if ctx.verbs.is_some() {
             ctx.verbs_connect(cfg.bootstrap_timeout);
         }
@@ -200,26 +207,38 @@ impl Context {
     /// none with `progress = caller` or without TCP peers; spinning with
     /// `busy`; parked on the sockets with `adaptive` (its tick an eighth of
     /// the heartbeat window, so heartbeats go out while the application
-    /// computes). `bind_to` pins it: `core` to the PE's own CPU, `cpu:N` to N.
-    fn start_progress_thread(&mut self, cfg: &Config) -> Result<()> {
+    /// computes); never sleeping with `dedicated`. `plan` pins it
+    /// (`progress_cpu`); when `auto` found no CPU to spare, a thread that
+    /// spins (or an `auto` the user asked for) gets a warning, else an
+    /// `info` event says so.
+    fn start_progress_thread(&mut self, cfg: &Config, plan: &cpus::Plan) -> Result<()> {
         let mode = match cfg.progress {
             config::Progress::Caller => return Ok(()),
             config::Progress::Busy => ThreadMode::Busy,
+            config::Progress::Dedicated => ThreadMode::Dedicated,
             config::Progress::Adaptive => ThreadMode::Adaptive {
                 tick: (cfg.heartbeat / 8).clamp(Duration::from_micros(100), MAX_TICK),
             },
         };
-        let cpu = match cfg.bind_to {
-            BindTo::None => None,
-            BindTo::Cpu(c) => Some(c as usize),
-            BindTo::Core => std::env::var("SWITCHYARD_BOUND_CPU")
-                .ok()
-                .and_then(|v| v.trim().parse().ok()),
-        };
         let (me, clock) = (self.me, self.clock);
-        if let Some(t) = self.tcp.as_mut() {
-            t.start(mode, clock, cpu, me)
-                .map_err(|e| Error::Tcp(switchyard_socket::SocketError::Epoll { source: e }))?;
+        let Some(t) = self.tcp.as_mut() else {
+            return Ok(());
+        };
+        let placed = t
+            .start(mode, clock, plan.cpu, me)
+            .map_err(|e| Error::Tcp(switchyard_socket::SocketError::Epoll { source: e }))?;
+        let asked = *cfg.source(Key::ProgressCpu) != config::Source::Default;
+        let spins = matches!(mode, ThreadMode::Busy | ThreadMode::Dedicated);
+        if plan.fell_back && (asked || spins) {
+            let w = format!("the {} progress thread is {plan}", cfg.progress.name());
+            tracing::warn!(pe = me, "{w}");
+            self.warnings.push(w);
+        } else {
+            tracing::info!(pe = me, "the progress thread is {plan}");
+        }
+        if let Some(e) = placed.pin_error {
+            tracing::warn!(pe = me, "{e}");
+            self.warnings.push(e);
         }
         Ok(())
     }

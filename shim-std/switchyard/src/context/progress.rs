@@ -25,6 +25,11 @@
 //!   [`switchyard_socket::Parker`]) until input arrives or its tick (an eighth
 //!   of the heartbeat window, at most [`MAX_TICK`]) passes, so heartbeats go
 //!   out in time when nothing arrives.
+//! * `dedicated`: the thread never sleeps: it runs a burst whenever the lock
+//!   is free and spins on the word meanwhile, on the CPU it was pinned to
+//!   (`progress_cpu`, resolved by [`crate::cpus::plan`]). Meant for a core
+//!   of its own; it costs the application a cache miss on the lock word at
+//!   its first driver use in a call.
 //! * `caller`: no thread; progress happens only inside the application's calls.
 //!
 //! Driver events (link transitions, dead peers) the thread's steps produce stay
@@ -84,6 +89,19 @@ pub(super) enum ThreadMode {
         /// The longest park.
         tick: Duration,
     },
+    /// Never sleep: a burst whenever the application is out.
+    Dedicated,
+}
+
+/// Where the progress thread runs, as it found itself once started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Placed {
+    /// Its kernel thread id (`/proc/self/task/<tid>`).
+    pub(super) tid: i32,
+    /// The CPU it is pinned to (`None`: not pinned, or pinning failed).
+    pub(super) cpu: Option<u32>,
+    /// Why pinning to the CPU asked for failed, when it did.
+    pub(super) pin_error: Option<String>,
 }
 
 struct Shared {
@@ -101,6 +119,8 @@ struct Shared {
     /// The progress thread, once started (the PE's, whichever context
     /// started it).
     worker: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// Where it runs, once started.
+    placed: std::sync::OnceLock<Placed>,
 }
 
 // SAFETY: `driver` is only accessed by whoever holds `lock` (the application
@@ -154,6 +174,7 @@ impl Tcp {
                 verbs_recv: std::sync::OnceLock::new(),
                 waiting: AtomicU32::new(0),
                 worker: std::sync::Mutex::new(None),
+                placed: std::sync::OnceLock::new(),
             }),
             held: None,
             owner: true,
@@ -174,7 +195,8 @@ impl Tcp {
 
     /// Starts the progress thread (once). `clock` is the context's time base
     /// (the driver's `now` must not go backwards between the two threads);
-    /// `cpu` pins the thread.
+    /// `cpu` pins the thread. Returns once the thread runs, pinned: where it
+    /// is (also when it already ran).
     ///
     /// # Errors
     ///
@@ -183,11 +205,13 @@ impl Tcp {
         &mut self,
         mode: ThreadMode,
         clock: Instant,
-        cpu: Option<usize>,
+        cpu: Option<u32>,
         pe: u32,
-    ) -> std::io::Result<()> {
-        if self.has_thread() {
-            return Ok(());
+    ) -> std::io::Result<Placed> {
+        if self.has_thread()
+            && let Some(p) = self.placed()
+        {
+            return Ok(p.clone());
         }
         let parker = self
             .get()
@@ -195,11 +219,25 @@ impl Tcp {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         self.leave();
         let shared = Arc::clone(&self.shared);
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let h = std::thread::Builder::new()
             .name(format!("sy-progress-{pe}"))
-            .spawn(move || run(&shared, &parker, mode, clock, cpu))?;
+            .spawn(move || {
+                let placed = place(cpu);
+                let _ = tx.send(placed.clone());
+                let _ = shared.placed.set(placed);
+                run(&shared, &parker, mode, clock);
+            })?;
+        let placed = rx
+            .recv()
+            .map_err(|_| std::io::Error::other("the progress thread ended at its start"))?;
         *self.worker() = Some(h);
-        Ok(())
+        Ok(placed)
+    }
+
+    /// Where the progress thread runs, once started.
+    pub(super) fn placed(&self) -> Option<&Placed> {
+        self.shared.placed.get()
     }
 
     /// The driver, taken for this thread until [`Tcp::leave`] (at once when
@@ -324,18 +362,36 @@ impl Drop for Tcp {
     }
 }
 
-fn run(shared: &Shared, parker: &Parker, mode: ThreadMode, clock: Instant, cpu: Option<usize>) {
-    if let Some(cpu) = cpu {
-        // Best effort: an unpinned progress thread still works.
-        let _ = crate::sys::pin_current_thread(cpu);
+/// Pins the calling thread to `cpu` (when given) and says where it is.
+fn place(cpu: Option<u32>) -> Placed {
+    let tid = crate::sys::thread_id();
+    let pin_error = cpu.and_then(|c| {
+        crate::sys::pin_current_thread(c as usize)
+            .err()
+            .map(|e| format!("cannot pin the progress thread to CPU {c}: {e}"))
+    });
+    Placed {
+        tid,
+        cpu: cpu.filter(|_| pin_error.is_none()),
+        pin_error,
     }
+}
+
+fn run(shared: &Shared, parker: &Parker, mode: ThreadMode, clock: Instant) {
     let tick = match mode {
-        ThreadMode::Busy => BUSY_CHECK,
+        ThreadMode::Busy | ThreadMode::Dedicated => BUSY_CHECK,
         ThreadMode::Adaptive { tick } => tick,
     };
     let mut backoff = MIN_BACKOFF;
     while !shared.stop.load(Ordering::Acquire) {
         match mode {
+            ThreadMode::Dedicated => {
+                // No pause, no sleep: the CPU is the thread's.
+                if !burst(shared, clock, false) {
+                    core::hint::spin_loop();
+                }
+                continue;
+            }
             ThreadMode::Busy => {
                 let t = Instant::now();
                 while t.elapsed() < BUSY_CHECK {
