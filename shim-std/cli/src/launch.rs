@@ -47,17 +47,27 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PES))
     )]
     pub n: u32,
-    /// Pin rank r to the (r mod k)-th of the k CPUs the launcher may use, or
-    /// pin nothing [default: core when N <= k, else none]; the PE sees
-    /// SWITCHYARD_BOUND_CPU
+    /// Pin the PEs (the application): rank r to the (r mod k)-th of the k
+    /// CPUs the launcher may use, or pin nothing [default: core when N <= k,
+    /// else none]; the PE sees SWITCHYARD_BOUND_CPU, and all the PEs' CPUs in
+    /// SWITCHYARD_PE_CPUS. Where the progress threads go is the config's
+    /// progress_cpu
+    #[arg(
+        long = "bind-pes",
+        value_name = "core|none",
+        hide_possible_values = true,
+        value_parser = bind_parser()
+    )]
+    pub bind: Option<Bind>,
+    /// Deprecated: --bind-pes (it pinned the PEs, never the progress threads)
     #[arg(
         long = "bind-to",
         value_name = "core|none",
-        hide_possible_values = true,
-        value_parser = clap::builder::PossibleValuesParser::new(["core", "none"])
-            .map(|v| if v == "core" { Bind::Core } else { Bind::None })
+        hide = true,
+        conflicts_with = "bind",
+        value_parser = bind_parser()
     )]
-    pub bind: Option<Bind>,
+    pub bind_to: Option<Bind>,
     /// Stop the job after S seconds (exit status 124)
     #[arg(
         long,
@@ -140,7 +150,7 @@ impl RunArgs {
         let (program, args) = self.command.split_first().ok_or("no program given")?;
         let mut opts = LaunchOptions::new(self.n, program);
         opts.args = args.to_vec();
-        opts.bind = self.bind.unwrap_or(Bind::Auto);
+        opts.bind = self.bind.or(self.bind_to).unwrap_or(Bind::Auto);
         opts.timeout = self.timeout;
         opts.grace = self.grace;
         opts.bootstrap_timeout = self.bootstrap_timeout;
@@ -221,6 +231,26 @@ pub(crate) fn np_alias(run: &clap::Command, args: &mut [OsString]) {
     }
 }
 
+/// The parser of `--bind-pes` (and of its old name `--bind-to`).
+fn bind_parser() -> impl clap::builder::TypedValueParser<Value = Bind> {
+    clap::builder::PossibleValuesParser::new(["core", "none"])
+        .map(|v| if v == "core" { Bind::Core } else { Bind::None })
+}
+
+impl RunArgs {
+    /// What the command line says with deprecated names, one message each
+    /// (the launcher prints them as warnings).
+    pub fn deprecations(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.bind_to.is_some() {
+            out.push(
+                "--bind-to is deprecated: it pins the PEs (not the progress threads, which the config's progress_cpu places); use --bind-pes",
+            );
+        }
+        out
+    }
+}
+
 /// Runs `switchyard run`: the job, in a sim when `--sim` says so. The PEs'
 /// output and the launcher's messages are written as they come; the
 /// returned [`Output`] carries only the exit status.
@@ -229,6 +259,9 @@ pub fn run(args: &RunArgs) -> Output {
         Ok(x) => x,
         Err(message) => return cli::usage_error(&["run"], message),
     };
+    for d in args.deprecations() {
+        eprintln!("switchyard run: warning: {d}");
+    }
     let mut opts = opts;
     // The job id is chosen here, so the `/metrics` server knows its
     // objects; the server stops (its socket closes) when the job ends.

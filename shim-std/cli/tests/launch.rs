@@ -348,22 +348,29 @@ fn binding_is_visible_to_the_pe() {
     let ran = run(&[
         "-n",
         "1",
-        "--bind-to",
+        "--bind-pes",
         "core",
         "--timeout",
         "30",
         "--",
         "sh",
         "-c",
-        "echo \"cpu=$SWITCHYARD_BOUND_CPU\"; grep Cpus_allowed_list /proc/self/status",
+        "echo \"cpu=$SWITCHYARD_BOUND_CPU pes=$SWITCHYARD_PE_CPUS\"; grep Cpus_allowed_list /proc/self/status",
     ]);
     ran.assert_code(0);
+    assert!(!ran.stderr.contains("deprecated"), "{}", ran.stderr);
     let at = ran.stdout.find("cpu=").unwrap() + 4;
     let cpu: String = ran.stdout[at..]
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
     assert!(!cpu.is_empty(), "{}", ran.stdout);
+    // One PE: the PEs' CPUs are its own.
+    assert!(
+        ran.stdout.contains(&format!("cpu={cpu} pes={cpu}\n")),
+        "{}",
+        ran.stdout
+    );
     assert!(
         ran.stdout.contains(&format!("Cpus_allowed_list:\t{cpu}\n"))
             || ran.stdout.ends_with(&format!("Cpus_allowed_list:\t{cpu}")),
@@ -381,10 +388,21 @@ fn binding_is_visible_to_the_pe() {
         "--",
         "sh",
         "-c",
-        "echo \"cpu=${SWITCHYARD_BOUND_CPU-unset}\"",
+        "echo \"cpu=${SWITCHYARD_BOUND_CPU-unset} pes=${SWITCHYARD_PE_CPUS-unset}\"",
     ]);
     ran.assert_code(0);
-    assert!(ran.stdout.contains("[0] cpu=unset"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("[0] cpu=unset pes=unset"),
+        "{}",
+        ran.stdout
+    );
+    // The old name still works, with a warning.
+    assert!(
+        ran.stderr
+            .contains("switchyard run: warning: --bind-to is deprecated"),
+        "{}",
+        ran.stderr
+    );
 }
 
 #[test]
@@ -397,7 +415,7 @@ fn bad_usage_exits_2() {
         &["-n", "two", "echo"],
         &["-n", "2", "-x", "=B", "echo"],
         &["-n", "2", "-x", "NOT-A-NAME=1", "echo"],
-        &["-n", "2", "--bind-to", "socket", "echo"],
+        &["-n", "2", "--bind-pes", "socket", "echo"],
         &["-n", "2", "--timeout", "soon", "echo"],
         &["-n", "2", "--frobnicate", "echo"],
     ] {

@@ -98,6 +98,7 @@ pub fn launch(opts: &LaunchOptions) -> Result<JobOutcome, LaunchError> {
         secret,
         pes: Vec::with_capacity(opts.n as usize),
         bootstrap_error: None,
+        pe_cpus: cpus.as_deref().map(|c| pe_cpus(c, opts.n)),
     };
     let stdin_for_rank0 = !io::stdin().is_terminal();
     let mut result = (0..opts.n).try_for_each(|rank| {
@@ -369,6 +370,17 @@ impl Pe {
     }
 }
 
+/// The CPUs `n` PEs pinned round-robin over `cpus` get, sorted and
+/// comma-separated: `0,1,2`.
+fn pe_cpus(cpus: &[usize], n: u32) -> String {
+    let mut used: Vec<usize> = cpus.iter().copied().take(n as usize).collect();
+    used.sort_unstable();
+    used.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 pub(crate) struct Job<'a> {
     pub(crate) opts: &'a LaunchOptions,
     pub(crate) job_id: u64,
@@ -378,6 +390,9 @@ pub(crate) struct Job<'a> {
     pub(crate) secret: JobSecret,
     pub(crate) pes: Vec<Pe>,
     pub(crate) bootstrap_error: Option<String>,
+    /// The CPUs the pinned PEs get (comma-separated), given to every PE in
+    /// `SWITCHYARD_PE_CPUS`; `None` when the PEs are not pinned.
+    pub(crate) pe_cpus: Option<String>,
 }
 
 impl Job<'_> {
@@ -442,9 +457,11 @@ impl Job<'_> {
                 Stdio::null()
             })
             .process_group(0);
-        match cpu {
-            Some(cpu) => cmd.env(vars::BOUND_CPU, cpu.to_string()),
-            None => cmd.env_remove(vars::BOUND_CPU),
+        match (cpu, &self.pe_cpus) {
+            (Some(cpu), Some(all)) => cmd
+                .env(vars::BOUND_CPU, cpu.to_string())
+                .env(vars::PE_CPUS, all),
+            _ => cmd.env_remove(vars::BOUND_CPU).env_remove(vars::PE_CPUS),
         };
         if opts.tag_output {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());

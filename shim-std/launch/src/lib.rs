@@ -56,6 +56,7 @@
 //! | `SWITCHYARD_ROOT_HOST` | `launcher`: the launcher hosts the rendezvous |
 //! | `SWITCHYARD_LAUNCHER_PID` | the launcher's process id |
 //! | `SWITCHYARD_BOUND_CPU` | the CPU this PE is pinned to; absent when not pinned |
+//! | `SWITCHYARD_PE_CPUS` | the CPUs the launcher pinned the job's PEs to, comma-separated (`0,1,2,3`): the application's cores, which `progress_cpu = auto` keeps the progress threads off; absent when not pinned |
 //!
 //! and, under `switchyard run --sim` ([`LaunchOptions::sim`]) only:
 //!
@@ -74,6 +75,11 @@
 //! `-x` may not set them.
 //!
 //! ## CPU binding
+//!
+//! This pins the PEs, the application (`switchyard run --bind-pes`; the old
+//! name `--bind-to` is still read, with a warning). Where each PE's progress
+//! thread runs is the PE's own configuration (`progress_cpu`), which
+//! `SWITCHYARD_PE_CPUS` tells which CPUs the application has.
 //!
 //! [`Bind::Core`] pins rank `r` to the `r mod k`-th of the `k` CPUs the launcher
 //! itself may run on (its affinity mask; on an unrestricted machine that is CPU
@@ -235,6 +241,9 @@ pub mod vars {
     pub const LAUNCHER_PID: &str = "SWITCHYARD_LAUNCHER_PID";
     /// CPU the PE is pinned to; absent when it is not pinned.
     pub const BOUND_CPU: &str = "SWITCHYARD_BOUND_CPU";
+    /// The CPUs the PEs of the job are pinned to, comma-separated; absent
+    /// when they are not pinned.
+    pub const PE_CPUS: &str = "SWITCHYARD_PE_CPUS";
     /// Under `--sim`: the sim's name.
     pub const SIM: &str = "SWITCHYARD_SIM";
     /// Under `--sim`: the PE's node index (decimal `u64`); overrides the node
@@ -250,7 +259,7 @@ pub mod vars {
     pub const TCP_ADDRS: &str = "SWITCHYARD_TCP_ADDRS";
 
     /// Every variable above: `-x` may not set them.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 16] = [
         RANK,
         SIZE,
         LOCAL_RANK,
@@ -261,6 +270,7 @@ pub mod vars {
         ROOT_HOST,
         LAUNCHER_PID,
         BOUND_CPU,
+        PE_CPUS,
         SIM,
         NODE_ID,
         SWITCH_ID,

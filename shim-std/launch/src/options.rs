@@ -7,7 +7,9 @@ use crate::{
     vars,
 };
 
-/// Whether and how PEs are pinned to CPUs.
+/// Whether and how the PEs (their application threads) are pinned to CPUs
+/// (`switchyard run --bind-pes`). Their progress threads are placed by the
+/// PEs' own `progress_cpu`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Bind {
     /// [`Bind::Core`] when the job has no more PEs than the launcher has CPUs,
@@ -25,7 +27,7 @@ pub enum Bind {
 pub struct LaunchOptions {
     /// Number of PEs, `1..=`[`MAX_PES`].
     pub n: u32,
-    /// CPU binding.
+    /// How the PEs are pinned.
     pub bind: Bind,
     /// Stop the whole job after this long ([`JobEnd::TimedOut`](crate::JobEnd::TimedOut)).
     pub timeout: Option<Duration>,

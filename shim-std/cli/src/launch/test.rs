@@ -26,7 +26,7 @@ fn parses_a_full_command_line() {
     let opts = parse(&[
         "-n",
         "4",
-        "--bind-to",
+        "--bind-pes",
         "none",
         "--timeout",
         "2.5",
@@ -61,7 +61,7 @@ fn parses_a_full_command_line() {
 fn program_starts_at_the_first_operand() {
     assert_eq!(parse(&["-np", "3", "true"]).unwrap().n, 3);
     assert_eq!(parse(&["--np=3", "true"]).unwrap().n, 3);
-    let opts = parse(&["-n2", "--bind-to=core", "echo", "--help"]).unwrap();
+    let opts = parse(&["-n2", "--bind-pes=core", "echo", "--help"]).unwrap();
     assert_eq!(opts.n, 2);
     assert_eq!(opts.bind, Bind::Core);
     assert!(opts.tag_output);
@@ -134,7 +134,9 @@ fn rejects_bad_usage() {
         &["-n", "4097", "echo"],
         &["-n", "x", "echo"],
         &["-n"],
+        &["-n", "2", "--bind-pes", "socket", "echo"],
         &["-n", "2", "--bind-to", "socket", "echo"],
+        &["-n", "2", "--bind-pes", "core", "--bind-to", "none", "echo"],
         &["-n", "2", "--timeout", "0", "echo"],
         &["-n", "2", "--timeout", "-1", "echo"],
         &["-n", "2", "--timeout", "nan", "echo"],
@@ -179,4 +181,24 @@ fn x_alone_passes_the_launchers_value() {
     let opts = parse(&["-n", "1", "-x", "PATH", "true"]).unwrap();
     assert_eq!(opts.env[0].0, "PATH");
     assert_eq!(opts.env[0].1, std::env::var("PATH").unwrap());
+}
+
+#[test]
+fn bind_to_is_read_as_bind_pes_with_a_deprecation() {
+    let args = |a: &[&str]| {
+        let mut all = vec!["run"];
+        all.extend_from_slice(a);
+        match parse_strs(&all) {
+            Ok(Command::Run(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    };
+    let old = args(&["-n2", "--bind-to", "core", "echo"]);
+    assert_eq!(old.options().unwrap().0.bind, Bind::Core);
+    assert_eq!(old.deprecations().len(), 1);
+    assert!(old.deprecations()[0].contains("use --bind-pes"));
+    let new = args(&["-n2", "--bind-pes", "none", "echo"]);
+    assert_eq!(new.options().unwrap().0.bind, Bind::None);
+    assert!(new.deprecations().is_empty());
+    assert_eq!(args(&["-n2", "echo"]).options().unwrap().0.bind, Bind::Auto);
 }
