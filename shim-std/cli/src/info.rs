@@ -23,6 +23,8 @@ use verbs::{AtomicCap, nic_atomics};
 
 use crate::Output;
 
+mod cores;
+
 /// The verbs driver's probe and atomics rule.
 #[cfg(feature = "verbs")]
 mod verbs {
@@ -106,6 +108,15 @@ pub struct InfoArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// PEs of a job on this machine, for the plan of cores (where `switchyard
+    /// run` pins them and their progress threads go) [default:
+    /// $SWITCHYARD_LOCAL_SIZE, else 1]
+    #[arg(
+        long = "np",
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(switchyard_launch::MAX_PES))
+    )]
+    pub np: Option<u32>,
 }
 
 /// Runs `switchyard info`.
@@ -123,12 +134,24 @@ fn render(args: &InfoArgs) -> Result<Output, InfoCliError> {
         t.decide_use(&config);
     }
     let machine = Machine::read();
+    let n = args.np.unwrap_or_else(|| {
+        std::env::var("SWITCHYARD_LOCAL_SIZE")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or(1)
+    });
+    let cores = cores::Cores::read(&config, n);
     // Warnings about unknown variables are part of the report (a "Warnings"
     // section, or `config.warnings` in JSON), not stderr noise.
     Ok(Output::ok(if args.json {
-        render_json(&transports, &machine, &config)
+        render_json(&transports, &machine, &cores, &config)
     } else {
-        render_text(&transports, &machine, &config)
+        let mut text = render_text(&transports, &machine, &config);
+        // After the machine, before the configuration.
+        let at = text.find("\nConfiguration (").unwrap_or(text.len());
+        text.insert_str(at, &cores.text());
+        text
     }))
 }
 
@@ -493,6 +516,7 @@ struct JsonDoc<'a> {
     version: &'static str,
     transports: &'a [TransportInfo],
     machine: &'a Machine,
+    cores: &'a cores::Cores,
     config: JsonConfig,
 }
 
@@ -554,11 +578,17 @@ impl From<&ConfigWarning> for JsonWarning {
     }
 }
 
-fn render_json(transports: &[TransportInfo], machine: &Machine, config: &Config) -> String {
+fn render_json(
+    transports: &[TransportInfo],
+    machine: &Machine,
+    cores: &cores::Cores,
+    config: &Config,
+) -> String {
     let doc = JsonDoc {
         version: env!("CARGO_PKG_VERSION"),
         transports,
         machine,
+        cores,
         config: JsonConfig {
             file: config.file().map(Path::to_path_buf),
             template: config.template().map(Template::name),
@@ -613,7 +643,8 @@ mod test {
             parse(&["info", "--json", "--config", "a.toml"]).unwrap(),
             InfoArgs {
                 config: Some("a.toml".into()),
-                json: true
+                json: true,
+                np: None,
             }
         );
         assert_eq!(

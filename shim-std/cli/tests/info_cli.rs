@@ -178,6 +178,28 @@ fn json_parses_with_transports_machine_and_config_sources() {
 }
 
 #[test]
+fn cores_show_each_pe_and_its_progress_thread() {
+    let Some(out) = ok(&["info", "--np", "2"]) else {
+        return;
+    };
+    assert!(
+        out.contains("Cores (switchyard run -n 2 on this machine):"),
+        "{out}"
+    );
+    assert!(out.contains("\n  rank 1 "), "{out}");
+    let Some(out) = ok(&["info", "--json", "--np", "3"]) else {
+        return;
+    };
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["cores"]["pes"], 3);
+    let plan = v["cores"]["plan"].as_array().unwrap();
+    if v["cores"]["error"].is_null() {
+        assert_eq!(plan.len(), 3);
+        assert!(plan.iter().all(|r| r["why"].is_string()), "{out}");
+    }
+}
+
+#[test]
 fn config_file_values_show_their_file_and_line() {
     let file = scratch(
         "ok.toml",

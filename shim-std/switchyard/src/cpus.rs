@@ -220,6 +220,59 @@ pub fn plan(want: ProgressCpu, from: &Source, m: &Machine) -> Result<Plan, Confi
     })
 }
 
+/// One PE of a node's plan ([`node_plan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PePlan {
+    /// The PE's local rank.
+    pub local_rank: u32,
+    /// The CPU the launcher pins it to (`None`: not pinned).
+    pub pe_cpu: Option<u32>,
+    /// Where its progress thread goes.
+    pub progress: Plan,
+}
+
+/// Where `switchyard run -n n` (default binding) would put the PEs of this
+/// node and their progress threads: rank `r` on the `r mod k`-th of the `k`
+/// CPUs in `launcher` (the launcher's mask) when `n <= k`, else unpinned;
+/// each progress thread as `want` says, with `allowed` the CPUs a thread may
+/// be pinned to.
+///
+/// # Errors
+///
+/// As [`plan`].
+pub fn node_plan(
+    want: ProgressCpu,
+    from: &Source,
+    launcher: &[u32],
+    allowed: &[u32],
+    n: u32,
+) -> Result<Vec<PePlan>, ConfigError> {
+    let pinned = !launcher.is_empty() && n as usize <= launcher.len();
+    let pe_cpu = |r: u32| pinned.then(|| launcher[r as usize % launcher.len()]);
+    let mut application: Vec<u32> = if pinned {
+        (0..n).filter_map(pe_cpu).collect()
+    } else {
+        launcher.to_vec()
+    };
+    application.sort_unstable();
+    application.dedup();
+    (0..n)
+        .map(|r| {
+            let m = Machine {
+                allowed: allowed.to_vec(),
+                application: application.clone(),
+                bound: pe_cpu(r),
+                local_rank: r,
+            };
+            Ok(PePlan {
+                local_rank: r,
+                pe_cpu: pe_cpu(r),
+                progress: plan(want, from, &m)?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -288,6 +341,30 @@ mod test {
         assert_eq!(plan(ProgressCpu::None, &from, &m).unwrap().cpu, None);
         let unbound = Machine { bound: None, ..m };
         assert_eq!(plan(ProgressCpu::Pe, &from, &unbound).unwrap().cpu, None);
+    }
+
+    #[test]
+    fn a_node_plan_pins_the_pes_first_and_the_progress_threads_after() {
+        let d = Source::Default;
+        let all = [0, 1, 2, 3, 4, 5];
+        let p = node_plan(ProgressCpu::Auto, &d, &all, &all, 4).unwrap();
+        let got: Vec<_> = p.iter().map(|p| (p.pe_cpu, p.progress.cpu)).collect();
+        assert_eq!(
+            got,
+            [
+                (Some(0), Some(4)),
+                (Some(1), Some(5)),
+                (Some(2), Some(4)),
+                (Some(3), Some(5))
+            ]
+        );
+        // More PEs than CPUs: none pinned, no CPU to spare.
+        let p = node_plan(ProgressCpu::Auto, &d, &[0, 1], &[0, 1], 3).unwrap();
+        assert!(p.iter().all(|p| p.pe_cpu.is_none() && p.progress.fell_back));
+        // `pe`: each thread on its PE's CPU.
+        let p = node_plan(ProgressCpu::Pe, &d, &[0, 1], &[0, 1], 2).unwrap();
+        assert_eq!(p[1].progress.cpu, Some(1));
+        assert!(node_plan(ProgressCpu::Cpu(9), &d, &[0, 1], &[0, 1], 2).is_err());
     }
 
     #[test]
