@@ -132,6 +132,7 @@
 //! ```
 
 mod atomic;
+mod call;
 #[cfg(test)]
 mod dedicated_test;
 mod drv;

@@ -117,9 +117,7 @@ impl Context {
             v.drv.fence()?;
         }
         if let Some(t) = self.tcp.as_mut() {
-            let r = t.get().fence();
-            t.leave();
-            r?;
+            t.enter().fence()?;
         }
         Ok(())
     }
@@ -131,9 +129,7 @@ impl Context {
     ///
     /// [`Error::Timeout`](super::Error::Timeout), or the error of a failed operation naming its peer.
     pub fn quiet(&mut self) -> Result<()> {
-        let r = self.quiet_in();
-        self.leave();
-        r
+        self.call().quiet_in()
     }
 
     fn quiet_in(&mut self) -> Result<()> {

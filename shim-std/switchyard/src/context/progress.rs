@@ -214,10 +214,9 @@ impl Tcp {
             return Ok(p.clone());
         }
         let parker = self
-            .get()
+            .enter()
             .parker()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
-        self.leave();
         let shared = Arc::clone(&self.shared);
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let h = std::thread::Builder::new()
@@ -280,6 +279,15 @@ impl Tcp {
                 core::hint::spin_loop();
             }
         }
+    }
+
+    /// The driver for one step, given back when the returned guard drops
+    /// (at the end of the statement, for a temporary):
+    /// `t.enter().fence()`.
+    #[inline]
+    pub(super) fn enter(&mut self) -> Entry<'_> {
+        self.get();
+        Entry(self)
     }
 
     /// Whether another context of the PE is spinning to take the driver: a
@@ -348,6 +356,35 @@ impl Tcp {
         if let Some(h) = h {
             let _ = h.join();
         }
+    }
+}
+
+/// The TCP driver held for one step ([`Tcp::enter`]); given back on drop.
+pub(super) struct Entry<'a>(&'a mut Tcp);
+
+impl core::ops::Deref for Entry<'_> {
+    type Target = SocketDriver;
+
+    #[inline]
+    fn deref(&self) -> &SocketDriver {
+        // SAFETY: the handle holds the lock (taken in `Tcp::enter`) until
+        // this guard drops, and the guard borrows the handle mutably, so no
+        // other access through it overlaps; see `Shared`.
+        unsafe { &*self.0.shared.driver.get() }
+    }
+}
+
+impl core::ops::DerefMut for Entry<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut SocketDriver {
+        self.0.get()
+    }
+}
+
+impl Drop for Entry<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.leave();
     }
 }
 

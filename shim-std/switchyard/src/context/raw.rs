@@ -208,21 +208,18 @@ impl Context {
         what: &'static str,
         ready: impl FnMut(&mut Context) -> Result<bool>,
     ) -> Result<()> {
-        let r = self.wait_on(what, Watch::Any, Limit::Peers, ready);
         // Like every call: the TCP driver goes back to the progress thread,
         // which acks the peers' operations while the application is out.
-        self.leave();
-        r
+        self.call().wait_on(what, Watch::Any, Limit::Peers, ready)
     }
 
     /// One progress step of every driver (what a `test` call does before it
     /// looks at its word, so data arriving over TCP is applied).
     pub fn progress(&mut self) {
-        self.poll_once();
         // Held past the call, the TCP driver would keep the progress thread
         // out while the application computes or sleeps, and a peer's quiet
         // would wait for this PE's next call for its ack.
-        self.leave();
+        self.call().poll_once();
     }
 }
 

@@ -171,9 +171,7 @@ impl Context {
         frame: FrameOp,
         run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
     ) -> Result<(R, Route)> {
-        let r = self.routed_with_in(first, pe, len, op, frame, run);
-        self.leave();
-        r
+        self.call().routed_with_in(first, pe, len, op, frame, run)
     }
 
     /// Whether the shm leg may run the operation `sel` selected for `pe`:
@@ -316,10 +314,10 @@ impl Context {
         poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
     ) -> Result<R> {
         // The latency of a sampled one is taken when its reply is in.
-        self.sx_defer(true);
-        let r = self.routed_wait_in(first, pe, len, op, frame, what, start, poll);
-        self.sx_defer(false);
-        self.leave();
+        let mut call = self.call();
+        call.sx_defer(true);
+        let r = call.routed_wait_in(first, pe, len, op, frame, what, start, poll);
+        call.sx_defer(false);
         r
     }
 

@@ -86,9 +86,9 @@ impl Context {
     /// A text summary of this PE's stats segment (published first), as
     /// `shmemx_stats_print` prints it; `None` without a segment.
     pub fn stats_summary(&mut self) -> Option<String> {
-        self.sx_publish();
-        // Publishing took the TCP driver from the progress thread: give it back.
-        self.leave();
+        // Publishing takes the TCP driver from the progress thread: given
+        // back at once.
+        self.call().sx_publish();
         let r = crate::statseg::Reader::open(self.stats_segment()?).ok()?;
         Some(crate::statseg::summary(&r.snapshot()))
     }

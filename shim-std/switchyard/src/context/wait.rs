@@ -87,9 +87,7 @@ impl Context {
         cmp: Cmp,
         value: T,
     ) -> Result<T> {
-        let r = self.wait_until_in(sym, at, cmp, value, Limit::Peers);
-        self.leave();
-        r
+        self.call().wait_until_in(sym, at, cmp, value, Limit::Peers)
     }
 
     /// [`Context::wait_until`] with a deadline: fails with
@@ -107,9 +105,8 @@ impl Context {
         value: T,
         timeout: Duration,
     ) -> Result<T> {
-        let r = self.wait_until_in(sym, at, cmp, value, Limit::For(timeout));
-        self.leave();
-        r
+        self.call()
+            .wait_until_in(sym, at, cmp, value, Limit::For(timeout))
     }
 
     /// Whether element `at` of this PE's own copy of `sym` compares to
@@ -127,8 +124,7 @@ impl Context {
         value: T,
     ) -> Result<bool> {
         let off = self.check(sym, at, 1)?;
-        self.poll_once();
-        self.leave();
+        self.call().poll_once();
         let v = T::from_bits(self.load_local(off, T::WIDTH)?);
         Ok(cmp.holds(v, value))
     }
@@ -202,9 +198,7 @@ impl Context {
     /// before it or a flag put cannot complete toward a dead or unreachable
     /// peer.
     pub fn barrier_all(&mut self) -> Result<()> {
-        let r = self.barrier_all_in();
-        self.leave();
-        r
+        self.call().barrier_all_in()
     }
 
     fn barrier_all_in(&mut self) -> Result<()> {

@@ -176,8 +176,7 @@ impl Context {
     /// element.
     fn test_prep<T: AtomicInt>(&mut self, set: &WaitSet<'_, T>) -> Result<u64> {
         let off = self.set_offset(set)?;
-        self.poll_once();
-        self.leave();
+        self.call().poll_once();
         Ok(off)
     }
 
@@ -231,13 +230,11 @@ impl Context {
     /// [`Error::PeerDead`], [`Error::OutOfBounds`],
     /// [`Error::ForeignHandle`], [`Error::Length`].
     pub fn wait_until_all<T: AtomicInt>(&mut self, set: &WaitSet<'_, T>) -> Result<()> {
-        let r = self.set_offset(set).and_then(|off| {
-            self.wait_on("wait_until_all", Watch::Any, Limit::Peers, |c| {
-                c.set_all(set, off)
-            })
-        });
-        self.leave();
-        r
+        let mut call = self.call();
+        let off = call.set_offset(set)?;
+        call.wait_on("wait_until_all", Watch::Any, Limit::Peers, |c| {
+            c.set_all(set, off)
+        })
     }
 
     /// Waits until an included element of `set` satisfies its comparison
@@ -250,18 +247,16 @@ impl Context {
     /// [`Error::PeerDead`], [`Error::OutOfBounds`],
     /// [`Error::ForeignHandle`], [`Error::Length`].
     pub fn wait_until_any<T: AtomicInt>(&mut self, set: &WaitSet<'_, T>) -> Result<Option<usize>> {
+        let mut call = self.call();
+        let off = call.set_offset(set)?;
         let mut found = None;
-        let r = self.set_offset(set).and_then(|off| {
-            if !set.any_included() {
-                return Ok(());
-            }
-            self.wait_on("wait_until_any", Watch::Any, Limit::Peers, |c| {
+        if set.any_included() {
+            call.wait_on("wait_until_any", Watch::Any, Limit::Peers, |c| {
                 found = c.set_any(set, off)?;
                 Ok(found.is_some())
-            })
-        });
-        self.leave();
-        r.map(|()| found)
+            })?;
+        }
+        Ok(found)
     }
 
     /// Waits until at least one included element of `set` satisfies its
@@ -279,19 +274,16 @@ impl Context {
         set: &WaitSet<'_, T>,
         out: &mut [usize],
     ) -> Result<usize> {
+        Self::out_room(set, out)?;
+        let mut call = self.call();
+        let off = call.set_offset(set)?;
         let mut k = 0;
-        let r = Self::out_room(set, out)
-            .and_then(|()| self.set_offset(set))
-            .and_then(|off| {
-                if !set.any_included() {
-                    return Ok(());
-                }
-                self.wait_on("wait_until_some", Watch::Any, Limit::Peers, |c| {
-                    k = c.set_some(set, off, out)?;
-                    Ok(k > 0)
-                })
-            });
-        self.leave();
-        r.map(|()| k)
+        if set.any_included() {
+            call.wait_on("wait_until_some", Watch::Any, Limit::Peers, |c| {
+                k = c.set_some(set, off, out)?;
+                Ok(k > 0)
+            })?;
+        }
+        Ok(k)
     }
 }

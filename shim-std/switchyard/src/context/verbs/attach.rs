@@ -174,8 +174,7 @@ impl Context {
         ) {
             t.set_verbs_recv(r);
         }
-        self.verbs_send_qpns();
-        self.leave();
+        self.call().verbs_send_qpns();
     }
 
     /// Sends our QP numbers to every wanted peer that has not had them.
@@ -225,10 +224,12 @@ impl Context {
     /// link is Up at both ends, then sets their health bits (at init
     /// nothing sent over TCP can be overtaken). Returns the peers up.
     pub(in crate::context) fn verbs_connect(&mut self, timeout: Duration) -> u32 {
+        // Given back when done, like any call.
+        let mut call = self.call();
         let start = std::time::Instant::now();
         loop {
-            self.poll_once();
-            let done = self.verbs.as_ref().is_none_or(|v| {
+            call.poll_once();
+            let done = call.verbs.as_ref().is_none_or(|v| {
                 v.fatal
                     || v.peers
                         .iter()
@@ -239,19 +240,18 @@ impl Context {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        self.verbs_raise();
-        let up = self.verbs.as_ref().map_or(0, Verbs::peers_up);
-        if let Some(v) = &self.verbs {
-            let missing: Vec<u32> = (0..v.peers.len() as u32)
+        call.verbs_raise();
+        let up = call.verbs.as_ref().map_or(0, Verbs::peers_up);
+        let missing: Vec<u32> = call.verbs.as_ref().map_or_else(Vec::new, |v| {
+            (0..v.peers.len() as u32)
                 .filter(|&pe| v.peers[pe as usize].wanted && !v.peers[pe as usize].bit)
-                .collect();
-            if !missing.is_empty() {
-                self.warnings.push(format!(
-                    "verbs links to PEs {missing:?} did not come up within {timeout:?}: they use TCP until they do"
-                ));
-            }
+                .collect()
+        });
+        if !missing.is_empty() {
+            call.warnings.push(format!(
+                "verbs links to PEs {missing:?} did not come up within {timeout:?}: they use TCP until they do"
+            ));
         }
-        self.leave();
         up
     }
 }
