@@ -76,8 +76,9 @@ fn global_variables_are_symmetric_over_tcp() {
     assert_ok(&out);
 }
 
-#[test]
-fn a_computing_pe_serves_tcp_peers_through_its_progress_thread() {
+/// Two PEs over TCP: PE 1 computes (sleeps outside the library) while PE 0
+/// fetch-adds and gets on it, with `env` added.
+fn compute_over_tcp(env: &[(&str, String)]) {
     let mut o = LaunchOptions::new(2, PE);
     o.args = vec!["compute".into(), "1500".into(), "50".into()];
     o.bind = Bind::None;
@@ -86,9 +87,27 @@ fn a_computing_pe_serves_tcp_peers_through_its_progress_thread() {
     o.env.push(("SWITCHYARD_HEAP_SIZE".into(), "4M".into()));
     o.env.push(("SWITCHYARD_OP_TIMEOUT".into(), "20s".into()));
     o.env.push(("SWITCHYARD_TRANSPORTS".into(), "tcp".into()));
+    o.env
+        .extend(env.iter().map(|(k, v)| ((*k).to_string(), v.clone())));
     let out = launch::launch(&o).expect("launch");
     assert_no_objects_left(out.job_id);
     assert_ok(&out);
+}
+
+#[test]
+fn a_computing_pe_serves_tcp_peers_through_its_progress_thread() {
+    compute_over_tcp(&[]);
+}
+
+#[test]
+fn a_computing_pe_serves_tcp_peers_through_a_dedicated_pinned_progress_thread() {
+    // Both PEs' threads on the last CPU the job may use (2 PEs at most: on
+    // a 2-core machine they share it, the applications keep the other).
+    let cpu = switchyard::cpus::allowed().last().copied().unwrap_or(0);
+    compute_over_tcp(&[
+        ("SWITCHYARD_PROGRESS", "dedicated".into()),
+        ("SWITCHYARD_PROGRESS_CPU", cpu.to_string()),
+    ]);
 }
 
 #[test]
