@@ -262,7 +262,7 @@ pub const ENV_TEMPLATE: &str = "SWITCHYARD_TEMPLATE";
 
 /// `SWITCHYARD_*` variables that are not configuration keys but are known (the
 /// launcher's and the bootstrap's, and the two above): never warned about.
-pub const RESERVED_ENV: [&str; 17] = [
+pub const RESERVED_ENV: [&str; 18] = [
     "SWITCHYARD_RANK",
     "SWITCHYARD_SIZE",
     "SWITCHYARD_LOCAL_RANK",
@@ -272,6 +272,7 @@ pub const RESERVED_ENV: [&str; 17] = [
     "SWITCHYARD_JOB_SECRET_FILE",
     "SWITCHYARD_ROOT",
     "SWITCHYARD_ROOT_HOST",
+    "SWITCHYARD_PMIX",
     "SWITCHYARD_LAUNCHER_PID",
     "SWITCHYARD_BOUND_CPU",
     "SWITCHYARD_NODE_ID",
