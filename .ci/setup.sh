@@ -4,7 +4,8 @@
 #
 #   system packages   build tools, pkg-config, git, curl (apt-get); for the verbs
 #                     driver libibverbs-dev, cmake, libclang-dev, libnl-3-dev,
-#                     libnl-route-3-dev
+#                     libnl-route-3-dev; for the PMIx bootstrap and the launcher
+#                     tests libpmix-dev and openmpi-bin
 #   Rust              stable with rustfmt and clippy (rustup; installed if absent)
 #   optional          the thumbv7em-none-eabihf target (no_std build check), the
 #                     MSRV toolchain (rust-version in Cargo.toml), a nightly
@@ -44,6 +45,21 @@ if command -v apt-get >/dev/null 2>&1; then
     log "apt-get install ${need[*]} (RDMA verbs build)"
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
       || { log "apt-get failed (RDMA verbs build dependencies)"; exit 1; }
+  fi
+fi
+
+# Real launchers: the PMIx bootstrap (the `pmix` feature: bindgen over
+# pmix.h, linked to libpmix; built by clippy --all-features) and Open MPI's
+# mpirun, which .ci/launchers.sh runs the C tests under.
+if command -v apt-get >/dev/null 2>&1; then
+  need=()
+  for p in libpmix-dev openmpi-bin; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    log "apt-get install ${need[*]} (PMIx bootstrap, mpirun)"
+    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
+      || { log "apt-get failed (libpmix-dev, openmpi-bin)"; exit 1; }
   fi
 fi
 

@@ -61,7 +61,7 @@ mod pmix {
         println!("cargo:rustc-link-lib=dylib=pmix");
         let mut builder = bindgen::Builder::default()
             .header(header.to_string_lossy())
-            .allowlist_function("PMIx_(Init|Finalize|Get|Put|Commit|Fence|Error_string)")
+            .allowlist_function("PMIx_(Init|Finalize|Abort|Get|Put|Commit|Fence|Error_string)")
             .allowlist_function("PMIx_(Value_destruct|Info_load)")
             .allowlist_type("pmix_(proc|value|info)_t")
             .allowlist_var("PMIX_(SUCCESS|ERR_NOT_FOUND|ERR_TIMEOUT)")

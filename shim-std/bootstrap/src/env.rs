@@ -691,6 +691,28 @@ impl RankInfo {
     }
 }
 
+/// Ends the whole job through PMIx when this process was started by a PMIx
+/// server and takes rank and size from it (as [`RankInfo::from_env`]
+/// decides; the `pmix` feature): `PMIx_Abort` with `status` and `message`.
+/// Returns whether it did; `false` without PMIx, where the caller ends the
+/// job its own way. The caller still exits with `status`.
+///
+/// # Errors
+/// [`BootstrapError::Pmix`] when PMIx cannot be reached or refuses;
+/// [`BootstrapError::EnvBadValue`] for a bad `SWITCHYARD_PMIX`.
+pub fn pmix_abort(status: i32, message: &str) -> Result<bool, BootstrapError> {
+    let mut env = Env {
+        lookup: |k: &str| std::env::var_os(k),
+    };
+    if !RankInfo::pmix_wanted(&mut env)? {
+        return Ok(false);
+    }
+    #[cfg(feature = "pmix")]
+    crate::pmix::abort(status, message)?;
+    let _ = (status, message);
+    Ok(true)
+}
+
 /// The node id of a host: a hash of its hostname and boot id. PEs with the
 /// same node id can share memory.
 pub fn node_id_from(hostname: &str, boot_id: &str) -> u64 {

@@ -59,9 +59,10 @@
 //! commits, and enters a fence over the namespace that collects the data
 //! (bounded by the timeout); the others enter the fence and get both from
 //! rank 0. No `SWITCHYARD_ROOT` is needed, and the secret is never on a
-//! command line or in an environment. A rank 0 that cannot bind the root
-//! publishes its error instead (`switchyard.error`), and the others fail
-//! with it ([`BootstrapError::PmixRank0Failed`]).
+//! command line or in an environment. Rank 0 also puts `switchyard.error`:
+//! empty, or, when it cannot bind the root, its error (and nothing else);
+//! the others read it first and fail with it
+//! ([`BootstrapError::PmixRank0Failed`]).
 //! [`rendezvous_at`] then joins there.
 //!
 //! ## Frames
@@ -233,7 +234,9 @@ pub use crate::{
     },
     card::{CARD_FORMAT_VERSION, Card, CardError, MAX_TCP_RAILS, SWITCH_UNKNOWN},
     client::{Bootstrap, Meeting, Rendezvous, rendezvous, rendezvous_at},
-    env::{EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, vars},
+    env::{
+        EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, pmix_abort, vars,
+    },
     error::BootstrapError,
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
     root::{MAX_PES, Refusal, RootServer, RootStats},

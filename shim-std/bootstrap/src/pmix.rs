@@ -8,9 +8,10 @@
 //! fence over the whole namespace that collects the data; every other PE
 //! enters the same fence, then gets both from rank 0. The secret never
 //! appears on a command line or in an environment; PMIx keeps it for the
-//! job's processes. When rank 0 cannot bind the root it puts its error
-//! under [`KEY_ERROR`] instead, so the others fail at once with its reason
-//! ([`BootstrapError::PmixRank0Failed`]) rather than at a timeout.
+//! job's processes. Rank 0 also puts [`KEY_ERROR`]: empty, or, when it
+//! cannot bind the root, its error (and nothing else), so the others fail at
+//! once with its reason ([`BootstrapError::PmixRank0Failed`]) rather than at
+//! a timeout.
 
 mod sys;
 
@@ -35,7 +36,7 @@ use crate::{
 pub(crate) const KEY_ROOT: &CStr = c"switchyard.root";
 /// The key rank 0 publishes the job secret under (its bytes).
 pub(crate) const KEY_SECRET: &CStr = c"switchyard.secret";
-/// The key rank 0 publishes its failure under, instead of the two above.
+/// The key rank 0 publishes its failure under (empty when there is none).
 pub(crate) const KEY_ERROR: &CStr = c"switchyard.error";
 
 fn failed(call: impl Into<String>, status: sys::Status) -> BootstrapError {
@@ -185,6 +186,7 @@ impl Handle {
                 Ok((secret, server)) => {
                     self.put(KEY_SECRET, secret.as_bytes())?;
                     self.put(KEY_ROOT, server.local_addr().to_string().as_bytes())?;
+                    self.put(KEY_ERROR, b"")?;
                 }
                 Err(e) => self.put(KEY_ERROR, e.to_string().as_bytes())?,
             }
@@ -203,13 +205,20 @@ impl Handle {
                 server: Some(server),
             });
         }
-        let Some(root) = self.get_published(KEY_ROOT)? else {
-            let reason = match self.get_published(KEY_ERROR)? {
-                Some(r) => String::from_utf8_lossy(&r).into_owned(),
-                None => "it published neither the root nor an error".into(),
-            };
-            return Err(BootstrapError::PmixRank0Failed { reason });
-        };
+        // The error first: a key rank 0 never put is waited for (until
+        // PMIx's own timeout), and on failure it put only this one.
+        match self.get_published(KEY_ERROR)? {
+            Some(r) if r.is_empty() => {}
+            Some(r) => {
+                let reason = String::from_utf8_lossy(&r).into_owned();
+                return Err(BootstrapError::PmixRank0Failed { reason });
+            }
+            None => {
+                let reason = "it published neither the root nor an error".into();
+                return Err(BootstrapError::PmixRank0Failed { reason });
+            }
+        }
+        let root = self.get_published(KEY_ROOT)?.unwrap_or_default();
         let text = String::from_utf8_lossy(&root).into_owned();
         let root: SocketAddr = text.parse().map_err(|_| BootstrapError::PmixValue {
             key: key_name(KEY_ROOT),
@@ -271,6 +280,20 @@ impl Handle {
                 source,
             })
     }
+}
+
+/// Asks the PMIx server to end this process's whole job with `status`
+/// (`PMIx_Abort`, in a session of its own: the bootstrap's is over).
+/// The caller still exits with `status` itself: a server may return
+/// before it has killed anyone.
+///
+/// # Errors
+/// [`BootstrapError::Pmix`] naming the call that failed.
+pub(crate) fn abort(status: i32, message: &str) -> Result<(), BootstrapError> {
+    let me = sys::init().map_err(|s| failed("PMIx_Init", s))?;
+    let _session = Session { me };
+    let text = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
+    sys::abort(status, &text).map_err(|s| failed("PMIx_Abort", s))
 }
 
 /// Where rank 0 binds the root when `SWITCHYARD_ROOT` is not set: the

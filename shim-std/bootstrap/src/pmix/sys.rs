@@ -162,6 +162,14 @@ pub(crate) fn finalize() -> Result<(), Status> {
     check(unsafe { ffi::PMIx_Finalize(ptr::null(), 0) })
 }
 
+/// `PMIx_Abort` of every process of the caller's job (no process list),
+/// with `status` and `message` for the resource manager to report.
+pub(crate) fn abort(status: i32, message: &CStr) -> Result<(), Status> {
+    // SAFETY: the message is NUL-terminated and outlives the call; no
+    // process list (NULL, 0) means the whole job.
+    check(unsafe { ffi::PMIx_Abort(status, message.as_ptr(), ptr::null_mut(), 0) })
+}
+
 /// `PMIx_Get` of `key` for `proc`, copied into a [`Value`].
 pub(crate) fn get(proc: &Proc, key: Key) -> Result<Value, Status> {
     let mut out: *mut ffi::pmix_value_t = ptr::null_mut();
