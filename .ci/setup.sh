@@ -5,7 +5,8 @@
 #   system packages   build tools, pkg-config, git, curl (apt-get); for the verbs
 #                     driver libibverbs-dev, cmake, libclang-dev, libnl-3-dev,
 #                     libnl-route-3-dev; for the PMIx bootstrap and the launcher
-#                     tests libpmix-dev and openmpi-bin
+#                     tests libpmix-dev, openmpi-bin, slurmd, slurmctld,
+#                     slurm-client, munge
 #   Rust              stable with rustfmt and clippy (rustup; installed if absent)
 #   optional          the thumbv7em-none-eabihf target (no_std build check), the
 #                     MSRV toolchain (rust-version in Cargo.toml), a nightly
@@ -49,17 +50,18 @@ if command -v apt-get >/dev/null 2>&1; then
 fi
 
 # Real launchers: the PMIx bootstrap (the `pmix` feature: bindgen over
-# pmix.h, linked to libpmix; built by clippy --all-features) and Open MPI's
-# mpirun, which .ci/launchers.sh runs the C tests under.
+# pmix.h, linked to libpmix; built by clippy --all-features), Open MPI's
+# mpirun (.ci/launchers.sh) and a single-node Slurm with munge
+# (.ci/slurm.sh) to run the C tests under.
 if command -v apt-get >/dev/null 2>&1; then
   need=()
-  for p in libpmix-dev openmpi-bin; do
+  for p in libpmix-dev openmpi-bin slurmd slurmctld slurm-client munge; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then
-    log "apt-get install ${need[*]} (PMIx bootstrap, mpirun)"
+    log "apt-get install ${need[*]} (PMIx bootstrap, mpirun, Slurm)"
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
-      || { log "apt-get failed (libpmix-dev, openmpi-bin)"; exit 1; }
+      || { log "apt-get failed (libpmix-dev, openmpi-bin, Slurm, munge)"; exit 1; }
   fi
 fi
 
