@@ -64,7 +64,7 @@ mod pmix {
             .allowlist_function("PMIx_(Init|Finalize|Abort|Get|Put|Commit|Fence|Error_string)")
             .allowlist_function("PMIx_(Value_destruct|Info_load)")
             .allowlist_type("pmix_(proc|value|info)_t")
-            .allowlist_var("PMIX_(SUCCESS|ERR_NOT_FOUND|ERR_TIMEOUT)")
+            .allowlist_var("PMIX_(SUCCESS|ERR_NOT_FOUND|ERR_TIMEOUT|ERR_BAD_PARAM)")
             .allowlist_var("PMIX_(GLOBAL|BOOL|INT|UINT16|UINT32|STRING|BYTE_OBJECT)")
             .allowlist_var("PMIX_(JOB_SIZE|LOCAL_RANK|LOCAL_SIZE|NUM_NODES|HOSTNAME)")
             .allowlist_var("PMIX_(COLLECT_DATA|TIMEOUT|MAX_NSLEN|MAX_KEYLEN)")

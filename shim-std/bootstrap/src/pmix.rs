@@ -126,35 +126,49 @@ impl Handle {
         Ok((h, id))
     }
 
-    /// A number, `None` when the server does not have it.
-    fn get_u32(&self, proc: &sys::Proc, key: Key) -> Result<Option<u32>, BootstrapError> {
-        match sys::get(proc, key) {
-            Ok(Value::U32(v)) => Ok(Some(v)),
-            Ok(Value::U16(v)) => Ok(Some(u32::from(v))),
-            Ok(other) => Err(BootstrapError::PmixValue {
+    /// `key` of `proc`, `None` when the server does not have it; a value
+    /// that `take` does not accept is [`BootstrapError::PmixValue`].
+    fn get<T>(
+        &self,
+        proc: &sys::Proc,
+        key: Key,
+        expected: &'static str,
+        take: impl FnOnce(Value) -> Result<T, Value>,
+    ) -> Result<Option<T>, BootstrapError> {
+        let value = match sys::get(proc, key) {
+            Ok(v) => v,
+            Err(keys::ERR_NOT_FOUND) => return Ok(None),
+            Err(s) => {
+                let call = format!("PMIx_Get({}, rank {})", key_name(key), proc.rank());
+                return Err(failed(call, s));
+            }
+        };
+        take(value)
+            .map(Some)
+            .map_err(|other| BootstrapError::PmixValue {
                 key: key_name(key),
                 found: format!("{other:?}"),
-                expected: "an unsigned integer",
-            }),
-            Err(keys::ERR_NOT_FOUND) => Ok(None),
-            Err(s) => Err(failed(format!("PMIx_Get({})", key_name(key)), s)),
-        }
+                expected,
+            })
+    }
+
+    /// A number, `None` when the server does not have it.
+    fn get_u32(&self, proc: &sys::Proc, key: Key) -> Result<Option<u32>, BootstrapError> {
+        self.get(proc, key, "an unsigned integer", |v| match v {
+            Value::U32(v) => Ok(v),
+            Value::U16(v) => Ok(u32::from(v)),
+            other => Err(other),
+        })
     }
 
     /// Bytes rank 0 published under `key`, `None` when it did not.
     fn get_published(&self, key: Key) -> Result<Option<Vec<u8>>, BootstrapError> {
         let rank0 = self.0.me.with_rank(0);
-        match sys::get(&rank0, key) {
-            Ok(Value::Bytes(b)) => Ok(Some(b)),
-            Ok(Value::Str(s)) => Ok(Some(s.into_bytes())),
-            Ok(other) => Err(BootstrapError::PmixValue {
-                key: key_name(key),
-                found: format!("{other:?}"),
-                expected: "a byte object",
-            }),
-            Err(keys::ERR_NOT_FOUND) => Ok(None),
-            Err(s) => Err(failed(format!("PMIx_Get({}, rank 0)", key_name(key)), s)),
-        }
+        self.get(&rank0, key, "a byte object", |v| match v {
+            Value::Bytes(b) => Ok(b),
+            Value::Str(s) => Ok(s.into_bytes()),
+            other => Err(other),
+        })
     }
 
     fn put(&self, key: Key, bytes: &[u8]) -> Result<(), BootstrapError> {

@@ -240,6 +240,39 @@ pub(crate) fn commit() -> Result<(), Status> {
     check(unsafe { ffi::PMIx_Commit() })
 }
 
+/// A C scalar PMIx can load into a directive, with its `pmix_data_type_t`.
+trait Scalar: Copy {
+    /// The PMIx type of `Self`.
+    const TYPE: u32;
+}
+
+impl Scalar for bool {
+    const TYPE: u32 = ffi::PMIX_BOOL;
+}
+
+impl Scalar for i32 {
+    const TYPE: u32 = ffi::PMIX_INT;
+}
+
+/// `PMIx_Info_load` of `value` under `key` (one of `pmix_common.h`'s
+/// NUL-terminated keys) into `info`.
+fn load<T: Scalar>(info: &mut ffi::pmix_info_t, key: &[u8], value: &T) -> Result<(), Status> {
+    if key.last() != Some(&0) {
+        return Err(ffi::PMIX_ERR_BAD_PARAM);
+    }
+    // SAFETY: `info` is writable; `key` is NUL-terminated (checked);
+    // `value` points at a `T`, whose PMIx type is `T::TYPE`, and
+    // PMIx_Info_load copies it.
+    check(unsafe {
+        ffi::PMIx_Info_load(
+            info,
+            key.as_ptr().cast::<c_char>(),
+            std::ptr::from_ref(value).cast::<c_void>(),
+            T::TYPE as ffi::pmix_data_type_t,
+        )
+    })
+}
+
 /// `PMIx_Fence` over every process of `proc`'s namespace, collecting the
 /// data they committed, failing after `timeout_s` seconds (0: never).
 pub(crate) fn fence_all(proc: &Proc, timeout_s: i32) -> Result<(), Status> {
@@ -247,22 +280,8 @@ pub(crate) fn fence_all(proc: &Proc, timeout_s: i32) -> Result<(), Status> {
     // SAFETY: all-zero is a valid pmix_info_t (empty key, PMIX_UNDEF).
     let mut info: [ffi::pmix_info_t; 2] = unsafe { std::mem::zeroed() };
     let collect = true;
-    // SAFETY: each info is writable; the keys are NUL-terminated; the data
-    // points at a value of the type named, which PMIx_Info_load copies.
-    unsafe {
-        check(ffi::PMIx_Info_load(
-            &mut info[0],
-            ffi::PMIX_COLLECT_DATA.as_ptr().cast::<c_char>(),
-            (&raw const collect).cast::<c_void>(),
-            ffi::PMIX_BOOL as ffi::pmix_data_type_t,
-        ))?;
-        check(ffi::PMIx_Info_load(
-            &mut info[1],
-            ffi::PMIX_TIMEOUT.as_ptr().cast::<c_char>(),
-            (&raw const timeout_s).cast::<c_void>(),
-            ffi::PMIX_INT as ffi::pmix_data_type_t,
-        ))?;
-    }
+    load(&mut info[0], ffi::PMIX_COLLECT_DATA, &collect)?;
+    load(&mut info[1], ffi::PMIX_TIMEOUT, &timeout_s)?;
     // SAFETY: one process name (the wildcard) and two loaded directives,
     // all valid for the call.
     let result = check(unsafe { ffi::PMIx_Fence(&all.0, 1, info.as_ptr(), info.len()) });

@@ -20,8 +20,10 @@ use crate::config::{self, BindTo, Config};
 
 impl Context {
     /// The context of this PE, from `SWITCHYARD_*` configuration and the
-    /// launcher's environment (`switchyard run`, Open MPI, Slurm or PMI). A
-    /// process started without any launcher is a job of one PE.
+    /// launcher's environment (`switchyard run`, Open MPI, Slurm or PMI), or,
+    /// built with the `pmix` feature under `srun --mpi=pmix` or `mpirun`,
+    /// from PMIx (no `SWITCHYARD_ROOT` needed). A process started without
+    /// any launcher is a job of one PE.
     ///
     /// Collective: every PE of the job must call it; it returns once every PE
     /// has connected to every same-node peer.
