@@ -4,7 +4,9 @@
 #
 #   system packages   build tools, pkg-config, git, curl (apt-get); for the verbs
 #                     driver libibverbs-dev, cmake, libclang-dev, libnl-3-dev,
-#                     libnl-route-3-dev
+#                     libnl-route-3-dev; for the PMIx bootstrap and the launcher
+#                     tests libpmix-dev, openmpi-bin, slurmd, slurmctld,
+#                     slurm-client, munge
 #   Rust              stable with rustfmt and clippy (rustup; installed if absent)
 #   optional          the thumbv7em-none-eabihf target (no_std build check), the
 #                     MSRV toolchain (rust-version in Cargo.toml), a nightly
@@ -19,33 +21,34 @@ log() { printf '[setup] %s\n' "$*"; }
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 
-if command -v apt-get >/dev/null 2>&1; then
-  need=()
-  for p in build-essential pkg-config git curl ca-certificates iproute2 python3; do
+# apt_need WHAT PACKAGE...: installs those of the packages that are missing
+# (WHAT says what for), or exits saying so.
+apt_need() {
+  command -v apt-get >/dev/null 2>&1 || return 0
+  local what=$1 need=() p
+  shift
+  for p in "$@"; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
-  if [ ${#need[@]} -gt 0 ]; then
-    log "apt-get install ${need[*]}"
-    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
-      || { log "apt-get failed"; exit 1; }
-  fi
-fi
+  [ ${#need[@]} -eq 0 ] && return 0
+  log "apt-get install ${need[*]}${what:+ ($what)}"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
+    || { log "apt-get failed${what:+ ($what)}"; exit 1; }
+}
+
+apt_need "" build-essential pkg-config git curl ca-certificates iproute2 python3
 
 # The verbs driver: the ibverbs-sys build runs cmake over its vendored
 # rdma-core and bindgen (libclang) over verbs.h, and links Debian's
 # libibverbs; without libibverbs-dev it fails looking for
 # infiniband/verbs_api.h.
-if command -v apt-get >/dev/null 2>&1; then
-  need=()
-  for p in libibverbs-dev cmake libclang-dev libnl-3-dev libnl-route-3-dev pkg-config; do
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-  done
-  if [ ${#need[@]} -gt 0 ]; then
-    log "apt-get install ${need[*]} (RDMA verbs build)"
-    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null \
-      || { log "apt-get failed (RDMA verbs build dependencies)"; exit 1; }
-  fi
-fi
+apt_need "RDMA verbs build dependencies" libibverbs-dev cmake libclang-dev libnl-3-dev libnl-route-3-dev pkg-config
+
+# Real launchers: the PMIx bootstrap (the `pmix` feature: bindgen over
+# pmix.h, linked to libpmix; built by clippy --all-features), Open MPI's
+# mpirun (.ci/launchers.sh) and a single-node Slurm with munge
+# (.ci/slurm.sh) to run the C tests under.
+apt_need "PMIx bootstrap, mpirun, Slurm" libpmix-dev openmpi-bin slurmd slurmctld slurm-client munge
 
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"

@@ -107,6 +107,9 @@ else
   skip "fuzz smoke" "cargo-fuzz not installed"
 fi
 step "tool smoke (topo, info, run, perf, stat, trace, sim)" 600 bash .ci/smoke-tools.sh
+# The PMIx bootstrap and C tests under Open MPI's mpirun (no SWITCHYARD_ROOT).
+step "launchers: PMIx bootstrap and C tests under mpirun" 900 bash .ci/launchers.sh
+step "launchers: C tests under a single-node Slurm (srun --mpi=pmix)" 600 bash .ci/slurm.sh
 
 printf '\n=== summary\n'
 for f in "${failures[@]+"${failures[@]}"}"; do printf 'FAILED: %s\n' "$f"; done

@@ -48,6 +48,8 @@ pub enum SecretOrigin {
     Env,
     /// The file named by `SWITCHYARD_JOB_SECRET_FILE`.
     File(PathBuf),
+    /// Rank 0's, from the PMIx key-value store (the `pmix` feature).
+    Pmix,
     /// No secret: derived from the job id alone, which anyone who can guess
     /// the job id can do. Only taken for a root on a loopback address
     /// ([`crate::RankInfo::job_secret`]).
@@ -188,6 +190,33 @@ impl JobSecret {
             bytes: mac(b"switchyard job id only", &[&job_id.to_le_bytes()]).to_vec(),
             origin: SecretOrigin::JobIdOnly,
         }
+    }
+
+    /// A secret received as bytes (rank 0's, from PMIx), checked for
+    /// length. `from` names where it came from in errors.
+    #[cfg_attr(not(feature = "pmix"), allow(dead_code))]
+    pub(crate) fn from_bytes(
+        from: &str,
+        bytes: Vec<u8>,
+        origin: SecretOrigin,
+    ) -> Result<JobSecret, BootstrapError> {
+        if bytes.len() < MIN_SECRET_BYTES || bytes.len() > MAX_SECRET_BYTES {
+            return Err(invalid(
+                from,
+                format!(
+                    "{} bytes, expected {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES}",
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(JobSecret { bytes, origin })
+    }
+
+    /// The secret's bytes, for a store that keeps them from others (PMIx's).
+    /// Never print them.
+    #[cfg_attr(not(feature = "pmix"), allow(dead_code))]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// Where the secret came from.

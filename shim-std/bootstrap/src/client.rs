@@ -515,6 +515,64 @@ pub struct Rendezvous {
     pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
 }
 
+/// Where a job's PEs meet, decided before they start their transports
+/// ([`RankInfo::meeting`]): the root's address, the secret they prove, and,
+/// when rank 0 had to bind the root to learn its address (under PMIx),
+/// that root.
+#[derive(Debug)]
+pub struct Meeting {
+    /// The root's address.
+    pub root: SocketAddr,
+    /// The job secret.
+    pub secret: JobSecret,
+    /// Rank 0's root, bound and not yet serving.
+    pub(crate) server: Option<RootServer>,
+}
+
+impl Meeting {
+    /// Whether this PE holds the bound root (rank 0 under PMIx).
+    pub fn hosts_root(&self) -> bool {
+        self.server.is_some()
+    }
+}
+
+impl RankInfo {
+    /// Where this job's PEs meet.
+    ///
+    /// From the environment: `SWITCHYARD_ROOT` and [`RankInfo::job_secret`].
+    /// Under PMIx (the `pmix` feature, rank and size from a PMIx server,
+    /// the root hosted by rank 0): rank 0 makes the secret (unless the
+    /// environment gives one), binds the root (at `SWITCHYARD_ROOT` when
+    /// set, else on the loopback address for a job on one node, or an
+    /// address of its host name), and publishes both in the PMIx store; the
+    /// others read them there. Collective then: every PE calls it once;
+    /// it waits at most `timeout` for the others.
+    ///
+    /// # Errors
+    /// [`BootstrapError::NoRoot`], [`BootstrapError::ResolveRoot`],
+    /// [`BootstrapError::NoSecret`] (from the environment); under PMIx
+    /// also [`BootstrapError::Pmix`], [`BootstrapError::PmixRank0Failed`],
+    /// [`BootstrapError::PmixValue`], [`BootstrapError::NoRootAddress`],
+    /// [`BootstrapError::Bind`], [`BootstrapError::SecretInvalid`].
+    pub fn meeting(&self, timeout: Duration) -> Result<Meeting, BootstrapError> {
+        check_timeout(timeout)?;
+        #[cfg(feature = "pmix")]
+        if let Some(p) = &self.pmix
+            && self.size > 1
+            && self.root_host == crate::env::RootHost::Rank0
+        {
+            return p.meet(self, timeout);
+        }
+        let root = self.root_addr()?;
+        let secret = self.job_secret(root)?;
+        Ok(Meeting {
+            root,
+            secret,
+            server: None,
+        })
+    }
+}
+
 /// Joins the job's rendezvous at `root`. With `host_root` (normally
 /// [`RankInfo::hosts_root`]: `SWITCHYARD_ROOT_HOST=rank0`, the default,
 /// under srun or mpirun) rank 0 first binds a [`RootServer`] at `root` itself
@@ -525,9 +583,7 @@ pub struct Rendezvous {
 ///
 /// # Errors
 /// [`BootstrapError::NoSecret`] for a job with no secret whose root is not
-/// on a loopback address; [`BootstrapError::Bind`] or
-/// [`BootstrapError::Spawn`] when rank 0 cannot host the root; otherwise as [`Bootstrap::join`]. When joining fails, the
-/// hosted root's thread is joined first (it fails within its own timeout).
+/// on a loopback address; otherwise as [`rendezvous_at`].
 pub fn rendezvous(
     info: &RankInfo,
     root: SocketAddr,
@@ -535,13 +591,49 @@ pub fn rendezvous(
     timeout: Duration,
     host_root: bool,
 ) -> Result<Rendezvous, BootstrapError> {
-    let secret = info.job_secret(root)?;
-    let (addr, handle) = if host_root && info.rank == 0 {
-        let server = RootServer::bind(root, info.job_id, info.size, timeout, &secret)?;
-        let addr = server.local_addr();
-        (addr, Some(server.spawn()?))
-    } else {
-        (root, None)
+    let meeting = Meeting {
+        root,
+        secret: info.job_secret(root)?,
+        server: None,
+    };
+    rendezvous_at(info, meeting, card, timeout, host_root)
+}
+
+/// Joins the job's rendezvous where [`RankInfo::meeting`] said. The PE
+/// that holds the meeting's bound root serves it on a thread; else, with
+/// `host_root`, rank 0 binds a [`RootServer`] at the meeting's address and
+/// serves it; every other PE only connects, retrying until `timeout`.
+///
+/// # Errors
+/// [`BootstrapError::Bind`] or [`BootstrapError::Spawn`] when rank 0 cannot
+/// host the root; otherwise as [`Bootstrap::join`]. When joining fails, the
+/// hosted root's thread is joined first (it fails within its own timeout).
+pub fn rendezvous_at(
+    info: &RankInfo,
+    meeting: Meeting,
+    card: Card,
+    timeout: Duration,
+    host_root: bool,
+) -> Result<Rendezvous, BootstrapError> {
+    let Meeting {
+        root,
+        secret,
+        server,
+    } = meeting;
+    let server = match server {
+        Some(s) => Some(s),
+        None if host_root && info.rank == 0 => Some(RootServer::bind(
+            root,
+            info.job_id,
+            info.size,
+            timeout,
+            &secret,
+        )?),
+        None => None,
+    };
+    let (addr, handle) = match server {
+        Some(server) => (server.local_addr(), Some(server.spawn()?)),
+        None => (root, None),
     };
     match Bootstrap::join(
         addr,

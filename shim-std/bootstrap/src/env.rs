@@ -60,6 +60,13 @@ pub mod vars {
     pub const PMI_RANK: &str = "PMI_RANK";
     /// PMI size.
     pub const PMI_SIZE: &str = "PMI_SIZE";
+    /// PMIx rank (with [`PMIX_NAMESPACE`], the sign of a PMIx server).
+    pub const PMIX_RANK: &str = "PMIX_RANK";
+    /// PMIx namespace.
+    pub const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";
+    /// Whether to use PMIx where its server is there (the `pmix` feature):
+    /// `auto` (the default) or `off` (rank and size from the environment).
+    pub const PMIX: &str = "SWITCHYARD_PMIX";
 }
 
 /// Where rank and size came from.
@@ -74,6 +81,8 @@ pub enum EnvSource {
     Slurm,
     /// PMI (`PMI_RANK`).
     Pmi,
+    /// A PMIx server (`PMIx_Init`; the `pmix` feature).
+    Pmix,
     /// None: a lone process, rank 0 of 1.
     Singleton,
 }
@@ -85,6 +94,7 @@ impl fmt::Display for EnvSource {
             EnvSource::OpenMpi => "Open MPI",
             EnvSource::Slurm => "Slurm",
             EnvSource::Pmi => "PMI",
+            EnvSource::Pmix => "PMIx",
             EnvSource::Singleton => "singleton",
         })
     }
@@ -100,6 +110,8 @@ pub enum JobIdSource {
     Slurm,
     /// A hash of `OMPI_MCA_ess_base_jobid`.
     OpenMpi,
+    /// A hash of the PMIx namespace.
+    Pmix,
     /// A hash of `SWITCHYARD_ROOT`.
     Root,
     /// A singleton's own (pid and time).
@@ -142,6 +154,26 @@ pub struct RankInfo {
     /// `SWITCHYARD_JOB_SECRET_FILE`); `None` when neither is set. Its
     /// `Debug` shows only where it came from.
     pub secret: Option<JobSecret>,
+    /// The PMIx session rank and size came from (finalized when the last
+    /// clone of this is dropped).
+    #[cfg(feature = "pmix")]
+    pub(crate) pmix: Option<crate::pmix::Handle>,
+}
+
+/// What PMIx says about this process and its job (the `pmix` feature).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "pmix"), allow(dead_code))]
+pub(crate) struct PmixIdentity {
+    /// `PMIx_Init`'s rank.
+    pub(crate) rank: u32,
+    /// `PMIX_JOB_SIZE`.
+    pub(crate) size: u32,
+    /// `PMIX_LOCAL_RANK`, where the server gives it.
+    pub(crate) local_rank: Option<u32>,
+    /// `PMIX_LOCAL_SIZE`, where the server gives it.
+    pub(crate) local_size: Option<u32>,
+    /// The namespace (the job's name for PMIx).
+    pub(crate) nspace: String,
 }
 
 struct Env<F> {
@@ -331,7 +363,7 @@ impl RankInfo {
     /// As [`RankInfo::from_lookup`]; a value that is not UTF-8 is
     /// [`BootstrapError::EnvBadValue`].
     pub fn from_env() -> Result<RankInfo, BootstrapError> {
-        Self::from_os_lookup(|k| std::env::var_os(k))
+        Self::from_os_lookup(|k| std::env::var_os(k), true)
     }
 
     /// Reads the same as [`RankInfo::from_env`] through `lookup`, which
@@ -367,15 +399,31 @@ impl RankInfo {
     where
         F: FnMut(&str) -> Option<String>,
     {
-        Self::from_os_lookup(|k| lookup(k).map(OsString::from))
+        Self::from_os_lookup(|k| lookup(k).map(OsString::from), false)
     }
 
-    fn from_os_lookup<F>(lookup: F) -> Result<RankInfo, BootstrapError>
+    /// `with_pmix`: whether a PMIx server may be asked (only for the
+    /// process's own environment).
+    fn from_os_lookup<F>(lookup: F, with_pmix: bool) -> Result<RankInfo, BootstrapError>
     where
         F: FnMut(&str) -> Option<OsString>,
     {
         let mut env = Env { lookup };
-        let (source, rank, size, local_rank, local_size) = Self::rank_and_size(&mut env)?;
+        let pmix = if with_pmix && Self::pmix_wanted(&mut env)? {
+            Self::pmix_init()?
+        } else {
+            None
+        };
+        let (source, rank, size, local_rank, local_size) = match &pmix {
+            Some((_, id)) => (
+                EnvSource::Pmix,
+                id.rank,
+                id.size,
+                id.local_rank,
+                id.local_size,
+            ),
+            None => Self::rank_and_size(&mut env)?,
+        };
         let root = env.get(vars::ROOT)?;
         if let Some(r) = &root {
             check_root_form(r)?;
@@ -391,7 +439,9 @@ impl RankInfo {
                 });
             }
         };
-        let (job_id, job_id_source) = Self::job_id(&mut env, source, size, root.as_deref())?;
+        let nspace = pmix.as_ref().map(|(_, id)| id.nspace.as_str());
+        let (job_id, job_id_source) =
+            Self::job_id(&mut env, source, size, root.as_deref(), nspace)?;
         let secret = match env.get_secret(vars::JOB_SECRET)? {
             Some(hex) => Some(JobSecret::from_hex(vars::JOB_SECRET, &hex)?),
             None => match env.get(vars::JOB_SECRET_FILE)? {
@@ -410,7 +460,44 @@ impl RankInfo {
             root,
             root_host,
             secret,
+            #[cfg(feature = "pmix")]
+            pmix: pmix.map(|(h, _)| h),
         })
+    }
+
+    /// Whether to take rank and size from PMIx: built with the `pmix`
+    /// feature, `PMIX_RANK` and `PMIX_NAMESPACE` set (a PMIx server started
+    /// this process), not started by `switchyard run` (`SWITCHYARD_RANK`),
+    /// and `SWITCHYARD_PMIX` is not `off`.
+    fn pmix_wanted<F: FnMut(&str) -> Option<OsString>>(
+        env: &mut Env<F>,
+    ) -> Result<bool, BootstrapError> {
+        let on = match env.get(vars::PMIX)?.as_deref() {
+            None | Some("auto") => true,
+            Some("off") => false,
+            Some(other) => {
+                return Err(BootstrapError::EnvBadValue {
+                    var: vars::PMIX,
+                    value: other.to_owned(),
+                    expected: "`auto` or `off`",
+                });
+            }
+        };
+        Ok(cfg!(feature = "pmix")
+            && on
+            && env.get(vars::RANK)?.is_none()
+            && env.get(vars::PMIX_RANK)?.is_some()
+            && env.get(vars::PMIX_NAMESPACE)?.is_some())
+    }
+
+    #[cfg(feature = "pmix")]
+    fn pmix_init() -> Result<Option<(crate::pmix::Handle, PmixIdentity)>, BootstrapError> {
+        crate::pmix::Handle::init().map(Some)
+    }
+
+    #[cfg(not(feature = "pmix"))]
+    fn pmix_init() -> Result<Option<((), PmixIdentity)>, BootstrapError> {
+        Ok(None)
     }
 
     /// The secret the job's PEs authenticate with, for a rendezvous at
@@ -518,9 +605,13 @@ impl RankInfo {
         source: EnvSource,
         size: u32,
         root: Option<&str>,
+        pmix_nspace: Option<&str>,
     ) -> Result<(u64, JobIdSource), BootstrapError> {
         if let Some(v) = env.get(vars::JOB_ID)? {
             return Ok((parse_job_id_hex(&v)?, JobIdSource::Launcher));
+        }
+        if let Some(ns) = pmix_nspace {
+            return Ok((fnv1a(&[b"pmix", ns.as_bytes()]), JobIdSource::Pmix));
         }
         let order = if source == EnvSource::OpenMpi {
             [JobIdSource::OpenMpi, JobIdSource::Slurm]
@@ -598,6 +689,28 @@ impl RankInfo {
                 ))
             })
     }
+}
+
+/// Ends the whole job through PMIx when this process was started by a PMIx
+/// server and takes rank and size from it (as [`RankInfo::from_env`]
+/// decides; the `pmix` feature): `PMIx_Abort` with `status` and `message`.
+/// Returns whether it did; `false` without PMIx, where the caller ends the
+/// job its own way. The caller still exits with `status`.
+///
+/// # Errors
+/// [`BootstrapError::Pmix`] when PMIx cannot be reached or refuses;
+/// [`BootstrapError::EnvBadValue`] for a bad `SWITCHYARD_PMIX`.
+pub fn pmix_abort(status: i32, message: &str) -> Result<bool, BootstrapError> {
+    let mut env = Env {
+        lookup: |k: &str| std::env::var_os(k),
+    };
+    if !RankInfo::pmix_wanted(&mut env)? {
+        return Ok(false);
+    }
+    #[cfg(feature = "pmix")]
+    crate::pmix::abort(status, message)?;
+    let _ = (status, message);
+    Ok(true)
 }
 
 /// The node id of a host: a hash of its hostname and boot id. PEs with the

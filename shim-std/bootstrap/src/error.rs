@@ -100,6 +100,45 @@ pub enum BootstrapError {
         /// The root's address.
         root: SocketAddr,
     },
+    /// A PMIx call failed (the `pmix` feature, under srun or mpirun).
+    #[error("{call} failed: {status_name} ({status}){}", hint(.call))]
+    Pmix {
+        /// The call (`PMIx_Init`, `PMIx_Get(pmix.job.size)`, `PMIx_Fence`...).
+        call: String,
+        /// Its `pmix_status_t`.
+        status: i32,
+        /// The status's name (`PMIx_Error_string`).
+        status_name: String,
+    },
+    /// PMIx gave a value that cannot be used.
+    #[error("PMIx gave {key} as {found}, expected {expected}")]
+    PmixValue {
+        /// The key.
+        key: String,
+        /// What it was (its type, or its value).
+        found: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+    /// Rank 0 could not set up the rendezvous and said why in the PMIx
+    /// store (the other PEs' view of its failure).
+    #[error("rank 0 could not host the bootstrap root: {reason}")]
+    PmixRank0Failed {
+        /// Rank 0's error.
+        reason: String,
+    },
+    /// A job across several nodes, under PMIx without `SWITCHYARD_ROOT`, and
+    /// this host has no address but loopback for the root.
+    #[error(
+        "no address other than loopback for the bootstrap root on {host}, whose job spans \
+         {nodes} nodes: set SWITCHYARD_ROOT=host:port (an address of rank 0's node)"
+    )]
+    NoRootAddress {
+        /// The host name looked up.
+        host: String,
+        /// The nodes of the job.
+        nodes: u32,
+    },
     /// The rendezvous needs `SWITCHYARD_ROOT`, which is not set.
     #[error("SWITCHYARD_ROOT is not set: the rendezvous needs host:port")]
     NoRoot,
@@ -361,6 +400,17 @@ impl fmt::Display for Missing<'_> {
             "never arrived"
         };
         write!(f, "ranks {} {verb}", RankList(self.1))
+    }
+}
+
+/// What to try when a PMIx call fails: a PMIx that cannot be reached is
+/// likely a process started outside its job (a stale environment).
+fn hint(call: &str) -> &'static str {
+    if call == "PMIx_Init" {
+        ": PMIX_RANK and PMIX_NAMESPACE are set but the PMIx server cannot be reached \
+         (set SWITCHYARD_PMIX=off to take rank and size from the environment instead)"
+    } else {
+        ""
     }
 }
 

@@ -13,6 +13,16 @@
 //! | Slurm | `SLURM_PROCID` / `SLURM_NTASKS` | `SLURM_LOCALID` / `SLURM_NTASKS_PER_NODE` (each optional) |
 //! | PMI | `PMI_RANK` / `PMI_SIZE` | none |
 //!
+//! Built with the `pmix` feature, a process whose environment has
+//! `PMIX_RANK` and `PMIX_NAMESPACE` (started by `srun --mpi=pmix`, or Open
+//! MPI's `mpirun`/`prterun`, which run a PMIx server) takes rank, size and
+//! locality from PMIx instead (`PMIx_Init`, `PMIx_Get` of `pmix.job.size`,
+//! `pmix.lrank`, `pmix.local.size`; [`EnvSource::Pmix`]), and its job id is
+//! a hash of the PMIx namespace unless `SWITCHYARD_JOB_ID` is set. Not under
+//! `switchyard run` (`SWITCHYARD_RANK` wins), nor with `SWITCHYARD_PMIX=off`.
+//! The session is finalized (`PMIx_Finalize`) when the last clone of the
+//! [`RankInfo`] is dropped.
+//!
 //! With none of them the process is a singleton (rank 0 of 1). A source is
 //! taken whole: once `SWITCHYARD_RANK` is set, garbage in `OMPI_*` is never
 //! read. Half a pair (`SWITCHYARD_RANK` without `SWITCHYARD_SIZE`, or the
@@ -38,6 +48,22 @@
 //! `size` cards are in, the root sends every PE all of them (an allgather),
 //! then serves barriers ([`Bootstrap::barrier`]) until every PE has said
 //! goodbye ([`Bootstrap::finish`]).
+//!
+//! Where the PEs meet is [`RankInfo::meeting`]: `SWITCHYARD_ROOT` and the
+//! secret from the environment, or, under PMIx, what rank 0 published:
+//! it makes the secret (256 bits from the OS generator, unless the
+//! environment gives one), binds the root (at `SWITCHYARD_ROOT` when set;
+//! else on `127.0.0.1` for a job on one node, or on the first
+//! non-loopback address of its host name for a job across nodes), and puts
+//! both (`PMIX_GLOBAL`) under `switchyard.root` and `switchyard.secret`,
+//! commits, and enters a fence over the namespace that collects the data
+//! (bounded by the timeout); the others enter the fence and get both from
+//! rank 0. No `SWITCHYARD_ROOT` is needed, and the secret is never on a
+//! command line or in an environment. Rank 0 also puts `switchyard.error`:
+//! empty, or, when it cannot bind the root, its error (and nothing else);
+//! the others read it first and fail with it
+//! ([`BootstrapError::PmixRank0Failed`]).
+//! [`rendezvous_at`] then joins there.
 //!
 //! ## Frames
 //!
@@ -69,7 +95,7 @@
 //! `SWITCHYARD_JOB_SECRET` (made by `switchyard run` from the OS generator
 //! and given only to its PEs, in their environment), else the file named by
 //! `SWITCHYARD_JOB_SECRET_FILE` (a regular file of this user, mode `0600`, for
-//! jobs started by srun or mpirun). A job without either may only use a root
+//! jobs started by srun or mpirun), else, under PMIx, rank 0's (see above). A job without either may only use a root
 //! on a loopback address, where the key is derived from the job id alone
 //! (that keeps out only those who cannot guess the job id); with the root on
 //! another address it fails with [`BootstrapError::NoSecret`]
@@ -148,7 +174,8 @@
 //! | `frame` | the frames above as bytes: encoding and decoding, no I/O |
 //! | `stream` | frames on a TCP stream: reads with deadlines and length caps, writes with timeouts |
 //! | `root` | [`RootServer`]: accepts, gathers, serves barriers and goodbyes; `root::conn`: its connections' buffers and the `poll(2)` wait |
-//! | `client` | [`Bootstrap`] (a PE's connection), [`rendezvous`] (join, hosting the root on rank 0 when asked) |
+//! | `client` | [`Bootstrap`] (a PE's connection), [`Meeting`] (where to meet), [`rendezvous`] and [`rendezvous_at`] (join, hosting the root on rank 0 when asked) |
+//! | `pmix` | (the `pmix` feature) the PMIx session and the meeting through its store; `pmix::sys`, its calls over bindgen's bindings of `pmix.h` |
 //! | `error` | [`BootstrapError`] |
 //!
 //! # Example
@@ -193,6 +220,8 @@ mod cursor;
 mod env;
 mod error;
 mod frame;
+#[cfg(feature = "pmix")]
+mod pmix;
 mod root;
 mod stream;
 #[cfg(any(test, feature = "fuzz"))]
@@ -204,8 +233,10 @@ pub use crate::{
         PURPOSE_TCP, SecretOrigin,
     },
     card::{CARD_FORMAT_VERSION, Card, CardError, MAX_TCP_RAILS, SWITCH_UNKNOWN},
-    client::{Bootstrap, Rendezvous, rendezvous},
-    env::{EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, vars},
+    client::{Bootstrap, Meeting, Rendezvous, rendezvous, rendezvous_at},
+    env::{
+        EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, pmix_abort, vars,
+    },
     error::BootstrapError,
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
     root::{MAX_PES, Refusal, RootServer, RootStats},

@@ -302,8 +302,9 @@ pub extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
 
 /// `shmem_global_exit`: ends the whole job with `status`. The launcher
 /// (`switchyard run`) is told through a marker file of the job (see
-/// [`switchyard_shm::global_exit_path`]) and stops the other PEs, then
-/// exits with `status`.
+/// [`switchyard_shm::global_exit_path`]) and stops the other PEs; under a
+/// PMIx server (srun, mpirun), `PMIx_Abort` asks it to. Then it exits with
+/// `status`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
     let rank = std::env::var(switchyard_bootstrap::vars::RANK).unwrap_or_default();
@@ -321,6 +322,13 @@ pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
             use std::io::Write;
             let _ = writeln!(f, "{} {status}", rank.trim());
         }
+    } else {
+        // Under srun or mpirun (PMIx, in a build with the `pmix` feature):
+        // the resource manager ends the job. Output first, since the abort
+        // may kill this process before it returns.
+        // SAFETY: flushes every C stdio stream.
+        unsafe { libc::fflush(core::ptr::null_mut()) };
+        let _ = switchyard_bootstrap::pmix_abort(status, &format!("shmem_global_exit({status})"));
     }
     // SAFETY: flushes every C stdio stream; `_exit` does not return.
     unsafe {

@@ -3,9 +3,9 @@
 //! equivalent). It runs the C compiler (`$SWITCHYARD_CC`, else `$CC`, else
 //! `cc`) with `-I` for `shmem.h`, then the caller's arguments, then `-L`,
 //! an rpath, `-lswitchyard_shmem` and the system libraries the Rust library
-//! needs (`-lpthread -ldl -lm`, and `-libverbs` with `--static` in a build
-//! with the `verbs` feature: build the C API the same way, with or without
-//! it).
+//! needs (`-lpthread -ldl -lm`, and with `--static` `-libverbs` in a build
+//! with the `verbs` feature, `-lpmix` in one with `pmix`: build the C API
+//! with the same features).
 //!
 //! Where the pieces are found, first match wins:
 //!
@@ -50,6 +50,19 @@ const VERBS_LIB: Option<&str> = if cfg!(feature = "verbs") {
 } else {
     None
 };
+
+/// What the static library's PMIx bootstrap calls: `libpmix`, in a build
+/// with PMIx (the `pmix` feature).
+const PMIX_LIB: Option<&str> = if cfg!(feature = "pmix") {
+    Some("-lpmix")
+} else {
+    None
+};
+
+/// The system libraries the static library needs beyond libc's.
+fn static_libs() -> impl Iterator<Item = &'static str> {
+    VERBS_LIB.into_iter().chain(PMIX_LIB)
+}
 
 /// Finds the include and library directories for the executable in `bin`
 /// (see the module doc), with `var` reading the environment.
@@ -110,7 +123,7 @@ pub fn command(compiler: &str, paths: &Paths, args: &[String], static_lib: bool)
     v.extend(args.iter().cloned());
     if static_lib {
         v.push(paths.lib.join(LIB_NAMES[1]).display().to_string());
-        v.extend(VERBS_LIB.map(String::from));
+        v.extend(static_libs().map(String::from));
     } else {
         v.extend([
             format!("-L{lib}"),
@@ -133,7 +146,7 @@ pub fn pkg_config(paths: &Paths) -> String {
         paths.include.display(),
         paths.lib.display(),
         env!("CARGO_PKG_VERSION"),
-        VERBS_LIB.map_or_else(String::new, |l| format!("{l} "))
+        static_libs().map(|l| format!("{l} ")).collect::<String>()
     )
 }
 
@@ -239,13 +252,17 @@ mod test {
         // libibverbs only where the library has RDMA verbs.
         let verbs = cfg!(feature = "verbs");
         assert_eq!(s.contains(&"-libverbs".to_string()), verbs, "{s:?}");
+        // libpmix only where the library has the PMIx bootstrap.
+        let pmix = cfg!(feature = "pmix");
+        assert_eq!(s.contains(&"-lpmix".to_string()), pmix, "{s:?}");
         let pc = pkg_config(&p);
         assert!(pc.contains("Libs: -L${libdir}"));
-        assert_eq!(
-            pc.contains("Libs.private: -libverbs -lpthread"),
-            verbs,
-            "{pc}"
+        let private = format!(
+            "Libs.private: {}{}-lpthread",
+            if verbs { "-libverbs " } else { "" },
+            if pmix { "-lpmix " } else { "" }
         );
+        assert!(pc.contains(&private), "{pc}");
         assert!(pc.contains("-lpthread -ldl -lm\n"), "{pc}");
         let e = locate(&dir.join("bin"), |k| {
             (k == "SWITCHYARD_SHMEM_LIB").then(|| dir.join("nowhere").into())

@@ -340,9 +340,10 @@ fn bad_values_name_the_variable() {
 #[test]
 fn non_utf8_value_is_an_error() {
     use std::os::unix::ffi::OsStringExt;
-    let e = RankInfo::from_os_lookup(|k| {
-        (k == "SWITCHYARD_RANK").then(|| OsString::from_vec(vec![b'1', 0xff]))
-    })
+    let e = RankInfo::from_os_lookup(
+        |k| (k == "SWITCHYARD_RANK").then(|| OsString::from_vec(vec![b'1', 0xff])),
+        false,
+    )
     .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -382,4 +383,76 @@ proptest! {
                 }
             }
         }
+}
+
+fn os_lookup(env: &'static [(&'static str, &'static str)]) -> impl FnMut(&str) -> Option<OsString> {
+    move |k| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| OsString::from(v))
+    }
+}
+
+/// Under mpirun: Open MPI's variables and PMIx's.
+const MPIRUN: [(&str, &str); 5] = [
+    ("OMPI_COMM_WORLD_RANK", "1"),
+    ("OMPI_COMM_WORLD_SIZE", "2"),
+    ("OMPI_MCA_ess_base_jobid", "1084096513"),
+    ("PMIX_RANK", "1"),
+    ("PMIX_NAMESPACE", "1084096513"),
+];
+
+#[test]
+fn pmix_is_not_asked_when_turned_off_or_under_the_launcher() {
+    const OFF: [(&str, &str); 6] = [
+        MPIRUN[0],
+        MPIRUN[1],
+        MPIRUN[2],
+        MPIRUN[3],
+        MPIRUN[4],
+        ("SWITCHYARD_PMIX", "off"),
+    ];
+    let info = RankInfo::from_os_lookup(os_lookup(&OFF), true).expect("off");
+    assert_eq!(
+        (info.source, info.rank, info.size),
+        (EnvSource::OpenMpi, 1, 2)
+    );
+    const LAUNCHER: [(&str, &str); 4] = [
+        ("SWITCHYARD_RANK", "0"),
+        ("SWITCHYARD_SIZE", "3"),
+        ("SWITCHYARD_JOB_ID", "00000000000000aa"),
+        MPIRUN[3],
+    ];
+    let info = RankInfo::from_os_lookup(os_lookup(&LAUNCHER), true).expect("launcher");
+    assert_eq!((info.source, info.size), (EnvSource::Launcher, 3));
+    // `from_lookup` never asks a PMIx server.
+    let info = RankInfo::from_os_lookup(os_lookup(&MPIRUN), false).expect("env");
+    assert_eq!(info.source, EnvSource::OpenMpi);
+    const BAD: [(&str, &str); 1] = [("SWITCHYARD_PMIX", "yes")];
+    let e = RankInfo::from_os_lookup(os_lookup(&BAD), true).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "SWITCHYARD_PMIX=\"yes\" is not `auto` or `off`"
+    );
+}
+
+/// With the feature, PMIx's variables but no server to reach (this test
+/// runs outside any PMIx job): a typed error naming `PMIx_Init` and the way
+/// out, no panic, no hang. Without it: the environment, as before.
+#[test]
+fn pmix_variables_without_a_server() {
+    if std::env::var_os("PMIX_NAMESPACE").is_some() {
+        return; // Run under a real PMIx server: PMIx_Init would succeed.
+    }
+    let got = RankInfo::from_os_lookup(os_lookup(&MPIRUN), true);
+    if cfg!(feature = "pmix") {
+        let e = got.unwrap_err();
+        assert!(
+            matches!(&e, BootstrapError::Pmix { call, status, .. } if call == "PMIx_Init" && *status < 0),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("SWITCHYARD_PMIX=off"), "{e}");
+    } else {
+        assert_eq!(got.expect("env").source, EnvSource::OpenMpi);
+    }
 }

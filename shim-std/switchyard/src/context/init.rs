@@ -23,8 +23,10 @@ use crate::{
 
 impl Context {
     /// The context of this PE, from `SWITCHYARD_*` configuration and the
-    /// launcher's environment (`switchyard run`, Open MPI, Slurm or PMI). A
-    /// process started without any launcher is a job of one PE.
+    /// launcher's environment (`switchyard run`, Open MPI, Slurm or PMI), or,
+    /// built with the `pmix` feature under `srun --mpi=pmix` or `mpirun`,
+    /// from PMIx (no `SWITCHYARD_ROOT` needed). A process started without
+    /// any launcher is a job of one PE.
     ///
     /// Collective: every PE of the job must call it; it returns once every PE
     /// has connected to every same-node peer.
@@ -111,14 +113,16 @@ impl Context {
         let (own_heap, own_heap_len) = (own.mapped().heap_ptr(), own.mapped().heap_len());
         let placement = Placement::from_env()?;
         // One PE needs no network; otherwise a TCP rail per configured
-        // address (or the one that routes to the bootstrap root).
-        let root = if info.size > 1 {
-            Some(info.root_addr()?)
+        // address (or the one that routes to the bootstrap root). Where the
+        // root is and the job secret the PEs prove come from the
+        // environment, or under PMIx from rank 0 (collective there).
+        let meeting = if info.size > 1 {
+            Some(info.meeting(cfg.bootstrap_timeout)?)
         } else {
             None
         };
-        // The job secret the PEs prove (a job of one PE has no peer).
-        let secret = root.map(|r| info.job_secret(r)).transpose()?;
+        let root = meeting.as_ref().map(|m| m.root);
+        let secret = meeting.as_ref().map(|m| m.secret.clone());
         let tcp = match (root, &secret) {
             (Some(root), Some(secret)) if cfg.transports.tcp => {
                 let listen = if cfg.tcp_addrs.is_empty() {
@@ -174,14 +178,15 @@ impl Context {
                 .unwrap_or_default(),
             verbs: super::verbs::pe_card_bytes(verbs_drv.as_ref()),
         };
-        let Some(root) = root else {
+        let Some(meeting) = meeting else {
             let peers = [peer_of(&card)];
             let mut ctx = Context::from_parts(setup, own, &peers, None)?;
             ctx.verbs_why = verbs_why;
             return Ok(ctx);
         };
+        let host_root = info.hosts_root();
         let mut rv =
-            bootstrap::rendezvous(&info, root, card, cfg.bootstrap_timeout, info.hosts_root())?;
+            bootstrap::rendezvous_at(&info, meeting, card, cfg.bootstrap_timeout, host_root)?;
         let peers: Vec<PeerInfo> = rv.cards.iter().map(peer_of).collect();
         let verbs_cards: Vec<Option<Vec<u8>>> = rv.cards.iter().map(|c| c.verbs.clone()).collect();
         let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# switchyard under real launchers: Open MPI's `mpirun` (which runs a PMIx
+# server), with the PMIx bootstrap (the `pmix` feature) and no
+# SWITCHYARD_ROOT, no secret in the environment.
+#
+#   1. the bootstrap's own test: it starts itself under `mpirun -n 2` and
+#      `-n 4` (rank, size, root and secret through PMIx; rank 0 failing to
+#      bind reaches every PE);
+#   2. C API tests (tests/c, built with `switchyard cc`) under `mpirun -n 2`
+#      and `-n 4`, each checked against its `// expect-status:` (default 0)
+#      and `// expect-stdout:` lines, with its `// env:` lines set.
+#
+# Nothing here skips: without mpirun or libpmix the step fails (CI installs
+# openmpi-bin and libpmix-dev in .ci/setup.sh).
+#
+#   LAUNCHER_TESTS   the C tests to run (names in tests/c, or `all`); default
+#                    a set covering RMA, atomics, collectives, teams,
+#                    contexts, threads, locks, signals and global exit
+#   LAUNCHER_PES     PE counts (default "2 4")
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+# Open MPI refuses to start as root without these (CI runs as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+fail() { echo "launchers: $*" >&2; exit 1; }
+command -v mpirun >/dev/null 2>&1 || fail "no mpirun (install openmpi-bin)"
+pkg-config --exists pmix 2>/dev/null || fail "no PMIx development files (install libpmix-dev)"
+command -v cc >/dev/null 2>&1 || fail "no C compiler"
+echo "launchers: $(mpirun --version 2>/dev/null | head -n1), PMIx $(pkg-config --modversion pmix)"
+
+# No setting of the caller's may leak into the jobs: the point is that none
+# is needed.
+for v in $(env | sed -n 's/^\(SWITCHYARD_[A-Z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+
+cargo build -q -p switchyard-cli -p switchyard-shmem \
+  --features switchyard-cli/pmix,switchyard-shmem/pmix || fail "build with the pmix feature failed"
+timeout --kill-after=10 300 cargo test -q -p switchyard-bootstrap --features pmix --test pmix_mpirun \
+  || fail "the bootstrap's mpirun test failed"
+
+bin=target/debug
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+default_tests="basics rma p2p amo lock signal coll_data coll_reduce team_split ctx globals
+  threads_multiple wait_fair zero_length global_exit global_exit_zero err_bad_pe"
+tests=${LAUNCHER_TESTS:-$default_tests}
+[ "$tests" = all ] && tests=$(cd tests/c && ls -- *.c | sed 's/\.c$//')
+pes=${LAUNCHER_PES:-"2 4"}
+
+passed=0; failures=()
+for t in $tests; do
+  src=tests/c/$t.c
+  [ -f "$src" ] || fail "no test $src"
+  if ! "$bin/switchyard" cc -std=c11 -Wall -Wextra -Werror -O1 -g "$src" -o "$out/$t" 2>"$out/$t.cc"; then
+    cat "$out/$t.cc" >&2; failures+=("$t (compile)"); continue
+  fi
+  want=$(sed -n 's#^// expect-status: *##p' "$src" | head -n1); want=${want:-0}
+  envs=(SWITCHYARD_HEAP_SIZE=8M SWITCHYARD_OP_TIMEOUT=20s)
+  while IFS= read -r kv; do envs+=("$kv"); done < <(sed -n 's#^// env: *##p' "$src")
+  test_pes=$(sed -n 's#^// pes: *##p' "$src" | head -n1)
+  for n in ${test_pes:-$pes}; do
+    log=$out/$t.$n
+    env "${envs[@]}" timeout --kill-after=5 60 \
+      mpirun -n "$n" --oversubscribe "$out/$t" >"$log.out" 2>"$log.err"
+    rc=$?
+    bad=""
+    [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
+    while IFS= read -r line; do
+      [ -n "$line" ] && ! grep -qF -- "$line" "$log.out" && bad="${bad:+$bad; }no '$line' on stdout"
+    done < <(sed -n 's#^// expect-stdout: *##p' "$src")
+    if [ -z "$bad" ]; then
+      passed=$((passed + 1))
+    else
+      failures+=("$t -n $n: $bad")
+      echo "--- $t -n $n: $bad"; tail -n 20 "$log.out" "$log.err"
+    fi
+  done
+done
+
+for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done
+echo "launchers: mpirun: $passed C test run(s) passed, ${#failures[@]} failed"
+[ ${#failures[@]} -eq 0 ]

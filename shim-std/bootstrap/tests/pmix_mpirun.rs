@@ -1,0 +1,227 @@
+//! The PMIx bootstrap under a real `mpirun` (Open MPI's, which runs a PMIx
+//! server), with no `SWITCHYARD_ROOT` and no secret in the environment.
+//!
+//! Without arguments this program is the test: it starts itself under
+//! `mpirun -n 2` and `-n 4` (each bounded by `timeout`) and checks that every
+//! PE reported success; then once more with a root rank 0 cannot bind, where
+//! every PE must fail with rank 0's reason and none may hang. Started by
+//! mpirun (`SYBS_PMIX_PE` set) it is one PE: rank and size from PMIx, the
+//! meeting through the PMIx store, the rendezvous, a barrier, the goodbye.
+//!
+//! Without `mpirun` it skips, which is a failure as root or with `CI` or
+//! `SWITCHYARD_NO_SKIP` set (as everywhere in the tests).
+
+use std::{
+    process::{Command, ExitCode},
+    time::Duration,
+};
+
+use switchyard_bootstrap::{
+    BootstrapError, Card, EnvSource, JobIdSource, RankInfo, SecretOrigin, rendezvous_at,
+};
+
+/// What a PE started by the test does.
+const PE_MODE: &str = "SYBS_PMIX_PE";
+/// A root address rank 0 cannot bind (TEST-NET-1, on no interface here).
+const UNBINDABLE_ROOT: &str = "192.0.2.1:9";
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+fn main() -> ExitCode {
+    match std::env::var(PE_MODE).as_deref() {
+        Ok("ok") => report(pe()),
+        Ok("rank0-fails") => report(pe_expecting_rank0_failure()),
+        _ => drive(),
+    }
+}
+
+fn report(r: Result<String, String>) -> ExitCode {
+    match r {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Whether `needle` occurs in a file of this process (its environment or
+/// command line, NUL-separated).
+fn proc_self_has(file: &str, needle: &str) -> Result<bool, String> {
+    let bytes = std::fs::read(format!("/proc/self/{file}")).map_err(|e| format!("{file}: {e}"))?;
+    Ok(bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+}
+
+fn pe() -> Result<String, String> {
+    let info = RankInfo::from_env().map_err(|e| format!("rank info: {e}"))?;
+    let rank = info.rank;
+    let fail = |what: &str, e: BootstrapError| format!("PE {rank}: {what}: {e}");
+    if info.source != EnvSource::Pmix || info.job_id_source != JobIdSource::Pmix {
+        return Err(format!(
+            "PE {rank}: rank from {:?}, job id from {:?}; expected PMIx for both",
+            info.source, info.job_id_source
+        ));
+    }
+    // PMIx agrees with Open MPI's own variables.
+    let ompi_size = std::env::var("OMPI_COMM_WORLD_SIZE").unwrap_or_default();
+    if ompi_size != info.size.to_string() {
+        return Err(format!(
+            "PE {rank}: PMIx says {} PEs, OMPI_COMM_WORLD_SIZE={ompi_size}",
+            info.size
+        ));
+    }
+    let meeting = info.meeting(TIMEOUT).map_err(|e| fail("meeting", e))?;
+    let expected_origin = if rank == 0 {
+        SecretOrigin::Generated
+    } else {
+        SecretOrigin::Pmix
+    };
+    if *meeting.secret.origin() != expected_origin || meeting.hosts_root() != (rank == 0) {
+        return Err(format!(
+            "PE {rank}: secret from {:?}, hosts the root: {}",
+            meeting.secret.origin(),
+            meeting.hosts_root()
+        ));
+    }
+    let hex = meeting.secret.to_env_value();
+    for file in ["environ", "cmdline"] {
+        if proc_self_has(file, &hex)? {
+            return Err(format!("PE {rank}: the job secret is in /proc/self/{file}"));
+        }
+    }
+    if !meeting.root.ip().is_loopback() {
+        return Err(format!(
+            "PE {rank}: a job on one node met at {}, not on loopback",
+            meeting.root
+        ));
+    }
+    let card = Card::new(info.job_id, rank, 0x5eed);
+    let host_root = info.hosts_root();
+    let rv = rendezvous_at(&info, meeting, card, TIMEOUT, host_root)
+        .map_err(|e| fail("rendezvous", e))?;
+    let ranks: Vec<u32> = rv.cards.iter().map(|c| c.rank).collect();
+    if ranks != (0..info.size).collect::<Vec<_>>() {
+        return Err(format!("PE {rank}: cards of ranks {ranks:?}"));
+    }
+    let mut boot = rv.bootstrap;
+    boot.barrier(TIMEOUT).map_err(|e| fail("barrier", e))?;
+    boot.finish().map_err(|e| fail("goodbye", e))?;
+    if let Some(root) = rv.root {
+        root.join()
+            .map_err(|_| format!("PE {rank}: the root thread panicked"))?
+            .map_err(|e| fail("root", e))?;
+    }
+    Ok(format!("PE {rank}/{}: ok", info.size))
+}
+
+/// Rank 0 cannot bind `SWITCHYARD_ROOT`: it fails with the bind error, and
+/// every other PE with rank 0's reason, from the PMIx store.
+fn pe_expecting_rank0_failure() -> Result<String, String> {
+    let info = RankInfo::from_env().map_err(|e| format!("rank info: {e}"))?;
+    let rank = info.rank;
+    match info.meeting(TIMEOUT) {
+        Ok(m) => Err(format!(
+            "PE {rank}: met at {} though rank 0 cannot bind",
+            m.root
+        )),
+        Err(BootstrapError::Bind { .. }) if rank == 0 => {
+            Ok(format!("PE {rank}: refused as expected"))
+        }
+        Err(BootstrapError::PmixRank0Failed { reason })
+            if rank != 0 && reason.contains(UNBINDABLE_ROOT) =>
+        {
+            Ok(format!("PE {rank}: refused as expected"))
+        }
+        Err(e) => Err(format!("PE {rank}: unexpected error: {e}")),
+    }
+}
+
+/// Whether a skip is a failure here (root, `CI`, `SWITCHYARD_NO_SKIP`).
+fn skip_forbidden() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    root || std::env::var_os("CI").is_some() || std::env::var_os("SWITCHYARD_NO_SKIP").is_some()
+}
+
+/// `mpirun -n <n>` of this program in `mode`, bounded by `timeout(1)`.
+fn mpirun(n: u32, mode: &str, extra_env: &[(&str, &str)]) -> std::process::Output {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut c = Command::new("timeout");
+    c.args(["--kill-after=5", "120", "mpirun", "--oversubscribe", "-n"])
+        .arg(n.to_string())
+        .arg(exe)
+        .env(PE_MODE, mode)
+        // Open MPI refuses root without these (CI runs as root).
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SWITCHYARD_") && k != "SWITCHYARD_NO_SKIP" {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    c.output().expect("run timeout mpirun")
+}
+
+fn drive() -> ExitCode {
+    let have = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        let why = "no `mpirun` (install openmpi-bin)";
+        if skip_forbidden() {
+            eprintln!(
+                "cannot run: {why} (a skip is a failure here: root, CI or SWITCHYARD_NO_SKIP)"
+            );
+            return ExitCode::FAILURE;
+        }
+        eprintln!("skipped: {why}");
+        return ExitCode::SUCCESS;
+    }
+    let mut failed = false;
+    let mut check = |what: String, out: std::process::Output, lines: Vec<String>| {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let missing: Vec<&String> = lines
+            .iter()
+            .filter(|l| !stdout.contains(l.as_str()))
+            .collect();
+        if out.status.success() && missing.is_empty() {
+            println!("ok: {what}");
+        } else {
+            failed = true;
+            println!(
+                "FAILED: {what}: {}, missing {missing:?}\n--- stdout\n{stdout}--- stderr\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    };
+    for n in [2, 4] {
+        let out = mpirun(n, "ok", &[]);
+        let lines = (0..n).map(|r| format!("PE {r}/{n}: ok")).collect();
+        check(
+            format!("PMIx bootstrap of {n} PEs under mpirun"),
+            out,
+            lines,
+        );
+    }
+    let out = mpirun(2, "rank0-fails", &[("SWITCHYARD_ROOT", UNBINDABLE_ROOT)]);
+    let lines = (0..2)
+        .map(|r| format!("PE {r}: refused as expected"))
+        .collect();
+    check(
+        "rank 0 cannot bind: every PE fails with its reason".into(),
+        out,
+        lines,
+    );
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
