@@ -152,6 +152,8 @@ mod signal;
 mod stats;
 mod statseg;
 #[cfg(test)]
+mod statseg_test;
+#[cfg(test)]
 mod tcp_no_alloc_test;
 #[cfg(test)]
 mod tcp_pair_test;

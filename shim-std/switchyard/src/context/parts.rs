@@ -275,10 +275,8 @@ impl Context {
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
         }
-        // The stats segment counts this first context's operations (one
-        // writer per segment): the contexts made later from its `Pe` keep
-        // theirs in `Context::stats` only.
-        let sx = super::statseg::Hook::new(setup.stats, setup.job_id, me, n, &mut warnings);
+        // The stats segment: each context of the PE counts in its own slot.
+        let stats = super::statseg::segment(setup.stats, setup.job_id, me, n, &mut warnings);
         let pe = Arc::new(PeInner {
             me,
             n_pes: n,
@@ -309,9 +307,11 @@ impl Context {
             rings: Mutex::new(Vec::new()),
             tcp: tcp.map(progress::Tcp::new),
             shm: Arc::new(Mutex::new(shm)),
+            stats,
         });
         let mut ctx = Context::on_rings(&pe, (trace_ring, trace))?;
-        ctx.sx = sx;
+        // The first context publishes the segment's shared part.
+        ctx.sx.owner = true;
         ctx.verbs_atomics = setup.verbs_atomics;
         ctx.verbs_routed = setup.verbs_routed;
         Ok(ctx)
