@@ -216,6 +216,7 @@ impl Context {
                 .ok()
                 .and_then(|v| v.trim().parse().ok()),
         };
+        self.sx_to_progress_thread();
         let (me, clock) = (self.me, self.clock);
         if let Some(t) = self.tcp.as_mut() {
             t.start(mode, clock, cpu, me)

@@ -57,7 +57,8 @@ use super::{
 };
 use crate::config::TraceMode;
 
-/// Most contexts of one PE alive at once (reader slots of its topology).
+/// Most contexts of one PE alive at once (reader slots of its topology,
+/// which has one more, for the progress thread).
 pub const MAX_CONTEXTS: usize = 64;
 
 /// What the contexts of one PE share (see the module docs).
@@ -102,6 +103,9 @@ pub(super) struct PeInner {
     pub(super) shm: Arc<Mutex<ShmTransport>>,
     /// The stats segment (`stats = on`): each context takes a slot of it.
     pub(super) stats: Option<Arc<crate::statseg::StatsSegment>>,
+    /// A topology reader slot reserved at init for the progress thread's
+    /// stats publisher (taken when it starts).
+    pub(super) spare_selector: Mutex<Option<Selector<'static>>>,
 }
 
 /// Locks `m`, whatever a panicking holder left.

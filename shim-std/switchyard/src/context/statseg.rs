@@ -18,7 +18,9 @@
 //! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts` only
 //! from the first context, so the sum counts it once); and from the first
 //! context only, the shared part: the socket driver's own counters, and
-//! each (peer, transport)'s health, load, route and dead bits.
+//! each (peer, transport)'s health, load, route and dead bits. While the
+//! TCP progress thread runs it publishes the shared part too ([`Publisher`]),
+//! so an idle PE's state stays current.
 
 use std::sync::Arc;
 
@@ -238,6 +240,60 @@ impl Context {
             dead.get(pe as usize).copied()
         });
         seg.published();
+    }
+}
+
+/// The publisher of the shared part on the TCP progress thread: while the
+/// application computes and calls nothing, the thread refreshes the state
+/// bits and the socket driver's counters every [`PUBLISH_NS`], holding the
+/// driver (so the first context, which takes the driver to publish, is
+/// never publishing at the same time). Dead bits stay as the context last
+/// published them (it alone knows them).
+pub(super) struct Publisher {
+    seg: Arc<StatsSegment>,
+    /// Its own reader slot of the topology (reserved at init).
+    sel: Selector<'static>,
+    topo: Topology<'static>,
+    n_pes: u32,
+    /// When to publish next (the context's clock, ns).
+    next: u64,
+}
+
+impl Publisher {
+    /// From the progress thread's burst, holding the driver `d`: publishes
+    /// when due (`now`, the context's clock).
+    pub(super) fn tick(&mut self, now: u64, d: &switchyard_socket::SocketDriver) {
+        if now < self.next {
+            return;
+        }
+        self.next = now + PUBLISH_NS;
+        self.seg.set_wide(super::TCP.index(), &tcp_wide(&d.stats()));
+        publish_state(&self.seg, &mut self.sel, &self.topo, self.n_pes, |_| None);
+        self.seg.published();
+    }
+}
+
+impl Context {
+    /// Hands the publishing of the shared part to the TCP progress thread
+    /// too, before it starts (the first context, with a segment and a TCP
+    /// driver; once).
+    pub(super) fn sx_to_progress_thread(&mut self) {
+        if !self.sx.owner {
+            return;
+        }
+        let (Some(slot), Some(t)) = (&self.sx.seg, &self.tcp) else {
+            return;
+        };
+        let Some(sel) = super::pe::lock(&self.pe.spare_selector).take() else {
+            return;
+        };
+        t.set_publisher(Publisher {
+            seg: Arc::clone(slot.segment()),
+            sel,
+            topo: self.topo,
+            n_pes: self.n_pes,
+            next: 0,
+        });
     }
 }
 

@@ -1,9 +1,24 @@
 //! The stats segment seen from a running pair: every context of a PE
 //! counts (each in its own slot, summed by the reader).
 
-use std::thread;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    thread,
+    time::Instant,
+};
 
-use super::{Context, shm_pair_test::run_pair, tcp_pair_test};
+use switchyard_core::route::PolicyConfig;
+use switchyard_socket::TcpConfig;
+
+use super::{
+    Context, TCP,
+    progress::{MAX_TICK, ThreadMode},
+    shm_pair_test::run_pair,
+    tcp_pair_test,
+};
 use crate::statseg::{PeerWord, Reader, Snapshot};
 
 /// Puts per thread.
@@ -72,6 +87,93 @@ fn every_context_counts_in_the_segment() {
             shm_to(&after, other, PeerWord::Ops) - shm_to(&before, other, PeerWord::Ops),
             2 * PUTS
         );
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// The TCP transport's state bit toward `peer`, and the socket driver's
+/// frames received, in `s`.
+fn tcp_view(s: &Snapshot, peer: u32) -> (bool, u64) {
+    let healthy = s
+        .peers
+        .iter()
+        .any(|p| p.peer == peer && p.transport == "tcp0" && p.healthy);
+    let received = s
+        .wide
+        .iter()
+        .find(|w| w.transport == "tcp0")
+        .map_or(0, |w| w.counters["frames_received"]);
+    (healthy, received)
+}
+
+/// Reads the segment at `path` until `done` holds (bounded by the pair's wait).
+fn until(path: &std::path::Path, what: &str, done: impl Fn(&Snapshot) -> bool) -> Snapshot {
+    let r = Reader::open(path).expect("readable");
+    let start = Instant::now();
+    loop {
+        let s = r.snapshot();
+        if done(&s) {
+            return s;
+        }
+        assert!(start.elapsed() < tcp_pair_test::WAIT, "{what}: {s:?}");
+        thread::yield_now();
+    }
+}
+
+/// While PE 0 calls nothing, its progress thread publishes: the frames PE 1
+/// sent it and a health bit another thread cleared show in its segment.
+#[test]
+fn the_progress_thread_publishes_while_the_pe_is_idle() {
+    let pair = tcp_pair_test::Pair {
+        job: tcp_pair_test::job(0x5E7),
+        routed: false,
+        policy: PolicyConfig::default(),
+        tcp: TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap()],
+            ..TcpConfig::default()
+        },
+    };
+    let step = Arc::new(AtomicU32::new(0));
+    pair.run(move |mut ctx| {
+        let me = ctx.my_pe();
+        let data = ctx.alloc::<u64>(64).unwrap();
+        if me == 0 {
+            let clock = ctx.clock;
+            ctx.sx_to_progress_thread();
+            ctx.tcp
+                .as_mut()
+                .expect("a TCP driver")
+                .start(ThreadMode::Adaptive { tick: MAX_TICK }, clock, None, me)
+                .unwrap();
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            for i in 0..64 {
+                ctx.put(&data, i, &[i as u64], 0).unwrap();
+            }
+            ctx.quiet().unwrap();
+            step.store(1, Ordering::SeqCst);
+            tcp_pair_test::wait_for(&mut ctx, &step, 2, true);
+        } else {
+            // From here on PE 0 calls nothing until step 2.
+            let path = ctx.stats_segment().expect("a segment").to_path_buf();
+            let before = Reader::open(&path).unwrap().snapshot();
+            let (up, received) = tcp_view(&before, 1);
+            assert!(up, "{before:?}");
+            tcp_pair_test::wait_for(&mut ctx, &step, 1, false);
+            until(&path, "frames received", |s| {
+                tcp_view(s, 1).1 >= received + 64 && s.header.publishes > before.header.publishes
+            });
+            // Another thread of the PE clears the health bit (as a context
+            // seeing the link fail would): the thread publishes it.
+            let topo = ctx.topo;
+            topo.set_health(TCP, 1, false);
+            until(&path, "the health bit", |s| !tcp_view(s, 1).0);
+            topo.set_health(TCP, 1, true);
+            until(&path, "the health bit back", |s| tcp_view(s, 1).0);
+            step.store(2, Ordering::SeqCst);
+        }
         ctx.barrier_all().unwrap();
         ctx.finalize().unwrap();
     });
