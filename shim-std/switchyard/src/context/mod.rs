@@ -162,6 +162,8 @@ mod tcp_refused_test;
 #[cfg(test)]
 mod threads_test;
 mod trace;
+#[cfg(test)]
+mod trace_failover_test;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
 // calls, no driver (the only place the feature chooses code).
 #[cfg_attr(not(feature = "verbs"), path = "verbs_off.rs")]
@@ -285,6 +287,8 @@ pub struct Context {
     sel: Selector<'static>,
     trace_ring: trace::Rings,
     trace: TraceWriter<'static>,
+    /// Peers whose link failed since the last decision toward them.
+    failover: trace::Failover,
     /// Ordinary decisions per trace record: 0 off, 1 all, N sampled
     /// (`trace`, [`TraceMode::every`](crate::config::TraceMode::every)).
     trace_every: u32,

@@ -243,6 +243,7 @@ impl Context {
             sel,
             trace_ring,
             trace,
+            failover: super::trace::Failover::default(),
             trace_every: pe.trace.every(),
             trace_left: pe.trace.every(),
             heap_len: pe.heap_len,

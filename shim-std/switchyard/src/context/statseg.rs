@@ -129,8 +129,10 @@ impl Context {
         }
     }
 
-    /// A link transition of (`t`, `pe`) a driver reported.
-    pub(super) fn sx_link(&self, t: TransportId, pe: u32, state: LinkState) {
+    /// A link transition of (`t`, `pe`) a driver reported (also marks the
+    /// peer's next decision elsewhere as its failover, for the trace).
+    pub(super) fn sx_link(&mut self, t: TransportId, pe: u32, state: LinkState) {
+        self.failover.link(t, pe, state == LinkState::Up);
         self.sx_bump(t, pe, PeerWord::LinkTransitions);
         if state != LinkState::Up {
             self.sx_bump(t, pe, PeerWord::Failovers);

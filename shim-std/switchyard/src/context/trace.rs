@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use switchyard_core::{
-    class::PathClass,
+    class::{PathClass, TransportId},
     route::Route,
     trace::{CapacityError, TraceRecord, TraceRingBox, TraceRingSlice, TraceWriter},
     wire::FrameOp,
@@ -51,6 +51,68 @@ impl Drop for Rings {
     fn drop(&mut self) {
         self.obj.remove();
     }
+}
+
+/// The peers whose link of some transport failed since this context's last
+/// decision toward them: that decision, if it takes another transport, is
+/// the failover and is traced [`TraceRecord::FAILOVER`].
+#[derive(Debug, Default)]
+pub(super) struct Failover {
+    /// Per peer, a bit per transport id that failed toward it.
+    failed: Vec<u8>,
+    /// Peers with a bit set (the data path looks only at this while 0).
+    pending: u32,
+}
+
+impl Failover {
+    /// Transport `t`'s link to `pe` failed (`up`: it is back).
+    pub(super) fn link(&mut self, t: TransportId, pe: u32, up: bool) {
+        let bit = t_bit(t);
+        let pe = pe as usize;
+        if self.failed.len() <= pe {
+            if up {
+                return;
+            }
+            self.failed.resize(pe + 1, 0);
+        }
+        let was = self.failed[pe];
+        self.failed[pe] = if up { was & !bit } else { was | bit };
+        match (was != 0, self.failed[pe] != 0) {
+            (false, true) => self.pending += 1,
+            (true, false) => self.pending -= 1,
+            _ => {}
+        }
+    }
+
+    /// The flag of a decision toward `pe` over `t`: FAILOVER when a link
+    /// of `pe` failed since the last one and `t` is not that link (the
+    /// peer's bits are cleared then).
+    #[inline(always)]
+    fn take(&mut self, pe: u32, t: TransportId) -> u8 {
+        if self.pending == 0 {
+            return 0;
+        }
+        self.take_slow(pe, t)
+    }
+
+    #[cold]
+    fn take_slow(&mut self, pe: u32, t: TransportId) -> u8 {
+        let Some(f) = self.failed.get_mut(pe as usize) else {
+            return 0;
+        };
+        if *f == 0 || *f & t_bit(t) != 0 {
+            return 0;
+        }
+        *f = 0;
+        self.pending -= 1;
+        TraceRecord::FAILOVER
+    }
+}
+
+/// The bit of transport `t` in [`Failover`]'s words (the ids in use are
+/// below 8).
+fn t_bit(t: TransportId) -> u8 {
+    1u8.checked_shl(t.index() as u32).unwrap_or(0)
 }
 
 /// The trace rings of PE `me` of `n_pes` in `job_id`, `records` records
@@ -234,6 +296,9 @@ impl Context {
         {
             flags |= TraceRecord::CPU_ATOMIC;
             self.stats.cpu_atomics += 1;
+        }
+        if !failed {
+            flags |= self.failover.take(pe, route.transport);
         }
         if flags == 0 {
             // An ordinary decision: one in `trace_every` (off: `trace_left`

@@ -270,6 +270,12 @@ fn script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
                     && r.flags & TraceRecord::DOWNGRADED != 0),
             "a downgraded NEAR put over TCP is traced"
         );
+        assert!(
+            recs[..n]
+                .iter()
+                .any(|r| r.transport == TCP.index() as u8 && r.flags & TraceRecord::FAILOVER != 0),
+            "the failover from verbs to TCP is traced"
+        );
     }
     ctx.barrier_all().unwrap();
     if me == 1 {
