@@ -17,7 +17,8 @@
 //! at init and when the context drops: the context's PE block (its
 //! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts` only
 //! from the first context, so the sum counts it once); and from the first
-//! context only, the shared part: the socket driver's own counters, and
+//! context only, the shared part: the socket and verbs drivers' own
+//! counters, and
 //! each (peer, transport)'s health, load, route and dead bits. While the
 //! TCP progress thread runs it publishes the shared part too ([`Publisher`]),
 //! so an idle PE's state stays current.
@@ -232,10 +233,14 @@ impl Context {
         // Taking the driver also makes this the one publisher of the shared
         // part while it holds it (the progress thread is the other).
         let tcp = self.tcp.as_mut().map(|t| progress::Tcp::get(t).stats());
+        let verbs = self.verbs_counters();
         let Some(slot) = &self.sx.seg else { return };
         let seg = slot.segment();
         if let Some(s) = tcp {
             seg.set_wide(super::TCP.index(), &tcp_wide(&s));
+        }
+        if let Some(v) = verbs {
+            seg.set_wide(super::VERBS.index(), &v);
         }
         let dead = &self.dead;
         publish_state(seg, &mut self.sel, &self.topo, self.n_pes, |pe| {

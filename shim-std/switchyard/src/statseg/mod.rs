@@ -19,7 +19,7 @@
 //! | words | what |
 //! | --- | --- |
 //! | 0..16 | header ([`Header`]): 0 magic [`MAGIC`]; 1 version (low half), rank (high); 2 job id; 3 pid, n_pes; 4 start time (ns since the epoch); 5 transports, buckets per histogram; 6 tick unit; 7 the ready word ([`OBJECT_READY`](switchyard_shm::OBJECT_READY), stored last); 8 publishes; 9 the slots ever taken (a bitmap); 10 [`SLOTS`] |
-//! | 16..16+16·T | a wide block per transport ([`WideWord`]): the driver-wide counters (TCP's on `tcp0`) |
+//! | 16..16+16·T | a wide block per transport: the driver-wide counters ([`WideWord`]; TCP's on `tcp0`; verbs' are [`VerbsWord`]s) |
 //! | 512.. | a state word per (peer, transport), peer-major: [`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`] |
 //! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
@@ -246,6 +246,55 @@ words! {
         Failovers = 10 => "failovers",
         /// Writes that found the socket buffer full.
         WouldBlock = 11 => "would_block",
+    }
+}
+
+words! {
+    /// Words of the verbs transport's wide block: the verbs driver's own
+    /// counters (published by the PE's first context, which drives it).
+    VerbsWord {
+        /// Work requests posted.
+        WorkRequests = 1 => "work_requests",
+        /// Doorbells (post calls; a batch of work requests is one).
+        Doorbells = 2 => "doorbells",
+        /// Successful completions polled.
+        Completions = 3 => "completions",
+        /// Completions with an error status.
+        CompletionErrors = 4 => "completion_errors",
+        /// Calls that found the send queue, CQ credits or staging full.
+        WouldBlock = 5 => "would_block",
+        /// Operations that waited for a fence.
+        FenceWaits = 6 => "fence_waits",
+        /// Emulated atomics' compare-swaps retried after a lost race.
+        CasRetries = 7 => "cas_retries",
+        /// Operations offered for replay over TCP after a failure.
+        Replays = 8 => "replays",
+        /// Atomics failed with an unknown outcome.
+        OutcomeUnknown = 9 => "outcome_unknown",
+        /// Peers whose queue pairs went to Error.
+        PeerFailures = 10 => "peer_failures",
+        /// Queue-pair rebuilds done.
+        Rebuilds = 11 => "rebuilds",
+        /// Receipts of the peers' puts that landed here.
+        Receipts = 12 => "receipts",
+        /// Receive requests re-posted to the shared receive queue.
+        RecvReposts = 13 => "recv_reposts",
+        /// Puts in doubt given up without receipts (reported lost).
+        ReceiptsAbandoned = 14 => "receipts_abandoned",
+        /// Failures after which this side withheld its receipts.
+        ReceiptsWithheld = 15 => "receipts_withheld",
+    }
+}
+
+/// The transport index of verbs, whose wide block holds [`VerbsWord`]s.
+pub const VERBS_INDEX: usize = 1;
+
+/// The names of transport `t`'s wide block words, in order.
+pub fn wide_names(t: usize) -> Vec<&'static str> {
+    if t == VERBS_INDEX {
+        VerbsWord::ALL.iter().map(|w| w.name()).collect()
+    } else {
+        WideWord::ALL.iter().map(|w| w.name()).collect()
     }
 }
 

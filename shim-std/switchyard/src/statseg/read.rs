@@ -8,7 +8,7 @@ use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
 use super::{
     BLOCK_WORDS, HIST_BUCKETS, HIST_OPS, HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS,
     PUBLISHES_WORD, PeWord, PeerWord, READY_WORD, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD,
-    STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, VERSION, WIDE_OFF, WideWord, sys,
+    STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, VERSION, WIDE_OFF, sys,
 };
 use crate::statseg::HistRow;
 
@@ -198,9 +198,10 @@ impl Reader {
             let at = WIDE_OFF + t * BLOCK_WORDS;
             let b = read_block(&w[at..at + BLOCK_WORDS]);
             if b[1..].iter().any(|v| *v != 0) {
+                let names = super::wide_names(t);
                 wide.push(WideRow {
                     transport: transport_name(t),
-                    counters: named(WideWord::ALL.iter().map(|k| (k.name(), b[*k as usize]))),
+                    counters: named(names.into_iter().zip(b[1..].iter().copied())),
                 });
             }
         }
@@ -343,9 +344,11 @@ impl Snapshot {
 /// One driver's own counters.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WideRow {
-    /// The transport (`tcp0` stands for the socket driver, all rails).
+    /// The transport (`tcp0` stands for the socket driver, all rails;
+    /// `verbs` for the verbs driver).
     pub transport: String,
-    /// [`WideWord`] names and values.
+    /// [`WideWord`](super::WideWord) names and values
+    /// ([`VerbsWord`](super::VerbsWord)s for `verbs`).
     pub counters: BTreeMap<String, u64>,
 }
 

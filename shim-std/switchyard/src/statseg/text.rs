@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{PeWord, PeerWord, WideWord, bucket_low, read::Snapshot};
+use super::{PeWord, PeerWord, VerbsWord, WideWord, bucket_low, read::Snapshot};
 
 /// One histogram with samples.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -142,6 +142,16 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
             )
         })
         .collect();
+    let mut verbs_f: Vec<Family> = VerbsWord::ALL
+        .iter()
+        .map(|w| {
+            Family::new(
+                format!("switchyard_verbs_{}_total", w.name()),
+                "A counter of the verbs driver.",
+                "counter",
+            )
+        })
+        .collect();
     let peer_words: Vec<PeerWord> = PeerWord::ALL
         .iter()
         .copied()
@@ -184,6 +194,12 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
         }
         for row in &s.wide {
             let l = [base[0], base[1], ("transport", row.transport.as_str())];
+            if row.transport == "verbs" {
+                for (f, w) in verbs_f.iter_mut().zip(VerbsWord::ALL) {
+                    f.sample("", &base, row.counters.get(w.name()).copied().unwrap_or(0));
+                }
+                continue;
+            }
             for (f, w) in wide_f.iter_mut().zip(WideWord::ALL) {
                 f.sample("", &l, row.counters.get(w.name()).copied().unwrap_or(0));
             }
@@ -236,6 +252,7 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
         .into_iter()
         .chain(&pe_f)
         .chain(&wide_f)
+        .chain(&verbs_f)
         .chain(&peer_f)
         .chain(&bits)
         .chain([&lat])
