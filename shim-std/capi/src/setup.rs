@@ -303,9 +303,14 @@ pub extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
 /// `shmem_global_exit`: ends the whole job with `status`. The launcher
 /// (`switchyard run`) is told through a marker file of the job (see
 /// [`switchyard_shm::global_exit_path`]) and stops the other PEs, then
-/// exits with `status`.
+/// exits with `status`. A non-zero status is a fatal end: the route trace
+/// is dumped first (`trace-pe<ME>-global-exit.sytrace` in the job's
+/// directory).
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
+    if status != 0 {
+        state::dump_trace("global-exit");
+    }
     let rank = std::env::var(switchyard_bootstrap::vars::RANK).unwrap_or_default();
     if let Some(job) = std::env::var(switchyard_bootstrap::vars::JOB_ID)
         .ok()

@@ -194,7 +194,7 @@ use switchyard_core::{
     transport::{Instant as CoreInstant, Transport},
 };
 pub use switchyard_shm::{Alias, HEAP_ALIGN, heap_align};
-pub use trace::TRACE_RECORDS;
+pub use trace::{TRACE_RECORDS, TraceDumper};
 pub use wait::{Cmp, Progress};
 pub use wait_set::WaitSet;
 

@@ -109,6 +109,66 @@ impl Failover {
     }
 }
 
+/// Dumps a context's route trace (both rings) into the job's directory
+/// when the PE meets a fatal error ([`Context::trace_dumper`]): the rings
+/// live as long as the process, and the dump only reads them, so it needs
+/// neither the context nor its thread.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceDumper {
+    obj: &'static TraceObject,
+    job_id: u64,
+    me: u32,
+    /// Whether tracing is on (off: nothing to dump).
+    on: bool,
+}
+
+impl TraceDumper {
+    /// Dumps the trace into the job's directory
+    /// ([`job_dir`](switchyard_shm::trace_object::job_dir)) as
+    /// `trace-pe<ME>-<why>.sytrace`, reporting where with a `tracing`
+    /// warning, and returns the file; `None` when tracing is off or the
+    /// file cannot be written (a second dump of one name is refused).
+    pub fn dump(&self, why: &str) -> Option<PathBuf> {
+        self.write(why, None)
+    }
+
+    fn write(&self, why: &str, peer: Option<u32>) -> Option<PathBuf> {
+        if !self.on {
+            return None;
+        }
+        let me = self.me;
+        let name = match peer {
+            Some(p) => format!("trace-pe{me}-{why}-{p}.{DUMP_EXT}"),
+            None => format!("trace-pe{me}-{why}.{DUMP_EXT}"),
+        };
+        let written = ensure_job_dir(self.job_id)
+            .map_err(|e| e.to_string())
+            .and_then(|d| {
+                let p = d.join(name);
+                self.obj
+                    .dump(&p, self.obj.meta().capacity as usize)
+                    .map(|()| p)
+                    .map_err(|e| e.to_string())
+            });
+        match written {
+            Ok(p) => {
+                tracing::warn!(
+                    pe = me,
+                    peer,
+                    reason = why,
+                    file = %p.display(),
+                    "route trace dumped"
+                );
+                Some(p)
+            }
+            Err(e) => {
+                tracing::warn!(pe = me, peer, reason = why, "route trace not dumped: {e}");
+                None
+            }
+        }
+    }
+}
+
 /// The bit of transport `t` in [`Failover`]'s words (the ids in use are
 /// below 8).
 fn t_bit(t: TransportId) -> u8 {
@@ -246,22 +306,17 @@ impl Context {
             return;
         }
         self.trace_ring.dumps += 1;
-        let me = self.me;
-        let written = ensure_job_dir(self.job_id)
-            .map_err(|e| e.to_string())
-            .and_then(|d| {
-                let p = d.join(format!("trace-pe{me}-{why}-{peer}.{DUMP_EXT}"));
-                self.dump_trace(&p).map(|()| p).map_err(|e| e.to_string())
-            });
-        match written {
-            Ok(p) => tracing::warn!(
-                pe = me,
-                peer,
-                reason = why,
-                file = %p.display(),
-                "route trace dumped"
-            ),
-            Err(e) => tracing::warn!(pe = me, peer, reason = why, "route trace not dumped: {e}"),
+        self.trace_dumper().write(why, Some(peer));
+    }
+
+    /// A handle that dumps this context's route trace without the context
+    /// (from a fatal-error path or a panic hook, on any thread).
+    pub fn trace_dumper(&self) -> TraceDumper {
+        TraceDumper {
+            obj: self.trace_ring.obj,
+            job_id: self.job_id,
+            me: self.me,
+            on: self.trace_every != 0,
         }
     }
 
@@ -521,6 +576,31 @@ mod test {
         let before = ctx.trace().written();
         puts(&mut ctx, &buf, 640);
         assert_eq!(ctx.trace().written() - before, 10);
+        ctx.finalize().unwrap();
+    }
+
+    /// A fatal error's dump: the trace written to the job's directory from
+    /// the dumper alone (another thread), readable back, once per name.
+    #[test]
+    fn a_fatal_dump_lands_in_the_job_directory() {
+        let mut ctx = context(None);
+        let buf = ctx.alloc::<u8>(251).unwrap();
+        puts(&mut ctx, &buf, 10);
+        let dumper = ctx.trace_dumper();
+        let path = std::thread::spawn(move || dumper.dump("fatal"))
+            .join()
+            .unwrap()
+            .expect("dumped");
+        let dir = switchyard_shm::trace_object::job_dir(ctx.job_id());
+        assert_eq!(
+            path,
+            dir.join(format!("trace-pe{}-fatal.sytrace", ctx.my_pe()))
+        );
+        let obj = switchyard_shm::trace_object::TraceObject::open(&path).unwrap();
+        let recs = obj.snapshot(switchyard_shm::trace_object::INITIATOR, 100);
+        assert!(recs.len() >= 10, "{} records", recs.len());
+        assert!(dumper.dump("fatal").is_none(), "one dump per name");
+        let _ = std::fs::remove_dir_all(dir);
         ctx.finalize().unwrap();
     }
 }
