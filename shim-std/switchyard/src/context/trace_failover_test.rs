@@ -11,7 +11,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_core::{route::PolicyConfig, trace::TraceRecord};
+use switchyard_core::{
+    route::PolicyConfig, topology::LinkState, trace::TraceRecord, transport::Transport,
+};
 use switchyard_shm::trace_object::{INITIATOR, TraceObject};
 use switchyard_socket::TcpConfig;
 
@@ -23,6 +25,27 @@ use super::{
 
 /// Puts between cuts.
 const PUTS: usize = 64;
+
+/// Makes progress until rail 0 to `peer` is up again (reconnected), then
+/// quiets: nothing is in flight on a rail being rebuilt when the PEs close.
+fn rail_0_back(ctx: &mut super::Context, peer: u32) {
+    let start = Instant::now();
+    loop {
+        let up = ctx
+            .tcp
+            .as_mut()
+            .map(progress::Tcp::get)
+            .is_some_and(|t| t.rail(0).state(peer) == LinkState::Up);
+        ctx.leave();
+        if up {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "rail 0 never came back");
+        ctx.poll_once();
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    ctx.quiet().unwrap();
+}
 
 #[test]
 fn a_rail_cut_traces_the_failover() {
@@ -39,9 +62,11 @@ fn a_rail_cut_traces_the_failover() {
     pair.run(move |mut ctx| {
         let data = ctx.alloc::<u64>(PUTS).unwrap();
         ctx.barrier_all().unwrap();
+        let other = 1 - ctx.my_pe();
         if ctx.my_pe() == 1 {
             // Progress (reconnects, acks) until PE 0 saw its failover.
             wait_for(&mut ctx, &step, 1, true);
+            rail_0_back(&mut ctx, other);
         } else {
             let start = Instant::now();
             let flagged = loop {
@@ -78,6 +103,7 @@ fn a_rail_cut_traces_the_failover() {
                     .any(|r| r.flags & TraceRecord::FAILOVER != 0 && r.seq == flagged.seq),
                 "not in the trace object"
             );
+            rail_0_back(&mut ctx, other);
             step.store(1, Ordering::SeqCst);
         }
         ctx.barrier_all().unwrap();
