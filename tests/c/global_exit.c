@@ -1,6 +1,7 @@
 /* shmem_global_exit: the last PE ends the whole job with status 7 while the
  * others wait for a flag that never comes; `switchyard run` must exit with 7. */
 // expect-status: 7
+// expect-stderr: global-exit.sytrace
 // expect-no-stderr: bootstrap failed
 #include <shmem.h>
 #include <stdio.h>

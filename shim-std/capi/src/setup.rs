@@ -304,9 +304,13 @@ pub extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
 /// (`switchyard run`) is told through a marker file of the job (see
 /// [`switchyard_shm::global_exit_path`]) and stops the other PEs; under a
 /// PMIx server (srun, mpirun), `PMIx_Abort` asks it to. Then it exits with
-/// `status`.
+/// `status`. A non-zero status is a fatal end: the route trace is dumped
+/// first (`trace-pe<ME>-global-exit.sytrace` in the job's directory).
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
+    if status != 0 {
+        state::dump_trace("global-exit");
+    }
     let rank = std::env::var(switchyard_bootstrap::vars::RANK).unwrap_or_default();
     if let Some(job) = std::env::var(switchyard_bootstrap::vars::JOB_ID)
         .ok()

@@ -8,8 +8,9 @@
 //!   `guard`).
 //! * [`sym`] turns a C pointer plus an element count into a checked handle:
 //!   O(1) for a range in one of the blocks used last (see `blocks`).
-//! * [`fatal`] prints `switchyard: CALL: message` and ends the job with a
-//!   non-zero status (the launcher then stops the other PEs).
+//! * [`fatal`] prints `switchyard: CALL: message`, dumps the route trace
+//!   into the job's directory and ends the job with a non-zero status (the
+//!   launcher then stops the other PEs).
 
 use core::{
     cell::{Cell, UnsafeCell},
@@ -18,7 +19,7 @@ use core::{
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use switchyard::context::{Context, Error, Plain, RESERVED, Sym};
+use switchyard::context::{Context, Error, Plain, RESERVED, Sym, TraceDumper};
 
 mod blocks;
 mod guard;
@@ -143,6 +144,7 @@ pub fn install(ctx: Context) -> bool {
     }
     GLOBAL.layout.set(Layout::of(&ctx));
     GLOBAL.blocks.forget();
+    let _ = DUMPER.set(ctx.trace_dumper());
     *s = Some(ctx);
     guard::own();
     true
@@ -212,11 +214,31 @@ pub fn blocks_changed() {
     GLOBAL.blocks.forget();
 }
 
-/// Prints `switchyard: CALL: message` on stderr and ends the process with
-/// status 1 without running `atexit` handlers (they may call back in).
+/// The route trace's dumper of the PE's context, once installed: a fatal
+/// end dumps the trace into the job's directory (it needs no context, so
+/// it works from inside a call, or a panic, as well).
+static DUMPER: std::sync::OnceLock<TraceDumper> = std::sync::OnceLock::new();
+
+/// Dumps the route trace into the job's directory as
+/// `trace-pe<ME>-<why>.sytrace` (once per process; reported by a `tracing`
+/// warning), when a context was installed.
+pub fn dump_trace(why: &str) {
+    static DUMPED: AtomicBool = AtomicBool::new(false);
+    if let Some(d) = DUMPER.get()
+        && !DUMPED.swap(true, Ordering::AcqRel)
+    {
+        d.dump(why);
+    }
+}
+
+/// Prints `switchyard: CALL: message` on stderr, dumps the route trace
+/// (`trace-pe<ME>-fatal.sytrace` in the job's directory) and ends the
+/// process with status 1 without running `atexit` handlers (they may call
+/// back in).
 pub fn fatal(call: &str, msg: fmt::Arguments<'_>) -> ! {
     if !DYING.swap(true, Ordering::AcqRel) {
         eprintln!("switchyard: {call}: {msg}");
+        dump_trace("fatal");
     }
     // SAFETY: fflush(NULL) flushes every C stdio stream; _exit never returns.
     unsafe {

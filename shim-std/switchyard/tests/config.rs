@@ -610,6 +610,7 @@ fn launcher_variables_are_reserved_and_tcp_addrs_is_a_key() {
         "SWITCHYARD_TREE_ID",
         "SWITCHYARD_SIM",
         "SWITCHYARD_PE_CPUS",
+        "SWITCHYARD_PMIX",
     ] {
         assert!(RESERVED_ENV.contains(&var), "{var}");
     }

@@ -142,3 +142,35 @@ fn bad_sources_are_errors() {
         out.stderr
     );
 }
+
+#[test]
+fn a_failover_record_says_so() {
+    let dir = std::env::temp_dir().join(format!("sy-cli-trace-failover-{}", own_pid()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let init = TraceObject::in_memory(&meta(0)).unwrap();
+    {
+        let mut w = init.writer(INITIATOR).unwrap();
+        // A verbs replay over TCP, as the library records it.
+        w.record(&rec(
+            0,
+            1,
+            9,
+            8,
+            100,
+            TraceRecord::FAILOVER | TraceRecord::RETRIED,
+        ));
+    }
+    init.dump(&dir.join("trace-pe0.sytrace"), 16).unwrap();
+    let out = run_args(&["trace", dir.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let last = out.stdout.lines().last().unwrap_or_default();
+    assert!(last.ends_with("retried,failover"), "{}", out.stdout);
+    let out = run_args(&["trace", "--json", dir.to_str().unwrap()]);
+    assert!(
+        out.stdout.contains(r#""flags":["retried","failover"]"#),
+        "{}",
+        out.stdout
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -295,7 +295,7 @@ pub const ENV_TEMPLATE: &str = "SWITCHYARD_TEMPLATE";
 
 /// `SWITCHYARD_*` variables that are not configuration keys but are known (the
 /// launcher's and the bootstrap's, and the two above): never warned about.
-pub const RESERVED_ENV: [&str; 18] = [
+pub const RESERVED_ENV: [&str; 19] = [
     "SWITCHYARD_RANK",
     "SWITCHYARD_SIZE",
     "SWITCHYARD_LOCAL_RANK",

@@ -225,6 +225,7 @@ impl Context {
                 tick: (cfg.heartbeat / 8).clamp(Duration::from_micros(100), MAX_TICK),
             },
         };
+        self.sx_to_progress_thread();
         let (me, clock) = (self.me, self.clock);
         let Some(t) = self.tcp.as_mut() else {
             return Ok(());

@@ -155,6 +155,8 @@ mod signal;
 mod stats;
 mod statseg;
 #[cfg(test)]
+mod statseg_test;
+#[cfg(test)]
 mod tcp_no_alloc_test;
 #[cfg(test)]
 mod tcp_pair_test;
@@ -163,6 +165,8 @@ mod tcp_refused_test;
 #[cfg(test)]
 mod threads_test;
 mod trace;
+#[cfg(test)]
+mod trace_failover_test;
 // The verbs glue, or without the `verbs` feature its stand-in: the same
 // calls, no driver (the only place the feature chooses code).
 #[cfg_attr(not(feature = "verbs"), path = "verbs_off.rs")]
@@ -193,7 +197,7 @@ use switchyard_core::{
     transport::{Instant as CoreInstant, Transport},
 };
 pub use switchyard_shm::{Alias, HEAP_ALIGN, heap_align};
-pub use trace::TRACE_RECORDS;
+pub use trace::{TRACE_RECORDS, TraceDumper};
 pub use wait::{Cmp, Progress};
 pub use wait_set::WaitSet;
 
@@ -286,6 +290,8 @@ pub struct Context {
     sel: Selector<'static>,
     trace_ring: trace::Rings,
     trace: TraceWriter<'static>,
+    /// Peers whose link failed since the last decision toward them.
+    failover: trace::Failover,
     /// Ordinary decisions per trace record: 0 off, 1 all, N sampled
     /// (`trace`, [`TraceMode::every`](crate::config::TraceMode::every)).
     trace_every: u32,

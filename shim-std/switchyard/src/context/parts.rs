@@ -12,7 +12,7 @@ use std::{
 
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, class_between},
-    route::{Downgrade, PolicyConfig, TransportRoles},
+    route::{Downgrade, Policy, PolicyConfig, Selector, TransportRoles},
     sync::atomic::{AtomicBool, AtomicU64},
     topology::{LinkState, Shape, Topology, TopologyBox},
     transport::{Instant as CoreInstant, Transport},
@@ -166,7 +166,7 @@ impl Context {
             load_hints: true,
         };
         let store: &'static TopologyBox =
-            Box::leak(Box::new(TopologyBox::new(shape, super::MAX_CONTEXTS)));
+            Box::leak(Box::new(TopologyBox::new(shape, super::MAX_CONTEXTS + 1)));
         let my_tree = peers.get(me as usize).map_or(NO_SWITCH, |p| p.tree);
         let topo = Topology::new(store.mem(), shape, |pe| {
             peers.get(pe as usize).map_or(PathClass::Unreachable, |p| {
@@ -275,10 +275,11 @@ impl Context {
         if heap_len < RESERVED {
             warnings.push("heap smaller than the reserved area".into());
         }
-        // The stats segment counts this first context's operations (one
-        // writer per segment): the contexts made later from its `Pe` keep
-        // theirs in `Context::stats` only.
-        let sx = super::statseg::Hook::new(setup.stats, setup.job_id, me, n, &mut warnings);
+        // The stats segment: each context of the PE counts in its own slot.
+        let stats = super::statseg::segment(setup.stats, setup.job_id, me, n, &mut warnings);
+        // The progress thread's reader slot (its stats publisher), the one
+        // beyond the contexts' `MAX_CONTEXTS`.
+        let spare_selector = Selector::new(&topo, Policy::new(policy)).ok();
         let pe = Arc::new(PeInner {
             me,
             n_pes: n,
@@ -309,9 +310,12 @@ impl Context {
             rings: Mutex::new(Vec::new()),
             tcp: tcp.map(progress::Tcp::new),
             shm: Arc::new(Mutex::new(shm)),
+            stats,
+            spare_selector: Mutex::new(spare_selector),
         });
         let mut ctx = Context::on_rings(&pe, (trace_ring, trace))?;
-        ctx.sx = sx;
+        // The first context publishes the segment's shared part.
+        ctx.sx.owner = true;
         ctx.verbs_atomics = setup.verbs_atomics;
         ctx.verbs_routed = setup.verbs_routed;
         Ok(ctx)

@@ -23,7 +23,8 @@
 //!
 //! Each context's own: its route selector and context-id lane, its trace
 //! ring (pooled: a dropped context's ring goes to the next one), its
-//! counters ([`Stats`](super::Stats)), its load-bit record, its view of dead
+//! counters ([`Stats`](super::Stats)) and its slot of the PE's stats
+//! segment (pooled the same way; readers sum the slots), its load-bit record, its view of dead
 //! peers, and `fence`/`quiet`: a context's quiet completes that context's
 //! operations (on shared memory every operation is complete when it
 //! returns; over TCP the quiet waits for the driver's, so also for the other
@@ -56,7 +57,8 @@ use super::{
 };
 use crate::config::TraceMode;
 
-/// Most contexts of one PE alive at once (reader slots of its topology).
+/// Most contexts of one PE alive at once (reader slots of its topology,
+/// which has one more, for the progress thread).
 pub const MAX_CONTEXTS: usize = 64;
 
 /// What the contexts of one PE share (see the module docs).
@@ -99,6 +101,11 @@ pub(super) struct PeInner {
     /// before `shm`: the driver writes into the heap.
     pub(super) tcp: Option<progress::Tcp>,
     pub(super) shm: Arc<Mutex<ShmTransport>>,
+    /// The stats segment (`stats = on`): each context takes a slot of it.
+    pub(super) stats: Option<Arc<crate::statseg::StatsSegment>>,
+    /// A topology reader slot reserved at init for the progress thread's
+    /// stats publisher (taken when it starts).
+    pub(super) spare_selector: Mutex<Option<Selector<'static>>>,
 }
 
 /// Locks `m`, whatever a panicking holder left.
@@ -236,6 +243,7 @@ impl Context {
             sel,
             trace_ring,
             trace,
+            failover: super::trace::Failover::default(),
             trace_every: pe.trace.every(),
             trace_left: pe.trace.every(),
             heap_len: pe.heap_len,
@@ -243,7 +251,7 @@ impl Context {
             op_timeout: pe.op_timeout,
             progress: pe.progress,
             stats: Stats::default(),
-            sx: super::statseg::Hook::default(),
+            sx: super::statseg::Hook::on(pe.stats.as_ref()),
             link_seen: vec![0; pe.n_pes as usize],
             dead: vec![false; pe.n_pes as usize],
             boot: None,
@@ -268,6 +276,8 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // This context's last counts, before its slot goes to the next.
+        self.sx_publish_pe();
         // The ring goes to the next context of the PE (its writer is
         // released when the field drops, right after this).
         self.pe.give_ring(self.trace_ring.obj);

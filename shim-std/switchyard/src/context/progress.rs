@@ -34,6 +34,9 @@
 //!
 //! Driver events (link transitions, dead peers) the thread's steps produce stay
 //! queued in the driver; the context applies them at its next progress step.
+//! The thread also publishes the stats segment's shared part (state bits,
+//! the driver's counters) when due, so `switchyard stat` stays current
+//! while the application computes (`statseg.rs`, `Publisher`).
 //!
 //! # The verbs receive side
 //!
@@ -114,6 +117,8 @@ struct Shared {
     driver: UnsafeCell<SocketDriver>,
     /// The verbs driver's receive side, polled in each burst too.
     verbs_recv: std::sync::OnceLock<RecvSide>,
+    /// The stats segment's publisher, run in each burst (when due).
+    publisher: std::sync::OnceLock<std::sync::Mutex<super::statseg::Publisher>>,
     /// Contexts spinning to take the driver (see [`Tcp::contended`]).
     waiting: AtomicU32,
     /// The progress thread, once started (the PE's, whichever context
@@ -172,6 +177,7 @@ impl Tcp {
                 bursts: AtomicU64::new(0),
                 driver: UnsafeCell::new(driver),
                 verbs_recv: std::sync::OnceLock::new(),
+                publisher: std::sync::OnceLock::new(),
                 waiting: AtomicU32::new(0),
                 worker: std::sync::Mutex::new(None),
                 placed: std::sync::OnceLock::new(),
@@ -330,6 +336,12 @@ impl Tcp {
         let _ = self.shared.verbs_recv.set(r);
     }
 
+    /// Lets the progress thread also publish the stats segment's shared
+    /// part (once; later calls are ignored).
+    pub(super) fn set_publisher(&self, p: super::statseg::Publisher) {
+        let _ = self.shared.publisher.set(std::sync::Mutex::new(p));
+    }
+
     /// The progress thread's slot.
     fn worker(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
         self.shared
@@ -483,6 +495,12 @@ fn burst(shared: &Shared, clock: Instant, woke: bool) -> bool {
                 break;
             }
         }
+    }
+    if let Some(p) = shared.publisher.get() {
+        let now = clock.elapsed().as_nanos() as u64;
+        p.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .tick(now, d);
     }
     shared.bursts.fetch_add(1, Ordering::Relaxed);
     // Release: publishes the driver's state to the application's next entry.

@@ -93,6 +93,8 @@ impl Context {
         if e.kind() == ErrorKind::PeerDown {
             if let Some(pe) = e.peer() {
                 self.topo.apply_link_state(t, pe, LinkState::Error);
+                // The retry elsewhere is this peer's failover.
+                self.failover.link(t, pe, false);
                 if self.dead.get(pe as usize).copied().unwrap_or(false) {
                     return Some(Error::PeerDead {
                         pe,

@@ -2,7 +2,8 @@
 //! data path counts in it, the latencies of sampled operations, and the
 //! state published from the progress path.
 //!
-//! Counted on the data path (single writer, this thread):
+//! Each context counts in its own slot of the PE's segment ([`StatsSlot`]):
+//! one writer per word, the readers sum the slots. Counted on the data path:
 //!
 //! * ops and bytes per (peer, transport), once per operation issued, where
 //!   [`Stats::ops`](super::Stats::ops) counts (the shm leg's `leg_done`,
@@ -13,18 +14,28 @@
 //!   transport), where the drivers' link events are applied.
 //!
 //! Published every [`PUBLISH_NS`] from the progress step (`poll_once`),
-//! and at init: the PE block (the [`Stats`](super::Stats) counters), the
-//! socket driver's own counters, and each (peer, transport)'s health,
-//! load, route and dead bits.
+//! at init and when the context drops: the context's PE block (its
+//! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts` only
+//! from the first context, so the sum counts it once); and from the first
+//! context only, the shared part: the socket and verbs drivers' own
+//! counters, and
+//! each (peer, transport)'s health, load, route and dead bits. While the
+//! TCP progress thread runs it publishes the shared part too ([`Publisher`]),
+//! so an idle PE's state stays current.
+
+use std::sync::Arc;
 
 use switchyard_core::{
-    class::TransportId, route::Route, topology::LinkState, transport::Instant as CoreInstant,
+    class::TransportId,
+    route::{Route, Selector},
+    topology::{LinkState, Topology},
+    transport::Instant as CoreInstant,
     wire::FrameOp,
 };
 
 use super::{Context, N_TRANSPORTS, progress, tid};
 use crate::statseg::{
-    PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, StatsSegment,
+    PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, StatsSegment, StatsSlot,
 };
 
 /// How often the progress path publishes the slow-changing state.
@@ -34,8 +45,11 @@ pub const PUBLISH_NS: u64 = 100_000_000;
 /// flight.
 #[derive(Debug, Default)]
 pub(super) struct Hook {
-    /// The segment (`None` with `stats = off`, or when it could not be made).
-    seg: Option<StatsSegment>,
+    /// This context's slot of the segment (`None` with `stats = off`, when
+    /// the segment could not be made, or all its slots are taken).
+    seg: Option<StatsSlot>,
+    /// Whether this context publishes the shared part (the PE's first).
+    pub(super) owner: bool,
     /// The trace clock at the start of the operation the trace samples, or 0.
     t0: u64,
     /// Set while a blocking operation waits for its reply: its latency is
@@ -46,26 +60,29 @@ pub(super) struct Hook {
 }
 
 impl Hook {
-    /// The segment of `rank`, when `on`; a failure to make it is a warning.
-    pub(super) fn new(
-        on: bool,
-        job_id: u64,
-        rank: u32,
-        n_pes: u32,
-        warn: &mut Vec<String>,
-    ) -> Hook {
-        let seg = if on {
-            StatsSegment::create(job_id, rank, n_pes)
-                .map_err(|e| warn.push(format!("no stats segment: {e}")))
-                .ok()
-        } else {
-            None
-        };
+    /// A slot of `seg`, when there is one.
+    pub(super) fn on(seg: Option<&Arc<StatsSegment>>) -> Hook {
         Hook {
-            seg,
+            seg: seg.and_then(StatsSegment::slot),
             ..Hook::default()
         }
     }
+}
+
+/// The segment of `rank`, when `on`; a failure to make it is a warning.
+pub(super) fn segment(
+    on: bool,
+    job_id: u64,
+    rank: u32,
+    n_pes: u32,
+    warn: &mut Vec<String>,
+) -> Option<Arc<StatsSegment>> {
+    if !on {
+        return None;
+    }
+    StatsSegment::create(job_id, rank, n_pes)
+        .map_err(|e| warn.push(format!("no stats segment: {e}")))
+        .ok()
 }
 
 /// The histogram index of a frame op.
@@ -80,7 +97,7 @@ fn hist_op(frame: FrameOp) -> usize {
 impl Context {
     /// Where this PE's stats segment is, when it keeps one.
     pub fn stats_segment(&self) -> Option<&std::path::Path> {
-        self.sx.seg.as_ref().map(StatsSegment::path)
+        self.sx.seg.as_ref().map(|s| s.segment().path())
     }
 
     /// A text summary of this PE's stats segment (published first), as
@@ -113,8 +130,10 @@ impl Context {
         }
     }
 
-    /// A link transition of (`t`, `pe`) a driver reported.
-    pub(super) fn sx_link(&self, t: TransportId, pe: u32, state: LinkState) {
+    /// A link transition of (`t`, `pe`) a driver reported (also marks the
+    /// peer's next decision elsewhere as its failover, for the trace).
+    pub(super) fn sx_link(&mut self, t: TransportId, pe: u32, state: LinkState) {
+        self.failover.link(t, pe, state == LinkState::Up);
         self.sx_bump(t, pe, PeerWord::LinkTransitions);
         if state != LinkState::Up {
             self.sx_bump(t, pe, PeerWord::Failovers);
@@ -179,16 +198,11 @@ impl Context {
         }
     }
 
-    /// Publishes the PE block, the socket driver's counters and every
-    /// (peer, transport)'s state bits.
-    pub(super) fn sx_publish(&mut self) {
-        if self.sx.seg.is_none() {
-            return;
-        }
+    /// Publishes this context's PE block (its [`Stats`](super::Stats)).
+    pub(super) fn sx_publish_pe(&self) {
+        let Some(slot) = &self.sx.seg else { return };
         let st = self.stats();
-        let tcp = self.tcp.as_mut().map(|t| progress::Tcp::get(t).stats());
-        let Some(seg) = &self.sx.seg else { return };
-        seg.set_pe(&[
+        slot.set_pe(&[
             st.barriers,
             st.link_transitions,
             st.links_lost,
@@ -200,56 +214,147 @@ impl Context {
             st.ordering_waits,
             st.load_transitions,
             st.load_yields,
-            st.progress_bursts,
+            // PE-wide (the progress thread's): counted by one slot.
+            if self.sx.owner { st.progress_bursts } else { 0 },
             st.downgrades.iter().sum(),
             st.link_records_sent,
             st.link_records_applied,
         ]);
+    }
+
+    /// Publishes this context's PE block and, from the first context, the
+    /// shared part: the socket driver's counters and every (peer,
+    /// transport)'s state bits.
+    pub(super) fn sx_publish(&mut self) {
+        self.sx_publish_pe();
+        if !self.sx.owner || self.sx.seg.is_none() {
+            return;
+        }
+        // Taking the driver also makes this the one publisher of the shared
+        // part while it holds it (the progress thread is the other).
+        let tcp = self.tcp.as_mut().map(|t| progress::Tcp::get(t).stats());
+        let verbs = self.verbs_counters();
+        let Some(slot) = &self.sx.seg else { return };
+        let seg = slot.segment();
         if let Some(s) = tcp {
-            seg.set_wide(
-                super::TCP.index(),
-                &[
-                    s.frames_sent,
-                    s.frames_received,
-                    s.bytes_sent,
-                    s.bytes_received,
-                    s.replayed,
-                    s.duplicates_dropped,
-                    s.refused,
-                    s.bad_frames,
-                    s.reconnects,
-                    s.rail_failovers,
-                    s.would_block,
-                ],
-            );
+            seg.set_wide(super::TCP.index(), &tcp_wide(&s));
         }
-        for pe in 0..self.n_pes {
-            let dead = self.dead.get(pe as usize).copied().unwrap_or(false);
-            let class = self.sel.pin().class(pe);
-            let route = class.and_then(|c| {
-                self.sel
-                    .policy()
-                    .candidates(c, 8)
-                    .find(|t| self.topo.is_healthy(*t, pe))
-            });
-            for i in 0..N_TRANSPORTS {
-                let t = tid(i);
-                let mut bits = 0;
-                if self.topo.is_healthy(t, pe) {
-                    bits |= STATE_HEALTHY;
-                }
-                if self.topo.is_overloaded(t, pe) {
-                    bits |= STATE_LOADED;
-                }
-                if route == Some(t) {
-                    bits |= STATE_ROUTE;
-                }
-                if dead {
-                    bits |= STATE_DEAD;
-                }
-                seg.set_state(usize::from(i), pe, bits);
-            }
+        if let Some(v) = verbs {
+            seg.set_wide(super::VERBS.index(), &v);
         }
+        let dead = &self.dead;
+        publish_state(seg, &mut self.sel, &self.topo, self.n_pes, |pe| {
+            dead.get(pe as usize).copied()
+        });
         seg.published();
+    }
+}
+
+/// The publisher of the shared part on the TCP progress thread: while the
+/// application computes and calls nothing, the thread refreshes the state
+/// bits and the socket driver's counters every [`PUBLISH_NS`], holding the
+/// driver (so the first context, which takes the driver to publish, is
+/// never publishing at the same time). Dead bits stay as the context last
+/// published them (it alone knows them).
+pub(super) struct Publisher {
+    seg: Arc<StatsSegment>,
+    /// Its own reader slot of the topology (reserved at init).
+    sel: Selector<'static>,
+    topo: Topology<'static>,
+    n_pes: u32,
+    /// When to publish next (the context's clock, ns).
+    next: u64,
+}
+
+impl Publisher {
+    /// From the progress thread's burst, holding the driver `d`: publishes
+    /// when due (`now`, the context's clock).
+    pub(super) fn tick(&mut self, now: u64, d: &switchyard_socket::SocketDriver) {
+        if now < self.next {
+            return;
+        }
+        self.next = now + PUBLISH_NS;
+        self.seg.set_wide(super::TCP.index(), &tcp_wide(&d.stats()));
+        publish_state(&self.seg, &mut self.sel, &self.topo, self.n_pes, |_| None);
+        self.seg.published();
+    }
+}
+
+impl Context {
+    /// Hands the publishing of the shared part to the TCP progress thread
+    /// too, before it starts (the first context, with a segment and a TCP
+    /// driver; once).
+    pub(super) fn sx_to_progress_thread(&mut self) {
+        if !self.sx.owner {
+            return;
+        }
+        let (Some(slot), Some(t)) = (&self.sx.seg, &self.tcp) else {
+            return;
+        };
+        let Some(sel) = super::pe::lock(&self.pe.spare_selector).take() else {
+            return;
+        };
+        t.set_publisher(Publisher {
+            seg: Arc::clone(slot.segment()),
+            sel,
+            topo: self.topo,
+            n_pes: self.n_pes,
+            next: 0,
+        });
+    }
+}
+
+/// The socket driver's counters as the words of a wide block.
+pub(super) fn tcp_wide(s: &switchyard_socket::SocketStats) -> [u64; 11] {
+    [
+        s.frames_sent,
+        s.frames_received,
+        s.bytes_sent,
+        s.bytes_received,
+        s.replayed,
+        s.duplicates_dropped,
+        s.refused,
+        s.bad_frames,
+        s.reconnects,
+        s.rail_failovers,
+        s.would_block,
+    ]
+}
+
+/// Publishes every (peer, transport)'s state bits from the topology row
+/// (health and load), `sel`'s policy (the route of an 8-byte put) and
+/// `dead` (whether a peer is dead; `None` keeps the bit as published).
+pub(super) fn publish_state(
+    seg: &StatsSegment,
+    sel: &mut Selector<'static>,
+    topo: &Topology<'static>,
+    n_pes: u32,
+    dead: impl Fn(u32) -> Option<bool>,
+) {
+    for pe in 0..n_pes {
+        let dead = dead(pe).unwrap_or(seg.state(0, pe) & STATE_DEAD != 0);
+        let class = sel.pin().class(pe);
+        let route = class.and_then(|c| {
+            sel.policy()
+                .candidates(c, 8)
+                .find(|t| topo.is_healthy(*t, pe))
+        });
+        for i in 0..N_TRANSPORTS {
+            let t = tid(i);
+            let mut bits = 0;
+            if topo.is_healthy(t, pe) {
+                bits |= STATE_HEALTHY;
+            }
+            if topo.is_overloaded(t, pe) {
+                bits |= STATE_LOADED;
+            }
+            if route == Some(t) {
+                bits |= STATE_ROUTE;
+            }
+            if dead {
+                bits |= STATE_DEAD;
+            }
+            seg.set_state(usize::from(i), pe, bits);
+        }
     }
 }

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use switchyard_core::{
-    class::PathClass,
+    class::{PathClass, TransportId},
     route::Route,
     trace::{CapacityError, TraceRecord, TraceRingBox, TraceRingSlice, TraceWriter},
     wire::FrameOp,
@@ -51,6 +51,128 @@ impl Drop for Rings {
     fn drop(&mut self) {
         self.obj.remove();
     }
+}
+
+/// The peers whose link of some transport failed since this context's last
+/// decision toward them: that decision, if it takes another transport, is
+/// the failover and is traced [`TraceRecord::FAILOVER`].
+#[derive(Debug, Default)]
+pub(super) struct Failover {
+    /// Per peer, a bit per transport id that failed toward it.
+    failed: Vec<u8>,
+    /// Peers with a bit set (the data path looks only at this while 0).
+    pending: u32,
+}
+
+impl Failover {
+    /// Transport `t`'s link to `pe` failed (`up`: it is back).
+    pub(super) fn link(&mut self, t: TransportId, pe: u32, up: bool) {
+        let bit = t_bit(t);
+        let pe = pe as usize;
+        if self.failed.len() <= pe {
+            if up {
+                return;
+            }
+            self.failed.resize(pe + 1, 0);
+        }
+        let was = self.failed[pe];
+        self.failed[pe] = if up { was & !bit } else { was | bit };
+        match (was != 0, self.failed[pe] != 0) {
+            (false, true) => self.pending += 1,
+            (true, false) => self.pending -= 1,
+            _ => {}
+        }
+    }
+
+    /// The flag of a decision toward `pe` over `t`: FAILOVER when a link
+    /// of `pe` failed since the last one and `t` is not that link (the
+    /// peer's bits are cleared then).
+    #[inline(always)]
+    fn take(&mut self, pe: u32, t: TransportId) -> u8 {
+        if self.pending == 0 {
+            return 0;
+        }
+        self.take_slow(pe, t)
+    }
+
+    #[cold]
+    fn take_slow(&mut self, pe: u32, t: TransportId) -> u8 {
+        let Some(f) = self.failed.get_mut(pe as usize) else {
+            return 0;
+        };
+        if *f == 0 || *f & t_bit(t) != 0 {
+            return 0;
+        }
+        *f = 0;
+        self.pending -= 1;
+        TraceRecord::FAILOVER
+    }
+}
+
+/// Dumps a context's route trace (both rings) into the job's directory
+/// when the PE meets a fatal error ([`Context::trace_dumper`]): the rings
+/// live as long as the process, and the dump only reads them, so it needs
+/// neither the context nor its thread.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceDumper {
+    obj: &'static TraceObject,
+    job_id: u64,
+    me: u32,
+    /// Whether tracing is on (off: nothing to dump).
+    on: bool,
+}
+
+impl TraceDumper {
+    /// Dumps the trace into the job's directory
+    /// ([`job_dir`](switchyard_shm::trace_object::job_dir)) as
+    /// `trace-pe<ME>-<why>.sytrace`, reporting where with a `tracing`
+    /// warning, and returns the file; `None` when tracing is off or the
+    /// file cannot be written (a second dump of one name is refused).
+    pub fn dump(&self, why: &str) -> Option<PathBuf> {
+        self.write(why, None)
+    }
+
+    fn write(&self, why: &str, peer: Option<u32>) -> Option<PathBuf> {
+        if !self.on {
+            return None;
+        }
+        let me = self.me;
+        let name = match peer {
+            Some(p) => format!("trace-pe{me}-{why}-{p}.{DUMP_EXT}"),
+            None => format!("trace-pe{me}-{why}.{DUMP_EXT}"),
+        };
+        let written = ensure_job_dir(self.job_id)
+            .map_err(|e| e.to_string())
+            .and_then(|d| {
+                let p = d.join(name);
+                self.obj
+                    .dump(&p, self.obj.meta().capacity as usize)
+                    .map(|()| p)
+                    .map_err(|e| e.to_string())
+            });
+        match written {
+            Ok(p) => {
+                tracing::warn!(
+                    pe = me,
+                    peer,
+                    reason = why,
+                    file = %p.display(),
+                    "route trace dumped"
+                );
+                Some(p)
+            }
+            Err(e) => {
+                tracing::warn!(pe = me, peer, reason = why, "route trace not dumped: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// The bit of transport `t` in [`Failover`]'s words (the ids in use are
+/// below 8).
+fn t_bit(t: TransportId) -> u8 {
+    1u8.checked_shl(t.index() as u32).unwrap_or(0)
 }
 
 /// The trace rings of PE `me` of `n_pes` in `job_id`, `records` records
@@ -184,22 +306,17 @@ impl Context {
             return;
         }
         self.trace_ring.dumps += 1;
-        let me = self.me;
-        let written = ensure_job_dir(self.job_id)
-            .map_err(|e| e.to_string())
-            .and_then(|d| {
-                let p = d.join(format!("trace-pe{me}-{why}-{peer}.{DUMP_EXT}"));
-                self.dump_trace(&p).map(|()| p).map_err(|e| e.to_string())
-            });
-        match written {
-            Ok(p) => tracing::warn!(
-                pe = me,
-                peer,
-                reason = why,
-                file = %p.display(),
-                "route trace dumped"
-            ),
-            Err(e) => tracing::warn!(pe = me, peer, reason = why, "route trace not dumped: {e}"),
+        self.trace_dumper().write(why, Some(peer));
+    }
+
+    /// A handle that dumps this context's route trace without the context
+    /// (from a fatal-error path or a panic hook, on any thread).
+    pub fn trace_dumper(&self) -> TraceDumper {
+        TraceDumper {
+            obj: self.trace_ring.obj,
+            job_id: self.job_id,
+            me: self.me,
+            on: self.trace_every != 0,
         }
     }
 
@@ -234,6 +351,9 @@ impl Context {
         {
             flags |= TraceRecord::CPU_ATOMIC;
             self.stats.cpu_atomics += 1;
+        }
+        if !failed {
+            flags |= self.failover.take(pe, route.transport);
         }
         if flags == 0 {
             // An ordinary decision: one in `trace_every` (off: `trace_left`
@@ -456,6 +576,31 @@ mod test {
         let before = ctx.trace().written();
         puts(&mut ctx, &buf, 640);
         assert_eq!(ctx.trace().written() - before, 10);
+        ctx.finalize().unwrap();
+    }
+
+    /// A fatal error's dump: the trace written to the job's directory from
+    /// the dumper alone (another thread), readable back, once per name.
+    #[test]
+    fn a_fatal_dump_lands_in_the_job_directory() {
+        let mut ctx = context(None);
+        let buf = ctx.alloc::<u8>(251).unwrap();
+        puts(&mut ctx, &buf, 10);
+        let dumper = ctx.trace_dumper();
+        let path = std::thread::spawn(move || dumper.dump("fatal"))
+            .join()
+            .unwrap()
+            .expect("dumped");
+        let dir = switchyard_shm::trace_object::job_dir(ctx.job_id());
+        assert_eq!(
+            path,
+            dir.join(format!("trace-pe{}-fatal.sytrace", ctx.my_pe()))
+        );
+        let obj = switchyard_shm::trace_object::TraceObject::open(&path).unwrap();
+        let recs = obj.snapshot(switchyard_shm::trace_object::INITIATOR, 100);
+        assert!(recs.len() >= 10, "{} records", recs.len());
+        assert!(dumper.dump("fatal").is_none(), "one dump per name");
+        let _ = std::fs::remove_dir_all(dir);
         ctx.finalize().unwrap();
     }
 }

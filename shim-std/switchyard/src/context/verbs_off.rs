@@ -213,6 +213,10 @@ impl Context {
     }
 
     #[inline]
+    pub(super) fn verbs_counters(&self) -> Option<[u64; 15]> {
+        None
+    }
+
     pub(super) fn verbs_up(&self, _pe: u32) -> bool {
         false
     }

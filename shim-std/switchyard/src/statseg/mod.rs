@@ -16,32 +16,42 @@
 //!
 //! # Layout (version [`VERSION`])
 //!
-//! | bytes | what |
+//! | words | what |
 //! | --- | --- |
-//! | 0..128 | header ([`Header`]), by word: 0 magic [`MAGIC`]; 1 version (low half), rank (high); 2 job id; 3 pid, n_pes; 4 start time (ns since the epoch); 5 transports, buckets per histogram; 6 tick unit; 7 the ready word ([`OBJECT_READY`](switchyard_shm::OBJECT_READY), stored last); 8 publishes |
-//! | 128..256 | the PE block: [`PeWord`] |
-//! | 256..256+128·T | a wide block per transport ([`WideWord`]): the driver-wide counters (TCP's on `tcp0`) |
-//! | 4096.. | a peer block per (peer, transport), peer-major ([`PeerWord`]) |
-//! | after, page-aligned | a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
+//! | 0..16 | header ([`Header`]): 0 magic [`MAGIC`]; 1 version (low half), rank (high); 2 job id; 3 pid, n_pes; 4 start time (ns since the epoch); 5 transports, buckets per histogram; 6 tick unit; 7 the ready word ([`OBJECT_READY`](switchyard_shm::OBJECT_READY), stored last); 8 publishes; 9 the slots ever taken (a bitmap); 10 [`SLOTS`] |
+//! | 16..16+16·T | a wide block per transport: the driver-wide counters ([`WideWord`]; TCP's on `tcp0`; verbs' are [`VerbsWord`]s) |
+//! | 512.. | a state word per (peer, transport), peer-major: [`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`] |
+//! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
 //! `T` is [`N_TRANSPORTS`] (shm, verbs, tcp0..tcp3). Every block starts with
-//! a sequence word; a counter block is [`BLOCK_WORDS`] words.
+//! a sequence word; a counter block is [`BLOCK_WORDS`] words. A slot's
+//! pages are allocated when a context first takes it, so the object is
+//! mostly a hole; readers look only at the slots the bitmap names and sum
+//! them.
 //!
-//! # Consistency: one seqlock per block
+//! # Consistency: one writer per block, one seqlock per block
 //!
-//! Each block has one writer, the PE's context thread. It makes the
-//! sequence word odd (Relaxed store, then a Release fence), stores the
-//! block's words (Relaxed load + store each: no read-modify-write), and
-//! makes the sequence even again (Release store). A reader loads the
-//! sequence (Acquire), retries while odd, copies the words (Relaxed), then
-//! an Acquire fence and a reload of the sequence: equal means the copy is
-//! one state of the block. On x86-64 the writer's cost is plain stores;
-//! every word is also individually atomic, so a reader that gives up
-//! retrying (a writer killed mid-update) still sees whole counters.
-//! Blocks are not consistent with each other (no global stop). One
-//! exception, for the per-operation cost: a peer block's ops and bytes
-//! words are stored outside its seqlock ([`StatsSegment::op`]), so a
-//! snapshot may count an operation before its bytes.
+//! Each context of the PE counts in its own slot ([`StatsSlot`]): its data
+//! path writes only there, so no word has two writers and no counter needs
+//! a read-modify-write. The shared part (state words, wide blocks, the
+//! publish count) is written by one publisher at a time: the PE's first
+//! context, or the progress thread, which take turns on the TCP driver's
+//! entry lock (without TCP there is no progress thread).
+//!
+//! A block's writer makes its sequence word odd (Relaxed store, then a
+//! Release fence), stores the block's words (Relaxed load + store each: no
+//! read-modify-write), and makes the sequence even again (Release store).
+//! A reader loads the sequence (Acquire), retries while odd, copies the
+//! words (Relaxed), then an Acquire fence and a reload of the sequence:
+//! equal means the copy is one state of the block. On x86-64 the writer's
+//! cost is plain stores; every word is also individually atomic, so a
+//! reader that gives up retrying (a writer killed mid-update) still sees
+//! whole counters. Blocks are not consistent with each other (no global
+//! stop), nor are the slots a reader sums. One exception, for the
+//! per-operation cost: a peer block's ops and bytes words are stored
+//! outside its seqlock ([`StatsSlot::op`]), so a snapshot may count an
+//! operation before its bytes. A state word is stored whole, without a
+//! seqlock.
 //!
 //! # Latencies
 //!
@@ -57,7 +67,11 @@ mod read;
 mod sys;
 mod text;
 
-use std::{io, path::PathBuf};
+use std::{
+    io,
+    path::PathBuf,
+    sync::{Arc, PoisonError},
+};
 
 pub use read::{Job, PeerRow, Reader, Snapshot, find_jobs, transport_name};
 use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
@@ -66,7 +80,7 @@ pub use text::{HistRow, prometheus, summary, ticks_to_ns};
 /// The magic word at offset 0.
 pub const MAGIC: u64 = switchyard_shm::STATS_MAGIC;
 /// The layout version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Transports with counters: shm, verbs, tcp0..tcp3 (the context's ids).
 pub const N_TRANSPORTS: usize = crate::context::N_TRANSPORTS as usize;
 /// Words of a counter block (the sequence word first).
@@ -79,17 +93,26 @@ pub const HIST_BUCKETS: usize = 16 + HIST_GROUPS * 16;
 const HIST_GROUPS: usize = 36;
 /// Words of a histogram block: sequence, count, sum, max, buckets.
 pub const HIST_WORDS: usize = 4 + HIST_BUCKETS;
+/// Context slots of a segment (one per live context of the PE).
+pub const SLOTS: usize = crate::context::MAX_CONTEXTS;
+const _: () = assert!(SLOTS <= 64, "the slot bitmaps are one word");
 const PAGE: usize = 4096;
 const HEADER_WORDS: usize = 16;
-const PE_OFF: usize = HEADER_WORDS;
-const WIDE_OFF: usize = PE_OFF + BLOCK_WORDS;
-const PEER_OFF: usize = PAGE / 8;
+const WIDE_OFF: usize = HEADER_WORDS;
+/// The state words: one per (peer, transport), from the second page.
+const STATE_OFF: usize = PAGE / 8;
+/// A slot's peer blocks, after its PE block.
+const SLOT_PEER_REL: usize = BLOCK_WORDS;
 /// The header word holding the ready word (its low half).
 const READY_WORD: usize = switchyard_shm::OBJECT_READY_OFFSET / 8;
 const _: () = assert!(switchyard_shm::OBJECT_READY_OFFSET == 56);
 /// The header word counting publishes.
 const PUBLISHES_WORD: usize = 8;
-const _: () = assert!(WIDE_OFF + N_TRANSPORTS * BLOCK_WORDS <= PEER_OFF);
+/// The header word naming the slots ever taken (bit `k`: slot `k`).
+const SLOTS_USED_WORD: usize = 9;
+/// The header word holding [`SLOTS`].
+const SLOTS_WORD: usize = 10;
+const _: () = assert!(WIDE_OFF + N_TRANSPORTS * BLOCK_WORDS <= STATE_OFF);
 
 /// The header's words (index = word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -226,6 +249,55 @@ words! {
     }
 }
 
+words! {
+    /// Words of the verbs transport's wide block: the verbs driver's own
+    /// counters (published by the PE's first context, which drives it).
+    VerbsWord {
+        /// Work requests posted.
+        WorkRequests = 1 => "work_requests",
+        /// Doorbells (post calls; a batch of work requests is one).
+        Doorbells = 2 => "doorbells",
+        /// Successful completions polled.
+        Completions = 3 => "completions",
+        /// Completions with an error status.
+        CompletionErrors = 4 => "completion_errors",
+        /// Calls that found the send queue, CQ credits or staging full.
+        WouldBlock = 5 => "would_block",
+        /// Operations that waited for a fence.
+        FenceWaits = 6 => "fence_waits",
+        /// Emulated atomics' compare-swaps retried after a lost race.
+        CasRetries = 7 => "cas_retries",
+        /// Operations offered for replay over TCP after a failure.
+        Replays = 8 => "replays",
+        /// Atomics failed with an unknown outcome.
+        OutcomeUnknown = 9 => "outcome_unknown",
+        /// Peers whose queue pairs went to Error.
+        PeerFailures = 10 => "peer_failures",
+        /// Queue-pair rebuilds done.
+        Rebuilds = 11 => "rebuilds",
+        /// Receipts of the peers' puts that landed here.
+        Receipts = 12 => "receipts",
+        /// Receive requests re-posted to the shared receive queue.
+        RecvReposts = 13 => "recv_reposts",
+        /// Puts in doubt given up without receipts (reported lost).
+        ReceiptsAbandoned = 14 => "receipts_abandoned",
+        /// Failures after which this side withheld its receipts.
+        ReceiptsWithheld = 15 => "receipts_withheld",
+    }
+}
+
+/// The transport index of verbs, whose wide block holds [`VerbsWord`]s.
+pub const VERBS_INDEX: usize = 1;
+
+/// The names of transport `t`'s wide block words, in order.
+pub fn wide_names(t: usize) -> Vec<&'static str> {
+    if t == VERBS_INDEX {
+        VerbsWord::ALL.iter().map(|w| w.name()).collect()
+    } else {
+        WideWord::ALL.iter().map(|w| w.name()).collect()
+    }
+}
+
 /// State bit: the transport is healthy toward the peer.
 pub const STATE_HEALTHY: u64 = 1;
 /// State bit: the transport's load bit toward the peer is set.
@@ -267,21 +339,68 @@ pub fn path(job_id: u64, rank: u32) -> PathBuf {
     ))
 }
 
-/// Bytes of the segment of a job of `n_pes`.
-pub(crate) fn layout_len(n_pes: u32) -> (usize, usize) {
-    let peer_words = n_pes as usize * N_TRANSPORTS * BLOCK_WORDS;
-    let hist_off = (PEER_OFF + peer_words).div_ceil(PAGE / 8) * (PAGE / 8);
-    let words = hist_off + HIST_OPS.len() * N_TRANSPORTS * HIST_WORDS;
-    (hist_off, (words * 8).div_ceil(PAGE) * PAGE)
+/// Where things are in the segment of a job of `n_pes` (word offsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    n_pes: u32,
+    /// The first slot.
+    slots_off: usize,
+    /// Words from one slot to the next (whole pages).
+    stride: usize,
+    /// The histograms, from a slot's start (page-aligned).
+    hist_rel: usize,
+    /// Bytes of the object.
+    len: usize,
 }
 
-/// The writer's handle on its own stats segment: created at init, unlinked
-/// on drop. Every method is a few Relaxed stores into the mapping.
+impl Layout {
+    pub(crate) fn new(n_pes: u32) -> Layout {
+        let page = PAGE / 8;
+        let pairs = n_pes as usize * N_TRANSPORTS;
+        let slots_off = (STATE_OFF + pairs).div_ceil(page) * page;
+        let hist_rel = (SLOT_PEER_REL + pairs * BLOCK_WORDS).div_ceil(page) * page;
+        let stride = (hist_rel + HIST_OPS.len() * N_TRANSPORTS * HIST_WORDS).div_ceil(page) * page;
+        Layout {
+            n_pes,
+            slots_off,
+            stride,
+            hist_rel,
+            len: (slots_off + SLOTS * stride) * 8,
+        }
+    }
+
+    /// Slot `k`'s first word.
+    pub(crate) fn slot(&self, k: usize) -> usize {
+        self.slots_off + k * self.stride
+    }
+
+    /// The peer block of (`pe`, `t`), from a slot's start.
+    pub(crate) fn peer_rel(pe: u32, t: usize) -> usize {
+        SLOT_PEER_REL + (pe as usize * N_TRANSPORTS + t) * BLOCK_WORDS
+    }
+
+    /// The histogram of (`op`, `t`), from a slot's start.
+    pub(crate) fn hist_rel(&self, op: usize, t: usize) -> usize {
+        self.hist_rel + (op * N_TRANSPORTS + t) * HIST_WORDS
+    }
+
+    /// The state word of (`pe`, `t`).
+    pub(crate) fn state(pe: u32, t: usize) -> usize {
+        STATE_OFF + pe as usize * N_TRANSPORTS + t
+    }
+}
+
+/// A PE's stats segment, shared by its contexts (each counts in its own
+/// [`StatsSlot`]): created at init, unlinked when the last handle drops.
+/// The shared part (the state words, the wide blocks, the publish count)
+/// has one writer at a time: the PE's first context, or its progress
+/// thread, which take turns on the TCP driver's entry lock.
 pub struct StatsSegment {
     map: sys::Map,
     path: PathBuf,
-    n_pes: u32,
-    hist_off: usize,
+    layout: Layout,
+    /// The slots in use (bit `k`: slot `k`).
+    slots: std::sync::Mutex<u64>,
 }
 
 impl std::fmt::Debug for StatsSegment {
@@ -295,21 +414,26 @@ impl std::fmt::Debug for StatsSegment {
 impl StatsSegment {
     /// Creates `rank`'s segment of `job_id` (mode 0600, exclusive; an
     /// object left by an earlier process of this rank and job is replaced).
+    /// Its slots' pages are allocated when a context takes the slot
+    /// ([`StatsSegment::slot`]), so the object's size is mostly a hole.
     ///
     /// # Errors
     ///
     /// The system call that failed (`/dev/shm` full, not writable).
-    pub fn create(job_id: u64, rank: u32, n_pes: u32) -> io::Result<StatsSegment> {
+    pub fn create(job_id: u64, rank: u32, n_pes: u32) -> io::Result<Arc<StatsSegment>> {
         let path = path(job_id, rank);
-        let (hist_off, len) = layout_len(n_pes);
-        let map = sys::Map::create(&path, len)?;
+        let layout = Layout::new(n_pes);
+        let map = sys::Map::create(&path, layout.len)?;
         let seg = StatsSegment {
             map,
             path,
-            n_pes,
-            hist_off,
+            layout,
+            slots: std::sync::Mutex::new(0),
         };
         let w = seg.map.words();
+        // The header page and the state words: allocated now, not on the
+        // data path.
+        touch(&w[..layout.slots_off]);
         let start = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -327,11 +451,12 @@ impl StatsSegment {
         for (i, v) in head.iter().enumerate() {
             w[i].store(*v, Ordering::Relaxed);
         }
+        w[SLOTS_WORD].store(SLOTS as u64, Ordering::Relaxed);
         // The ready word last (the heap object's READY at byte 56): a reader
         // or the stale cleanup seeing it sees the header.
         // SYNC POINT with the Acquire load in `read::Reader::open`.
         w[READY_WORD].store(u64::from(switchyard_shm::OBJECT_READY), Ordering::Release);
-        Ok(seg)
+        Ok(Arc::new(seg))
     }
 
     /// Where the object is.
@@ -339,13 +464,117 @@ impl StatsSegment {
         &self.path
     }
 
-    #[inline(always)]
-    fn peer_block(&self, t: usize, pe: u32) -> Option<&[AtomicU64]> {
-        if pe >= self.n_pes || t >= N_TRANSPORTS {
+    /// The lowest free slot, for one context (its pages allocated now), or
+    /// `None` when all [`SLOTS`] are taken. A slot freed by a dropped
+    /// context keeps its counts: the next context adds to them.
+    pub fn slot(self: &Arc<Self>) -> Option<StatsSlot> {
+        let mut used = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let k = (!*used).trailing_zeros() as usize;
+        if k >= SLOTS {
             return None;
         }
-        let at = PEER_OFF + (pe as usize * N_TRANSPORTS + t) * BLOCK_WORDS;
-        self.map.words().get(at..at + BLOCK_WORDS)
+        *used |= 1 << k;
+        let base = self.layout.slot(k);
+        let w = self.map.words();
+        touch(&w[base..base + self.layout.stride]);
+        let ever = &w[SLOTS_USED_WORD];
+        // Under `slots`: one writer at a time. Readers sum the slots named
+        // here.
+        // SYNC POINT with the Acquire load of the word in `read::Reader::snapshot`.
+        ever.store(ever.load(Ordering::Relaxed) | 1 << k, Ordering::Release);
+        Some(StatsSlot {
+            seg: Arc::clone(self),
+            index: k,
+            base,
+        })
+    }
+
+    /// Sets the state bits of (`t`, `pe`): one word, stored whole.
+    pub fn set_state(&self, t: usize, pe: u32, bits: u64) {
+        if pe < self.layout.n_pes && t < N_TRANSPORTS {
+            let w = &self.map.words()[Layout::state(pe, t)];
+            if w.load(Ordering::Relaxed) != bits {
+                w.store(bits, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The state bits of (`t`, `pe`) as last set (0 out of range).
+    pub fn state(&self, t: usize, pe: u32) -> u64 {
+        if pe < self.layout.n_pes && t < N_TRANSPORTS {
+            self.map.words()[Layout::state(pe, t)].load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    /// Publishes transport `t`'s wide block (`values[i]` is word
+    /// `WideWord::ALL[i]`); one publisher at a time (see the type's docs).
+    pub fn set_wide(&self, t: usize, values: &[u64]) {
+        if t < N_TRANSPORTS {
+            let at = WIDE_OFF + t * BLOCK_WORDS;
+            publish(&self.map.words()[at..at + BLOCK_WORDS], values);
+        }
+    }
+
+    /// Counts one publish in the header (readers see the state's age); one
+    /// publisher at a time.
+    pub fn published(&self) {
+        add(&self.map.words()[PUBLISHES_WORD], 1);
+    }
+}
+
+impl Drop for StatsSegment {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Writes each page of `words` once (the value it holds), so the kernel
+/// allocates them now rather than on the data path.
+fn touch(words: &[AtomicU64]) {
+    for w in words.iter().step_by(PAGE / 8) {
+        w.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// One context's part of the segment: its PE block, peer blocks and
+/// histograms, which only it writes (readers sum the slots). Every method
+/// is a few Relaxed loads and stores into the mapping. Dropping it frees
+/// the slot for the PE's next context.
+pub struct StatsSlot {
+    seg: Arc<StatsSegment>,
+    index: usize,
+    /// The slot's first word.
+    base: usize,
+}
+
+impl std::fmt::Debug for StatsSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatsSlot")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StatsSlot {
+    /// The segment.
+    pub fn segment(&self) -> &Arc<StatsSegment> {
+        &self.seg
+    }
+
+    /// The slot's number (0 for the PE's first context).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    #[inline(always)]
+    fn peer_block(&self, t: usize, pe: u32) -> Option<&[AtomicU64]> {
+        if pe >= self.seg.layout.n_pes || t >= N_TRANSPORTS {
+            return None;
+        }
+        let at = self.base + Layout::peer_rel(pe, t);
+        self.seg.map.words().get(at..at + BLOCK_WORDS)
     }
 
     /// One operation of `bytes` to `pe` over transport `t`: ops and bytes.
@@ -357,16 +586,17 @@ impl StatsSegment {
     #[inline(always)]
     #[allow(unsafe_code)]
     pub fn op(&self, t: usize, pe: u32, bytes: u64) {
-        if pe < self.n_pes && t < N_TRANSPORTS {
-            let at = PEER_OFF + (pe as usize * N_TRANSPORTS + t) * BLOCK_WORDS;
-            debug_assert!(at + BLOCK_WORDS <= self.map.len());
-            // SAFETY: `create` mapped `layout_len(n_pes)` bytes, which hold
-            // the `n_pes * N_TRANSPORTS` peer blocks of `BLOCK_WORDS` words
-            // from `PEER_OFF` (before `hist_off`): with `pe < n_pes` and
-            // `t < N_TRANSPORTS` both words are inside the live mapping
-            // `self.map` owns, and every access to it is atomic.
+        if pe < self.seg.layout.n_pes && t < N_TRANSPORTS {
+            let at = self.base + Layout::peer_rel(pe, t);
+            debug_assert!(at + BLOCK_WORDS <= self.seg.map.len());
+            // SAFETY: `create` mapped `layout.len` bytes, which hold
+            // `SLOTS` slots of `n_pes * N_TRANSPORTS` peer blocks of
+            // `BLOCK_WORDS` words each: with `pe < n_pes`,
+            // `t < N_TRANSPORTS` and `base` a slot's start, both words are
+            // inside the live mapping `self.seg` owns, and every access to
+            // it is atomic.
             let (ops, b) = unsafe {
-                let w = self.map.base().add(at);
+                let w = self.seg.map.base().add(at);
                 (
                     &*w.add(PeerWord::Ops as usize),
                     &*w.add(PeerWord::Bytes as usize),
@@ -385,35 +615,11 @@ impl StatsSegment {
         }
     }
 
-    /// Sets the state bits of (`t`, `pe`) (a published word).
-    pub fn set_state(&self, t: usize, pe: u32, bits: u64) {
-        if let Some(b) = self.peer_block(t, pe)
-            && b[PeerWord::State as usize].load(Ordering::Relaxed) != bits
-        {
-            write_block(b, |b| {
-                b[PeerWord::State as usize].store(bits, Ordering::Relaxed)
-            });
-        }
-    }
-
-    /// Publishes the PE block (`values[i]` is word `PeWord::ALL[i]`).
+    /// Publishes this context's PE block (`values[i]` is word
+    /// `PeWord::ALL[i]`).
     pub fn set_pe(&self, values: &[u64; 15]) {
-        let w = self.map.words();
-        publish(&w[PE_OFF..PE_OFF + BLOCK_WORDS], values);
-    }
-
-    /// Publishes transport `t`'s wide block (`values[i]` is word
-    /// `WideWord::ALL[i]`).
-    pub fn set_wide(&self, t: usize, values: &[u64; 11]) {
-        if t < N_TRANSPORTS {
-            let at = WIDE_OFF + t * BLOCK_WORDS;
-            publish(&self.map.words()[at..at + BLOCK_WORDS], values);
-        }
-    }
-
-    /// Counts one publish in the header (readers see the state's age).
-    pub fn published(&self) {
-        add(&self.map.words()[PUBLISHES_WORD], 1);
+        let w = self.seg.map.words();
+        publish(&w[self.base..self.base + BLOCK_WORDS], values);
     }
 
     /// One sampled latency of `ticks` for operation `op` (an index of
@@ -423,8 +629,8 @@ impl StatsSegment {
         if op >= HIST_OPS.len() || t >= N_TRANSPORTS {
             return;
         }
-        let at = self.hist_off + (op * N_TRANSPORTS + t) * HIST_WORDS;
-        let Some(h) = self.map.words().get(at..at + HIST_WORDS) else {
+        let at = self.base + self.seg.layout.hist_rel(op, t);
+        let Some(h) = self.seg.map.words().get(at..at + HIST_WORDS) else {
             return;
         };
         write_block(h, |h| {
@@ -438,9 +644,14 @@ impl StatsSegment {
     }
 }
 
-impl Drop for StatsSegment {
+impl Drop for StatsSlot {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let mut used = self
+            .seg
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *used &= !(1 << self.index);
     }
 }
 

@@ -6,9 +6,9 @@ use std::{collections::BTreeMap, io, path::PathBuf};
 use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
 
 use super::{
-    BLOCK_WORDS, HIST_BUCKETS, HIST_OPS, HIST_WORDS, Header, MAGIC, N_TRANSPORTS, PE_OFF, PEER_OFF,
-    PUBLISHES_WORD, PeWord, PeerWord, READY_WORD, STATE_DEAD, STATE_HEALTHY, STATE_LOADED,
-    STATE_ROUTE, VERSION, WIDE_OFF, WideWord, layout_len, sys,
+    BLOCK_WORDS, HIST_BUCKETS, HIST_OPS, HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS,
+    PUBLISHES_WORD, PeWord, PeerWord, READY_WORD, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD,
+    STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, VERSION, WIDE_OFF, sys,
 };
 use crate::statseg::HistRow;
 
@@ -79,7 +79,7 @@ fn parse_name(name: &str) -> Option<(u64, u32)> {
 pub struct Reader {
     map: sys::Map,
     header: Header,
-    hist_off: usize,
+    layout: Layout,
 }
 
 impl std::fmt::Debug for Reader {
@@ -134,17 +134,22 @@ impl Reader {
         }
         if header.n_transports as usize != N_TRANSPORTS
             || header.hist_buckets as usize != HIST_BUCKETS
+            || word(SLOTS_WORD) != SLOTS as u64
         {
             return Err(invalid("geometry differs from this build's".into()));
         }
-        let (hist_off, len) = layout_len(header.n_pes);
-        if w.len() * 8 < len {
-            return Err(invalid(format!("{} bytes, {len} expected", w.len() * 8)));
+        let layout = Layout::new(header.n_pes);
+        if w.len() * 8 < layout.len {
+            return Err(invalid(format!(
+                "{} bytes, {} expected",
+                w.len() * 8,
+                layout.len
+            )));
         }
         Ok(Reader {
             map,
             header,
-            hist_off,
+            layout,
         })
     }
 
@@ -159,12 +164,30 @@ impl Reader {
     }
 
     /// A snapshot: each block consistent in itself (its seqlock), blocks
-    /// read one after the other while the PE runs.
+    /// read one after the other while the PE runs; the counters are the
+    /// sums over the context slots taken so far.
     pub fn snapshot(&self) -> Snapshot {
         let w = self.map.words();
         let mut header = self.header;
         header.publishes = w[PUBLISHES_WORD].load(Ordering::Relaxed);
-        let pe_block = read_block(&w[PE_OFF..PE_OFF + BLOCK_WORDS]);
+        // SYNC POINT with the Release store of the bitmap in `StatsSegment::slot`.
+        let used = w[SLOTS_USED_WORD].load(Ordering::Acquire);
+        let slots: Vec<usize> = (0..SLOTS)
+            .filter(|k| used & 1 << k != 0)
+            .map(|k| self.layout.slot(k))
+            .collect();
+        // The sum over the slots of the block at `rel` from a slot's start.
+        let summed = |rel: usize, words: usize| {
+            let mut sum = vec![0u64; words];
+            for s in &slots {
+                let b = read_block(&w[s + rel..s + rel + words]);
+                for (a, v) in sum.iter_mut().zip(&b).skip(1) {
+                    *a = a.wrapping_add(*v);
+                }
+            }
+            sum
+        };
+        let pe_block = summed(0, BLOCK_WORDS);
         let pe = named(
             PeWord::ALL
                 .iter()
@@ -175,21 +198,21 @@ impl Reader {
             let at = WIDE_OFF + t * BLOCK_WORDS;
             let b = read_block(&w[at..at + BLOCK_WORDS]);
             if b[1..].iter().any(|v| *v != 0) {
+                let names = super::wide_names(t);
                 wide.push(WideRow {
                     transport: transport_name(t),
-                    counters: named(WideWord::ALL.iter().map(|k| (k.name(), b[*k as usize]))),
+                    counters: named(names.into_iter().zip(b[1..].iter().copied())),
                 });
             }
         }
         let mut peers = Vec::new();
         for peer in 0..header.n_pes {
             for t in 0..N_TRANSPORTS {
-                let at = PEER_OFF + (peer as usize * N_TRANSPORTS + t) * BLOCK_WORDS;
-                let b = read_block(&w[at..at + BLOCK_WORDS]);
-                if b[1..].iter().all(|v| *v == 0) {
+                let b = summed(Layout::peer_rel(peer, t), BLOCK_WORDS);
+                let state = w[Layout::state(peer, t)].load(Ordering::Relaxed);
+                if state == 0 && b[1..].iter().all(|v| *v == 0) {
                     continue;
                 }
-                let state = b[PeerWord::State as usize];
                 peers.push(PeerRow {
                     peer,
                     transport: transport_name(t),
@@ -209,8 +232,19 @@ impl Reader {
         let mut hists = Vec::new();
         for (op, name) in HIST_OPS.iter().enumerate() {
             for t in 0..N_TRANSPORTS {
-                let at = self.hist_off + (op * N_TRANSPORTS + t) * HIST_WORDS;
-                let h = read_block(&w[at..at + HIST_WORDS]);
+                let rel = self.layout.hist_rel(op, t);
+                let mut h = vec![0u64; HIST_WORDS];
+                for s in &slots {
+                    let b = read_block(&w[s + rel..s + rel + HIST_WORDS]);
+                    for (i, (a, v)) in h.iter_mut().zip(&b).enumerate().skip(1) {
+                        // Word 3 is the largest sample; the others add up.
+                        *a = if i == 3 {
+                            (*a).max(*v)
+                        } else {
+                            a.wrapping_add(*v)
+                        };
+                    }
+                }
                 if h[1] == 0 {
                     continue;
                 }
@@ -232,6 +266,7 @@ impl Reader {
         Snapshot {
             header,
             alive: self.alive(),
+            contexts: used.count_ones(),
             pe,
             wide,
             peers,
@@ -283,6 +318,9 @@ pub struct Snapshot {
     pub header: Header,
     /// Whether the PE's process lived when the snapshot was taken.
     pub alive: bool,
+    /// The context slots the counters sum: those ever taken (a dropped
+    /// context's slot, counts kept, goes to the PE's next context).
+    pub contexts: u32,
     /// The PE block ([`PeWord`] names).
     pub pe: BTreeMap<String, u64>,
     /// The wide blocks with anything counted.
@@ -306,9 +344,11 @@ impl Snapshot {
 /// One driver's own counters.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WideRow {
-    /// The transport (`tcp0` stands for the socket driver, all rails).
+    /// The transport (`tcp0` stands for the socket driver, all rails;
+    /// `verbs` for the verbs driver).
     pub transport: String,
-    /// [`WideWord`] names and values.
+    /// [`WideWord`](super::WideWord) names and values
+    /// ([`VerbsWord`](super::VerbsWord)s for `verbs`).
     pub counters: BTreeMap<String, u64>,
 }
 

@@ -91,8 +91,9 @@ fn map(file: &File, len: usize, write: bool) -> io::Result<Map> {
             core::ptr::null_mut(),
             len,
             prot,
-            // The writer's pages are faulted in now, not on the data path.
-            libc::MAP_SHARED | if write { libc::MAP_POPULATE } else { 0 },
+            // Not populated: the writer faults in the pages it uses when
+            // it takes them (`touch`), not the whole (mostly hole) object.
+            libc::MAP_SHARED,
             file.as_raw_fd(),
             0,
         )

@@ -38,8 +38,9 @@ fn buckets_are_log_linear_and_monotonic() {
 #[test]
 fn a_segment_counts_and_reads_back() {
     let id = job(1);
-    let seg = StatsSegment::create(id, 3, 4).unwrap();
-    let path = seg.path().to_path_buf();
+    let whole = StatsSegment::create(id, 3, 4).unwrap();
+    let seg = whole.slot().unwrap();
+    let path = whole.path().to_path_buf();
     assert_eq!(path, super::path(id, 3));
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
@@ -49,7 +50,7 @@ fn a_segment_counts_and_reads_back() {
     }
     seg.op(2, 2, 100);
     seg.bump(2, 2, PeerWord::Retries);
-    seg.set_state(0, 1, STATE_HEALTHY | STATE_ROUTE);
+    whole.set_state(0, 1, STATE_HEALTHY | STATE_ROUTE);
     seg.latency(0, 0, 20);
     seg.latency(0, 0, 1000);
     seg.op(0, 4, 1); // out of range: ignored
@@ -89,6 +90,8 @@ fn a_segment_counts_and_reads_back() {
     let j = jobs.iter().find(|j| j.job_id == id).unwrap();
     assert_eq!(j.pes, vec![(3, path.clone())]);
     drop(seg);
+    assert!(path.exists(), "kept while the segment lives");
+    drop(whole);
     assert!(!path.exists(), "removed on drop");
     // The reader's mapping stays valid after the unlink.
     assert_eq!(r.snapshot().total(PeerWord::Ops), 6);
@@ -113,6 +116,7 @@ fn the_stale_cleanup_removes_a_dead_pes_segment() {
     let removed = switchyard_shm::remove_stale(std::path::Path::new(switchyard_shm::SHM_DIR), None);
     assert!(!removed.contains(&path));
     // Forget it (no unlink), as a killed process would, with a dead pid.
+    let seg = Arc::into_inner(seg).unwrap();
     std::mem::forget(seg);
     let bytes = std::fs::read(&path).unwrap();
     let mut b = bytes.clone();
@@ -125,8 +129,9 @@ fn the_stale_cleanup_removes_a_dead_pes_segment() {
 #[test]
 fn snapshots_of_a_block_are_consistent_under_a_writer() {
     let id = job(4);
-    let seg = StatsSegment::create(id, 0, 2).unwrap();
-    let r = Reader::open(seg.path()).unwrap();
+    let whole = StatsSegment::create(id, 0, 2).unwrap();
+    let seg = whole.slot().unwrap();
+    let r = Reader::open(whole.path()).unwrap();
     let n = if cfg!(miri) { 100 } else { 100_000 };
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -166,10 +171,11 @@ fn snapshots_of_a_block_are_consistent_under_a_writer() {
 #[test]
 fn prometheus_and_summary_show_the_counts() {
     let id = job(5);
-    let seg = StatsSegment::create(id, 0, 2).unwrap();
+    let whole = StatsSegment::create(id, 0, 2).unwrap();
+    let seg = whole.slot().unwrap();
     seg.op(0, 1, 8);
     seg.latency(0, 0, 100);
-    let s = Reader::open(seg.path()).unwrap().snapshot();
+    let s = Reader::open(whole.path()).unwrap().snapshot();
     let text = prometheus(std::slice::from_ref(&s));
     let job = format!("{id:016x}");
     assert!(text.contains(&format!(
@@ -179,4 +185,50 @@ fn prometheus_and_summary_show_the_counts() {
     assert!(text.contains("le=\"+Inf\"} 1\n"));
     let sum = summary(&s);
     assert!(sum.contains("shm    ops 1 bytes 8"), "{sum}");
+}
+
+#[test]
+fn slots_are_summed_and_reused() {
+    let id = job(6);
+    let whole = StatsSegment::create(id, 0, 2).unwrap();
+    let r = Reader::open(whole.path()).unwrap();
+    let (a, b) = (whole.slot().unwrap(), whole.slot().unwrap());
+    assert_eq!((a.index(), b.index()), (0, 1));
+    let n = if cfg!(miri) { 10 } else { 10_000 };
+    std::thread::scope(|s| {
+        for (slot, bytes) in [(&a, 8), (&b, 16)] {
+            s.spawn(move || {
+                for _ in 0..n {
+                    slot.op(0, 1, bytes);
+                }
+                slot.latency(0, 0, bytes);
+                slot.bump(0, 1, PeerWord::Retries);
+                let mut pe = [0u64; 15];
+                pe[0] = 1;
+                slot.set_pe(&pe);
+            });
+        }
+    });
+    let s = r.snapshot();
+    assert_eq!(s.contexts, 2);
+    assert_eq!(s.total(PeerWord::Ops), 2 * n);
+    assert_eq!(s.total(PeerWord::Bytes), 24 * n);
+    assert_eq!(s.total(PeerWord::Retries), 2);
+    assert_eq!(s.pe["barriers"], 2);
+    assert_eq!(
+        (s.hists[0].count, s.hists[0].sum, s.hists[0].max),
+        (2, 24, 16)
+    );
+    // A freed slot goes to the next context, which adds to its counts.
+    drop(b);
+    let c = whole.slot().unwrap();
+    assert_eq!(c.index(), 1);
+    c.op(0, 1, 1);
+    let s = r.snapshot();
+    assert_eq!((s.contexts, s.total(PeerWord::Ops)), (2, 2 * n + 1));
+    // Every slot taken: no more.
+    let rest: Vec<_> = (2..SLOTS).map(|_| whole.slot().unwrap()).collect();
+    assert!(whole.slot().is_none());
+    assert_eq!(r.snapshot().contexts as usize, SLOTS);
+    drop(rest);
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{PeWord, PeerWord, WideWord, bucket_low, read::Snapshot};
+use super::{PeWord, PeerWord, VerbsWord, WideWord, bucket_low, read::Snapshot};
 
 /// One histogram with samples.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -113,6 +113,17 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// A counter family `switchyard_<group>_<name>_total` per name.
+fn counters<'a>(
+    names: impl Iterator<Item = &'a str>,
+    group: &str,
+    help: &'static str,
+) -> Vec<Family> {
+    names
+        .map(|n| Family::new(format!("switchyard_{group}_{n}_total"), help, "counter"))
+        .collect()
+}
+
 /// The Prometheus text exposition (format 0.0.4) of `snaps` (PEs of one or
 /// more jobs): every family once, with `job` and `pe` labels on each sample.
 pub fn prometheus(snaps: &[Snapshot]) -> String {
@@ -122,41 +133,31 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
         "When the PE created its stats segment, seconds since the Unix epoch.",
         "gauge",
     );
-    let mut pe_f: Vec<Family> = PeWord::ALL
-        .iter()
-        .map(|w| {
-            Family::new(
-                format!("switchyard_pe_{}_total", w.name()),
-                "A counter of the PE (see the stats segment docs).",
-                "counter",
-            )
-        })
-        .collect();
-    let mut wide_f: Vec<Family> = WideWord::ALL
-        .iter()
-        .map(|w| {
-            Family::new(
-                format!("switchyard_transport_{}_total", w.name()),
-                "A driver's own counter (TCP: all rails, on tcp0).",
-                "counter",
-            )
-        })
-        .collect();
+    let mut pe_f = counters(
+        PeWord::ALL.iter().map(|w| w.name()),
+        "pe",
+        "A counter of the PE (see the stats segment docs).",
+    );
+    let mut wide_f = counters(
+        WideWord::ALL.iter().map(|w| w.name()),
+        "transport",
+        "A driver's own counter (TCP: all rails, on tcp0).",
+    );
+    let mut verbs_f = counters(
+        VerbsWord::ALL.iter().map(|w| w.name()),
+        "verbs",
+        "A counter of the verbs driver.",
+    );
     let peer_words: Vec<PeerWord> = PeerWord::ALL
         .iter()
         .copied()
         .filter(|w| *w != PeerWord::State)
         .collect();
-    let mut peer_f: Vec<Family> = peer_words
-        .iter()
-        .map(|w| {
-            Family::new(
-                format!("switchyard_peer_{}_total", w.name()),
-                "A counter of one (peer, transport).",
-                "counter",
-            )
-        })
-        .collect();
+    let mut peer_f = counters(
+        peer_words.iter().map(|w| w.name()),
+        "peer",
+        "A counter of one (peer, transport).",
+    );
     let mut bits: Vec<Family> = [
         ("healthy", "Health bit of (peer, transport)."),
         ("loaded", "Load bit of (peer, transport)."),
@@ -184,6 +185,12 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
         }
         for row in &s.wide {
             let l = [base[0], base[1], ("transport", row.transport.as_str())];
+            if row.transport == "verbs" {
+                for (f, w) in verbs_f.iter_mut().zip(VerbsWord::ALL) {
+                    f.sample("", &base, row.counters.get(w.name()).copied().unwrap_or(0));
+                }
+                continue;
+            }
             for (f, w) in wide_f.iter_mut().zip(WideWord::ALL) {
                 f.sample("", &l, row.counters.get(w.name()).copied().unwrap_or(0));
             }
@@ -236,6 +243,7 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
         .into_iter()
         .chain(&pe_f)
         .chain(&wide_f)
+        .chain(&verbs_f)
         .chain(&peer_f)
         .chain(&bits)
         .chain([&lat])

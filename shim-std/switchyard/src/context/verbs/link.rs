@@ -8,13 +8,15 @@ use std::time::Duration;
 use switchyard_core::{
     route::ContextId,
     topology::LinkState,
+    trace::TraceRecord,
     transport::{ErrorKind, Instant as CoreInstant, Transport, TransportError},
+    wire::FrameOp,
 };
 use switchyard_socket::SocketDriver;
 use switchyard_verbs::{Event, Receipts, Replay, VerbsError, card::MAX_QPS};
 
 use super::{ASK_AGAIN_NS, BACKOFF_RESET_NS, MAX_BACKOFF_NS, MIN_BACKOFF_NS, Record, pair_card};
-use crate::context::{Context, Error, Result, VERBS, progress};
+use crate::context::{Context, Error, Result, TCP, VERBS, progress};
 
 /// Replays one operation over TCP rail 0, making progress while the TCP
 /// window is full, for at most `patience`. Returns whether TCP took it.
@@ -325,18 +327,39 @@ impl Context {
         v.drain_due = false;
         let mut tcp = self.tcp.as_mut().map(progress::Tcp::get);
         let (mut n, mut lost, mut first) = (0u64, 0u64, None);
+        // The replays' trace records (a failover: the operation left the
+        // failed verbs link for TCP), written after the drain.
+        let mut moved = Vec::new();
         v.drv.drain_replays(|r| {
             n += 1;
-            let peer = match r {
-                Replay::Put { peer, .. }
-                | Replay::PutFromHeap { peer, .. }
-                | Replay::GetIntoHeap { peer, .. }
-                | Replay::Atomic { peer, .. } => peer,
+            let (peer, seq, len, op) = match r {
+                Replay::Put {
+                    peer, seq, bytes, ..
+                } => (peer, seq, bytes.len() as u64, FrameOp::Put),
+                Replay::PutFromHeap { peer, seq, len, .. } => {
+                    (peer, seq, u64::from(len), FrameOp::Put)
+                }
+                Replay::GetIntoHeap { peer, seq, len, .. } => {
+                    (peer, seq, u64::from(len), FrameOp::Get)
+                }
+                Replay::Atomic { peer, seq, .. } => (peer, seq, 8, FrameOp::Atomic),
             };
             let ok = tcp
                 .as_deref_mut()
                 .is_some_and(|t| replay_one(t, r, me, clock, patience));
-            if !ok {
+            if ok {
+                moved.push(TraceRecord {
+                    seq,
+                    src: me,
+                    dst: peer,
+                    len: u32::try_from(len).unwrap_or(u32::MAX),
+                    class: TraceRecord::NO_CLASS,
+                    transport: TCP.index() as u8,
+                    op: op as u8,
+                    flags: TraceRecord::FAILOVER | TraceRecord::RETRIED,
+                    timestamp: 0,
+                });
+            } else {
                 lost += 1;
                 first.get_or_insert(peer);
             }
@@ -355,6 +378,14 @@ impl Context {
         if let Some(pe) = first {
             let (p0, c) = v.lost.unwrap_or((pe, 0));
             v.lost = Some((p0, c + lost));
+        }
+        for mut rec in moved {
+            rec.class = self
+                .sel
+                .pin()
+                .class(rec.dst)
+                .map_or(TraceRecord::NO_CLASS, |c| c.to_wire());
+            self.trace_always(rec);
         }
     }
 

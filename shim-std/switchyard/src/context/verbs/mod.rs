@@ -449,6 +449,29 @@ impl Context {
             .is_some_and(|b| b.exceeded(level))
     }
 
+    /// The verbs driver's counters as the words of its wide block in the
+    /// stats segment ([`VerbsWord`](crate::statseg::VerbsWord)), when there is a driver.
+    pub(super) fn verbs_counters(&self) -> Option<[u64; 15]> {
+        let s = self.verbs.as_ref()?.drv.stats();
+        Some([
+            s.wrs,
+            s.doorbells,
+            s.completions,
+            s.completion_errors,
+            s.would_block,
+            s.fence_waits,
+            s.cas_retries,
+            s.replays,
+            s.outcome_unknown,
+            s.peer_failures,
+            s.rebuilds,
+            s.receipts,
+            s.recv_reposts,
+            s.receipts_abandoned,
+            s.receipts_withheld,
+        ])
+    }
+
     /// Whether this context routes over RDMA verbs, and why not.
     pub fn verbs_status(&self) -> VerbsStatus {
         match &self.verbs {

@@ -270,6 +270,31 @@ fn script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
                     && r.flags & TraceRecord::DOWNGRADED != 0),
             "a downgraded NEAR put over TCP is traced"
         );
+        assert!(
+            recs[..n]
+                .iter()
+                .any(|r| r.transport == TCP.index() as u8 && r.flags & TraceRecord::FAILOVER != 0),
+            "the failover from verbs to TCP is traced"
+        );
+        // The verbs driver's own counters, in the stats segment.
+        ctx.sx_publish();
+        ctx.leave();
+        let seg = crate::statseg::Reader::open(ctx.stats_segment().expect("a segment"))
+            .expect("readable")
+            .snapshot();
+        let drv = ctx.verbs.as_ref().expect("verbs").drv.stats();
+        let row = seg
+            .wide
+            .iter()
+            .find(|w| w.transport == "verbs")
+            .expect("a verbs row");
+        assert_eq!(row.counters["work_requests"], drv.wrs, "{row:?}");
+        assert_eq!(row.counters["peer_failures"], drv.peer_failures);
+        assert!(drv.wrs > 0 && drv.peer_failures >= 1, "{drv:?}");
+        assert!(
+            crate::statseg::prometheus(&[seg]).contains("switchyard_verbs_work_requests_total{"),
+            "in the Prometheus text"
+        );
     }
     ctx.barrier_all().unwrap();
     if me == 1 {

@@ -1,0 +1,180 @@
+//! The stats segment seen from a running pair: every context of a PE
+//! counts (each in its own slot, summed by the reader).
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    thread,
+    time::Instant,
+};
+
+use switchyard_core::route::PolicyConfig;
+use switchyard_socket::TcpConfig;
+
+use super::{
+    Context, TCP,
+    progress::{MAX_TICK, ThreadMode},
+    shm_pair_test::run_pair,
+    tcp_pair_test,
+};
+use crate::statseg::{PeerWord, Reader, Snapshot};
+
+/// Puts per thread.
+const PUTS: u64 = 500;
+
+/// `ctx`'s segment, read now.
+fn snapshot(ctx: &Context) -> Snapshot {
+    let path = ctx.stats_segment().expect("a stats segment");
+    Reader::open(path).expect("readable").snapshot()
+}
+
+/// The (peer, shm) counter `word` of `s`.
+fn shm_to(s: &Snapshot, peer: u32, word: PeerWord) -> u64 {
+    s.peers
+        .iter()
+        .filter(|p| p.peer == peer && p.transport == "shm")
+        .map(|p| p.counters[word.name()])
+        .sum()
+}
+
+/// Two threads, each on a context of its own, put to the other PE: the
+/// segment shows both threads' puts, while they run (the contexts alive)
+/// and after their contexts are gone.
+#[test]
+fn every_context_counts_in_the_segment() {
+    run_pair(tcp_pair_test::job(0x5E6), |mut ctx| {
+        let other = 1 - ctx.my_pe();
+        let data = ctx.alloc::<u64>(2).unwrap();
+        ctx.barrier_all().unwrap();
+        let before = snapshot(&ctx);
+        let pe = ctx.pe();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let go_rx = std::sync::Mutex::new(go_rx);
+        thread::scope(|s| {
+            for t in 0..2 {
+                let (pe, tx, go) = (pe.clone(), tx.clone(), &go_rx);
+                s.spawn(move || {
+                    let mut c = pe.context().expect("a context per thread");
+                    for i in 0..PUTS {
+                        c.put(&data, t, &[i], other).unwrap();
+                    }
+                    tx.send(()).unwrap();
+                    // Alive until the first context has looked.
+                    go.lock().unwrap().recv().unwrap();
+                });
+            }
+            rx.recv().unwrap();
+            rx.recv().unwrap();
+            let live = snapshot(&ctx);
+            assert!(live.contexts >= 3, "{} slots", live.contexts);
+            for w in [PeerWord::Ops, PeerWord::Bytes] {
+                let got = shm_to(&live, other, w) - shm_to(&before, other, w);
+                let want = if w == PeerWord::Ops {
+                    2 * PUTS
+                } else {
+                    16 * PUTS
+                };
+                assert_eq!(got, want, "{} while the contexts live", w.name());
+            }
+            go_tx.send(()).unwrap();
+            go_tx.send(()).unwrap();
+        });
+        let after = snapshot(&ctx);
+        assert_eq!(
+            shm_to(&after, other, PeerWord::Ops) - shm_to(&before, other, PeerWord::Ops),
+            2 * PUTS
+        );
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// The TCP transport's state bit toward `peer`, and the socket driver's
+/// frames received, in `s`.
+fn tcp_view(s: &Snapshot, peer: u32) -> (bool, u64) {
+    let healthy = s
+        .peers
+        .iter()
+        .any(|p| p.peer == peer && p.transport == "tcp0" && p.healthy);
+    let received = s
+        .wide
+        .iter()
+        .find(|w| w.transport == "tcp0")
+        .map_or(0, |w| w.counters["frames_received"]);
+    (healthy, received)
+}
+
+/// Reads the segment at `path` until `done` holds (bounded by the pair's wait).
+fn until(path: &std::path::Path, what: &str, done: impl Fn(&Snapshot) -> bool) -> Snapshot {
+    let r = Reader::open(path).expect("readable");
+    let start = Instant::now();
+    loop {
+        let s = r.snapshot();
+        if done(&s) {
+            return s;
+        }
+        assert!(start.elapsed() < tcp_pair_test::WAIT, "{what}: {s:?}");
+        thread::yield_now();
+    }
+}
+
+/// While PE 0 calls nothing, its progress thread publishes: the frames PE 1
+/// sent it and a health bit another thread cleared show in its segment.
+#[test]
+fn the_progress_thread_publishes_while_the_pe_is_idle() {
+    let pair = tcp_pair_test::Pair {
+        job: tcp_pair_test::job(0x5E7),
+        routed: false,
+        policy: PolicyConfig::default(),
+        tcp: TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap()],
+            ..TcpConfig::default()
+        },
+    };
+    let step = Arc::new(AtomicU32::new(0));
+    pair.run(move |mut ctx| {
+        let me = ctx.my_pe();
+        let data = ctx.alloc::<u64>(64).unwrap();
+        if me == 0 {
+            let clock = ctx.clock;
+            ctx.sx_to_progress_thread();
+            ctx.tcp
+                .as_mut()
+                .expect("a TCP driver")
+                .start(ThreadMode::Adaptive { tick: MAX_TICK }, clock, None, me)
+                .unwrap();
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            for i in 0..64 {
+                ctx.put(&data, i, &[i as u64], 0).unwrap();
+            }
+            ctx.quiet().unwrap();
+            step.store(1, Ordering::SeqCst);
+            tcp_pair_test::wait_for(&mut ctx, &step, 2, true);
+        } else {
+            // From here on PE 0 calls nothing until step 2.
+            let path = ctx.stats_segment().expect("a segment").to_path_buf();
+            let before = Reader::open(&path).unwrap().snapshot();
+            let (up, received) = tcp_view(&before, 1);
+            assert!(up, "{before:?}");
+            tcp_pair_test::wait_for(&mut ctx, &step, 1, false);
+            until(&path, "frames received", |s| {
+                tcp_view(s, 1).1 >= received + 64 && s.header.publishes > before.header.publishes
+            });
+            // Another thread of the PE clears the health bit (as a context
+            // seeing the link fail would): the thread publishes it.
+            let topo = ctx.topo;
+            topo.set_health(TCP, 1, false);
+            until(&path, "the health bit", |s| !tcp_view(s, 1).0);
+            topo.set_health(TCP, 1, true);
+            until(&path, "the health bit back", |s| tcp_view(s, 1).0);
+            step.store(2, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}

@@ -1,0 +1,112 @@
+//! The FAILOVER flag of the route trace: a TCP rail cut under a put stream
+//! (two rails over loopback) moves the stream to the other rail, and the
+//! first decision that left the cut rail is traced FAILOVER, in the job's
+//! trace object that `switchyard trace` reads.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use switchyard_core::{
+    route::PolicyConfig, topology::LinkState, trace::TraceRecord, transport::Transport,
+};
+use switchyard_shm::trace_object::{INITIATOR, TraceObject};
+use switchyard_socket::TcpConfig;
+
+use super::{
+    TRACE_RECORDS, progress, tcp_pair_test,
+    tcp_pair_test::{Pair, WAIT, wait_for},
+    tcp_rail,
+};
+
+/// Puts between cuts.
+const PUTS: usize = 64;
+
+/// Makes progress until rail 0 to `peer` is up again (reconnected), then
+/// quiets: nothing is in flight on a rail being rebuilt when the PEs close.
+fn rail_0_back(ctx: &mut super::Context, peer: u32) {
+    let start = Instant::now();
+    loop {
+        let up = ctx
+            .tcp
+            .as_mut()
+            .map(progress::Tcp::get)
+            .is_some_and(|t| t.rail(0).state(peer) == LinkState::Up);
+        ctx.leave();
+        if up {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "rail 0 never came back");
+        ctx.poll_once();
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    ctx.quiet().unwrap();
+}
+
+#[test]
+fn a_rail_cut_traces_the_failover() {
+    let pair = Pair {
+        job: tcp_pair_test::job(0xFA1),
+        routed: false,
+        policy: PolicyConfig::default(),
+        tcp: TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+            ..TcpConfig::default()
+        },
+    };
+    let step = Arc::new(AtomicU32::new(0));
+    pair.run(move |mut ctx| {
+        let data = ctx.alloc::<u64>(PUTS).unwrap();
+        ctx.barrier_all().unwrap();
+        let other = 1 - ctx.my_pe();
+        if ctx.my_pe() == 1 {
+            // Progress (reconnects, acks) until PE 0 saw its failover.
+            wait_for(&mut ctx, &step, 1, true);
+            rail_0_back(&mut ctx, other);
+        } else {
+            let start = Instant::now();
+            let flagged = loop {
+                assert!(start.elapsed() < WAIT, "no FAILOVER record");
+                // Cut rail 0 to PE 1 (as a link failure would), and stream.
+                ctx.tcp
+                    .as_mut()
+                    .map(progress::Tcp::get)
+                    .expect("a TCP driver")
+                    .debug_cut(1, 0);
+                ctx.leave();
+                for i in 0..PUTS {
+                    ctx.put(&data, i, &[i as u64], 1).unwrap();
+                }
+                ctx.quiet().unwrap();
+                let mut recs = vec![TraceRecord::default(); TRACE_RECORDS];
+                let n = ctx.trace().snapshot(&mut recs);
+                if let Some(r) = recs[..n]
+                    .iter()
+                    .find(|r| r.flags & TraceRecord::FAILOVER != 0)
+                {
+                    break *r;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            assert_eq!(flagged.dst, 1);
+            assert_ne!(flagged.transport, tcp_rail(0).index() as u8, "{flagged:?}");
+            // The job's trace object, as `switchyard trace` opens it.
+            let path = ctx.trace_ring.obj.path().expect("a shared-memory trace");
+            let obj = TraceObject::open(path).expect("the trace object");
+            let recs = obj.snapshot(INITIATOR, usize::MAX);
+            assert!(
+                recs.iter()
+                    .any(|r| r.flags & TraceRecord::FAILOVER != 0 && r.seq == flagged.seq),
+                "not in the trace object"
+            );
+            rail_0_back(&mut ctx, other);
+            step.store(1, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
