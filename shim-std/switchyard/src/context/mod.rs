@@ -132,6 +132,8 @@
 //! ```
 
 mod atomic;
+#[cfg(test)]
+mod channel_test;
 mod drv;
 mod error;
 mod heap;
