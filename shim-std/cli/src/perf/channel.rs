@@ -37,7 +37,7 @@ use switchyard_launch::{self as launch, Bind, LaunchOptions};
 
 use super::{
     Options, TRANSPORTS_VAR, WORKER_TIMEOUT, baseline, merge_baselines,
-    peer::{self, STALL, SharedMap},
+    peer::{self, ABORT, READY, STALL, SharedMap},
     place, plot, print_json,
     stats::Measurement,
     table,
@@ -401,12 +401,8 @@ fn measure<const N: usize>(
     Ok(m)
 }
 
-/// Control word: the other process is set up.
-const READY: usize = 0;
 /// Control word: messages the other process has received (`raw_bw`).
 const GOT: usize = 1;
-/// Control word: the timing side gave up.
-const ABORT: usize = 2;
 /// The other process's status when a message was wrong.
 const BAD_DATA: u8 = 2;
 /// The other process's status when it gave up waiting.
@@ -537,37 +533,15 @@ where
     P: FnOnce(&SharedMap) -> u8 + Send + 'static,
     M: FnOnce(&SharedMap) -> Result<Measurement, String> + Send + 'static,
 {
-    let run = move || -> Result<Measurement, String> {
-        let _ = switchyard::sys::pin_current_thread(cpus.0);
-        let map = SharedMap::new(16 * RawRing::words(size)).map_err(|e| format!("mmap: {e}"))?;
-        let (r, code) = peer::with_peer(
-            cpus.1,
-            || peer(&map),
-            || {
-                let r = if peer::spin_until(map.word(READY), 1, map.word(ABORT)) {
-                    me(&map)
-                } else {
-                    Err("the other process did not start".into())
-                };
-                if r.is_err() {
-                    map.word(ABORT).store(1, Ordering::Relaxed);
-                }
-                r
-            },
-        )
-        .map_err(|e| format!("fork: {e}"))?;
-        match (r, code) {
-            (r, 0) => r,
-            (_, BAD_DATA) => Err("the other process got a wrong message".into()),
-            (_, GAVE_UP) => Err("the other process gave up waiting".into()),
-            (_, c) => Err(format!("the other process ended with status {c}")),
-        }
-    };
-    let name = format!("{name} {}", format_size(size as u64));
-    std::thread::spawn(run)
-        .join()
-        .unwrap_or_else(|_| Err("the timing thread panicked".into()))
-        .map_err(|e| format!("{name}: {e}"))
+    let what = |e: String| format!("{name} {}: {e}", format_size(size as u64));
+    let (r, code) = peer::forked(16 * RawRing::words(size), cpus, peer, me).map_err(what)?;
+    match (r, code) {
+        (r, 0) => r,
+        (_, BAD_DATA) => Err("the other process got a wrong message".into()),
+        (_, GAVE_UP) => Err("the other process gave up waiting".into()),
+        (_, c) => Err(format!("the other process ended with status {c}")),
+    }
+    .map_err(what)
 }
 
 /// `raw-ring` for `channel-lat` (module doc).
