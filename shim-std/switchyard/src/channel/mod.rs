@@ -218,6 +218,22 @@ fn stride_of(size: u32) -> u64 {
     (slots::SEQ_BYTES as u64 + u64::from(size)).next_multiple_of(64)
 }
 
+/// Spins of a channel's wait on same-node memory before the library's wait
+/// (a load and a pause instruction each: some microseconds).
+const SPINS: u32 = 4096;
+
+/// Spins until `ready` holds, at most [`SPINS`] times; whether it did.
+#[inline]
+fn spin(mut ready: impl FnMut() -> bool) -> bool {
+    for _ in 0..SPINS {
+        if ready() {
+            return true;
+        }
+        switchyard_core::sync::spin_hint();
+    }
+    false
+}
+
 /// What the producer and the consumer ends are made from.
 struct Made {
     /// The header block's words.

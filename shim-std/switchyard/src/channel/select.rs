@@ -86,6 +86,12 @@ impl Select {
             return Ok(i);
         }
         let mut found = None;
+        if super::spin(|| {
+            found = self.scan(ends);
+            found.is_some()
+        }) {
+            return Ok(found.unwrap_or(self.next));
+        }
         ctx.wait_for("a channel select", |_| {
             found = self.scan(ends);
             Ok(found.is_some())

@@ -208,8 +208,13 @@ impl<T: Plain> Producer<T> {
         Ok(())
     }
 
-    /// Waits until the ring has room (the consumer's head moved).
+    /// Waits until the ring has room (the consumer's head moved): on the
+    /// same node a spin on the consumer's head first (no system call), then
+    /// the library's wait.
     fn wait_room(&mut self, ctx: &mut Context) -> Result<()> {
+        if self.is_direct() && super::spin(|| self.refresh(ctx, false)) {
+            return Ok(());
+        }
         let consumer = self.consumer;
         ctx.wait_for_peer("a channel's send", consumer, |c| Ok(self.refresh(c, false)))
     }
@@ -402,6 +407,12 @@ impl<T: Plain> Consumer<T> {
             if let Some(v) = self.take() {
                 self.give_credit(ctx)?;
                 return Ok(v);
+            }
+            // Same node: a spin on this PE's own memory first (the
+            // library's wait polls the sockets at every step when the job
+            // also has TCP peers).
+            if self.credit.is_none() && super::spin(|| self.ready_at(self.head)) {
+                continue;
             }
             let producer = self.producer;
             ctx.wait_for_peer("a channel's receive", producer, |_| {
