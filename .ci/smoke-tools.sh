@@ -93,6 +93,22 @@ for x in r:
 done
 run perf put-rate --iters 2000 | tee "$out/perf-rate.txt"
 grep -q 'raw-store' "$out/perf-rate.txt"
+# perf channel tests (switchyard::channel) over shm and TCP, each beside its
+# same-run baseline (raw-ring on shm; tcp-pingpong, tcp-stream over TCP); the
+# workers check every message's stamp (exit 1 if one is wrong).
+run perf channel-lat --iters 2000 | tee "$out/chan-lat.txt"
+grep -q 'raw-ring' "$out/chan-lat.txt" && grep -q 'channel-lat' "$out/chan-lat.txt"
+run perf channel-lat --transport tcp --iters 500 | tee "$out/chan-lat-tcp.txt"
+grep -q 'tcp-pingpong' "$out/chan-lat-tcp.txt" && grep -q 'channel-lat' "$out/chan-lat-tcp.txt"
+for tr in shm tcp; do
+    run perf channel-bw --transport "$tr" --iters 2000 --json > "$out/chan-bw-$tr.json"
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert r and r[0]["result"]["test"] == "channel-bw", r
+assert r[0]["result"]["bandwidth"]["msgs_per_s"] > 0 and r[0]["baseline"]["bandwidth"]["msgs_per_s"] > 0, r
+' "$out/chan-bw-$tr.json"
+done
 # A rate test's sizes are 1 to 64 bytes: exit 2 with the reason, no panic.
 set +e
 timeout 60 "$sy" perf get-rate --size 4K 2> "$out/rate-err.txt"

@@ -103,6 +103,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod channel;
 pub mod config;
 pub mod context;
 pub mod cpus;

@@ -21,7 +21,7 @@ pub const MAX_QD_SWEEP_ITERS: u64 = MAX_ITERS / 64;
 const MAX_SIZE: u64 = 1 << 30;
 
 /// The tests and the baselines that run on their own.
-const TESTS: [&str; 9] = [
+const TESTS: [&str; 11] = [
     "put-lat",
     "get-lat",
     "atomic-lat",
@@ -29,6 +29,8 @@ const TESTS: [&str; 9] = [
     "put-rate",
     "get-rate",
     "atomic-rate",
+    "channel-lat",
+    "channel-bw",
     "tcp-pingpong",
     "tcp-stream",
 ];
@@ -48,6 +50,10 @@ Tests:
                 operation to the last one's return; afterwards the target's
                 state is checked (last put's number, the get's bytes, the
                 counter's total)
+  channel-lat   ping-pong over two typed SPSC channels (switchyard::channel) of
+                --size-byte messages (8 to 1024, default 64), RTT/2
+  channel-bw    stream of --size-byte messages over one channel, send by send,
+                received in batches (msg/s)
 Baselines (measured right before and right after each test; ratio against their mean):
   cacheline     bare cache-line ping-pong between two pinned threads (put-lat)
   remote-read   one thread reading what a thread on another core just wrote (get-lat)
@@ -62,6 +68,9 @@ Baselines (measured right before and right after each test; ratio against their 
   tcp-pingpong  busy-polled ping-pong of the test's message size over a bare TCP
                 socket pair (TCP_NODELAY), RTT/2: the latency floor over TCP
   tcp-rtt       the same, the full round trip (get-lat and atomic-lat over TCP)
+  raw-ring      channel-lat's ping-pong (channel-bw's stream) over rings of the
+                channel's slot layout in a mapping shared by a thread and a
+                forked process, no library (the TCP ones over TCP)
   tcp-stream    one thread writing messages over a TCP connection, one reading
                 them: the bandwidth ceiling over TCP
   tcp-records   put-rate over TCP: per window, --window records of --size bytes
@@ -310,6 +319,7 @@ impl PerfArgs {
         }
         Ok(Options {
             test,
+            channel: name.and_then(super::channel::Which::parse),
             standalone,
             n: self.n,
             sizes,

@@ -86,6 +86,7 @@
 
 mod args;
 mod baseline;
+mod channel;
 mod peer;
 mod plot;
 pub mod stats;
@@ -247,6 +248,8 @@ pub const TRANSPORTS_VAR: &str = "SWITCHYARD_TRANSPORTS";
 #[derive(Debug, Clone)]
 struct Options {
     test: Option<Test>,
+    /// `channel-lat` or `channel-bw` (`channel.rs`).
+    channel: Option<channel::Which>,
     standalone: Option<Standalone>,
     n: u32,
     sizes: Option<Vec<u64>>,
@@ -360,6 +363,9 @@ pub fn run(args: &PerfArgs) -> Output {
         Ok(o) => o,
         Err(e) => return crate::cli::usage_error(&["perf"], e),
     };
+    if let Some(w) = o.channel {
+        return channel::run(args.worker, &o, w);
+    }
     if args.worker {
         return Output::status(worker_main(&o));
     }

@@ -201,6 +201,58 @@ where
     Ok((r, code))
 }
 
+/// Control word a forked baseline's other process sets once it is ready
+/// ([`forked`]).
+pub(super) const READY: usize = 0;
+/// Control word the timing side sets when it gives up ([`forked`]).
+pub(super) const ABORT: usize = 2;
+
+/// Runs a baseline on a fresh [`SharedMap`] of `data_len` bytes: forks the
+/// other process running `peer` (pinned to `cpus.1`; it stores 1 in
+/// [`READY`] once set up), waits for it, and runs `me` on a thread pinned
+/// to `cpus.0`, setting [`ABORT`] when `me` fails. Returns `me`'s result
+/// and the other process's exit status; `peer` follows [`with_peer`]'s
+/// rules (no allocation, no panic).
+///
+/// # Errors
+///
+/// The mapping, the fork or the timing thread failing, as text.
+pub(super) fn forked<P, M, R>(
+    data_len: usize,
+    cpus: (usize, usize),
+    peer: P,
+    me: M,
+) -> Result<(Result<R, String>, u8), String>
+where
+    P: FnOnce(&SharedMap) -> u8 + Send + 'static,
+    M: FnOnce(&SharedMap) -> Result<R, String> + Send + 'static,
+    R: Send + 'static,
+{
+    let run = move || {
+        let _ = switchyard::sys::pin_current_thread(cpus.0);
+        let map = SharedMap::new(data_len).map_err(|e| format!("mmap: {e}"))?;
+        with_peer(
+            cpus.1,
+            || peer(&map),
+            || {
+                let r = if spin_until(map.word(READY), 1, map.word(ABORT)) {
+                    me(&map)
+                } else {
+                    Err("the other process did not start".into())
+                };
+                if r.is_err() {
+                    map.word(ABORT).store(1, Ordering::Relaxed);
+                }
+                r
+            },
+        )
+        .map_err(|e| format!("fork: {e}"))
+    };
+    std::thread::spawn(run)
+        .join()
+        .unwrap_or_else(|_| Err("the timing thread panicked".into()))
+}
+
 /// Spins until `w` holds at least `v` (Acquire), yielding the CPU every
 /// 4096 spins. Gives up (`false`) when `abort` becomes non-zero, or after
 /// [`STALL`] without `w` changing. Allocation-free, so a forked child may

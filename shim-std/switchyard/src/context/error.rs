@@ -107,6 +107,9 @@ pub enum Error {
         /// Why.
         why: &'static str,
     },
+    /// A channel could not be made ([`Context::spsc`](super::Context::spsc)).
+    #[error(transparent)]
+    Channel(#[from] crate::channel::ChannelError),
     /// The route chose a transport this build cannot drive yet.
     #[error("transport {transport} chosen for PE {pe} is not available in this build")]
     TransportUnavailable {

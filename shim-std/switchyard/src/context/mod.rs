@@ -134,6 +134,8 @@
 mod atomic;
 mod call;
 #[cfg(test)]
+mod channel_test;
+#[cfg(test)]
 mod dedicated_test;
 mod drv;
 mod error;

@@ -213,6 +213,24 @@ impl Context {
         self.call().wait_on(what, Watch::Any, Limit::Peers, ready)
     }
 
+    /// [`Context::wait_for`] watching one PE: ends with [`Error::PeerDead`]
+    /// only when `pe` dies (the channels' waits).
+    pub(crate) fn wait_for_peer(
+        &mut self,
+        what: &'static str,
+        pe: u32,
+        ready: impl FnMut(&mut Context) -> Result<bool>,
+    ) -> Result<()> {
+        self.call()
+            .wait_on(what, Watch::Peer(pe), Limit::Peers, ready)
+    }
+
+    /// The id the PE's symmetric handles carry (the same in every context
+    /// of the PE).
+    pub(crate) fn owner_id(&self) -> u64 {
+        self.owner
+    }
+
     /// One progress step of every driver (what a `test` call does before it
     /// looks at its word, so data arriving over TCP is applied).
     pub fn progress(&mut self) {

@@ -54,17 +54,12 @@ use switchyard::config::format_size;
 use super::{Poll, TcpPath, recv_some, recv_spin, send_spin, tcp_pair};
 use crate::perf::{
     Rounds,
-    peer::{self, SharedMap},
+    peer::{self, ABORT, READY, SharedMap},
     stats::Measurement,
 };
 
-/// Control word: the other process is ready (it has written what the
-/// timing side reads).
-const READY: usize = 0;
 /// Control word: the timing side's progress (rounds done, or 1 when done).
 const DONE: usize = 1;
-/// Control word: the timing side gave up; the other process leaves.
-const ABORT: usize = 2;
 
 /// The other process's exit status when its check failed.
 const BAD_DATA: u8 = 2;
@@ -112,25 +107,8 @@ where
     P: FnOnce(&SharedMap) -> u8 + Send + 'static,
     M: FnOnce(&SharedMap) -> Result<(u64, f64), String> + Send + 'static,
 {
-    let run = move || -> Result<Measurement, String> {
-        let _ = switchyard::sys::pin_current_thread(cpus.0);
-        let map = SharedMap::new(size.max(8)).map_err(|e| format!("mmap: {e}"))?;
-        let (r, code) = peer::with_peer(
-            cpus.1,
-            || peer(&map),
-            || {
-                let r = if peer::spin_until(map.word(READY), 1, map.word(ABORT)) {
-                    me(&map)
-                } else {
-                    Err("the other process did not start".into())
-                };
-                if r.is_err() {
-                    map.word(ABORT).store(1, Ordering::Relaxed);
-                }
-                r
-            },
-        )
-        .map_err(|e| format!("fork: {e}"))?;
+    let run = || -> Result<Measurement, String> {
+        let (r, code) = peer::forked(size.max(8), cpus, peer, me)?;
         let (ops, secs) = r?;
         match code {
             0 => Ok(Measurement::throughput(name, size as u64, ops, secs)),
@@ -139,10 +117,7 @@ where
             c => Err(format!("the other process ended with status {c}")),
         }
     };
-    std::thread::spawn(run)
-        .join()
-        .unwrap_or_else(|_| Err("the timing thread panicked".into()))
-        .map_err(|e| format!("{name} {}: {e}", format_size(size as u64)))
+    run().map_err(|e| format!("{name} {}: {e}", format_size(size as u64)))
 }
 
 /// `raw-store`: the floor of `put-rate` over shared memory (module doc).
