@@ -29,7 +29,7 @@ use core::fmt;
 
 use crate::{
     class::{MAX_TRANSPORTS, PathClass, TransportId},
-    topology::{Pinned, READER_IDLE, Reader, RowView, Topology},
+    topology::{LinkAt, Pinned, READER_IDLE, Reader, RowView, Topology},
 };
 
 /// Which transport id plays which role. The core names roles, never drivers.
@@ -508,6 +508,37 @@ pub struct Selector<'a> {
     /// `view_key` is `READER_IDLE` (never published) when there is none.
     view: RowView<'a>,
     view_key: usize,
+    /// What [`Selector::select_sticky`] learned of recent destinations in
+    /// the held version, slot `dst % MEMO_SLOTS`; emptied with the view
+    /// and when the policy changes.
+    memo: [Memo; MEMO_SLOTS],
+}
+
+/// Destinations [`Selector::select_sticky`] remembers (direct-mapped).
+const MEMO_SLOTS: usize = 16;
+
+/// One destination and band as [`decide`] finds them in a version: its class
+/// index, the (class, band)'s first candidate's entry and where that
+/// candidate's health and load bits toward it are. Nothing here changes
+/// within a version and a policy; the bits themselves are read per select.
+#[derive(Debug, Clone, Copy)]
+struct Memo {
+    /// `u32::MAX` (never a PE: `dst < n_pes <= u32::MAX`) when empty.
+    dst: u32,
+    band: u8,
+    ci: u8,
+    entry: u8,
+    at: LinkAt,
+}
+
+impl Memo {
+    const EMPTY: Memo = Memo {
+        dst: u32::MAX,
+        band: 0,
+        ci: 0,
+        entry: 0,
+        at: LinkAt::NONE,
+    };
 }
 
 impl Drop for Selector<'_> {
@@ -578,6 +609,7 @@ impl<'a> Selector<'a> {
             downgrades: [0; 5],
             view: topo.row_view(READER_IDLE),
             view_key: READER_IDLE,
+            memo: [Memo::EMPTY; MEMO_SLOTS],
         })
     }
 
@@ -596,6 +628,7 @@ impl<'a> Selector<'a> {
     pub fn set_policy(&mut self, policy: Policy) -> Result<(), SelectorError> {
         check_roles(&policy, self.n_transports)?;
         self.policy = policy;
+        self.memo = [Memo::EMPTY; MEMO_SLOTS];
         Ok(())
     }
 
@@ -669,12 +702,25 @@ impl<'a> Selector<'a> {
     ///
     /// # Errors
     /// See [`PinnedSelector::select`].
+    ///
+    /// A destination selected again (one of the last few, slot
+    /// `dst % 16`) costs less: its class and where its first candidate's
+    /// bits are were kept from the previous decision in the same version,
+    /// so the decision is those bits (health set, load clear: the first
+    /// candidate's entry) or, when they say otherwise, the full decision.
     #[inline(always)]
     pub fn select_sticky(&mut self, dst: u32, len: u32, op: Op) -> Result<Route, SelectError> {
         if self.reader.published() != self.view_key {
             self.repin_sticky();
         }
-        let (entry, ci) = decide(&self.view, &self.policy, dst, len, op)?;
+        let band = self.policy.band(len, op);
+        let m = &self.memo[dst as usize % MEMO_SLOTS];
+        let (entry, ci) =
+            if (m.dst == dst) & (usize::from(m.band) == band) && self.view.usable_at(&m.at) {
+                (m.entry, usize::from(m.ci))
+            } else {
+                self.decide_and_memo(dst, band)?
+            };
         let seq = self.lane_bits | (self.counter & COUNTER_MASK);
         self.counter += 1;
         Ok(route_of(
@@ -688,7 +734,8 @@ impl<'a> Selector<'a> {
         ))
     }
 
-    /// Enters the published version with a sticky pin and keeps its view.
+    /// Enters the published version with a sticky pin and keeps its view
+    /// (forgetting what the memo held of the previous one).
     #[cold]
     #[inline(never)]
     fn repin_sticky(&mut self) {
@@ -696,6 +743,25 @@ impl<'a> Selector<'a> {
         self.view = pinned.view();
         drop(pinned);
         self.view_key = self.reader.held();
+        self.memo = [Memo::EMPTY; MEMO_SLOTS];
+    }
+
+    /// The full decision of [`Selector::select_sticky`], remembering `dst`'s
+    /// class and its first candidate's bits for the next one.
+    #[inline(never)]
+    fn decide_and_memo(&mut self, dst: u32, band: usize) -> Result<(u8, usize), SelectError> {
+        let (entry, ci) = decide(&self.view, &self.policy, dst, band)?;
+        let first = usize::from(self.policy.first[ci][band]);
+        if let Some(at) = self.view.link_at(dst, first) {
+            self.memo[dst as usize % MEMO_SLOTS] = Memo {
+                dst,
+                band: band as u8,
+                ci: ci as u8,
+                entry: self.policy.first_entry[ci][band],
+                at,
+            };
+        }
+        Ok((entry, ci))
     }
 
     /// One select with its own pin: for callers outside a batch. Each pin costs
@@ -778,7 +844,8 @@ impl PinnedSelector<'_, '_> {
     /// the class forbids a fallback.
     #[inline(always)]
     pub fn select(&mut self, dst: u32, len: u32, op: Op) -> Result<Route, SelectError> {
-        let (entry, ci) = decide(&self.view, self.policy, dst, len, op)?;
+        let band = self.policy.band(len, op);
+        let (entry, ci) = decide(&self.view, self.policy, dst, band)?;
         let seq = self.lane_bits | (self.counter & COUNTER_MASK);
         self.counter += 1;
         Ok(route_of(
@@ -796,8 +863,8 @@ impl PinnedSelector<'_, '_> {
 /// The counter bits of a context id's sequence.
 const COUNTER_MASK: u64 = (1 << CONTEXT_COUNTER_BITS) - 1;
 
-/// The decision for `len` bytes of `op` toward `dst` in `view`: the decision
-/// table's entry and the class index.
+/// The decision for an operation of length band `band` ([`Policy::band`])
+/// toward `dst` in `view`: the decision table's entry and the class index.
 ///
 /// First the (class, band)'s first candidate alone (two loads: its health
 /// bit and its load bit): when it is usable, its entry is the one the table
@@ -809,8 +876,7 @@ fn decide(
     view: &RowView<'_>,
     policy: &Policy,
     dst: u32,
-    len: u32,
-    op: Op,
+    band: usize,
 ) -> Result<(u8, usize), SelectError> {
     let Some(ci) = view.class_index(dst) else {
         return Err(SelectError::InvalidPe {
@@ -818,7 +884,6 @@ fn decide(
             n_pes: view.n_pes,
         });
     };
-    let band = policy.band(len, op);
     if view.usable(dst, usize::from(policy.first[ci][band])) {
         return Ok((policy.first_entry[ci][band], ci));
     }

@@ -234,6 +234,37 @@ fn sticky_select_follows_published_versions() {
     assert!(w.try_update().is_ok(), "unpinned");
 }
 
+/// What `select_sticky` remembers of a destination goes when the policy
+/// changes, and a health bit cleared between two selects of the same
+/// destination in the same version is seen by the second (failover at once).
+#[test]
+fn sticky_select_forgets_on_policy_change_and_sees_health_flips() {
+    let fx = Fixture::new(3);
+    let topo = fx.topo();
+    let mut sel = Selector::new(&topo, default_policy()).unwrap();
+    set_bits(&topo, 1, 0b111, 0);
+    let r = sel.select_sticky(1, 8, Op::Put).unwrap();
+    assert_eq!((r.transport, r.downgraded), (t(SHM), false));
+    // Same version, same destination: shared memory goes down, then up.
+    topo.set_health(t(SHM), 1, false);
+    let r = sel.select_sticky(1, 8, Op::Put).unwrap();
+    assert_eq!((r.transport, r.downgraded), (t(TCP), true));
+    topo.set_health(t(SHM), 1, true);
+    assert_eq!(sel.select_sticky(1, 8, Op::Put).unwrap().transport, t(SHM));
+    // A policy without shared memory: the next select follows it.
+    sel.set_policy(Policy::new(PolicyConfig {
+        roles: TransportRoles {
+            shm: None,
+            ..default_roles()
+        },
+        short_threshold: THRESHOLD,
+        ..PolicyConfig::default()
+    }))
+    .unwrap();
+    assert_eq!(sel.select_sticky(1, 8, Op::Put).unwrap().transport, t(TCP));
+    sel.unpin();
+}
+
 /// The decisions docs/ARCHITECTURE.md ("The route policy") spells out, one by one.
 #[test]
 fn design_rules() {

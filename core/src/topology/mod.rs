@@ -56,7 +56,10 @@ pub use self::{
         Override, Pinned, Reader, ReaderSlot, TopologyControl, TopologyWriter, Update, UpdateError,
     },
 };
-pub(crate) use self::{row::RowView, versioned::READER_IDLE};
+pub(crate) use self::{
+    row::{LinkAt, RowView},
+    versioned::READER_IDLE,
+};
 
 #[cfg(all(test, feature = "alloc", not(loom)))]
 mod test;

@@ -220,6 +220,67 @@ impl RowView<'_> {
     }
 }
 
+/// Where the bits of one (transport, peer) are in the link words: the
+/// index of its health word, that of its load word ([`LinkAt::NO_WORD`]
+/// without load hints), and the peer's bit in both. Made by
+/// [`RowView::link_at`]; the link words are the same in every version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkAt {
+    health: usize,
+    over: usize,
+    bit: u32,
+}
+
+impl LinkAt {
+    /// The index of no word (reads as a clear bit).
+    const NO_WORD: usize = usize::MAX;
+
+    /// Points nowhere: never usable.
+    pub(crate) const NONE: LinkAt = LinkAt {
+        health: LinkAt::NO_WORD,
+        over: LinkAt::NO_WORD,
+        bit: 0,
+    };
+}
+
+impl RowView<'_> {
+    /// Where transport index `t`'s bits toward `peer` are, `None` when
+    /// either is out of range.
+    #[inline]
+    pub(crate) fn link_at(&self, peer: u32, t: usize) -> Option<LinkAt> {
+        if peer >= self.n_pes || t >= self.n_transports {
+            return None;
+        }
+        let p = peer as usize;
+        let start = (p / WORD_BITS) * self.stride;
+        let health = start + t;
+        let over = if self.load_hints {
+            start + self.n_transports + t
+        } else {
+            LinkAt::NO_WORD
+        };
+        (health < self.links.len() && (over == LinkAt::NO_WORD || over < self.links.len()))
+            .then_some(LinkAt {
+                health,
+                over,
+                bit: (p % WORD_BITS) as u32,
+            })
+    }
+
+    /// [`RowView::usable`] of the transport and peer `at` locates: its
+    /// health bit set and its load bit clear (two loads at most, no index
+    /// arithmetic).
+    #[inline(always)]
+    pub(crate) fn usable_at(&self, at: &LinkAt) -> bool {
+        let bit = |i: usize| {
+            self.links
+                .get(i)
+                .is_some_and(|w| w.load(Ordering::Relaxed) >> at.bit & 1 != 0)
+        };
+        bit(at.health) && !bit(at.over)
+    }
+}
+
 /// Bit `bit` of each word, as a mask (bit `i` from word `i`). Unrolled for the
 /// usual transport counts; the match is on a per-job constant, so it predicts
 /// perfectly.

@@ -7,7 +7,7 @@ use switchyard_core::{
     wire::{AtomicKind, FrameOp},
 };
 
-use super::{Context, Plain, Result, Sym};
+use super::{Context, Plain, Result, Sym, route::Selected};
 
 /// Integer types with atomic operations: `u32`, `u64`, `i32`, `i64`.
 pub trait AtomicInt: Plain + PartialOrd + sealed::Sealed {
@@ -73,15 +73,30 @@ impl Context {
         // The route decision; on shared memory the shm leg applies the
         // atomic at once, no ticket.
         let sel = self.select(pe, len, rop, FrameOp::Atomic);
-        if self.leg_open(pe, &sel)
-            && let Ok(route) = &sel
+        if let Ok(route) = &sel
+            && self.leg_open(pe, route)
             && let Some(old) = self.shm.atomic_leg(pe, off, op)
         {
             self.leg_done(pe, len, FrameOp::Atomic, route);
             // A non-fetching one answers 0, as the generic loop's poll.
             return Ok(T::from_bits(if op.is_fetching() { old } else { 0 }));
         }
-        let v = self.routed_wait(
+        self.atomic_slow(sel, pe, off, op).map(T::from_bits)
+    }
+
+    /// The rest of an atomic the shm leg did not take: the generic loop
+    /// from selection `sel`. Cold and not generic (the value as its 64
+    /// bits), as [`Context::put_slow`].
+    #[cold]
+    #[inline(never)]
+    fn atomic_slow(&mut self, sel: Selected, pe: u32, off: u64, op: AtomicOp) -> Result<u64> {
+        let rop = if op.is_fetching() {
+            Op::FetchingAtomic
+        } else {
+            Op::Atomic
+        };
+        let len = op.width.bytes() as u64;
+        self.routed_wait(
             Some(sel),
             pe,
             len,
@@ -97,8 +112,7 @@ impl Context {
                     Ok(Some(0))
                 }
             },
-        )?;
-        Ok(T::from_bits(v))
+        )
     }
 
     /// Atomically adds `value` to element `at` of `pe`'s copy of `sym` and

@@ -393,17 +393,27 @@ impl Context {
         CoreInstant::from_nanos(self.clock.elapsed().as_nanos() as u64)
     }
 
+    /// The heap offset of elements `at..at+count` of `sym`: one branch on
+    /// the three conditions (this context's handle, no overflow, inside the
+    /// block), the typed error out of line.
+    #[inline(always)]
     pub(super) fn check<T>(&self, sym: &Sym<T>, at: usize, count: usize) -> Result<u64> {
-        if sym.owner != self.owner {
-            return Err(Error::ForeignHandle);
+        let end = at.wrapping_add(count);
+        if (sym.owner == self.owner) & (end >= at) & (end <= sym.len) {
+            // `at < sym.len` elements of a block inside the heap: no overflow.
+            return Ok(sym.offset + (at * core::mem::size_of::<T>()) as u64);
         }
-        match at.checked_add(count) {
-            Some(end) if end <= sym.len => Ok(sym.offset + (at * core::mem::size_of::<T>()) as u64),
-            _ => Err(Error::OutOfBounds {
-                at,
-                count,
-                len: sym.len,
-            }),
+        Err(self.check_failed(sym.owner, at, count, sym.len))
+    }
+
+    /// The error of a range [`Context::check`] refused.
+    #[cold]
+    #[inline(never)]
+    fn check_failed(&self, owner: u64, at: usize, count: usize, len: usize) -> Error {
+        if owner != self.owner {
+            Error::ForeignHandle
+        } else {
+            Error::OutOfBounds { at, count, len }
         }
     }
 

@@ -4,7 +4,7 @@
 use switchyard_core::{route::Op, transport::Transport, wire::FrameOp};
 use zerocopy::IntoBytes;
 
-use super::{Context, Error, Plain, Result, Sym, size32};
+use super::{Context, Error, Plain, Result, Sym, route::Selected, size32};
 
 impl Context {
     /// Reads elements of this PE's own copy of `sym` (other PEs may write it at
@@ -52,13 +52,23 @@ impl Context {
         // The route decision, per message; on shared memory the shm leg
         // stores at once, anything else runs the generic loop out of line.
         let sel = self.select(pe, len, Op::Put, FrameOp::Put);
-        if self.leg_open(pe, &sel)
-            && let Ok(route) = &sel
+        if let Ok(route) = &sel
+            && self.leg_open(pe, route)
             && self.shm.put_leg(pe, off, bytes)
         {
             self.leg_done(pe, len, FrameOp::Put, route);
             return Ok(());
         }
+        self.put_slow(sel, pe, off, bytes)
+    }
+
+    /// The rest of a put the shm leg did not take: the generic loop from
+    /// selection `sel`. Cold and not generic, so the caller's fast path
+    /// builds no closure and passes its values in registers.
+    #[cold]
+    #[inline(never)]
+    fn put_slow(&mut self, sel: Selected, pe: u32, off: u64, bytes: &[u8]) -> Result<()> {
+        let len = bytes.len() as u64;
         self.routed_from(Some(sel), pe, len, Op::Put, FrameOp::Put, &mut |d, r| {
             d.put(pe, off, bytes, r.context)
         })
@@ -103,25 +113,15 @@ impl Context {
             len: src.len,
         })?;
         let dst = dst.as_mut_bytes();
-        // Chunks a driver can buffer (TCP holds replies until polled).
-        let chunk = self
-            .tcp
-            .as_ref()
-            .map_or(u32::MAX, |t| t.max_get_len())
-            .min(
-                self.verbs
-                    .as_ref()
-                    .map_or(u32::MAX, |v| v.drv.max_get_len()),
-            )
-            .max(1);
+        let chunk = self.get_chunk();
         // One chunk (always, on shared memory): the route decision here, and
         // the shm leg loads at once, no ticket; otherwise the selection goes
         // to the generic loop (out of line).
         let mut first = None;
         if len <= chunk {
             let sel = self.select(pe, u64::from(len), Op::Get, FrameOp::Get);
-            if self.leg_open(pe, &sel)
-                && let Ok(route) = &sel
+            if let Ok(route) = &sel
+                && self.leg_open(pe, route)
                 && self.shm.get_leg(pe, off, dst)
             {
                 self.leg_done(pe, u64::from(len), FrameOp::Get, route);
@@ -129,6 +129,39 @@ impl Context {
             }
             first = Some(sel);
         }
+        self.get_slow(first, pe, off, dst, chunk)
+    }
+
+    /// The most bytes one get asks for: the chunk every driver in use can
+    /// buffer (TCP holds replies until polled).
+    #[inline(always)]
+    fn get_chunk(&self) -> u32 {
+        self.tcp
+            .as_ref()
+            .map_or(u32::MAX, |t| t.max_get_len())
+            .min(
+                self.verbs
+                    .as_ref()
+                    .map_or(u32::MAX, |v| v.drv.max_get_len()),
+            )
+            .max(1)
+    }
+
+    /// The rest of a get the shm leg did not take: the generic loop, chunk
+    /// by chunk, the first from selection `first` when the caller made one.
+    /// Cold and not generic, as [`Context::put_slow`].
+    #[cold]
+    #[inline(never)]
+    fn get_slow(
+        &mut self,
+        mut first: Option<Selected>,
+        pe: u32,
+        off: u64,
+        dst: &mut [u8],
+        chunk: u32,
+    ) -> Result<()> {
+        // The caller checked that the length fits.
+        let len = dst.len() as u32;
         let mut done = 0u32;
         loop {
             let n = (len - done).min(chunk);

@@ -39,12 +39,18 @@ use super::{
     wait::Watch,
 };
 
+/// A selection: the route, or why there is none (already traced).
+pub(super) type Selected = core::result::Result<Route, SelectError>;
+
 impl Context {
     /// Selects a route for one operation. A failed selection is traced at
     /// once; a successful one by [`Context::trace_route`] after the operation
     /// was issued, so recording it is off the critical path of the store.
+    /// The selection is a core [`Selected`] (16 bytes, passed in
+    /// registers to the out-of-line paths); [`Error::Route`] wraps its
+    /// error where an operation returns it.
     #[inline(always)]
-    pub(super) fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Result<Route> {
+    pub(super) fn select(&mut self, pe: u32, len: u64, op: Op, frame: FrameOp) -> Selected {
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
         self.sx_start();
         // Sticky pin, kept view: one Acquire load of the published version
@@ -58,7 +64,13 @@ impl Context {
     /// Traces a failed selection (whatever the trace mode, unless off).
     #[cold]
     #[inline(never)]
-    fn select_failed(&mut self, pe: u32, len32: u32, frame: FrameOp, e: SelectError) -> Error {
+    fn select_failed(
+        &mut self,
+        pe: u32,
+        len32: u32,
+        frame: FrameOp,
+        e: SelectError,
+    ) -> SelectError {
         let class = match e {
             SelectError::Unreachable { class, .. }
             | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
@@ -75,7 +87,7 @@ impl Context {
             flags: TraceRecord::ERROR,
             timestamp: 0,
         });
-        Error::Route(e)
+        e
     }
 
     /// Handles a driver error: a dead peer flips its health bit (so the next
@@ -166,7 +178,7 @@ impl Context {
     #[inline(never)]
     pub(super) fn routed_from<R>(
         &mut self,
-        first: Option<Result<Route>>,
+        first: Option<Selected>,
         pe: u32,
         len: u64,
         op: Op,
@@ -176,20 +188,15 @@ impl Context {
         self.call().routed_with_in(first, pe, len, op, frame, run)
     }
 
-    /// Whether the shm leg may run the operation `sel` selected for `pe`:
+    /// Whether the shm leg may run an operation routed `r` toward `pe`:
     /// the route is shared memory and nothing is pending that the generic
     /// loop would act on first (a load yield needs a downgraded route and a
     /// loaded pair; a verbs hold on `pe`). Shared memory has no ordering
     /// kind (`order::kind` is 0), no load bit and nothing to give back at
     /// `leave`. The flags are or-ed, so the leg is one branch.
     #[inline(always)]
-    pub(super) fn leg_open(&self, pe: u32, sel: &Result<Route>) -> bool {
-        match sel {
-            Ok(r) => {
-                (r.transport == SHM) & !(r.downgraded & self.load.any()) & !self.verbs_holds(pe)
-            }
-            Err(_) => false,
-        }
+    pub(super) fn leg_open(&self, pe: u32, r: &Route) -> bool {
+        (r.transport == SHM) & !(r.downgraded & self.load.any()) & !self.verbs_holds(pe)
     }
 
     /// What follows an operation the shm leg completed: counted, and its
@@ -204,7 +211,7 @@ impl Context {
     #[inline]
     fn routed_with_in<R>(
         &mut self,
-        mut first: Option<Result<Route>>,
+        mut first: Option<Selected>,
         pe: u32,
         len: u64,
         op: Op,
@@ -219,7 +226,7 @@ impl Context {
                 Some(sel) => sel,
                 None => self.select(pe, len, op, frame),
             };
-            let mut route = match sel {
+            let mut route = match sel.map_err(Error::Route) {
                 Ok(r) => r,
                 // Every link to `pe` is down, but the drivers have not given
                 // up on it: they reconnect and replay. Wait for a link (the
@@ -306,7 +313,7 @@ impl Context {
     #[inline(never)]
     pub(super) fn routed_wait<R>(
         &mut self,
-        first: Option<Result<Route>>,
+        first: Option<Selected>,
         pe: u32,
         len: u64,
         op: Op,
@@ -326,7 +333,7 @@ impl Context {
     #[allow(clippy::too_many_arguments)]
     fn routed_wait_in<R>(
         &mut self,
-        mut first: Option<Result<Route>>,
+        mut first: Option<Selected>,
         pe: u32,
         len: u64,
         op: Op,

@@ -367,6 +367,22 @@ impl Context {
             }
             self.trace_left = self.trace_every;
         }
+        self.trace_record(pe, len, frame, *route, flags, failed);
+    }
+
+    /// The record of a decision [`Context::trace_route`] keeps, out of line
+    /// (the route by value): the operations' fast paths build no record
+    /// in their own frame.
+    #[inline(never)]
+    fn trace_record(
+        &mut self,
+        pe: u32,
+        len: u64,
+        frame: FrameOp,
+        route: Route,
+        flags: u8,
+        failed: bool,
+    ) {
         let transport = route.transport;
         let now = self.trace_always(TraceRecord {
             seq: route.context.seq,
