@@ -103,6 +103,9 @@ pub(super) fn run(
     if o.over_tcp() {
         args.extend(["--transport".into(), "tcp".into()]);
     }
+    if o.threads > 1 {
+        args.extend(["--threads".into(), o.threads.to_string().into()]);
+    }
     let list: Vec<String> = step.sizes.iter().map(u64::to_string).collect();
     args.extend(["--sizes".into(), list.join(",").into()]);
     let mut lo = LaunchOptions::new(o.n, exe.to_path_buf());

@@ -101,7 +101,7 @@ mod worker;
 use std::path::PathBuf;
 
 pub(crate) use args::ABOUT;
-pub use args::{MAX_ITERS, MAX_QD_SWEEP_ITERS, PerfArgs, Sizes};
+pub use args::{MAX_ITERS, MAX_QD_SWEEP_ITERS, MAX_THREADS, PerfArgs, Sizes};
 use bench::{Bench, merge_baselines};
 use plan::{Rounds, steps};
 use report::{Progress, header, print_json, table};
@@ -215,6 +215,8 @@ struct Options {
     qd_sweep: bool,
     /// `--plot FILE.svg`.
     plot: Option<PathBuf>,
+    /// `--threads N`: PE 0's application threads in a rate test.
+    threads: u32,
 }
 
 impl Options {
@@ -259,6 +261,7 @@ fn worker_main(o: &Options) -> u8 {
         warmup: step.warmup,
         window: step.window,
         tcp: o.transport == "tcp",
+        threads: o.threads,
     };
     let result = switchyard::context::Context::from_env()
         .map_err(worker::WorkerError::from)
@@ -304,7 +307,8 @@ fn drive(o: &Options) -> Result<(), String> {
     if let Some(which) = o.standalone {
         return bench::drive_standalone(o, which, &place, cpus, ncpus);
     }
-    let pinned = (o.n as usize) <= ncpus;
+    // PE 0's threads need more than one core: no pinning with --threads.
+    let pinned = (o.n as usize) <= ncpus && o.threads <= 1;
     let bench = Bench {
         cpus,
         tcp: o.over_tcp().then(|| place.tcp.clone()),

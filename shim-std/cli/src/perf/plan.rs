@@ -44,15 +44,28 @@ impl Rounds {
     /// Runs `round` (given its index) for the warm-up rounds, then for the
     /// measured ones with the clock running; the seconds those took, or the
     /// first error.
-    pub(super) fn time<E>(self, mut round: impl FnMut(u64) -> Result<(), E>) -> Result<f64, E> {
+    pub(super) fn time<E>(self, round: impl FnMut(u64) -> Result<(), E>) -> Result<f64, E> {
+        let (t0, t1) = self.span(|| {}, round)?;
+        Ok((t1 - t0).as_secs_f64())
+    }
+
+    /// As [`Rounds::time`], calling `ready` between the warm-up and the
+    /// measured rounds (threads line up there); when the measured rounds
+    /// started and ended.
+    pub(super) fn span<E>(
+        self,
+        ready: impl FnOnce(),
+        mut round: impl FnMut(u64) -> Result<(), E>,
+    ) -> Result<(Instant, Instant), E> {
         for i in 0..self.warm {
             round(i)?;
         }
+        ready();
         let t0 = Instant::now();
         for i in self.warm..self.warm + self.rounds {
             round(i)?;
         }
-        Ok(t0.elapsed().as_secs_f64())
+        Ok((t0, Instant::now()))
     }
 }
 

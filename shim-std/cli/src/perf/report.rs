@@ -77,8 +77,16 @@ pub(super) fn header(o: &Options, place: &Place, pinned: bool) -> String {
     } else {
         String::new()
     };
+    let threads = if o.threads > 1 {
+        format!(
+            ", PE 0 from 1 then {} threads, each on its own context",
+            o.threads
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "switchyard perf: {} PEs,{sim} {}, {transport}; baselines{tcp_base}: mean of a run right before and right after each test",
+        "switchyard perf: {} PEs,{sim} {}{threads}, {transport}; baselines{tcp_base}: mean of a run right before and right after each test",
         o.n,
         if pinned { "one per core" } else { "not pinned" }
     )
@@ -104,6 +112,7 @@ pub(super) fn print_json(
             "cpus": ncpus,
             "transport": if o.standalone.is_some() { "tcp" } else { o.transport.as_str() },
             "sim": o.sim,
+            "threads": o.threads,
             "tcp_path": tcp,
             "results": v
         }))
@@ -191,7 +200,7 @@ fn row(s: &mut String, m: &Measurement, ratio: Option<f64>, base: &str) {
     );
     let _ = writeln!(
         s,
-        "{:<12} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}",
+        "{:<12} {:>6}  {:>9} {:>9} {:>9} {:>9}  {:>10} {:>12}  {:<22} {:>6}{}",
         m.test,
         format_size(m.size),
         p50,
@@ -201,6 +210,18 @@ fn row(s: &mut String, m: &Measurement, ratio: Option<f64>, base: &str) {
         gbps,
         mps,
         base,
-        ratio.map_or(String::new(), |r| format!("{r:.2}x"))
+        ratio.map_or(String::new(), |r| format!("{r:.2}x")),
+        threads(m)
     );
+}
+
+/// A `--threads` row's tail: its threads, and the multi-thread row's
+/// aggregate over one thread's rate in the same run.
+fn threads(m: &Measurement) -> String {
+    match (m.threads, m.thread_ratio) {
+        (Some(1), _) => "  1 thread".into(),
+        (Some(n), Some(r)) => format!("  {n} threads: {r:.2}x 1 thread"),
+        (Some(n), None) => format!("  {n} threads"),
+        (None, _) => String::new(),
+    }
 }

@@ -371,3 +371,33 @@ fn tcp_baselines_on_loopback() {
             .contains("/nonexistent/netns")
     );
 }
+
+#[test]
+fn thread_options_and_rows() {
+    assert_eq!(parse(&a(&["put-rate"])).unwrap().threads, 1);
+    assert_eq!(
+        parse(&a(&["get-rate", "--threads", "4"])).unwrap().threads,
+        4
+    );
+    for bad in [&["put-bw", "--threads", "2"][..], &["--threads", "2"]] {
+        let e = parse(&a(bad)).unwrap_err();
+        assert!(e.contains("only the rate tests"), "{e}");
+    }
+    assert!(parse(&a(&["put-rate", "--threads", "33"])).is_err());
+    // One thread stays the plain row; with threads, each row says how many,
+    // and the multi-thread row its ratio to one thread.
+    let plain = Measurement::throughput("put-rate", 8, 1000, 1e-3);
+    let mut one = plain.clone();
+    one.threads = Some(1);
+    let mut two = Measurement::throughput("put-rate", 8, 2000, 1.1e-3);
+    two.threads = Some(2);
+    two.thread_ratio = Some(1.82);
+    let t = table(&[(plain.clone(), None)], "h");
+    assert!(!t.contains("thread"), "{t}");
+    let t = table(&[(one, None), (two, None)], "h");
+    assert!(t.contains("  1 thread\n"), "{t}");
+    assert!(t.contains("  2 threads: 1.82x 1 thread\n"), "{t}");
+    // The JSON of a plain row has no thread fields.
+    let j = serde_json::to_value(&plain).unwrap();
+    assert!(j.get("threads").is_none() && j.get("thread_ratio").is_none());
+}
