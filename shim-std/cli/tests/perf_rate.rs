@@ -55,11 +55,9 @@ fn perf(args: &[&str]) -> (Option<i32>, String, String) {
     (status.code(), out.join().unwrap(), err.join().unwrap())
 }
 
-/// Runs rate test `test` with `extra` options and checks the JSON: the run's
-/// header, and in each result row the test's name, at least `min_ops`
-/// operations at a positive rate, the named baseline at the same size and
-/// count, and the ratio of the two rates.
-fn rate_run(test: &str, extra: &[&str], baseline: &str, sizes: &[u64], min_ops: u64) {
+/// Runs rate test `test` at 300 operations (30 warm-up) with `extra`
+/// options, which must succeed; its JSON, parsed and as printed.
+fn perf_ok(test: &str, extra: &[&str]) -> (serde_json::Value, String) {
     let mut args = vec![test, "--iters", "300", "--warmup", "30"];
     args.extend_from_slice(extra);
     let (code, out, err) = perf(&args);
@@ -68,7 +66,15 @@ fn rate_run(test: &str, extra: &[&str], baseline: &str, sizes: &[u64], min_ops: 
         Some(0),
         "perf {args:?}\nstdout:\n{out}\nstderr:\n{err}"
     );
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    (serde_json::from_str(&out).expect("JSON"), out)
+}
+
+/// Runs rate test `test` with `extra` options and checks the JSON: the run's
+/// header, and in each result row the test's name, at least `min_ops`
+/// operations at a positive rate, the named baseline at the same size and
+/// count, and the ratio of the two rates.
+fn rate_run(test: &str, extra: &[&str], baseline: &str, sizes: &[u64], min_ops: u64) {
+    let (v, out) = perf_ok(test, extra);
     assert_eq!(v["pes"], 2, "{out}");
     let transport = extra
         .windows(2)
@@ -176,15 +182,9 @@ fn rate_tests_with_threads() {
         ("atomic-rate", &["--transport", "shm"]),
         ("put-rate", &["--transport", "tcp", "--size", "8"]),
     ] {
-        let mut args = vec![test, "--iters", "300", "--warmup", "30", "--threads", "3"];
+        let mut args = vec!["--threads", "3"];
         args.extend_from_slice(extra);
-        let (code, out, err) = perf(&args);
-        assert_eq!(
-            code,
-            Some(0),
-            "perf {args:?}\nstdout:\n{out}\nstderr:\n{err}"
-        );
-        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let (v, out) = perf_ok(test, &args);
         assert_eq!(
             (v["threads"].as_u64(), v["pinned"].as_bool()),
             (Some(3), Some(false)),

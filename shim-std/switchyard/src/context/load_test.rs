@@ -152,12 +152,7 @@ fn script(mut ctx: Context, step: &AtomicU32, mode: Mode) {
     let count: Sym<u64> = ctx.alloc(1).expect("alloc");
     ctx.barrier_all().unwrap();
     if me == 1 {
-        // Progress until PE 0 is quiet, then stall: nothing of PE 0's is
-        // acknowledged until step 3.
-        wait_for(&mut ctx, step, 1, true);
-        step.store(2, Ordering::SeqCst);
-        wait_for(&mut ctx, step, 3, false);
-        wait_for(&mut ctx, step, 4, true);
+        stall(&mut ctx, step);
     } else {
         ctx.quiet().unwrap();
         assert_eq!(
@@ -298,12 +293,26 @@ fn script(mut ctx: Context, step: &AtomicU32, mode: Mode) {
         assert_eq!(t.stats().duplicates_dropped, 0);
     }
     ctx.barrier_all().unwrap();
-    // Close together: neither side closes while the other still waits for
-    // an ack from it (there is no bootstrap here for finalize's last
-    // barrier).
+    close(&mut ctx, step);
+}
+
+/// PE 1's part of a stream: progress until PE 0 is quiet, then stall:
+/// nothing of PE 0's is acknowledged until step 3; progress again until
+/// step 4.
+fn stall(ctx: &mut Context, step: &AtomicU32) {
+    wait_for(ctx, step, 1, true);
+    step.store(2, Ordering::SeqCst);
+    wait_for(ctx, step, 3, false);
+    wait_for(ctx, step, 4, true);
+}
+
+/// Closes together: neither side closes while the other still waits for
+/// an ack from it (there is no bootstrap here for finalize's last
+/// barrier).
+fn close(ctx: &mut Context, step: &AtomicU32) {
     ctx.quiet().unwrap();
     step.fetch_add(1, Ordering::SeqCst);
-    wait_for(&mut ctx, step, 6, true);
+    wait_for(ctx, step, 6, true);
 }
 
 fn backlog_capacity(ctx: &mut Context) -> Backlog {
@@ -355,10 +364,7 @@ fn other_context(mut ctx: Context, step: &AtomicU32) {
     let sym: Sym<u64> = ctx.alloc((STREAM + AFTER) * ELEMS).expect("alloc");
     ctx.barrier_all().unwrap();
     if me == 1 {
-        wait_for(&mut ctx, step, 1, true);
-        step.store(2, Ordering::SeqCst);
-        wait_for(&mut ctx, step, 3, false);
-        wait_for(&mut ctx, step, 4, true);
+        stall(&mut ctx, step);
     } else {
         ctx.quiet().unwrap();
         step.store(1, Ordering::SeqCst);
@@ -416,9 +422,7 @@ fn other_context(mut ctx: Context, step: &AtomicU32) {
         }
     }
     ctx.barrier_all().unwrap();
-    ctx.quiet().unwrap();
-    step.fetch_add(1, Ordering::SeqCst);
-    wait_for(&mut ctx, step, 6, true);
+    close(&mut ctx, step);
 }
 
 /// A load bit set by one context of a PE is cleared by another once its
