@@ -109,6 +109,18 @@ assert r and r[0]["result"]["test"] == "channel-bw", r
 assert r[0]["result"]["bandwidth"]["msgs_per_s"] > 0 and r[0]["baseline"]["bandwidth"]["msgs_per_s"] > 0, r
 ' "$out/chan-bw-$tr.json"
 done
+# put-rate from 2 threads of PE 0, each on its own context, beside 1 thread
+# in the same run (the workers check every thread's stream at the target).
+run perf put-rate --threads 2 --size 8 --iters 2000 | tee "$out/perf-threads.txt"
+grep -q '2 threads: .*x 1 thread' "$out/perf-threads.txt"
+run perf atomic-rate --threads 2 --iters 2000 --json > "$out/perf-threads.json"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["threads"] == 2, d
+one, two = (x["result"] for x in d["results"])
+assert (one["threads"], two["threads"]) == (1, 2) and two["thread_ratio"] > 0, d
+' "$out/perf-threads.json"
 # A rate test's sizes are 1 to 64 bytes: exit 2 with the reason, no panic.
 set +e
 timeout 60 "$sy" perf get-rate --size 4K 2> "$out/rate-err.txt"

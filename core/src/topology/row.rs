@@ -112,15 +112,18 @@ impl<'a> Topology<'a> {
     #[inline]
     pub fn set_overloaded(&self, t: TransportId, peer: u32, over: bool) -> Option<bool> {
         let (w, bit) = self.link_bit(t, peer, true)?;
-        let prev = w.load(Ordering::Relaxed) & bit != 0;
-        if prev != over {
-            if over {
-                w.fetch_or(bit, Ordering::Relaxed);
-            } else {
-                w.fetch_and(!bit, Ordering::Relaxed);
-            }
+        if (w.load(Ordering::Relaxed) & bit != 0) == over {
+            // Already so: no write to the shared line.
+            return Some(over);
         }
-        Some(prev)
+        // The read-modify-write's own old value: of two threads flipping
+        // the bit the same way at once, exactly one sees it flip.
+        let old = if over {
+            w.fetch_or(bit, Ordering::Relaxed)
+        } else {
+            w.fetch_and(!bit, Ordering::Relaxed)
+        };
+        Some(old & bit != 0)
     }
 
     /// Whether (`t`, `peer`) is over its load watermark.

@@ -59,6 +59,12 @@ fn lookup_health_and_versions() {
     assert_eq!(topo.set_health(t(0), 100, true), None);
     assert_eq!(topo.set_overloaded(t(0), 5, true), Some(false));
     assert!(topo.is_overloaded(t(0), 5));
+    // The previous value, each way: set again is no change, and one clear
+    // sees the bit it clears.
+    assert_eq!(topo.set_overloaded(t(0), 5, true), Some(true));
+    assert_eq!(topo.set_overloaded(t(0), 5, false), Some(true));
+    assert_eq!(topo.set_overloaded(t(0), 5, false), Some(false));
+    assert_eq!(topo.set_overloaded(t(0), 5, true), Some(false));
     assert!(
         !topo.is_healthy(t(0), 5),
         "load bit must not leak into health"

@@ -3,13 +3,10 @@
 //! `shmem_global_exit`, library info, and the `SHMEM_*` environment.
 
 use core::ffi::{c_char, c_int, c_void};
-use std::{
-    sync::atomic::{AtomicBool, AtomicI32, Ordering},
-    time::Duration,
-};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use switchyard::{
-    config::{Config, Key, Source, format_size, parse_size},
+    config::{Config, format_size, parse_size},
     context::{Context, InitOptions},
 };
 
@@ -57,26 +54,17 @@ fn env_flag(name: &str) -> bool {
     })
 }
 
-/// How long a wait on other PEs may last in a C program when
-/// `SWITCHYARD_OP_TIMEOUT` is not set: the longest the configuration allows.
-/// OpenSHMEM programs wait on each other for as long as their work takes
-/// (a barrier after an uneven phase); a dead peer still ends the wait at
-/// once (heartbeats, give-up, process liveness), so only a live PE that
-/// never arrives waits this long.
-pub const C_OP_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
-
 /// The configuration: `SWITCHYARD_*` as for any switchyard program, then
 /// `SHMEM_SYMMETRIC_SIZE` (bytes, with an optional `K`/`M`/`G`/`T` suffix)
-/// for the symmetric heap size when it is set. `op_timeout` defaults to
-/// [`C_OP_TIMEOUT`] instead of the Rust API's 10 s.
+/// for the symmetric heap size when it is set. `op_timeout` keeps the
+/// library's default, as in Rust: waits on live PEs (`wait_until`, locks,
+/// barriers, collectives) never time out, it bounds only waits for a
+/// peer's answer.
 fn config(call: &'static str) -> Config {
     let mut cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => state::fatal(call, format_args!("{e}")),
     };
-    if *cfg.source(Key::OpTimeout) == Source::Default {
-        cfg.op_timeout = C_OP_TIMEOUT;
-    }
     if let Ok(v) = std::env::var("SHMEM_SYMMETRIC_SIZE")
         && !v.trim().is_empty()
     {
@@ -151,7 +139,7 @@ fn print_info(cfg: &Config) {
          SHMEM_DEBUG           debug messages on stderr: {}\n  \
          SWITCHYARD_*          the transport configuration (`switchyard info` lists it)\n\
          threading: up to SHMEM_THREAD_MULTIPLE (calls from several threads serialized)\n\
-         operation timeout: {:?} (waits on live PEs; SWITCHYARD_OP_TIMEOUT sets it; a dead PE ends a wait at once)",
+         operation timeout: {:?} (waits for a peer's answer: gets, fetching atomics, quiet; waits on live PEs never time out; SWITCHYARD_OP_TIMEOUT sets it; a dead PE ends a wait at once)",
         1,
         5,
         env!("CARGO_PKG_VERSION"),

@@ -6,7 +6,11 @@
 //! making progress between polls (TCP peers' puts are applied by it). It
 //! lasts as long as the application takes while the PEs are alive (the op
 //! timeout, `SWITCHYARD_OP_TIMEOUT`, does not bound it); a PE dying
-//! meanwhile ends the job naming the call instead of hanging it.
+//! meanwhile ends the job naming the call instead of hanging it. Every
+//! wait, on one variable or on a set, goes through `state::wait`: under
+//! `SHMEM_THREAD_MULTIPLE` it leaves the library between short runs of
+//! polls, so the PE's other threads get in meanwhile (one of them may be
+//! the one to satisfy it). A test makes one progress step and one check.
 //!
 //! `shmem_test_any` and `shmem_wait_until_any` are fair: each scans from
 //! after the index the thread's last such call returned for the same
@@ -18,7 +22,7 @@ use std::sync::atomic::{
     Ordering,
 };
 
-use switchyard::context::{Context, Plain};
+use switchyard::context::Plain;
 
 use crate::{cbuf, state};
 
@@ -183,14 +187,14 @@ impl<T: Word> Set<'_, T> {
     }
 }
 
-/// Checks the arguments and runs `f` with the context and the set.
+/// Checks the arguments of a multi-variable wait or test (ending the job
+/// naming `call` when one is wrong); the set they make.
 ///
 /// # Safety
 ///
-/// `status` (when not NULL) and `values` (when `Each`) point to `n` readable
-/// elements.
-#[allow(clippy::too_many_arguments)]
-unsafe fn with_set<T: Word, R>(
+/// `status` (when not NULL) and `values` (when not NULL) point to `n`
+/// readable elements that stay so for `'a`.
+unsafe fn set_of<'a, T: Word>(
     call: &'static str,
     ivars: *const T,
     n: usize,
@@ -198,8 +202,7 @@ unsafe fn with_set<T: Word, R>(
     cmp: c_int,
     value: T,
     values: *const T,
-    f: impl FnOnce(&mut Context, &Set<'_, T>) -> R,
-) -> R {
+) -> Set<'a, T> {
     state::with(call, |ctx| {
         let cmp = Cmp::new(call, cmp);
         state::sym::<T>(ctx, call, "ivars", ivars.cast::<c_void>(), n);
@@ -215,22 +218,14 @@ unsafe fn with_set<T: Word, R>(
             // SAFETY: the caller's contract.
             Values::Each(unsafe { cbuf::src(call, "cmp_values", values, n) })
         };
-        f(
-            ctx,
-            &Set {
-                ivars,
-                n,
-                status,
-                cmp,
-                values,
-            },
-        )
+        Set {
+            ivars,
+            n,
+            status,
+            cmp,
+            values,
+        }
     })
-}
-
-/// Waits until `done` holds; ends the job naming `call` when a PE dies.
-fn wait(ctx: &mut Context, call: &'static str, mut done: impl FnMut() -> bool) {
-    state::ok(call, ctx.wait_for(call, |_| Ok(done())));
 }
 
 /// `wait_until` on one variable; returns the value that satisfied it.
@@ -259,9 +254,14 @@ fn test<T: Word>(call: &'static str, ivar: *const T, cmp: c_int, value: T) -> c_
     })
 }
 
+// The set waits poll through `state::wait`, as `wait_until` does: the
+// arguments are checked in one entry, then under `SHMEM_THREAD_MULTIPLE`
+// the wait is a series of short entries with the library left in between
+// (another thread of the PE may be the one to satisfy it).
+
 /// # Safety
 ///
-/// As [`with_set`].
+/// As [`set_of`].
 unsafe fn wait_all<T: Word>(
     call: &'static str,
     ivars: *const T,
@@ -272,16 +272,13 @@ unsafe fn wait_all<T: Word>(
     values: *const T,
 ) {
     // SAFETY: the caller's contract.
-    unsafe {
-        with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
-            wait(ctx, call, || s.all())
-        })
-    }
+    let s = unsafe { set_of(call, ivars, n, status, cmp, value, values) };
+    state::wait(call, |_| Ok(s.all().then_some(())));
 }
 
 /// # Safety
 ///
-/// As [`with_set`].
+/// As [`set_of`].
 unsafe fn wait_any<T: Word>(
     call: &'static str,
     ivars: *const T,
@@ -292,27 +289,16 @@ unsafe fn wait_any<T: Word>(
     values: *const T,
 ) -> usize {
     // SAFETY: the caller's contract.
-    unsafe {
-        with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
-            if !s.any_included() {
-                return usize::MAX;
-            }
-            let mut found = usize::MAX;
-            wait(ctx, call, || match s.next_any() {
-                Some(i) => {
-                    found = i;
-                    true
-                }
-                None => false,
-            });
-            found
-        })
+    let s = unsafe { set_of(call, ivars, n, status, cmp, value, values) };
+    if !s.any_included() {
+        return usize::MAX;
     }
+    state::wait(call, |_| Ok(s.next_any()))
 }
 
 /// # Safety
 ///
-/// As [`with_set`]; `indices` points to `n` writable elements.
+/// As [`set_of`]; `indices` points to `n` writable elements.
 #[allow(clippy::too_many_arguments)]
 unsafe fn wait_some<T: Word>(
     call: &'static str,
@@ -327,25 +313,22 @@ unsafe fn wait_some<T: Word>(
     // SAFETY: the caller's contract.
     let out = unsafe { cbuf::dst(call, "indices", indices, n) };
     // SAFETY: the caller's contract.
-    unsafe {
-        with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
-            state::check_private(ctx, call, "indices", out.as_ptr(), n);
-            if !s.any_included() {
-                return 0;
-            }
-            let mut k = 0;
-            wait(ctx, call, || {
-                k = s.some(out);
-                k > 0
-            });
-            k
-        })
+    let s = unsafe { set_of(call, ivars, n, status, cmp, value, values) };
+    state::with(call, |ctx| {
+        state::check_private(ctx, call, "indices", out.as_ptr(), n);
+    });
+    if !s.any_included() {
+        return 0;
     }
+    state::wait(call, |_| {
+        let k = s.some(out);
+        Ok((k > 0).then_some(k))
+    })
 }
 
 /// # Safety
 ///
-/// As [`with_set`].
+/// As [`set_of`].
 unsafe fn test_all<T: Word>(
     call: &'static str,
     ivars: *const T,
@@ -356,17 +339,16 @@ unsafe fn test_all<T: Word>(
     values: *const T,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe {
-        with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
-            ctx.progress();
-            c_int::from(s.all())
-        })
-    }
+    let s = unsafe { set_of(call, ivars, n, status, cmp, value, values) };
+    state::with(call, |ctx| {
+        ctx.progress();
+        c_int::from(s.all())
+    })
 }
 
 /// # Safety
 ///
-/// As [`with_set`].
+/// As [`set_of`].
 unsafe fn test_any<T: Word>(
     call: &'static str,
     ivars: *const T,
@@ -377,17 +359,16 @@ unsafe fn test_any<T: Word>(
     values: *const T,
 ) -> usize {
     // SAFETY: the caller's contract.
-    unsafe {
-        with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
-            ctx.progress();
-            s.next_any().unwrap_or(usize::MAX)
-        })
-    }
+    let s = unsafe { set_of(call, ivars, n, status, cmp, value, values) };
+    state::with(call, |ctx| {
+        ctx.progress();
+        s.next_any().unwrap_or(usize::MAX)
+    })
 }
 
 /// # Safety
 ///
-/// As [`with_set`]; `indices` points to `n` writable elements.
+/// As [`set_of`]; `indices` points to `n` writable elements.
 #[allow(clippy::too_many_arguments)]
 unsafe fn test_some<T: Word>(
     call: &'static str,
@@ -402,13 +383,12 @@ unsafe fn test_some<T: Word>(
     // SAFETY: the caller's contract.
     let out = unsafe { cbuf::dst(call, "indices", indices, n) };
     // SAFETY: the caller's contract.
-    unsafe {
-        with_set(call, ivars, n, status, cmp, value, values, |ctx, s| {
-            state::check_private(ctx, call, "indices", out.as_ptr(), n);
-            ctx.progress();
-            s.some(out)
-        })
-    }
+    let s = unsafe { set_of(call, ivars, n, status, cmp, value, values) };
+    state::with(call, |ctx| {
+        state::check_private(ctx, call, "indices", out.as_ptr(), n);
+        ctx.progress();
+        s.some(out)
+    })
 }
 
 macro_rules! p2p {

@@ -55,11 +55,9 @@ fn perf(args: &[&str]) -> (Option<i32>, String, String) {
     (status.code(), out.join().unwrap(), err.join().unwrap())
 }
 
-/// Runs rate test `test` with `extra` options and checks the JSON: the run's
-/// header, and in each result row the test's name, at least `min_ops`
-/// operations at a positive rate, the named baseline at the same size and
-/// count, and the ratio of the two rates.
-fn rate_run(test: &str, extra: &[&str], baseline: &str, sizes: &[u64], min_ops: u64) {
+/// Runs rate test `test` at 300 operations (30 warm-up) with `extra`
+/// options, which must succeed; its JSON, parsed and as printed.
+fn perf_ok(test: &str, extra: &[&str]) -> (serde_json::Value, String) {
     let mut args = vec![test, "--iters", "300", "--warmup", "30"];
     args.extend_from_slice(extra);
     let (code, out, err) = perf(&args);
@@ -68,7 +66,15 @@ fn rate_run(test: &str, extra: &[&str], baseline: &str, sizes: &[u64], min_ops: 
         Some(0),
         "perf {args:?}\nstdout:\n{out}\nstderr:\n{err}"
     );
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    (serde_json::from_str(&out).expect("JSON"), out)
+}
+
+/// Runs rate test `test` with `extra` options and checks the JSON: the run's
+/// header, and in each result row the test's name, at least `min_ops`
+/// operations at a positive rate, the named baseline at the same size and
+/// count, and the ratio of the two rates.
+fn rate_run(test: &str, extra: &[&str], baseline: &str, sizes: &[u64], min_ops: u64) {
+    let (v, out) = perf_ok(test, extra);
     assert_eq!(v["pes"], 2, "{out}");
     let transport = extra
         .windows(2)
@@ -163,6 +169,54 @@ fn atomic_rate_over_shm_and_tcp() {
     );
 }
 
+/// `--threads 3`: per size a one-thread row and a three-thread row, each
+/// stream on its own context; the workers check every thread's lane at the
+/// target (the last put's number, every fetch-add, the gets' bytes), so a
+/// passing run is a correct one. The three-thread row carries the ratio of
+/// its aggregate rate to the one-thread row's.
+#[test]
+fn rate_tests_with_threads() {
+    for (test, extra) in [
+        ("put-rate", &["--transport", "shm", "--sizes", "1,64"][..]),
+        ("get-rate", &["--transport", "shm", "--size", "8"]),
+        ("atomic-rate", &["--transport", "shm"]),
+        ("put-rate", &["--transport", "tcp", "--size", "8"]),
+    ] {
+        let mut args = vec!["--threads", "3"];
+        args.extend_from_slice(extra);
+        let (v, out) = perf_ok(test, &args);
+        assert_eq!(
+            (v["threads"].as_u64(), v["pinned"].as_bool()),
+            (Some(3), Some(false)),
+            "{out}"
+        );
+        let rows = v["results"].as_array().expect("results");
+        assert_eq!(rows.len() % 2, 0, "{out}");
+        for pair in rows.chunks(2) {
+            let (one, all) = (&pair[0]["result"], &pair[1]["result"]);
+            assert_eq!(
+                (one["test"].as_str(), all["test"].as_str()),
+                (Some(test), Some(test))
+            );
+            assert_eq!(one["size"], all["size"], "{out}");
+            assert_eq!(
+                (one["threads"].as_u64(), all["threads"].as_u64()),
+                (Some(1), Some(3))
+            );
+            let ops = one["iters"].as_u64().unwrap();
+            assert!(ops >= 300, "{out}");
+            assert_eq!(all["iters"].as_u64(), Some(3 * ops), "{out}");
+            let rate = |m: &serde_json::Value| m["bandwidth"]["msgs_per_s"].as_f64().unwrap();
+            let ratio = all["thread_ratio"].as_f64().unwrap();
+            assert!(
+                (ratio - rate(all) / rate(one)).abs() <= 1e-9 * ratio,
+                "{out}"
+            );
+            assert!(one["thread_ratio"].is_null(), "{out}");
+        }
+    }
+}
+
 /// Bad input is a usage error (exit 2) that says why, never a panic, and
 /// nothing runs.
 #[test]
@@ -175,6 +229,10 @@ fn rate_tests_refuse_bad_input() {
         (&["put-rate", "--size", "0"], "expected a size"),
         (&["atomic-rate", "--iters", "-1"], "expected a whole number"),
         (&["get-rate", "--iters", "100000001"], "at most 100000000"),
+        (&["put-lat", "--threads", "2"], "only the rate tests"),
+        (&["--threads", "2"], "only the rate tests"),
+        (&["put-rate", "--threads", "0"], "--threads <N>"),
+        (&["put-rate", "--threads", "33"], "--threads <N>"),
     ] {
         let (code, out, err) = perf(args);
         assert_eq!(code, Some(2), "{args:?}: {out}{err}");

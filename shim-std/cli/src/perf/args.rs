@@ -17,6 +17,10 @@ pub const MAX_ITERS: u64 = 100_000_000;
 /// operation in flight at every queue depth up to 64.
 pub const MAX_QD_SWEEP_ITERS: u64 = MAX_ITERS / 64;
 
+/// Most application threads of `--threads` (each takes one of the PE's
+/// contexts).
+pub const MAX_THREADS: u32 = 32;
+
 /// Largest message size.
 const MAX_SIZE: u64 = 1 << 30;
 
@@ -154,6 +158,16 @@ pub struct PerfArgs {
     /// machine, TCP over 127.0.0.1]
     #[arg(long, value_name = "NAME", value_parser = values::sim_name)]
     pub sim: Option<String>,
+    /// Rate tests: PE 0 streams from N application threads at once, each
+    /// on its own context, and from one thread in the same run (1 to 32);
+    /// the PEs are then not pinned
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_THREADS))
+    )]
+    pub threads: u32,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
@@ -269,6 +283,14 @@ pub enum OptionsError {
         /// The test.
         test: &'static str,
     },
+    /// `--threads` with a test other than a rate test.
+    #[error(
+        "--threads {threads}: only the rate tests (put-rate, get-rate, atomic-rate) run threads"
+    )]
+    ThreadsNeedRate {
+        /// The threads asked for.
+        threads: u32,
+    },
     /// `atomic-rate` with a size other than 8.
     #[error("atomic-rate --size {size}: its fetch-adds are on one 8-byte word (--size 8)")]
     AtomicSize {
@@ -312,6 +334,11 @@ impl PerfArgs {
             (None, Some(Sizes(v))) => Some(v.clone()),
             (None, None) => None,
         };
+        if self.threads > 1 && !test.is_some_and(Test::is_rate) {
+            return Err(OptionsError::ThreadsNeedRate {
+                threads: self.threads,
+            });
+        }
         if let Some(t) = test
             && t.is_rate()
         {
@@ -332,6 +359,7 @@ impl PerfArgs {
             worker_out: self.worker_out.clone(),
             qd_sweep: self.qd_sweep,
             plot: self.plot.clone(),
+            threads: self.threads,
         })
     }
 }

@@ -36,9 +36,12 @@ use switchyard::{
 use switchyard_launch::{self as launch, Bind, LaunchOptions};
 
 use super::{
-    Options, TRANSPORTS_VAR, WORKER_TIMEOUT, baseline, merge_baselines,
+    Options, TRANSPORTS_VAR, baseline,
+    job::{Place, place},
+    merge_baselines,
     peer::{self, ABORT, READY, STALL, SharedMap},
-    place, plot, print_json,
+    plan::WORKER_TIMEOUT,
+    plot, print_json,
     stats::Measurement,
     table,
 };
@@ -210,7 +213,7 @@ fn launch_workers(
     o: &Options,
     w: Which,
     plan: &Plan,
-    place: &super::Place,
+    place: &Place,
     pinned: bool,
 ) -> Result<Vec<Measurement>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;

@@ -20,6 +20,14 @@ pub struct Measurement {
     /// the last point the maximum. Empty for the other tests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub curve: Vec<[f64; 2]>,
+    /// Application threads of PE 0 that ran a rate test at once, each on
+    /// its own context (`perf --threads`); absent without the option.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// The aggregate rate of `threads` threads over one thread's, both
+    /// measured in the same run (the multi-thread row of `--threads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_ratio: Option<f64>,
 }
 
 /// Latency percentiles, nanoseconds.
@@ -59,6 +67,8 @@ impl Measurement {
                 msgs_per_s: msgs as f64 / secs,
             }),
             curve: Vec::new(),
+            threads: None,
+            thread_ratio: None,
         }
     }
 
@@ -79,6 +89,8 @@ impl Measurement {
             latency,
             bandwidth: None,
             curve: curve(samples, scale),
+            threads: None,
+            thread_ratio: None,
         }
     }
 
@@ -91,6 +103,8 @@ impl Measurement {
             latency: None,
             bandwidth: None,
             curve: Vec::new(),
+            threads: None,
+            thread_ratio: None,
         }
     }
 }

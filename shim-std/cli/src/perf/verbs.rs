@@ -255,6 +255,8 @@ fn measure(
                 msgs_per_s: msgs as f64 / secs,
             }),
             curve: Vec::new(),
+            threads: None,
+            thread_ratio: None,
         });
     }
     let mut dst = vec![0u8; size as usize];

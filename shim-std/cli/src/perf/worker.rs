@@ -48,12 +48,17 @@
 //!   back (a window of 1: the next starts when the last has returned). PE 1
 //!   sets the word to a base first; PE 0 checks every old value against the
 //!   count so far (in the loop: one compare), PE 1 the total after the run.
+//!
+//! With `--threads N`, PE 0 runs each rate test from one thread, then from
+//! `N` threads at once, each on its own context (the `rate` module).
 
 use std::time::Instant;
 
 use switchyard::context::{Cmp, Context, Plain, Sym};
 
-use super::{Rounds, Test, baseline::rate::pattern, stats::Measurement};
+mod rate;
+
+use super::{Rounds, Test, stats::Measurement};
 
 /// What one worker run measures.
 #[derive(Debug, Clone)]
@@ -71,6 +76,9 @@ pub struct WorkerPlan {
     /// The PEs talk over TCP (`--transport tcp`, or a sim): `put-lat` sends
     /// data and flag as one put (see the module doc).
     pub tcp: bool,
+    /// Application threads of PE 0 in a rate test, each on its own context
+    /// (`--threads`; 1: PE 0's own context, as without the option).
+    pub threads: u32,
 }
 
 /// Why a worker run failed.
@@ -122,9 +130,9 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
     let me = ctx.my_pe();
     let ping = ctx.alloc::<u64>(1)?;
     let pong = ctx.alloc::<u64>(1)?;
-    let counter = ctx.alloc::<u64>(1)?;
-    let data = ctx.alloc::<u8>(max)?;
-    let src = ctx.alloc::<u8>(max)?;
+    let counter = ctx.alloc::<u64>(rate::words_needed(plan))?;
+    let data = ctx.alloc::<u8>(rate::bytes_needed(plan, max))?;
+    let src = ctx.alloc::<u8>(rate::bytes_needed(plan, max))?;
     // One put carrying data and flag (TCP put-lat): whole 8-byte words, the
     // flag in the last one. Every PE allocates the same (collective).
     let one_put = plan.tcp && plan.test == Test::PutLat && max > 8;
@@ -136,11 +144,6 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
     // Samples are allocated once, before any timing.
     let mut samples = Vec::with_capacity(plan.iters as usize);
     let payload = vec![0x3Cu8; max];
-    // put-rate's message (its sequence number goes in front), get-rate's
-    // cleared destination and its check.
-    let mut rate_buf = vec![0xA5u8; max];
-    let zeros = vec![0u8; max];
-    let mut got = vec![0u8; max];
     for &size in &plan.sizes {
         let size_us = size as usize;
         ctx.barrier_all()?;
@@ -266,111 +269,13 @@ pub fn run(ctx: &mut Context, plan: &WorkerPlan) -> Result<Vec<Measurement>, Wor
                     out.push(Measurement::throughput("put-bw", size, r.ops(), secs));
                 }
             }
-            Test::PutRate => {
-                let r = Rounds::new(plan.iters, plan.warmup, plan.window);
-                let k = size_us.min(8);
-                if me == 1 {
-                    ctx.write_local(&data, 0, &zeros[..size_us])?;
-                }
-                ctx.barrier_all()?;
-                if me == 0 {
-                    let msg = &mut rate_buf[..size_us];
-                    let mut seq = 0u64;
-                    let secs = r.time(|_| {
-                        for _ in 0..r.window {
-                            seq += 1;
-                            msg[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
-                            ctx.put(&data, 0, msg, 1)?;
-                        }
-                        ctx.quiet()
-                    })?;
-                    out.push(Measurement::throughput("put-rate", size, r.ops(), secs));
-                }
-                ctx.barrier_all()?;
-                if me == 1 {
-                    ctx.read_local(&data, 0, &mut got[..k])?;
-                    let (found, expected) =
-                        (le_u64(&got[..k]), le_u64(&r.total_ops().to_le_bytes()[..k]));
-                    if found != expected {
-                        return Err(WorkerError::Missed {
-                            test: "put-rate",
-                            ops: r.total_ops(),
-                            what: "PE 1's copy (the last put's number)",
-                            found,
-                            expected,
-                        });
-                    }
-                }
-            }
-            Test::GetRate => {
-                let r = Rounds::new(plan.iters, plan.warmup, plan.window);
-                let block = pattern(size_us);
-                if me == 1 {
-                    ctx.write_local(&data, 0, &block)?;
-                } else if me == 0 {
-                    ctx.write_local(&src, 0, &zeros[..size_us])?;
-                }
-                ctx.barrier_all()?;
-                if me == 0 {
-                    let secs = r.time(|_| {
-                        for _ in 0..r.window {
-                            ctx.get_nbi(&src, 0, &data, 0, size_us, 1)?;
-                        }
-                        ctx.quiet()
-                    })?;
-                    out.push(Measurement::throughput("get-rate", size, r.ops(), secs));
-                    ctx.read_local(&src, 0, &mut got[..size_us])?;
-                    if let Some(at) = got[..size_us].iter().zip(&block).position(|(g, b)| g != b) {
-                        return Err(WorkerError::Missed {
-                            test: "get-rate",
-                            ops: r.total_ops(),
-                            what: "a byte of the gets' destination",
-                            found: got[at].into(),
-                            expected: block[at].into(),
-                        });
-                    }
-                }
-                // PE 1's block stays as it is until every get is done.
-                ctx.barrier_all()?;
-            }
-            Test::AtomicRate => {
-                let r = Rounds::new(plan.iters, plan.warmup, 1);
-                if me == 1 {
-                    ctx.write_local(&counter, 0, &[ATOMIC_BASE])?;
-                }
-                ctx.barrier_all()?;
-                if me == 0 {
-                    let mut expected = ATOMIC_BASE;
-                    let secs = r.time(|_| {
-                        let old = ctx.fetch_add(&counter, 0, 1u64, 1)?;
-                        if old != expected {
-                            return Err(WorkerError::Missed {
-                                test: "atomic-rate",
-                                ops: expected - ATOMIC_BASE,
-                                what: "a fetch-add's old value",
-                                found: old,
-                                expected,
-                            });
-                        }
-                        expected += 1;
-                        Ok(())
-                    })?;
-                    out.push(Measurement::throughput("atomic-rate", 8, r.ops(), secs));
-                }
-                ctx.barrier_all()?;
-                if me == 1 {
-                    let mut total = [0u64];
-                    ctx.read_local(&counter, 0, &mut total)?;
-                    if total[0] != ATOMIC_BASE + r.total_ops() {
-                        return Err(WorkerError::Missed {
-                            test: "atomic-rate",
-                            ops: r.total_ops(),
-                            what: "PE 1's word",
-                            found: total[0],
-                            expected: ATOMIC_BASE + r.total_ops(),
-                        });
-                    }
-                }
+            Test::PutRate | Test::GetRate | Test::AtomicRate => {
+                let syms = rate::RateSyms {
+                    data: &data,
+                    src: &src,
+                    counter: &counter,
+                };
+                rate::run(ctx, plan, &syms, size_us, &mut out)?;
             }
         }
     }

@@ -58,6 +58,12 @@
 //!   progress thread. The progress thread itself clears nothing (it holds
 //!   the TCP driver, not the context): a bit left set while the application
 //!   computes costs at most the one operation that re-checks it.
+//! * The bits are the PE's (its topology row), shared by its contexts;
+//!   the record of which to re-check is each context's own. A context that
+//!   routes around a bit another context set re-checks it and clears it
+//!   when that pair drained, so a bit never outlives the context that set
+//!   it being busy, idle or dropped; a context whose recorded bit another
+//!   one cleared just forgets it, and a bit set again is counted once.
 //! * When [`MAX_LOADED`] pairs are loaded at once, a further pair's bit is
 //!   not set (it could never be cleared): its traffic stays on its
 //!   preferred transport, paced by that transport's flow control.
@@ -80,6 +86,7 @@
 use switchyard_core::{
     class::{MAX_TRANSPORTS, TransportId},
     route::{LoadWatermark, Op, Route},
+    sync::atomic::Ordering,
     trace::TraceRecord,
 };
 
@@ -166,7 +173,9 @@ impl Context {
     /// changed: atomics do not yield.
     #[inline(always)]
     pub(super) fn load_yield(&mut self, pe: u32, len: u64, op: Op, route: &mut Route) -> bool {
-        if !route.downgraded || self.load.loaded.is_empty() {
+        if !route.downgraded
+            || (self.load.loaded.is_empty() && self.pe.load_bits.load(Ordering::Relaxed) == 0)
+        {
             return false;
         }
         // By value: the caller's route stays in registers (a reference
@@ -210,7 +219,10 @@ impl Context {
         let Some(rule) = self.load.rule else { return };
         let mut i = 0;
         while let Some(&(t, pe)) = self.load.loaded.get(i) {
-            if self.load_keep(t, pe, rule, poll) {
+            if !self.topo.is_overloaded(t, pe) {
+                // Another context cleared it: nothing left to watch.
+                self.load.loaded.swap_remove(i);
+            } else if self.load_keep(t, pe, rule, poll) {
                 i += 1;
             } else {
                 self.load_clear_at(i);
@@ -246,11 +258,17 @@ impl Context {
     }
 
     /// Sets (`t`, `pe`)'s bit (its backlog was read over the watermark),
-    /// unless it is set already or the record is full; verbs only if it is
-    /// still over once its completions were polled.
+    /// unless it is set already (by this context or another) or the record
+    /// is full; verbs only if it is still over once its completions were
+    /// polled.
     #[cold]
     fn load_mark(&mut self, t: TransportId, pe: u32, rule: Rule) {
-        if self.topo.is_overloaded(t, pe) || self.load.loaded.is_full() {
+        if self.topo.is_overloaded(t, pe) {
+            return;
+        }
+        // Still in the record when another context cleared the bit since.
+        let known = self.load.loaded.contains(&(t, pe));
+        if !known && self.load.loaded.is_full() {
             return;
         }
         if t == VERBS {
@@ -259,17 +277,29 @@ impl Context {
                 return;
             }
         }
-        if self.load.loaded.push((t, pe)).is_ok() {
-            self.topo.set_overloaded(t, pe, true);
+        if (known || self.load.loaded.push((t, pe)).is_ok())
+            && self.topo.set_overloaded(t, pe, true) == Some(false)
+        {
+            self.pe.load_bits.fetch_add(1, Ordering::Relaxed);
             self.stats.load_transitions += 1;
         }
     }
 
-    /// Clears the bit of the `i`-th loaded pair and forgets it.
+    /// Forgets the `i`-th loaded pair and clears its bit, unless another
+    /// context cleared it already.
     fn load_clear_at(&mut self, i: usize) {
         let (t, pe) = self.load.loaded.swap_remove(i);
-        self.topo.set_overloaded(t, pe, false);
-        self.stats.load_transitions += 1;
+        self.load_clear(t, pe);
+    }
+
+    /// Clears (`t`, `pe`)'s bit, whichever context of the PE set it (the bit
+    /// is the PE's, in the shared topology row; a context that set it may
+    /// be busy elsewhere or gone); counted by the context that cleared it.
+    fn load_clear(&mut self, t: TransportId, pe: u32) {
+        if self.topo.set_overloaded(t, pe, false) == Some(true) {
+            self.pe.load_bits.fetch_sub(1, Ordering::Relaxed);
+            self.stats.load_transitions += 1;
+        }
     }
 
     /// A downgraded route while some bit is set: is it a load yield (a
@@ -322,10 +352,12 @@ impl Context {
             return (false, route);
         };
         for &(_, t) in &passed {
-            if !self.load_keep(t, pe, rule, true)
-                && let Some(i) = self.load.loaded.iter().position(|&e| e == (t, pe))
-            {
-                self.load_clear_at(i);
+            if !self.load_keep(t, pe, rule, true) {
+                // Set by this context or by another: cleared either way.
+                match self.load.loaded.iter().position(|&e| e == (t, pe)) {
+                    Some(i) => self.load_clear_at(i),
+                    None => self.load_clear(t, pe),
+                }
             }
         }
         if op.is_atomic() {

@@ -135,6 +135,8 @@ enum Mode {
     ReadAfter,
     /// Load watermark 100%: every put takes rail 0.
     Stay,
+    /// A second context streams and sets the bit ([`other_context`]).
+    OtherContext,
 }
 
 /// PE 0 streams puts to PE 1 while PE 1 is stalled, then again after it
@@ -150,12 +152,7 @@ fn script(mut ctx: Context, step: &AtomicU32, mode: Mode) {
     let count: Sym<u64> = ctx.alloc(1).expect("alloc");
     ctx.barrier_all().unwrap();
     if me == 1 {
-        // Progress until PE 0 is quiet, then stall: nothing of PE 0's is
-        // acknowledged until step 3.
-        wait_for(&mut ctx, step, 1, true);
-        step.store(2, Ordering::SeqCst);
-        wait_for(&mut ctx, step, 3, false);
-        wait_for(&mut ctx, step, 4, true);
+        stall(&mut ctx, step);
     } else {
         ctx.quiet().unwrap();
         assert_eq!(
@@ -296,12 +293,26 @@ fn script(mut ctx: Context, step: &AtomicU32, mode: Mode) {
         assert_eq!(t.stats().duplicates_dropped, 0);
     }
     ctx.barrier_all().unwrap();
-    // Close together: neither side closes while the other still waits for
-    // an ack from it (there is no bootstrap here for finalize's last
-    // barrier).
+    close(&mut ctx, step);
+}
+
+/// PE 1's part of a stream: progress until PE 0 is quiet, then stall:
+/// nothing of PE 0's is acknowledged until step 3; progress again until
+/// step 4.
+fn stall(ctx: &mut Context, step: &AtomicU32) {
+    wait_for(ctx, step, 1, true);
+    step.store(2, Ordering::SeqCst);
+    wait_for(ctx, step, 3, false);
+    wait_for(ctx, step, 4, true);
+}
+
+/// Closes together: neither side closes while the other still waits for
+/// an ack from it (there is no bootstrap here for finalize's last
+/// barrier).
+fn close(ctx: &mut Context, step: &AtomicU32) {
     ctx.quiet().unwrap();
     step.fetch_add(1, Ordering::SeqCst);
-    wait_for(&mut ctx, step, 6, true);
+    wait_for(ctx, step, 6, true);
 }
 
 fn backlog_capacity(ctx: &mut Context) -> Backlog {
@@ -316,7 +327,7 @@ fn backlog_capacity(ctx: &mut Context) -> Backlog {
 /// 0 first, rail 1 next).
 fn run(tag: u64, mode: Mode) {
     let wm = match mode {
-        Mode::Move | Mode::ReadAfter => WM,
+        Mode::Move | Mode::ReadAfter | Mode::OtherContext => WM,
         Mode::Stay => LoadWatermark { per_mille: 1000 },
     };
     let step = Arc::new(AtomicU32::new(0));
@@ -338,7 +349,87 @@ fn run(tag: u64, mode: Mode) {
             ..TcpConfig::default()
         },
     };
-    pair.run(move |ctx| script(ctx, &step, mode));
+    pair.run(move |ctx| match mode {
+        Mode::OtherContext => other_context(ctx, &step),
+        _ => script(ctx, &step, mode),
+    });
+}
+
+/// PE 0's stream comes from a second context of the PE, dropped once its
+/// puts set rail 0's bit. The first context, whose own record of bits is
+/// empty, clears that bit once rail 0 drained (its first put is routed
+/// around the bit, re-checks and clears it), and its next puts take rail 0.
+fn other_context(mut ctx: Context, step: &AtomicU32) {
+    let (me, r0) = (ctx.my_pe(), TCP);
+    let sym: Sym<u64> = ctx.alloc((STREAM + AFTER) * ELEMS).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 1 {
+        stall(&mut ctx, step);
+    } else {
+        ctx.quiet().unwrap();
+        step.store(1, Ordering::SeqCst);
+        wait_for(&mut ctx, step, 2, false);
+        {
+            let mut other = ctx.pe().context().expect("a second context");
+            for i in 0..STREAM {
+                other.put(&sym, i * ELEMS, &fill(i), 1).unwrap();
+            }
+            assert!(other.topo.is_overloaded(r0, 1), "rail 0 is loaded");
+            assert_eq!(other.load.loaded(), &[(r0, 1)]);
+            assert_eq!(other.stats().load_transitions, 1);
+        }
+        // The bit is the PE's: it outlives the context that set it.
+        assert!(ctx.topo.is_overloaded(r0, 1));
+        assert!(ctx.load.loaded().is_empty());
+        step.store(3, Ordering::SeqCst);
+        // The first context's progress steps take the acks in until rail
+        // 0 is at half the watermark or below.
+        let (cap, half) = (backlog_capacity(&mut ctx), LoadWatermark { per_mille: 375 });
+        let start = Instant::now();
+        while backlog(&mut ctx, 0).exceeds(half, cap) {
+            assert!(start.elapsed() < Duration::from_secs(20), "never drained");
+            ctx.poll_once();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        let s0 = ctx.stats();
+        ctx.put(&sym, STREAM * ELEMS, &fill(STREAM), 1).unwrap();
+        assert!(
+            !ctx.topo.is_overloaded(r0, 1),
+            "cleared by the other context"
+        );
+        let s1 = ctx.stats();
+        assert_eq!(s1.load_transitions - s0.load_transitions, 1, "{s1:?}");
+        assert_eq!(s1.load_yields - s0.load_yields, 1, "{s1:?}");
+        for i in STREAM + 1..STREAM + AFTER {
+            ctx.put(&sym, i * ELEMS, &fill(i), 1).unwrap();
+        }
+        ctx.quiet().unwrap();
+        let s = ctx.stats();
+        assert_eq!(
+            s.ops[r0.index()] - s1.ops[r0.index()],
+            (AFTER - 1) as u64,
+            "back on rail 0: {s:?}"
+        );
+        assert_eq!(s.load_yields, s1.load_yields);
+        step.store(4, Ordering::SeqCst);
+    }
+    ctx.barrier_all().unwrap();
+    if me == 1 {
+        let mut v = [0u64; ELEMS];
+        for i in 0..STREAM + AFTER {
+            ctx.read_local(&sym, i * ELEMS, &mut v).unwrap();
+            assert_eq!(v, fill(i), "slot {i}");
+        }
+    }
+    ctx.barrier_all().unwrap();
+    close(&mut ctx, step);
+}
+
+/// A load bit set by one context of a PE is cleared by another once its
+/// pair drained, even after the context that set it is gone.
+#[test]
+fn a_load_bit_set_by_one_context_is_cleared_by_another() {
+    run(0x4c04, Mode::OtherContext);
 }
 
 /// A put stream to a stalled target: once rail 0's backlog is over the

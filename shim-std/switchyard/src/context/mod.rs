@@ -307,8 +307,6 @@ pub struct Context {
     stats: Stats,
     /// The stats segment (`statseg.rs`).
     sx: statseg::Hook,
-    /// Per origin PE, the newest link-state record version applied.
-    link_seen: Vec<u64>,
     /// Peers known dead (from any driver).
     dead: Vec<bool>,
     boot: Option<switchyard_bootstrap::Bootstrap>,

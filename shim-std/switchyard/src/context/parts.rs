@@ -13,7 +13,7 @@ use std::{
 use switchyard_core::{
     class::{InterSwitch, Locality, NO_SWITCH, PathClass, class_between},
     route::{Downgrade, Policy, PolicyConfig, Selector, TransportRoles},
-    sync::atomic::{AtomicBool, AtomicU64},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64},
     topology::{LinkState, Shape, Topology, TopologyBox},
     transport::{Instant as CoreInstant, Transport},
 };
@@ -307,6 +307,8 @@ impl Context {
             )),
             barrier: Mutex::new(0),
             link_version: AtomicU64::new(0),
+            link_seen: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            load_bits: AtomicU32::new(0),
             rings: Mutex::new(Vec::new()),
             tcp: tcp.map(progress::Tcp::new),
             shm: Arc::new(Mutex::new(shm)),

@@ -18,13 +18,17 @@
 //!   through its own reader slot and selector;
 //! * the heap allocator (a mutex: `alloc` and `free` are collective and
 //!   rare), the barrier's epoch (a mutex held for the whole barrier), the
-//!   version counter of this PE's link-state records;
+//!   version counter of this PE's link-state records and, per origin PE,
+//!   the newest version of its records applied here (whichever context
+//!   pulled it from the driver);
 //! * the configuration the contexts are made with.
 //!
 //! Each context's own: its route selector and context-id lane, its trace
 //! ring (pooled: a dropped context's ring goes to the next one), its
 //! counters ([`Stats`](super::Stats)) and its slot of the PE's stats
-//! segment (pooled the same way; readers sum the slots), its load-bit record, its view of dead
+//! segment (pooled the same way; readers sum the slots), its record of the
+//! load bits it set (the bits themselves are the topology's: any context
+//! that routes around one re-checks and may clear it), its view of dead
 //! peers, and `fence`/`quiet`: a context's quiet completes that context's
 //! operations (on shared memory every operation is complete when it
 //! returns; over TCP the quiet waits for the driver's, so also for the other
@@ -45,7 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use switchyard_core::{
     route::{Policy, PolicyConfig, Selector, SelectorError},
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     topology::Topology,
     trace::TraceWriter,
 };
@@ -92,6 +96,14 @@ pub(super) struct PeInner {
     pub(super) barrier: Mutex<u64>,
     /// Versions of this PE's own link-state records.
     pub(super) link_version: AtomicU64,
+    /// Per origin PE, the newest version of its link-state records applied
+    /// by any context of this PE: an older record pulled later by another
+    /// context is dropped (raised with `fetch_max`: monotonic).
+    pub(super) link_seen: Box<[AtomicU64]>,
+    /// Load bits set in the topology row now, by any context: a context
+    /// whose own record is empty still re-checks (and may clear) them when
+    /// it routes around one (`load.rs`).
+    pub(super) load_bits: AtomicU32,
     /// Trace rings of dropped contexts, for the next ones.
     /// (The first context's trace object is the job's shared-memory one,
     /// removed when that context drops; the later contexts' are in process
@@ -252,7 +264,6 @@ impl Context {
             progress: pe.progress,
             stats: Stats::default(),
             sx: super::statseg::Hook::on(pe.stats.as_ref()),
-            link_seen: vec![0; pe.n_pes as usize],
             dead: vec![false; pe.n_pes as usize],
             boot: None,
             root: None,

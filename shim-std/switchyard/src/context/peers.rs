@@ -130,15 +130,25 @@ impl Context {
         };
         let (o, r) = (rec.origin as usize, usize::from(rec.rail));
         if rec.origin != from
-            || o >= self.link_seen.len()
             || rec.subject >= self.n_pes
             || rec.subject == self.me
             || r >= MAX_TCP_RAILS
-            || rec.version <= self.link_seen[o]
         {
             return;
         }
-        self.link_seen[o] = rec.version;
+        // Per PE: whichever context pulled the newer record, an older one
+        // is dropped here. Raised atomically, so of two contexts with
+        // records of one origin only the newer version passes.
+        let Some(seen) = self.pe.link_seen.get(o) else {
+            return;
+        };
+        if seen.fetch_max(
+            rec.version,
+            switchyard_core::sync::atomic::Ordering::Relaxed,
+        ) >= rec.version
+        {
+            return;
+        }
         let own_up = self
             .tcp
             .as_mut()
@@ -282,5 +292,71 @@ mod link_record_test {
         let mut b = r.encode();
         b[0] = b'X';
         assert_eq!(LinkRecord::decode(&b), None);
+    }
+
+    /// The versions of link records applied are the PE's: an older record
+    /// that a second context pulls after the first context applied a newer
+    /// one is dropped, and so is the same version again.
+    #[test]
+    fn link_records_are_applied_in_version_order_per_pe() {
+        use switchyard_core::route::PolicyConfig;
+        use switchyard_socket::TcpConfig;
+
+        use crate::context::{TCP, tcp_pair_test};
+
+        let pair = tcp_pair_test::Pair {
+            job: tcp_pair_test::job(0x15EE),
+            routed: false,
+            policy: PolicyConfig::default(),
+            tcp: TcpConfig {
+                listen: vec!["127.0.0.1".parse().unwrap()],
+                ..TcpConfig::default()
+            },
+        };
+        pair.run(|mut ctx| {
+            if ctx.my_pe() == 0 {
+                // From PE 1, about its own rail 0 (the checks only need a
+                // subject that is not this PE).
+                let rec = |version| {
+                    LinkRecord {
+                        origin: 1,
+                        subject: 1,
+                        rail: 0,
+                        state: LinkState::Down,
+                        version,
+                    }
+                    .encode()
+                };
+                let mut other = ctx.pe().context().expect("a second context");
+                // As at the end of a call: each gives the TCP driver back
+                // (a record is applied holding it).
+                ctx.apply_link_record(1, &rec(5));
+                ctx.leave();
+                assert_eq!(ctx.stats().link_records_applied, 1);
+                assert!(!ctx.topo.is_healthy(TCP, 1));
+                // Up again, so that a stale record's effect would show.
+                ctx.topo.set_health(TCP, 1, true);
+                other.apply_link_record(1, &rec(4));
+                other.apply_link_record(1, &rec(5));
+                other.leave();
+                assert_eq!(
+                    other.stats().link_records_applied,
+                    0,
+                    "older, then the same"
+                );
+                assert!(other.topo.is_healthy(TCP, 1));
+                other.apply_link_record(1, &rec(6));
+                other.leave();
+                assert_eq!(other.stats().link_records_applied, 1, "newer");
+                assert!(!other.topo.is_healthy(TCP, 1));
+                // Not from its origin: dropped.
+                other.apply_link_record(0, &rec(7));
+                other.leave();
+                assert_eq!(other.stats().link_records_applied, 1);
+                ctx.topo.set_health(TCP, 1, true);
+            }
+            ctx.barrier_all().unwrap();
+            ctx.quiet().unwrap();
+        });
     }
 }
