@@ -80,6 +80,9 @@ fn assert_the_puts(ops: &[Value]) {
         .collect();
     assert_eq!(puts.len() as u64, K, "{ops:#?}");
     let seq0 = puts[0]["context"]["seq"].as_u64().unwrap();
+    // The PE's first context owns lane 0 of the context ids (the lane is
+    // the top 8 bits): the progress thread's reader slot comes after it.
+    assert!(seq0 < 1 << 56, "first context's ids on lane 0: {seq0}");
     for (i, p) in puts.iter().enumerate() {
         let i = i as u64;
         assert_eq!(p["len"], 1001 + i, "{p}");

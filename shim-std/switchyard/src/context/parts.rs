@@ -277,9 +277,6 @@ impl Context {
         }
         // The stats segment: each context of the PE counts in its own slot.
         let stats = super::statseg::segment(setup.stats, setup.job_id, me, n, &mut warnings);
-        // The progress thread's reader slot (its stats publisher), the one
-        // beyond the contexts' `MAX_CONTEXTS`.
-        let spare_selector = Selector::new(&topo, Policy::new(policy)).ok();
         let pe = Arc::new(PeInner {
             me,
             n_pes: n,
@@ -313,9 +310,13 @@ impl Context {
             tcp: tcp.map(progress::Tcp::new),
             shm: Arc::new(Mutex::new(shm)),
             stats,
-            spare_selector: Mutex::new(spare_selector),
+            spare_selector: Mutex::new(None),
         });
         let mut ctx = Context::on_rings(&pe, (trace_ring, trace))?;
+        // The progress thread's reader slot (its stats publisher), the one
+        // beyond the contexts' `MAX_CONTEXTS`, taken after the first
+        // context's so that context keeps lane 0 of the context ids.
+        *super::pe::lock(&pe.spare_selector) = Selector::new(&pe.topo, Policy::new(policy)).ok();
         // The first context publishes the segment's shared part.
         ctx.sx.owner = true;
         ctx.verbs_atomics = setup.verbs_atomics;
