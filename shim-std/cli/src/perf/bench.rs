@@ -8,8 +8,7 @@ use super::{
     baseline::{self, TcpPath},
     job::Place,
     plan::Step,
-    plot,
-    report::{Progress, msgs, print_json, table},
+    report::{Progress, msgs},
     stats::{self, Measurement},
 };
 
@@ -51,13 +50,7 @@ pub(super) fn drive_standalone(
         if pinned { "pinned" } else { "unpinned" },
         place.tcp_desc
     );
-    plot::finish(o, &mut rows, &header)?;
-    if o.json {
-        print_json(o, place, pinned, ncpus, &rows);
-    } else {
-        print!("{}", table(&rows, &header));
-    }
-    Ok(())
+    super::report::emit(o, place, (pinned, ncpus), &mut rows, &header, &[])
 }
 
 /// How the baselines of a run are measured.

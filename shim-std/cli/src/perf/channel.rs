@@ -41,9 +41,7 @@ use super::{
     merge_baselines,
     peer::{self, ABORT, READY, STALL, SharedMap},
     plan::WORKER_TIMEOUT,
-    plot, print_json,
     stats::Measurement,
-    table,
 };
 use crate::Output;
 
@@ -196,16 +194,7 @@ fn drive(o: &Options, w: Which) -> Result<(), String> {
             " (raw-ring: a thread and a forked process, shared anonymous mapping)".into()
         }
     );
-    plot::finish(o, &mut rows, &header)?;
-    if o.json {
-        print_json(o, &place, pinned, ncpus, &rows);
-    } else {
-        print!("{}", table(&rows, &header));
-    }
-    for d in &drift {
-        eprintln!("perf: warning: {d}");
-    }
-    Ok(())
+    super::report::emit(o, &place, (pinned, ncpus), &mut rows, &header, &drift)
 }
 
 /// Launches the PEs, each running [`worker_main`]; PE 0's measurements.

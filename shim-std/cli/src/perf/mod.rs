@@ -105,7 +105,9 @@ pub(crate) use args::ABOUT;
 pub use args::{MAX_ITERS, MAX_QD_SWEEP_ITERS, MAX_THREADS, PerfArgs, Sizes};
 use bench::{Bench, merge_baselines};
 use plan::{Rounds, steps};
-use report::{Progress, header, print_json, table};
+#[cfg(test)]
+use report::table;
+use report::{Progress, header};
 use stats::Measurement;
 pub use worker::WorkerPlan;
 
@@ -354,16 +356,7 @@ fn drive(o: &Options) -> Result<(), String> {
     }
     progress.finish();
     let header = header(o, &place, pinned);
-    plot::finish(o, &mut rows, &header)?;
-    if o.json {
-        print_json(o, &place, pinned, ncpus, &rows);
-    } else {
-        print!("{}", table(&rows, &header));
-    }
-    for d in &drift {
-        eprintln!("perf: warning: {d}");
-    }
-    Ok(())
+    report::emit(o, &place, (pinned, ncpus), &mut rows, &header, &drift)
 }
 
 #[cfg(test)]

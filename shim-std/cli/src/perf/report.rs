@@ -92,6 +92,32 @@ pub(super) fn header(o: &Options, place: &Place, pinned: bool) -> String {
     )
 }
 
+/// The end of a run: the plot (`--plot`), then the table or `--json` on
+/// stdout, then each drift warning on stderr.
+///
+/// # Errors
+///
+/// The plot's, as [`super::plot::finish`].
+pub(super) fn emit(
+    o: &Options,
+    place: &Place,
+    (pinned, ncpus): (bool, usize),
+    rows: &mut [(Measurement, Option<Measurement>)],
+    header: &str,
+    drift: &[String],
+) -> Result<(), String> {
+    super::plot::finish(o, rows, header)?;
+    if o.json {
+        print_json(o, place, pinned, ncpus, rows);
+    } else {
+        print!("{}", table(rows, header));
+    }
+    for d in drift {
+        eprintln!("perf: warning: {d}");
+    }
+    Ok(())
+}
+
 pub(super) fn print_json(
     o: &Options,
     place: &Place,

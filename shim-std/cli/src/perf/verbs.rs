@@ -26,8 +26,8 @@ use switchyard_verbs::{VerbsDriver, params::VerbsConfig};
 
 use super::{
     Options, Test,
+    report::table,
     stats::{Bandwidth, Measurement},
-    table,
 };
 
 /// Queue depths of the sweep.
