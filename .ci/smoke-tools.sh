@@ -7,6 +7,10 @@ cargo build -q -p switchyard-cli --bin switchyard
 cargo build -q -p switchyard --examples
 sy=target/debug/switchyard
 out=$(mktemp -d)
+# The shared-memory objects of other jobs on this machine (another checkout's
+# tests) are theirs: only objects that appear during this run count as left
+# behind.
+shm_before=$(ls /dev/shm | grep '^switchyard-' || true)
 trap 'rm -rf "$out"' EXIT
 
 run() { echo "+ switchyard $*" >&2; timeout 60 "$sy" "$@"; }
@@ -198,7 +202,8 @@ set +e
 timeout 60 "$sy" trace not-a-job-zz 2> "$out/trace-err.txt"; rc=$?
 set -e
 [ "$rc" -eq 1 ] && ! grep -q panicked "$out/trace-err.txt" || { echo "trace of a bad source: rc $rc"; exit 1; }
-if ls /dev/shm | grep -q '^switchyard-'; then echo "shared-memory objects left behind:"; ls /dev/shm; exit 1; fi
+left=$(comm -13 <(printf '%s\n' "$shm_before" | sort) <(ls /dev/shm | grep '^switchyard-' | sort) | grep . || true)
+if [ -n "$left" ]; then echo "shared-memory objects left behind:"; echo "$left"; exit 1; fi
 # sim: a simulated cluster in network namespaces (root and `ip netns` only).
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
     simns() { ip netns list | awk '{print $1}' | grep -E '^smk-(fab|rt|n[0-9]+)$' || true; }
