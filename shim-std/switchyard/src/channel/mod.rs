@@ -1,5 +1,8 @@
 //! Typed channels over the symmetric heap: [`Spsc`], one producer PE to one
-//! consumer PE, and [`Select`], a wait over several consumers.
+//! consumer PE, [`Broadcast`], one publisher PE to several subscriber PEs
+//! (its protocol and slow-subscriber policies are described on
+//! [`Broadcast`]), and [`Select`], a wait over several
+//! receiving ends.
 //!
 //! # Creating one
 //!
@@ -66,10 +69,12 @@
 //! Each end counts what it did ([`ChannelStats`]: sent, received, full
 //! events); read them with [`Producer::stats`] and [`Consumer::stats`].
 
+mod broadcast;
 mod select;
 mod slots;
 mod spsc;
 
+pub use broadcast::{Broadcast, Publisher, SlowSubscriber, Subscriber};
 pub use select::{Ready, Select};
 pub use spsc::{Consumer, Producer, TrySendError};
 
@@ -101,8 +106,9 @@ pub enum ChannelError {
         /// PEs in the job.
         n_pes: u32,
     },
-    /// The producer and the consumer are the same PE (a channel joins two
-    /// PEs; one PE's threads share memory already).
+    /// The producer and the consumer are the same PE, or a broadcast's
+    /// publisher is among its subscribers (a channel joins distinct PEs; one
+    /// PE's threads share memory already).
     #[error("channel producer and consumer are both PE {pe}")]
     SamePe {
         /// The PE.
@@ -122,6 +128,15 @@ pub enum ChannelError {
         consumer_size: u32,
         /// Capacity on the consumer.
         consumer_capacity: u64,
+    },
+    /// A broadcast stream with no subscriber.
+    #[error("a broadcast stream needs at least one subscriber")]
+    NoSubscribers,
+    /// A PE listed twice among a broadcast stream's subscribers.
+    #[error("broadcast subscriber PE {pe} is listed twice")]
+    Repeated {
+        /// The PE.
+        pe: u32,
     },
     /// The ring's memory is not where it should be (a heap smaller than
     /// the block, or a peer's mapping that went away).
