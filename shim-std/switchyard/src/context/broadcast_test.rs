@@ -107,6 +107,16 @@ fn run_trio(job: u64, nodes: [u64; 3], script: impl Fn(Context) + Send + Clone +
     }
 }
 
+/// Ends a PE of a trio with TCP links. Not `finalize`: without a
+/// bootstrap (these contexts are made from parts) its last barrier's acks
+/// can be lost when a PE closes its connections first. Every PE quiesces,
+/// then all leave together, making progress until the last is done.
+fn leave(mut ctx: Context, left: &AtomicU32) {
+    ctx.quiet().unwrap();
+    left.fetch_add(1, Ordering::SeqCst);
+    wait_for(&mut ctx, left, 3, true);
+}
+
 /// Checks that `got` is record `i`.
 fn check(got: &Rec, i: u64) {
     assert!(*got == rec(i), "record {i} in order, whole");
@@ -114,14 +124,15 @@ fn check(got: &Rec, i: u64) {
 
 /// PE 0 publishes `n` records to PEs 1 and 2 under backpressure (a third
 /// one by one with `try_send`, a third with `send`, a third in slices);
-/// both check every one in order (`recv` and `recv_into`).
-fn backpressured(ctx: &mut Context, capacity: usize, n: u64, direct: bool) {
+/// both check every one in order (`recv` and `recv_into`). The last
+/// `remote` subscribers are on other nodes than the publisher.
+fn backpressured(ctx: &mut Context, capacity: usize, n: u64, remote: usize) {
     match ctx
         .broadcast::<Rec, _>(0, [1, 2], capacity, SlowSubscriber::Backpressure)
         .unwrap()
     {
         Broadcast::Publisher(mut tx) => {
-            assert_eq!(tx.remote_subscribers(), if direct { 0 } else { 2 });
+            assert_eq!(tx.remote_subscribers(), remote);
             assert_eq!(tx.policy(), SlowSubscriber::Backpressure);
             let mut i = 0;
             let mut batch = [rec(0); 5];
@@ -149,7 +160,8 @@ fn backpressured(ctx: &mut Context, capacity: usize, n: u64, direct: bool) {
             assert_eq!(tx.stats().sent, n);
         }
         Broadcast::Subscriber(mut rx) => {
-            assert_eq!(rx.is_direct(), direct);
+            // The remote subscribers are the last PEs.
+            assert_eq!(rx.is_direct(), ctx.my_pe() as usize <= 2 - remote);
             let mut i = 0;
             let mut out = [rec(0); 8];
             while i < n {
@@ -178,7 +190,7 @@ fn broadcast_under_backpressure_delivers_every_record_to_both_over_shm() {
     run_trio(job(0xB0C1), [1, 1, 1], |mut ctx| {
         // 64 slots, 120k records: the ring wraps ~1900 times and the
         // publisher waits for the slower subscriber.
-        backpressured(&mut ctx, 64, 120_000, true);
+        backpressured(&mut ctx, 64, 120_000, 0);
         ctx.finalize().unwrap();
     });
 }
@@ -186,15 +198,19 @@ fn broadcast_under_backpressure_delivers_every_record_to_both_over_shm() {
 #[test]
 fn broadcast_under_backpressure_delivers_every_record_to_both_over_tcp() {
     run_trio(job(0xB0C2), [1, 2, 3], |mut ctx| {
-        backpressured(&mut ctx, 256, 30_000, false);
-        // Not `finalize`: without a bootstrap (these contexts are made from
-        // parts) its last barrier's acks can be lost when a PE closes its
-        // connections first. Every PE quiesces, then all leave together,
-        // making progress until the last is done.
+        backpressured(&mut ctx, 256, 30_000, 2);
         static LEFT: AtomicU32 = AtomicU32::new(0);
-        ctx.quiet().unwrap();
-        LEFT.fetch_add(1, Ordering::SeqCst);
-        wait_for(&mut ctx, &LEFT, 3, true);
+        leave(ctx, &LEFT);
+    });
+}
+
+#[test]
+fn broadcast_under_backpressure_delivers_every_record_on_shm_and_tcp_at_once() {
+    // PE 1 reads the publisher's ring, PE 2 gets puts on another node.
+    run_trio(job(0xB0C7), [1, 1, 2], |mut ctx| {
+        backpressured(&mut ctx, 128, 30_000, 1);
+        static LEFT: AtomicU32 = AtomicU32::new(0);
+        leave(ctx, &LEFT);
     });
 }
 
@@ -216,13 +232,12 @@ fn drain_checked(ctx: &mut Context, rx: &mut Subscriber<Rec>, n: u64, slow: u32)
     assert_eq!(last, Some(n - 1), "the last record is never lapped");
 }
 
-/// PE 0 publishes `N` records under drop to PE 1 (fast: it acknowledges
+/// PE 0 publishes `n` records under drop to PE 1 (fast: it acknowledges
 /// every 16 on an SPSC channel, and the publisher stays within a ring of
 /// its acknowledgements, so it is never lapped) and PE 2 (slow: after the
 /// first record it waits until the publisher is 1000 records on, then
 /// reads with a pause after each).
-fn dropping(ctx: &mut Context) {
-    const N: u64 = 100_000;
+fn dropping(ctx: &mut Context, n: u64) {
     const CAP: u64 = 64;
     let stream = ctx
         .broadcast::<Rec, _>(0, 1..3, CAP as usize, SlowSubscriber::Drop)
@@ -232,7 +247,7 @@ fn dropping(ctx: &mut Context) {
     match (stream, acks, go) {
         (Broadcast::Publisher(mut tx), Spsc::Consumer(mut acks), Spsc::Producer(mut go)) => {
             let mut acked = 0;
-            for i in 0..N {
+            for i in 0..n {
                 while i - acked >= CAP {
                     acked = acks.recv(ctx).unwrap();
                 }
@@ -242,23 +257,23 @@ fn dropping(ctx: &mut Context) {
                 }
             }
             let st = tx.stats();
-            assert_eq!((st.sent, st.full), (N, 0), "never full under drop");
+            assert_eq!((st.sent, st.full), (n, 0), "never full under drop");
         }
         (Broadcast::Subscriber(mut rx), Spsc::Producer(mut acks), Spsc::Bystander) => {
-            for i in 0..N {
+            for i in 0..n {
                 check(&rx.recv(ctx).unwrap(), i);
                 if (i + 1) % 16 == 0 {
                     acks.send(ctx, i + 1).unwrap();
                 }
             }
-            assert_eq!((rx.stats().received, rx.stats().lost), (N, 0));
+            assert_eq!((rx.stats().received, rx.stats().lost), (n, 0));
         }
         (Broadcast::Subscriber(mut rx), Spsc::Bystander, Spsc::Consumer(mut go)) => {
             check(&rx.recv(ctx).unwrap(), 0);
             assert_eq!(go.recv(ctx).unwrap(), 1000);
-            drain_checked(ctx, &mut rx, N, 2000);
+            drain_checked(ctx, &mut rx, n, 2000);
             let st = rx.stats();
-            assert_eq!(st.received + st.lost, N);
+            assert_eq!(st.received + st.lost, n);
             assert!(st.lost >= 1000 - CAP, "lapped: {st:?}");
         }
         _ => unreachable!("three PEs"),
@@ -269,8 +284,19 @@ fn dropping(ctx: &mut Context) {
 #[test]
 fn broadcast_under_drop_laps_only_the_slow_subscriber_over_shm() {
     run_trio(job(0xB0C3), [1, 1, 1], |mut ctx| {
-        dropping(&mut ctx);
+        dropping(&mut ctx, 100_000);
         ctx.finalize().unwrap();
+    });
+}
+
+#[test]
+fn broadcast_under_drop_laps_only_the_slow_subscriber_on_another_node() {
+    // PEs 0 and 1 on one node (shared memory), PE 2, the slow one, on
+    // another (a set, a fence and a put-and-signal per record over TCP).
+    run_trio(job(0xB0C6), [1, 1, 2], |mut ctx| {
+        dropping(&mut ctx, 20_000);
+        static LEFT: AtomicU32 = AtomicU32::new(0);
+        leave(ctx, &LEFT);
     });
 }
 
@@ -333,7 +359,7 @@ fn bad_broadcasts_are_refused_with_typed_errors() {
             ChannelError::Mismatch { .. }
         ));
         // The heap is still symmetric: a good stream after them works.
-        backpressured(&mut ctx, 8, 100, true);
+        backpressured(&mut ctx, 8, 100, 0);
         ctx.finalize().unwrap();
     });
 }
