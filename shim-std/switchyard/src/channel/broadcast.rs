@@ -6,7 +6,7 @@ use core::{borrow::Borrow, marker::PhantomData};
 use switchyard_core::sync::atomic::{Ordering, fence};
 
 use super::{
-    ChannelError, ChannelStats, Made, TrySendError, layout_of, layout_word,
+    ChannelError, ChannelStats, Credit, Made, TrySendError, layout_of, layout_word,
     slots::{SEQ_BYTES, Slots, Word, header_word, slots_in},
     stride_of,
 };
@@ -142,17 +142,6 @@ pub struct Publisher<T> {
     /// Keeps the PE, and the mappings, alive.
     _pe: Pe,
     _t: PhantomData<fn(T) -> T>,
-}
-
-/// A remote subscriber's credits back to the publisher (backpressure).
-#[derive(Debug)]
-struct Credit {
-    /// Its cursor word in the publisher's header.
-    sym: Sym<u64>,
-    /// The cursor last sent.
-    sent: u64,
-    /// Send when the cursor is this far past the last sent.
-    every: u64,
 }
 
 /// How a subscriber publishes its cursor.
@@ -520,11 +509,11 @@ impl<T: Plain> Subscriber<T> {
             (SlowSubscriber::Backpressure, true) => {
                 Cursor::Direct(header_word(ctx, publisher, &m, cursor_word(k))?)
             }
-            (SlowSubscriber::Backpressure, false) => Cursor::Routed(Credit {
-                sym: ctx.sym_at(m.hdr.offset() + 8 * cursor_word(k) as u64, 1)?,
-                sent: 0,
-                every: (m.capacity / 4).max(1),
-            }),
+            (SlowSubscriber::Backpressure, false) => Cursor::Routed(Credit::new(
+                ctx,
+                m.hdr.offset() + 8 * cursor_word(k) as u64,
+                m.capacity,
+            )?),
         };
         Ok(Subscriber {
             head: 0,
@@ -611,20 +600,9 @@ impl<T: Plain> Subscriber<T> {
     /// backpressure).
     #[inline]
     fn give_credit(&mut self, ctx: &mut Context) -> Result<()> {
-        if let Cursor::Routed(c) = &mut self.cursor
-            && self.head - c.sent >= c.every
-        {
-            ctx.set(&c.sym, 0, self.head, self.publisher)?;
-            c.sent = self.head;
-        }
-        Ok(())
-    }
-
-    fn mine(&self, ctx: &Context) -> Result<()> {
-        if ctx.owner_id() == self.owner {
-            Ok(())
-        } else {
-            Err(Error::ForeignHandle)
+        match &mut self.cursor {
+            Cursor::Routed(c) => c.give(ctx, self.head, self.publisher),
+            _ => Ok(()),
         }
     }
 
@@ -637,7 +615,7 @@ impl<T: Plain> Subscriber<T> {
     /// The credit put's errors (remote); [`CtxError::ForeignHandle`].
     #[inline]
     pub fn try_recv(&mut self, ctx: &mut Context) -> Result<Option<T>> {
-        self.mine(ctx)?;
+        super::check_owner(ctx, self.owner)?;
         let mut v = self.take();
         if v.is_none() && self.routed {
             ctx.progress();
@@ -657,7 +635,7 @@ impl<T: Plain> Subscriber<T> {
     /// [`CtxError::PeerDead`] once the publisher died and what had arrived
     /// was received; the credit put's errors; [`CtxError::ForeignHandle`].
     pub fn recv(&mut self, ctx: &mut Context) -> Result<T> {
-        self.mine(ctx)?;
+        super::check_owner(ctx, self.owner)?;
         loop {
             if let Some(v) = self.take() {
                 self.give_credit(ctx)?;
@@ -681,20 +659,21 @@ impl<T: Plain> Subscriber<T> {
     ///
     /// As [`Subscriber::recv`].
     pub fn recv_into(&mut self, ctx: &mut Context, out: &mut [T]) -> Result<usize> {
-        let Some((first, rest)) = out.split_first_mut() else {
-            return Ok(0);
-        };
-        *first = self.recv(ctx)?;
-        let mut n = 1;
-        for slot in rest {
-            match self.take() {
-                Some(v) => *slot = v,
-                None => break,
-            }
-            n += 1;
-        }
-        self.give_credit(ctx)?;
-        Ok(n)
+        super::recv_batch(self, ctx, out)
+    }
+}
+
+impl<T: Plain> super::Receiving<T> for Subscriber<T> {
+    fn wait_one(&mut self, ctx: &mut Context) -> Result<T> {
+        self.recv(ctx)
+    }
+
+    fn take_one(&mut self) -> Option<T> {
+        self.take()
+    }
+
+    fn credit(&mut self, ctx: &mut Context) -> Result<()> {
+        self.give_credit(ctx)
     }
 }
 

@@ -249,6 +249,78 @@ fn spin(mut ready: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// Credits back to a sender on another node: the receiver's cursor, set
+/// into a word of the sender's header every `every` messages.
+#[derive(Debug)]
+struct Credit {
+    /// The sender's word.
+    sym: Sym<u64>,
+    /// The cursor last sent.
+    sent: u64,
+    /// Send when the cursor is this far past the last sent.
+    every: u64,
+}
+
+impl Credit {
+    /// Credit into the word at heap offset `off` for a ring of `capacity`
+    /// slots (every quarter of it).
+    fn new(ctx: &Context, off: u64, capacity: u64) -> Result<Credit> {
+        Ok(Credit {
+            sym: ctx.sym_at(off, 1)?,
+            sent: 0,
+            every: (capacity / 4).max(1),
+        })
+    }
+
+    /// Sends `head` to `pe` when it is far enough past the last sent.
+    #[inline]
+    fn give(&mut self, ctx: &mut Context, head: u64, pe: u32) -> Result<()> {
+        if head - self.sent >= self.every {
+            ctx.set(&self.sym, 0, head, pe)?;
+            self.sent = head;
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` when `ctx` is of the PE whose handles carry `owner`.
+fn check_owner(ctx: &Context, owner: u64) -> Result<()> {
+    if ctx.owner_id() == owner {
+        Ok(())
+    } else {
+        Err(crate::context::Error::ForeignHandle)
+    }
+}
+
+/// What a receiving end lends [`recv_batch`].
+trait Receiving<T> {
+    /// Waits for the next message (the end's `recv`).
+    fn wait_one(&mut self, ctx: &mut Context) -> Result<T>;
+    /// The next message if it has arrived (no progress, no credit).
+    fn take_one(&mut self) -> Option<T>;
+    /// Sends credit back if it is due.
+    fn credit(&mut self, ctx: &mut Context) -> Result<()>;
+}
+
+/// A receiving end's `recv_into`: waits for one message, then takes as many
+/// as have arrived, up to `out.len()`; then credit.
+fn recv_batch<T, E: Receiving<T>>(end: &mut E, ctx: &mut Context, out: &mut [T]) -> Result<usize> {
+    let Some((first, rest)) = out.split_first_mut() else {
+        return Ok(0);
+    };
+    *first = end.wait_one(ctx)?;
+    let mut n = 1;
+    for slot in rest {
+        match end.take_one() {
+            Some(v) => *slot = v,
+            None => break,
+        }
+        n += 1;
+    }
+    end.credit(ctx)?;
+    Ok(n)
+}
+
 /// What the producer and the consumer ends are made from.
 struct Made {
     /// The header block's words.
