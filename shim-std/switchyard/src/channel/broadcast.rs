@@ -60,10 +60,12 @@ pub enum SlowSubscriber {
 /// * [`SlowSubscriber::Drop`]: the publisher never waits and never reads a
 ///   cursor. Before it rewrites a slot it sets the slot's sequence word to 0
 ///   (then a Release fence on the node; a set and a fence before the
-///   put-and-signal across nodes), so a subscriber reads a message as a
-///   seqlock reader does: the sequence word (Acquire), the bytes, an Acquire
-///   fence, the sequence word again; a copy the publisher overwrote meanwhile
-///   is thrown away. A subscriber that finds a later lap's sequence word in
+///   put-and-signal across nodes: that marker is the target's Release store
+///   of an atomic set, ordered before the put's bytes on x86's total store
+///   order, not formally on weakly ordered machines), so a subscriber reads a
+///   message as a seqlock reader does: the sequence word (Acquire), the
+///   bytes, an Acquire fence, the sequence word again; a copy the publisher
+///   overwrote meanwhile is thrown away. A subscriber that finds a later lap's sequence word in
 ///   its next slot was lapped: it skips to the oldest message that can still
 ///   be in the ring and counts what it skipped in [`ChannelStats::lost`], so
 ///   what it receives is an in-order subsequence of what was sent and
@@ -194,6 +196,34 @@ impl Context {
     /// when a subscriber's `T`, capacity or policy differs from the
     /// publisher's; its figures are the first such subscriber's);
     /// [`CtxError::OutOfMemory`]; barrier and transport errors.
+    ///
+    /// ```no_run
+    /// use switchyard::{
+    ///     channel::{Broadcast, SlowSubscriber},
+    ///     context::Context,
+    /// };
+    ///
+    /// let mut ctx = Context::from_env()?;
+    /// let n = ctx.n_pes();
+    /// match ctx.broadcast::<[u64; 7], _>(0, 1..n, 1024, SlowSubscriber::Drop)? {
+    ///     Broadcast::Publisher(mut tx) => {
+    ///         for i in 0..1000u64 {
+    ///             tx.send(&mut ctx, [i; 7])?; // never waits under `Drop`
+    ///         }
+    ///     }
+    ///     Broadcast::Subscriber(mut rx) => {
+    ///         let st = loop {
+    ///             let q = rx.recv(&mut ctx)?; // in order, perhaps with gaps
+    ///             if q[0] == 999 {
+    ///                 break rx.stats();
+    ///             }
+    ///         };
+    ///         assert_eq!(st.received + st.lost, 1000);
+    ///     }
+    ///     Broadcast::Bystander => {}
+    /// }
+    /// # Ok::<(), switchyard::context::Error>(())
+    /// ```
     pub fn broadcast<T: Plain, I>(
         &mut self,
         publisher: u32,
