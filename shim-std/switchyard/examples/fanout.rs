@@ -1,6 +1,7 @@
 //! A market-data fan-out: PE 0 publishes 56-byte quotes (one cache line per
 //! slot with the channel's sequence word) at a steady rate to every other
-//! PE over its own SPSC channel (`switchyard::channel`); each subscriber
+//! PE over one broadcast stream (`switchyard::channel::Broadcast`, with
+//! backpressure: nothing is dropped); each subscriber
 //! checks the quotes arrive in order and prints its one-way latency
 //! percentiles (publish stamp to receipt, on the wall clock all PEs of a
 //! node share). Run with:
@@ -11,13 +12,15 @@
 //!     target/release/examples/fanout [QUOTES] [QUOTES_PER_SECOND]
 //! ```
 //!
-//! The publisher sends each quote once per subscriber (a channel each);
-//! on one node each send is two stores into the subscriber's ring.
+//! On one node the publisher writes each quote once, into the ring in its
+//! own heap, whatever the number of subscribers (two stores); every
+//! subscriber reads that one copy. A subscriber on another node costs the
+//! publisher a put and a signal per quote.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use switchyard::{
-    channel::{Consumer, Producer, Spsc},
+    channel::{Broadcast, SlowSubscriber},
     context::Context,
 };
 
@@ -25,7 +28,7 @@ use switchyard::{
 /// bid, ask, bid size, ask size.
 type Quote = [u64; 7];
 
-/// Slots per channel.
+/// Slots of the stream.
 const CAPACITY: usize = 4096;
 
 fn now_ns() -> u64 {
@@ -46,18 +49,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::process::exit(2);
     }
-    // Collective: one channel per subscriber, every PE in the same order.
-    let mut txs: Vec<Producer<Quote>> = Vec::new();
-    let mut rx: Option<Consumer<Quote>> = None;
-    for sub in 1..n {
-        match ctx.spsc::<Quote>(0, sub, CAPACITY)? {
-            Spsc::Producer(tx) => txs.push(tx),
-            Spsc::Consumer(c) => rx = Some(c),
-            Spsc::Bystander => {}
-        }
-    }
+    // Collective: one stream, PE 0 to every other PE.
+    let stream = ctx.broadcast::<Quote, _>(0, 1..n, CAPACITY, SlowSubscriber::Backpressure)?;
     ctx.barrier_all()?;
-    if me == 0 {
+    if let Broadcast::Publisher(mut tx) = stream {
         let gap_ns = 1_000_000_000 / rate.max(1);
         let start = Instant::now();
         for seq in 0..quotes {
@@ -68,17 +63,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let px = 10_000 + (seq % 97);
             let q: Quote = [seq, now_ns(), seq % 16, px, px + 1, 100, 200];
-            for tx in &mut txs {
-                tx.send(&mut ctx, q)?;
-            }
+            tx.send(&mut ctx, q)?;
         }
-        let full: u64 = txs.iter().map(|t| t.stats().full).sum();
         println!(
-            "publisher: {quotes} quotes to {} subscribers in {:?} ({full} sends waited for room)",
-            txs.len(),
-            start.elapsed()
+            "publisher: {quotes} quotes to {} subscribers ({} on other nodes) in {:?} ({} sends waited for room)",
+            n - 1,
+            tx.remote_subscribers(),
+            start.elapsed(),
+            tx.stats().full
         );
-    } else if let Some(rx) = rx.as_mut() {
+    } else if let Broadcast::Subscriber(mut rx) = stream {
         let mut lat = Vec::with_capacity(quotes as usize);
         for want in 0..quotes {
             let q = rx.recv(&mut ctx)?;

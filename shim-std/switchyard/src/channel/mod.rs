@@ -1,5 +1,8 @@
 //! Typed channels over the symmetric heap: [`Spsc`], one producer PE to one
-//! consumer PE, and [`Select`], a wait over several consumers.
+//! consumer PE, [`Broadcast`], one publisher PE to several subscriber PEs
+//! (its protocol and slow-subscriber policies are described on
+//! [`Broadcast`]), and [`Select`], a wait over several
+//! receiving ends.
 //!
 //! # Creating one
 //!
@@ -66,10 +69,12 @@
 //! Each end counts what it did ([`ChannelStats`]: sent, received, full
 //! events); read them with [`Producer::stats`] and [`Consumer::stats`].
 
+mod broadcast;
 mod select;
 mod slots;
 mod spsc;
 
+pub use broadcast::{Broadcast, Publisher, SlowSubscriber, Subscriber};
 pub use select::{Ready, Select};
 pub use spsc::{Consumer, Producer, TrySendError};
 
@@ -101,8 +106,9 @@ pub enum ChannelError {
         /// PEs in the job.
         n_pes: u32,
     },
-    /// The producer and the consumer are the same PE (a channel joins two
-    /// PEs; one PE's threads share memory already).
+    /// The producer and the consumer are the same PE, or a broadcast's
+    /// publisher is among its subscribers (a channel joins distinct PEs; one
+    /// PE's threads share memory already).
     #[error("channel producer and consumer are both PE {pe}")]
     SamePe {
         /// The PE.
@@ -122,6 +128,15 @@ pub enum ChannelError {
         consumer_size: u32,
         /// Capacity on the consumer.
         consumer_capacity: u64,
+    },
+    /// A broadcast stream with no subscriber.
+    #[error("a broadcast stream needs at least one subscriber")]
+    NoSubscribers,
+    /// A PE listed twice among a broadcast stream's subscribers.
+    #[error("broadcast subscriber PE {pe} is listed twice")]
+    Repeated {
+        /// The PE.
+        pe: u32,
     },
     /// The ring's memory is not where it should be (a heap smaller than
     /// the block, or a peer's mapping that went away).
@@ -232,6 +247,78 @@ fn spin(mut ready: impl FnMut() -> bool) -> bool {
         switchyard_core::sync::spin_hint();
     }
     false
+}
+
+/// Credits back to a sender on another node: the receiver's cursor, set
+/// into a word of the sender's header every `every` messages.
+#[derive(Debug)]
+struct Credit {
+    /// The sender's word.
+    sym: Sym<u64>,
+    /// The cursor last sent.
+    sent: u64,
+    /// Send when the cursor is this far past the last sent.
+    every: u64,
+}
+
+impl Credit {
+    /// Credit into the word at heap offset `off` for a ring of `capacity`
+    /// slots (every quarter of it).
+    fn new(ctx: &Context, off: u64, capacity: u64) -> Result<Credit> {
+        Ok(Credit {
+            sym: ctx.sym_at(off, 1)?,
+            sent: 0,
+            every: (capacity / 4).max(1),
+        })
+    }
+
+    /// Sends `head` to `pe` when it is far enough past the last sent.
+    #[inline]
+    fn give(&mut self, ctx: &mut Context, head: u64, pe: u32) -> Result<()> {
+        if head - self.sent >= self.every {
+            ctx.set(&self.sym, 0, head, pe)?;
+            self.sent = head;
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` when `ctx` is of the PE whose handles carry `owner`.
+fn check_owner(ctx: &Context, owner: u64) -> Result<()> {
+    if ctx.owner_id() == owner {
+        Ok(())
+    } else {
+        Err(crate::context::Error::ForeignHandle)
+    }
+}
+
+/// What a receiving end lends [`recv_batch`].
+trait Receiving<T> {
+    /// Waits for the next message (the end's `recv`).
+    fn wait_one(&mut self, ctx: &mut Context) -> Result<T>;
+    /// The next message if it has arrived (no progress, no credit).
+    fn take_one(&mut self) -> Option<T>;
+    /// Sends credit back if it is due.
+    fn credit(&mut self, ctx: &mut Context) -> Result<()>;
+}
+
+/// A receiving end's `recv_into`: waits for one message, then takes as many
+/// as have arrived, up to `out.len()`; then credit.
+fn recv_batch<T, E: Receiving<T>>(end: &mut E, ctx: &mut Context, out: &mut [T]) -> Result<usize> {
+    let Some((first, rest)) = out.split_first_mut() else {
+        return Ok(0);
+    };
+    *first = end.wait_one(ctx)?;
+    let mut n = 1;
+    for slot in rest {
+        match end.take_one() {
+            Some(v) => *slot = v,
+            None => break,
+        }
+        n += 1;
+    }
+    end.credit(ctx)?;
+    Ok(n)
 }
 
 /// What the producer and the consumer ends are made from.

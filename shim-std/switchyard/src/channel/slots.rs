@@ -93,6 +93,36 @@ impl Slots {
         // index past it.
         unsafe { core::ptr::read_unaligned(self.slot(i).add(SEQ_BYTES).cast::<T>()) }
     }
+
+    /// Reads the message in the slot of index `i` as a seqlock reader does:
+    /// word by word with volatile loads, so a copy that races with the
+    /// publisher's rewrite of the slot (a lapped broadcast subscriber) is
+    /// only a wrong value the caller throws away after checking the
+    /// sequence word again, never a torn read the compiler assumed away.
+    #[inline(always)]
+    pub(super) fn read_racy<T: Plain>(&self, i: u64) -> T {
+        let mut out = core::mem::MaybeUninit::<T>::uninit();
+        let dst = out.as_mut_ptr().cast::<u8>();
+        let size = core::mem::size_of::<T>();
+        let src = self.slot(i).wrapping_add(SEQ_BYTES);
+        let words = size / 8;
+        for w in 0..words {
+            // SAFETY: the slot starts 64-aligned, so `src` is 8-aligned and
+            // word `w` lies inside the message bytes of the slot (`new`);
+            // `dst` has `size` writable bytes (unaligned write).
+            unsafe {
+                let v = core::ptr::read_volatile(src.add(8 * w).cast::<u64>());
+                core::ptr::write_unaligned(dst.add(8 * w).cast::<u64>(), v);
+            }
+        }
+        for b in 8 * words..size {
+            // SAFETY: byte `b < size` of the slot's message and of `out`.
+            unsafe { dst.add(b).write(core::ptr::read_volatile(src.add(b))) };
+        }
+        // SAFETY: every byte of `out` was written above; `T: FromBytes`, so
+        // any bytes are a valid `T`.
+        unsafe { out.assume_init() }
+    }
 }
 
 /// One 64-bit index word of a channel (a consumer's head, a credit).

@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use switchyard_core::sync::atomic::Ordering;
 
 use super::{
-    ChannelStats, HDR_CREDIT, HDR_HEAD, Made,
+    ChannelStats, Credit, HDR_CREDIT, HDR_HEAD, Made,
     slots::{SEQ_BYTES, Slots, Word, header_word, slots_in},
 };
 use crate::context::{Context, Error, Pe, Plain, Result, Signal, Sym};
@@ -62,17 +62,6 @@ pub struct Producer<T> {
     /// Keeps the PE, and the mappings the path points into, alive.
     _pe: Pe,
     _t: PhantomData<fn(T) -> T>,
-}
-
-/// Credits back to a producer on another node.
-#[derive(Debug)]
-struct Credit {
-    /// The producer's credit word.
-    sym: Sym<u64>,
-    /// The head last sent.
-    sent: u64,
-    /// Send when the head is this far past the last sent.
-    every: u64,
 }
 
 /// The receiving end of an [`Spsc`](super::Spsc) channel (`Send`, not
@@ -286,11 +275,11 @@ impl<T: Plain> Consumer<T> {
         let credit = if m.direct {
             None
         } else {
-            Some(Credit {
-                sym: ctx.sym_at(m.hdr.offset() + 8 * HDR_CREDIT as u64, 1)?,
-                sent: 0,
-                every: (m.capacity / 4).max(1),
-            })
+            Some(Credit::new(
+                ctx,
+                m.hdr.offset() + 8 * HDR_CREDIT as u64,
+                m.capacity,
+            )?)
         };
         Ok(Consumer {
             head: 0,
@@ -355,20 +344,9 @@ impl<T: Plain> Consumer<T> {
     /// Sends the producer credit when it is far enough behind (routed).
     #[inline]
     fn give_credit(&mut self, ctx: &mut Context) -> Result<()> {
-        if let Some(c) = self.credit.as_mut()
-            && self.head - c.sent >= c.every
-        {
-            ctx.set(&c.sym, 0, self.head, self.producer)?;
-            c.sent = self.head;
-        }
-        Ok(())
-    }
-
-    fn mine(&self, ctx: &Context) -> Result<()> {
-        if ctx.owner_id() == self.owner {
-            Ok(())
-        } else {
-            Err(Error::ForeignHandle)
+        match self.credit.as_mut() {
+            Some(c) => c.give(ctx, self.head, self.producer),
+            None => Ok(()),
         }
     }
 
@@ -381,7 +359,7 @@ impl<T: Plain> Consumer<T> {
     /// The credit put's errors (routed); [`Error::ForeignHandle`].
     #[inline]
     pub fn try_recv(&mut self, ctx: &mut Context) -> Result<Option<T>> {
-        self.mine(ctx)?;
+        super::check_owner(ctx, self.owner)?;
         let mut v = self.take();
         if v.is_none() && self.credit.is_some() {
             ctx.progress();
@@ -402,7 +380,7 @@ impl<T: Plain> Consumer<T> {
     /// before was received; the credit put's errors (routed);
     /// [`Error::ForeignHandle`].
     pub fn recv(&mut self, ctx: &mut Context) -> Result<T> {
-        self.mine(ctx)?;
+        super::check_owner(ctx, self.owner)?;
         loop {
             if let Some(v) = self.take() {
                 self.give_credit(ctx)?;
@@ -429,20 +407,21 @@ impl<T: Plain> Consumer<T> {
     ///
     /// As [`Consumer::recv`].
     pub fn recv_into(&mut self, ctx: &mut Context, out: &mut [T]) -> Result<usize> {
-        let Some((first, rest)) = out.split_first_mut() else {
-            return Ok(0);
-        };
-        *first = self.recv(ctx)?;
-        let mut n = 1;
-        for slot in rest {
-            match self.take() {
-                Some(v) => *slot = v,
-                None => break,
-            }
-            n += 1;
-        }
-        self.give_credit(ctx)?;
-        Ok(n)
+        super::recv_batch(self, ctx, out)
+    }
+}
+
+impl<T: Plain> super::Receiving<T> for Consumer<T> {
+    fn wait_one(&mut self, ctx: &mut Context) -> Result<T> {
+        self.recv(ctx)
+    }
+
+    fn take_one(&mut self) -> Option<T> {
+        self.take()
+    }
+
+    fn credit(&mut self, ctx: &mut Context) -> Result<()> {
+        self.give_credit(ctx)
     }
 }
 

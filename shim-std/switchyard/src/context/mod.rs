@@ -132,6 +132,8 @@
 //! ```
 
 mod atomic;
+#[cfg(test)]
+mod broadcast_test;
 mod call;
 #[cfg(test)]
 mod channel_test;

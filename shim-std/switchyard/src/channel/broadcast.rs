@@ -1,0 +1,716 @@
+//! [`Broadcast`]: one publisher PE to several subscriber PEs (the
+//! protocol is described on [`Broadcast`]).
+
+use core::{borrow::Borrow, marker::PhantomData};
+
+use switchyard_core::sync::atomic::{Ordering, fence};
+
+use super::{
+    ChannelError, ChannelStats, Credit, Made, TrySendError, layout_of, layout_word,
+    slots::{SEQ_BYTES, Slots, Word, header_word, slots_in},
+    stride_of,
+};
+#[cfg(doc)]
+use crate::context::Error as CtxError;
+use crate::context::{Context, Error, Pe, Plain, Result, Signal, Sym};
+
+/// What a broadcast stream does about a subscriber that falls behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowSubscriber {
+    /// The publisher waits for the slowest subscriber (nothing is lost).
+    Backpressure,
+    /// The publisher never waits; a lapped subscriber skips ahead and
+    /// counts what it lost.
+    Drop,
+}
+
+/// What [`Context::broadcast`] hands each PE: one publisher PE to several
+/// subscriber PEs, each with its own cursor, and a per-stream policy for a
+/// slow subscriber ([`SlowSubscriber`]).
+///
+/// # Layout and protocol
+///
+/// Every PE allocates the same two blocks (creation is collective): a header
+/// of one 128-byte line for the layout word and the path, then one line per
+/// subscriber for its cursor; and a ring of `capacity` slots laid out as an
+/// SPSC ring's (a sequence word, then the message: one cache line for up to
+/// 56 bytes).
+///
+/// * **Subscribers on the publisher's node** (the publisher's heap mapped
+///   there) all read ONE ring, the one in the publisher's heap: the publisher
+///   writes each message once into its own memory, and each such subscriber
+///   reads that copy through its mapping. It publishes its cursor (its next
+///   index) with a Release store into its own line of the publisher's
+///   header, which the publisher reads (Acquire) only when its cached limit
+///   says the ring is full.
+/// * **Subscribers on other nodes** each have the ring at the same offset of
+///   their own heap. The publisher writes **once per remote subscriber**
+///   (not once per remote node: the ring-per-node relay is not built): a
+///   [`Context::put_signal`] of the message and its sequence word. Under
+///   [`SlowSubscriber::Backpressure`] such a subscriber sends its cursor back
+///   as an atomic set into its line of the publisher's header every quarter
+///   of the ring.
+///
+/// # Slow subscribers
+///
+/// * [`SlowSubscriber::Backpressure`]: the publisher may be at most
+///   `capacity` messages ahead of the slowest subscriber; [`Publisher::send`]
+///   waits for it, [`Publisher::try_send`] gives the message back
+///   ([`TrySendError::Full`]).
+/// * [`SlowSubscriber::Drop`]: the publisher never waits and never reads a
+///   cursor. Before it rewrites a slot it sets the slot's sequence word to 0
+///   (then a Release fence on the node; a set and a fence before the
+///   put-and-signal across nodes: that marker is the target's Release store
+///   of an atomic set, ordered before the put's bytes on x86's total store
+///   order, not formally on weakly ordered machines), so a subscriber reads a
+///   message as a seqlock reader does: the sequence word (Acquire), the
+///   bytes, an Acquire fence, the sequence word again; a copy the publisher
+///   overwrote meanwhile is thrown away. A subscriber that finds a later lap's sequence word in
+///   its next slot was lapped: it skips to the oldest message that can still
+///   be in the ring and counts what it skipped in [`ChannelStats::lost`], so
+///   what it receives is an in-order subsequence of what was sent and
+///   `received + lost` reaches `sent` once it has caught up.
+#[derive(Debug)]
+pub enum Broadcast<T> {
+    /// The publisher PE's end.
+    Publisher(Publisher<T>),
+    /// A subscriber PE's end.
+    Subscriber(Subscriber<T>),
+    /// A PE that is neither.
+    Bystander,
+}
+
+impl<T> Broadcast<T> {
+    /// The publisher's end, if this is it.
+    pub fn publisher(self) -> Option<Publisher<T>> {
+        match self {
+            Broadcast::Publisher(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The subscriber's end, if this is it.
+    pub fn subscriber(self) -> Option<Subscriber<T>> {
+        match self {
+            Broadcast::Subscriber(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of a header line (two cache lines: apart from the adjacent-line
+/// prefetch of the next).
+const LINE: u64 = 128;
+/// Header word: the layout word.
+const HDR_LAYOUT: usize = 0;
+/// Header word: a subscriber's path, [`PATH_DIRECT`] or [`PATH_ROUTED`].
+const HDR_PATH: usize = 1;
+/// The subscriber reads the publisher's ring through its mapping.
+const PATH_DIRECT: u64 = 1;
+/// The subscriber reads its own ring, written with puts.
+const PATH_ROUTED: u64 = 2;
+/// The bit of the layout word for [`SlowSubscriber::Drop`].
+const DROP_BIT: u64 = 1 << 32;
+
+/// Header word of subscriber `k`'s cursor (in the publisher's header).
+fn cursor_word(k: usize) -> usize {
+    (LINE as usize / 8) * (1 + k)
+}
+
+/// The sending end of a [`Broadcast`] stream (`Send`, not `Sync`), on the
+/// publisher PE. Every call takes a context of that PE.
+#[derive(Debug)]
+pub struct Publisher<T> {
+    /// Index of the next message.
+    tail: u64,
+    /// Messages may be sent while `tail < limit` (backpressure).
+    limit: u64,
+    capacity: u64,
+    policy: SlowSubscriber,
+    /// The ring in this PE's heap, when a subscriber reads it.
+    local: Option<Slots>,
+    /// The subscribers' cursor words (this PE's header), one per subscriber.
+    cursors: Vec<Word>,
+    /// Subscribers on other nodes.
+    remotes: Vec<u32>,
+    ring: u64,
+    stride: u64,
+    /// The ring block as 64-bit words (the sequence words' handle).
+    seqs: Sym<u64>,
+    /// The subscribers' PEs, in cursor order (a wait watches the slowest).
+    watch: Vec<u32>,
+    owner: u64,
+    stats: ChannelStats,
+    /// Keeps the PE, and the mappings, alive.
+    _pe: Pe,
+    _t: PhantomData<fn(T) -> T>,
+}
+
+/// How a subscriber publishes its cursor.
+#[derive(Debug)]
+enum Cursor {
+    /// A store through its mapping of the publisher's header.
+    Direct(Word),
+    /// Atomic sets into the publisher's header.
+    Routed(Credit),
+    /// Not at all ([`SlowSubscriber::Drop`]).
+    None,
+}
+
+/// A receiving end of a [`Broadcast`] stream (`Send`, not `Sync`), on a
+/// subscriber PE. Every call takes a context of that PE.
+#[derive(Debug)]
+pub struct Subscriber<T> {
+    /// Index of the next message.
+    head: u64,
+    capacity: u64,
+    /// The publisher's ring (same node) or this PE's own.
+    slots: Slots,
+    cursor: Cursor,
+    /// The ring is this PE's own, filled by puts (progress while waiting).
+    routed: bool,
+    publisher: u32,
+    owner: u64,
+    stats: ChannelStats,
+    /// Keeps the PE, and the mapping, alive.
+    _pe: Pe,
+    _t: PhantomData<fn(T) -> T>,
+}
+
+impl Context {
+    /// Collectively makes a broadcast stream of `T` from PE `publisher` to
+    /// the PEs of `subscribers` (a slice, an array, a range: no repeats, not
+    /// the publisher) with `capacity` slots (a power of two) and the slow
+    /// subscriber `policy`. Every PE calls it with the same arguments, in
+    /// the same order as its other collective calls; the publisher gets
+    /// [`Broadcast::Publisher`], each subscriber [`Broadcast::Subscriber`],
+    /// the others [`Broadcast::Bystander`]. See the
+    /// [module docs](crate::channel) and [`Broadcast`]'s layout.
+    ///
+    /// # Errors
+    ///
+    /// [`CtxError::Channel`] with [`ChannelError::Capacity`],
+    /// [`ChannelError::NoSubscribers`], [`ChannelError::SamePe`] (the
+    /// publisher among the subscribers), [`ChannelError::Repeated`],
+    /// [`ChannelError::NoSuchPe`], [`ChannelError::Mismatch`] (on every PE,
+    /// when a subscriber's `T`, capacity or policy differs from the
+    /// publisher's; its figures are the first such subscriber's);
+    /// [`CtxError::OutOfMemory`]; barrier and transport errors.
+    ///
+    /// ```no_run
+    /// use switchyard::{
+    ///     channel::{Broadcast, SlowSubscriber},
+    ///     context::Context,
+    /// };
+    ///
+    /// let mut ctx = Context::from_env()?;
+    /// let n = ctx.n_pes();
+    /// match ctx.broadcast::<[u64; 7], _>(0, 1..n, 1024, SlowSubscriber::Drop)? {
+    ///     Broadcast::Publisher(mut tx) => {
+    ///         for i in 0..1000u64 {
+    ///             tx.send(&mut ctx, [i; 7])?; // never waits under `Drop`
+    ///         }
+    ///     }
+    ///     Broadcast::Subscriber(mut rx) => {
+    ///         let st = loop {
+    ///             let q = rx.recv(&mut ctx)?; // in order, perhaps with gaps
+    ///             if q[0] == 999 {
+    ///                 break rx.stats();
+    ///             }
+    ///         };
+    ///         assert_eq!(st.received + st.lost, 1000);
+    ///     }
+    ///     Broadcast::Bystander => {}
+    /// }
+    /// # Ok::<(), switchyard::context::Error>(())
+    /// ```
+    pub fn broadcast<T: Plain, I>(
+        &mut self,
+        publisher: u32,
+        subscribers: I,
+        capacity: usize,
+        policy: SlowSubscriber,
+    ) -> Result<Broadcast<T>>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<u32>,
+    {
+        let drop_bit = if policy == SlowSubscriber::Drop {
+            DROP_BIT
+        } else {
+            0
+        };
+        let mine = layout_word::<T>(capacity)? | drop_bit;
+        let subs: Vec<u32> = subscribers.into_iter().map(|s| *s.borrow()).collect();
+        let n_pes = self.n_pes();
+        if subs.is_empty() {
+            return Err(ChannelError::NoSubscribers.into());
+        }
+        for &pe in subs.iter().chain([&publisher]) {
+            if pe >= n_pes {
+                return Err(ChannelError::NoSuchPe { pe, n_pes }.into());
+            }
+        }
+        for (k, &pe) in subs.iter().enumerate() {
+            if pe == publisher {
+                return Err(ChannelError::SamePe { pe }.into());
+            }
+            if subs[..k].contains(&pe) {
+                return Err(ChannelError::Repeated { pe }.into());
+            }
+        }
+        let me = self.my_pe();
+        let hdr_bytes = LINE * (1 + subs.len() as u64);
+        let hdr_off = self.alloc_bytes(hdr_bytes, 64)?;
+        let hdr = self.sym_at::<u64>(hdr_off, (hdr_bytes / 8) as usize)?;
+        let direct = subs.contains(&me) && self.shm_to(publisher);
+        let path = if direct { PATH_DIRECT } else { PATH_ROUTED };
+        self.put(&hdr, HDR_LAYOUT, &[mine, path], me)?;
+        self.barrier_all()?;
+        let mut p = [0u64; 1];
+        self.get(&hdr, HDR_LAYOUT, &mut p, publisher)?;
+        let mut paths = Vec::with_capacity(subs.len());
+        let mut bad = None;
+        for &s in &subs {
+            let mut w = [0u64; 2];
+            self.get(&hdr, HDR_LAYOUT, &mut w, s)?;
+            if w[0] != p[0] && bad.is_none() {
+                bad = Some(w[0]);
+            }
+            paths.push(w[HDR_PATH] == PATH_DIRECT);
+        }
+        if let Some(c) = bad {
+            self.free_bytes(hdr_off)?;
+            let ((producer_size, producer_capacity), (consumer_size, consumer_capacity)) =
+                (layout_of(p[0]), layout_of(c));
+            return Err(ChannelError::Mismatch {
+                producer_size,
+                producer_capacity,
+                consumer_size,
+                consumer_capacity,
+            }
+            .into());
+        }
+        let (size, capacity) = layout_of(p[0]);
+        let drop = p[0] & DROP_BIT != 0;
+        let stride = stride_of(size);
+        let ring = match self.alloc_bytes(capacity * stride, 64) {
+            Ok(r) => r,
+            Err(e) => {
+                self.free_bytes(hdr_off)?;
+                return Err(e);
+            }
+        };
+        let made = Made {
+            hdr,
+            ring,
+            capacity,
+            stride,
+            direct,
+            pe: self.pe(),
+        };
+        let policy = if drop {
+            SlowSubscriber::Drop
+        } else {
+            SlowSubscriber::Backpressure
+        };
+        Ok(if me == publisher {
+            Broadcast::Publisher(Publisher::new(self, made, &subs, &paths, policy)?)
+        } else if let Some(k) = subs.iter().position(|&s| s == me) {
+            Broadcast::Subscriber(Subscriber::new(self, made, publisher, k, policy)?)
+        } else {
+            Broadcast::Bystander
+        })
+    }
+}
+
+impl<T: Plain> Publisher<T> {
+    fn new(
+        ctx: &Context,
+        m: Made,
+        subs: &[u32],
+        paths: &[bool],
+        policy: SlowSubscriber,
+    ) -> Result<Publisher<T>> {
+        let me = ctx.my_pe();
+        let local = if paths.iter().any(|&d| d) {
+            Some(slots_in(ctx, me, &m)?)
+        } else {
+            None
+        };
+        let cursors = (0..subs.len())
+            .map(|k| header_word(ctx, me, &m, cursor_word(k)))
+            .collect::<Result<Vec<_>>>()?;
+        let remotes = subs
+            .iter()
+            .zip(paths)
+            .filter(|&(_, &d)| !d)
+            .map(|(&pe, _)| pe)
+            .collect();
+        let words = (m.capacity * m.stride / 8) as usize;
+        Ok(Publisher {
+            tail: 0,
+            limit: m.capacity,
+            capacity: m.capacity,
+            policy,
+            local,
+            cursors,
+            remotes,
+            ring: m.ring,
+            stride: m.stride,
+            seqs: ctx.sym_at(m.ring, words)?,
+            watch: subs.to_vec(),
+            owner: ctx.owner_id(),
+            stats: ChannelStats::default(),
+            _pe: m.pe,
+            _t: PhantomData,
+        })
+    }
+
+    /// The number of slots.
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// The stream's slow-subscriber policy.
+    pub fn policy(&self) -> SlowSubscriber {
+        self.policy
+    }
+
+    /// How many subscribers are on other nodes (each costs the publisher a
+    /// put and a signal per message).
+    pub fn remote_subscribers(&self) -> usize {
+        self.remotes.len()
+    }
+
+    /// This end's counters (`sent`, `full`).
+    pub fn stats(&self) -> ChannelStats {
+        self.stats
+    }
+
+    /// Sends `v` if every subscriber left room (always, under
+    /// [`SlowSubscriber::Drop`]). Subscribers on this node: two stores into
+    /// this PE's own ring (four under `Drop`), whatever their number.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] (with `v`, [`SlowSubscriber::Backpressure`]
+    /// only) when the slowest subscriber has not freed a slot;
+    /// [`TrySendError::Failed`] when a put fails or `ctx` is not of this PE
+    /// ([`CtxError::ForeignHandle`]).
+    #[inline]
+    pub fn try_send(
+        &mut self,
+        ctx: &mut Context,
+        v: T,
+    ) -> core::result::Result<(), TrySendError<T>> {
+        if ctx.owner_id() != self.owner {
+            return Err(TrySendError::Failed(Error::ForeignHandle));
+        }
+        if self.tail == self.limit && !self.refresh(ctx, true) {
+            self.stats.full += 1;
+            return Err(TrySendError::Full(v));
+        }
+        self.push(ctx, &v).map_err(TrySendError::Failed)
+    }
+
+    /// Sends `v`, under backpressure waiting for the slowest subscriber
+    /// while the subscribers live (no timeout; the context's progress mode).
+    ///
+    /// # Errors
+    ///
+    /// [`CtxError::PeerDead`] when a subscriber dies while the publisher
+    /// waits for it; the puts' errors; [`CtxError::ForeignHandle`].
+    pub fn send(&mut self, ctx: &mut Context, v: T) -> Result<()> {
+        loop {
+            match self.try_send(ctx, v) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(_)) => self.wait_room(ctx)?,
+                Err(TrySendError::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends every message of `vs` in order, as [`Publisher::send`] does
+    /// (one by one: no batching of the puts to remote subscribers).
+    ///
+    /// # Errors
+    ///
+    /// As [`Publisher::send`]; the messages before the failure were sent.
+    pub fn send_slice(&mut self, ctx: &mut Context, vs: &[T]) -> Result<()> {
+        vs.iter().try_for_each(|&v| self.send(ctx, v))
+    }
+
+    /// Waits until the slowest subscriber's cursor moved enough for a slot.
+    fn wait_room(&mut self, ctx: &mut Context) -> Result<()> {
+        if self.remotes.is_empty() && super::spin(|| self.refresh(ctx, false)) {
+            return Ok(());
+        }
+        // The slowest subscriber is the one to watch; any dying is fatal.
+        let slowest = self.slowest();
+        let pe = self.watch[slowest];
+        ctx.wait_for_peer("a broadcast's send", pe, |c| Ok(self.refresh(c, false)))
+    }
+
+    /// The index of the subscriber with the lowest cursor.
+    fn slowest(&self) -> usize {
+        (0..self.cursors.len())
+            // SYNC POINT with the Release store of the cursor in
+            // `Subscriber::publish` (or the target side of its credit set).
+            .min_by_key(|&k| self.cursors[k].get().load(Ordering::Acquire))
+            .unwrap_or(0)
+    }
+
+    /// Reads the cursors again (after one progress step with `poll` when a
+    /// subscriber is remote); whether there is room now. Always room under
+    /// [`SlowSubscriber::Drop`].
+    fn refresh(&mut self, ctx: &mut Context, poll: bool) -> bool {
+        if self.policy == SlowSubscriber::Drop {
+            self.limit = u64::MAX;
+            return true;
+        }
+        if poll && !self.remotes.is_empty() {
+            ctx.progress();
+        }
+        let min = self
+            .cursors
+            .iter()
+            // SYNC POINT with the Release store of the cursor in
+            // `Subscriber::publish` (or the target side of its credit set,
+            // `heap_rmw`): the subscriber read the slots below it.
+            .map(|c| c.get().load(Ordering::Acquire))
+            .min()
+            .unwrap_or(self.tail);
+        self.limit = min + self.capacity;
+        self.tail < self.limit
+    }
+
+    /// Sends `v` (there is room): once into this PE's ring for the
+    /// same-node subscribers, once per remote subscriber.
+    #[inline]
+    fn push(&mut self, ctx: &mut Context, v: &T) -> Result<()> {
+        let i = self.tail;
+        let drop = self.policy == SlowSubscriber::Drop;
+        if let Some(slots) = &self.local {
+            if drop {
+                // Seqlock writer: the slot is marked as being rewritten
+                // before its bytes change.
+                slots.seq(i).store(0, Ordering::Relaxed);
+                // SYNC POINT with the Acquire fence in `Subscriber::take`:
+                // a reader that saw any new byte sees the 0 (or later).
+                fence(Ordering::Release);
+            }
+            slots.write(i, v);
+            // SYNC POINT with the Acquire load of the sequence word in
+            // `Subscriber::take`: the message is in the slot.
+            slots.seq(i).store(i + 1, Ordering::Release);
+        }
+        if !self.remotes.is_empty() {
+            let slot = (i & (self.capacity - 1)) * self.stride;
+            let msg = Sym::<T>::new(self.ring + slot + SEQ_BYTES as u64, 1, self.owner);
+            let at = (slot / 8) as usize;
+            for &pe in &self.remotes {
+                if drop {
+                    ctx.set(&self.seqs, at, 0, pe)?;
+                    ctx.fence()?;
+                }
+                let seq = Signal::set(&self.seqs, at, i + 1);
+                ctx.put_signal(&msg, 0, core::slice::from_ref(v), seq, pe)?;
+            }
+        }
+        self.tail += 1;
+        self.stats.sent += 1;
+        Ok(())
+    }
+}
+
+impl<T: Plain> Subscriber<T> {
+    fn new(
+        ctx: &Context,
+        m: Made,
+        publisher: u32,
+        k: usize,
+        policy: SlowSubscriber,
+    ) -> Result<Subscriber<T>> {
+        let me = ctx.my_pe();
+        let ring_pe = if m.direct { publisher } else { me };
+        let cursor = match (policy, m.direct) {
+            (SlowSubscriber::Drop, _) => Cursor::None,
+            (SlowSubscriber::Backpressure, true) => {
+                Cursor::Direct(header_word(ctx, publisher, &m, cursor_word(k))?)
+            }
+            (SlowSubscriber::Backpressure, false) => Cursor::Routed(Credit::new(
+                ctx,
+                m.hdr.offset() + 8 * cursor_word(k) as u64,
+                m.capacity,
+            )?),
+        };
+        Ok(Subscriber {
+            head: 0,
+            capacity: m.capacity,
+            slots: slots_in(ctx, ring_pe, &m)?,
+            cursor,
+            routed: !m.direct,
+            publisher,
+            owner: ctx.owner_id(),
+            stats: ChannelStats::default(),
+            _pe: m.pe,
+            _t: PhantomData,
+        })
+    }
+
+    /// The number of slots.
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// Whether this subscriber reads the publisher's ring through its
+    /// mapping (same node), rather than its own ring filled by puts.
+    pub fn is_direct(&self) -> bool {
+        !self.routed
+    }
+
+    /// This end's counters (`received`, `lost`).
+    pub fn stats(&self) -> ChannelStats {
+        self.stats
+    }
+
+    /// The next slot's sequence word: `head + 1` when its message is
+    /// there, more when this subscriber was lapped.
+    #[inline(always)]
+    fn seq(&self) -> u64 {
+        // SYNC POINT with the Release store of the sequence word in
+        // `Publisher::push` (or the target side of its signal, `heap_rmw`).
+        self.slots.seq(self.head).load(Ordering::Acquire)
+    }
+
+    /// Takes the next message if it has arrived, skipping ahead (and
+    /// counting the loss) when the publisher lapped this subscriber.
+    #[inline]
+    fn take(&mut self) -> Option<T> {
+        loop {
+            let s = self.seq();
+            if s <= self.head {
+                return None; // not there yet (or being written: 0)
+            }
+            if s == self.head + 1 {
+                let v = self.slots.read_racy::<T>(self.head);
+                // SYNC POINT with the Release fence in `Publisher::push`: if
+                // the copy saw a byte of a later lap, the load below sees
+                // that lap's 0 or sequence word.
+                fence(Ordering::Acquire);
+                if self.slots.seq(self.head).load(Ordering::Relaxed) == s {
+                    self.head += 1;
+                    self.stats.received += 1;
+                    self.publish();
+                    return Some(v);
+                }
+                continue; // overwritten while copying: lapped
+            }
+            // A later lap's message is in the slot (index `s - 1`): the
+            // oldest message that can still be in the ring is the one after
+            // it, a lap earlier.
+            let next = s - self.capacity;
+            self.stats.lost += next - self.head;
+            self.head = next;
+        }
+    }
+
+    /// Publishes the cursor on the same node (backpressure).
+    #[inline(always)]
+    fn publish(&self) {
+        if let Cursor::Direct(w) = &self.cursor {
+            // SYNC POINT with the Acquire loads of the cursors in
+            // `Publisher::refresh`: the slots below are read.
+            w.get().store(self.head, Ordering::Release);
+        }
+    }
+
+    /// Sends the publisher credit when it is far enough behind (remote,
+    /// backpressure).
+    #[inline]
+    fn give_credit(&mut self, ctx: &mut Context) -> Result<()> {
+        match &mut self.cursor {
+            Cursor::Routed(c) => c.give(ctx, self.head, self.publisher),
+            _ => Ok(()),
+        }
+    }
+
+    /// The next message, if one has arrived (after one progress step when
+    /// none had and the ring is filled by puts). Same node: loads of the
+    /// publisher's ring, no system call, no allocation.
+    ///
+    /// # Errors
+    ///
+    /// The credit put's errors (remote); [`CtxError::ForeignHandle`].
+    #[inline]
+    pub fn try_recv(&mut self, ctx: &mut Context) -> Result<Option<T>> {
+        super::check_owner(ctx, self.owner)?;
+        let mut v = self.take();
+        if v.is_none() && self.routed {
+            ctx.progress();
+            v = self.take();
+        }
+        if v.is_some() {
+            self.give_credit(ctx)?;
+        }
+        Ok(v)
+    }
+
+    /// The next message, waiting for it while the publisher lives (no
+    /// timeout; the context's progress mode).
+    ///
+    /// # Errors
+    ///
+    /// [`CtxError::PeerDead`] once the publisher died and what had arrived
+    /// was received; the credit put's errors; [`CtxError::ForeignHandle`].
+    pub fn recv(&mut self, ctx: &mut Context) -> Result<T> {
+        super::check_owner(ctx, self.owner)?;
+        loop {
+            if let Some(v) = self.take() {
+                self.give_credit(ctx)?;
+                return Ok(v);
+            }
+            if !self.routed && super::spin(|| self.seq() > self.head) {
+                continue;
+            }
+            let publisher = self.publisher;
+            ctx.wait_for_peer("a broadcast's receive", publisher, |_| {
+                Ok(self.seq() > self.head)
+            })?;
+        }
+    }
+
+    /// Waits for at least one message as [`Subscriber::recv`] does, then
+    /// receives as many as have arrived, up to `out.len()`; returns how many
+    /// (0 only for an empty `out`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Subscriber::recv`].
+    pub fn recv_into(&mut self, ctx: &mut Context, out: &mut [T]) -> Result<usize> {
+        super::recv_batch(self, ctx, out)
+    }
+}
+
+impl<T: Plain> super::Receiving<T> for Subscriber<T> {
+    fn wait_one(&mut self, ctx: &mut Context) -> Result<T> {
+        self.recv(ctx)
+    }
+
+    fn take_one(&mut self) -> Option<T> {
+        self.take()
+    }
+
+    fn credit(&mut self, ctx: &mut Context) -> Result<()> {
+        self.give_credit(ctx)
+    }
+}
+
+impl<T: Plain> super::Ready for Subscriber<T> {
+    /// Whether a message (or a lap to skip) is waiting: a receive may then
+    /// still find nothing, when the skip lands on slots being rewritten.
+    fn ready(&self) -> bool {
+        self.seq() > self.head
+    }
+}
