@@ -310,10 +310,20 @@ mod link_record_test {
             policy: PolicyConfig::default(),
             tcp: TcpConfig {
                 listen: vec!["127.0.0.1".parse().unwrap()],
+                // No progress thread: heartbeats go out only while a PE is
+                // in the library, and a loaded machine may not run PE 0's
+                // checks for 200 ms. This test is about records, not
+                // detection (PE 1 once gave PE 0 up mid-test under load).
+                detection_window: std::time::Duration::from_secs(10),
+                give_up: std::time::Duration::from_secs(20),
                 ..TcpConfig::default()
             },
         };
-        pair.run(|mut ctx| {
+        // Both PEs quiet, then wait (progressing) for each other before
+        // leaving: a PE that left at once could owe its peer's quiet the
+        // acks it would never send (no progress thread here).
+        let left = std::sync::Arc::new(switchyard_core::sync::atomic::AtomicU32::new(0));
+        pair.run(move |mut ctx| {
             if ctx.my_pe() == 0 {
                 // From PE 1, about its own rail 0 (the checks only need a
                 // subject that is not this PE).
@@ -357,6 +367,8 @@ mod link_record_test {
             }
             ctx.barrier_all().unwrap();
             ctx.quiet().unwrap();
+            left.fetch_add(1, switchyard_core::sync::atomic::Ordering::SeqCst);
+            tcp_pair_test::wait_for(&mut ctx, &left, 2, true);
         });
     }
 }
