@@ -31,7 +31,11 @@ fn strangers_at_a_rail_listener_are_counted_by_reason() {
         policy: PolicyConfig::default(),
         tcp: TcpConfig::default(),
     };
-    pair.run(|mut ctx| {
+    // Both PEs end by quieting and waiting for each other: a pair built
+    // from parts has no bootstrap, whose barrier is what keeps `finalize`
+    // from closing connections while the peer still waits for an ack.
+    let left = std::sync::Arc::new(switchyard_core::sync::atomic::AtomicU32::new(0));
+    pair.run(move |mut ctx| {
         assert_eq!(ctx.stats().tcp_refused, [0; RefuseReason::ALL.len()]);
         let addrs = ctx
             .tcp
@@ -52,6 +56,8 @@ fn strangers_at_a_rail_listener_are_counted_by_reason() {
         drop(strangers);
         // The job is unharmed.
         ctx.barrier_all().expect("barrier");
-        ctx.finalize().expect("finalize");
+        ctx.quiet().expect("quiet");
+        left.fetch_add(1, switchyard_core::sync::atomic::Ordering::SeqCst);
+        crate::context::tcp_pair_test::wait_for(&mut ctx, &left, 2, true);
     });
 }
