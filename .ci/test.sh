@@ -14,15 +14,24 @@ if [ "${SKIP_SETUP:-0}" != 1 ]; then
 fi
 
 passed=0; failed=0; skipped=0; failures=()
+# Each step's output also goes to a log; the summary repeats what a failed
+# step said about its failures (failed tests, panics, errors), since only the
+# end of a CI run's output may be kept.
+logs=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-ci.XXXXXX")
 step() {
   local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
+  local t0=$SECONDS log
+  log="$logs/$((passed + failed + 1)).log"
   printf '\n=== %s\n' "$name"
-  if timeout --kill-after=10 "$limit" "$@"; then
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
     passed=$((passed + 1)); printf -- '--- ok: %s (%ds)\n' "$name" $((SECONDS - t0))
   else
-    local rc=$?
-    failed=$((failed + 1)); failures+=("$name (exit $rc)")
+    failed=$((failed + 1)); failures+=("$name (exit $rc, $((SECONDS - t0))s)")
+    [ "$rc" -eq 124 ] && echo "(timed out after ${limit}s)" >>"$log"
+    failures+=("$(grep -E '^test .* \.\.\. FAILED$|panicked at|^error(\[|:)|has been running for over|ending the test process|FAILED|timed out after' "$log" \
+      | grep -v '^FAILED: ' | head -n 20 | sed 's/^/    /')")
     printf -- '--- FAILED: %s (exit %d, %ds)\n' "$name" "$rc" $((SECONDS - t0))
   fi
 }
@@ -112,7 +121,10 @@ step "launchers: PMIx bootstrap and C tests under mpirun" 900 bash .ci/launchers
 step "launchers: C tests under a single-node Slurm (srun --mpi=pmix)" 600 bash .ci/slurm.sh
 
 printf '\n=== summary\n'
-for f in "${failures[@]+"${failures[@]}"}"; do printf 'FAILED: %s\n' "$f"; done
+for f in "${failures[@]+"${failures[@]}"}"; do
+  case $f in "    "*) printf '%s\n' "$f" ;; "") ;; *) printf 'FAILED: %s\n' "$f" ;; esac
+done
+rm -rf "$logs"
 [ "$skipped" -gt 0 ] && printf '%d check(s) skipped (see above)\n' "$skipped"
 printf 'ci: %d passed, %d failed\n' "$passed" "$failed"
 [ "$failed" -eq 0 ]

@@ -19,6 +19,7 @@ use switchyard_socket::{SocketDriver, TcpConfig};
 
 use super::{
     Context, Error, PeerInfo,
+    pes_test::{PeScript, exit_barrier, run_pes},
     tcp_pair_test::{job, setup, wait_for},
 };
 use crate::{
@@ -59,6 +60,7 @@ fn run_trio_with(
     let tcp = nodes.iter().any(|&n| n != nodes[0]);
     let board: Arc<Mutex<Vec<Option<PeerInfo>>>> = Arc::new(Mutex::new(vec![None; 3]));
     let gate = Arc::new(Barrier::new(3));
+    let leave = exit_barrier(3);
     let pe = move |me: u32| {
         let mut s = setup(job, me, PolicyConfig::default());
         s.n_pes = 3;
@@ -104,18 +106,18 @@ fn run_trio_with(
                 p
             })
             .collect();
-        Context::from_parts(s, seg, &peers, drv).expect("context")
+        let mut ctx = Context::from_parts(s, seg, &peers, drv).expect("context");
+        leave(&mut ctx);
+        ctx
     };
-    let threads: Vec<_> = (1..3)
-        .map(|me| {
-            let (pe, script) = (pe.clone(), script.clone());
-            std::thread::spawn(move || script(pe(me)))
-        })
-        .collect();
-    script(pe(0));
-    for t in threads {
-        t.join().expect("a PE");
-    }
+    run_pes(
+        (0..3)
+            .map(|me| -> PeScript {
+                let (pe, script) = (pe.clone(), script.clone());
+                Box::new(move || script(pe(me)))
+            })
+            .collect(),
+    );
 }
 
 /// Ends a PE of a trio with TCP links. Not `finalize`: without a

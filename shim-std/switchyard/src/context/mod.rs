@@ -148,6 +148,8 @@ mod order;
 mod parts;
 mod pe;
 mod peers;
+#[cfg(test)]
+mod pes_test;
 mod progress;
 mod raw;
 mod rma;
@@ -312,6 +314,9 @@ pub struct Context {
     /// Peers known dead (from any driver).
     dead: Vec<bool>,
     boot: Option<switchyard_bootstrap::Bootstrap>,
+    /// `finalize`'s barrier where there is no bootstrap
+    /// ([`Context::set_exit_barrier`]).
+    exit_barrier: Option<ExitBarrier>,
     root: Option<
         std::thread::JoinHandle<std::result::Result<(), switchyard_bootstrap::BootstrapError>>,
     >,
@@ -327,6 +332,12 @@ pub struct Context {
     /// One thread's (`Send`, not `Sync`).
     _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
+
+/// An out-of-band barrier among a job's PEs, for [`Context::finalize`] on
+/// contexts built from parts ([`Context::set_exit_barrier`]): called with
+/// the time it may take, it returns `true` once every PE has called it, or
+/// `false` when the time is up first. It runs without data-path progress.
+pub type ExitBarrier = Box<dyn FnMut(Duration) -> bool + Send>;
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -375,6 +386,19 @@ impl Context {
     /// The path class toward `pe`.
     pub fn class(&mut self, pe: u32) -> Option<PathClass> {
         self.sel.pin().class(pe)
+    }
+
+    /// Gives a context built with [`Context::from_parts`] (an embedding
+    /// that brings its own bootstrap) the out-of-band barrier that
+    /// [`Context::finalize`] needs: after its last data-path barrier and
+    /// quiet, each PE waits there until every PE has acked what it was sent,
+    /// so none closes its connections while another still waits for an ack
+    /// from it. Without one, a PE built from parts may close under a peer's
+    /// quiet, which then fails with [`Error::PeerDead`] or
+    /// [`Error::Timeout`]. A context made by init has the bootstrap's
+    /// barrier and ignores this.
+    pub fn set_exit_barrier(&mut self, barrier: ExitBarrier) {
+        self.exit_barrier = Some(barrier);
     }
 
     pub(crate) fn attach_bootstrap(
@@ -453,10 +477,18 @@ impl Context {
         // Then no PE closes its connections while another still waits for
         // an ack from it: a barrier through the bootstrap, which needs no
         // data-path progress (every PE's frames are acked by now).
-        if r.is_ok()
-            && let Some(b) = self.boot.as_mut()
-        {
-            r = b.barrier(self.op_timeout).map_err(Error::from);
+        if r.is_ok() {
+            if let Some(b) = self.boot.as_mut() {
+                r = b.barrier(self.op_timeout).map_err(Error::from);
+            } else if let Some(b) = self.exit_barrier.as_mut()
+                && !b(self.op_timeout)
+            {
+                r = Err(Error::Timeout {
+                    what: "the exit barrier",
+                    waited: self.op_timeout,
+                    pe: None,
+                });
+            }
         }
         let b = self.boot.take().map(|b| b.finish());
         // The hosted root (rank 0 under srun/mpirun) ends once everyone said

@@ -266,6 +266,7 @@ impl Context {
             sx: super::statseg::Hook::on(pe.stats.as_ref()),
             dead: vec![false; pe.n_pes as usize],
             boot: None,
+            exit_barrier: None,
             root: None,
             warnings: pe.warnings.clone(),
             data: pe.data,

@@ -6,7 +6,10 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 
 use switchyard_core::{class::NO_SWITCH, route::PolicyConfig};
 
-use super::{Context, PeerInfo, Setup, Sym};
+use super::{
+    Context, PeerInfo, Setup, Sym,
+    pes_test::{PeScript, run_pes},
+};
 use crate::{
     context::tcp_pair_test::{WAIT, job, setup},
     test_alloc::{allocations, count_here},
@@ -43,8 +46,7 @@ fn context(
     Context::from_parts(s, seg, &peers, None).expect("context")
 }
 
-/// Runs `script` as PE 1 (a thread) and PE 0 (this thread) of the shm pair
-/// `job`.
+/// Runs `script` as PE 0 and PE 1 of the shm pair `job` ([`run_pes`]).
 pub(super) fn run_pair(job: u64, script: impl Fn(Context) + Send + Clone + 'static) {
     run_pair_with(job, |_| {}, script);
 }
@@ -57,10 +59,11 @@ pub(super) fn run_pair_with(
 ) {
     let (tx0, rx1) = channel();
     let (tx1, rx0) = channel();
-    let script1 = script.clone();
-    let pe1 = std::thread::spawn(move || script1(context(job, 1, tweak, &tx1, &rx1)));
-    script(context(job, 0, tweak, &tx0, &rx0));
-    pe1.join().expect("PE 1");
+    let pe = |me: u32, tx: Sender<String>, rx: Receiver<String>| -> PeScript {
+        let script = script.clone();
+        Box::new(move || script(context(job, me, tweak, &tx, &rx)))
+    };
+    run_pes(vec![pe(0, tx0, rx0), pe(1, tx1, rx1)]);
 }
 
 /// `rounds` rounds of every small operation toward `pe`, on this PE's own

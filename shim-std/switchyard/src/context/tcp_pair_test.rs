@@ -15,7 +15,10 @@ use switchyard_core::{class::NO_SWITCH, route::PolicyConfig};
 use switchyard_shm::HugePages;
 use switchyard_socket::{SocketDriver, TcpConfig};
 
-use super::{Context, PeerInfo, Progress, Setup, TRACE_RECORDS};
+use super::{
+    Context, PeerInfo, Progress, Setup, TRACE_RECORDS,
+    pes_test::{PeScript, exit_barrier, run_pes},
+};
 
 /// How a pair is set up.
 #[derive(Debug, Clone)]
@@ -35,8 +38,14 @@ type Chans<'a> = (&'a Sender<Vec<SocketAddr>>, &'a Receiver<Vec<SocketAddr>>);
 
 impl Pair {
     /// PE `me`'s context; its addresses go to the other PE through `tx`,
-    /// the other's come through `rx`.
-    fn context(&self, me: u32, (tx, rx): Chans<'_>, tweak: fn(&mut Setup)) -> Context {
+    /// the other's come through `rx`; `leave` is its exit barrier.
+    fn context(
+        &self,
+        me: u32,
+        (tx, rx): Chans<'_>,
+        tweak: fn(&mut Setup),
+        leave: impl Fn(&mut Context),
+    ) -> Context {
         let mut setup = setup(self.job, me, self.policy);
         tweak(&mut setup);
         let seg = Context::create_segment(&setup).expect("segment");
@@ -67,10 +76,13 @@ impl Pair {
         } else {
             [info(0, other), info(1, mine)]
         };
-        Context::from_parts(setup, seg, &peers, Some(tcp)).expect("context")
+        let mut ctx = Context::from_parts(setup, seg, &peers, Some(tcp)).expect("context");
+        leave(&mut ctx);
+        ctx
     }
 
-    /// Runs `script` as PE 1 (a thread) and PE 0 (this thread).
+    /// Runs `script` as PE 0 and PE 1 ([`run_pes`]); a PE's `finalize`
+    /// meets the other's in an exit barrier.
     pub(super) fn run(&self, script: impl Fn(Context) + Send + Clone + 'static) {
         self.run_with(|_| {}, script);
     }
@@ -83,10 +95,12 @@ impl Pair {
     ) {
         let (tx0, rx1) = channel();
         let (tx1, rx0) = channel();
-        let (pair, script1) = (self.clone(), script.clone());
-        let pe1 = std::thread::spawn(move || script1(pair.context(1, (&tx1, &rx1), tweak)));
-        script(self.context(0, (&tx0, &rx0), tweak));
-        pe1.join().expect("PE 1");
+        let leave = exit_barrier(2);
+        let pe = |me: u32, tx: Sender<_>, rx: Receiver<_>| -> PeScript {
+            let (pair, script, leave) = (self.clone(), script.clone(), leave.clone());
+            Box::new(move || script(pair.context(me, (&tx, &rx), tweak, leave)))
+        };
+        run_pes(vec![pe(0, tx0, rx0), pe(1, tx1, rx1)]);
     }
 }
 
