@@ -15,6 +15,7 @@
 //! | `context_shm/get8/raw` | one `AtomicU64` load of that word |
 //! | `context_shm/fetch_add8/context` | `ctx.fetch_add(&sym, 0, 1, 1)` |
 //! | `context_shm/fetch_add8/raw` | one `AtomicU64::fetch_add` (AcqRel) on that word |
+//! | `context_shm/<op>/nostats` | the `context` case on a second job whose PEs keep no stats segment (`stats = off`): the cost of the counters is `context/nostats` |
 //! | `context_shm/put8_self/context` | `ctx.put` of 8 bytes to PE 0 itself (class LOCAL, also shared memory) |
 //!
 //! | `context_shm_threads/put8/<T>` | `T` threads of PE 0 (1, 2), each on a context of its own ([`Pe::context`](switchyard::context::Pe::context)), each putting 8 bytes to its own line of PE 1; throughput in elements is the aggregate message rate |
@@ -73,8 +74,9 @@ fn trace_mode() -> TraceMode {
     })
 }
 
-/// The setup of PE `me` of the two-PE job `job`.
-fn setup(job: u64, me: u32) -> Setup {
+/// The setup of PE `me` of the two-PE job `job`, its stats segment on or
+/// off.
+fn setup(job: u64, me: u32, stats: bool) -> Setup {
     let trace = trace_mode();
     Setup {
         job_id: job,
@@ -92,15 +94,15 @@ fn setup(job: u64, me: u32) -> Setup {
         verbs_atomics: Default::default(),
         verbs_routed: true,
         trace_records: 4096,
-        stats: true,
+        stats,
         trace,
     }
 }
 
 /// PE `me`'s context: its segment's path goes to the other PE through `tx`,
 /// the other's comes through `rx`; both on node 1.
-fn context(job: u64, me: u32, tx: &Sender<String>, rx: &Receiver<String>) -> Context {
-    let s = setup(job, me);
+fn context(job: u64, me: u32, stats: bool, tx: &Sender<String>, rx: &Receiver<String>) -> Context {
+    let s = setup(job, me, stats);
     let seg = Context::create_segment(&s).expect("a shared-memory segment");
     let mine = seg.path().to_string_lossy().into_owned();
     tx.send(mine.clone()).expect("the other PE");
@@ -139,20 +141,21 @@ struct Pe0 {
     pe1: std::thread::JoinHandle<()>,
 }
 
-/// Starts PE 1 in a thread and builds PE 0 here.
-fn pair() -> Pe0 {
-    let job = 0xC0_5A_u64 << 40 ^ u64::from(std::process::id()) << 8;
+/// Starts PE 1 of a job in a thread and builds PE 0 here; both keep a
+/// stats segment when `stats` is set (the library's default).
+fn pair(stats: bool) -> Pe0 {
+    let job = (0xC0_5A_u64 << 40 ^ u64::from(std::process::id()) << 8) + u64::from(stats);
     let (tx0, rx1) = channel();
     let (tx1, rx0) = channel();
     let pe1 = std::thread::spawn(move || {
-        let mut ctx = context(job, 1, &tx1, &rx1);
+        let mut ctx = context(job, 1, stats, &tx1, &rx1);
         let _sym = ctx.alloc::<u64>(WORDS).expect("PE 1's alloc");
         let _lanes = ctx.alloc::<u64>(WORDS * MAX_THREADS).expect("PE 1's alloc");
         // Wait until PE 0 is done (the sender drops or says so).
         let _ = rx1.recv();
         ctx.finalize().expect("PE 1's finalize");
     });
-    let mut ctx = context(job, 0, &tx0, &rx0);
+    let mut ctx = context(job, 0, stats, &tx0, &rx0);
     let sym = ctx.alloc::<u64>(WORDS).expect("PE 0's alloc");
     let lanes = ctx.alloc::<u64>(WORDS * MAX_THREADS).expect("PE 0's alloc");
     let (base, len) = ctx.peer_heap(1).expect("PE 1's heap is mapped here");
@@ -259,20 +262,34 @@ fn threads(c: &mut criterion::Criterion, p: &Pe0) {
     }
 }
 
-/// The cases, by name: `<op>/<context|raw>`.
-const CASES: [&str; 7] = [
+/// The cases, by name: `<op>/<context|raw|nostats>`; a `nostats` case is
+/// its `context` case on a second job whose PEs keep no stats segment.
+const CASES: [&str; 10] = [
     "put8/context",
+    "put8/nostats",
     "put8/raw",
     "get8/context",
+    "get8/nostats",
     "get8/raw",
     "fetch_add8/context",
+    "fetch_add8/nostats",
     "fetch_add8/raw",
     "put8_self/context",
 ];
 
-/// Runs `n` operations of `case`; returns a value folded from them.
+/// Runs `n` operations of `case` (on `p`, a `nostats` case on `q`);
+/// returns a value folded from them.
 #[inline(never)]
-fn run(p: &mut Pe0, case: &str, n: u64) -> u64 {
+fn run(p: &mut Pe0, q: &mut Pe0, case: &str, n: u64) -> u64 {
+    if let Some(op) = case.strip_suffix("/nostats") {
+        return run_on(q, &format!("{op}/context"), n);
+    }
+    run_on(p, case, n)
+}
+
+/// Runs `n` operations of `case` on `p`.
+#[inline(never)]
+fn run_on(p: &mut Pe0, case: &str, n: u64) -> u64 {
     let (ctx, sym) = (&mut p.ctx, &p.sym);
     let mut acc = 0u64;
     match case {
@@ -320,19 +337,20 @@ fn run(p: &mut Pe0, case: &str, n: u64) -> u64 {
 }
 
 /// ns per operation of one round of `n` operations of `case`.
-fn round(p: &mut Pe0, case: &str, n: u64) -> f64 {
+fn round(p: &mut Pe0, q: &mut Pe0, case: &str, n: u64) -> f64 {
     let t = Instant::now();
-    black_box(run(p, case, n));
+    black_box(run(p, q, case, n));
     t.elapsed().as_nanos() as f64 / n as f64
 }
 
 fn main() {
-    let mut p = pair();
+    let (mut p, mut q) = (pair(true), pair(false));
     // A first operation of each case (first-use paths), checked.
     for case in CASES {
-        run(&mut p, case, 1);
+        run(&mut p, &mut q, case, 1);
     }
     p.ctx.quiet().expect("quiet");
+    q.ctx.quiet().expect("quiet");
     assert_eq!(p.local.load(Ordering::Relaxed), 0, "put8_self wrote 0");
 
     if let Ok(spec) = std::env::var("CONTEXT_SHM_COUNT") {
@@ -340,13 +358,13 @@ fn main() {
             .split_once(':')
             .and_then(|(c, n)| Some((c.to_owned(), n.parse::<u64>().ok()?)))
             .expect("CONTEXT_SHM_COUNT=<case>:<n>");
-        black_box(run(&mut p, &case, n));
+        black_box(run(&mut p, &mut q, &case, n));
         println!("{case}: {n} operations");
     } else {
         let mut c = switchyard_benches::criterion_config().configure_from_args();
         let mut g = c.benchmark_group("context_shm");
         for case in CASES {
-            g.bench_function(case, |b| b.iter(|| run(&mut p, case, 1)));
+            g.bench_function(case, |b| b.iter(|| run(&mut p, &mut q, case, 1)));
         }
         g.finish();
         threads(&mut c, &p);
@@ -360,7 +378,7 @@ fn main() {
         let mut times = vec![Vec::with_capacity(rounds); CASES.len()];
         for _ in 0..rounds {
             for (case, t) in CASES.iter().zip(&mut times) {
-                t.push(round(&mut p, case, n));
+                t.push(round(&mut p, &mut q, case, n));
             }
         }
         let median = |t: &mut Vec<f64>| {
@@ -379,17 +397,26 @@ fn main() {
                 ", test mode: not a measurement"
             }
         );
-        println!("  {:<22} {:>10} {:>14}", "case", "ns/op", "context/raw");
+        println!(
+            "  {:<22} {:>10} {:>14} {:>16}",
+            "case", "ns/op", "context/raw", "context/nostats"
+        );
         for (case, ns) in CASES.iter().zip(&medians) {
-            let raw = case
-                .strip_suffix("/context")
-                .and_then(|op| CASES.iter().position(|c| *c == format!("{op}/raw")))
-                .map_or(f64::NAN, |i| medians[i]);
-            println!("  {case:<22} {ns:>10.2} {:>13.2}x", ns / raw);
+            let of = |kind: &str| {
+                case.strip_suffix("/context")
+                    .and_then(|op| CASES.iter().position(|c| *c == format!("{op}/{kind}")))
+                    .map_or(f64::NAN, |i| ns / medians[i])
+            };
+            println!(
+                "  {case:<22} {ns:>10.2} {:>13.2}x {:>15.3}x",
+                of("raw"),
+                of("nostats")
+            );
         }
     }
-    let Pe0 { ctx, done, pe1, .. } = p;
-    let _ = done.send(String::new());
-    ctx.finalize().expect("PE 0's finalize");
-    pe1.join().expect("PE 1");
+    for Pe0 { ctx, done, pe1, .. } in [p, q] {
+        let _ = done.send(String::new());
+        ctx.finalize().expect("PE 0's finalize");
+        pe1.join().expect("PE 1");
+    }
 }

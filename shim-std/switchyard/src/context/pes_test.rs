@@ -14,6 +14,7 @@
 
 use std::{
     any::Any,
+    io::Write,
     sync::{
         Arc,
         atomic::{AtomicU32, Ordering},
@@ -71,15 +72,23 @@ pub(super) fn run_pes(pes: Vec<PeScript>) {
             break;
         }
         let late = match &panicked {
-            Some((pe, _, at)) if at.elapsed() > GRACE => {
-                Some(format!("PE {pe} panicked {GRACE:?} ago"))
+            Some((pe, e, at)) if at.elapsed() > GRACE => {
+                let what = e
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| e.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("?");
+                Some(format!("PE {pe} panicked {GRACE:?} ago ({what})"))
             }
             None if start.elapsed() > HUNG => Some(format!("its PEs ran past {HUNG:?}")),
             _ => None,
         };
         if let Some(why) = late {
             let left: Vec<usize> = running.iter().map(|(pe, _)| *pe).collect();
-            eprintln!(
+            // Straight to stderr: the test harness captures `eprintln!`,
+            // and its capture dies with the process.
+            let _ = writeln!(
+                std::io::stderr(),
                 "{test}: {why} and PE(s) {left:?} still run; ending the test process, \
                  which would otherwise hang"
             );

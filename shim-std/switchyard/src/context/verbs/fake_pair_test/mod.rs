@@ -5,7 +5,7 @@
 use std::{
     net::SocketAddr,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU32, Ordering},
         mpsc::{Receiver, Sender, channel},
     },
@@ -24,7 +24,9 @@ use switchyard_verbs::fake::Fabric;
 
 use super::*;
 use crate::context::{
-    PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS, progress,
+    PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS,
+    pes_test::{PeScript, run_pes},
+    progress,
     tcp_pair_test::{self, WAIT},
 };
 
@@ -181,15 +183,20 @@ fn run_pair(tag: u64, opts: Opts, vcfg: VerbsConfig, script: Script) -> Fabric {
     let f1 = fabric.clone();
     let done = Arc::new(AtomicU32::new(0));
     let step = Arc::new(AtomicU32::new(0));
-    let (done1, step1, vcfg1) = (Arc::clone(&done), Arc::clone(&step), vcfg.clone());
-    let pe1 = std::thread::spawn(move || {
-        let ctx = context_with(job, 1, &f1, (&tx1, &rx1), opts, vcfg1);
-        drop(script(ctx, &f1, &done1, &step1));
-    });
-    let ctx = context_with(job, 0, &fabric, (&tx0, &rx0), opts, vcfg);
-    let ctx = script(ctx, &fabric, &done, &step);
-    pe1.join().expect("PE 1");
-    drop(ctx);
+    // PE 0's context outlives PE 1's (dropped after both scripts end).
+    let kept = Arc::new(Mutex::new(None));
+    let pe = |me: u32, f: Fabric, tx: Sender<_>, rx: Receiver<_>| -> PeScript {
+        let (done, step, vcfg, kept) = (done.clone(), step.clone(), vcfg.clone(), kept.clone());
+        Box::new(move || {
+            let ctx = context_with(job, me, &f, (&tx, &rx), opts, vcfg);
+            let ctx = script(ctx, &f, &done, &step);
+            if me == 0 {
+                *kept.lock().unwrap() = Some(ctx);
+            }
+        })
+    };
+    run_pes(vec![pe(0, fabric.clone(), tx0, rx0), pe(1, f1, tx1, rx1)]);
+    drop(kept.lock().unwrap().take());
     fabric
 }
 
@@ -777,17 +784,12 @@ fn a_bad_verbs_card_leaves_the_peer_on_tcp() {
         assert!(s.downgrades[PathClass::Near.index()] >= 1, "{s:?}");
         close_together(&mut ctx, done);
     };
-    let pe1 = std::thread::spawn(move || {
-        let o = Opts {
-            corrupt: true,
-            ..Opts::default()
-        };
-        run(context(job, 1, &f1, (&tx1, &rx1), o), &done1);
-    });
     let o = Opts {
         corrupt: true,
         ..Opts::default()
     };
-    run(context(job, 0, &fabric, (&tx0, &rx0), o), &done);
-    pe1.join().expect("PE 1");
+    run_pes(vec![
+        Box::new(move || run(context(job, 0, &fabric, (&tx0, &rx0), o), &done)),
+        Box::new(move || run(context(job, 1, &f1, (&tx1, &rx1), o), &done1)),
+    ]);
 }

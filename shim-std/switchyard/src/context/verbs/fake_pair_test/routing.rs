@@ -22,15 +22,18 @@ where
     let done = Arc::new(AtomicU32::new(0));
     let done1 = Arc::clone(&done);
     let script1 = script.clone();
-    let pe1 = std::thread::spawn(move || {
-        let mut ctx = context(job, 1, &f1, (&tx1, &rx1), opts);
-        script1(&mut ctx);
-        close_together(&mut ctx, &done1);
-    });
-    let mut ctx = context(job, 0, &fabric, (&tx0, &rx0), opts);
-    script(&mut ctx);
-    close_together(&mut ctx, &done);
-    pe1.join().expect("PE 1");
+    run_pes(vec![
+        Box::new(move || {
+            let mut ctx = context(job, 0, &fabric, (&tx0, &rx0), opts);
+            script(&mut ctx);
+            close_together(&mut ctx, &done);
+        }),
+        Box::new(move || {
+            let mut ctx = context(job, 1, &f1, (&tx1, &rx1), opts);
+            script1(&mut ctx);
+            close_together(&mut ctx, &done1);
+        }),
+    ]);
 }
 
 fn tcp_ops(ctx: &Context) -> u64 {
