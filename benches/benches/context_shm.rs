@@ -371,25 +371,37 @@ fn main() {
         c.final_summary();
 
         let (rounds, n) = if measuring() {
-            (11, 2_000_000)
+            (31, 1_000_000)
         } else {
             (1, 1000)
         };
         let mut times = vec![Vec::with_capacity(rounds); CASES.len()];
-        for _ in 0..rounds {
-            for (case, t) in CASES.iter().zip(&mut times) {
-                t.push(round(&mut p, &mut q, case, n));
+        for r in 0..rounds {
+            // Every other round backwards, so that no case always runs
+            // right after the same one.
+            let order: Vec<usize> = if r % 2 == 0 {
+                (0..CASES.len()).collect()
+            } else {
+                (0..CASES.len()).rev().collect()
+            };
+            for i in order {
+                times[i].push(round(&mut p, &mut q, CASES[i], n));
             }
         }
-        let median = |t: &mut Vec<f64>| {
+        let median = |mut t: Vec<f64>| {
             t.sort_by(f64::total_cmp);
             t[t.len() / 2]
         };
-        let medians: Vec<f64> = times.iter_mut().map(median).collect();
+        let medians: Vec<f64> = times.iter().cloned().map(median).collect();
+        // The ratio of two cases: the median of their ratios round by
+        // round (neighbours in time, so the machine's drift cancels).
+        let paired = |a: usize, b: usize| {
+            median(times[a].iter().zip(&times[b]).map(|(x, y)| x / y).collect())
+        };
         println!();
         println!(
             "quick cross-check (std::time::Instant, {rounds} rounds of {n} operations per case, \
-             interleaved; trace = {}; median ns/op{}):",
+             interleaved; trace = {}; median ns/op, median of the rounds' ratios{}):",
             trace_mode(),
             if measuring() {
                 ""
@@ -402,10 +414,11 @@ fn main() {
             "case", "ns/op", "context/raw", "context/nostats"
         );
         for (case, ns) in CASES.iter().zip(&medians) {
+            let me = CASES.iter().position(|c| c == case).unwrap_or(0);
             let of = |kind: &str| {
                 case.strip_suffix("/context")
                     .and_then(|op| CASES.iter().position(|c| *c == format!("{op}/{kind}")))
-                    .map_or(f64::NAN, |i| ns / medians[i])
+                    .map_or(f64::NAN, |i| paired(me, i))
             };
             println!(
                 "  {case:<22} {ns:>10.2} {:>13.2}x {:>15.3}x",

@@ -203,7 +203,6 @@ impl Context {
     /// decision traced, as the generic loop does.
     #[inline(always)]
     pub(super) fn leg_done(&mut self, pe: u32, len: u64, frame: FrameOp, route: &Route) {
-        self.stats.ops[SHM.index()] += 1;
         self.sx_done(pe, len, route);
         self.trace_route(pe, len, frame, route, false);
     }
@@ -277,7 +276,6 @@ impl Context {
                     }
                     // Counted once issued (not per attempt: a send window
                     // that pushes back makes the loop select again).
-                    self.stats.ops[route.transport.index()] += 1;
                     self.sx_done(pe, len, &route);
                     self.load_after(pe, &route, yielded);
                     self.trace_route(pe, len, frame, &route, false);

@@ -72,6 +72,7 @@ impl Context {
     /// Counters.
     pub fn stats(&self) -> Stats {
         let mut s = self.stats;
+        self.sx_ops(&mut s.ops);
         s.progress_thread = self.tcp.as_ref().is_some_and(|t| t.has_thread());
         s.progress_bursts = self.tcp.as_ref().map_or(0, |t| t.thread_bursts());
         s.downgrades = self.sel.downgrades();

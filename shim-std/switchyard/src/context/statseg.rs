@@ -5,9 +5,13 @@
 //! Each context counts in its own slot of the PE's segment ([`StatsSlot`]):
 //! one writer per word, the readers sum the slots. Counted on the data path:
 //!
-//! * ops and bytes per (peer, transport), once per operation issued, where
-//!   [`Stats::ops`](super::Stats::ops) counts (the shm leg's `leg_done`,
-//!   the generic loop); a downgraded route also counts a downgrade;
+//! * ops and bytes per (peer, transport), once per operation issued (the
+//!   shm leg's `leg_done`, the generic loop); a downgraded route also
+//!   counts a downgrade. With a slot these words are the context's only
+//!   count of operations: [`Stats::ops`](super::Stats::ops) sums them per
+//!   transport, so keeping the segment costs the data path one counter
+//!   word more than `stats = off` (the bench `context_shm`'s `nostats`
+//!   cases measure it);
 //! * retries (a full send window), errors (a driver error), reroutes (an
 //!   operation selected again after its transport failed);
 //! * link transitions and failovers (a link that went down) per (peer,
@@ -50,6 +54,9 @@ pub(super) struct Hook {
     seg: Option<StatsSlot>,
     /// Whether this context publishes the shared part (the PE's first).
     pub(super) owner: bool,
+    /// The slot's operation counts per transport when this context took
+    /// it (a slot keeps an earlier context's counts).
+    ops_base: [u64; N_TRANSPORTS as usize],
     /// The trace clock at the start of the operation the trace samples, or 0.
     t0: u64,
     /// Set while a blocking operation waits for its reply: its latency is
@@ -62,8 +69,10 @@ pub(super) struct Hook {
 impl Hook {
     /// A slot of `seg`, when there is one.
     pub(super) fn on(seg: Option<&Arc<StatsSegment>>) -> Hook {
+        let seg = seg.and_then(StatsSegment::slot);
         Hook {
-            seg: seg.and_then(StatsSegment::slot),
+            ops_base: seg.as_ref().map_or([0; _], StatsSlot::ops_by_transport),
+            seg,
             ..Hook::default()
         }
     }
@@ -111,13 +120,30 @@ impl Context {
     }
 
     /// An operation issued on `route`: ops and bytes, and a downgrade.
+    /// With a slot, the slot's ops words are the only count of operations
+    /// ([`Stats::ops`](super::Stats::ops) sums them, [`Context::sx_ops`]):
+    /// the counters cost the data path one word more than without.
     #[inline(always)]
     pub(super) fn sx_done(&mut self, pe: u32, len: u64, route: &Route) {
+        let t = route.transport.index();
+        match &self.sx.seg {
+            Some(s) => {
+                s.op(t, pe, len);
+                if route.downgraded {
+                    s.bump(t, pe, PeerWord::Downgrades);
+                }
+            }
+            None => self.stats.ops[t] += 1,
+        }
+    }
+
+    /// This context's operations per transport, into `ops` (where the
+    /// slot counts them).
+    pub(super) fn sx_ops(&self, ops: &mut [u64; 8]) {
         if let Some(s) = &self.sx.seg {
-            let t = route.transport.index();
-            s.op(t, pe, len);
-            if route.downgraded {
-                s.bump(t, pe, PeerWord::Downgrades);
+            let now = s.ops_by_transport();
+            for ((o, n), b) in ops.iter_mut().zip(now).zip(self.sx.ops_base) {
+                *o = n.wrapping_sub(b);
             }
         }
     }

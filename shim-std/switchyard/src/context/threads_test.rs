@@ -137,3 +137,36 @@ fn contexts_are_bounded_and_reused() {
     drop((more, again));
     first.finalize().unwrap();
 }
+
+/// A context's `Stats::ops` are its own operations only, exactly, on the
+/// PE's first context and on one that takes over the slot a dropped
+/// context left (which keeps its counts in the segment).
+#[test]
+fn a_contexts_op_count_is_its_own_after_its_slot_was_used() {
+    run_pair(tcp_pair_test::job(0x5107), |mut ctx| {
+        let other = 1 - ctx.my_pe();
+        let sym = ctx.alloc::<u64>(4).unwrap();
+        let shm = super::SHM.index();
+        // The collective alloc's own operations first.
+        let before = ctx.stats().ops[shm];
+        for i in 0..5 {
+            ctx.put(&sym, 0, &[i], other).unwrap();
+        }
+        assert_eq!(ctx.stats().ops[shm], before + 5);
+        let pe = ctx.pe();
+        let mut first = pe.context().unwrap();
+        for i in 0..7 {
+            first.put(&sym, 1, &[i], other).unwrap();
+        }
+        assert_eq!(first.stats().ops[shm], 7);
+        drop(first);
+        let mut second = pe.context().unwrap();
+        second.fetch_add(&sym, 2, 1u64, other).unwrap();
+        second.put(&sym, 3, &[1], other).unwrap();
+        assert_eq!(second.stats().ops[shm], 2, "{:?}", second.stats());
+        drop(second);
+        assert_eq!(ctx.stats().ops[shm], before + 5);
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}

@@ -482,10 +482,15 @@ impl StatsSegment {
         // here.
         // SYNC POINT with the Acquire load of the word in `read::Reader::snapshot`.
         ever.store(ever.load(Ordering::Relaxed) | 1 << k, Ordering::Release);
+        // The slot's peer blocks are inside the mapping: `base` is a slot's
+        // start, and a slot's `stride` words hold them.
+        debug_assert!(base + SLOT_PEER_REL <= w.len());
         Some(StatsSlot {
             seg: Arc::clone(self),
             index: k,
             base,
+            peers: w[base + SLOT_PEER_REL..].as_ptr(),
+            n_pes: self.layout.n_pes,
         })
     }
 
@@ -547,7 +552,21 @@ pub struct StatsSlot {
     index: usize,
     /// The slot's first word.
     base: usize,
+    /// The slot's first peer block, in the mapping `seg` keeps alive (so
+    /// that [`StatsSlot::op`] reaches its words in one step).
+    peers: *const AtomicU64,
+    /// PEs in the job: the peer blocks' rows.
+    n_pes: u32,
 }
+
+// SAFETY: `peers` points into the shared mapping that `seg` owns and keeps
+// mapped; every access through it is an atomic load or store, as through
+// the mapping itself (`sys::Map` is `Send` and `Sync` for the same reason).
+#[allow(unsafe_code)]
+unsafe impl Send for StatsSlot {}
+// SAFETY: as above.
+#[allow(unsafe_code)]
+unsafe impl Sync for StatsSlot {}
 
 impl std::fmt::Debug for StatsSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -586,17 +605,17 @@ impl StatsSlot {
     #[inline(always)]
     #[allow(unsafe_code)]
     pub fn op(&self, t: usize, pe: u32, bytes: u64) {
-        if pe < self.seg.layout.n_pes && t < N_TRANSPORTS {
-            let at = self.base + Layout::peer_rel(pe, t);
-            debug_assert!(at + BLOCK_WORDS <= self.seg.map.len());
+        if pe < self.n_pes && t < N_TRANSPORTS {
+            let at = (pe as usize * N_TRANSPORTS + t) * BLOCK_WORDS;
+            debug_assert!(self.base + SLOT_PEER_REL + at + BLOCK_WORDS <= self.seg.map.len());
             // SAFETY: `create` mapped `layout.len` bytes, which hold
             // `SLOTS` slots of `n_pes * N_TRANSPORTS` peer blocks of
-            // `BLOCK_WORDS` words each: with `pe < n_pes`,
-            // `t < N_TRANSPORTS` and `base` a slot's start, both words are
-            // inside the live mapping `self.seg` owns, and every access to
-            // it is atomic.
+            // `BLOCK_WORDS` words each; `peers` is this slot's first peer
+            // block: with `pe < n_pes` and `t < N_TRANSPORTS`, both words
+            // are inside the live mapping `self.seg` owns, and every
+            // access to it is atomic.
             let (ops, b) = unsafe {
-                let w = self.seg.map.base().add(at);
+                let w = self.peers.add(at);
                 (
                     &*w.add(PeerWord::Ops as usize),
                     &*w.add(PeerWord::Bytes as usize),
@@ -605,6 +624,21 @@ impl StatsSlot {
             add(ops, 1);
             add(b, bytes);
         }
+    }
+
+    /// The operations this slot counted per transport, over all peers
+    /// (what [`StatsSlot::op`] added since the segment was made, by this
+    /// context and the slot's earlier ones).
+    pub fn ops_by_transport(&self) -> [u64; N_TRANSPORTS] {
+        let mut ops = [0u64; N_TRANSPORTS];
+        for pe in 0..self.n_pes {
+            for (t, o) in ops.iter_mut().enumerate() {
+                if let Some(b) = self.peer_block(t, pe) {
+                    *o += b[PeerWord::Ops as usize].load(Ordering::Relaxed);
+                }
+            }
+        }
+        ops
     }
 
     /// Adds 1 to one counter of (`t`, `pe`).

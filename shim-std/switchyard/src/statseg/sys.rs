@@ -59,13 +59,6 @@ impl Map {
         map(&file, len, false)
     }
 
-    /// The first word of the mapping, for the writer's per-operation path,
-    /// which checks its indices against the layout instead of a slice.
-    #[inline(always)]
-    pub(super) fn base(&self) -> *const AtomicU64 {
-        self.base.as_ptr()
-    }
-
     /// Words mapped.
     #[inline]
     pub(super) fn len(&self) -> usize {
