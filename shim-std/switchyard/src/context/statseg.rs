@@ -22,6 +22,10 @@
 //! each (peer, transport)'s health, load, route and dead bits. While the
 //! TCP progress thread runs it publishes the shared part too ([`Publisher`]),
 //! so an idle PE's state stays current.
+//!
+//! Channel ends take their entries of the segment's channel table from the
+//! PE's segment, not the context's slot ([`Context::sx_channel`]), and
+//! write them themselves (`crate::channel`).
 
 use std::sync::Arc;
 
