@@ -310,6 +310,10 @@ fn metrics_are_served_while_the_job_runs_and_gone_after() {
         "switchyard_peer_ops_total{{job_id=\"{id}\",pe=\"0\",peer=\"1\",transport=\"shm\"}}"
     );
     assert!(samples.get(&ops).copied().unwrap_or(0.0) >= 101.0, "{body}");
+    let sent = format!(
+        "switchyard_channel_sent_total{{job_id=\"{id}\",pe=\"0\",channel=\"0\",kind=\"spsc\",role=\"producer\",peer=\"1\"}}"
+    );
+    assert_eq!(samples.get(&sent).copied(), Some(5.0), "{body}");
     job.finish();
     assert!(
         get_metrics(&addr).is_none(),
