@@ -147,9 +147,10 @@ else
         && ! grep -q panicked "$out/verbs.err" || { echo "perf --transport verbs: rc $rc"; exit 1; }
 fi
 # stat: one snapshot of a running 2-PE job (stats_hold holds still between
-# its phases), its JSON and Prometheus text; then nothing once it ended.
+# its phases), its JSON (with its channel's counts) and Prometheus text;
+# then nothing once it ended.
 SY_GO="$out/go" SY_END="$out/end" timeout 60 "$sy" run -n 2 --timeout 50 -- \
-    target/debug/examples/stats_hold 500 5 > "$out/hold.txt" &
+    target/debug/examples/stats_hold 500 5 40 > "$out/hold.txt" &
 hold=$!
 for _ in $(seq 1 600); do [ "$(grep -c 'phase1 job' "$out/hold.txt")" -eq 2 ] && break; sleep 0.1; done
 job=$(grep -m1 -o 'phase1 job [0-9a-f]*' "$out/hold.txt" | awk '{print $3}')
@@ -159,6 +160,12 @@ run stat "$job" --once | tee "$out/stat.txt"
 grep -q "job $job: 2 of 2 PEs" "$out/stat.txt"
 run stat "$job" --json > "$out/stat.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["jobs"][0]["pes"]) == 2, d' "$out/stat.json"
+python3 -c '
+import json, sys
+pes = json.load(open(sys.argv[1]))["jobs"][0]["pes"]
+got = sorted((p["header"]["rank"], c["role"], c["sent"], c["received"]) for p in pes for c in p["channels"])
+assert got == [(0, "producer", 40, 0), (1, "consumer", 0, 40)], got
+' "$out/stat.json"
 run stat --prometheus > "$out/stat.prom"
 python3 -c '
 import sys

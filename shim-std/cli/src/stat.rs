@@ -24,8 +24,10 @@ each PE's stats segment (/dev/shm/switchyard-<JOB>-stats-<RANK>, kept unless
 the job sets stats = off) while the job runs: per PE and per (peer, transport)
 operations, bytes and their rates since the last refresh, retries, errors,
 reroutes, failovers, downgrades, link transitions, the current route and the
-health (H), load (L) and dead (D) bits of each transport, and the latency
-percentiles of the sampled operations. Without --once, --json or
+health (H), load (L) and dead (D) bits of each transport, the latency
+percentiles of the sampled operations, and per channel end (SPSC producer or
+consumer, broadcast publisher or subscriber, numbered as the job made them)
+messages sent and received with their rates, full rings and messages lost. Without --once, --json or
 --prometheus the view is redrawn every --interval until no job is left.";
 
 /// `switchyard stat` arguments.
@@ -294,6 +296,7 @@ pub fn screen(
                 );
             }
         }
+        channels(&mut o, pes, &old, dt);
         let hists: Vec<_> = pes
             .iter()
             .flat_map(|s| s.hists.iter().map(move |h| (s, h)))
@@ -333,6 +336,66 @@ pub fn screen(
     }
     o.push_str("state: H healthy, L loaded, D dead; * the route of a short put\n");
     o
+}
+
+/// The table of the PEs' channel ends: counters and, against the snapshot
+/// of the same PE `old` gives, `dt` earlier, the rates of sent and received.
+fn channels<'a>(
+    o: &mut String,
+    pes: &[Snapshot],
+    old: &dyn Fn(u32) -> Option<&'a Snapshot>,
+    dt: Duration,
+) {
+    if pes.iter().all(|s| s.channels.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n{:>5} {:>5} {:<9} {:<10} {:>6} {:<6} {:>12} {:>8} {:>12} {:>8} {:>9} {:>9}",
+        "PE",
+        "chan",
+        "kind",
+        "role",
+        "peer",
+        "via",
+        "sent",
+        "sent/s",
+        "received",
+        "recv/s",
+        "full",
+        "lost"
+    );
+    for s in pes {
+        let o_s = old(s.header.rank);
+        for c in &s.channels {
+            let prior = o_s.and_then(|q| {
+                q.channels
+                    .iter()
+                    .find(|r| r.channel == c.channel && r.role == c.role)
+            });
+            let peer = if c.role == "publisher" {
+                format!("{}sub", c.peer)
+            } else {
+                c.peer.to_string()
+            };
+            let _ = writeln!(
+                o,
+                "{:>5} {:>5} {:<9} {:<10} {:>6} {:<6} {:>12} {:>8} {:>12} {:>8} {:>9} {:>9}",
+                s.header.rank,
+                c.channel,
+                c.kind,
+                c.role,
+                peer,
+                if c.direct { "shm" } else { "routed" },
+                c.sent,
+                rate(c.sent, prior.map(|r| r.sent).or(o_s.map(|_| 0)), dt),
+                c.received,
+                rate(c.received, prior.map(|r| r.received).or(o_s.map(|_| 0)), dt),
+                c.full,
+                c.lost,
+            );
+        }
+    }
 }
 
 /// Serves `/metrics` (the Prometheus text format of every PE of job

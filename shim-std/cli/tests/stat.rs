@@ -1,7 +1,8 @@
 //! `switchyard stat` and `run --metrics-addr` end to end, on a real 2-PE
 //! job (the `stats_hold` example of the `switchyard` crate) that holds
 //! still between its phases: the counts `stat --json` shows grow by exactly
-//! what the job did, the Prometheus text parses, and `/metrics` is served
+//! what the job did (its operations and its channel's messages), the
+//! Prometheus text parses, and `/metrics` is served
 //! while the job runs and gone after. Every run is bounded by `--timeout`
 //! and by a test-side limit that kills the launcher.
 
@@ -43,7 +44,7 @@ struct Job {
 }
 
 impl Job {
-    fn start(tag: &str, extra: &[&str], k: usize, g: usize) -> Job {
+    fn start(tag: &str, extra: &[&str], k: usize, g: usize, c: usize) -> Job {
         let dir = std::env::temp_dir().join(format!("sy-stat-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -52,7 +53,13 @@ impl Job {
             .arg("run")
             .args(["-n", "2", "--timeout", "80"])
             .args(extra)
-            .args(["--", example(), &k.to_string(), &g.to_string()])
+            .args([
+                "--",
+                example(),
+                &k.to_string(),
+                &g.to_string(),
+                &c.to_string(),
+            ])
             .env("SY_GO", &go)
             .env("SY_END", &end)
             .stdin(Stdio::null())
@@ -162,16 +169,57 @@ fn counts(job: &str) -> BTreeMap<(u64, u64, String), (u64, u64)> {
     m
 }
 
+/// `(pe, role) -> [sent, received, full, lost]` of channel 0's ends in a
+/// `stat --json` snapshot of `job` (every end shown is channel 0's).
+fn channels(job: &str) -> BTreeMap<(u64, String), [u64; 4]> {
+    let (code, out) = stat(&[job, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut m = BTreeMap::new();
+    for pe in v["jobs"][0]["pes"].as_array().unwrap() {
+        let rank = pe["header"]["rank"].as_u64().unwrap();
+        for c in pe["channels"].as_array().unwrap() {
+            assert_eq!(c["channel"], 0, "{out}");
+            assert_eq!((&c["kind"], &c["direct"]), (&"spsc".into(), &true.into()));
+            assert_eq!(c["peer"], 1 - rank, "{out}");
+            let n = |k: &str| c[k].as_u64().unwrap();
+            m.insert(
+                (rank, c["role"].as_str().unwrap().to_string()),
+                [n("sent"), n("received"), n("full"), n("lost")],
+            );
+        }
+    }
+    m
+}
+
 #[test]
 fn stat_json_shows_the_counts_the_job_made_exactly() {
-    let (k, g) = (1000u64, 10u64);
-    let mut job = Job::start("json", &[], k as usize, g as usize);
+    let (k, g, c) = (1000u64, 10u64, 300u64);
+    let mut job = Job::start("json", &[], k as usize, g as usize, c as usize);
     job.wait_for("phase1 job ", 2);
     let id = job.id();
     let before = counts(&id);
+    assert_eq!(
+        channels(&id),
+        BTreeMap::from([
+            ((0, "producer".into()), [0, 0, 0, 0]),
+            ((1, "consumer".into()), [0, 0, 0, 0])
+        ])
+    );
     std::fs::write(&job.go, b"").unwrap();
     job.wait_for("phase2", 2);
     let after = counts(&id);
+    // The channel's ends: exactly what they did (the producer may have
+    // found the 64 slots full).
+    let ch = channels(&id);
+    let full = ch[&(0, "producer".into())][2];
+    assert_eq!(
+        ch,
+        BTreeMap::from([
+            ((0, "producer".into()), [c, 0, full, 0]),
+            ((1, "consumer".into()), [0, c, 0, 0])
+        ])
+    );
     let mut grew = BTreeMap::new();
     for (key, (ops, bytes)) in &after {
         let (o0, b0) = before.get(key).copied().unwrap_or((0, 0));
@@ -198,6 +246,17 @@ fn stat_json_shows_the_counts_the_job_made_exactly() {
         samples.get(&key).copied(),
         Some((after[&(0, 1, "shm".into())].0) as f64)
     );
+    for (pe, role, peer, name) in [(0, "producer", 1, "sent"), (1, "consumer", 0, "received")] {
+        let key = format!(
+            "switchyard_channel_{name}_total{{job_id=\"{id}\",pe=\"{pe}\",channel=\"0\",kind=\"spsc\",role=\"{role}\",peer=\"{peer}\"}}"
+        );
+        assert_eq!(
+            samples.get(&key).copied(),
+            Some(c as f64),
+            "{key} in {text}"
+        );
+    }
+    assert!(screen.contains("producer"), "the channel table: {screen}");
     job.finish();
     // Gone with the job: its objects, and so the job.
     let (code, out) = stat(&[&id, "--once"]);
@@ -235,7 +294,7 @@ fn metrics_are_served_while_the_job_runs_and_gone_after() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let mut job = Job::start("metrics", &["--metrics-addr", &addr], 100, 1);
+    let mut job = Job::start("metrics", &["--metrics-addr", &addr], 100, 1, 5);
     job.wait_for("phase1 job ", 2);
     std::fs::write(&job.go, b"").unwrap();
     job.wait_for("phase2", 2);
@@ -251,6 +310,10 @@ fn metrics_are_served_while_the_job_runs_and_gone_after() {
         "switchyard_peer_ops_total{{job_id=\"{id}\",pe=\"0\",peer=\"1\",transport=\"shm\"}}"
     );
     assert!(samples.get(&ops).copied().unwrap_or(0.0) >= 101.0, "{body}");
+    let sent = format!(
+        "switchyard_channel_sent_total{{job_id=\"{id}\",pe=\"0\",channel=\"0\",kind=\"spsc\",role=\"producer\",peer=\"1\"}}"
+    );
+    assert_eq!(samples.get(&sent).copied(), Some(5.0), "{body}");
     job.finish();
     assert!(
         get_metrics(&addr).is_none(),

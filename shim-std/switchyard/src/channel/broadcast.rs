@@ -6,13 +6,16 @@ use core::{borrow::Borrow, marker::PhantomData};
 use switchyard_core::sync::atomic::{Ordering, fence};
 
 use super::{
-    ChannelError, ChannelStats, Credit, Made, TrySendError, layout_of, layout_word,
+    ChannelError, ChannelStats, Counters, Credit, Made, TrySendError, layout_of, layout_word,
     slots::{SEQ_BYTES, Slots, Word, header_word, slots_in},
     stride_of,
 };
 #[cfg(doc)]
 use crate::context::Error as CtxError;
-use crate::context::{Context, Error, Pe, Plain, Result, Signal, Sym};
+use crate::{
+    context::{Context, Error, Pe, Plain, Result, Signal, Sym},
+    statseg::{CHANNEL_DIRECT, CHANNEL_DROP, ChannelInfo, ChannelRole},
+};
 
 /// What a broadcast stream does about a subscriber that falls behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +143,7 @@ pub struct Publisher<T> {
     /// The subscribers' PEs, in cursor order (a wait watches the slowest).
     watch: Vec<u32>,
     owner: u64,
-    stats: ChannelStats,
+    stats: Counters,
     /// Keeps the PE, and the mappings, alive.
     _pe: Pe,
     _t: PhantomData<fn(T) -> T>,
@@ -171,7 +174,7 @@ pub struct Subscriber<T> {
     routed: bool,
     publisher: u32,
     owner: u64,
-    stats: ChannelStats,
+    stats: Counters,
     /// Keeps the PE, and the mapping, alive.
     _pe: Pe,
     _t: PhantomData<fn(T) -> T>,
@@ -301,6 +304,26 @@ impl Context {
                 return Err(e);
             }
         };
+        let policy = if drop {
+            SlowSubscriber::Drop
+        } else {
+            SlowSubscriber::Backpressure
+        };
+        let end = if me == publisher {
+            let all_direct = paths.iter().all(|&d| d);
+            Some((ChannelRole::Publisher, subs.len() as u32, all_direct))
+        } else if subs.contains(&me) {
+            Some((ChannelRole::Subscriber, publisher, direct))
+        } else {
+            None
+        };
+        let sx = self.sx_channel(end.map(|(role, peer, direct)| ChannelInfo {
+            role,
+            peer,
+            capacity: capacity as u32,
+            message_size: size,
+            flags: if direct { CHANNEL_DIRECT } else { 0 } | if drop { CHANNEL_DROP } else { 0 },
+        }));
         let made = Made {
             hdr,
             ring,
@@ -308,11 +331,7 @@ impl Context {
             stride,
             direct,
             pe: self.pe(),
-        };
-        let policy = if drop {
-            SlowSubscriber::Drop
-        } else {
-            SlowSubscriber::Backpressure
+            sx,
         };
         Ok(if me == publisher {
             Broadcast::Publisher(Publisher::new(self, made, &subs, &paths, policy)?)
@@ -361,7 +380,7 @@ impl<T: Plain> Publisher<T> {
             seqs: ctx.sym_at(m.ring, words)?,
             watch: subs.to_vec(),
             owner: ctx.owner_id(),
-            stats: ChannelStats::default(),
+            stats: Counters::new(m.sx),
             _pe: m.pe,
             _t: PhantomData,
         })
@@ -385,7 +404,7 @@ impl<T: Plain> Publisher<T> {
 
     /// This end's counters (`sent`, `full`).
     pub fn stats(&self) -> ChannelStats {
-        self.stats
+        self.stats.now
     }
 
     /// Sends `v` if every subscriber left room (always, under
@@ -408,7 +427,7 @@ impl<T: Plain> Publisher<T> {
             return Err(TrySendError::Failed(Error::ForeignHandle));
         }
         if self.tail == self.limit && !self.refresh(ctx, true) {
-            self.stats.full += 1;
+            self.stats.full();
             return Err(TrySendError::Full(v));
         }
         self.push(ctx, &v).map_err(TrySendError::Failed)
@@ -519,7 +538,7 @@ impl<T: Plain> Publisher<T> {
             }
         }
         self.tail += 1;
-        self.stats.sent += 1;
+        self.stats.sent(1);
         Ok(())
     }
 }
@@ -553,7 +572,7 @@ impl<T: Plain> Subscriber<T> {
             routed: !m.direct,
             publisher,
             owner: ctx.owner_id(),
-            stats: ChannelStats::default(),
+            stats: Counters::new(m.sx),
             _pe: m.pe,
             _t: PhantomData,
         })
@@ -572,7 +591,7 @@ impl<T: Plain> Subscriber<T> {
 
     /// This end's counters (`received`, `lost`).
     pub fn stats(&self) -> ChannelStats {
-        self.stats
+        self.stats.now
     }
 
     /// The next slot's sequence word: `head + 1` when its message is
@@ -601,7 +620,7 @@ impl<T: Plain> Subscriber<T> {
                 fence(Ordering::Acquire);
                 if self.slots.seq(self.head).load(Ordering::Relaxed) == s {
                     self.head += 1;
-                    self.stats.received += 1;
+                    self.stats.received();
                     self.publish();
                     return Some(v);
                 }
@@ -611,7 +630,7 @@ impl<T: Plain> Subscriber<T> {
             // oldest message that can still be in the ring is the one after
             // it, a lap earlier.
             let next = s - self.capacity;
-            self.stats.lost += next - self.head;
+            self.stats.lost(next - self.head);
             self.head = next;
         }
     }

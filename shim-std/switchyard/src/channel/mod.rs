@@ -67,7 +67,15 @@
 //! # Counters
 //!
 //! Each end counts what it did ([`ChannelStats`]: sent, received, full
-//! events); read them with [`Producer::stats`] and [`Consumer::stats`].
+//! events, lost); read them with [`Producer::stats`], [`Consumer::stats`],
+//! [`Publisher::stats`] and [`Subscriber::stats`]. With the PE's stats
+//! segment (`stats = on`) each end also mirrors them into its entry of the
+//! segment's channel table ([`statseg`](crate::statseg#channels)), with
+//! the channel's number (the same on every PE: the channels made so far),
+//! role and peer, for `switchyard stat` and `/metrics` to read: one plain
+//! store per change. An end made when all
+//! [`CHANNELS`](crate::statseg::CHANNELS) entries are taken has no entry;
+//! an end's entry is freed when it drops.
 
 mod broadcast;
 mod select;
@@ -80,7 +88,10 @@ pub use spsc::{Consumer, Producer, TrySendError};
 
 #[cfg(doc)]
 use crate::context::Error;
-use crate::context::{Context, Pe, Plain, Result, Sym};
+use crate::{
+    context::{Context, Pe, Plain, Result, Sym},
+    statseg::{ChannelCounter, ChannelEntry, ChannelInfo, ChannelRole},
+};
 
 /// Why a channel could not be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -161,6 +172,54 @@ pub struct ChannelStats {
     pub full: u64,
     /// Messages a subscriber lost (broadcast; 0 for SPSC).
     pub lost: u64,
+}
+
+/// An end's counters, and its entry of the stats segment's channel table
+/// (when it has one), where each change is mirrored with one store.
+#[derive(Debug, Default)]
+struct Counters {
+    now: ChannelStats,
+    entry: Option<ChannelEntry>,
+}
+
+impl Counters {
+    fn new(entry: Option<ChannelEntry>) -> Counters {
+        Counters {
+            now: ChannelStats::default(),
+            entry,
+        }
+    }
+
+    #[inline(always)]
+    fn mirror(&self, c: ChannelCounter, v: u64) {
+        if let Some(e) = &self.entry {
+            e.set(c, v);
+        }
+    }
+
+    #[inline(always)]
+    fn sent(&mut self, n: u64) {
+        self.now.sent += n;
+        self.mirror(ChannelCounter::Sent, self.now.sent);
+    }
+
+    #[inline(always)]
+    fn received(&mut self) {
+        self.now.received += 1;
+        self.mirror(ChannelCounter::Received, self.now.received);
+    }
+
+    #[inline(always)]
+    fn full(&mut self) {
+        self.now.full += 1;
+        self.mirror(ChannelCounter::Full, self.now.full);
+    }
+
+    #[inline(always)]
+    fn lost(&mut self, n: u64) {
+        self.now.lost += n;
+        self.mirror(ChannelCounter::Lost, self.now.lost);
+    }
 }
 
 /// What [`Context::spsc`] hands each PE.
@@ -332,6 +391,8 @@ struct Made {
     /// The producer writes through the mapping.
     direct: bool,
     pe: Pe,
+    /// This end's entry of the stats segment's channel table.
+    sx: Option<ChannelEntry>,
 }
 
 impl Context {
@@ -366,7 +427,25 @@ impl Context {
             return Err(ChannelError::SamePe { pe: producer }.into());
         }
         let me = self.my_pe();
-        let made = self.make(me, producer, consumer, mine)?;
+        let mut made = self.make(me, producer, consumer, mine)?;
+        let end = if me == producer {
+            Some((ChannelRole::Producer, consumer))
+        } else if me == consumer {
+            Some((ChannelRole::Consumer, producer))
+        } else {
+            None
+        };
+        made.sx = self.sx_channel(end.map(|(role, peer)| ChannelInfo {
+            role,
+            peer,
+            capacity: made.capacity as u32,
+            message_size: core::mem::size_of::<T>() as u32,
+            flags: if made.direct {
+                crate::statseg::CHANNEL_DIRECT
+            } else {
+                0
+            },
+        }));
         Ok(if me == producer {
             Spsc::Producer(Producer::new(self, made, consumer)?)
         } else if me == consumer {
@@ -419,6 +498,7 @@ impl Context {
             stride,
             direct: p[HDR_PATH] == PATH_DIRECT,
             pe: self.pe(),
+            sx: None,
         })
     }
 

@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use switchyard_core::sync::atomic::Ordering;
 
 use super::{
-    ChannelStats, Credit, HDR_CREDIT, HDR_HEAD, Made,
+    ChannelStats, Counters, Credit, HDR_CREDIT, HDR_HEAD, Made,
     slots::{SEQ_BYTES, Slots, Word, header_word, slots_in},
 };
 use crate::context::{Context, Error, Pe, Plain, Result, Signal, Sym};
@@ -58,7 +58,7 @@ pub struct Producer<T> {
     path: Path,
     consumer: u32,
     owner: u64,
-    stats: ChannelStats,
+    stats: Counters,
     /// Keeps the PE, and the mappings the path points into, alive.
     _pe: Pe,
     _t: PhantomData<fn(T) -> T>,
@@ -79,7 +79,7 @@ pub struct Consumer<T> {
     credit: Option<Credit>,
     producer: u32,
     owner: u64,
-    stats: ChannelStats,
+    stats: Counters,
     /// Keeps the PE, and the heap mapping, alive.
     _pe: Pe,
     _t: PhantomData<fn(T) -> T>,
@@ -108,7 +108,7 @@ impl<T: Plain> Producer<T> {
             path,
             consumer,
             owner: ctx.owner_id(),
-            stats: ChannelStats::default(),
+            stats: Counters::new(m.sx),
             _pe: m.pe,
             _t: PhantomData,
         })
@@ -127,7 +127,7 @@ impl<T: Plain> Producer<T> {
 
     /// This end's counters (`sent`, `full`).
     pub fn stats(&self) -> ChannelStats {
-        self.stats
+        self.stats.now
     }
 
     /// Sends `v` if the ring has room. Same node: two stores into the
@@ -148,7 +148,7 @@ impl<T: Plain> Producer<T> {
             return Err(TrySendError::Failed(Error::ForeignHandle));
         }
         if self.tail == self.limit && !self.refresh(ctx, true) {
-            self.stats.full += 1;
+            self.stats.full();
             return Err(TrySendError::Full(v));
         }
         self.push(ctx, core::slice::from_ref(&v))
@@ -186,7 +186,7 @@ impl<T: Plain> Producer<T> {
         let mut rest = vs;
         while !rest.is_empty() {
             if self.tail == self.limit && !self.refresh(ctx, true) {
-                self.stats.full += 1;
+                self.stats.full();
                 self.wait_room(ctx)?;
             }
             let n = (self.limit - self.tail).min(rest.len() as u64) as usize;
@@ -264,7 +264,7 @@ impl<T: Plain> Producer<T> {
             }
         }
         self.tail += vs.len() as u64;
-        self.stats.sent += vs.len() as u64;
+        self.stats.sent(vs.len() as u64);
         Ok(())
     }
 }
@@ -289,7 +289,7 @@ impl<T: Plain> Consumer<T> {
             credit,
             producer,
             owner: ctx.owner_id(),
-            stats: ChannelStats::default(),
+            stats: Counters::new(m.sx),
             _pe: m.pe,
             _t: PhantomData,
         })
@@ -302,7 +302,7 @@ impl<T: Plain> Consumer<T> {
 
     /// This end's counters (`received`).
     pub fn stats(&self) -> ChannelStats {
-        self.stats
+        self.stats.now
     }
 
     /// Messages that have arrived and are not received yet (it looks at
@@ -337,7 +337,7 @@ impl<T: Plain> Consumer<T> {
         // SYNC POINT with the Acquire load of the head in
         // `Producer::refresh`: the slot is read, the producer may reuse it.
         self.head_word.get().store(self.head, Ordering::Release);
-        self.stats.received += 1;
+        self.stats.received();
         Some(v)
     }
 

@@ -45,7 +45,11 @@ fn rec(i: u64) -> Rec {
 /// Three PEs in three threads of this process; PE `p` on node
 /// `nodes[p]`: PEs of one node share memory, every PE has a TCP driver
 /// when the nodes differ (no progress thread).
-fn run_trio(job: u64, nodes: [u64; 3], script: impl Fn(Context) + Send + Clone + 'static) {
+pub(super) fn run_trio(
+    job: u64,
+    nodes: [u64; 3],
+    script: impl Fn(Context) + Send + Clone + 'static,
+) {
     run_trio_with(job, nodes, Duration::from_secs(20), script);
 }
 

@@ -138,6 +138,8 @@ mod call;
 #[cfg(test)]
 mod channel_test;
 #[cfg(test)]
+mod chanstats_test;
+#[cfg(test)]
 mod dedicated_test;
 mod drv;
 mod error;

@@ -26,6 +26,10 @@
 //! each (peer, transport)'s health, load, route and dead bits. While the
 //! TCP progress thread runs it publishes the shared part too ([`Publisher`]),
 //! so an idle PE's state stays current.
+//!
+//! Channel ends take their entries of the segment's channel table from the
+//! PE's segment, not the context's slot ([`Context::sx_channel`]), and
+//! write them themselves (`crate::channel`).
 
 use std::sync::Arc;
 
@@ -39,7 +43,8 @@ use switchyard_core::{
 
 use super::{Context, N_TRANSPORTS, progress, tid};
 use crate::statseg::{
-    PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, StatsSegment, StatsSlot,
+    ChannelEntry, ChannelInfo, PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE,
+    StatsSegment, StatsSlot,
 };
 
 /// How often the progress path publishes the slow-changing state.
@@ -104,6 +109,14 @@ fn hist_op(frame: FrameOp) -> usize {
 }
 
 impl Context {
+    /// Numbers a channel being made (every PE, at each creation, in the
+    /// same order) and, on one of its ends (`end`), takes the end's entry
+    /// of the stats segment's channel table: `None` without a segment,
+    /// on a bystander, or with the table full.
+    pub(crate) fn sx_channel(&self, end: Option<ChannelInfo>) -> Option<ChannelEntry> {
+        self.pe.stats.as_ref()?.channel(end)
+    }
+
     /// Where this PE's stats segment is, when it keeps one.
     pub fn stats_segment(&self) -> Option<&std::path::Path> {
         self.sx.seg.as_ref().map(|s| s.segment().path())

@@ -18,9 +18,10 @@
 //!
 //! | words | what |
 //! | --- | --- |
-//! | 0..16 | header ([`Header`]): 0 magic [`MAGIC`]; 1 version (low half), rank (high); 2 job id; 3 pid, n_pes; 4 start time (ns since the epoch); 5 transports, buckets per histogram; 6 tick unit; 7 the ready word ([`OBJECT_READY`](switchyard_shm::OBJECT_READY), stored last); 8 publishes; 9 the slots ever taken (a bitmap); 10 [`SLOTS`] |
+//! | 0..16 | header ([`Header`]): 0 magic [`MAGIC`]; 1 version (low half), rank (high); 2 job id; 3 pid, n_pes; 4 start time (ns since the epoch); 5 transports, buckets per histogram; 6 tick unit; 7 the ready word ([`OBJECT_READY`](switchyard_shm::OBJECT_READY), stored last); 8 publishes; 9 the slots ever taken (a bitmap); 10 [`SLOTS`]; 11 [`CHANNELS`] |
 //! | 16..16+16·T | a wide block per transport: the driver-wide counters ([`WideWord`]; TCP's on `tcp0`; verbs' are [`VerbsWord`]s) |
 //! | 512.. | a state word per (peer, transport), peer-major: [`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`] |
+//! | after, page-aligned | the channel table: [`CHANNELS`] entries of [`CHANNEL_WORDS`] words (one cache line), one per live channel end of the PE: 0 the id (0 free; else the role ([`ChannelRole`]) in the low byte, the channel number above); 1 the peer (the other end's PE; a publisher's: its subscribers' count); 2 capacity (low half), message size (high); 3 flags ([`CHANNEL_DIRECT`], [`CHANNEL_DROP`]); 4..8 the counters ([`ChannelCounter`]) |
 //! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
 //! `T` is [`N_TRANSPORTS`] (shm, verbs, tcp0..tcp3). Every block starts with
@@ -53,6 +54,23 @@
 //! operation before its bytes. A state word is stored whole, without a
 //! seqlock.
 //!
+//! # Channels
+//!
+//! Each end of a [channel](crate::channel) on this PE (an SPSC producer or
+//! consumer, a broadcast publisher or subscriber) takes an entry of the
+//! channel table when it is made ([`StatsSegment::channel`], under a lock)
+//! and frees it when it drops (its id word back to 0; a reader stops
+//! showing it). The channel number counts the channels made on the PE,
+//! bystanders included: creation is collective and in the same order on
+//! every PE, so the number names the same channel on every PE. The end is
+//! its entry's one writer ([`ChannelEntry`]): each counter change is one
+//! Relaxed store of its own count, with no read-modify-write, fence or lock.
+//! Taking an entry writes its words, then (Release) its id; a reader loads
+//! the id (Acquire), copies the words, and after an Acquire fence reloads
+//! the id: unchanged means the copy is of that end (each counter whole;
+//! the counters are not consistent with each other). With every entry
+//! taken, or `stats = off`, an end has no entry and works as before.
+//!
 //! # Latencies
 //!
 //! The histograms count the operations the route trace samples (the trace
@@ -73,6 +91,10 @@ use std::{
     sync::{Arc, PoisonError},
 };
 
+pub use chan::{
+    CHANNEL_DIRECT, CHANNEL_DROP, CHANNEL_WORDS, CHANNELS, ChannelCounter, ChannelEntry,
+    ChannelInfo, ChannelRole, ChannelRow,
+};
 pub use read::{Job, PeerRow, Reader, Snapshot, find_jobs, transport_name};
 use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
 pub use text::{HistRow, prometheus, summary, ticks_to_ns};
@@ -80,7 +102,7 @@ pub use text::{HistRow, prometheus, summary, ticks_to_ns};
 /// The magic word at offset 0.
 pub const MAGIC: u64 = switchyard_shm::STATS_MAGIC;
 /// The layout version this build writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Transports with counters: shm, verbs, tcp0..tcp3 (the context's ids).
 pub const N_TRANSPORTS: usize = crate::context::N_TRANSPORTS as usize;
 /// Words of a counter block (the sequence word first).
@@ -112,6 +134,8 @@ const PUBLISHES_WORD: usize = 8;
 const SLOTS_USED_WORD: usize = 9;
 /// The header word holding [`SLOTS`].
 const SLOTS_WORD: usize = 10;
+/// The header word holding [`CHANNELS`].
+const CHANNELS_WORD: usize = 11;
 const _: () = assert!(WIDE_OFF + N_TRANSPORTS * BLOCK_WORDS <= STATE_OFF);
 
 /// The header's words (index = word).
@@ -158,6 +182,8 @@ macro_rules! words {
         }
     };
 }
+
+mod chan;
 
 words! {
     /// Words of a peer block: counters of one (peer, transport).
@@ -343,6 +369,8 @@ pub fn path(job_id: u64, rank: u32) -> PathBuf {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Layout {
     n_pes: u32,
+    /// The channel table.
+    chan_off: usize,
     /// The first slot.
     slots_off: usize,
     /// Words from one slot to the next (whole pages).
@@ -357,11 +385,13 @@ impl Layout {
     pub(crate) fn new(n_pes: u32) -> Layout {
         let page = PAGE / 8;
         let pairs = n_pes as usize * N_TRANSPORTS;
-        let slots_off = (STATE_OFF + pairs).div_ceil(page) * page;
+        let chan_off = (STATE_OFF + pairs).div_ceil(page) * page;
+        let slots_off = (chan_off + CHANNELS * CHANNEL_WORDS).div_ceil(page) * page;
         let hist_rel = (SLOT_PEER_REL + pairs * BLOCK_WORDS).div_ceil(page) * page;
         let stride = (hist_rel + HIST_OPS.len() * N_TRANSPORTS * HIST_WORDS).div_ceil(page) * page;
         Layout {
             n_pes,
+            chan_off,
             slots_off,
             stride,
             hist_rel,
@@ -372,6 +402,11 @@ impl Layout {
     /// Slot `k`'s first word.
     pub(crate) fn slot(&self, k: usize) -> usize {
         self.slots_off + k * self.stride
+    }
+
+    /// Channel entry `k`'s first word.
+    pub(crate) fn channel(&self, k: usize) -> usize {
+        self.chan_off + k * CHANNEL_WORDS
     }
 
     /// The peer block of (`pe`, `t`), from a slot's start.
@@ -401,6 +436,8 @@ pub struct StatsSegment {
     layout: Layout,
     /// The slots in use (bit `k`: slot `k`).
     slots: std::sync::Mutex<u64>,
+    /// The channel table's entries in use and the next channel number.
+    chans: std::sync::Mutex<chan::Table>,
 }
 
 impl std::fmt::Debug for StatsSegment {
@@ -429,10 +466,11 @@ impl StatsSegment {
             path,
             layout,
             slots: std::sync::Mutex::new(0),
+            chans: std::sync::Mutex::default(),
         };
         let w = seg.map.words();
-        // The header page and the state words: allocated now, not on the
-        // data path.
+        // The header page, the state words and the channel table:
+        // allocated now, not on the data path.
         touch(&w[..layout.slots_off]);
         let start = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -452,6 +490,7 @@ impl StatsSegment {
             w[i].store(*v, Ordering::Relaxed);
         }
         w[SLOTS_WORD].store(SLOTS as u64, Ordering::Relaxed);
+        w[CHANNELS_WORD].store(CHANNELS as u64, Ordering::Relaxed);
         // The ready word last (the heap object's READY at byte 56): a reader
         // or the stale cleanup seeing it sees the header.
         // SYNC POINT with the Acquire load in `read::Reader::open`.

@@ -6,9 +6,10 @@ use std::{collections::BTreeMap, io, path::PathBuf};
 use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
 
 use super::{
-    BLOCK_WORDS, HIST_BUCKETS, HIST_OPS, HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS,
-    PUBLISHES_WORD, PeWord, PeerWord, READY_WORD, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD,
-    STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, VERSION, WIDE_OFF, sys,
+    BLOCK_WORDS, CHANNEL_WORDS, CHANNELS, CHANNELS_WORD, ChannelRow, HIST_BUCKETS, HIST_OPS,
+    HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS, PUBLISHES_WORD, PeWord, PeerWord, READY_WORD,
+    SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE,
+    VERSION, WIDE_OFF, chan::read_channel, sys,
 };
 use crate::statseg::HistRow;
 
@@ -135,6 +136,7 @@ impl Reader {
         if header.n_transports as usize != N_TRANSPORTS
             || header.hist_buckets as usize != HIST_BUCKETS
             || word(SLOTS_WORD) != SLOTS as u64
+            || word(CHANNELS_WORD) != CHANNELS as u64
         {
             return Err(invalid("geometry differs from this build's".into()));
         }
@@ -263,6 +265,13 @@ impl Reader {
                 });
             }
         }
+        let mut channels: Vec<ChannelRow> = (0..CHANNELS)
+            .filter_map(|k| {
+                let at = self.layout.channel(k);
+                read_channel(&w[at..at + CHANNEL_WORDS])
+            })
+            .collect();
+        channels.sort_by(|a, b| (a.channel, &a.role).cmp(&(b.channel, &b.role)));
         Snapshot {
             header,
             alive: self.alive(),
@@ -271,6 +280,7 @@ impl Reader {
             wide,
             peers,
             hists,
+            channels,
         }
     }
 }
@@ -329,6 +339,8 @@ pub struct Snapshot {
     pub peers: Vec<PeerRow>,
     /// The histograms with samples.
     pub hists: Vec<HistRow>,
+    /// The PE's live channel ends that have an entry, by channel number.
+    pub channels: Vec<ChannelRow>,
 }
 
 impl Snapshot {

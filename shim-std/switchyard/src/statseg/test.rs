@@ -232,3 +232,197 @@ fn slots_are_summed_and_reused() {
     assert_eq!(r.snapshot().contexts as usize, SLOTS);
     drop(rest);
 }
+
+/// A channel end's description for the tests.
+fn end(role: ChannelRole, peer: u32) -> ChannelInfo {
+    ChannelInfo {
+        role,
+        peer,
+        capacity: 64,
+        message_size: 56,
+        flags: CHANNEL_DIRECT,
+    }
+}
+
+#[test]
+fn the_channel_table_sits_between_the_state_words_and_the_slots() {
+    for n in [1, 2, 85, 86, 1000] {
+        let l = Layout::new(n);
+        let page = PAGE / 8;
+        assert_eq!(l.chan_off % page, 0);
+        assert!(l.chan_off > Layout::state(n - 1, N_TRANSPORTS - 1));
+        assert_eq!(
+            l.channel(CHANNELS - 1) + CHANNEL_WORDS,
+            l.chan_off + 2 * page
+        );
+        assert_eq!(l.slots_off, l.chan_off + 2 * page);
+        assert_eq!(l.slot(0), l.slots_off);
+        assert_eq!(l.len, (l.slots_off + SLOTS * l.stride) * 8);
+    }
+}
+
+#[test]
+fn channel_entries_are_numbered_shown_and_freed() {
+    let id = job(7);
+    let seg = StatsSegment::create(id, 1, 3).unwrap();
+    let r = Reader::open(seg.path()).unwrap();
+    assert!(r.snapshot().channels.is_empty());
+    // Channel 0: this PE a bystander (numbered, no entry).
+    assert!(seg.channel(None).is_none());
+    let tx = seg.channel(Some(end(ChannelRole::Producer, 2))).unwrap();
+    let mut pubend = end(ChannelRole::Publisher, 2);
+    pubend.flags = CHANNEL_DROP;
+    let pb = seg.channel(Some(pubend)).unwrap();
+    tx.set(ChannelCounter::Sent, 10);
+    tx.set(ChannelCounter::Full, 3);
+    pb.set(ChannelCounter::Sent, 7);
+    let s = r.snapshot();
+    assert_eq!(s.channels.len(), 2);
+    let c = &s.channels[0];
+    assert_eq!(
+        (c.channel, c.kind.as_str(), c.role.as_str(), c.peer),
+        (1, "spsc", "producer", 2)
+    );
+    assert_eq!(
+        (c.capacity, c.message_size, c.direct, c.drop),
+        (64, 56, true, false)
+    );
+    assert_eq!((c.sent, c.received, c.full, c.lost), (10, 0, 3, 0));
+    let p = &s.channels[1];
+    assert_eq!(
+        (p.channel, p.kind.as_str(), p.role.as_str(), p.peer),
+        (2, "broadcast", "publisher", 2)
+    );
+    assert!(!p.direct && p.drop);
+    assert_eq!(p.counter(ChannelCounter::Sent), 7);
+    // A dropped end's entry is gone; the next end takes it, from zero.
+    drop(tx);
+    let s = r.snapshot();
+    assert_eq!(s.channels.len(), 1);
+    assert_eq!(s.channels[0].channel, 2);
+    let rx = seg.channel(Some(end(ChannelRole::Subscriber, 0))).unwrap();
+    assert_eq!(rx.index(), 0, "the freed entry again");
+    rx.set(ChannelCounter::Lost, 5);
+    let s = r.snapshot();
+    let c = &s.channels[1];
+    assert_eq!(
+        (c.channel, c.role.as_str(), c.sent, c.lost),
+        (3, "subscriber", 0, 5)
+    );
+    // A full table: the next end has no entry, and the numbers go on.
+    let rest: Vec<_> = (2..CHANNELS)
+        .map(|_| seg.channel(Some(end(ChannelRole::Consumer, 0))).unwrap())
+        .collect();
+    assert!(seg.channel(Some(end(ChannelRole::Consumer, 0))).is_none());
+    let s = r.snapshot();
+    assert_eq!(s.channels.len(), CHANNELS);
+    assert_eq!(s.channels.last().unwrap().channel, 3 + CHANNELS as u64 - 2);
+    drop(rest);
+    let last = seg.channel(Some(end(ChannelRole::Consumer, 0))).unwrap();
+    let s = r.snapshot();
+    assert_eq!(s.channels.len(), 3);
+    assert_eq!(s.channels[2].channel, 3 + CHANNELS as u64);
+    drop((pb, rx, last));
+    assert!(r.snapshot().channels.is_empty());
+}
+
+#[test]
+fn an_entry_read_under_its_writer_and_reuse_is_whole() {
+    let id = job(8);
+    let seg = StatsSegment::create(id, 0, 2).unwrap();
+    let r = Reader::open(seg.path()).unwrap();
+    let n = if cfg!(miri) { 40 } else { 400_000 };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Ends come and go in one entry; channel `round`'s counts
+            // carry its round in their high bits.
+            for round in 0..20u64 {
+                let e = seg.channel(Some(end(ChannelRole::Producer, 1))).unwrap();
+                assert_eq!(e.index(), 0);
+                for i in 1..=n / 20 {
+                    e.set(ChannelCounter::Sent, round << 32 | i);
+                    e.set(ChannelCounter::Received, (round << 32) | (2 * i));
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            for c in r.snapshot().channels {
+                assert_eq!((c.role.as_str(), c.peer, c.capacity), ("producer", 1, 64));
+                // Never an earlier end's counts under a later end's
+                // number (0: not counted yet).
+                for v in [c.sent, c.received] {
+                    assert!(v == 0 || v >> 32 == c.channel, "{c:?}");
+                }
+            }
+        }
+    });
+    assert!(r.snapshot().channels.is_empty());
+}
+
+#[test]
+fn a_segment_of_another_layout_version_is_refused() {
+    let id = job(9);
+    let seg = StatsSegment::create(id, 0, 1).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(seg.path())
+        .unwrap();
+    use std::io::{Seek, SeekFrom, Write};
+    f.seek(SeekFrom::Start(8)).unwrap();
+    f.write_all(&2u32.to_le_bytes()).unwrap();
+    drop(f);
+    let e = Reader::open(seg.path()).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("layout version 2"), "{e}");
+}
+
+#[test]
+fn prometheus_and_summary_show_the_channels() {
+    let id = job(10);
+    let seg = StatsSegment::create(id, 0, 3).unwrap();
+    let tx = seg.channel(Some(end(ChannelRole::Producer, 1))).unwrap();
+    let pb = seg.channel(Some(end(ChannelRole::Publisher, 2))).unwrap();
+    tx.set(ChannelCounter::Sent, 4);
+    pb.set(ChannelCounter::Full, 2);
+    let s = Reader::open(seg.path()).unwrap().snapshot();
+    let text = prometheus(std::slice::from_ref(&s));
+    let job = format!("{id:016x}");
+    for (name, labels, v) in [
+        (
+            "sent",
+            "channel=\"0\",kind=\"spsc\",role=\"producer\",peer=\"1\"",
+            4,
+        ),
+        (
+            "full",
+            "channel=\"1\",kind=\"broadcast\",role=\"publisher\",peer=\"all\"",
+            2,
+        ),
+        (
+            "lost",
+            "channel=\"0\",kind=\"spsc\",role=\"producer\",peer=\"1\"",
+            0,
+        ),
+    ] {
+        let line =
+            format!("switchyard_channel_{name}_total{{job_id=\"{job}\",pe=\"0\",{labels}}} {v}\n");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    for c in ChannelCounter::ALL {
+        let f = format!("switchyard_channel_{}_total", c.name());
+        assert_eq!(text.matches(&format!("# TYPE {f} counter\n")).count(), 1);
+        assert_eq!(text.matches(&format!("# HELP {f} ")).count(), 1);
+    }
+    let sum = summary(&s);
+    assert!(
+        sum.contains("channel 0 spsc producer peer 1: sent 4 received 0 full 0 lost 0"),
+        "{sum}"
+    );
+    assert!(
+        sum.contains("channel 1 broadcast publisher subscribers 2:"),
+        "{sum}"
+    );
+    drop((tx, pb));
+}

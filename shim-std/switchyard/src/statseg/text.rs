@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{PeWord, PeerWord, VerbsWord, WideWord, bucket_low, read::Snapshot};
+use super::{ChannelCounter, PeWord, PeerWord, VerbsWord, WideWord, bucket_low, read::Snapshot};
 
 /// One histogram with samples.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -169,6 +169,11 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
     .into_iter()
     .map(|(n, h)| Family::new(format!("switchyard_peer_{n}"), h, "gauge"))
     .collect();
+    let mut chan_f = counters(
+        ChannelCounter::ALL.iter().map(|w| w.name()),
+        "channel",
+        "A counter of one channel end (peer: the other end's PE, all for a publisher).",
+    );
     let mut lat = Family::new(
         "switchyard_latency_seconds".into(),
         "Latency of the sampled operations, end to end.",
@@ -210,6 +215,25 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
                 f.sample("", &l, u8::from(b));
             }
         }
+        for c in &s.channels {
+            let (number, peer) = (c.channel.to_string(), c.peer.to_string());
+            let peer = if c.role == "publisher" {
+                "all"
+            } else {
+                peer.as_str()
+            };
+            let l = [
+                base[0],
+                base[1],
+                ("channel", number.as_str()),
+                ("kind", c.kind.as_str()),
+                ("role", c.role.as_str()),
+                ("peer", peer),
+            ];
+            for (f, w) in chan_f.iter_mut().zip(ChannelCounter::ALL) {
+                f.sample("", &l, c.counter(*w));
+            }
+        }
         for h in &s.hists {
             let l = [
                 base[0],
@@ -246,6 +270,7 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
         .chain(&verbs_f)
         .chain(&peer_f)
         .chain(&bits)
+        .chain(&chan_f)
         .chain([&lat])
     {
         f.write(&mut out);
@@ -254,7 +279,8 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
 }
 
 /// A short text summary of one PE's snapshot: totals per transport, the
-/// PE's counters that are not zero, and the latency percentiles.
+/// PE's counters that are not zero, the latency percentiles, and the
+/// counters of each channel end.
 pub fn summary(s: &Snapshot) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -297,6 +323,18 @@ pub fn summary(s: &Snapshot) -> String {
             out,
             "  latency {} {}: n {} p50 {p50} ns p99 {p99} ns max {max} ns",
             h.op, h.transport, h.count
+        );
+    }
+    for c in &s.channels {
+        let peer = if c.role == "publisher" {
+            "subscribers"
+        } else {
+            "peer"
+        };
+        let _ = writeln!(
+            out,
+            "  channel {} {} {} {peer} {}: sent {} received {} full {} lost {}",
+            c.channel, c.kind, c.role, c.peer, c.sent, c.received, c.full, c.lost
         );
     }
     out
