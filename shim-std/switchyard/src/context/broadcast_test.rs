@@ -261,12 +261,23 @@ fn dropping(ctx: &mut Context, n: u64) {
         .unwrap();
     let acks = ctx.spsc::<u64>(1, 0, 1024).unwrap();
     let go = ctx.spsc::<u64>(0, 2, 2).unwrap();
-    match (stream, acks, go) {
-        (Broadcast::Publisher(mut tx), Spsc::Consumer(mut acks), Spsc::Producer(mut go)) => {
+    // The slow subscriber has record 0 before the publisher may lap it (a
+    // PE scheduled late would otherwise lose it, as the policy allows).
+    let ready = ctx.spsc::<u64>(2, 0, 2).unwrap();
+    match (stream, acks, go, ready) {
+        (
+            Broadcast::Publisher(mut tx),
+            Spsc::Consumer(mut acks),
+            Spsc::Producer(mut go),
+            Spsc::Consumer(mut ready),
+        ) => {
             let mut acked = 0;
             for i in 0..n {
                 while i - acked >= CAP {
                     acked = acks.recv(ctx).unwrap();
+                }
+                if i == CAP {
+                    assert_eq!(ready.recv(ctx).unwrap(), 0);
                 }
                 tx.send(ctx, rec(i)).unwrap();
                 if i == 1000 {
@@ -276,7 +287,12 @@ fn dropping(ctx: &mut Context, n: u64) {
             let st = tx.stats();
             assert_eq!((st.sent, st.full), (n, 0), "never full under drop");
         }
-        (Broadcast::Subscriber(mut rx), Spsc::Producer(mut acks), Spsc::Bystander) => {
+        (
+            Broadcast::Subscriber(mut rx),
+            Spsc::Producer(mut acks),
+            Spsc::Bystander,
+            Spsc::Bystander,
+        ) => {
             for i in 0..n {
                 check(&rx.recv(ctx).unwrap(), i);
                 if (i + 1) % 16 == 0 {
@@ -285,8 +301,14 @@ fn dropping(ctx: &mut Context, n: u64) {
             }
             assert_eq!((rx.stats().received, rx.stats().lost), (n, 0));
         }
-        (Broadcast::Subscriber(mut rx), Spsc::Bystander, Spsc::Consumer(mut go)) => {
+        (
+            Broadcast::Subscriber(mut rx),
+            Spsc::Bystander,
+            Spsc::Consumer(mut go),
+            Spsc::Producer(mut ready),
+        ) => {
             check(&rx.recv(ctx).unwrap(), 0);
+            ready.send(ctx, 0).unwrap();
             assert_eq!(go.recv(ctx).unwrap(), 1000);
             drain_checked(ctx, &mut rx, n, 2000);
             let st = rx.stats();
