@@ -1,0 +1,204 @@
+//! The bootstrap rendezvous at scale: one root and N PEs on 127.0.0.1, each
+//! PE a thread of a second process, for N = 64, 256, 1,024 and 4,096
+//! (`cargo bench -p switchyard-benches --bench bootstrap_scale`; 16 only in
+//! test mode, `cargo test --benches`).
+//!
+//! Each size runs as two child processes of this binary, so that the root's
+//! memory is its own: the root (`BOOTSTRAP_SCALE_ROLE=root`: binds, prints
+//! its address, serves one job, prints its peak resident memory) and the
+//! PEs (`BOOTSTRAP_SCALE_ROLE=pes`: N threads, each joining with a card the
+//! size of a real one: a shm path, two TCP addresses, a verbs card; then one
+//! barrier and the goodbye). Reported per size:
+//!
+//! * wall time from starting the PEs' process until the root is done, and
+//!   per PE;
+//! * the root process's peak resident memory (`VmHWM`) above what it had
+//!   bound and idle, and per PE;
+//! * the bytes of cards one PE receives (every card goes to every PE: N
+//!   cards each, N² in all through the root) and the PEs' process peak.
+//!
+//! A benchmark, not a test: nothing is asserted about the figures. The
+//! root's work is O(N²) in bytes today (every card to every PE); the
+//! figures show how far that goes on this machine.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::SocketAddr,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use switchyard_benches::measuring;
+use switchyard_bootstrap::{Bootstrap, Card, JobSecret, RootServer};
+
+/// The job's secret (this benchmark's own).
+const SECRET: &str = "b005b005b005b005b005b005b005b005b005b005b005b005b005b005b005b005";
+
+/// How long any wait of a run may take.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+fn secret() -> JobSecret {
+    JobSecret::from_hex("bootstrap_scale", SECRET).expect("a valid secret")
+}
+
+/// PE `rank`'s card: what a PE on a node with shm, two TCP rails and verbs
+/// announces.
+fn card(job: u64, rank: u32) -> Card {
+    let mut c = Card::new(job, rank, 1000 + u64::from(rank / 64));
+    c.shm = Some(format!("/switchyard-{job:016x}-{rank}"));
+    let port = 20_000 + (rank % 40_000) as u16;
+    c.tcp = vec![
+        SocketAddr::from(([10, 0, (rank >> 8) as u8, rank as u8], port)),
+        SocketAddr::from(([10, 1, (rank >> 8) as u8, rank as u8], port)),
+    ];
+    c.verbs = Some(vec![rank as u8; 40]);
+    c
+}
+
+/// A line of `/proc/self/status`, in KiB.
+fn status_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The root's process: binds, says where (`addr <addr> <rss KiB>`), serves
+/// one job of `n`, then prints `peak <VmHWM KiB>`.
+fn root(n: u32, job: u64) {
+    let root = RootServer::bind("127.0.0.1:0".parse().unwrap(), job, n, TIMEOUT, &secret())
+        .expect("the root binds");
+    let idle = status_kib("VmRSS:");
+    println!("addr {} {idle}", root.local_addr());
+    std::io::stdout().flush().expect("stdout");
+    root.serve().expect("the job runs");
+    println!("peak {}", status_kib("VmHWM:"));
+}
+
+/// The PEs' process: `n` threads join at `addr`, pass one barrier and say
+/// goodbye; prints `cards <bytes one PE received> <VmHWM KiB>`.
+fn pes(n: u32, job: u64, addr: SocketAddr) {
+    let threads: Vec<_> = (0..n)
+        .map(|rank| {
+            std::thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn(move || {
+                    let (mut b, cards) =
+                        Bootstrap::join(addr, rank, n, job, card(job, rank), TIMEOUT, &secret())
+                            .expect("join");
+                    assert_eq!(cards.len(), n as usize);
+                    let bytes: usize = if rank == 0 {
+                        cards
+                            .iter()
+                            .map(|c| c.encode().map_or(0, |e| e.len()))
+                            .sum()
+                    } else {
+                        0
+                    };
+                    drop(cards);
+                    b.barrier(TIMEOUT).expect("barrier");
+                    b.finish().expect("goodbye");
+                    bytes
+                })
+                .expect("a PE thread")
+        })
+        .collect();
+    let bytes: usize = threads.into_iter().map(|t| t.join().expect("a PE")).sum();
+    println!("cards {bytes} {}", status_kib("VmHWM:"));
+}
+
+/// One size: the two processes, and the figures.
+fn run(n: u32) {
+    let job = 0x5CA1E_u64 << 32 ^ u64::from(n);
+    let me = std::env::current_exe().expect("this binary");
+    let mut root = Command::new(&me)
+        .env("BOOTSTRAP_SCALE_ROLE", "root")
+        .env("BOOTSTRAP_SCALE_N", n.to_string())
+        .env("BOOTSTRAP_SCALE_JOB", job.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the root's process");
+    let mut out = BufReader::new(root.stdout.take().expect("its stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("the root's address");
+    let mut words = line.split_whitespace().skip(1);
+    let addr = words.next().expect("an address").to_owned();
+    let idle: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+    let start = Instant::now();
+    let pes = Command::new(&me)
+        .env("BOOTSTRAP_SCALE_ROLE", "pes")
+        .env("BOOTSTRAP_SCALE_N", n.to_string())
+        .env("BOOTSTRAP_SCALE_JOB", job.to_string())
+        .env("BOOTSTRAP_SCALE_ADDR", &addr)
+        .output()
+        .expect("the PEs' process");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("the root's report");
+    assert!(root.wait().expect("the root").success(), "the root failed");
+    let secs = start.elapsed().as_secs_f64();
+    assert!(pes.status.success(), "the PEs failed: {pes:?}");
+    let field = |text: &str, key: &str, i: usize| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(i)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let peak = field(&rest, "peak", 1);
+    let pes_out = String::from_utf8_lossy(&pes.stdout);
+    let (cards, pes_peak) = (field(&pes_out, "cards", 1), field(&pes_out, "cards", 2));
+    let grown = peak.saturating_sub(idle);
+    println!(
+        "{n:>6} {secs:>9.3} {:>11.1} {:>10.1} {:>13.2} {:>11.1} {:>11.1}",
+        secs * 1e6 / f64::from(n),
+        grown as f64 / 1024.0,
+        grown as f64 / f64::from(n),
+        cards as f64 / 1024.0,
+        pes_peak as f64 / 1024.0,
+    );
+}
+
+fn main() {
+    let env = |k: &str| std::env::var(k).ok();
+    if let Some(role) = env("BOOTSTRAP_SCALE_ROLE") {
+        let n: u32 = env("BOOTSTRAP_SCALE_N")
+            .and_then(|v| v.parse().ok())
+            .expect("BOOTSTRAP_SCALE_N");
+        let job: u64 = env("BOOTSTRAP_SCALE_JOB")
+            .and_then(|v| v.parse().ok())
+            .expect("BOOTSTRAP_SCALE_JOB");
+        match role.as_str() {
+            "root" => root(n, job),
+            _ => {
+                let addr = env("BOOTSTRAP_SCALE_ADDR")
+                    .and_then(|v| v.parse().ok())
+                    .expect("BOOTSTRAP_SCALE_ADDR");
+                pes(n, job, addr);
+            }
+        }
+        return;
+    }
+    let sizes: &[u32] = if measuring() {
+        &[64, 256, 1024, 4096]
+    } else {
+        &[16]
+    };
+    println!(
+        "bootstrap of N PEs (threads of one process) against one root (another), 127.0.0.1{}:",
+        if measuring() {
+            ""
+        } else {
+            "; test mode: not a measurement"
+        }
+    );
+    println!(
+        "{:>6} {:>9} {:>11} {:>10} {:>13} {:>11} {:>11}",
+        "PEs", "wall s", "us per PE", "root MiB", "root KiB/PE", "cards KiB", "PEs MiB"
+    );
+    for &n in sizes {
+        run(n);
+    }
+}
