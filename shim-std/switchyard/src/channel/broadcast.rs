@@ -5,8 +5,13 @@ use core::{borrow::Borrow, marker::PhantomData};
 
 use switchyard_core::sync::atomic::{Ordering, fence};
 
+// The header's layout and path words, and the path values, are the SPSC
+// header's: a subscriber's path is `PATH_DIRECT` (it reads the publisher's
+// ring through its mapping) or `PATH_ROUTED` (its own ring, written with
+// puts).
 use super::{
-    ChannelError, ChannelStats, Counters, Credit, Made, TrySendError, layout_of, layout_word,
+    ChannelError, ChannelStats, Counters, Credit, HDR_LAYOUT, HDR_PATH, Made, PATH_DIRECT,
+    PATH_ROUTED, TrySendError, layout_of, layout_word,
     slots::{SEQ_BYTES, Slots, Word, header_word, slots_in},
     stride_of,
 };
@@ -104,14 +109,6 @@ impl<T> Broadcast<T> {
 /// Bytes of a header line (two cache lines: apart from the adjacent-line
 /// prefetch of the next).
 const LINE: u64 = 128;
-/// Header word: the layout word.
-const HDR_LAYOUT: usize = 0;
-/// Header word: a subscriber's path, [`PATH_DIRECT`] or [`PATH_ROUTED`].
-const HDR_PATH: usize = 1;
-/// The subscriber reads the publisher's ring through its mapping.
-const PATH_DIRECT: u64 = 1;
-/// The subscriber reads its own ring, written with puts.
-const PATH_ROUTED: u64 = 2;
 /// The bit of the layout word for [`SlowSubscriber::Drop`].
 const DROP_BIT: u64 = 1 << 32;
 
