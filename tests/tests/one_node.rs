@@ -87,6 +87,10 @@ fn compute_over_tcp(env: &[(&str, String)]) {
     o.env.push(("SWITCHYARD_HEAP_SIZE".into(), "4M".into()));
     o.env.push(("SWITCHYARD_OP_TIMEOUT".into(), "20s".into()));
     o.env.push(("SWITCHYARD_TRANSPORTS".into(), "tcp".into()));
+    // The test is about serving, not detection: on a loaded machine (CI
+    // beside other jobs) a progress thread sharing its CPU may not run for
+    // longer than the default window, and a link would go down.
+    o.env.push(("SWITCHYARD_HEARTBEAT".into(), "10s".into()));
     o.env
         .extend(env.iter().map(|(k, v)| ((*k).to_string(), v.clone())));
     let out = launch::launch(&o).expect("launch");
