@@ -150,6 +150,8 @@ mod pe;
 mod peers;
 #[cfg(test)]
 mod pes_test;
+#[cfg(test)]
+mod put_signal_test;
 mod progress;
 mod raw;
 mod rma;
