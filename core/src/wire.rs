@@ -1014,15 +1014,24 @@ mod test {
         // Signal word out of the heap, or straddling its end.
         let buf = put_signal_frame(&[1; 8], 4096, 1, AtomicKind::Set as u8);
         let f = Frame::new_checked(&buf[..]).unwrap();
-        assert!(matches!(f.signal(4096), Err(FrameError::OutOfBounds { .. })));
+        assert!(matches!(
+            f.signal(4096),
+            Err(FrameError::OutOfBounds { .. })
+        ));
         let buf = put_signal_frame(&[1; 8], u64::MAX & !7, 1, AtomicKind::Set as u8);
         let f = Frame::new_checked(&buf[..]).unwrap();
-        assert!(matches!(f.signal(4096), Err(FrameError::OffsetOverflow { .. })));
+        assert!(matches!(
+            f.signal(4096),
+            Err(FrameError::OffsetOverflow { .. })
+        ));
         // Misaligned signal word.
         let buf = put_signal_frame(&[1; 8], 12, 1, AtomicKind::Set as u8);
         assert!(matches!(
             Frame::new_checked(&buf[..]),
-            Err(FrameError::Misaligned { offset: 12, span: 8 })
+            Err(FrameError::Misaligned {
+                offset: 12,
+                span: 8
+            })
         ));
         // A signal kind other than set or add.
         for aux in [0, AtomicKind::Swap as u8, 99] {

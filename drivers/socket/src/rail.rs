@@ -52,7 +52,8 @@ impl Rail<'_> {
         signal: FrameSignal,
         ctx: ContextId,
     ) -> Result<(), SocketError> {
-        self.drv.put_signal(self.rail, peer, offset, src, signal, ctx)
+        self.drv
+            .put_signal(self.rail, peer, offset, src, signal, ctx)
     }
 
     /// [`SocketDriver::put_signal_fits`].

@@ -1055,13 +1055,19 @@ fn put_signals_across_cuts_apply_once_data_before_signal() {
     let e = a.rail(0).put_signal(1, 0, &[1; 8], far, CX).unwrap_err();
     assert!(matches!(e, SocketError::TooLong { .. }), "{e}");
     let misaligned = FrameSignal { offset: 4, ..far };
-    let e = a.rail(0).put_signal(1, 0, &[1; 8], misaligned, CX).unwrap_err();
+    let e = a
+        .rail(0)
+        .put_signal(1, 0, &[1; 8], misaligned, CX)
+        .unwrap_err();
     assert!(matches!(e, SocketError::Misaligned { .. }), "{e}");
     let outside = FrameSignal {
         offset: 128 << 10,
         ..far
     };
-    let e = a.rail(0).put_signal(1, 0, &[1; 8], outside, CX).unwrap_err();
+    let e = a
+        .rail(0)
+        .put_signal(1, 0, &[1; 8], outside, CX)
+        .unwrap_err();
     assert!(matches!(e, SocketError::OutOfBounds { .. }), "{e}");
     let add = FrameSignal {
         offset: counter,
@@ -1127,7 +1133,9 @@ fn replayed_put_signal_applies_once_and_bad_ones_cut() {
         &signal_payload(&[0xEE; 8], 4096, 1),
     );
     data.write_all(&bad).expect("bad put_signal");
-    pump_until(&mut b, |b| b.stats().bad_frames >= 1 || b.rail(0).state(0) != LinkState::Up);
+    pump_until(&mut b, |b| {
+        b.stats().bad_frames >= 1 || b.rail(0).state(0) != LinkState::Up
+    });
     assert_eq!(heap_u64(&b, 256), 0, "a bad frame's data was applied");
     assert_eq!(b.rail(0).state(0), LinkState::Down);
 }

@@ -149,11 +149,23 @@ impl SocketDriver {
             return Err(SocketError::TooLong {
                 peer,
                 len: u32::try_from(len).unwrap_or(u32::MAX),
-                max: self.ctx.cfg.max_frame_payload.saturating_sub(SIGNAL_TRAILER),
+                max: self
+                    .ctx
+                    .cfg
+                    .max_frame_payload
+                    .saturating_sub(SIGNAL_TRAILER),
             });
         }
         let (ctx, p) = self.split(peer)?;
-        put_signal_frame(ctx, p, rail, offset, src, FrameSignal { kind, ..signal }, cx)
+        put_signal_frame(
+            ctx,
+            p,
+            rail,
+            offset,
+            src,
+            FrameSignal { kind, ..signal },
+            cx,
+        )
     }
 
     /// `put_from_heap` on rail `rail`.

@@ -150,9 +150,9 @@ mod pe;
 mod peers;
 #[cfg(test)]
 mod pes_test;
+mod progress;
 #[cfg(test)]
 mod put_signal_test;
-mod progress;
 mod raw;
 mod rma;
 mod route;

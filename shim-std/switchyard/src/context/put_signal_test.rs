@@ -79,7 +79,8 @@ fn stream(ctx: &mut Context, cuts: &[usize], all_add: bool) -> u64 {
             } else {
                 Signal::add(sig, i * SLOT, v)
             };
-            ctx.put_signal(data, i * SLOT + 1, &message(i), s, 1).unwrap();
+            ctx.put_signal(data, i * SLOT + 1, &message(i), s, 1)
+                .unwrap();
         }
         ctx.quiet().unwrap();
         sent = frames_sent(ctx) - before;
