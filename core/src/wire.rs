@@ -1018,7 +1018,7 @@ mod test {
             f.signal(4096),
             Err(FrameError::OutOfBounds { .. })
         ));
-        let buf = put_signal_frame(&[1; 8], u64::MAX & !7, 1, AtomicKind::Set as u8);
+        let buf = put_signal_frame(&[1; 8], !7, 1, AtomicKind::Set as u8);
         let f = Frame::new_checked(&buf[..]).unwrap();
         assert!(matches!(
             f.signal(4096),
