@@ -48,6 +48,9 @@ pub const HEADER_LEN: usize = 64;
 pub const MAX_PAYLOAD: u32 = 16 << 20;
 /// Payload length of an atomic request: operand and comparand, 8 bytes each.
 pub const ATOMIC_PAYLOAD: u32 = 16;
+/// Bytes after the data in a [`FrameOp::PutSignal`] payload: the signal
+/// word's heap offset and the value, u64 each.
+pub const SIGNAL_TRAILER: u32 = 16;
 
 /// Frame flags.
 pub mod flags {
@@ -77,7 +80,8 @@ pub struct Header {
     pub op: u8,
     /// [`flags`].
     pub flags: u8,
-    /// For atomics, the [`AtomicKind`] code; 0 otherwise.
+    /// For atomics, the [`AtomicKind`] code; for [`FrameOp::PutSignal`], the
+    /// signal's (`Set` or `FetchAdd`); 0 otherwise.
     pub aux: u8,
     /// [`CLASS_ENCODING_VERSION`] of the sender.
     pub class_version: u8,
@@ -134,6 +138,12 @@ pub enum FrameOp {
     LinkState = 10,
     /// Orderly close.
     Close = 11,
+    /// Write the first `span` bytes of the payload at `offset`, then update
+    /// the 8-byte signal word the last [`SIGNAL_TRAILER`] bytes name (heap
+    /// offset, 8-aligned, and value, u64 each) with `aux`'s
+    /// [`AtomicKind::Set`] or [`AtomicKind::FetchAdd`], Release-ordered
+    /// after the data: a put with a signal in one frame.
+    PutSignal = 12,
 }
 
 impl FrameOp {
@@ -151,14 +161,30 @@ impl FrameOp {
             9 => FrameOp::Hello,
             10 => FrameOp::LinkState,
             11 => FrameOp::Close,
+            12 => FrameOp::PutSignal,
             _ => return None,
         })
     }
 
     /// Whether the op touches the target's heap (`offset`, `span` meaningful).
     pub const fn touches_heap(self) -> bool {
-        matches!(self, FrameOp::Put | FrameOp::Get | FrameOp::Atomic)
+        matches!(
+            self,
+            FrameOp::Put | FrameOp::Get | FrameOp::Atomic | FrameOp::PutSignal
+        )
     }
+}
+
+/// The signal of a checked [`FrameOp::PutSignal`] frame
+/// ([`Frame::signal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameSignal {
+    /// Heap offset of the 8-byte signal word (8-aligned, in the heap).
+    pub offset: u64,
+    /// The value set or added.
+    pub value: u64,
+    /// [`AtomicKind::Set`] or [`AtomicKind::FetchAdd`].
+    pub kind: AtomicKind,
 }
 
 /// Atomic operations, carried in `aux` of an `Atomic` frame.
@@ -218,7 +244,8 @@ pub enum FrameError {
     BadClassVersion(u8),
     /// Unknown op code.
     UnknownOp(u8),
-    /// Unknown atomic kind in an `Atomic` frame.
+    /// Unknown atomic kind in an `Atomic` frame, or a `PutSignal` whose
+    /// `aux` is neither `Set` nor `FetchAdd`.
     UnknownAtomic(u8),
     /// Unknown flag bits, or a non-zero reserved byte.
     ReservedBits,
@@ -413,6 +440,15 @@ impl<T: AsRef<[u8]>> Frame<T> {
         if actual != expected && !cfg!(fuzzing) {
             return Err(FrameError::BadCrc { expected, actual });
         }
+        if h.op == FrameOp::PutSignal as u8 {
+            let s = signal_trailer(&b[HEADER_LEN..total]);
+            if !s.0.is_multiple_of(8) {
+                return Err(FrameError::Misaligned {
+                    offset: s.0,
+                    span: 8,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -449,6 +485,55 @@ impl<T: AsRef<[u8]>> Frame<T> {
         &self.buffer.as_ref()[HEADER_LEN..self.total_len()]
     }
 
+    /// The data of a put: the whole payload of a `Put`, the payload less
+    /// its [`SIGNAL_TRAILER`] for a `PutSignal` (`span` bytes either way
+    /// once checked).
+    ///
+    /// # Panics
+    /// As [`payload`](Self::payload).
+    #[inline]
+    pub fn put_data(&self) -> &[u8] {
+        let p = self.payload();
+        let n = (self.header().span.get() as usize).min(p.len());
+        &p[..n]
+    }
+
+    /// The signal of a `PutSignal` frame, its word checked against a heap
+    /// of `heap_len` bytes (as [`check_heap`](Self::check_heap) checks the
+    /// data). Call it after [`check`](Self::check).
+    ///
+    /// # Errors
+    /// [`FrameError::BadLengthForOp`] for another op or a payload shorter
+    /// than the trailer, [`FrameError::UnknownAtomic`],
+    /// [`FrameError::Misaligned`], [`FrameError::OffsetOverflow`] or
+    /// [`FrameError::OutOfBounds`].
+    pub fn signal(&self, heap_len: u64) -> Result<FrameSignal, FrameError> {
+        let h = self.header();
+        let p = self.payload();
+        let (payload_len, span) = (h.payload_len.get(), h.span.get());
+        if h.op != FrameOp::PutSignal as u8 || p.len() < SIGNAL_TRAILER as usize {
+            return Err(FrameError::BadLengthForOp {
+                op: FrameOp::from_u8(h.op).unwrap_or(FrameOp::PutSignal),
+                payload_len,
+                span,
+            });
+        }
+        let kind = match AtomicKind::from_u8(h.aux) {
+            Some(k @ (AtomicKind::Set | AtomicKind::FetchAdd)) => k,
+            _ => return Err(FrameError::UnknownAtomic(h.aux)),
+        };
+        let (offset, value) = signal_trailer(p);
+        if !offset.is_multiple_of(8) {
+            return Err(FrameError::Misaligned { offset, span: 8 });
+        }
+        heap_range(offset, 8, heap_len)?;
+        Ok(FrameSignal {
+            offset,
+            value,
+            kind,
+        })
+    }
+
     /// Checks `offset + span` against a heap of `heap_len` bytes and returns the
     /// byte range the operation touches. Call it on every heap-touching frame: a
     /// symmetric address is bounds-checked at the target, always.
@@ -464,6 +549,20 @@ impl<T: AsRef<[u8]>> Frame<T> {
     pub fn into_inner(self) -> T {
         self.buffer
     }
+}
+
+/// The signal offset and value in the last [`SIGNAL_TRAILER`] bytes of a
+/// payload (zeros when it is shorter).
+fn signal_trailer(payload: &[u8]) -> (u64, u64) {
+    let Some(at) = payload.len().checked_sub(SIGNAL_TRAILER as usize) else {
+        return (0, 0);
+    };
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&payload[at + i..at + i + 8]);
+        u64::from_le_bytes(w)
+    };
+    (word(0), word(8))
 }
 
 /// The heap range `offset..offset + span`, checked against `heap_len`.
@@ -510,11 +609,20 @@ fn validate_header(h: &Header) -> Result<(), FrameError> {
     if op == FrameOp::Atomic && AtomicKind::from_u8(h.aux).is_none() {
         return Err(FrameError::UnknownAtomic(h.aux));
     }
-    if op != FrameOp::Atomic && h.aux != 0 {
+    if op == FrameOp::PutSignal
+        && !matches!(
+            AtomicKind::from_u8(h.aux),
+            Some(AtomicKind::Set | AtomicKind::FetchAdd)
+        )
+    {
+        return Err(FrameError::UnknownAtomic(h.aux));
+    }
+    if !matches!(op, FrameOp::Atomic | FrameOp::PutSignal) && h.aux != 0 {
         return Err(FrameError::ReservedBits);
     }
     let lengths_ok = match op {
         FrameOp::Put | FrameOp::GetReply => payload_len == span,
+        FrameOp::PutSignal => span.checked_add(SIGNAL_TRAILER) == Some(payload_len),
         FrameOp::Get => payload_len == 0 && span <= MAX_PAYLOAD,
         FrameOp::Atomic => payload_len == ATOMIC_PAYLOAD && matches!(span, 4 | 8),
         FrameOp::AtomicReply => payload_len == 8 && span == 0,
@@ -842,7 +950,6 @@ mod test {
         // Found by review of the fuzz target: a frame declaring more than
         // MAX_PAYLOAD in a buffer big enough for MAX_PAYLOAD passed check_len and
         // then payload() panicked.
-        extern crate std;
         let mut buf = std::vec![0u8; HEADER_LEN + MAX_PAYLOAD as usize];
         buf[44..48].copy_from_slice(&(MAX_PAYLOAD + 1).to_le_bytes());
         let f = Frame::new_unchecked(&buf[..]);
@@ -859,5 +966,112 @@ mod test {
             encode(&mut small, &put_fields(8), &[0; 8], true),
             Err(EncodeError::BufferTooSmall { need: 72, got: 70 })
         );
+    }
+
+    extern crate std;
+
+    fn put_signal_frame(data: &[u8], sig_off: u64, value: u64, aux: u8) -> std::vec::Vec<u8> {
+        let mut payload = data.to_vec();
+        payload.extend_from_slice(&sig_off.to_le_bytes());
+        payload.extend_from_slice(&value.to_le_bytes());
+        let f = HeaderFields {
+            op: FrameOp::PutSignal as u8,
+            aux,
+            seq: 1,
+            offset: 64,
+            span: data.len() as u32,
+            ..HeaderFields::default()
+        };
+        let mut buf = std::vec![0u8; HEADER_LEN + payload.len()];
+        encode(&mut buf, &f, &payload, true).unwrap();
+        buf
+    }
+
+    #[test]
+    fn put_signal_decodes_data_and_signal() {
+        let buf = put_signal_frame(&[1, 2, 3], 8, 42, AtomicKind::FetchAdd as u8);
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        assert_eq!(f.op(), Some(FrameOp::PutSignal));
+        assert_eq!(f.put_data(), &[1, 2, 3]);
+        assert_eq!(f.check_heap(4096).unwrap(), 64..67);
+        assert_eq!(
+            f.signal(4096).unwrap(),
+            FrameSignal {
+                offset: 8,
+                value: 42,
+                kind: AtomicKind::FetchAdd
+            }
+        );
+        // Empty data: the signal alone.
+        let buf = put_signal_frame(&[], 0, 1, AtomicKind::Set as u8);
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        assert!(f.put_data().is_empty());
+        assert_eq!(f.signal(8).unwrap().kind, AtomicKind::Set);
+    }
+
+    #[test]
+    fn malformed_put_signal_is_a_typed_error() {
+        // Signal word out of the heap, or straddling its end.
+        let buf = put_signal_frame(&[1; 8], 4096, 1, AtomicKind::Set as u8);
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        assert!(matches!(
+            f.signal(4096),
+            Err(FrameError::OutOfBounds { .. })
+        ));
+        let buf = put_signal_frame(&[1; 8], !7, 1, AtomicKind::Set as u8);
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        assert!(matches!(
+            f.signal(4096),
+            Err(FrameError::OffsetOverflow { .. })
+        ));
+        // Misaligned signal word.
+        let buf = put_signal_frame(&[1; 8], 12, 1, AtomicKind::Set as u8);
+        assert!(matches!(
+            Frame::new_checked(&buf[..]),
+            Err(FrameError::Misaligned {
+                offset: 12,
+                span: 8
+            })
+        ));
+        // A signal kind other than set or add.
+        for aux in [0, AtomicKind::Swap as u8, 99] {
+            let buf = put_signal_frame(&[1; 8], 8, 1, aux);
+            assert_eq!(
+                Frame::new_checked(&buf[..]).unwrap_err(),
+                FrameError::UnknownAtomic(aux)
+            );
+        }
+        // A payload shorter than data plus trailer.
+        let f = HeaderFields {
+            op: FrameOp::PutSignal as u8,
+            aux: AtomicKind::Set as u8,
+            span: 8,
+            ..HeaderFields::default()
+        };
+        for plen in [0usize, 8, 16, 23] {
+            let mut buf = std::vec![0u8; HEADER_LEN + plen];
+            encode(&mut buf, &f, &std::vec![0u8; plen], true).unwrap();
+            assert!(matches!(
+                Frame::new_checked(&buf[..]),
+                Err(FrameError::BadLengthForOp {
+                    op: FrameOp::PutSignal,
+                    ..
+                })
+            ));
+        }
+        // A span that overflows with the trailer.
+        let mut buf = put_signal_frame(&[1; 8], 8, 1, AtomicKind::Set as u8);
+        buf[56..60].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            Frame::new_unchecked(&buf[..]).check(),
+            Err(FrameError::BadLengthForOp { .. })
+        ));
+        // Another op has no signal.
+        let buf = {
+            let mut b = std::vec![0u8; HEADER_LEN + 16];
+            encode(&mut b, &put_fields(16), &[0; 16], true).unwrap();
+            b
+        };
+        assert!(Frame::new_checked(&buf[..]).unwrap().signal(4096).is_err());
     }
 }

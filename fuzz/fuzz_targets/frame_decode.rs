@@ -14,7 +14,8 @@ use switchyard_core::{
     class::CLASS_ENCODING_VERSION,
     crc::{crc32c, crc32c_append},
     wire::{
-        Frame, HEADER_LEN, HeaderFields, MAGIC, MAX_PAYLOAD, WIRE_VERSION, encode, flags, seal,
+        AtomicKind, Frame, FrameOp, HEADER_LEN, HeaderFields, MAGIC, MAX_PAYLOAD, SIGNAL_TRAILER,
+        WIRE_VERSION, encode, flags, seal,
     },
 };
 
@@ -61,7 +62,9 @@ fn decode(data: &[u8]) {
         assert_eq!(f.payload().len(), total - HEADER_LEN);
         for heap in HEAPS {
             let _ = f.check_heap(heap);
+            let _ = f.signal(heap);
         }
+        let _ = f.put_data();
     }
     if f.check().is_ok() {
         assert!(f.check_len().is_ok(), "check passed but check_len did not");
@@ -97,7 +100,23 @@ fn touch_all(f: &Frame<&[u8]>) {
             assert!(r.end <= heap && r.start <= r.end);
             assert_eq!(r.end - r.start, h.span.get() as u64);
         }
+        // A put with signal: its data is `span` bytes, and a signal that
+        // passes is an aligned word inside the heap, set or add.
+        match f.signal(heap) {
+            Ok(s) => {
+                assert_eq!(f.op(), Some(FrameOp::PutSignal));
+                assert!(s.offset % 8 == 0 && s.offset + 8 <= heap);
+                assert!(matches!(s.kind, AtomicKind::Set | AtomicKind::FetchAdd));
+            }
+            Err(_) => assert!(f.op() != Some(FrameOp::PutSignal) || {
+                let p = f.payload();
+                let at = p.len() - SIGNAL_TRAILER as usize;
+                let off = u64::from_le_bytes(p[at..at + 8].try_into().expect("8"));
+                off.checked_add(8).is_none_or(|e| e > heap)
+            }),
+        }
     }
+    assert_eq!(f.put_data().len(), h.span.get().min(h.payload_len.get()) as usize);
     let _ = f.into_inner();
 }
 

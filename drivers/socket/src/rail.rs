@@ -4,6 +4,7 @@
 use switchyard_core::{
     route::ContextId,
     transport::{AtomicOp, Instant, LinkState, PollResult, Ticket, Transport},
+    wire::FrameSignal,
 };
 
 use crate::{SocketDriver, SocketError};
@@ -29,6 +30,35 @@ impl SocketDriver {
             self.rails()
         );
         Rail { drv: self, rail }
+    }
+}
+
+impl Rail<'_> {
+    /// A put with signal on this rail, in one frame
+    /// ([`SocketDriver::put_signal_fits`] says when it fits): `src` at
+    /// `offset` on `peer`, then the signal word updated, Release-ordered
+    /// after the data at the target. Non-blocking like `put`: complete at
+    /// `quiet`, replayed after a failure like any frame.
+    ///
+    /// # Errors
+    /// As `put`, plus [`SocketError::Misaligned`] (signal word not
+    /// 8-aligned) and [`SocketError::TooLong`] (does not fit one frame;
+    /// nothing sent).
+    pub fn put_signal(
+        &mut self,
+        peer: u32,
+        offset: u64,
+        src: &[u8],
+        signal: FrameSignal,
+        ctx: ContextId,
+    ) -> Result<(), SocketError> {
+        self.drv
+            .put_signal(self.rail, peer, offset, src, signal, ctx)
+    }
+
+    /// [`SocketDriver::put_signal_fits`].
+    pub fn put_signal_fits(&self, offset: u64, len: u64, signal: u64) -> bool {
+        self.drv.put_signal_fits(offset, len, signal)
     }
 }
 

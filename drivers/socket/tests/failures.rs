@@ -15,7 +15,7 @@ use std::{
 use switchyard_core::{
     route::{ContextId, LoadWatermark},
     transport::{AtomicOp, AtomicWidth, ErrorKind, Instant, LinkState, Transport, TransportError},
-    wire::{AtomicKind, FrameOp, HEADER_LEN, HeaderFields, encode, flags},
+    wire::{AtomicKind, FrameOp, FrameSignal, HEADER_LEN, HeaderFields, encode, flags},
 };
 use switchyard_socket::{
     Backlog, Event, JobKey, RefuseReason, SocketDriver, SocketError, TcpConfig,
@@ -1022,4 +1022,138 @@ fn an_idle_flood_does_not_keep_a_peer_out() {
     assert_eq!(s.refused_by[RefuseReason::Overload.index()], overload);
     assert_eq!(s.refused_by.iter().sum::<u64>(), s.refused);
     drop(idle);
+}
+
+/// A `PutSignal` payload: `data`, then the signal word's offset and value.
+fn signal_payload(data: &[u8], at: u64, value: u64) -> Vec<u8> {
+    let mut p = data.to_vec();
+    p.extend_from_slice(&at.to_le_bytes());
+    p.extend_from_slice(&value.to_le_bytes());
+    p
+}
+
+#[test]
+fn put_signals_across_cuts_apply_once_data_before_signal() {
+    // Two data connections: the slots and the counter share a block, so
+    // every frame is one PutSignal on one connection.
+    const N: u64 = 4_000;
+    let cfg = |me| TcpConfig {
+        data_connections: 2,
+        ..config(me, 1)
+    };
+    let counter = N * 8;
+    let (mut a, pe1) = pair(cfg(0), cfg(1), 128 << 10);
+    assert!(a.put_signal_fits(0, 8, counter));
+    // Data in block 0, signal in block 1 (the other connection): refused,
+    // nothing sent; the caller puts, fences and signals instead.
+    assert!(!a.put_signal_fits(0, 8, 64 << 10));
+    let far = FrameSignal {
+        offset: 64 << 10,
+        value: 1,
+        kind: AtomicKind::Set,
+    };
+    let e = a.rail(0).put_signal(1, 0, &[1; 8], far, CX).unwrap_err();
+    assert!(matches!(e, SocketError::TooLong { .. }), "{e}");
+    let misaligned = FrameSignal { offset: 4, ..far };
+    let e = a
+        .rail(0)
+        .put_signal(1, 0, &[1; 8], misaligned, CX)
+        .unwrap_err();
+    assert!(matches!(e, SocketError::Misaligned { .. }), "{e}");
+    let outside = FrameSignal {
+        offset: 128 << 10,
+        ..far
+    };
+    let e = a
+        .rail(0)
+        .put_signal(1, 0, &[1; 8], outside, CX)
+        .unwrap_err();
+    assert!(matches!(e, SocketError::OutOfBounds { .. }), "{e}");
+    let add = FrameSignal {
+        offset: counter,
+        value: 1,
+        kind: AtomicKind::FetchAdd,
+    };
+    for i in 0..N {
+        if i % 1_000 == 500 {
+            a.debug_cut(1, 0);
+        }
+        let stamp = (i + 1).to_le_bytes();
+        retry(&mut a, Duration::from_secs(20), |d| {
+            d.rail(0).put_signal(1, i * 8, &stamp, add, CX)
+        });
+    }
+    quiet(&mut a, Duration::from_secs(20));
+    let st = a.stats();
+    assert!(st.reconnects > 0, "{st:?}");
+    let b = pe1.finish();
+    for i in 0..N {
+        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
+    }
+    assert_eq!(heap_u64(&b, counter), N, "every signal added exactly once");
+}
+
+#[test]
+fn replayed_put_signal_applies_once_and_bad_ones_cut() {
+    let mut b = lone_pe1();
+    let (_control, mut data) = raw_pe0(&mut b);
+    let add = AtomicKind::FetchAdd as u8;
+    let ps = frame(
+        FrameOp::PutSignal,
+        add,
+        1,
+        64,
+        8,
+        &signal_payload(&7u64.to_le_bytes(), 128, 5),
+    );
+    data.write_all(&ps).expect("put_signal");
+    data.write_all(&ps).expect("put_signal again (a replay)");
+    let set = frame(
+        FrameOp::PutSignal,
+        AtomicKind::Set as u8,
+        2,
+        72,
+        3,
+        &signal_payload(&[1, 2, 3], 136, 9),
+    );
+    data.write_all(&set).expect("put_signal set");
+    pump_until(&mut b, |b| b.stats().frames_received >= 3);
+    assert_eq!(heap_u64(&b, 64), 7);
+    assert_eq!(heap_u64(&b, 128), 5, "the replayed add applied once");
+    assert_eq!(heap_u64(&b, 72) & 0xFF_FFFF, 0x03_0201);
+    assert_eq!(heap_u64(&b, 136), 9);
+    assert_eq!(b.stats().duplicates_dropped, 1);
+    // The signal word beyond the heap: not applied (neither the data), cut.
+    let bad = frame(
+        FrameOp::PutSignal,
+        add,
+        3,
+        256,
+        8,
+        &signal_payload(&[0xEE; 8], 4096, 1),
+    );
+    data.write_all(&bad).expect("bad put_signal");
+    pump_until(&mut b, |b| {
+        b.stats().bad_frames >= 1 || b.rail(0).state(0) != LinkState::Up
+    });
+    assert_eq!(heap_u64(&b, 256), 0, "a bad frame's data was applied");
+    assert_eq!(b.rail(0).state(0), LinkState::Down);
+}
+
+#[test]
+fn short_put_signal_payload_cuts_the_connection() {
+    let mut b = lone_pe1();
+    let (_control, mut data) = raw_pe0(&mut b);
+    // Declares 8 bytes of data but carries only 8 bytes of payload.
+    let bad = frame(
+        FrameOp::PutSignal,
+        AtomicKind::Set as u8,
+        1,
+        0,
+        8,
+        &[0xEE; 8],
+    );
+    data.write_all(&bad).expect("short put_signal");
+    pump_until(&mut b, |b| b.rail(0).state(0) != LinkState::Up);
+    assert_eq!(heap_u64(&b, 0), 0, "a bad frame was applied");
 }

@@ -1,5 +1,5 @@
 //! The initiator's calls, on one rail: `put`, `put_from_heap`,
-//! `get_into_heap`, `get_start`/`get_poll` and `atomic_start`/`atomic_poll`
+//! `put_signal`, `get_into_heap`, `get_start`/`get_poll` and `atomic_start`/`atomic_poll`
 //! (reached through [`Rail`](crate::Rail)). Each checks the target and the
 //! range, serves this PE itself from its own heap, and otherwise takes a
 //! ticket slot ([`super::tickets`]), applies the ordering rules
@@ -7,13 +7,14 @@
 
 use switchyard_core::{
     route::ContextId,
-    transport::{AtomicOp, LinkState, Ticket},
+    transport::{AtomicOp, AtomicWidth, LinkState, Ticket},
+    wire::{AtomicKind, FrameSignal, SIGNAL_TRAILER},
 };
 
 use super::{
     SocketDriver,
     recovery::{check_fence, check_straddle},
-    send::{Source, atomic_frame, get_frame, kick, put_frames},
+    send::{Source, atomic_frame, get_frame, kick, put_frames, put_signal_frame},
     tickets::{NO_SLOT, SLOT_BITS, SlotState},
 };
 use crate::{Result, SocketError};
@@ -79,6 +80,92 @@ impl SocketDriver {
         }
         let (ctx, p) = self.split(peer)?;
         put_frames(ctx, p, rail, offset, Source::Copy(src), cx)
+    }
+
+    /// Whether [`SocketDriver::put_signal`] of `len` bytes at heap `offset`,
+    /// with its signal word at `signal`, fits one frame: the data and the
+    /// [`SIGNAL_TRAILER`] within `max_frame_payload`, the data within one
+    /// placement block, and the signal word in a block that travels on the
+    /// same data connection (always, with one data connection), so that the
+    /// frame keeps the rule that frames touching the same bytes share one
+    /// TCP stream. Pure arithmetic, no state.
+    pub fn put_signal_fits(&self, offset: u64, len: u64, signal: u64) -> bool {
+        let max = u64::from(self.ctx.cfg.max_frame_payload);
+        len.checked_add(u64::from(SIGNAL_TRAILER))
+            .is_some_and(|n| n <= max)
+            && self.ctx.chunk_at(offset, len, max) == len
+            && self.ctx.conn_for(offset) == self.ctx.conn_for(signal)
+    }
+
+    /// `put_signal` on rail `rail`: `src` at `offset` on `peer`, then the
+    /// 8-byte signal word at `signal.offset` set to (or, for
+    /// [`AtomicKind::FetchAdd`], added) `signal.value` (any other kind sets),
+    /// in one [`FrameOp::PutSignal`](switchyard_core::wire::FrameOp) frame:
+    /// one sequence number, applied once and in order with the connection's
+    /// other frames, acked and replayed like a put. The target writes the
+    /// data, then updates the word with Release ordering, so that a reader
+    /// that sees the signal (Acquire) sees the data. Earlier frames are
+    /// ordered before it only by a [`SocketDriver::fence`], as for a put.
+    ///
+    /// # Errors
+    /// As [`Rail`](crate::Rail)'s `put`, plus [`SocketError::Misaligned`]
+    /// for a signal word not 8-aligned and [`SocketError::TooLong`] (nothing
+    /// sent) when [`SocketDriver::put_signal_fits`] says no.
+    pub(crate) fn put_signal(
+        &mut self,
+        rail: usize,
+        peer: u32,
+        offset: u64,
+        src: &[u8],
+        signal: FrameSignal,
+        cx: ContextId,
+    ) -> Result<()> {
+        let len = src.len() as u64;
+        let local = !self.target(rail, peer, offset, len)?;
+        self.target(rail, peer, signal.offset, 8)?;
+        if !signal.offset.is_multiple_of(8) {
+            return Err(SocketError::Misaligned {
+                peer,
+                offset: signal.offset,
+                align: 8,
+            });
+        }
+        let kind = match signal.kind {
+            AtomicKind::FetchAdd => AtomicKind::FetchAdd,
+            _ => AtomicKind::Set,
+        };
+        if local {
+            let op = AtomicOp {
+                kind,
+                width: AtomicWidth::W64,
+                operand: signal.value,
+                compare: 0,
+            };
+            self.ctx.heap.write(offset, src);
+            self.ctx.heap.atomic(signal.offset, &op);
+            return Ok(());
+        }
+        if !self.put_signal_fits(offset, len, signal.offset) {
+            return Err(SocketError::TooLong {
+                peer,
+                len: u32::try_from(len).unwrap_or(u32::MAX),
+                max: self
+                    .ctx
+                    .cfg
+                    .max_frame_payload
+                    .saturating_sub(SIGNAL_TRAILER),
+            });
+        }
+        let (ctx, p) = self.split(peer)?;
+        put_signal_frame(
+            ctx,
+            p,
+            rail,
+            offset,
+            src,
+            FrameSignal { kind, ..signal },
+            cx,
+        )
     }
 
     /// `put_from_heap` on rail `rail`.

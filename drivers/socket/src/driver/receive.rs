@@ -6,7 +6,8 @@
 //! its handshake, and hands every other checked frame to [`handle_frame`],
 //! the target side: it takes the ack the frame carries, drops a sequence
 //! already applied ([`DedupWindow`](crate::dedup::DedupWindow)), writes a
-//! put's payload into the heap, answers a get or an atomic into the
+//! put's payload into the heap (a put with signal's, then its signal word,
+//! Release-ordered), answers a get or an atomic into the
 //! connection's out buffer (a replayed fetching atomic from the cache),
 //! completes this PE's own gets and atomics from their replies, and counts
 //! what is owed back (acks, credit).
@@ -185,7 +186,7 @@ fn handle_frame(
     on_ack(st, h.ack.get());
     let fl = h.flags;
     match op {
-        FrameOp::Put | FrameOp::Get | FrameOp::Atomic => {}
+        FrameOp::Put | FrameOp::Get | FrameOp::Atomic | FrameOp::PutSignal => {}
         FrameOp::GetReply => {
             let seq = h.seq.get();
             let Some(&e) = st.ring.get(seq) else {
@@ -268,6 +269,15 @@ fn handle_frame(
     let Ok(range) = f.check_heap(ctx.heap.len()) else {
         return Verdict::Cut;
     };
+    // A put with signal: its signal word is checked like the data.
+    let signal = if op == FrameOp::PutSignal {
+        match f.signal(ctx.heap.len()) {
+            Ok(s) => Some(s),
+            Err(_) => return Verdict::Cut,
+        }
+    } else {
+        None
+    };
     let seen = st.dedup.check(seq);
     if seen == Seen::OutOfWindow {
         return Verdict::Cut;
@@ -314,6 +324,26 @@ fn handle_frame(
                 return Verdict::Done;
             }
             ctx.heap.write(range.start, f.payload());
+        }
+        FrameOp::PutSignal => {
+            if seen == Seen::Duplicate {
+                ctx.stats.duplicates_dropped += 1;
+                return Verdict::Done;
+            }
+            let Some(s) = signal else {
+                return Verdict::Cut;
+            };
+            // The data, then the signal: a Release store (set) or an AcqRel
+            // fetch_add (add), so that whoever sees the signal with Acquire
+            // sees the data.
+            ctx.heap.write(range.start, f.put_data());
+            let op = AtomicOp {
+                kind: s.kind,
+                width: AtomicWidth::W64,
+                operand: s.value,
+                compare: 0,
+            };
+            ctx.heap.atomic(s.offset, &op);
         }
         FrameOp::Get => {
             // Answered again when replayed: reads are idempotent.

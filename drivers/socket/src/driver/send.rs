@@ -4,8 +4,8 @@
 //! ([`Ctx::chunk_at`](super::Ctx::chunk_at)), and [`push_frame`] seals each
 //! frame (header, CRC, the payload copied unless it comes from the heap)
 //! into the peer's replay ring, under the credit window and the ramp: the
-//! ring *is* the send queue. [`get_frame`] and [`atomic_frame`] do the same
-//! for one get or atomic. [`kick`] then writes right away what is queued on
+//! ring *is* the send queue. [`get_frame`], [`atomic_frame`] and
+//! [`put_signal_frame`] do the same for one get, atomic or put with signal. [`kick`] then writes right away what is queued on
 //! a rail, through [`flush_conn`]: per connection, a partly written frame
 //! first, then its [`OutBuf`] (control frames, get and atomic replies), then
 //! the ring frames assigned to it in sequence order, gathered into one
@@ -18,7 +18,10 @@ use switchyard_core::{
     crc::{crc32c, crc32c_append},
     route::ContextId,
     transport::{AtomicOp, LinkState},
-    wire::{ATOMIC_PAYLOAD, FrameOp, HEADER_LEN, HeaderFields, encode, flags, seal},
+    wire::{
+        ATOMIC_PAYLOAD, FrameOp, FrameSignal, HEADER_LEN, HeaderFields, SIGNAL_TRAILER, encode,
+        flags, seal,
+    },
 };
 
 use super::{
@@ -157,6 +160,8 @@ pub(super) struct Resume {
 pub(super) enum Source<'a> {
     Copy(&'a [u8]),
     Heap(u64, u32),
+    /// A put with signal's data, then its trailer (signal offset, value).
+    Signal(&'a [u8], [u8; SIGNAL_TRAILER as usize]),
 }
 
 impl Source<'_> {
@@ -164,6 +169,7 @@ impl Source<'_> {
         match self {
             Source::Copy(s) => s.len() as u64,
             Source::Heap(_, l) => u64::from(*l),
+            Source::Signal(s, t) => (s.len() + t.len()) as u64,
         }
     }
 }
@@ -189,7 +195,7 @@ pub(super) fn put_frames(
         rail,
         offset,
         src: match src {
-            Source::Copy(s) => s.as_ptr() as usize,
+            Source::Copy(s) | Source::Signal(s, _) => s.as_ptr() as usize,
             Source::Heap(o, _) => o as usize,
         },
         len,
@@ -209,7 +215,9 @@ pub(super) fn put_frames(
     while done < len {
         let chunk = ctx.chunk_at(offset + done, len - done, max);
         let payload = match src {
-            Source::Copy(s) => Source::Copy(&s[done as usize..(done + chunk) as usize]),
+            Source::Copy(s) | Source::Signal(s, _) => {
+                Source::Copy(&s[done as usize..(done + chunk) as usize])
+            }
             Source::Heap(o, _) => Source::Heap(o + done, chunk as u32),
         };
         if push_frame(
@@ -238,6 +246,45 @@ pub(super) fn put_frames(
     }
     p.st.resume = None;
     kick(ctx, p, rail, fenced || len >= EAGER_PUT);
+    Ok(())
+}
+
+/// One `PutSignal` frame: `src` at `offset`, then `signal` (which fits:
+/// [`SocketDriver::put_signal_fits`](super::SocketDriver::put_signal_fits)).
+/// A fence called before applies to it as to a put; the data is ordered
+/// before the signal by the frame itself. Written at once: the target waits
+/// for the signal.
+pub(super) fn put_signal_frame(
+    ctx: &mut Ctx,
+    p: &mut Peer,
+    rail: usize,
+    offset: u64,
+    src: &[u8],
+    signal: FrameSignal,
+    cx: ContextId,
+) -> Result<()> {
+    check_fence(ctx, p, rail, offset, src.len() as u64)?;
+    let mut trailer = [0u8; SIGNAL_TRAILER as usize];
+    trailer[..8].copy_from_slice(&signal.offset.to_le_bytes());
+    trailer[8..].copy_from_slice(&signal.value.to_le_bytes());
+    push_frame(
+        ctx,
+        p,
+        rail,
+        FrameOp::PutSignal,
+        signal.kind as u8,
+        offset,
+        src.len() as u32,
+        Source::Signal(src, trailer),
+        NO_SLOT,
+        false,
+        cx,
+    )
+    .map_err(|_| SocketError::WouldBlock {
+        peer: p.st.pe,
+        what: "send window",
+    })?;
+    kick(ctx, p, rail, true);
     Ok(())
 }
 
@@ -348,12 +395,13 @@ fn push_frame(
     let stored = match payload {
         Source::Copy(s) if compact => COMPACT_LEN + s.len(),
         Source::Copy(s) => HEADER_LEN + s.len(),
+        Source::Signal(s, t) => HEADER_LEN + s.len() + t.len(),
         Source::Heap(..) => HEADER_LEN,
     };
     let mut entry = Entry::new(rail as u8, credit, awaiting_reply);
     entry.payload = match payload {
         Source::Heap(o, l) => Payload::Heap { offset: o, len: l },
-        Source::Copy(_) => Payload::InRing,
+        Source::Copy(_) | Source::Signal(..) => Payload::InRing,
     };
     entry.conn = conn;
     entry.slot = slot;
@@ -376,6 +424,12 @@ fn push_frame(
             Source::Copy(s) => {
                 buf[HEADER_LEN..HEADER_LEN + s.len()].copy_from_slice(s);
                 let _ = seal(buf, &f, s.len(), crc);
+            }
+            Source::Signal(s, t) => {
+                let at = HEADER_LEN + s.len();
+                buf[HEADER_LEN..at].copy_from_slice(s);
+                buf[at..at + t.len()].copy_from_slice(&t);
+                let _ = seal(buf, &f, s.len() + t.len(), crc);
             }
             Source::Heap(o, l) => {
                 let _ = seal(buf, &f, 0, false);

@@ -52,7 +52,9 @@
 //!   allocation; only Acquire and Release.
 //! * **Across nodes** (TCP, verbs: whatever the route gives): the message is
 //!   a put into the slot followed by a signal setting its sequence word
-//!   ([`Context::put_signal`]: the put, a fence, an atomic set), and the
+//!   ([`Context::put_signal`]: over TCP one frame carrying both, the target
+//!   writing the data before the signal; on verbs the put, a fence, an
+//!   atomic set), and the
 //!   consumer sends credits back as atomic sets of a word in the producer's
 //!   header, every quarter of the ring. Order, and nothing lost or doubled
 //!   over a reconnect or failover, come from the drivers' replay and

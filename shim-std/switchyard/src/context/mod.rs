@@ -153,6 +153,8 @@ mod peers;
 #[cfg(test)]
 mod pes_test;
 mod progress;
+#[cfg(test)]
+mod put_signal_test;
 mod raw;
 mod rma;
 mod route;

@@ -67,7 +67,13 @@ impl Context {
     /// builds no closure and passes its values in registers.
     #[cold]
     #[inline(never)]
-    fn put_slow(&mut self, sel: Selected, pe: u32, off: u64, bytes: &[u8]) -> Result<()> {
+    pub(super) fn put_slow(
+        &mut self,
+        sel: Selected,
+        pe: u32,
+        off: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
         let len = bytes.len() as u64;
         self.routed_from(Some(sel), pe, len, Op::Put, FrameOp::Put, &mut |d, r| {
             d.put(pe, off, bytes, r.context)

@@ -2,7 +2,19 @@
 //! PE that sees the signal sees the data ([`Context::put_signal`]; the C
 //! API's `shmem_put_signal`).
 
-use super::{Context, Plain, Result, Sym};
+use switchyard_core::{
+    route::{Op, Route},
+    transport::Transport,
+    wire::{AtomicKind, FrameOp, FrameSignal},
+};
+use zerocopy::IntoBytes;
+
+use super::{
+    Context, Plain, Result, Sym,
+    drv::{Drv, DrvError},
+    rail_of,
+    route::Selected,
+};
 
 /// How [`Context::put_signal`] updates the signal word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +64,21 @@ impl<'a> Signal<'a> {
 
 impl Context {
     /// Puts `src` to elements `at..` of `dst` on PE `pe`, then updates the
-    /// signal word there: a fence orders the data before the signal (an
-    /// atomic set or add), so a PE that sees the signal (e.g. with
-    /// [`Context::wait_until`] on it) sees the data. Both ranges are checked
-    /// before anything is written.
+    /// signal word there, so that a PE that sees the signal (e.g. with
+    /// [`Context::wait_until`] on it) sees the data (OpenSHMEM's
+    /// `put_signal`: the data is delivered before the signal; earlier puts
+    /// are ordered before it only by a [`Context::fence`]). Both ranges are
+    /// checked before anything is written. Non-blocking like
+    /// [`Context::put`]: complete at `pe` after [`Context::quiet`].
+    ///
+    /// Over TCP it is **one frame** (`PutSignal`: the data and the signal,
+    /// one sequence number, applied once, replayed after a cut like a put):
+    /// the target writes the data, then sets or adds the signal with
+    /// Release ordering. The frame must fit: the data and 16 bytes within
+    /// the rail's largest frame, in one placement block, and the signal word
+    /// on the data's connection (always with one data connection); otherwise,
+    /// and on shared memory and verbs, it is a put, a fence and an atomic set
+    /// or add.
     ///
     /// # Errors
     ///
@@ -70,13 +93,62 @@ impl Context {
         signal: Signal<'_>,
         pe: u32,
     ) -> Result<()> {
-        self.check(dst, at, src.len())?;
-        self.check(signal.sym, signal.at, 1)?;
-        self.put(dst, at, src, pe)?;
+        let off = self.check(dst, at, src.len())?;
+        let sig_off = self.check(signal.sym, signal.at, 1)?;
+        let bytes = src.as_bytes();
+        let len = bytes.len() as u64;
+        // One selection for the put, as `put` makes it: the shm leg stores
+        // at once; a TCP rail takes the one-frame path.
+        let sel = self.select(pe, len, Op::Put, FrameOp::Put);
+        match &sel {
+            Ok(route) if self.leg_open(pe, route) && self.shm.put_leg(pe, off, bytes) => {
+                self.leg_done(pe, len, FrameOp::Put, route);
+            }
+            Ok(route) if rail_of(route.transport).is_some() => {
+                if self.put_signal_frame(sel, off, bytes, sig_off, &signal, pe)? {
+                    return Ok(());
+                }
+            }
+            _ => self.put_slow(sel, pe, off, bytes)?,
+        }
         self.fence()?;
         match signal.op {
             SignalOp::Set => self.set(signal.sym, signal.at, signal.value, pe),
             SignalOp::Add => self.add(signal.sym, signal.at, signal.value, pe),
         }
+    }
+
+    /// The put of a `put_signal` routed to a TCP rail (selection `sel`): one
+    /// `PutSignal` frame when it fits (`true`: signal and all). Otherwise,
+    /// or on whatever transport a failover selects instead, a plain put
+    /// (`false`: the caller fences and signals).
+    #[inline(never)]
+    fn put_signal_frame(
+        &mut self,
+        sel: Selected,
+        off: u64,
+        bytes: &[u8],
+        sig_off: u64,
+        signal: &Signal<'_>,
+        pe: u32,
+    ) -> Result<bool> {
+        let len = bytes.len() as u64;
+        let sig = FrameSignal {
+            offset: sig_off,
+            value: signal.value,
+            kind: match signal.op {
+                SignalOp::Set => AtomicKind::Set,
+                SignalOp::Add => AtomicKind::FetchAdd,
+            },
+        };
+        let run = &mut |d: &mut Drv<'_>, r: &Route| match d {
+            Drv::Tcp(t) if t.put_signal_fits(off, len, sig_off) => t
+                .put_signal(pe, off, bytes, sig, r.context)
+                .map(|()| true)
+                .map_err(DrvError::Tcp),
+            d => d.put(pe, off, bytes, r.context).map(|()| false),
+        };
+        self.routed_from(Some(sel), pe, len, Op::Put, FrameOp::PutSignal, run)
+            .map(|(one, _)| one)
     }
 }
