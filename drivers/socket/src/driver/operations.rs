@@ -82,7 +82,7 @@ impl SocketDriver {
         put_frames(ctx, p, rail, offset, Source::Copy(src), cx)
     }
 
-    /// Whether [`SocketDriver::put_signal`] of `len` bytes at heap `offset`,
+    /// Whether [`Rail::put_signal`](crate::Rail::put_signal) of `len` bytes at heap `offset`,
     /// with its signal word at `signal`, fits one frame: the data and the
     /// [`SIGNAL_TRAILER`] within `max_frame_payload`, the data within one
     /// placement block, and the signal word in a block that travels on the
