@@ -100,15 +100,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     match (spsc, bcast) {
         (Spsc::Producer(mut tx), Broadcast::Publisher(mut pb)) => {
             for i in 0..n {
-                if i == n / 4 {
-                    if let Some(m) = &mark {
-                        std::fs::write(m, b"streaming")?;
-                    }
+                if i == n / 4
+                    && let Some(m) = &mark
+                {
+                    std::fs::write(m, b"streaming")?;
                 }
-                if i == n / 2 {
-                    if let Some(c) = &cut {
-                        wait_for(Path::new(c), Duration::from_secs(60))?;
-                    }
+                if i == n / 2
+                    && let Some(c) = &cut
+                {
+                    wait_for(Path::new(c), Duration::from_secs(60))?;
                 }
                 let r = record(i);
                 tx.send(&mut ctx, r)?;
