@@ -55,6 +55,17 @@ impl TransportError for DrvError {
     }
 }
 
+impl DrvError {
+    /// Whether the operation was refused before anything of it was sent, so
+    /// issuing it again on another transport cannot apply it twice, even an
+    /// atomic: a TCP rail that is already down when the operation reaches it
+    /// (its heartbeat saw the cut before the health bits the selector reads
+    /// did) queues nothing.
+    pub(super) fn not_issued(&self) -> bool {
+        matches!(self, DrvError::Tcp(SocketError::RailDown { .. }))
+    }
+}
+
 impl From<DrvError> for super::Error {
     fn from(e: DrvError) -> Self {
         match e {

@@ -91,7 +91,9 @@ impl Context {
     }
 
     /// Handles a driver error: a dead peer flips its health bit (so the next
-    /// select falls back or fails at once) and may be retried elsewhere.
+    /// select falls back or fails at once) and may be retried elsewhere (an
+    /// operation the driver refused unsent, [`DrvError::not_issued`], always
+    /// is).
     /// `retry_allowed`: the route's (by value, so the caller's route is
     /// never taken by reference into this cold call).
     #[cold]
@@ -114,7 +116,11 @@ impl Context {
                     });
                 }
             }
-            if retry_allowed {
+            // An operation the driver refused before sending any of it
+            // (a rail already down) is retried whatever the route says:
+            // an atomic the route may not retry is not in doubt then, and
+            // a select that finds no healthy link waits for one to come back.
+            if retry_allowed || e.not_issued() {
                 self.stats.reroutes += 1;
                 if let Some(pe) = e.peer() {
                     self.sx_bump(t, pe, crate::statseg::PeerWord::Reroutes);

@@ -110,3 +110,61 @@ fn a_rail_cut_traces_the_failover() {
         ctx.finalize().unwrap();
     });
 }
+
+/// Issue 16's rail-cut soak found this: the TCP driver saw rail 0 to PE 1
+/// go down (its progress step, e.g. the progress thread's, read the failed
+/// socket) before the context applied the event to the health bits the
+/// selector reads. An atomic selected onto that rail was refused unsent
+/// (`RailDown`) and, the route never retrying atomics, failed: a channel's
+/// signal or credit ended the stream. It is issued on rail 1 instead.
+#[test]
+fn an_atomic_refused_unsent_by_a_down_rail_goes_to_the_other_rail() {
+    let pair = Pair {
+        job: tcp_pair_test::job(0xFA2),
+        routed: false,
+        policy: PolicyConfig::default(),
+        tcp: TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+            ..TcpConfig::default()
+        },
+    };
+    let step = Arc::new(AtomicU32::new(0));
+    pair.run(move |mut ctx| {
+        let word = ctx.alloc::<u64>(1).unwrap();
+        ctx.barrier_all().unwrap();
+        let other = 1 - ctx.my_pe();
+        if ctx.my_pe() == 1 {
+            wait_for(&mut ctx, &step, 1, true);
+            rail_0_back(&mut ctx, other);
+        } else {
+            // The driver alone sees the cut: progress steps on it, its
+            // events left for the context.
+            let start = Instant::now();
+            loop {
+                assert!(start.elapsed() < WAIT, "rail 0 never went down");
+                let now = ctx.now();
+                let t = ctx
+                    .tcp
+                    .as_mut()
+                    .map(progress::Tcp::get)
+                    .expect("a TCP driver");
+                t.debug_cut(1, 0);
+                t.progress(now);
+                let down = t.rail(0).state(1) != LinkState::Up;
+                ctx.leave();
+                if down {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let reroutes = ctx.stats().reroutes;
+            ctx.set(&word, 0, 7u64, 1).expect("the set, on rail 1");
+            assert_eq!(ctx.fetch(&word, 0, 1).unwrap(), 7);
+            assert!(ctx.stats().reroutes > reroutes);
+            rail_0_back(&mut ctx, other);
+            step.store(1, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
