@@ -47,17 +47,22 @@ fn rail_0_back(ctx: &mut super::Context, peer: u32) {
     ctx.quiet().unwrap();
 }
 
-#[test]
-fn a_rail_cut_traces_the_failover() {
-    let pair = Pair {
-        job: tcp_pair_test::job(0xFA1),
+/// A NEAR pair with two TCP rails over loopback (127.0.0.1 and .2).
+fn two_rails(tag: u64) -> Pair {
+    Pair {
+        job: tcp_pair_test::job(tag),
         routed: false,
         policy: PolicyConfig::default(),
         tcp: TcpConfig {
             listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
             ..TcpConfig::default()
         },
-    };
+    }
+}
+
+#[test]
+fn a_rail_cut_traces_the_failover() {
+    let pair = two_rails(0xFA1);
     let step = Arc::new(AtomicU32::new(0));
     pair.run(move |mut ctx| {
         let data = ctx.alloc::<u64>(PUTS).unwrap();
@@ -119,15 +124,7 @@ fn a_rail_cut_traces_the_failover() {
 /// signal or credit ended the stream. It is issued on rail 1 instead.
 #[test]
 fn an_atomic_refused_unsent_by_a_down_rail_goes_to_the_other_rail() {
-    let pair = Pair {
-        job: tcp_pair_test::job(0xFA2),
-        routed: false,
-        policy: PolicyConfig::default(),
-        tcp: TcpConfig {
-            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
-            ..TcpConfig::default()
-        },
-    };
+    let pair = two_rails(0xFA2);
     let step = Arc::new(AtomicU32::new(0));
     pair.run(move |mut ctx| {
         let word = ctx.alloc::<u64>(1).unwrap();
