@@ -89,8 +89,9 @@ fn compute_over_tcp(env: &[(&str, String)]) {
     o.env.push(("SWITCHYARD_TRANSPORTS".into(), "tcp".into()));
     // The test is about serving, not detection: on a loaded machine (CI
     // beside other jobs) a progress thread sharing its CPU may not run for
-    // longer than the default window, and a link would go down.
-    o.env.push(("SWITCHYARD_HEARTBEAT".into(), "10s".into()));
+    // longer than the default window (200 ms), and a link would go down.
+    // (2 s: `give_up`, 5 s by default, may not be shorter.)
+    o.env.push(("SWITCHYARD_HEARTBEAT".into(), "2s".into()));
     o.env
         .extend(env.iter().map(|(k, v)| ((*k).to_string(), v.clone())));
     let out = launch::launch(&o).expect("launch");
