@@ -84,6 +84,9 @@ struct Ctx {
     /// Progress steps taken (the slow pass runs every
     /// [`progress::SLOW_EVERY`]).
     steps: u32,
+    /// When the last slow pass ran (heartbeats, failure detection,
+    /// reconnects): see [`SocketDriver::timers_due`].
+    last_slow: Instant,
     closed: bool,
     seed: u64,
     handshake_timeout: Duration,
@@ -318,6 +321,7 @@ impl SocketDriver {
             epoll,
             now: Instant::default(),
             next_accept: Instant::default(),
+            last_slow: Instant::default(),
             steps: 0,
             closed: false,
             seed,

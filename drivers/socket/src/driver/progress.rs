@@ -45,6 +45,7 @@ impl SocketDriver {
         let slow = self.ctx.steps.is_multiple_of(SLOW_EVERY);
         let mut busy = false;
         if slow {
+            self.ctx.last_slow = self.ctx.now;
             // Listeners rarely have anything: look at most every
             // ACCEPT_EVERY (a refused `accept` is a system call on the
             // waiting path), but at once again after one arrived.
@@ -71,6 +72,26 @@ impl SocketDriver {
         } else {
             PollResult::Idle
         }
+    }
+
+    /// Whether the timers (heartbeats, failure detection, reconnects, which
+    /// only the slow pass runs) last ran half a heartbeat interval or more
+    /// before `now`. An application that stays in the library without
+    /// waiting (a stream of sends, each taking the driver) makes no progress
+    /// steps and keeps the progress thread out: its idle rails would send no
+    /// heartbeats, and its peers would take them for down. Such a caller
+    /// runs [`SocketDriver::run_timers`] when this says so.
+    #[inline]
+    pub fn timers_due(&self, now: Instant) -> bool {
+        now.nanos.saturating_sub(self.ctx.last_slow.nanos)
+            >= self.ctx.cfg.heartbeat_interval.as_nanos() as u64 / 2
+    }
+
+    /// One full (slow) progress pass at `now`: see
+    /// [`SocketDriver::timers_due`].
+    pub fn run_timers(&mut self, now: Instant) -> PollResult {
+        self.woke();
+        self.progress(now)
     }
 
     /// Parks until a socket is readable or `timeout` passed (adaptive

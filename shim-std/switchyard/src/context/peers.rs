@@ -203,8 +203,18 @@ impl Context {
         if let Some(v) = self.verbs.as_mut() {
             v.drv.post_batches();
         }
-        if let Some(t) = self.tcp.as_mut() {
-            t.leave();
+        if self.tcp.as_ref().is_some_and(progress::Tcp::held) {
+            // A call that used the TCP driver runs its timers when they are
+            // overdue (a stream of sends keeps both the progress thread and
+            // the waits' progress steps out): one clock read per such call.
+            let now = self.now();
+            if let Some(t) = self.tcp.as_mut() {
+                let d = t.get();
+                if d.timers_due(now) {
+                    d.run_timers(now);
+                }
+                t.leave();
+            }
         }
     }
 
