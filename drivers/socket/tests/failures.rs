@@ -1157,3 +1157,27 @@ fn short_put_signal_payload_cuts_the_connection() {
     pump_until(&mut b, |b| b.rail(0).state(0) != LinkState::Up);
     assert_eq!(heap_u64(&b, 0), 0, "a bad frame was applied");
 }
+
+/// The timers a caller that makes no progress steps runs itself
+/// (`timers_due`, `run_timers`): due half a heartbeat interval after the
+/// last full pass, and a run sends the idle rails' heartbeats.
+#[test]
+fn overdue_timers_are_due_and_a_run_sends_heartbeats() {
+    let (mut a, pe1) = pair(config(0, 2), config(1, 2), 4096);
+    let half = config(0, 2).heartbeat_interval.as_nanos() as u64 / 2;
+    // Past every timer: the run is a full pass (the last one is at `t`).
+    let t = Instant::from_nanos(now().nanos + 4 * half);
+    let before = a.stats().heartbeats_sent;
+    a.run_timers(t);
+    assert!(
+        a.stats().heartbeats_sent >= before + 2,
+        "a heartbeat per idle rail: {:?}",
+        a.stats()
+    );
+    assert!(!a.timers_due(Instant::from_nanos(t.nanos + half - 1)));
+    assert!(a.timers_due(Instant::from_nanos(t.nanos + half)));
+    // Ordinary steps between full passes do not reset it.
+    a.progress(Instant::from_nanos(t.nanos + 1));
+    assert!(a.timers_due(Instant::from_nanos(t.nanos + half)));
+    drop(pe1.finish());
+}
