@@ -581,7 +581,13 @@ fn a_rank_that_never_bootstraps_is_reported() {
         "{}",
         ran.stderr
     );
-    assert!(ran.elapsed < Duration::from_secs(20), "{:?}", ran.elapsed);
+    assert!(
+        ran.elapsed < Duration::from_secs(20),
+        "{:?}\nstdout:\n{}\nstderr:\n{}",
+        ran.elapsed,
+        ran.stdout,
+        ran.stderr
+    );
 }
 
 /// The job secret: 256 bits as 64 hex digits in every rank's environment,
