@@ -27,6 +27,9 @@ use crate::{
     sys, vars,
 };
 
+/// The longest `bootstrap_timeout` a PE's configuration takes (24 h), in ms.
+const BOOTSTRAP_TIMEOUT_MAX_MS: u128 = 24 * 3600 * 1000;
+
 /// A fresh random job id from `/dev/urandom`.
 ///
 /// # Errors
@@ -438,6 +441,19 @@ impl Job<'_> {
                 .env(vars::TREE_ID, node.tree.to_string())
                 .env(vars::TCP_ADDRS, addrs.join(","));
             netns = Some(file);
+        }
+        // A PE retrying the rendezvous longer than the root waits for it
+        // gains nothing, and one that starts after the root gave up would
+        // retry for its own default (30 s): unless the user set it, a PE
+        // waits as long as the root does.
+        if std::env::var_os(vars::BOOTSTRAP_TIMEOUT).is_none()
+            && !opts.env.iter().any(|(k, _)| k == vars::BOOTSTRAP_TIMEOUT)
+        {
+            let ms = opts
+                .bootstrap_timeout
+                .as_millis()
+                .min(BOOTSTRAP_TIMEOUT_MAX_MS);
+            cmd.env(vars::BOOTSTRAP_TIMEOUT, format!("{ms}ms"));
         }
         cmd.args(&opts.args)
             .envs(opts.env.iter().map(|(k, v)| (k, v)))

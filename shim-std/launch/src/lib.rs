@@ -258,7 +258,12 @@ pub mod vars {
     /// comma-separated (`10.100.0.1,10.101.0.1`).
     pub const TCP_ADDRS: &str = "SWITCHYARD_TCP_ADDRS";
 
-    /// Every variable above: `-x` may not set them.
+    /// The PEs' `bootstrap_timeout`, set to the launcher's
+    /// `--bootstrap-timeout` unless the launcher's environment or `-x` gives
+    /// it (not in [`ALL`]: a user may set it).
+    pub const BOOTSTRAP_TIMEOUT: &str = "SWITCHYARD_BOOTSTRAP_TIMEOUT";
+
+    /// Every variable above but [`BOOTSTRAP_TIMEOUT`]: `-x` may not set them.
     pub const ALL: [&str; 16] = [
         RANK,
         SIZE,
