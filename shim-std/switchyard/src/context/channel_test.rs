@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use switchyard_core::route::PolicyConfig;
 use switchyard_socket::TcpConfig;
 
 use super::{
@@ -78,12 +77,11 @@ fn stream(ctx: &mut Context, capacity: usize, n: u64) {
     ctx.barrier_all().unwrap();
 }
 
-fn tcp_pair(tag: u64) -> Pair {
-    Pair {
-        job: job(tag),
-        routed: false,
-        policy: PolicyConfig::default(),
-        tcp: TcpConfig {
+/// A NEAR TCP pair for the channel tests (no progress thread).
+pub(super) fn tcp_pair(tag: u64) -> Pair {
+    Pair::near(
+        job(tag),
+        TcpConfig {
             listen: vec!["127.0.0.1".parse().unwrap()],
             // No progress thread: a PE's heartbeats go out only while it
             // is in the library, and a loaded test machine may not run it
@@ -92,7 +90,7 @@ fn tcp_pair(tag: u64) -> Pair {
             give_up: Duration::from_secs(20),
             ..TcpConfig::default()
         },
-    }
+    )
 }
 
 #[test]
@@ -324,16 +322,14 @@ fn send_and_receive_allocate_nothing_over_tcp() {
 
 #[test]
 fn a_dead_producer_ends_recv_with_peer_dead_after_the_drain() {
-    let pair = Pair {
-        job: job(0xC4AA),
-        routed: false,
-        policy: PolicyConfig::default(),
-        tcp: TcpConfig {
+    let pair = Pair::near(
+        job(0xC4AA),
+        TcpConfig {
             listen: vec!["127.0.0.1".parse().unwrap()],
             give_up: Duration::from_millis(300),
             ..TcpConfig::default()
         },
-    };
+    );
     pair.run(|mut ctx| match ctx.spsc::<u64>(0, 1, 16).unwrap() {
         Spsc::Producer(mut tx) => {
             tx.send_slice(&mut ctx, &[10, 11, 12]).unwrap();

@@ -5,16 +5,12 @@
 //! across PEs; an end's entry goes when it drops; a full table and
 //! `stats = off` leave ends without entries, and nothing fails.
 
-use std::time::Duration;
-
-use switchyard_core::route::PolicyConfig;
-use switchyard_socket::TcpConfig;
-
 use super::{
     Context,
     broadcast_test::run_trio,
+    channel_test::tcp_pair,
     shm_pair_test::{run_pair, run_pair_with},
-    tcp_pair_test::{Pair, job},
+    tcp_pair_test::job,
 };
 use crate::{
     channel::{Broadcast, ChannelStats, SlowSubscriber, Spsc, TrySendError},
@@ -131,18 +127,7 @@ fn channel_counts_in_the_segment_equal_the_ends_stats_over_shm() {
 
 #[test]
 fn channel_counts_in_the_segment_equal_the_ends_stats_over_tcp() {
-    let pair = Pair {
-        job: job(0xC5A2),
-        routed: false,
-        policy: PolicyConfig::default(),
-        tcp: TcpConfig {
-            listen: vec!["127.0.0.1".parse().unwrap()],
-            // No progress thread (see the channel tests).
-            detection_window: Duration::from_secs(10),
-            give_up: Duration::from_secs(20),
-            ..TcpConfig::default()
-        },
-    };
+    let pair = tcp_pair(0xC5A2);
     pair.run(|mut ctx| {
         counted(&mut ctx, 2_000, false);
         ctx.finalize().unwrap();

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use switchyard_core::route::PolicyConfig;
 use switchyard_socket::TcpConfig;
 
 use super::{
@@ -20,11 +19,9 @@ const WORDS: usize = 7;
 const SLOT: usize = WORDS + 1;
 
 fn pair(tag: u64, data_connections: u8) -> Pair {
-    Pair {
-        job: job(tag),
-        routed: false,
-        policy: PolicyConfig::default(),
-        tcp: TcpConfig {
+    Pair::near(
+        job(tag),
+        TcpConfig {
             listen: vec!["127.0.0.1".parse().unwrap()],
             data_connections,
             // No progress thread: generous detection, so that only the
@@ -33,7 +30,7 @@ fn pair(tag: u64, data_connections: u8) -> Pair {
             give_up: Duration::from_secs(20),
             ..TcpConfig::default()
         },
-    }
+    )
 }
 
 fn message(i: usize) -> [u64; WORDS] {

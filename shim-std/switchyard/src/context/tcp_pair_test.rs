@@ -37,6 +37,17 @@ pub(super) struct Pair {
 type Chans<'a> = (&'a Sender<Vec<SocketAddr>>, &'a Receiver<Vec<SocketAddr>>);
 
 impl Pair {
+    /// A NEAR pair (one switch) of job `job` on the default route policy,
+    /// its TCP driver set as `tcp` (listen addresses, windows).
+    pub(super) fn near(job: u64, tcp: TcpConfig) -> Pair {
+        Pair {
+            job,
+            routed: false,
+            policy: PolicyConfig::default(),
+            tcp,
+        }
+    }
+
     /// PE `me`'s context; its addresses go to the other PE through `tx`,
     /// the other's come through `rx`; `leave` is its exit barrier.
     fn context(

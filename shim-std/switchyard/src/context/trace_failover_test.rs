@@ -11,9 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_core::{
-    route::PolicyConfig, topology::LinkState, trace::TraceRecord, transport::Transport,
-};
+use switchyard_core::{topology::LinkState, trace::TraceRecord, transport::Transport};
 use switchyard_shm::trace_object::{INITIATOR, TraceObject};
 use switchyard_socket::TcpConfig;
 
@@ -49,15 +47,13 @@ fn rail_0_back(ctx: &mut super::Context, peer: u32) {
 
 /// A NEAR pair with two TCP rails over loopback (127.0.0.1 and .2).
 fn two_rails(tag: u64) -> Pair {
-    Pair {
-        job: tcp_pair_test::job(tag),
-        routed: false,
-        policy: PolicyConfig::default(),
-        tcp: TcpConfig {
+    Pair::near(
+        tcp_pair_test::job(tag),
+        TcpConfig {
             listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
             ..TcpConfig::default()
         },
-    }
+    )
 }
 
 #[test]
