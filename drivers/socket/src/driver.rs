@@ -55,8 +55,13 @@ use crate::{
     sys,
 };
 
-/// Handshakes in progress on the accepting side, at most.
+/// Handshakes in progress on the accepting side from strangers (sources
+/// that are no configured peer's rail address), at most.
 const MAX_PENDING: usize = 32;
+/// Handshake slots only connections from a lower-ranked peer's rail address
+/// (where its connects and reconnects come from) may take, beyond what is
+/// free of [`MAX_PENDING`]: a flood from other hosts cannot fill them.
+const RESERVED_PENDING: usize = 16;
 /// Queued events, at most (the oldest is dropped when full).
 const EVENT_CAP: usize = 1024;
 /// The queued events: fixed capacity (boxed: 1024 events are about 40 KiB).
@@ -221,8 +226,13 @@ pub struct SocketDriver {
     /// The listening address of each rail.
     local: heapless::Vec<SocketAddr, MAX_RAILS>,
     peers: Vec<Option<Box<Peer>>>,
-    /// Slots for accepted connections waiting for their `Hello`.
-    pending: [Pending; MAX_PENDING],
+    /// Slots for accepted connections waiting for their `Hello`: strangers
+    /// take at most [`MAX_PENDING`], the rest is kept for the peers' addresses
+    /// (`connection.rs`, `accept`).
+    pending: [Pending; MAX_PENDING + RESERVED_PENDING],
+    /// Per rail, the sorted addresses lower-ranked peers connect from (their
+    /// own address on that rail: connects bind it).
+    known_sources: heapless::Vec<Vec<std::net::IpAddr>, MAX_RAILS>,
 }
 
 impl SocketDriver {
@@ -301,6 +311,7 @@ impl SocketDriver {
             dec: StreamDecoder::new(CONTROL_PAYLOAD),
             deadline: Instant::default(),
             nonce: [0; NONCE_LEN],
+            known: false,
         });
         let handshake_timeout = (cfg.detection_window * 5).max(Duration::from_secs(1));
         let ctx = Ctx {
@@ -335,6 +346,7 @@ impl SocketDriver {
             peers: (0..n).map(|_| None).collect(),
             ctx,
             listeners,
+            known_sources: (0..local.len()).map(|_| Vec::new()).collect(),
             local,
             pending,
         })

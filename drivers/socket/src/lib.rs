@@ -391,8 +391,9 @@ pub enum RefuseReason {
     Garbage,
     /// No `Hello` within the handshake deadline.
     Timeout,
-    /// Too many handshakes in progress: the oldest unauthenticated one was
-    /// closed to make room for a new connection.
+    /// Too many handshakes in progress: the oldest unauthenticated one of
+    /// the same budget (strangers, or a peer's address) was closed to make
+    /// room for a new connection, or the new one was closed.
     Overload,
 }
 

@@ -995,13 +995,15 @@ fn ipv6_loopback_rail_works() {
 }
 
 /// More idle, unauthenticated connections than the accepting side has
-/// handshake slots: the oldest make room (counted as overload), and a real
-/// peer's connections, which answer the challenge at once, still get in.
+/// handshake slots, from the peer's own address (loopback: every PE's): the
+/// oldest make room (counted as overload), and a real peer's connections,
+/// which answer the challenge at once, still get in.
 #[test]
 fn an_idle_flood_does_not_keep_a_peer_out() {
     let mut b = lone_pe1();
     let addr = b.local_addrs()[0];
-    let idle: Vec<TcpStream> = (0..40)
+    // 48 slots (32 for strangers, 16 more for peers' addresses) and 8 over.
+    let idle: Vec<TcpStream> = (0..56)
         .map(|_| TcpStream::connect(addr).expect("connect"))
         .collect();
     pump_until(&mut b, |b| b.stats().refused >= 8);
@@ -1022,6 +1024,94 @@ fn an_idle_flood_does_not_keep_a_peer_out() {
     assert_eq!(s.refused_by[RefuseReason::Overload.index()], overload);
     assert_eq!(s.refused_by.iter().sum::<u64>(), s.refused);
     drop(idle);
+}
+
+/// A blocking TCP connection to `to` from `from` (any port): a host other
+/// than the peers' (127.0.0.2 is loopback too, but no peer's address).
+fn connect_from(from: std::net::Ipv4Addr, to: std::net::SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let std::net::SocketAddr::V4(to) = to else {
+        panic!("an IPv4 listener")
+    };
+    let sin = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor this function owns, with
+    // addresses that live on the stack for each call.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket");
+        let stream = TcpStream::from_raw_fd(fd);
+        let me = sin(from, 0);
+        let rc = libc::bind(fd, (&raw const me).cast(), len);
+        assert_eq!(rc, 0, "bind {from}: {}", std::io::Error::last_os_error());
+        let peer = sin(*to.ip(), to.port());
+        let rc = libc::connect(fd, (&raw const peer).cast(), len);
+        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
+        stream
+    }
+}
+
+/// A flood of idle connections from a host that is no peer's spends only
+/// the strangers' handshake budget: a peer's connections, accepted before
+/// the flood and answering only after it cycled through every slot, are
+/// not closed, and the link comes up.
+#[test]
+fn a_flood_from_another_host_cannot_close_a_peers_handshake() {
+    let mut b = lone_pe1();
+    let addr = b.local_addrs()[0];
+    // PE 0 (from 127.0.0.1, its address on the rail) connects and reads its
+    // challenges, but holds its answer.
+    let mut conns: Vec<(TcpStream, [u8; 16])> = (0..2)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            let challenge = read_challenge(&mut s, &mut b);
+            (s, challenge)
+        })
+        .collect();
+    // 80 idle strangers: the 32 slots of their budget turn over twice.
+    let stranger: std::net::Ipv4Addr = [127, 0, 0, 2].into();
+    let flood: Vec<TcpStream> = (0..80).map(|_| connect_from(stranger, addr)).collect();
+    pump_until(&mut b, |b| b.stats().refused >= 48);
+    let mut overload = Vec::new();
+    while let Some(e) = b.poll_event() {
+        if let Event::Refused {
+            addr,
+            why: RefuseReason::Overload,
+        } = e
+        {
+            overload.push(addr);
+        }
+    }
+    assert_eq!(overload.len(), 48, "{overload:?}");
+    assert!(
+        overload.iter().all(|a| a.ip() == stranger),
+        "only strangers were closed: {overload:?}"
+    );
+    // Now PE 0 answers: its connections were kept, and the link comes up.
+    for (c, (s, challenge)) in conns.iter_mut().enumerate() {
+        let h = Hello {
+            nonce: [c as u8 + 1; 16],
+            src: 0,
+            dst: 1,
+            rail: 0,
+            conn: c as u8,
+            n_conns: 2,
+            features: 0,
+            heap_len: 4096,
+            ..Hello::default()
+        }
+        .seal(&KEY, Role::Connect, JOB, challenge);
+        s.write_all(&h.frame()).expect("hello");
+    }
+    pump_until(&mut b, |b| b.rail(0).state(0) == LinkState::Up);
+    drop(flood);
 }
 
 /// A `PutSignal` payload: `data`, then the signal word's offset and value.

@@ -29,7 +29,7 @@ use switchyard_core::{
 };
 
 use super::{
-    ATOMIC_CACHE, CONTROL_PAYLOAD, Ctx, SocketDriver,
+    ATOMIC_CACHE, CONTROL_PAYLOAD, Ctx, MAX_PENDING, SocketDriver,
     progress::SLOW_EVERY,
     recovery::{self, RAMP_START},
     send::{OutBuf, Resume, flush_conn, kick},
@@ -183,6 +183,8 @@ pub(super) struct Pending {
     pub(super) deadline: Instant,
     /// The nonce of the challenge sent on it.
     pub(super) nonce: [u8; NONCE_LEN],
+    /// It came from a lower-ranked peer's address on its rail.
+    pub(super) known: bool,
 }
 
 /// Why a rail goes down.
@@ -217,6 +219,14 @@ impl SocketDriver {
                 count: addrs.len(),
                 max: MAX_RAILS,
             });
+        }
+        if pe < self.ctx.me {
+            // Where its connects come from (they bind its own rail address).
+            for (known, a) in self.known_sources.iter_mut().zip(addrs) {
+                if let Err(at) = known.binary_search(&a.ip()) {
+                    known.insert(at, a.ip());
+                }
+            }
         }
         let rails = self.rails();
         if let Some(p) = &mut self.peers[pe as usize] {
@@ -372,24 +382,11 @@ impl SocketDriver {
                 if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
                     continue;
                 }
-                // Every slot busy: the oldest unauthenticated connection
-                // makes room. A flood of idle connections then cannot keep a
-                // peer's reconnect out: it answers the challenge at once,
-                // before the flood has cycled through every slot.
-                if self.pending.iter().all(|p| p.sock.is_some()) {
-                    let oldest = self
-                        .pending
-                        .iter_mut()
-                        .min_by_key(|p| p.deadline.nanos)
-                        .and_then(|p| {
-                            p.sock = None;
-                            p.addr.take()
-                        });
-                    if let Some(old) = oldest {
-                        count_refusal(&mut self.ctx, old, RefuseReason::Overload);
-                    }
-                }
-                let Some(slot) = self.pending.iter_mut().find(|p| p.sock.is_none()) else {
+                let known = self
+                    .known_sources
+                    .get(rail)
+                    .is_some_and(|k| k.binary_search(&addr.ip()).is_ok());
+                let Some(slot) = slot_for(&mut self.pending, &mut self.ctx, known, addr) else {
                     continue;
                 };
                 // The challenge first: a fresh socket's buffer takes it whole.
@@ -399,7 +396,9 @@ impl SocketDriver {
                 {
                     continue;
                 }
+                let slot = &mut self.pending[slot];
                 slot.nonce = nonce;
+                slot.known = known;
                 let _ = self.ctx.epoll.add(s.as_raw_fd());
                 slot.sock = Some(s);
                 slot.addr = Some(addr);
@@ -497,6 +496,51 @@ impl SocketDriver {
     fn refuse(&mut self, addr: SocketAddr, why: RefuseReason) {
         count_refusal(&mut self.ctx, addr, why);
     }
+}
+
+/// A handshake slot for a connection accepted from `addr`, `known` when
+/// that is a lower-ranked peer's address on the rail. Two budgets:
+/// strangers hold at most [`MAX_PENDING`] slots, and a stranger with its
+/// budget spent closes the oldest stranger's connection; a known source
+/// takes any free slot, else closes the oldest known source's. A flood
+/// from other hosts thus never closes a peer's reconnect, nor keeps it
+/// from a slot (a flood from a peer's own address, as from loopback
+/// when all PEs share it, competes with it, oldest closed first, and a
+/// peer answers its challenge at once). `None`: no slot (the new
+/// connection is refused). Closed connections count as overload.
+fn slot_for(
+    pending: &mut [Pending],
+    ctx: &mut Ctx,
+    known: bool,
+    addr: SocketAddr,
+) -> Option<usize> {
+    let strangers = pending
+        .iter()
+        .filter(|p| p.sock.is_some() && !p.known)
+        .count();
+    let free = pending.iter().position(|p| p.sock.is_none());
+    if let Some(i) = free
+        && (known || strangers < MAX_PENDING)
+    {
+        return Some(i);
+    }
+    // Close the oldest connection of the same budget.
+    let oldest = pending
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.sock.is_some() && p.known == known)
+        .min_by_key(|(_, p)| p.deadline.nanos)
+        .map(|(i, _)| i);
+    let Some(i) = oldest else {
+        count_refusal(ctx, addr, RefuseReason::Overload);
+        return None;
+    };
+    let pd = &mut pending[i];
+    pd.sock = None;
+    if let Some(old) = pd.addr.take() {
+        count_refusal(ctx, old, RefuseReason::Overload);
+    }
+    Some(i)
 }
 
 /// Counts a refused connection, by reason, and reports it.
