@@ -52,8 +52,10 @@ pub(crate) unsafe fn put<T: Plain>(
         if unsafe { moved_in_place(ctx, pe, dest, source, n) } {
             return;
         }
-        // SAFETY: the caller's contract for `source`.
-        let s = unsafe { cbuf::src(call, "source", source, n) };
+        // SAFETY: `source` checked above (non-null, aligned, `n` elements
+        // in the address space; `n > 0`) and readable (the caller's
+        // contract).
+        let s = unsafe { core::slice::from_raw_parts(source, n) };
         state::ok(call, ctx.put(&d, 0, s, pe));
     })
 }

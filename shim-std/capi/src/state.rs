@@ -74,7 +74,7 @@ static GLOBAL: Global = Global {
 /// calls back into the library does not report a second one.
 static DYING: AtomicBool = AtomicBool::new(false);
 
-#[inline]
+#[inline(always)]
 fn hold(call: &'static str) -> Held {
     match guard::enter() {
         Ok(h) => h,
@@ -109,7 +109,11 @@ fn slot() -> &'static mut Option<Context> {
 }
 
 /// Runs `f` on the context. Ends the job when the library is not initialized.
-#[inline]
+///
+/// Always inlined: each instance serves one closure, so inlining it into its
+/// entry point only removes a call, its register saves and the moving of
+/// the arguments (about 30 instructions of an 8-byte `shmem_putmem`).
+#[inline(always)]
 pub fn with<R>(call: &'static str, f: impl FnOnce(&mut Context) -> R) -> R {
     let _held = hold(call);
     match slot() {
@@ -348,7 +352,7 @@ pub fn try_sym<T: Plain>(
 /// The handle for `count` elements of `T` at `ptr` when they lie inside one
 /// of the blocks looked up last and are aligned: the common case, a few
 /// compares. `None` sends the caller to the full check.
-#[inline]
+#[inline(always)]
 fn remembered<T: Plain>(ctx: &Context, ptr: *const c_void, count: usize) -> Option<Sym<T>> {
     let bytes = count.checked_mul(core::mem::size_of::<T>())? as u64;
     // An address below the heap wraps to an offset no block holds.

@@ -18,6 +18,9 @@ const EMPTY: (u64, u64) = (u64::MAX, 0);
 pub(super) struct Blocks {
     ways: [Cell<(u64, u64)>; WAYS],
     next: Cell<usize>,
+    /// The way that held the last range found: looked at first (a stream
+    /// of puts to one block costs one compare pair).
+    last: Cell<usize>,
 }
 
 impl Blocks {
@@ -26,16 +29,32 @@ impl Blocks {
         Blocks {
             ways: [const { Cell::new(EMPTY) }; WAYS],
             next: Cell::new(0),
+            last: Cell::new(0),
         }
     }
 
     /// Whether the bytes `off..end` lie inside one remembered block.
-    #[inline]
+    #[inline(always)]
     pub(super) fn holds(&self, off: u64, end: u64) -> bool {
-        self.ways.iter().any(|w| {
+        let inside = |w: usize| {
+            let (s, e) = self.ways[w % WAYS].get();
+            (s <= off) & (end <= e)
+        };
+        inside(self.last.get()) || self.holds_other(off, end)
+    }
+
+    /// [`holds`](Self::holds) past the last way found: the rest, in order,
+    /// remembering the way that holds the range.
+    #[inline(never)]
+    fn holds_other(&self, off: u64, end: u64) -> bool {
+        let found = self.ways.iter().position(|w| {
             let (s, e) = w.get();
             s <= off && end <= e
-        })
+        });
+        if let Some(w) = found {
+            self.last.set(w);
+        }
+        found.is_some()
     }
 
     /// Remembers the block of `len` bytes at `start`, in place of the
