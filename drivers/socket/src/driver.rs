@@ -48,7 +48,8 @@ use self::{
     tickets::{ATOMIC_SLOTS, AtomicSlot, Gets, SlotState},
 };
 use crate::{
-    Backlog, CrcPolicy, Event, MAX_RAILS, PeerRailStats, Result, SocketError, SocketStats, TcpConfig,
+    Backlog, CrcPolicy, Event, MAX_RAILS, PeerRailStats, Result, SocketError, SocketStats,
+    TcpConfig,
     decode::StreamDecoder,
     handshake::{FEATURE_COMPACT, Hello, NONCE_LEN, Nonces},
     heap::Heap,

@@ -351,7 +351,10 @@ fn a_cut_rails_replays_count_against_the_peer_and_the_rail_that_sent_them() {
     // frames went out again on.
     let bst = b.stats();
     let bper = b.peer_stats(0);
-    assert_eq!(bper[1].duplicates_dropped, bst.duplicates_dropped, "{bper:?}");
+    assert_eq!(
+        bper[1].duplicates_dropped, bst.duplicates_dropped,
+        "{bper:?}"
+    );
     assert_eq!(bper[0].duplicates_dropped, 0, "{bper:?}");
 }
 

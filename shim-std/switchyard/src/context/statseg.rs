@@ -22,8 +22,9 @@
 //! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts` only
 //! from the first context, so the sum counts it once); and from the first
 //! context only, the shared part: the socket and verbs drivers' own
-//! counters, and
-//! each (peer, transport)'s health, load, route and dead bits. While the
+//! counters, the socket driver's replays, dedup drops and CRC failures per
+//! (peer, rail), and each (peer, transport)'s health, load, route and dead
+//! bits. While the
 //! TCP progress thread runs it publishes the shared part too ([`Publisher`]),
 //! so an idle PE's state stays current.
 //!
@@ -269,14 +270,13 @@ impl Context {
         if !self.sx.owner || self.sx.seg.is_none() {
             return;
         }
-        // Taking the driver also makes this the one publisher of the shared
-        // part while it holds it (the progress thread is the other).
-        let tcp = self.tcp.as_mut().map(|t| progress::Tcp::get(t).stats());
         let verbs = self.verbs_counters();
         let Some(slot) = &self.sx.seg else { return };
         let seg = slot.segment();
-        if let Some(s) = tcp {
-            seg.set_wide(super::TCP.index(), &tcp_wide(&s));
+        // Taking the driver also makes this the one publisher of the shared
+        // part while it holds it (the progress thread is the other).
+        if let Some(t) = self.tcp.as_mut() {
+            publish_tcp(seg, progress::Tcp::get(t), self.n_pes);
         }
         if let Some(v) = verbs {
             seg.set_wide(super::VERBS.index(), &v);
@@ -313,7 +313,7 @@ impl Publisher {
             return;
         }
         self.next = now + PUBLISH_NS;
-        self.seg.set_wide(super::TCP.index(), &tcp_wide(&d.stats()));
+        publish_tcp(&self.seg, d, self.n_pes);
         publish_state(&self.seg, &mut self.sel, &self.topo, self.n_pes, |_| None);
         self.seg.published();
     }
@@ -340,6 +340,21 @@ impl Context {
             n_pes: self.n_pes,
             next: 0,
         });
+    }
+}
+
+/// Publishes the socket driver's counters: its wide block (on `tcp0`) and
+/// each (peer, `tcp<rail>`)'s replays, dedup drops and CRC failures.
+fn publish_tcp(seg: &StatsSegment, d: &switchyard_socket::SocketDriver, n_pes: u32) {
+    seg.set_wide(super::TCP.index(), &tcp_wide(&d.stats()));
+    for pe in 0..n_pes {
+        for (r, c) in d.peer_stats(pe).iter().enumerate() {
+            seg.set_peer_counts(
+                super::TCP.index() + r,
+                pe,
+                [c.replayed, c.duplicates_dropped, c.bad_frames],
+            );
+        }
     }
 }
 
