@@ -45,7 +45,7 @@ use switchyard_core::{
 use super::{Context, N_TRANSPORTS, progress, tid};
 use crate::statseg::{
     ChannelEntry, ChannelInfo, PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE,
-    StatsSegment, StatsSlot,
+    ShmCounts, StatsSegment, StatsSlot,
 };
 
 /// How often the progress path publishes the slow-changing state.
@@ -56,8 +56,12 @@ pub const PUBLISH_NS: u64 = 100_000_000;
 #[derive(Debug, Default)]
 pub(super) struct Hook {
     /// This context's slot of the segment (`None` with `stats = off`, when
-    /// the segment could not be made, or all its slots are taken).
+    /// the segment could not be made, or all its slots are taken). Set
+    /// once, in [`Hook::on`], and kept until the hook drops.
     seg: Option<StatsSlot>,
+    /// The slot's (peer, shm) words, for the shm leg (no rows without a
+    /// slot): valid while `seg` holds the slot, i.e. the hook's life.
+    shm: ShmCounts,
     /// Whether this context publishes the shared part (the PE's first).
     pub(super) owner: bool,
     /// The slot's operation counts per transport when this context took
@@ -78,6 +82,9 @@ impl Hook {
         let seg = seg.and_then(StatsSegment::slot);
         Hook {
             ops_base: seg.as_ref().map_or([0; _], StatsSlot::ops_by_transport),
+            shm: seg
+                .as_ref()
+                .map_or_else(ShmCounts::default, StatsSlot::shm_counts),
             seg,
             ..Hook::default()
         }
@@ -148,6 +155,25 @@ impl Context {
                 }
             }
             None => self.stats.ops[t] += 1,
+        }
+    }
+
+    /// [`Context::sx_done`] for the shm leg: a shared-memory route that is
+    /// not a downgrade ([`Context::leg_open`]), so the transport is a
+    /// constant and no downgrade is tested.
+    /// One compare tells both whether there is a slot and whether `pe` has
+    /// a row in it ([`ShmCounts`]); without a slot the operation is
+    /// counted in process memory, as [`Context::sx_done`] does.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(super) fn sx_done_shm(&mut self, pe: u32, len: u64) {
+        // SAFETY: `sx.shm` came from the slot in `sx.seg`, which the hook
+        // holds from `Hook::on` until it drops (without one it has no rows
+        // and touches nothing).
+        if !unsafe { self.sx.shm.op(pe, len) } {
+            // No slot (a `pe` out of range has none either: the selection
+            // that routed it to shared memory checked it).
+            self.stats.ops[super::SHM.index()] += 1;
         }
     }
 

@@ -692,8 +692,10 @@ impl StatsSlot {
     /// The fast path: two plain single-writer words, outside the block's
     /// sequence word (each is atomic on its own; a snapshot may show an
     /// operation's count a moment before its bytes), so that the per-put
-    /// cost is two compares, two loads and two stores; the block's other
-    /// words change rarely and keep the seqlock.
+    /// cost is two compares and two adds to memory (a Relaxed load and
+    /// store that the compiler folds into one `add` on x86-64; the shm leg
+    /// uses [`ShmCounts`], one compare); the block's other words change
+    /// rarely and keep the seqlock.
     #[inline(always)]
     #[allow(unsafe_code)]
     pub fn op(&self, t: usize, pe: u32, bytes: u64) {
@@ -715,6 +717,15 @@ impl StatsSlot {
             };
             add(ops, 1);
             add(b, bytes);
+        }
+    }
+
+    /// The slot's (peer, shared memory) ops and bytes words, for the shm
+    /// leg's count ([`ShmCounts::op`]).
+    pub(crate) fn shm_counts(&self) -> ShmCounts {
+        ShmCounts {
+            row0: self.peers,
+            rows: self.n_pes,
         }
     }
 
@@ -767,6 +778,67 @@ impl StatsSlot {
             }
             add(&h[4 + bucket(ticks)], 1);
         });
+    }
+}
+
+/// A slot's (peer, shared memory) ops and bytes words, where the shm leg
+/// counts: one compare (the peer against the rows, 0 without a slot, so
+/// that the same compare tells whether there is a slot) and two adds, as
+/// [`StatsSlot::op`] with the transport a constant. Only valid while the
+/// slot it came from ([`StatsSlot::shm_counts`]) lives.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShmCounts {
+    /// The slot's peer block of (PE 0, shared memory).
+    row0: *const AtomicU64,
+    /// PEs in the job; 0 for none (no slot).
+    rows: u32,
+}
+
+impl Default for ShmCounts {
+    fn default() -> ShmCounts {
+        ShmCounts {
+            row0: std::ptr::null(),
+            rows: 0,
+        }
+    }
+}
+
+// SAFETY: `row0` points into a slot's shared mapping (or is null with no
+// rows); every access through it is an atomic load or store, as through
+// `StatsSlot::peers`.
+#[allow(unsafe_code)]
+unsafe impl Send for ShmCounts {}
+
+impl ShmCounts {
+    /// One operation of `bytes` to `pe` over shared memory, counted when
+    /// `pe` has a row: `false` (nothing counted) without a slot (or for a
+    /// `pe` out of range).
+    ///
+    /// # Safety
+    ///
+    /// The slot these came from still lives (its mapping is kept).
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn op(&self, pe: u32, bytes: u64) -> bool {
+        if pe >= self.rows {
+            return false;
+        }
+        let at = pe as usize * N_TRANSPORTS * BLOCK_WORDS;
+        // SAFETY: with rows, `row0` is a live slot's first peer block (the
+        // caller's contract), followed by `rows * N_TRANSPORTS` blocks of
+        // `BLOCK_WORDS` words inside the mapping (`StatsSlot::op`'s
+        // reasoning, with `t` = 0): both words are in it, and every access
+        // is atomic.
+        let (ops, b) = unsafe {
+            let w = self.row0.add(at);
+            (
+                &*w.add(PeerWord::Ops as usize),
+                &*w.add(PeerWord::Bytes as usize),
+            )
+        };
+        add(ops, 1);
+        add(b, bytes);
+        true
     }
 }
 
