@@ -694,7 +694,7 @@ impl StatsSlot {
     /// operation's count a moment before its bytes), so that the per-put
     /// cost is two compares and two adds to memory (a Relaxed load and
     /// store that the compiler folds into one `add` on x86-64; the shm leg
-    /// uses [`ShmCounts`], one compare); the block's other words change
+    /// uses `ShmCounts`, one compare); the block's other words change
     /// rarely and keep the seqlock.
     #[inline(always)]
     #[allow(unsafe_code)]
