@@ -48,7 +48,8 @@ use self::{
     tickets::{ATOMIC_SLOTS, AtomicSlot, Gets, SlotState},
 };
 use crate::{
-    Backlog, CrcPolicy, Event, MAX_RAILS, Result, SocketError, SocketStats, TcpConfig,
+    Backlog, CrcPolicy, Event, MAX_RAILS, PeerRailStats, Result, SocketError, SocketStats,
+    TcpConfig,
     decode::StreamDecoder,
     handshake::{FEATURE_COMPACT, Hello, NONCE_LEN, Nonces},
     heap::Heap,
@@ -412,6 +413,16 @@ impl SocketDriver {
     /// The counters.
     pub fn stats(&self) -> SocketStats {
         self.ctx.stats
+    }
+
+    /// The counters of (`pe`, each rail): replays, duplicates dropped and
+    /// connections cut for a malformed frame, by rail index (zero for a
+    /// peer not declared, this PE, or a rail the driver does not have).
+    pub fn peer_stats(&self, pe: u32) -> [PeerRailStats; MAX_RAILS] {
+        match self.peers.get(pe as usize).and_then(|p| p.as_deref()) {
+            Some(p) => p.st.counts,
+            None => [PeerRailStats::default(); MAX_RAILS],
+        }
     }
 
     /// `Up` if any rail to `pe` is up, `Error` once given up on, else `Down`.

@@ -501,6 +501,24 @@ pub struct SocketStats {
     pub ramp_waits: u64,
 }
 
+/// Counters of one (peer, rail) ([`SocketDriver::peer_stats`]): the part of
+/// [`SocketStats`]' replays, duplicates and bad frames that one rail's
+/// connections to one peer saw. A frame cut before the handshake named
+/// its peer (an accepted connection still pending) counts only in
+/// [`SocketStats::bad_frames`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeerRailStats {
+    /// Frames sent again on this rail after a failure (reconnect or
+    /// failover; [`SocketStats::replayed`]).
+    pub replayed: u64,
+    /// Frames received again on this rail and dropped
+    /// ([`SocketStats::duplicates_dropped`]).
+    pub duplicates_dropped: u64,
+    /// Connections of this rail cut for a malformed frame (CRC or header
+    /// check; [`SocketStats::bad_frames`]).
+    pub bad_frames: u64,
+}
+
 /// What one rail holds toward one peer and has not completed
 /// ([`SocketDriver::backlog`]): the load a rail reports for the load
 /// watermark, against [`SocketDriver::backlog_capacity`].

@@ -18,7 +18,7 @@ use switchyard_core::{
     wire::{AtomicKind, FrameOp, FrameSignal, HEADER_LEN, HeaderFields, encode, flags},
 };
 use switchyard_socket::{
-    Backlog, Event, JobKey, RefuseReason, SocketDriver, SocketError, TcpConfig,
+    Backlog, Event, JobKey, PeerRailStats, RefuseReason, SocketDriver, SocketError, TcpConfig,
     handshake::{CHALLENGE_LEN, Hello, Role, decode_challenge},
 };
 
@@ -309,6 +309,53 @@ fn non_blocking_gets_queued_behind_a_send_go_out_gathered() {
         assert_eq!(heap_u64(&a, 4096 + i * 8), i + 1, "slot {i}");
     }
     drop(pe1.finish());
+}
+
+#[test]
+fn a_cut_rails_replays_count_against_the_peer_and_the_rail_that_sent_them() {
+    // Big frames on rail 0 and a paused target: frames are in flight when
+    // rail 0 is cut, move to rail 1 and go out again there.
+    let heap = 8u64 << 20;
+    let cfg = |me| TcpConfig {
+        window: 16 << 20,
+        max_frame_payload: 1 << 20,
+        ..config(me, 2)
+    };
+    let (mut a, pe1) = pair(cfg(0), cfg(1), heap);
+    assert_eq!(a.rails(), 2);
+    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 + 3) as u8).collect();
+    pe1.pause.store(true, Ordering::Relaxed);
+    let mut sent = 0;
+    for k in 0..16u64 {
+        match a.rail(0).put(1, (k % 8) << 20, &chunk, CX) {
+            Ok(()) => sent += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+                break;
+            }
+        }
+    }
+    assert!(sent > 0);
+    a.debug_cut(1, 0);
+    pe1.pause.store(false, Ordering::Relaxed);
+    quiet(&mut a, Duration::from_secs(20));
+    let st = a.stats();
+    let per = a.peer_stats(1);
+    assert!(st.replayed > 0 && st.rail_failovers > 0, "{st:?}");
+    assert_eq!(per[1].replayed, st.replayed, "{per:?} {st:?}");
+    assert_eq!(per[0].replayed, 0, "{per:?}");
+    assert_eq!(a.peer_stats(0), [PeerRailStats::default(); 4], "this PE");
+    assert_eq!(per.iter().map(|c| c.bad_frames).sum::<u64>(), 0);
+    let b = pe1.finish();
+    // What PE 1 dropped as duplicates came from PE 0, on the rail the
+    // frames went out again on.
+    let bst = b.stats();
+    let bper = b.peer_stats(0);
+    assert_eq!(
+        bper[1].duplicates_dropped, bst.duplicates_dropped,
+        "{bper:?}"
+    );
+    assert_eq!(bper[0].duplicates_dropped, 0, "{bper:?}");
 }
 
 #[test]
@@ -879,6 +926,11 @@ fn duplicates_are_dropped_and_replayed_atomics_answered_once() {
         );
     }
     assert_eq!(b.stats().duplicates_dropped, 1);
+    // Counted against PE 0's rail 0 too (the put; the atomic was answered).
+    let per = b.peer_stats(0);
+    assert_eq!(per[0].duplicates_dropped, 1, "{per:?}");
+    assert_eq!(per[0].replayed + per[0].bad_frames, 0, "{per:?}");
+    assert_eq!(per[1], PeerRailStats::default(), "{per:?}");
 }
 
 #[test]
@@ -890,6 +942,8 @@ fn malformed_frame_is_never_applied_and_cuts_the_connection() {
     data.write_all(&bad).expect("bad put");
     pump_until(&mut b, |b| b.stats().bad_frames >= 1);
     assert_eq!(heap_u64(&b, 0), 0, "a bad frame was applied");
+    // Cut after the handshake named PE 0: counted against it and rail 0.
+    assert_eq!(b.peer_stats(0)[0].bad_frames, b.stats().bad_frames);
     assert_eq!(b.rail(0).state(0), LinkState::Down);
     data.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard::statseg::{self, PeerWord, Reader, Snapshot};
+use switchyard::statseg::{self, PeerWord, Reader, SharedWord, Snapshot};
 use switchyard_shm::SHM_DIR;
 
 use crate::{Output, values};
@@ -23,8 +23,10 @@ Shows the counters of the switchyard jobs running on this machine, read from
 each PE's stats segment (/dev/shm/switchyard-<JOB>-stats-<RANK>, kept unless
 the job sets stats = off) while the job runs: per PE and per (peer, transport)
 operations, bytes and their rates since the last refresh, retries, errors,
-reroutes, failovers, downgrades, link transitions, the current route and the
-health (H), load (L) and dead (D) bits of each transport, the latency
+reroutes, failovers, downgrades, link transitions, the TCP driver's replays,
+duplicate frames dropped and connections cut for a bad frame (CRC) per peer and
+rail, the current route and the health (H), load (L) and dead (D) bits of each
+transport, the latency
 percentiles of the sampled operations, and per channel end (SPSC producer or
 consumer, broadcast publisher or subscriber, numbered as the job made them)
 messages sent and received with their rates, full rings and messages lost. Without --once, --json or
@@ -244,7 +246,7 @@ pub fn screen(
         }
         let _ = writeln!(
             o,
-            "\n{:>5} {:>5} {:<7} {:>12} {:>8} {:>12} {:>9} {:>7} {:>6} {:>7} {:>7} {:>5} {:<5}",
+            "\n{:>5} {:>5} {:<7} {:>12} {:>8} {:>12} {:>9} {:>7} {:>6} {:>7} {:>7} {:>5} {:>7} {:>6} {:>5} {:<5}",
             "PE",
             "peer",
             "via",
@@ -257,12 +259,16 @@ pub fn screen(
             "failovr",
             "downgr",
             "links",
+            "replays",
+            "dedup",
+            "crc",
             "state"
         );
         for s in pes {
             let o_s = old(s.header.rank);
             for p in &s.peers {
                 let c = |w: PeerWord| p.counters.get(w.name()).copied().unwrap_or(0);
+                let shared = |w: SharedWord| p.counters.get(w.name()).copied().unwrap_or(0);
                 let prior = |w: PeerWord| {
                     o_s.and_then(|q| {
                         q.peers
@@ -279,7 +285,7 @@ pub fn screen(
                 let via = format!("{}{}", p.transport, if p.route { "*" } else { "" });
                 let _ = writeln!(
                     o,
-                    "{:>5} {:>5} {:<7} {:>12} {:>8} {:>12} {:>9} {:>7} {:>6} {:>7} {:>7} {:>5} {:<5}",
+                    "{:>5} {:>5} {:<7} {:>12} {:>8} {:>12} {:>9} {:>7} {:>6} {:>7} {:>7} {:>5} {:>7} {:>6} {:>5} {:<5}",
                     s.header.rank,
                     p.peer,
                     via,
@@ -292,6 +298,9 @@ pub fn screen(
                     c(PeerWord::Failovers),
                     c(PeerWord::Downgrades),
                     c(PeerWord::LinkTransitions),
+                    shared(SharedWord::Replays),
+                    shared(SharedWord::DedupDrops),
+                    shared(SharedWord::CrcFailures),
                     state,
                 );
             }

@@ -35,7 +35,7 @@ use super::{
     send::{OutBuf, Resume, flush_conn, kick},
 };
 use crate::{
-    Event, MAX_DATA_CONNECTIONS, MAX_RAILS, RefuseReason, Result, SocketError,
+    Event, MAX_DATA_CONNECTIONS, MAX_RAILS, PeerRailStats, RefuseReason, Result, SocketError,
     backoff::Backoff,
     decode::StreamDecoder,
     dedup::DedupWindow,
@@ -158,6 +158,9 @@ pub(super) struct PeerState {
     pub(super) down_since: Option<Instant>,
     pub(super) refused_streak: u8,
     pub(super) closed_by_peer: bool,
+    /// Replays, duplicates dropped and bad frames, per rail (plain adds
+    /// where the driver-wide counters are counted).
+    pub(super) counts: [PeerRailStats; MAX_RAILS],
 }
 
 #[derive(Debug)]
@@ -291,6 +294,7 @@ impl SocketDriver {
             down_since: None,
             refused_streak: 0,
             closed_by_peer: false,
+            counts: [PeerRailStats::default(); MAX_RAILS],
         };
         self.peers[pe as usize] = Some(Box::new(Peer {
             rails: rail_links,
@@ -658,6 +662,7 @@ pub(super) fn conn_failed(ctx: &mut Ctx, p: &mut Peer, r: usize, why: Down) {
     if p.rails[r].connecting {
         if why == Down::BadFrame {
             ctx.stats.bad_frames += 1;
+            p.st.counts[r].bad_frames += 1;
         }
         attempt_failed(ctx, p, r, false);
     } else {
@@ -795,6 +800,7 @@ pub(super) fn rail_down(ctx: &mut Ctx, p: &mut Peer, rail: usize, why: Down) {
     p.st.ring.release();
     if why == Down::BadFrame {
         ctx.stats.bad_frames += 1;
+        p.st.counts[rail].bad_frames += 1;
     }
     if why == Down::Closed {
         p.st.closed_by_peer = true;

@@ -321,6 +321,7 @@ fn handle_frame(
         FrameOp::Put => {
             if seen == Seen::Duplicate {
                 ctx.stats.duplicates_dropped += 1;
+                st.counts[rail].duplicates_dropped += 1;
                 return Verdict::Done;
             }
             ctx.heap.write(range.start, f.payload());
@@ -328,6 +329,7 @@ fn handle_frame(
         FrameOp::PutSignal => {
             if seen == Seen::Duplicate {
                 ctx.stats.duplicates_dropped += 1;
+                st.counts[rail].duplicates_dropped += 1;
                 return Verdict::Done;
             }
             let Some(s) = signal else {
@@ -390,6 +392,7 @@ fn handle_frame(
                     }
                 } else {
                     ctx.stats.duplicates_dropped += 1;
+                    st.counts[rail].duplicates_dropped += 1;
                 }
                 return Verdict::Done;
             }

@@ -648,6 +648,7 @@ pub(super) fn flush_conn(
             // From its first byte on the wire, a later send is a replay.
             if e.ever_sent {
                 ctx.stats.replayed += 1;
+                st.counts[rail].replayed += 1;
             }
             e.ever_sent = true;
             let total = e.stored

@@ -8,8 +8,10 @@
 //! watermark (`load.rs`).
 //!
 //! **The shm leg.** Put, get and the atomics select in line, then, when the
-//! route is shared memory and nothing is pending (`Context::leg_open`: no
-//! load yield possible, no verbs hold on the peer; shared memory has no
+//! route is shared memory, not a downgrade, and nothing is pending
+//! (`Context::leg_open`: no load yield possible, no verbs hold on the peer;
+//! a downgraded route, rare on shared memory, takes the generic loop, which
+//! counts the downgrade, so the leg tests no downgrade; shared memory has no
 //! ordering kind and no load bit), run the shm driver's leg (`put_leg`,
 //! `get_leg`, `atomic_leg`): one bounds check against the driver's cached
 //! (base, heap length) of the peer's live mapping, and the store, load or
@@ -195,21 +197,24 @@ impl Context {
     }
 
     /// Whether the shm leg may run an operation routed `r` toward `pe`:
-    /// the route is shared memory and nothing is pending that the generic
-    /// loop would act on first (a load yield needs a downgraded route and a
-    /// loaded pair; a verbs hold on `pe`). Shared memory has no ordering
-    /// kind (`order::kind` is 0), no load bit and nothing to give back at
-    /// `leave`. The flags are or-ed, so the leg is one branch.
+    /// the route is shared memory, not downgraded, and nothing is pending
+    /// that the generic loop would act on first (a verbs hold on `pe`; a
+    /// load yield needs a downgraded route). A downgraded route goes to the
+    /// generic loop, which counts the downgrade: the leg counts none. Shared
+    /// memory has no ordering kind (`order::kind` is 0), no load bit and
+    /// nothing to give back at `leave`. The flags are or-ed, so the leg is
+    /// one branch.
     #[inline(always)]
     pub(super) fn leg_open(&self, pe: u32, r: &Route) -> bool {
-        (r.transport == SHM) & !(r.downgraded & self.load.any()) & !self.verbs_holds(pe)
+        (r.transport == SHM) & !r.downgraded & !self.verbs_holds(pe)
     }
 
-    /// What follows an operation the shm leg completed: counted, and its
-    /// decision traced, as the generic loop does.
+    /// What follows an operation the shm leg completed (on shared memory,
+    /// not downgraded: [`Context::leg_open`]): counted, and its decision
+    /// traced, as the generic loop does.
     #[inline(always)]
     pub(super) fn leg_done(&mut self, pe: u32, len: u64, frame: FrameOp, route: &Route) {
-        self.sx_done(pe, len, route);
+        self.sx_done_shm(pe, len);
         self.trace_route(pe, len, frame, route, false);
     }
 

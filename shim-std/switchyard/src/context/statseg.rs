@@ -22,8 +22,9 @@
 //! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts` only
 //! from the first context, so the sum counts it once); and from the first
 //! context only, the shared part: the socket and verbs drivers' own
-//! counters, and
-//! each (peer, transport)'s health, load, route and dead bits. While the
+//! counters, the socket driver's replays, dedup drops and CRC failures per
+//! (peer, rail), and each (peer, transport)'s health, load, route and dead
+//! bits. While the
 //! TCP progress thread runs it publishes the shared part too ([`Publisher`]),
 //! so an idle PE's state stays current.
 //!
@@ -44,7 +45,7 @@ use switchyard_core::{
 use super::{Context, N_TRANSPORTS, progress, tid};
 use crate::statseg::{
     ChannelEntry, ChannelInfo, PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE,
-    StatsSegment, StatsSlot,
+    ShmCounts, StatsSegment, StatsSlot,
 };
 
 /// How often the progress path publishes the slow-changing state.
@@ -55,8 +56,12 @@ pub const PUBLISH_NS: u64 = 100_000_000;
 #[derive(Debug, Default)]
 pub(super) struct Hook {
     /// This context's slot of the segment (`None` with `stats = off`, when
-    /// the segment could not be made, or all its slots are taken).
+    /// the segment could not be made, or all its slots are taken). Set
+    /// once, in [`Hook::on`], and kept until the hook drops.
     seg: Option<StatsSlot>,
+    /// The slot's (peer, shm) words, for the shm leg (no rows without a
+    /// slot): valid while `seg` holds the slot, i.e. the hook's life.
+    shm: ShmCounts,
     /// Whether this context publishes the shared part (the PE's first).
     pub(super) owner: bool,
     /// The slot's operation counts per transport when this context took
@@ -77,6 +82,9 @@ impl Hook {
         let seg = seg.and_then(StatsSegment::slot);
         Hook {
             ops_base: seg.as_ref().map_or([0; _], StatsSlot::ops_by_transport),
+            shm: seg
+                .as_ref()
+                .map_or_else(ShmCounts::default, StatsSlot::shm_counts),
             seg,
             ..Hook::default()
         }
@@ -147,6 +155,25 @@ impl Context {
                 }
             }
             None => self.stats.ops[t] += 1,
+        }
+    }
+
+    /// [`Context::sx_done`] for the shm leg: a shared-memory route that is
+    /// not a downgrade ([`Context::leg_open`]), so the transport is a
+    /// constant and no downgrade is tested.
+    /// One compare tells both whether there is a slot and whether `pe` has
+    /// a row in it ([`ShmCounts`]); without a slot the operation is
+    /// counted in process memory, as [`Context::sx_done`] does.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(super) fn sx_done_shm(&mut self, pe: u32, len: u64) {
+        // SAFETY: `sx.shm` came from the slot in `sx.seg`, which the hook
+        // holds from `Hook::on` until it drops (without one it has no rows
+        // and touches nothing).
+        if !unsafe { self.sx.shm.op(pe, len) } {
+            // No slot (a `pe` out of range has none either: the selection
+            // that routed it to shared memory checked it).
+            self.stats.ops[super::SHM.index()] += 1;
         }
     }
 
@@ -269,14 +296,13 @@ impl Context {
         if !self.sx.owner || self.sx.seg.is_none() {
             return;
         }
-        // Taking the driver also makes this the one publisher of the shared
-        // part while it holds it (the progress thread is the other).
-        let tcp = self.tcp.as_mut().map(|t| progress::Tcp::get(t).stats());
         let verbs = self.verbs_counters();
         let Some(slot) = &self.sx.seg else { return };
         let seg = slot.segment();
-        if let Some(s) = tcp {
-            seg.set_wide(super::TCP.index(), &tcp_wide(&s));
+        // Taking the driver also makes this the one publisher of the shared
+        // part while it holds it (the progress thread is the other).
+        if let Some(t) = self.tcp.as_mut() {
+            publish_tcp(seg, progress::Tcp::get(t), self.n_pes);
         }
         if let Some(v) = verbs {
             seg.set_wide(super::VERBS.index(), &v);
@@ -313,7 +339,7 @@ impl Publisher {
             return;
         }
         self.next = now + PUBLISH_NS;
-        self.seg.set_wide(super::TCP.index(), &tcp_wide(&d.stats()));
+        publish_tcp(&self.seg, d, self.n_pes);
         publish_state(&self.seg, &mut self.sel, &self.topo, self.n_pes, |_| None);
         self.seg.published();
     }
@@ -340,6 +366,21 @@ impl Context {
             n_pes: self.n_pes,
             next: 0,
         });
+    }
+}
+
+/// Publishes the socket driver's counters: its wide block (on `tcp0`) and
+/// each (peer, `tcp<rail>`)'s replays, dedup drops and CRC failures.
+fn publish_tcp(seg: &StatsSegment, d: &switchyard_socket::SocketDriver, n_pes: u32) {
+    seg.set_wide(super::TCP.index(), &tcp_wide(&d.stats()));
+    for pe in 0..n_pes {
+        for (r, c) in d.peer_stats(pe).iter().enumerate() {
+            seg.set_peer_counts(
+                super::TCP.index() + r,
+                pe,
+                [c.replayed, c.duplicates_dropped, c.bad_frames],
+            );
+        }
     }
 }
 

@@ -15,9 +15,9 @@ use switchyard_socket::TcpConfig;
 
 use super::{
     Context, TCP,
-    progress::{MAX_TICK, ThreadMode},
+    progress::{self, MAX_TICK, ThreadMode},
     shm_pair_test::run_pair,
-    tcp_pair_test,
+    tcp_pair_test, trace_failover_test,
 };
 use crate::statseg::{PeerWord, Reader, Snapshot};
 
@@ -177,6 +177,75 @@ fn the_progress_thread_publishes_while_the_pe_is_idle() {
             topo.set_health(TCP, 1, true);
             until(&path, "the health bit back", |s| tcp_view(s, 1).0);
             step.store(3, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// A rail cut under unacknowledged puts: the socket driver replays them on
+/// the other rail, and PE 0's segment shows the replays under (PE 1, the
+/// rail that sent them again), as the driver counted them.
+#[test]
+fn a_cuts_replays_show_under_the_peer_and_rail() {
+    let pair = trace_failover_test::two_rails(0x5E8);
+    let step = Arc::new(AtomicU32::new(0));
+    pair.run(move |mut ctx| {
+        let data = ctx.alloc::<u64>(PUTS as usize).unwrap();
+        ctx.barrier_all().unwrap();
+        let other = 1 - ctx.my_pe();
+        if ctx.my_pe() == 1 {
+            // No progress: PE 0's puts stay unacknowledged until the cut.
+            tcp_pair_test::wait_for(&mut ctx, &step, 1, false);
+            trace_failover_test::rail_0_back(&mut ctx, other);
+        } else {
+            for i in 0..PUTS {
+                ctx.put(&data, i as usize, &[i], 1).unwrap();
+            }
+            let driver = |ctx: &mut Context| {
+                let c = ctx
+                    .tcp
+                    .as_mut()
+                    .map(progress::Tcp::get)
+                    .expect("a TCP driver")
+                    .peer_stats(1);
+                ctx.leave();
+                c
+            };
+            ctx.tcp
+                .as_mut()
+                .map(progress::Tcp::get)
+                .expect("a TCP driver")
+                .debug_cut(1, 0);
+            ctx.leave();
+            let start = Instant::now();
+            let counted = loop {
+                let c = driver(&mut ctx);
+                if c.iter().any(|r| r.replayed > 0) {
+                    break c;
+                }
+                assert!(start.elapsed() < tcp_pair_test::WAIT, "no replay: {c:?}");
+                ctx.poll_once();
+                thread::yield_now();
+            };
+            // Published (as `shmemx_stats_print` does), then read.
+            ctx.call().sx_publish();
+            let s = snapshot(&ctx);
+            let replays = |peer: u32, t: &str| {
+                s.peers
+                    .iter()
+                    .find(|p| p.peer == peer && p.transport == t)
+                    .map_or(0, |p| p.counters["replays"])
+            };
+            for (r, c) in counted.iter().enumerate().take(2) {
+                assert_eq!(replays(1, &format!("tcp{r}")), c.replayed, "{s:?}");
+            }
+            assert!(replays(1, "tcp1") > 0, "replayed on rail 1: {s:?}");
+            assert_eq!(replays(0, "tcp0") + replays(0, "tcp1"), 0, "this PE");
+            let wide = s.wide.iter().find(|w| w.transport == "tcp0").unwrap();
+            assert_eq!(s.total_of("replays"), wide.counters["replays"]);
+            step.store(1, Ordering::SeqCst);
+            trace_failover_test::rail_0_back(&mut ctx, other);
         }
         ctx.barrier_all().unwrap();
         ctx.finalize().unwrap();

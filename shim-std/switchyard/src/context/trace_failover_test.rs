@@ -26,7 +26,7 @@ const PUTS: usize = 64;
 
 /// Makes progress until rail 0 to `peer` is up again (reconnected), then
 /// quiets: nothing is in flight on a rail being rebuilt when the PEs close.
-fn rail_0_back(ctx: &mut super::Context, peer: u32) {
+pub(super) fn rail_0_back(ctx: &mut super::Context, peer: u32) {
     let start = Instant::now();
     loop {
         let up = ctx
@@ -46,7 +46,7 @@ fn rail_0_back(ctx: &mut super::Context, peer: u32) {
 }
 
 /// A NEAR pair with two TCP rails over loopback (127.0.0.1 and .2).
-fn two_rails(tag: u64) -> Pair {
+pub(super) fn two_rails(tag: u64) -> Pair {
     Pair::near(
         tcp_pair_test::job(tag),
         TcpConfig {

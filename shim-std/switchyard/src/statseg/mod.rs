@@ -20,7 +20,7 @@
 //! | --- | --- |
 //! | 0..16 | header ([`Header`]): 0 magic [`MAGIC`]; 1 version (low half), rank (high); 2 job id; 3 pid, n_pes; 4 start time (ns since the epoch); 5 transports, buckets per histogram; 6 tick unit; 7 the ready word ([`OBJECT_READY`](switchyard_shm::OBJECT_READY), stored last); 8 publishes; 9 the slots ever taken (a bitmap); 10 [`SLOTS`]; 11 [`CHANNELS`] |
 //! | 16..16+16·T | a wide block per transport: the driver-wide counters ([`WideWord`]; TCP's on `tcp0`; verbs' are [`VerbsWord`]s) |
-//! | 512.. | a state word per (peer, transport), peer-major: [`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`] |
+//! | 512.. | a shared block per (peer, transport), peer-major, [`SHARED_WORDS`] words (one cache line; [`SharedWord`]): 0 sequence; 1 the state word ([`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`]); 2 replays, 3 dedup drops, 4 CRC failures (the socket driver's, per peer and rail, on `tcp<rail>`) |
 //! | after, page-aligned | the channel table: [`CHANNELS`] entries of [`CHANNEL_WORDS`] words (one cache line), one per live channel end of the PE: 0 the id (0 free; else the role ([`ChannelRole`]) in the low byte, the channel number above); 1 the peer (the other end's PE; a publisher's: its subscribers' count); 2 capacity (low half), message size (high); 3 flags ([`CHANNEL_DIRECT`], [`CHANNEL_DROP`]); 4..8 the counters ([`ChannelCounter`]) |
 //! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
@@ -34,8 +34,9 @@
 //!
 //! Each context of the PE counts in its own slot ([`StatsSlot`]): its data
 //! path writes only there, so no word has two writers and no counter needs
-//! a read-modify-write. The shared part (state words, wide blocks, the
-//! publish count) is written by one publisher at a time: the PE's first
+//! a read-modify-write. The shared part (the shared (peer, transport)
+//! blocks, wide blocks, the publish count) is written by one publisher at a
+//! time: the PE's first
 //! context, or the progress thread, which take turns on the TCP driver's
 //! entry lock (without TCP there is no progress thread).
 //!
@@ -51,8 +52,8 @@
 //! stop), nor are the slots a reader sums. One exception, for the
 //! per-operation cost: a peer block's ops and bytes words are stored
 //! outside its seqlock ([`StatsSlot::op`]), so a snapshot may count an
-//! operation before its bytes. A state word is stored whole, without a
-//! seqlock.
+//! operation before its bytes. A shared block's state word is stored
+//! whole, outside its seqlock; its counters are published under it.
 //!
 //! # Channels
 //!
@@ -97,12 +98,12 @@ pub use chan::{
 };
 pub use read::{Job, PeerRow, Reader, Snapshot, find_jobs, transport_name};
 use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
-pub use text::{HistRow, prometheus, summary, ticks_to_ns};
+pub use text::{HistRow, peer_counter_names, prometheus, summary, ticks_to_ns};
 
 /// The magic word at offset 0.
 pub const MAGIC: u64 = switchyard_shm::STATS_MAGIC;
 /// The layout version this build writes and reads.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Transports with counters: shm, verbs, tcp0..tcp3 (the context's ids).
 pub const N_TRANSPORTS: usize = crate::context::N_TRANSPORTS as usize;
 /// Words of a counter block (the sequence word first).
@@ -121,8 +122,11 @@ const _: () = assert!(SLOTS <= 64, "the slot bitmaps are one word");
 const PAGE: usize = 4096;
 const HEADER_WORDS: usize = 16;
 const WIDE_OFF: usize = HEADER_WORDS;
-/// The state words: one per (peer, transport), from the second page.
+/// The shared blocks: one per (peer, transport), from the second page.
 const STATE_OFF: usize = PAGE / 8;
+/// Words of a shared (peer, transport) block ([`SharedWord`]; the
+/// sequence word first).
+pub const SHARED_WORDS: usize = 8;
 /// A slot's peer blocks, after its PE block.
 const SLOT_PEER_REL: usize = BLOCK_WORDS;
 /// The header word holding the ready word (its low half).
@@ -209,6 +213,27 @@ words! {
         State = 9 => "state",
     }
 }
+
+words! {
+    /// Words of a shared (peer, transport) block, written by the PE's one
+    /// publisher (not by the contexts): the state bits and the driver's
+    /// counters of the pair (the socket driver's, per peer and rail).
+    SharedWord {
+        /// State bits: [`STATE_HEALTHY`], [`STATE_LOADED`],
+        /// [`STATE_ROUTE`], [`STATE_DEAD`] (stored whole, outside the
+        /// block's seqlock).
+        State = 1 => "state",
+        /// Frames sent again to the peer on this transport after a failure
+        /// (reconnect or failover).
+        Replays = 2 => "replays",
+        /// Frames from the peer received again on this transport and dropped.
+        DedupDrops = 3 => "dedup_drops",
+        /// Connections to the peer on this transport cut for a malformed
+        /// frame (CRC or header check).
+        CrcFailures = 4 => "crc_failures",
+    }
+}
+const _: () = assert!((SharedWord::CrcFailures as usize) < SHARED_WORDS);
 
 words! {
     /// Words of the PE block (mirrors [`Stats`](crate::context::Stats), published).
@@ -385,7 +410,7 @@ impl Layout {
     pub(crate) fn new(n_pes: u32) -> Layout {
         let page = PAGE / 8;
         let pairs = n_pes as usize * N_TRANSPORTS;
-        let chan_off = (STATE_OFF + pairs).div_ceil(page) * page;
+        let chan_off = (STATE_OFF + pairs * SHARED_WORDS).div_ceil(page) * page;
         let slots_off = (chan_off + CHANNELS * CHANNEL_WORDS).div_ceil(page) * page;
         let hist_rel = (SLOT_PEER_REL + pairs * BLOCK_WORDS).div_ceil(page) * page;
         let stride = (hist_rel + HIST_OPS.len() * N_TRANSPORTS * HIST_WORDS).div_ceil(page) * page;
@@ -419,16 +444,16 @@ impl Layout {
         self.hist_rel + (op * N_TRANSPORTS + t) * HIST_WORDS
     }
 
-    /// The state word of (`pe`, `t`).
-    pub(crate) fn state(pe: u32, t: usize) -> usize {
-        STATE_OFF + pe as usize * N_TRANSPORTS + t
+    /// The shared block of (`pe`, `t`).
+    pub(crate) fn shared(pe: u32, t: usize) -> usize {
+        STATE_OFF + (pe as usize * N_TRANSPORTS + t) * SHARED_WORDS
     }
 }
 
 /// A PE's stats segment, shared by its contexts (each counts in its own
 /// [`StatsSlot`]): created at init, unlinked when the last handle drops.
-/// The shared part (the state words, the wide blocks, the publish count)
-/// has one writer at a time: the PE's first context, or its progress
+/// The shared part (the shared (peer, transport) blocks, the wide blocks,
+/// the publish count) has one writer at a time: the PE's first context, or its progress
 /// thread, which take turns on the TCP driver's entry lock.
 pub struct StatsSegment {
     map: sys::Map,
@@ -469,7 +494,7 @@ impl StatsSegment {
             chans: std::sync::Mutex::default(),
         };
         let w = seg.map.words();
-        // The header page, the state words and the channel table:
+        // The header page, the shared blocks and the channel table:
         // allocated now, not on the data path.
         touch(&w[..layout.slots_off]);
         let start = std::time::SystemTime::now()
@@ -533,10 +558,21 @@ impl StatsSegment {
         })
     }
 
-    /// Sets the state bits of (`t`, `pe`): one word, stored whole.
-    pub fn set_state(&self, t: usize, pe: u32, bits: u64) {
+    /// The shared block of (`t`, `pe`), when both are in range.
+    fn shared(&self, t: usize, pe: u32) -> Option<&[AtomicU64]> {
         if pe < self.layout.n_pes && t < N_TRANSPORTS {
-            let w = &self.map.words()[Layout::state(pe, t)];
+            let at = Layout::shared(pe, t);
+            self.map.words().get(at..at + SHARED_WORDS)
+        } else {
+            None
+        }
+    }
+
+    /// Sets the state bits of (`t`, `pe`): one word, stored whole; one
+    /// publisher at a time.
+    pub fn set_state(&self, t: usize, pe: u32, bits: u64) {
+        if let Some(b) = self.shared(t, pe) {
+            let w = &b[SharedWord::State as usize];
             if w.load(Ordering::Relaxed) != bits {
                 w.store(bits, Ordering::Relaxed);
             }
@@ -545,10 +581,27 @@ impl StatsSegment {
 
     /// The state bits of (`t`, `pe`) as last set (0 out of range).
     pub fn state(&self, t: usize, pe: u32) -> u64 {
-        if pe < self.layout.n_pes && t < N_TRANSPORTS {
-            self.map.words()[Layout::state(pe, t)].load(Ordering::Relaxed)
-        } else {
-            0
+        self.shared(t, pe)
+            .map_or(0, |b| b[SharedWord::State as usize].load(Ordering::Relaxed))
+    }
+
+    /// Publishes the driver's counters of (`t`, `pe`): `[replays, dedup
+    /// drops, CRC failures]` ([`SharedWord`]), under the block's seqlock
+    /// (nothing is written when they have not changed); one publisher at a
+    /// time.
+    pub fn set_peer_counts(&self, t: usize, pe: u32, values: [u64; 3]) {
+        let Some(b) = self.shared(t, pe) else { return };
+        let first = SharedWord::Replays as usize;
+        let same = b[first..first + 3]
+            .iter()
+            .zip(values)
+            .all(|(w, v)| w.load(Ordering::Relaxed) == v);
+        if !same {
+            write_block(b, |b| {
+                for (w, v) in b[first..first + 3].iter().zip(values) {
+                    w.store(v, Ordering::Relaxed);
+                }
+            });
         }
     }
 
@@ -639,8 +692,10 @@ impl StatsSlot {
     /// The fast path: two plain single-writer words, outside the block's
     /// sequence word (each is atomic on its own; a snapshot may show an
     /// operation's count a moment before its bytes), so that the per-put
-    /// cost is two compares, two loads and two stores; the block's other
-    /// words change rarely and keep the seqlock.
+    /// cost is two compares and two adds to memory (a Relaxed load and
+    /// store that the compiler folds into one `add` on x86-64; the shm leg
+    /// uses `ShmCounts`, one compare); the block's other words change
+    /// rarely and keep the seqlock.
     #[inline(always)]
     #[allow(unsafe_code)]
     pub fn op(&self, t: usize, pe: u32, bytes: u64) {
@@ -662,6 +717,15 @@ impl StatsSlot {
             };
             add(ops, 1);
             add(b, bytes);
+        }
+    }
+
+    /// The slot's (peer, shared memory) ops and bytes words, for the shm
+    /// leg's count ([`ShmCounts::op`]).
+    pub(crate) fn shm_counts(&self) -> ShmCounts {
+        ShmCounts {
+            row0: self.peers,
+            rows: self.n_pes,
         }
     }
 
@@ -714,6 +778,67 @@ impl StatsSlot {
             }
             add(&h[4 + bucket(ticks)], 1);
         });
+    }
+}
+
+/// A slot's (peer, shared memory) ops and bytes words, where the shm leg
+/// counts: one compare (the peer against the rows, 0 without a slot, so
+/// that the same compare tells whether there is a slot) and two adds, as
+/// [`StatsSlot::op`] with the transport a constant. Only valid while the
+/// slot it came from ([`StatsSlot::shm_counts`]) lives.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShmCounts {
+    /// The slot's peer block of (PE 0, shared memory).
+    row0: *const AtomicU64,
+    /// PEs in the job; 0 for none (no slot).
+    rows: u32,
+}
+
+impl Default for ShmCounts {
+    fn default() -> ShmCounts {
+        ShmCounts {
+            row0: std::ptr::null(),
+            rows: 0,
+        }
+    }
+}
+
+// SAFETY: `row0` points into a slot's shared mapping (or is null with no
+// rows); every access through it is an atomic load or store, as through
+// `StatsSlot::peers`.
+#[allow(unsafe_code)]
+unsafe impl Send for ShmCounts {}
+
+impl ShmCounts {
+    /// One operation of `bytes` to `pe` over shared memory, counted when
+    /// `pe` has a row: `false` (nothing counted) without a slot (or for a
+    /// `pe` out of range).
+    ///
+    /// # Safety
+    ///
+    /// The slot these came from still lives (its mapping is kept).
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn op(&self, pe: u32, bytes: u64) -> bool {
+        if pe >= self.rows {
+            return false;
+        }
+        let at = pe as usize * N_TRANSPORTS * BLOCK_WORDS;
+        // SAFETY: with rows, `row0` is a live slot's first peer block (the
+        // caller's contract), followed by `rows * N_TRANSPORTS` blocks of
+        // `BLOCK_WORDS` words inside the mapping (`StatsSlot::op`'s
+        // reasoning, with `t` = 0): both words are in it, and every access
+        // is atomic.
+        let (ops, b) = unsafe {
+            let w = self.row0.add(at);
+            (
+                &*w.add(PeerWord::Ops as usize),
+                &*w.add(PeerWord::Bytes as usize),
+            )
+        };
+        add(ops, 1);
+        add(b, bytes);
+        true
     }
 }
 

@@ -8,8 +8,8 @@ use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
 use super::{
     BLOCK_WORDS, CHANNEL_WORDS, CHANNELS, CHANNELS_WORD, ChannelRow, HIST_BUCKETS, HIST_OPS,
     HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS, PUBLISHES_WORD, PeWord, PeerWord, READY_WORD,
-    SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE,
-    VERSION, WIDE_OFF, chan::read_channel, sys,
+    SHARED_WORDS, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD, STATE_HEALTHY, STATE_LOADED,
+    STATE_ROUTE, SharedWord, VERSION, WIDE_OFF, chan::read_channel, sys,
 };
 use crate::statseg::HistRow;
 
@@ -211,8 +211,10 @@ impl Reader {
         for peer in 0..header.n_pes {
             for t in 0..N_TRANSPORTS {
                 let b = summed(Layout::peer_rel(peer, t), BLOCK_WORDS);
-                let state = w[Layout::state(peer, t)].load(Ordering::Relaxed);
-                if state == 0 && b[1..].iter().all(|v| *v == 0) {
+                let at = Layout::shared(peer, t);
+                let sh = read_block(&w[at..at + SHARED_WORDS]);
+                let state = sh[SharedWord::State as usize];
+                if sh[1..].iter().chain(&b[1..]).all(|v| *v == 0) {
                     continue;
                 }
                 peers.push(PeerRow {
@@ -222,7 +224,13 @@ impl Reader {
                         PeerWord::ALL
                             .iter()
                             .filter(|k| **k != PeerWord::State)
-                            .map(|k| (k.name(), b[*k as usize])),
+                            .map(|k| (k.name(), b[*k as usize]))
+                            .chain(
+                                SharedWord::ALL
+                                    .iter()
+                                    .filter(|k| **k != SharedWord::State)
+                                    .map(|k| (k.name(), sh[*k as usize])),
+                            ),
                     ),
                     healthy: state & STATE_HEALTHY != 0,
                     loaded: state & STATE_LOADED != 0,
@@ -346,9 +354,16 @@ pub struct Snapshot {
 impl Snapshot {
     /// The sum of peer counter `word` over every peer and transport.
     pub fn total(&self, word: PeerWord) -> u64 {
+        self.total_of(word.name())
+    }
+
+    /// The sum of the peer counter named `name` (a [`PeerWord`] or
+    /// [`SharedWord`](super::SharedWord) name) over every peer and
+    /// transport.
+    pub fn total_of(&self, name: &str) -> u64 {
         self.peers
             .iter()
-            .map(|p| p.counters.get(word.name()).copied().unwrap_or(0))
+            .map(|p| p.counters.get(name).copied().unwrap_or(0))
             .sum()
     }
 }
@@ -371,7 +386,9 @@ pub struct PeerRow {
     pub peer: u32,
     /// The transport.
     pub transport: String,
-    /// [`PeerWord`] names and values (not the state word).
+    /// [`PeerWord`] names and values (summed over the context slots) and
+    /// [`SharedWord`](super::SharedWord) names and values (the
+    /// publisher's); not the state words.
     pub counters: BTreeMap<String, u64>,
     /// Health bit (as last published).
     pub healthy: bool,

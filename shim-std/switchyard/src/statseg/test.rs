@@ -188,6 +188,67 @@ fn prometheus_and_summary_show_the_counts() {
 }
 
 #[test]
+fn the_publishers_peer_counters_read_back_per_peer_and_transport() {
+    let id = job(10);
+    let whole = StatsSegment::create(id, 0, 3).unwrap();
+    let seg = whole.slot().unwrap();
+    seg.op(3, 2, 8); // tcp1 to PE 2: counted by the context
+    // The publisher's words: tcp0 to PE 1, tcp1 to PE 2.
+    whole.set_peer_counts(2, 1, [5, 0, 1]);
+    whole.set_state(2, 1, STATE_HEALTHY);
+    whole.set_peer_counts(3, 2, [0, 7, 0]);
+    whole.set_peer_counts(6, 1, [1, 1, 1]); // out of range: ignored
+    whole.set_peer_counts(2, 3, [1, 1, 1]);
+    // The state word and the counters are separate words of the block.
+    assert_eq!(whole.state(2, 1), STATE_HEALTHY);
+    let r = Reader::open(whole.path()).unwrap();
+    let s = r.snapshot();
+    let row = |peer: u32, t: &str| {
+        s.peers
+            .iter()
+            .find(|p| p.peer == peer && p.transport == t)
+            .unwrap_or_else(|| panic!("no row {peer} {t}: {:?}", s.peers))
+    };
+    let a = row(1, "tcp0");
+    assert_eq!(
+        (
+            a.counters["replays"],
+            a.counters["dedup_drops"],
+            a.counters["crc_failures"],
+            a.counters["ops"]
+        ),
+        (5, 0, 1, 0)
+    );
+    assert!(a.healthy);
+    let b = row(2, "tcp1");
+    assert_eq!((b.counters["dedup_drops"], b.counters["ops"]), (7, 1));
+    assert!(!b.healthy);
+    assert_eq!(s.peers.len(), 2, "{:?}", s.peers);
+    assert_eq!(s.total_of("replays"), 5);
+    assert_eq!(s.total_of("crc_failures"), 1);
+    // Published again: the newest values, not a sum.
+    whole.set_peer_counts(2, 1, [6, 0, 1]);
+    assert_eq!(r.snapshot().total_of("replays"), 6);
+    let text = prometheus(std::slice::from_ref(&r.snapshot()));
+    let job = format!("{id:016x}");
+    for (name, peer, t, v) in [
+        ("replays", 1, "tcp0", 6),
+        ("crc_failures", 1, "tcp0", 1),
+        ("dedup_drops", 2, "tcp1", 7),
+    ] {
+        let want = format!(
+            "switchyard_peer_{name}_total{{job_id=\"{job}\",pe=\"0\",peer=\"{peer}\",transport=\"{t}\"}} {v}\n"
+        );
+        assert!(text.contains(&want), "{want} in {text}");
+    }
+    let sum = summary(&r.snapshot());
+    assert!(
+        sum.contains("peer 1 tcp0: replays 6 dedup_drops 0 crc_failures 1"),
+        "{sum}"
+    );
+}
+
+#[test]
 fn slots_are_summed_and_reused() {
     let id = job(6);
     let whole = StatsSegment::create(id, 0, 2).unwrap();
@@ -250,7 +311,8 @@ fn the_channel_table_sits_between_the_state_words_and_the_slots() {
         let l = Layout::new(n);
         let page = PAGE / 8;
         assert_eq!(l.chan_off % page, 0);
-        assert!(l.chan_off > Layout::state(n - 1, N_TRANSPORTS - 1));
+        assert!(l.chan_off >= Layout::shared(n - 1, N_TRANSPORTS - 1) + SHARED_WORDS);
+        assert!(Layout::shared(0, 0) >= WIDE_OFF + N_TRANSPORTS * BLOCK_WORDS);
         assert_eq!(
             l.channel(CHANNELS - 1) + CHANNEL_WORDS,
             l.chan_off + 2 * page
@@ -371,11 +433,12 @@ fn a_segment_of_another_layout_version_is_refused() {
         .unwrap();
     use std::io::{Seek, SeekFrom, Write};
     f.seek(SeekFrom::Start(8)).unwrap();
-    f.write_all(&2u32.to_le_bytes()).unwrap();
+    // The last layout before the shared (peer, transport) blocks.
+    f.write_all(&3u32.to_le_bytes()).unwrap();
     drop(f);
     let e = Reader::open(seg.path()).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidData);
-    assert!(e.to_string().contains("layout version 2"), "{e}");
+    assert!(e.to_string().contains("layout version 3"), "{e}");
 }
 
 #[test]

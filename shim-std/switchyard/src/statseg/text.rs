@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::{ChannelCounter, PeWord, PeerWord, VerbsWord, WideWord, bucket_low, read::Snapshot};
+use super::{
+    ChannelCounter, PeWord, PeerWord, SharedWord, VerbsWord, WideWord, bucket_low, read::Snapshot,
+};
 
 /// One histogram with samples.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -148,13 +150,9 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
         "verbs",
         "A counter of the verbs driver.",
     );
-    let peer_words: Vec<PeerWord> = PeerWord::ALL
-        .iter()
-        .copied()
-        .filter(|w| *w != PeerWord::State)
-        .collect();
+    let peer_words = peer_counter_names();
     let mut peer_f = counters(
-        peer_words.iter().map(|w| w.name()),
+        peer_words.iter().copied(),
         "peer",
         "A counter of one (peer, transport).",
     );
@@ -209,7 +207,7 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
                 ("transport", row.transport.as_str()),
             ];
             for (f, w) in peer_f.iter_mut().zip(&peer_words) {
-                f.sample("", &l, row.counters.get(w.name()).copied().unwrap_or(0));
+                f.sample("", &l, row.counters.get(*w).copied().unwrap_or(0));
             }
             for (f, b) in bits.iter_mut().zip([row.healthy, row.loaded, row.route]) {
                 f.sample("", &l, u8::from(b));
@@ -278,6 +276,23 @@ pub fn prometheus(snaps: &[Snapshot]) -> String {
     out
 }
 
+/// The names of a (peer, transport)'s counters, in order: the context
+/// slots' ([`PeerWord`]) then the publisher's ([`SharedWord`]), not the
+/// state words.
+pub fn peer_counter_names() -> Vec<&'static str> {
+    PeerWord::ALL
+        .iter()
+        .filter(|w| **w != PeerWord::State)
+        .map(|w| w.name())
+        .chain(
+            SharedWord::ALL
+                .iter()
+                .filter(|w| **w != SharedWord::State)
+                .map(|w| w.name()),
+        )
+        .collect()
+}
+
 /// A short text summary of one PE's snapshot: totals per transport, the
 /// PE's counters that are not zero, the latency percentiles, and the
 /// counters of each channel end.
@@ -308,6 +323,22 @@ pub fn summary(s: &Snapshot) -> String {
             out,
             "  {t:<6} ops {ops} bytes {bytes} retries {retries} errors {errors}"
         );
+    }
+    // The driver's recovery counters, per (peer, transport), where any.
+    let shared = [
+        SharedWord::Replays,
+        SharedWord::DedupDrops,
+        SharedWord::CrcFailures,
+    ];
+    for p in &s.peers {
+        let [r, d, c] = shared.map(|w| p.counters.get(w.name()).copied().unwrap_or(0));
+        if r + d + c != 0 {
+            let _ = writeln!(
+                out,
+                "  peer {} {}: replays {r} dedup_drops {d} crc_failures {c}",
+                p.peer, p.transport
+            );
+        }
     }
     let nonzero: Vec<String> =
         s.pe.iter()
