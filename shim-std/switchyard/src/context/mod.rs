@@ -154,6 +154,9 @@ mod peers;
 mod pes_test;
 mod progress;
 #[cfg(test)]
+mod ring_test;
+mod submit;
+#[cfg(test)]
 mod put_signal_test;
 mod raw;
 mod rma;
