@@ -154,11 +154,10 @@ mod peers;
 mod pes_test;
 mod progress;
 #[cfg(test)]
-mod ring_test;
-mod submit;
-#[cfg(test)]
 mod put_signal_test;
 mod raw;
+#[cfg(test)]
+mod ring_test;
 mod rma;
 mod route;
 #[cfg(test)]
@@ -169,6 +168,7 @@ mod stats;
 mod statseg;
 #[cfg(test)]
 mod statseg_test;
+mod submit;
 #[cfg(test)]
 mod tcp_no_alloc_test;
 #[cfg(test)]

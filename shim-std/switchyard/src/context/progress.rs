@@ -32,6 +32,23 @@
 //!   its first driver use in a call.
 //! * `caller`: no thread; progress happens only inside the application's calls.
 //!
+//! # Submission rings (`dedicated`)
+//!
+//! Under `dedicated`, a context does not take the driver for a small put
+//! (at most [`INLINE`](super::submit::INLINE) bytes) routed to a TCP rail:
+//! it copies the put into its own single-producer ring (the core's
+//! [`Ring`](switchyard_core::ring::Ring), registered here at the context's
+//! first such put, unregistered when its handle drops) and returns. Each
+//! burst first drains every registered ring into the driver, then runs its
+//! steps, which send them. Every other use of the driver by that context
+//! ([`Tcp::get`]) first waits until the thread has taken everything the
+//! context pushed, so nothing overtakes a ring entry, and fence and quiet
+//! keep their meaning (quiet = drain the ring, then today's quiet). An
+//! entry the driver refuses with a full window stays at the head for the
+//! next burst; one it refuses with an error stops the ring, and the context
+//! takes it and the rest back at its next operation (`submit.rs`). When the
+//! thread has stopped, a context drains its ring itself.
+//!
 //! Driver events (link transitions, dead peers) the thread's steps produce stay
 //! queued in the driver; the context applies them at its next progress step.
 //! The thread also publishes the stats segment's shared part (state bits,
@@ -84,6 +101,17 @@ const MIN_BACKOFF: Duration = Duration::from_micros(50);
 /// Progress steps per burst while steps find work (bounds how long the
 /// application can wait to enter).
 const BURST: u32 = 32;
+
+/// Where a context's submission ring stands ([`Tcp::ring_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RingState {
+    /// Everything submitted was taken.
+    Empty,
+    /// The thread stopped at an error: the context takes the rest back.
+    Stalled,
+    /// Entries wait for the thread.
+    Pending,
+}
 
 /// How the progress thread waits between bursts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,41 +399,15 @@ impl Tcp {
 
     /// Waits until the progress thread took everything this context
     /// submitted, or the ring stalled at an error (the context then takes
-    /// the rest back, [`Context::ring_sync`](super::Context)). When the
-    /// thread is gone, drains the ring itself. Not holding the driver.
+    /// the rest back, [`Context::ring_sync`](super::Context), which also
+    /// bounds this wait by the op timeout before the operations that
+    /// issue). When the thread is gone, drains the ring itself. Not holding
+    /// the driver.
     #[cold]
     #[inline(never)]
     fn wait_ring(&mut self) {
         let mut spins = 0u32;
-        loop {
-            let Some(s) = self.sub.as_ref() else {
-                self.pending = false;
-                return;
-            };
-            if s.ring().is_empty() {
-                self.pending = false;
-                return;
-            }
-            if s.ring().stalled() {
-                return;
-            }
-            if self.shared.stop.load(Ordering::Acquire) {
-                // No thread takes it: drain it here, making progress for
-                // a full send window.
-                let ring = Arc::clone(s.ring());
-                self.acquire();
-                // SAFETY: this handle holds the lock (`acquire`); see
-                // `Shared`.
-                let d = unsafe { &mut *self.shared.driver.get() };
-                if ring.drain(d) == 0
-                    && let Some(clock) = self.shared.clock.get()
-                {
-                    let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
-                    d.progress(now);
-                }
-                self.leave();
-                continue;
-            }
+        while self.ring_step() == RingState::Pending {
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(64) {
                 std::thread::yield_now();
@@ -413,6 +415,44 @@ impl Tcp {
                 core::hint::spin_loop();
             }
         }
+    }
+
+    /// Where this context's ring stands: empty (everything submitted was
+    /// taken), stalled, or pending. One step of [`Tcp::wait_ring`]: when
+    /// the thread is gone, drains what it can itself (making progress for
+    /// a full send window). Not holding the driver.
+    pub(super) fn ring_step(&mut self) -> RingState {
+        let Some(s) = self.sub.as_ref() else {
+            self.pending = false;
+            return RingState::Empty;
+        };
+        if s.ring().is_empty() {
+            self.pending = false;
+            return RingState::Empty;
+        }
+        if s.ring().stalled() {
+            return RingState::Stalled;
+        }
+        if self.shared.stop.load(Ordering::Acquire) && self.held.is_none() {
+            let ring = Arc::clone(s.ring());
+            self.acquire();
+            // SAFETY: this handle holds the lock (`acquire`); see `Shared`.
+            let d = unsafe { &mut *self.shared.driver.get() };
+            if ring.drain(d) == 0
+                && let Some(clock) = self.shared.clock.get()
+            {
+                let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
+                d.progress(now);
+            }
+            self.leave();
+        }
+        RingState::Pending
+    }
+
+    /// Whether this context may have submitted entries not taken yet.
+    #[inline]
+    pub(super) fn ring_pending(&self) -> bool {
+        self.pending
     }
 
     /// Whether this context's ring stopped at an error and must be taken
@@ -427,6 +467,15 @@ impl Tcp {
     pub(super) fn redo(&mut self, on: bool) -> Option<Arc<SubRing>> {
         self.redoing = on;
         self.sub.as_ref().map(|s| Arc::clone(s.ring()))
+    }
+
+    /// Lets this handle submit through its ring (`on`, the default) or not;
+    /// what it submitted is taken first.
+    pub(super) fn set_ring(&mut self, on: bool) {
+        if !on && self.pending && self.held.is_none() {
+            self.wait_ring();
+        }
+        self.ring_off = !on;
     }
 
     /// Whether this handle submits through a ring (tests).

@@ -98,7 +98,12 @@ impl Context {
     /// never taken by reference into this cold call).
     #[cold]
     #[inline(never)]
-    pub(super) fn on_error(&mut self, t: TransportId, e: DrvError, retry_allowed: bool) -> Option<Error> {
+    pub(super) fn on_error(
+        &mut self,
+        t: TransportId,
+        e: DrvError,
+        retry_allowed: bool,
+    ) -> Option<Error> {
         if t == VERBS {
             // The link failed: apply its events and replay what it handed
             // back over TCP before this operation is retried there.

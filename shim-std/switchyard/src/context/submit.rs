@@ -54,7 +54,7 @@ use switchyard_core::{
 use switchyard_socket::{SocketDriver, SocketError};
 use zerocopy::FromBytes;
 
-use super::{Context, Result, drv::DrvError, order, rail_of};
+use super::{Context, Result, drv::DrvError, order, progress::RingState, rail_of};
 
 /// The longest put that goes through a submission ring, in bytes.
 pub const INLINE: usize = 64;
@@ -88,7 +88,14 @@ pub(super) struct Entry {
 impl Entry {
     /// An entry for `bytes` (at most [`INLINE`]).
     #[inline(always)]
-    pub(super) fn new(pe: u32, off: u64, bytes: &[u8], rail: u8, retry: bool, ctx: ContextId) -> Entry {
+    pub(super) fn new(
+        pe: u32,
+        off: u64,
+        bytes: &[u8],
+        rail: u8,
+        retry: bool,
+        ctx: ContextId,
+    ) -> Entry {
         let mut data = [0u8; INLINE];
         data[..bytes.len()].copy_from_slice(bytes);
         Entry {
@@ -219,12 +226,19 @@ impl SubRing {
     /// with `None` for the error, the next later entry; `None` when the
     /// ring is empty (and then un-stalls it). Only the context calls it.
     pub(super) fn take_stalled(&self) -> Option<(Entry, Option<SocketError>)> {
-        let _held = self.consuming.lock().unwrap_or_else(PoisonError::into_inner);
+        let _held = self
+            .consuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // SAFETY: `consuming` is held until the end of this function.
         let mut c = unsafe { self.consumer() };
         match c.pop() {
             Ok(e) => {
-                let err = self.error.lock().unwrap_or_else(PoisonError::into_inner).take();
+                let err = self
+                    .error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
                 Some((e, err))
             }
             Err(_) => {
@@ -250,7 +264,9 @@ unsafe impl Sync for Submit {}
 
 impl core::fmt::Debug for Submit {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Submit").field("len", &self.ring.ring.len()).finish()
+        f.debug_struct("Submit")
+            .field("len", &self.ring.ring.len())
+            .finish()
     }
 }
 
@@ -308,7 +324,14 @@ impl Context {
         let Some(t) = self.tcp.as_mut() else {
             return false;
         };
-        let e = Entry::new(pe, off, bytes, rail as u8, route.retry_allowed, route.context);
+        let e = Entry::new(
+            pe,
+            off,
+            bytes,
+            rail as u8,
+            route.retry_allowed,
+            route.context,
+        );
         if !t.submit(e) {
             return false;
         }
@@ -321,6 +344,42 @@ impl Context {
         true
     }
 
+    /// Starts this PE's progress thread as `progress = dedicated` does,
+    /// pinned to `cpu` when given, for a context built by
+    /// [`Context::from_parts`] ([`Context::from_env`] starts the thread the
+    /// configuration asks for). Does nothing without TCP peers, or when a
+    /// thread already runs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Tcp`](super::Error::Tcp) when the thread or its epoll
+    /// descriptor cannot be created.
+    pub fn start_dedicated_progress(&mut self, cpu: Option<u32>) -> Result<()> {
+        let (me, clock) = (self.me, self.clock);
+        if let Some(t) = self.tcp.as_mut() {
+            t.start(super::progress::ThreadMode::Dedicated, clock, cpu, me)
+                .map_err(|e| super::Error::Tcp(SocketError::Epoll { source: e }))?;
+        }
+        Ok(())
+    }
+
+    /// Whether this context's small puts to TCP peers go through its
+    /// submission ring under a `dedicated` progress thread (`on`, the
+    /// default) or take the TCP driver themselves, as in the other progress
+    /// modes. Meant for measuring the two side by side. What the ring holds
+    /// is issued first.
+    ///
+    /// # Errors
+    ///
+    /// An error a put of the ring met, as [`Context::quiet`] returns it.
+    pub fn set_submit_ring(&mut self, on: bool) -> Result<()> {
+        self.ring_sync()?;
+        if let Some(t) = self.tcp.as_mut() {
+            t.set_ring(on);
+        }
+        Ok(())
+    }
+
     /// Takes back this context's submission ring when the progress thread
     /// stopped it at an error: the entry it failed on goes through the
     /// routed loop's error handling (health bit, failover; re-issued through
@@ -329,12 +388,50 @@ impl Context {
     /// here through the routed loop, in order, and the ring resumes. Called
     /// before any routed operation, fence or quiet; returns the first error
     /// a put of the ring would have returned (the caller then stops).
+    ///
+    /// Also waits for the ring to drain first, bounded by the op timeout
+    /// (the thread retries an entry a full send window refused at each
+    /// burst): [`Error::Timeout`](super::Error::Timeout) past it.
     #[inline]
     pub(super) fn ring_sync(&mut self) -> Result<()> {
-        if self.tcp.as_ref().is_some_and(super::progress::Tcp::ring_stalled) {
-            return self.ring_redo();
+        match self.tcp.as_ref() {
+            Some(t) if t.ring_pending() || t.ring_stalled() => self.ring_wait(),
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ring_wait(&mut self) -> Result<()> {
+        let start = std::time::Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let Some(t) = self.tcp.as_mut() else {
+                return Ok(());
+            };
+            if t.ring_stalled() {
+                return self.ring_redo();
+            }
+            match t.ring_step() {
+                RingState::Empty => return Ok(()),
+                // Being taken back (`ring_redo` runs the routed loop).
+                RingState::Stalled => return Ok(()),
+                RingState::Pending => {}
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                if start.elapsed() > self.op_timeout {
+                    return Err(super::Error::Timeout {
+                        what: "the submission ring to drain",
+                        waited: start.elapsed(),
+                        pe: None,
+                    });
+                }
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
+        }
     }
 
     #[cold]
