@@ -171,7 +171,7 @@ fn main() {
     g.finish();
     c.final_summary();
 
-    let (rounds, n) = if measuring() { (31, 2000) } else { (1, 10) };
+    let (rounds, n) = if measuring() { (31, 200) } else { (1, 10) };
     let mut times = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         // Every other round the other case first.

@@ -358,12 +358,12 @@ impl Tcp {
     /// existing path: no ring here, the ring full or stalled, or the driver
     /// held by this handle (nothing is pushed then).
     #[inline]
-    pub(super) fn submit(&mut self, e: SubEntry) -> bool {
+    pub(super) fn submit(&mut self, e: SubEntry, me: u32) -> bool {
         if self.held.is_some() || self.ring_off {
             return false;
         }
         let Some(s) = self.sub.as_mut() else {
-            return self.submit_first(e);
+            return self.submit_first(e, me);
         };
         if s.ring().stalled() || !s.push(e) {
             return false;
@@ -375,7 +375,7 @@ impl Tcp {
     /// The first submission: registers a ring with the progress thread
     /// when it runs `dedicated`, else marks this handle as having none.
     #[cold]
-    fn submit_first(&mut self, e: SubEntry) -> bool {
+    fn submit_first(&mut self, e: SubEntry, me: u32) -> bool {
         if !self.shared.dedicated.load(Ordering::Acquire)
             || self.shared.stop.load(Ordering::Acquire)
             || !self.has_thread()
@@ -383,10 +383,10 @@ impl Tcp {
             self.ring_off = true;
             return false;
         }
-        let s = Submit::new();
+        let s = Submit::new(me);
         self.rings().push(Arc::clone(s.ring()));
         self.sub = Some(s);
-        self.submit(e)
+        self.submit(e, me)
     }
 
     /// The registration list.

@@ -46,6 +46,7 @@ use std::sync::{
 
 use switchyard_core::{
     class::TransportId,
+    pad::CachePadded,
     ring::{Consumer, Producer, Ring},
     route::{ContextId, Op, Route},
     transport::{ErrorKind, Transport, TransportError},
@@ -56,34 +57,36 @@ use zerocopy::FromBytes;
 
 use super::{Context, Result, drv::DrvError, order, progress::RingState, rail_of};
 
-/// The longest put that goes through a submission ring, in bytes.
-pub const INLINE: usize = 64;
+/// The longest put that goes through a submission ring, in bytes: what fits
+/// beside the entry's header in one cache line (an 8-byte put costs the
+/// producer one line).
+pub const INLINE: usize = 40;
 /// Entries per context's ring.
 pub(super) const DEPTH: usize = 256;
 
 /// One put, as pushed: where it goes and its bytes (copied: the source may
 /// be reused once the put returns).
 #[derive(Debug, Clone, Copy, FromBytes)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub(super) struct Entry {
     /// Offset in the target's heap.
     pub(super) off: u64,
-    /// The route decision's id ([`ContextId::seq`]).
+    /// The route decision's id ([`ContextId::seq`]; its PE is the ring's).
     pub(super) ctx_seq: u64,
-    /// The deciding PE ([`ContextId::pe`]).
-    pub(super) ctx_pe: u32,
     /// The target PE.
     pub(super) pe: u32,
     /// Bytes of `data` in use.
-    pub(super) len: u16,
+    pub(super) len: u8,
     /// The TCP rail the route chose.
     pub(super) rail: u8,
     /// The route's `retry_allowed`.
     pub(super) retry: u8,
-    _pad: u32,
+    _pad: u8,
     /// The bytes.
     pub(super) data: [u8; INLINE],
 }
+
+const _: () = assert!(core::mem::size_of::<Entry>() == 64);
 
 impl Entry {
     /// An entry for `bytes` (at most [`INLINE`]).
@@ -101,9 +104,8 @@ impl Entry {
         Entry {
             off,
             ctx_seq: ctx.seq,
-            ctx_pe: ctx.pe,
             pe,
-            len: bytes.len() as u16,
+            len: bytes.len() as u8,
             rail,
             retry: u8::from(retry),
             _pad: 0,
@@ -117,11 +119,11 @@ impl Entry {
         &self.data[..usize::from(self.len).min(INLINE)]
     }
 
-    /// The route decision's id.
+    /// The route decision's id, made on PE `me`.
     #[inline]
-    pub(super) fn ctx(&self) -> ContextId {
+    pub(super) fn ctx(&self, me: u32) -> ContextId {
         ContextId {
-            pe: self.ctx_pe,
+            pe: me,
             seq: self.ctx_seq,
         }
     }
@@ -138,8 +140,12 @@ impl Entry {
 pub(super) struct SubRing {
     ring: Ring<Entry, DEPTH>,
     /// The thread met an error at the head entry and takes nothing more
-    /// (set by the thread, cleared by the context).
-    stalled: AtomicBool,
+    /// (set by the thread, cleared by the context). On a line of its own:
+    /// the producer reads it at every push, and the thread writes
+    /// `consuming` at every burst.
+    stalled: CachePadded<AtomicBool>,
+    /// The PE the context's route decisions are made on.
+    me: u32,
     /// Why it stalled.
     error: Mutex<Option<SocketError>>,
     /// Who consumes now: the progress thread in a burst, or a context
@@ -150,10 +156,11 @@ pub(super) struct SubRing {
 }
 
 impl SubRing {
-    fn new() -> Arc<SubRing> {
+    fn new(me: u32) -> Arc<SubRing> {
         Arc::new(SubRing {
             ring: Ring::new(),
-            stalled: AtomicBool::new(false),
+            stalled: CachePadded::new(AtomicBool::new(false)),
+            me,
             error: Mutex::new(None),
             consuming: Mutex::new(()),
         })
@@ -200,7 +207,7 @@ impl SubRing {
         while let Some(e) = c.peek() {
             let rail = usize::from(e.rail);
             let r = if rail < d.rails() {
-                d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx())
+                d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx(self.me))
             } else {
                 Err(SocketError::RailDown { peer: e.pe, rail })
             };
@@ -271,9 +278,9 @@ impl core::fmt::Debug for Submit {
 }
 
 impl Submit {
-    /// A new ring and its producer end.
-    pub(super) fn new() -> Submit {
-        let ring = SubRing::new();
+    /// A new ring and its producer end, for a context on PE `me`.
+    pub(super) fn new(me: u32) -> Submit {
+        let ring = SubRing::new(me);
         // SAFETY: the ring lives in the `Arc` held in `ring` beside `tx`,
         // never moves, and outlives `tx` (declared first, so dropped first;
         // `Producer` has no drop glue that touches it anyway). This is the
@@ -332,7 +339,7 @@ impl Context {
             route.retry_allowed,
             route.context,
         );
-        if !t.submit(e) {
+        if !t.submit(e, route.context.pe) {
             return false;
         }
         if self.order.enabled {
@@ -484,12 +491,12 @@ mod tests {
         let e = Entry::new(3, 64, &[1, 2, 3, 4, 5, 6, 7, 8], 1, true, ctx());
         assert_eq!(e.bytes(), &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!((e.pe, e.off, e.rail, e.retry), (3, 64, 1, 1));
-        assert_eq!(e.ctx(), ctx());
+        assert_eq!(e.ctx(0), ctx());
     }
 
     #[test]
     fn a_stalled_ring_gives_back_its_entries_in_order() {
-        let mut s = Submit::new();
+        let mut s = Submit::new(0);
         for i in 0..5u8 {
             assert!(s.push(Entry::new(1, u64::from(i) * 8, &[i; 8], 0, true, ctx())));
         }
@@ -516,7 +523,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_refuses() {
-        let mut s = Submit::new();
+        let mut s = Submit::new(0);
         for _ in 0..DEPTH {
             assert!(s.push(Entry::new(1, 0, &[0; 8], 0, true, ctx())));
         }
