@@ -32,10 +32,17 @@
 //!   have returned is returned by that next operation (which is then not
 //!   performed).
 //! * **A full ring** makes the put take the existing path (which waits for
-//!   the ring to drain first, as every other use of the driver does).
+//!   the ring to drain first, as every other use of the driver does). The
+//!   wait before a routed operation, fence or quiet is bounded by the op
+//!   timeout ([`Error::Timeout`](super::Error::Timeout)).
 //! * **No thread.** When the progress thread has stopped (`finalize`, the
 //!   PE's own context dropped), a context waiting for its ring to drain
 //!   takes the driver and drains the ring itself.
+//!
+//! Left out on the ring path: the load bits after a hand-off (`load_after`
+//! reads the driver's backlog; the next put that takes the driver sets
+//! them). A ring put is counted and traced when pushed; one taken back
+//! after an error is counted again when the routed loop issues it.
 
 #![allow(unsafe_code)]
 
