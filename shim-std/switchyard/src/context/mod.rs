@@ -156,6 +156,8 @@ mod progress;
 #[cfg(test)]
 mod put_signal_test;
 mod raw;
+#[cfg(test)]
+mod ring_test;
 mod rma;
 mod route;
 #[cfg(test)]
@@ -166,6 +168,7 @@ mod stats;
 mod statseg;
 #[cfg(test)]
 mod statseg_test;
+mod submit;
 #[cfg(test)]
 mod tcp_no_alloc_test;
 #[cfg(test)]

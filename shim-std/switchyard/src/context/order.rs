@@ -107,6 +107,7 @@ impl Context {
     /// When a transport is unusable; as [`Context::quiet`] when it is one.
     #[inline]
     pub fn fence(&mut self) -> Result<()> {
+        self.ring_sync()?;
         if self.order.mixed {
             self.stats.ordering_waits += 1;
             return self.quiet();
@@ -133,6 +134,7 @@ impl Context {
     }
 
     fn quiet_in(&mut self) -> Result<()> {
+        self.ring_sync()?;
         let start = Instant::now();
         let mut spins = 0u32;
         loop {

@@ -288,6 +288,9 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // What the progress thread refused from this context's ring is
+        // issued before the ring goes (`submit.rs`).
+        let _ = self.ring_sync();
         // This context's last counts, before its slot goes to the next.
         self.sx_publish_pe();
         // The ring goes to the next context of the PE (its writer is

@@ -32,6 +32,23 @@
 //!   its first driver use in a call.
 //! * `caller`: no thread; progress happens only inside the application's calls.
 //!
+//! # Submission rings (`dedicated`)
+//!
+//! Under `dedicated`, a context does not take the driver for a small put
+//! (at most [`INLINE`](super::submit::INLINE) bytes) routed to a TCP rail:
+//! it copies the put into its own single-producer ring (the core's
+//! [`Ring`](switchyard_core::ring::Ring), registered here at the context's
+//! first such put, unregistered when its handle drops) and returns. Each
+//! burst first drains every registered ring into the driver, then runs its
+//! steps, which send them. Every other use of the driver by that context
+//! ([`Tcp::get`]) first waits until the thread has taken everything the
+//! context pushed, so nothing overtakes a ring entry, and fence and quiet
+//! keep their meaning (quiet = drain the ring, then today's quiet). An
+//! entry the driver refuses with a full window stays at the head for the
+//! next burst; one it refuses with an error stops the ring, and the context
+//! takes it and the rest back at its next operation (`submit.rs`). When the
+//! thread has stopped, a context drains its ring itself.
+//!
 //! Driver events (link transitions, dead peers) the thread's steps produce stay
 //! queued in the driver; the context applies them at its next progress step.
 //! The thread also publishes the stats segment's shared part (state bits,
@@ -70,7 +87,10 @@ use switchyard_core::{
 };
 use switchyard_socket::{Parker, SocketDriver};
 
-use super::verbs::RecvSide;
+use super::{
+    submit::{Entry as SubEntry, SubRing, Submit},
+    verbs::RecvSide,
+};
 
 /// How often a busy progress thread looks at the lock word.
 pub(super) const BUSY_CHECK: Duration = Duration::from_micros(20);
@@ -81,6 +101,17 @@ const MIN_BACKOFF: Duration = Duration::from_micros(50);
 /// Progress steps per burst while steps find work (bounds how long the
 /// application can wait to enter).
 const BURST: u32 = 32;
+
+/// Where a context's submission ring stands ([`Tcp::ring_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RingState {
+    /// Everything submitted was taken.
+    Empty,
+    /// The thread stopped at an error: the context takes the rest back.
+    Stalled,
+    /// Entries wait for the thread.
+    Pending,
+}
 
 /// How the progress thread waits between bursts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +157,14 @@ struct Shared {
     worker: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Where it runs, once started.
     placed: std::sync::OnceLock<Placed>,
+    /// The thread runs `dedicated`: contexts submit small TCP puts through
+    /// their rings (`submit.rs`).
+    dedicated: AtomicBool,
+    /// The contexts' submission rings the thread drains in each burst.
+    rings: std::sync::Mutex<Vec<Arc<SubRing>>>,
+    /// The time base of the driver's `now` (the context's clock, set at
+    /// the thread's start).
+    clock: std::sync::OnceLock<Instant>,
 }
 
 // SAFETY: `driver` is only accessed by whoever holds `lock` (the application
@@ -155,6 +194,15 @@ pub(super) struct Tcp {
     owner: bool,
     /// The driver's longest get (a constant of its configuration).
     max_get_len: u32,
+    /// This context's submission ring, once registered (`dedicated` only).
+    sub: Option<Submit>,
+    /// The ring may hold entries not taken yet: the next [`Tcp::get`] waits
+    /// for them first.
+    pending: bool,
+    /// No ring for this handle (the thread is not `dedicated`, or is gone).
+    ring_off: bool,
+    /// The context is re-issuing its stalled ring's entries itself.
+    redoing: bool,
 }
 
 impl core::fmt::Debug for Tcp {
@@ -181,10 +229,17 @@ impl Tcp {
                 waiting: AtomicU32::new(0),
                 worker: std::sync::Mutex::new(None),
                 placed: std::sync::OnceLock::new(),
+                dedicated: AtomicBool::new(false),
+                rings: std::sync::Mutex::new(Vec::new()),
+                clock: std::sync::OnceLock::new(),
             }),
             held: None,
             owner: true,
             max_get_len,
+            sub: None,
+            pending: false,
+            ring_off: false,
+            redoing: false,
         }
     }
 
@@ -196,6 +251,10 @@ impl Tcp {
             held: None,
             owner: false,
             max_get_len: self.max_get_len,
+            sub: None,
+            pending: false,
+            ring_off: false,
+            redoing: false,
         }
     }
 
@@ -223,6 +282,10 @@ impl Tcp {
             .enter()
             .parker()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let _ = self.shared.clock.set(clock);
+        self.shared
+            .dedicated
+            .store(mode == ThreadMode::Dedicated, Ordering::Release);
         let shared = Arc::clone(&self.shared);
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let h = std::thread::Builder::new()
@@ -251,6 +314,9 @@ impl Tcp {
     #[inline]
     pub(super) fn get(&mut self) -> &mut SocketDriver {
         if self.held.is_none() {
+            if self.pending {
+                self.wait_ring();
+            }
             self.acquire();
         }
         // SAFETY: this thread holds the lock (`held` is set), so nobody else
@@ -285,6 +351,137 @@ impl Tcp {
                 core::hint::spin_loop();
             }
         }
+    }
+
+    /// Submits one small put through this context's ring (`dedicated`
+    /// only; registers the ring at the first). False when it must take the
+    /// existing path: no ring here, the ring full or stalled, or the driver
+    /// held by this handle (nothing is pushed then).
+    #[inline]
+    pub(super) fn submit(&mut self, e: SubEntry, me: u32) -> bool {
+        if self.held.is_some() || self.ring_off {
+            return false;
+        }
+        let Some(s) = self.sub.as_mut() else {
+            return self.submit_first(e, me);
+        };
+        if s.ring().stalled() || !s.push(e) {
+            return false;
+        }
+        self.pending = true;
+        true
+    }
+
+    /// The first submission: registers a ring with the progress thread
+    /// when it runs `dedicated`, else marks this handle as having none.
+    #[cold]
+    fn submit_first(&mut self, e: SubEntry, me: u32) -> bool {
+        if !self.shared.dedicated.load(Ordering::Acquire)
+            || self.shared.stop.load(Ordering::Acquire)
+            || !self.has_thread()
+        {
+            self.ring_off = true;
+            return false;
+        }
+        let s = Submit::new(me);
+        self.rings().push(Arc::clone(s.ring()));
+        self.sub = Some(s);
+        self.submit(e, me)
+    }
+
+    /// The registration list.
+    fn rings(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SubRing>>> {
+        self.shared
+            .rings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Waits until the progress thread took everything this context
+    /// submitted, or the ring stalled at an error (the context then takes
+    /// the rest back, [`Context::ring_sync`](super::Context), which also
+    /// bounds this wait by the op timeout before the operations that
+    /// issue). When the thread is gone, drains the ring itself. Not holding
+    /// the driver.
+    #[cold]
+    #[inline(never)]
+    fn wait_ring(&mut self) {
+        let mut spins = 0u32;
+        while self.ring_step() == RingState::Pending {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Where this context's ring stands: empty (everything submitted was
+    /// taken), stalled, or pending. One step of [`Tcp::wait_ring`]: when
+    /// the thread is gone, drains what it can itself (making progress for
+    /// a full send window). Not holding the driver.
+    pub(super) fn ring_step(&mut self) -> RingState {
+        let Some(s) = self.sub.as_ref() else {
+            self.pending = false;
+            return RingState::Empty;
+        };
+        if s.ring().is_empty() {
+            self.pending = false;
+            return RingState::Empty;
+        }
+        if s.ring().stalled() {
+            return RingState::Stalled;
+        }
+        if self.shared.stop.load(Ordering::Acquire) && self.held.is_none() {
+            let ring = Arc::clone(s.ring());
+            self.acquire();
+            // SAFETY: this handle holds the lock (`acquire`); see `Shared`.
+            let d = unsafe { &mut *self.shared.driver.get() };
+            if ring.drain(d) == 0
+                && let Some(clock) = self.shared.clock.get()
+            {
+                let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
+                d.progress(now);
+            }
+            self.leave();
+        }
+        RingState::Pending
+    }
+
+    /// Whether this context may have submitted entries not taken yet.
+    #[inline]
+    pub(super) fn ring_pending(&self) -> bool {
+        self.pending
+    }
+
+    /// Whether this context's ring stopped at an error and must be taken
+    /// back ([`Context::ring_sync`](super::Context)); false while it is.
+    #[inline]
+    pub(super) fn ring_stalled(&self) -> bool {
+        !self.redoing && self.sub.as_ref().is_some_and(|s| s.ring().stalled())
+    }
+
+    /// This context's ring, while it re-issues its stalled entries (`on`),
+    /// and after (`!on`).
+    pub(super) fn redo(&mut self, on: bool) -> Option<Arc<SubRing>> {
+        self.redoing = on;
+        self.sub.as_ref().map(|s| Arc::clone(s.ring()))
+    }
+
+    /// Lets this handle submit through its ring (`on`, the default) or not;
+    /// what it submitted is taken first.
+    pub(super) fn set_ring(&mut self, on: bool) {
+        if !on && self.pending && self.held.is_none() {
+            self.wait_ring();
+        }
+        self.ring_off = !on;
+    }
+
+    /// Whether this handle submits through a ring (tests).
+    #[cfg(test)]
+    pub(super) fn has_ring(&self) -> bool {
+        self.sub.is_some()
     }
 
     /// The driver for one step, given back when the returned guard drops
@@ -403,6 +600,16 @@ impl Drop for Entry<'_> {
 impl Drop for Tcp {
     fn drop(&mut self) {
         self.leave();
+        if self.sub.is_some() {
+            // Everything submitted goes out before the ring does (a stalled
+            // one was taken back by the context's drop, `ring_sync`).
+            if self.pending {
+                self.wait_ring();
+            }
+            if let Some(s) = self.sub.take() {
+                self.rings().retain(|r| !Arc::ptr_eq(r, s.ring()));
+            }
+        }
         if self.owner {
             // The thread must be gone before the driver (and the heap it
             // writes, owned by the PE's segment) is dropped.
@@ -482,6 +689,14 @@ fn burst(shared: &Shared, clock: Instant, woke: bool) -> bool {
         // burst ends, the level-triggered park returns at once, and so on
         // until the periodic full pass.
         d.woke();
+    }
+    // The contexts' submissions first, so this burst's steps send them.
+    if shared.dedicated.load(Ordering::Relaxed)
+        && let Ok(rings) = shared.rings.try_lock()
+    {
+        for r in rings.iter() {
+            r.drain(d);
+        }
     }
     for _ in 0..BURST {
         let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);

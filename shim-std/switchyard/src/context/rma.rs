@@ -59,6 +59,13 @@ impl Context {
             self.leg_done(pe, len, FrameOp::Put, route);
             return Ok(());
         }
+        // A small put to a TCP rail under a `dedicated` progress thread:
+        // one push on this context's submission ring.
+        if let Ok(route) = &sel
+            && self.ring_put(pe, off, bytes, route)
+        {
+            return Ok(());
+        }
         self.put_slow(sel, pe, off, bytes)
     }
 

@@ -100,7 +100,12 @@ impl Context {
     /// never taken by reference into this cold call).
     #[cold]
     #[inline(never)]
-    fn on_error(&mut self, t: TransportId, e: DrvError, retry_allowed: bool) -> Option<Error> {
+    pub(super) fn on_error(
+        &mut self,
+        t: TransportId,
+        e: DrvError,
+        retry_allowed: bool,
+    ) -> Option<Error> {
         if t == VERBS {
             // The link failed: apply its events and replay what it handed
             // back over TCP before this operation is retried there.
@@ -228,6 +233,8 @@ impl Context {
         frame: FrameOp,
         run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
     ) -> Result<(R, Route)> {
+        // What this context submitted through its ring goes first.
+        self.ring_sync()?;
         // Set on the first WouldBlock: the wait for the window to open.
         let mut blocked_since: Option<Instant> = None;
         let mut spins = 0u32;

@@ -1,0 +1,238 @@
+//! The submission rings of a `dedicated` progress thread (`submit.rs`):
+//! small puts over TCP go through each context's ring, from several threads
+//! at once, and arrive once, in order, visible to a get that follows; a rail
+//! cut under a stream of them loses and doubles nothing; the ring put path
+//! allocates nothing.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use switchyard_core::{topology::LinkState, transport::Transport};
+use switchyard_socket::TcpConfig;
+
+use super::{
+    Context, Sym, progress,
+    progress::ThreadMode,
+    tcp_pair_test::{Pair, WAIT, job, wait_for},
+};
+use crate::test_alloc::{allocations, count_here};
+
+/// Threads of PE 0, each on a context of its own.
+const THREADS: usize = 2;
+/// Puts per thread.
+const OPS: usize = 400;
+
+/// The value thread `t` puts as its `i`-th.
+fn stamp(t: usize, i: usize) -> u64 {
+    ((t as u64 + 1) << 32) | (i as u64 + 1)
+}
+
+/// Starts PE 0's progress thread `dedicated` (unpinned: the tests share the
+/// machine's cores; PE 1 makes progress in its own waits, so that two
+/// spinning threads do not starve the PEs on a 2-core machine).
+fn dedicated(ctx: &mut Context) {
+    let (me, clock) = (ctx.my_pe(), ctx.clock);
+    if me != 0 {
+        return;
+    }
+    ctx.tcp
+        .as_mut()
+        .expect("a TCP driver")
+        .start(ThreadMode::Dedicated, clock, None, me)
+        .unwrap();
+}
+
+/// The default TCP configuration with a detection window long enough that
+/// the test's own load on a 2-core machine (a spinning progress thread, the
+/// PEs, the other tests) does not take a link down: a failover would run its
+/// own (allocating, tracing) path.
+fn steady() -> TcpConfig {
+    TcpConfig {
+        detection_window: Duration::from_secs(2),
+        ..TcpConfig::default()
+    }
+}
+
+fn uses_ring(ctx: &Context) -> bool {
+    ctx.tcp.as_ref().is_some_and(progress::Tcp::has_ring)
+}
+
+#[test]
+fn threads_put_through_their_rings_in_order() {
+    let pair = Pair::near(job(0x5B01), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        // Per thread: OPS stamps, then one word every put overwrites.
+        let data: Sym<u64> = ctx.alloc(THREADS * (OPS + 1)).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            let pe = ctx.pe();
+            thread::scope(|s| {
+                for t in 0..THREADS {
+                    let pe = pe.clone();
+                    s.spawn(move || {
+                        let mut c = pe.context().expect("a context per thread");
+                        let last = THREADS * OPS + t;
+                        for i in 0..OPS {
+                            c.put(&data, t * OPS + i, &[stamp(t, i)], 1).unwrap();
+                            c.put(&data, last, &[stamp(t, i)], 1).unwrap();
+                            if i % 50 == 49 {
+                                // A get after ring puts sees them.
+                                let mut got = [0u64];
+                                c.get(&data, last, &mut got, 1).unwrap();
+                                assert_eq!(got, [stamp(t, i)], "thread {t}, put {i}");
+                            }
+                        }
+                        assert!(uses_ring(&c), "thread {t} never used its ring");
+                        c.quiet().unwrap();
+                        c.add(&done, 0, 1, 1).unwrap();
+                        c.quiet().unwrap();
+                    });
+                }
+            });
+        } else {
+            let n = THREADS as u64;
+            assert_eq!(ctx.wait_until(&done, 0, super::Cmp::Eq, n).unwrap(), n);
+            let mut got = vec![0u64; THREADS * (OPS + 1)];
+            ctx.read_local(&data, 0, &mut got).unwrap();
+            for t in 0..THREADS {
+                for i in 0..OPS {
+                    assert_eq!(got[t * OPS + i], stamp(t, i), "thread {t}, put {i}");
+                }
+                assert_eq!(got[THREADS * OPS + t], stamp(t, OPS - 1), "thread {t}");
+            }
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// Progress until rail 0 to `peer` is up again, then quiet.
+fn rail_0_back(ctx: &mut Context, peer: u32) {
+    let start = Instant::now();
+    loop {
+        let up = ctx
+            .tcp
+            .as_mut()
+            .map(progress::Tcp::get)
+            .is_some_and(|t| t.rail(0).state(peer) == LinkState::Up);
+        ctx.leave();
+        if up {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "rail 0 never came back");
+        ctx.poll_once();
+        thread::sleep(Duration::from_micros(100));
+    }
+    ctx.quiet().unwrap();
+}
+
+#[test]
+fn a_rail_cut_under_ring_puts_loses_and_doubles_nothing() {
+    /// Puts per round; rounds, each with a cut in its middle.
+    const PUTS: usize = 256;
+    const ROUNDS: usize = 3;
+    let pair = Pair::near(
+        job(0x5B02),
+        TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+            ..TcpConfig::default()
+        },
+    );
+    let step = Arc::new(AtomicU32::new(0));
+    pair.run(move |mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let other = 1 - me;
+        // Each round's stamps, and one word every put overwrites (a doubled
+        // older put arriving late would leave an older stamp there).
+        let data: Sym<u64> = ctx.alloc(ROUNDS * PUTS + 1).unwrap();
+        let last = ROUNDS * PUTS;
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            wait_for(&mut ctx, &step, 1, true);
+            rail_0_back(&mut ctx, other);
+        } else {
+            for r in 0..ROUNDS {
+                for i in 0..PUTS {
+                    if i == PUTS / 2 {
+                        ctx.tcp
+                            .as_mut()
+                            .map(progress::Tcp::get)
+                            .expect("a TCP driver")
+                            .debug_cut(1, 0);
+                        ctx.leave();
+                    }
+                    let v = stamp(r, i);
+                    ctx.put(&data, r * PUTS + i, &[v], 1).unwrap();
+                    ctx.put(&data, last, &[v], 1).unwrap();
+                }
+                ctx.quiet().unwrap();
+                let mut got = vec![0u64; PUTS + 1];
+                ctx.get(&data, r * PUTS, &mut got[..PUTS], 1).unwrap();
+                ctx.get(&data, last, &mut got[PUTS..], 1).unwrap();
+                for (i, g) in got[..PUTS].iter().enumerate() {
+                    assert_eq!(*g, stamp(r, i), "round {r}, put {i}");
+                }
+                assert_eq!(got[PUTS], stamp(r, PUTS - 1), "round {r}: the last word");
+                rail_0_back(&mut ctx, other);
+            }
+            assert!(uses_ring(&ctx), "the ring was never used");
+            step.store(1, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+#[test]
+fn ring_puts_allocate_nothing() {
+    const ROUNDS: u64 = 200;
+    let pair = Pair::near(job(0x5B03), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let a: Sym<u64> = ctx.alloc(8).unwrap();
+        for pass in 0..2 {
+            ctx.barrier_all().unwrap();
+            let before = allocations();
+            if pass == 1 {
+                count_here(true);
+            }
+            if me == 0 {
+                for i in 0..ROUNDS {
+                    for k in 0..8 {
+                        ctx.put(&a, k, &[i], 1).unwrap();
+                    }
+                    if i % 16 == 15 {
+                        ctx.quiet().unwrap();
+                    }
+                }
+                ctx.quiet().unwrap();
+            }
+            if pass == 1 {
+                count_here(false);
+                let n = allocations() - before;
+                assert_eq!(n, 0, "PE {me}: {n} allocations on the ring put path");
+            }
+            ctx.barrier_all().unwrap();
+        }
+        if me == 0 {
+            assert!(uses_ring(&ctx), "the ring was never used");
+        } else {
+            let mut v = [0u64; 8];
+            ctx.read_local(&a, 0, &mut v).unwrap();
+            assert!(v.iter().all(|&x| x == ROUNDS - 1), "{v:?}");
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}

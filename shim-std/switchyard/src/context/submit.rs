@@ -1,0 +1,539 @@
+//! The per-context submission rings of a `dedicated` progress engine.
+//!
+//! With `progress = dedicated`, a small put (at most [`INLINE`] bytes) that a
+//! context routes to a TCP rail does not take the driver: the application
+//! copies it into its own single-producer ring ([`Ring`] from the core, one
+//! per context) and returns; the progress thread, which holds the driver in
+//! its bursts, takes the entries of every registered ring and hands them to
+//! the driver (`SocketDriver::put` on the rail the context chose). The
+//! application's cost is the route decision and one push: no lock, no
+//! syscall, no allocation.
+//!
+//! # Guarantees, by construction
+//!
+//! * **Nothing overtakes a ring entry.** Every other use of the driver by the
+//!   context ([`Tcp::get`](super::progress::Tcp::get): gets, atomics, larger
+//!   puts, fence, quiet, waits, finalize) first waits until the progress
+//!   thread has taken everything the context pushed (the ring's head, the
+//!   consumed counter, caught up with its tail). A context never pushes while
+//!   it holds the driver.
+//! * **Taken means issued.** The thread pops an entry only after the driver
+//!   accepted it. A full send window (`WouldBlock`) leaves it at the head, to
+//!   be retried at the next burst; the thread makes progress meanwhile.
+//! * **Errors stop the ring.** Any other error leaves the entry at the head,
+//!   records the error and marks the ring *stalled*: the thread takes nothing
+//!   more from it. The context, at its next routed operation, fence or quiet
+//!   ([`Context::ring_sync`]), takes the entry back with the error and runs
+//!   it through the routed path's error handling (`on_error`: health bit,
+//!   failover; an entry refused unsent by a down rail, `DrvError::not_issued`,
+//!   is re-issued on another rail), then issues every later entry of the ring
+//!   itself through the routed path, in order, and un-stalls the ring. So an
+//!   entry is issued once, never lost, never doubled; an error the put would
+//!   have returned is returned by that next operation (which is then not
+//!   performed).
+//! * **A full ring** makes the put take the existing path (which waits for
+//!   the ring to drain first, as every other use of the driver does). The
+//!   wait before a routed operation, fence or quiet is bounded by the op
+//!   timeout ([`Error::Timeout`](super::Error::Timeout)).
+//! * **No thread.** When the progress thread has stopped (`finalize`, the
+//!   PE's own context dropped), a context waiting for its ring to drain
+//!   takes the driver and drains the ring itself.
+//!
+//! Left out on the ring path: the load bits after a hand-off (`load_after`
+//! reads the driver's backlog; the next put that takes the driver sets
+//! them). A ring put is counted and traced when pushed; one taken back
+//! after an error is counted again when the routed loop issues it.
+
+#![allow(unsafe_code)]
+
+use std::sync::{
+    Arc, Mutex, PoisonError,
+    atomic::{AtomicBool, Ordering},
+};
+
+use switchyard_core::{
+    class::TransportId,
+    pad::CachePadded,
+    ring::{Consumer, Producer, Ring},
+    route::{ContextId, Op, Route},
+    transport::{ErrorKind, Transport, TransportError},
+    wire::FrameOp,
+};
+use switchyard_socket::{SocketDriver, SocketError};
+use zerocopy::FromBytes;
+
+use super::{Context, Result, drv::DrvError, order, progress::RingState, rail_of};
+
+/// The longest put that goes through a submission ring, in bytes: what fits
+/// beside the entry's header in one cache line (an 8-byte put costs the
+/// producer one line).
+pub const INLINE: usize = 40;
+/// Entries per context's ring.
+pub(super) const DEPTH: usize = 256;
+
+/// One put, as pushed: where it goes and its bytes (copied: the source may
+/// be reused once the put returns).
+#[derive(Debug, Clone, Copy, FromBytes)]
+#[repr(C, align(64))]
+pub(super) struct Entry {
+    /// Offset in the target's heap.
+    pub(super) off: u64,
+    /// The route decision's id ([`ContextId::seq`]; its PE is the ring's).
+    pub(super) ctx_seq: u64,
+    /// The target PE.
+    pub(super) pe: u32,
+    /// Bytes of `data` in use.
+    pub(super) len: u8,
+    /// The TCP rail the route chose.
+    pub(super) rail: u8,
+    /// The route's `retry_allowed`.
+    pub(super) retry: u8,
+    _pad: u8,
+    /// The bytes.
+    pub(super) data: [u8; INLINE],
+}
+
+const _: () = assert!(core::mem::size_of::<Entry>() == 64);
+
+impl Entry {
+    /// An entry for `bytes` (at most [`INLINE`]).
+    #[inline(always)]
+    pub(super) fn new(
+        pe: u32,
+        off: u64,
+        bytes: &[u8],
+        rail: u8,
+        retry: bool,
+        ctx: ContextId,
+    ) -> Entry {
+        let mut data = [0u8; INLINE];
+        data[..bytes.len()].copy_from_slice(bytes);
+        Entry {
+            off,
+            ctx_seq: ctx.seq,
+            pe,
+            len: bytes.len() as u8,
+            rail,
+            retry: u8::from(retry),
+            _pad: 0,
+            data,
+        }
+    }
+
+    /// The bytes of the put.
+    #[inline]
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.data[..usize::from(self.len).min(INLINE)]
+    }
+
+    /// The route decision's id, made on PE `me`.
+    #[inline]
+    pub(super) fn ctx(&self, me: u32) -> ContextId {
+        ContextId {
+            pe: me,
+            seq: self.ctx_seq,
+        }
+    }
+
+    /// The rail's transport id.
+    pub(super) fn transport(&self) -> TransportId {
+        super::tcp_rail(usize::from(self.rail))
+    }
+}
+
+/// One context's ring, shared by the context (producer) and the progress
+/// thread (consumer; or the context itself while the ring is stalled or the
+/// thread is gone).
+pub(super) struct SubRing {
+    ring: Ring<Entry, DEPTH>,
+    /// The thread met an error at the head entry and takes nothing more
+    /// (set by the thread, cleared by the context). On a line of its own:
+    /// the producer reads it at every push, and the thread writes
+    /// `consuming` at every burst.
+    stalled: CachePadded<AtomicBool>,
+    /// The PE the context's route decisions are made on.
+    me: u32,
+    /// Why it stalled.
+    error: Mutex<Option<SocketError>>,
+    /// Who consumes now: the progress thread in a burst, or a context
+    /// draining the ring itself. Taken with `try_lock` by the thread (it
+    /// skips a ring a context drains) and `lock` by the context; the
+    /// consumer end is made only while it is held.
+    consuming: Mutex<()>,
+}
+
+impl SubRing {
+    fn new(me: u32) -> Arc<SubRing> {
+        Arc::new(SubRing {
+            ring: Ring::new(),
+            stalled: CachePadded::new(AtomicBool::new(false)),
+            me,
+            error: Mutex::new(None),
+            consuming: Mutex::new(()),
+        })
+    }
+
+    /// Whether everything pushed has been taken.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+
+    /// Whether the ring stopped at an error (Acquire: the error and the
+    /// consumer's head are visible).
+    #[inline]
+    pub(super) fn stalled(&self) -> bool {
+        self.stalled.load(Ordering::Acquire)
+    }
+
+    /// The consumer end.
+    ///
+    /// # Safety
+    /// `consuming` must be held by the caller for as long as the returned
+    /// end lives (the one consumer of the ring at a time).
+    unsafe fn consumer(&self) -> Consumer<'_, Entry, DEPTH> {
+        // SAFETY: the caller holds `consuming`, so this is the only consumer
+        // end; the ring lives in this `SubRing` (in an `Arc`, never moved).
+        unsafe { self.ring.consumer() }
+    }
+
+    /// Issues the ring's entries on `d` in order, until it is empty, an
+    /// entry meets a full send window (left at the head), or an error
+    /// (left at the head, the ring stalled). Skips a stalled ring and one
+    /// another consumer holds. Returns how many were issued.
+    pub(super) fn drain(&self, d: &mut SocketDriver) -> usize {
+        if self.stalled() || self.ring.is_empty() {
+            return 0;
+        }
+        let Ok(_held) = self.consuming.try_lock() else {
+            return 0;
+        };
+        // SAFETY: `consuming` is held until the end of this function.
+        let mut c = unsafe { self.consumer() };
+        let mut n = 0;
+        while let Some(e) = c.peek() {
+            let rail = usize::from(e.rail);
+            let r = if rail < d.rails() {
+                d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx(self.me))
+            } else {
+                Err(SocketError::RailDown { peer: e.pe, rail })
+            };
+            match r {
+                Ok(()) => {
+                    let _ = c.pop();
+                    n += 1;
+                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(err) => {
+                    *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+                    // Release: the error and the head are visible to the
+                    // context that sees the flag.
+                    self.stalled.store(true, Ordering::Release);
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Takes the head entry of a stalled ring and the error it met, or,
+    /// with `None` for the error, the next later entry; `None` when the
+    /// ring is empty (and then un-stalls it). Only the context calls it.
+    pub(super) fn take_stalled(&self) -> Option<(Entry, Option<SocketError>)> {
+        let _held = self
+            .consuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: `consuming` is held until the end of this function.
+        let mut c = unsafe { self.consumer() };
+        match c.pop() {
+            Ok(e) => {
+                let err = self
+                    .error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                Some((e, err))
+            }
+            Err(_) => {
+                // Release: the head is visible to the thread's next drain.
+                self.stalled.store(false, Ordering::Release);
+                None
+            }
+        }
+    }
+}
+
+/// The producing end a context holds, with its ring.
+pub(super) struct Submit {
+    /// Declared before `ring`: it borrows it.
+    tx: Producer<'static, Entry, DEPTH>,
+    ring: Arc<SubRing>,
+}
+
+// SAFETY: the producer end (its cached head is a `Cell`) is used only through
+// `&mut self` (`push`); `&self` reaches only the `Arc<SubRing>`, which is
+// `Sync`. So sharing a `&Submit` between threads shares nothing unsynchronised.
+unsafe impl Sync for Submit {}
+
+impl core::fmt::Debug for Submit {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Submit")
+            .field("len", &self.ring.ring.len())
+            .finish()
+    }
+}
+
+impl Submit {
+    /// A new ring and its producer end, for a context on PE `me`.
+    pub(super) fn new(me: u32) -> Submit {
+        let ring = SubRing::new(me);
+        // SAFETY: the ring lives in the `Arc` held in `ring` beside `tx`,
+        // never moves, and outlives `tx` (declared first, so dropped first;
+        // `Producer` has no drop glue that touches it anyway). This is the
+        // ring's only producer end, ever.
+        let tx = unsafe { (*Arc::as_ptr(&ring)).ring.producer() };
+        // SAFETY: as above: the borrow is valid for as long as `tx` lives.
+        let tx: Producer<'static, Entry, DEPTH> = unsafe { core::mem::transmute(tx) };
+        Submit { tx, ring }
+    }
+
+    /// The ring, for the registration list.
+    pub(super) fn ring(&self) -> &Arc<SubRing> {
+        &self.ring
+    }
+
+    /// Pushes one entry; false when the ring is full.
+    #[inline(always)]
+    pub(super) fn push(&mut self, e: Entry) -> bool {
+        self.tx.push(e).is_ok()
+    }
+}
+
+impl Context {
+    /// A put of at most [`INLINE`] bytes routed `route` to a TCP rail, through
+    /// this context's submission ring when the progress thread runs
+    /// `dedicated`: the routed loop's bookkeeping (ordering bits, counters,
+    /// trace) without taking the driver. False (nothing done) when the put
+    /// must take the routed loop: not a TCP rail, a load yield or verbs
+    /// hold possible, a write over verbs pending to `pe`, no ring, the ring
+    /// full or stalled.
+    #[inline]
+    pub(super) fn ring_put(&mut self, pe: u32, off: u64, bytes: &[u8], route: &Route) -> bool {
+        let Some(rail) = rail_of(route.transport) else {
+            return false;
+        };
+        if bytes.len() > INLINE || (route.downgraded & self.load.any()) || self.verbs_holds(pe) {
+            return false;
+        }
+        let code = if self.order.enabled {
+            let code = self.order.get(pe);
+            if code & !order::T != 0 {
+                return false;
+            }
+            code
+        } else {
+            0
+        };
+        let Some(t) = self.tcp.as_mut() else {
+            return false;
+        };
+        let e = Entry::new(
+            pe,
+            off,
+            bytes,
+            rail as u8,
+            route.retry_allowed,
+            route.context,
+        );
+        if !t.submit(e, route.context.pe) {
+            return false;
+        }
+        if self.order.enabled {
+            self.order.set(pe, code | order::T);
+        }
+        let len = bytes.len() as u64;
+        self.sx_done(pe, len, route);
+        self.trace_route(pe, len, FrameOp::Put, route, false);
+        true
+    }
+
+    /// Starts this PE's progress thread as `progress = dedicated` does,
+    /// pinned to `cpu` when given, for a context built by
+    /// [`Context::from_parts`] ([`Context::from_env`] starts the thread the
+    /// configuration asks for). Does nothing without TCP peers, or when a
+    /// thread already runs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Tcp`](super::Error::Tcp) when the thread or its epoll
+    /// descriptor cannot be created.
+    pub fn start_dedicated_progress(&mut self, cpu: Option<u32>) -> Result<()> {
+        let (me, clock) = (self.me, self.clock);
+        if let Some(t) = self.tcp.as_mut() {
+            t.start(super::progress::ThreadMode::Dedicated, clock, cpu, me)
+                .map_err(|e| super::Error::Tcp(SocketError::Epoll { source: e }))?;
+        }
+        Ok(())
+    }
+
+    /// Whether this context's small puts to TCP peers go through its
+    /// submission ring under a `dedicated` progress thread (`on`, the
+    /// default) or take the TCP driver themselves, as in the other progress
+    /// modes. Meant for measuring the two side by side. What the ring holds
+    /// is issued first.
+    ///
+    /// # Errors
+    ///
+    /// An error a put of the ring met, as [`Context::quiet`] returns it.
+    pub fn set_submit_ring(&mut self, on: bool) -> Result<()> {
+        self.ring_sync()?;
+        if let Some(t) = self.tcp.as_mut() {
+            t.set_ring(on);
+        }
+        Ok(())
+    }
+
+    /// Takes back this context's submission ring when the progress thread
+    /// stopped it at an error: the entry it failed on goes through the
+    /// routed loop's error handling (health bit, failover; re-issued through
+    /// the routed loop when the error allows a retry, as a put refused
+    /// unsent by a down rail always does), then every later entry is issued
+    /// here through the routed loop, in order, and the ring resumes. Called
+    /// before any routed operation, fence or quiet; returns the first error
+    /// a put of the ring would have returned (the caller then stops).
+    ///
+    /// Also waits for the ring to drain first, bounded by the op timeout
+    /// (the thread retries an entry a full send window refused at each
+    /// burst): [`Error::Timeout`](super::Error::Timeout) past it.
+    #[inline]
+    pub(super) fn ring_sync(&mut self) -> Result<()> {
+        match self.tcp.as_ref() {
+            Some(t) if t.ring_pending() || t.ring_stalled() => self.ring_wait(),
+            _ => Ok(()),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ring_wait(&mut self) -> Result<()> {
+        let start = std::time::Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let Some(t) = self.tcp.as_mut() else {
+                return Ok(());
+            };
+            if t.ring_stalled() {
+                return self.ring_redo();
+            }
+            match t.ring_step() {
+                RingState::Empty => return Ok(()),
+                // Being taken back (`ring_redo` runs the routed loop).
+                RingState::Stalled => return Ok(()),
+                RingState::Pending => {}
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                if start.elapsed() > self.op_timeout {
+                    return Err(super::Error::Timeout {
+                        what: "the submission ring to drain",
+                        waited: start.elapsed(),
+                        pe: None,
+                    });
+                }
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ring_redo(&mut self) -> Result<()> {
+        let Some(ring) = self.tcp.as_mut().and_then(|t| t.redo(true)) else {
+            return Ok(());
+        };
+        let mut first = None;
+        while let Some((e, err)) = ring.take_stalled() {
+            if let Some(err) = err {
+                let t = e.transport();
+                let err = DrvError::Tcp(err);
+                self.sx_bump(t, e.pe, crate::statseg::PeerWord::Errors);
+                if let Some(x) = self.on_error(t, err, e.retry != 0) {
+                    first.get_or_insert(x);
+                    continue;
+                }
+            }
+            let (pe, off, bytes) = (e.pe, e.off, e.bytes());
+            let r = self.routed_from(
+                None,
+                pe,
+                bytes.len() as u64,
+                Op::Put,
+                FrameOp::Put,
+                &mut |d, r| d.put(pe, off, bytes, r.context),
+            );
+            if let Err(x) = r {
+                first.get_or_insert(x);
+            }
+        }
+        if let Some(t) = self.tcp.as_mut() {
+            t.redo(false);
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> ContextId {
+        ContextId { pe: 0, seq: 7 }
+    }
+
+    #[test]
+    fn an_entry_keeps_its_bytes() {
+        let e = Entry::new(3, 64, &[1, 2, 3, 4, 5, 6, 7, 8], 1, true, ctx());
+        assert_eq!(e.bytes(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!((e.pe, e.off, e.rail, e.retry), (3, 64, 1, 1));
+        assert_eq!(e.ctx(0), ctx());
+    }
+
+    #[test]
+    fn a_stalled_ring_gives_back_its_entries_in_order() {
+        let mut s = Submit::new(0);
+        for i in 0..5u8 {
+            assert!(s.push(Entry::new(1, u64::from(i) * 8, &[i; 8], 0, true, ctx())));
+        }
+        // A driver with no peers: the first put fails, the ring stalls.
+        let mut d = SocketDriver::with_owned_heap(switchyard_socket::TcpConfig::default(), 1 << 16)
+            .expect("a driver");
+        assert_eq!(s.ring().drain(&mut d), 0);
+        assert!(s.ring().stalled());
+        assert!(!s.ring().is_empty());
+        // Nothing more is taken while stalled.
+        assert_eq!(s.ring().drain(&mut d), 0);
+        let (first, err) = s.ring().take_stalled().expect("the head");
+        assert_eq!(first.off, 0);
+        assert!(err.is_some(), "the error comes with the head");
+        for i in 1..5u64 {
+            let (e, err) = s.ring().take_stalled().expect("a later entry");
+            assert_eq!(e.off, i * 8);
+            assert!(err.is_none());
+        }
+        assert!(s.ring().take_stalled().is_none());
+        assert!(!s.ring().stalled());
+        assert!(s.ring().is_empty());
+    }
+
+    #[test]
+    fn a_full_ring_refuses() {
+        let mut s = Submit::new(0);
+        for _ in 0..DEPTH {
+            assert!(s.push(Entry::new(1, 0, &[0; 8], 0, true, ctx())));
+        }
+        assert!(!s.push(Entry::new(1, 0, &[0; 8], 0, true, ctx())));
+    }
+}
