@@ -153,6 +153,12 @@ impl Load {
         }
     }
 
+    /// Whether some pair's bit is set (what a load yield needs).
+    #[inline(always)]
+    pub(super) fn any(&self) -> bool {
+        !self.loaded.is_empty()
+    }
+
     /// The pairs whose bit is set now.
     #[cfg(test)]
     pub(super) fn loaded(&self) -> &[(TransportId, u32)] {
