@@ -113,6 +113,18 @@ assert r and r[0]["result"]["test"] == "channel-bw", r
 assert r[0]["result"]["bandwidth"]["msgs_per_s"] > 0 and r[0]["baseline"]["bandwidth"]["msgs_per_s"] > 0, r
 ' "$out/chan-bw-$tr.json"
 done
+# perf broadcast-bw: PE 0 to 2 subscribers (3 PEs), under backpressure and
+# drop, beside channel-bw in the same launch (and that beside the raw ring);
+# the subscribers check every stamp (exit 1 if one is wrong).
+run perf broadcast-bw --subscribers 2 --iters 2000 --json > "$out/bcast-bw.json"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["pes"] == 3, d
+r = [(x["result"]["test"], x["baseline"]["test"]) for x in d["results"]]
+assert r == [("channel-bw", "raw-ring"), ("broadcast-bw", "channel-bw"), ("broadcast-bw-drop", "channel-bw")], r
+assert all(x["result"]["bandwidth"]["msgs_per_s"] > 0 and x["ratio"] > 0 for x in d["results"]), d
+' "$out/bcast-bw.json"
 # put-rate from 2 threads of PE 0, each on its own context, beside 1 thread
 # in the same run (the workers check every thread's stream at the target).
 run perf put-rate --threads 2 --size 8 --iters 2000 | tee "$out/perf-threads.txt"

@@ -1,5 +1,6 @@
 //! `switchyard perf put-rate|get-rate|atomic-rate` end to end, over shared
-//! memory and over TCP: two real PEs, small counts, JSON out. The workers
+//! memory and over TCP: two real PEs, small counts, JSON out (and
+//! `broadcast-bw`, three PEs, at the end). The workers
 //! check after each run that the target saw every operation (the last put's
 //! number on PE 1, the gets' bytes on PE 0, every fetch-add's old value and
 //! the counter's total), and the baselines check their own data; either
@@ -242,4 +243,48 @@ fn rate_tests_refuse_bad_input() {
             "{args:?}: {out}{err}"
         );
     }
+}
+
+/// `perf broadcast-bw`: three PEs (the publisher and two subscribers, whose
+/// workers check every stamp, and under the drop policy that what they
+/// received and lost make what was sent), rows `channel-bw` against the raw
+/// ring, then the two broadcast rows against that `channel-bw`.
+#[test]
+fn broadcast_bw_beside_channel_bw() {
+    let (v, out) = perf_ok("broadcast-bw", &["--subscribers", "2"]);
+    assert_eq!(v["pes"], 3, "the publisher and 2 subscribers: {out}");
+    let rows = v["results"].as_array().expect("results");
+    let names: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["result"]["test"].as_str().unwrap(),
+                r["baseline"]["test"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("channel-bw", "raw-ring"),
+            ("broadcast-bw", "channel-bw"),
+            ("broadcast-bw-drop", "channel-bw"),
+        ],
+        "{out}"
+    );
+    for row in rows {
+        let m = &row["result"];
+        assert_eq!(
+            (m["size"].as_u64(), m["iters"].as_u64()),
+            (Some(64), Some(300)),
+            "{out}"
+        );
+        let rate = m["bandwidth"]["msgs_per_s"].as_f64().unwrap();
+        let base = row["baseline"]["bandwidth"]["msgs_per_s"].as_f64().unwrap();
+        assert!(rate > 0.0 && base > 0.0, "{out}");
+        let ratio = row["ratio"].as_f64().unwrap();
+        assert!((ratio - rate / base).abs() <= 1e-9 * ratio, "{out}");
+    }
+    let (code, _, err) = perf(&["channel-bw", "--subscribers", "2"]);
+    assert_eq!(code, Some(2), "{err}");
 }

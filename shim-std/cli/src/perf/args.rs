@@ -25,7 +25,7 @@ pub const MAX_THREADS: u32 = 32;
 const MAX_SIZE: u64 = 1 << 30;
 
 /// The tests and the baselines that run on their own.
-const TESTS: [&str; 11] = [
+const TESTS: [&str; 12] = [
     "put-lat",
     "get-lat",
     "atomic-lat",
@@ -35,6 +35,7 @@ const TESTS: [&str; 11] = [
     "atomic-rate",
     "channel-lat",
     "channel-bw",
+    "broadcast-bw",
     "tcp-pingpong",
     "tcp-stream",
 ];
@@ -58,6 +59,11 @@ Tests:
                 --size-byte messages (8 to 1024, default 64), RTT/2
   channel-bw    stream of --size-byte messages over one channel, send by send,
                 received in batches (msg/s)
+  broadcast-bw  the publisher's rate over a broadcast stream to --subscribers PEs
+                (default 2), under backpressure and under drop, beside
+                channel-bw in the same launch (ratio: the publisher's rate over
+                one SPSC producer's; 1/ratio is a broadcast send's cost in
+                SPSC sends)
 Baselines (measured right before and right after each test; ratio against their mean):
   cacheline     bare cache-line ping-pong between two pinned threads (put-lat)
   remote-read   one thread reading what a thread on another core just wrote (get-lat)
@@ -168,6 +174,13 @@ pub struct PerfArgs {
         value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_THREADS))
     )]
     pub threads: u32,
+    /// broadcast-bw: subscriber PEs, 1 to 64 (PEs 1 to N) [default: 2]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=64)
+    )]
+    pub subscribers: Option<u32>,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
@@ -291,6 +304,12 @@ pub enum OptionsError {
         /// The threads asked for.
         threads: u32,
     },
+    /// `--subscribers` with a test other than `broadcast-bw`.
+    #[error("--subscribers {subscribers}: only broadcast-bw has subscribers")]
+    SubscribersNeedBroadcast {
+        /// The subscribers asked for.
+        subscribers: u32,
+    },
     /// `atomic-rate` with a size other than 8.
     #[error("atomic-rate --size {size}: its fetch-adds are on one 8-byte word (--size 8)")]
     AtomicSize {
@@ -339,6 +358,13 @@ impl PerfArgs {
                 threads: self.threads,
             });
         }
+        let channel = name.and_then(super::channel::Which::parse);
+        if let Some(subscribers) = self.subscribers
+            && channel != Some(super::channel::Which::Broadcast)
+        {
+            return Err(OptionsError::SubscribersNeedBroadcast { subscribers });
+        }
+        let subscribers = self.subscribers.unwrap_or(2);
         if let Some(t) = test
             && t.is_rate()
         {
@@ -346,9 +372,16 @@ impl PerfArgs {
         }
         Ok(Options {
             test,
-            channel: name.and_then(super::channel::Which::parse),
+            channel,
+            subscribers,
             standalone,
-            n: self.n,
+            // broadcast-bw: the publisher and its subscribers (PEs past them,
+            // with a larger -n, stand by).
+            n: if channel == Some(super::channel::Which::Broadcast) {
+                self.n.max(subscribers + 1)
+            } else {
+                self.n
+            },
             sizes,
             iters: self.iters.map(|n| n.max(1)),
             warmup: self.warmup,

@@ -1,4 +1,4 @@
-//! `switchyard perf channel-lat` and `channel-bw`: the typed channels of
+//! `switchyard perf channel-lat`, `channel-bw` and `broadcast-bw`: the typed channels of
 //! `switchyard::channel` between PEs 0 and 1, each beside a baseline run
 //! right before and right after it.
 //!
@@ -17,6 +17,9 @@
 //!   that answer (messages per second). Baseline over shared memory,
 //!   `raw-ring`: the same stream over one such ring, the other process
 //!   storing a count PE 0's side waits for; over TCP `tcp-stream`.
+//! * `broadcast-bw`: the publisher's rate over a broadcast stream to
+//!   `--subscribers` PEs, beside `channel-bw` in the same launch
+//!   (`channel/broadcast.rs`).
 //!
 //! Sizes: multiples of 8 from 8 to 1024 bytes that the message type is
 //! built for ([`SIZES`]); default 64.
@@ -45,6 +48,9 @@ use super::{
 };
 use crate::Output;
 
+mod broadcast;
+use broadcast::measure as broadcast_measure;
+
 /// A channel test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Which {
@@ -52,6 +58,8 @@ pub(super) enum Which {
     Lat,
     /// `channel-bw`.
     Bw,
+    /// `broadcast-bw` (`channel/broadcast.rs`).
+    Broadcast,
 }
 
 impl Which {
@@ -60,6 +68,7 @@ impl Which {
         match self {
             Which::Lat => "channel-lat",
             Which::Bw => "channel-bw",
+            Which::Broadcast => "broadcast-bw",
         }
     }
 
@@ -68,6 +77,7 @@ impl Which {
         match s {
             "channel-lat" => Some(Which::Lat),
             "channel-bw" => Some(Which::Bw),
+            "broadcast-bw" => Some(Which::Broadcast),
             _ => None,
         }
     }
@@ -110,8 +120,8 @@ struct Plan {
 fn plan(o: &Options, w: Which) -> Plan {
     let iters = o.iters.unwrap_or(match (w, o.over_tcp()) {
         (Which::Lat, _) => 20_000,
-        (Which::Bw, true) => 50_000,
-        (Which::Bw, false) => 1_000_000,
+        (Which::Bw | Which::Broadcast, true) => 50_000,
+        (Which::Bw | Which::Broadcast, false) => 1_000_000,
     });
     Plan {
         sizes: o.sizes.clone().unwrap_or_else(|| vec![64]),
@@ -155,9 +165,11 @@ fn drive(o: &Options, w: Which) -> Result<(), String> {
                 let (size, it, wu) = (s as usize, plan.iters, plan.warmup);
                 match (w, tcp) {
                     (Which::Lat, false) => raw_lat(size, it, wu, cpus),
-                    (Which::Bw, false) => raw_bw(size, it, wu, cpus),
+                    (Which::Bw | Which::Broadcast, false) => raw_bw(size, it, wu, cpus),
                     (Which::Lat, true) => baseline::tcp_pingpong(size, it, wu, &place.tcp, cpus),
-                    (Which::Bw, true) => baseline::tcp_stream(size, it, wu, &place.tcp, cpus),
+                    (Which::Bw | Which::Broadcast, true) => {
+                        baseline::tcp_stream(size, it, wu, &place.tcp, cpus)
+                    }
                 }
             })
             .collect()
@@ -171,16 +183,36 @@ fn drive(o: &Options, w: Which) -> Result<(), String> {
         .zip(after)
         .filter_map(|(b, a)| merge_baselines(Some(b), Some(a), &mut drift))
         .collect();
+    // A broadcast row's baseline is the SPSC channel-bw of its size, from
+    // the same launch; channel-bw's is the raw ring.
+    let spsc: Vec<Measurement> = ms
+        .iter()
+        .filter(|m| m.test == Which::Bw.name())
+        .cloned()
+        .collect();
     let mut rows: Vec<_> = ms
         .into_iter()
         .map(|m| {
-            let b = base.iter().find(|b| b.size == m.size).cloned();
+            let from = if m.test.starts_with("broadcast") {
+                &spsc
+            } else {
+                &base
+            };
+            let b = from.iter().find(|b| b.size == m.size).cloned();
             (m, b)
         })
         .collect();
     let header = format!(
-        "switchyard perf: {} over {}, {} PEs, {}, {CAPACITY} slots; baselines{}: mean of a run right before and right after",
+        "switchyard perf: {}{} over {}, {} PEs, {}, {CAPACITY} slots; baselines{}: mean of a run right before and right after",
         w.name(),
+        if w == Which::Broadcast {
+            format!(
+                " (PE 0 to {} subscribers; beside channel-bw, PE 0 to PE 1, in the same launch)",
+                o.subscribers
+            )
+        } else {
+            String::new()
+        },
         if o.transport == "tcp" {
             format!("tcp only ({TRANSPORTS_VAR}=tcp)")
         } else {
@@ -229,6 +261,14 @@ fn launch_workers(
     if o.over_tcp() {
         args.extend(["--transport".into(), "tcp".into()]);
     }
+    // A broadcast run: its subscribers, PEs 1 to N, and two streams' rings
+    // (backpressure, drop) beside the SPSC pair, for every size.
+    let rings = if w == Which::Broadcast {
+        args.extend(["--subscribers".into(), o.subscribers.to_string().into()]);
+        4 * plan.sizes.len() as u64
+    } else {
+        2
+    };
     let mut lo = LaunchOptions::new(o.n, exe);
     lo.args = args;
     lo.bind = if pinned { Bind::Core } else { Bind::None };
@@ -238,7 +278,7 @@ fn launch_workers(
     let ring = CAPACITY as u64 * (8 + max).next_multiple_of(64);
     lo.env.push((
         "SWITCHYARD_HEAP_SIZE".into(),
-        format_size((2 * ring + (1 << 20)).next_power_of_two().max(4 << 20)),
+        format_size((rings * ring + (1 << 20)).next_power_of_two().max(4 << 20)),
     ));
     if o.transport == "tcp" {
         lo.env.push((TRANSPORTS_VAR.into(), "tcp".into()));
@@ -261,8 +301,13 @@ fn worker_main(o: &Options, w: Which) -> u8 {
         .and_then(|mut ctx| {
             let mut ms = Vec::new();
             for &s in &plan.sizes {
-                let m = by_size!(s, measure(&mut ctx, w, plan.iters, plan.warmup))?;
-                ms.extend(m);
+                let (it, wu) = (plan.iters, plan.warmup);
+                if w == Which::Broadcast {
+                    let subs = o.subscribers;
+                    ms.extend(by_size!(s, broadcast_measure(&mut ctx, subs, it, wu))?);
+                } else {
+                    ms.extend(by_size!(s, measure(&mut ctx, w, it, wu))?);
+                }
             }
             let me = ctx.my_pe();
             ctx.finalize().map_err(|e| e.to_string())?;
@@ -358,7 +403,7 @@ fn measure<const N: usize>(
                     tx.send(ctx, v).map_err(e)?;
                 }
             }
-            (Which::Bw, 0) => {
+            (Which::Bw | Which::Broadcast, 0) => {
                 let mut phase = |from: u64, n: u64| -> Result<(), String> {
                     for i in from..from + n {
                         tx.send(ctx, stamped::<N>(i)).map_err(e)?;
@@ -371,7 +416,7 @@ fn measure<const N: usize>(
                 let secs = t0.elapsed().as_secs_f64();
                 m = Some(Measurement::throughput(w.name(), N as u64, iters, secs));
             }
-            (Which::Bw, _) => {
+            (Which::Bw | Which::Broadcast, _) => {
                 let mut buf = [[0u8; N]; 64];
                 let mut next = 0u64;
                 for end in [warmup, total] {

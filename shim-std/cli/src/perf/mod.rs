@@ -201,8 +201,10 @@ pub const TRANSPORTS_VAR: &str = "SWITCHYARD_TRANSPORTS";
 #[derive(Debug, Clone)]
 struct Options {
     test: Option<Test>,
-    /// `channel-lat` or `channel-bw` (`channel.rs`).
+    /// `channel-lat`, `channel-bw` or `broadcast-bw` (`channel.rs`).
     channel: Option<channel::Which>,
+    /// `--subscribers`: broadcast-bw's subscriber PEs (default 2).
+    subscribers: u32,
     standalone: Option<Standalone>,
     n: u32,
     sizes: Option<Vec<u64>>,

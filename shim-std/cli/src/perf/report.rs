@@ -209,6 +209,9 @@ pub(super) fn table(rows: &[(Measurement, Option<Measurement>)], header: &str) -
             }
         });
         row(&mut s, m, ratio(m, b.as_ref()), &label);
+        // A measurement that is also a later row's baseline (broadcast-bw's
+        // channel-bw) is not shown twice.
+        shown.push((m.test.clone(), m.size));
     }
     s
 }

@@ -401,3 +401,37 @@ fn thread_options_and_rows() {
     let j = serde_json::to_value(&plain).unwrap();
     assert!(j.get("threads").is_none() && j.get("thread_ratio").is_none());
 }
+
+#[test]
+fn broadcast_options_and_rows() {
+    let o = parse(&a(&["broadcast-bw", "--subscribers", "3"])).unwrap();
+    assert_eq!(o.channel, Some(channel::Which::Broadcast));
+    assert_eq!((o.subscribers, o.n), (3, 4));
+    // Two by default; -n only adds bystanders.
+    let o = parse(&a(&["broadcast-bw"])).unwrap();
+    assert_eq!((o.subscribers, o.n), (2, 3));
+    assert_eq!(parse(&a(&["broadcast-bw", "-n", "5"])).unwrap().n, 5);
+    assert!(
+        parse(&a(&["channel-bw", "--subscribers", "2"]))
+            .unwrap_err()
+            .contains("only broadcast-bw has subscribers")
+    );
+    assert!(parse(&a(&["broadcast-bw", "--subscribers", "0"])).is_err());
+    assert!(parse(&a(&["broadcast-bw", "--subscribers", "65"])).is_err());
+    // channel-bw is shown once: as its own row (against the raw ring) and
+    // as the broadcast rows' baseline.
+    let spsc = Measurement::throughput("channel-bw", 64, 1000, 1e-3);
+    let raw = Measurement::throughput("raw-ring", 64, 1000, 0.5e-3);
+    let bp = Measurement::throughput("broadcast-bw", 64, 1000, 1.25e-3);
+    let rows = vec![
+        (spsc.clone(), Some(raw)),
+        (bp.clone(), Some(spsc.clone())),
+        (
+            Measurement::throughput("broadcast-bw-drop", 64, 1000, 0.8e-3),
+            Some(spsc.clone()),
+        ),
+    ];
+    let t = table(&rows, "h");
+    assert_eq!(t.matches("\nchannel-bw ").count(), 1, "{t}");
+    assert!((ratio(&bp, Some(&spsc)).unwrap() - 0.8).abs() < 1e-9);
+}

@@ -49,7 +49,7 @@ pub enum SlowSubscriber {
 ///   writes each message once into its own memory, and each such subscriber
 ///   reads that copy through its mapping. It publishes its cursor (its next
 ///   index) with a Release store into its own line of the publisher's
-///   header, which the publisher reads (Acquire) only when its cached limit
+///   header (once per `recv`, or per batch of `recv_into`), which the publisher reads (Acquire) only when its cached limit
 ///   says the ring is full.
 /// * **Subscribers on other nodes** each have the ring at the same offset of
 ///   their own heap. The publisher writes **once per remote subscriber**
@@ -437,7 +437,27 @@ impl<T: Plain> Publisher<T> {
     ///
     /// [`CtxError::PeerDead`] when a subscriber dies while the publisher
     /// waits for it; the puts' errors; [`CtxError::ForeignHandle`].
+    #[inline]
     pub fn send(&mut self, ctx: &mut Context, v: T) -> Result<()> {
+        // Every subscriber on this node, and room: the stores into this
+        // PE's ring, inlined into the caller's loop.
+        if let Some(slots) = &self.local
+            && self.remotes.is_empty()
+            && self.tail != self.limit
+            && ctx.owner_id() == self.owner
+        {
+            Self::write_local(slots, self.tail, &v, self.policy == SlowSubscriber::Drop);
+            self.tail += 1;
+            self.stats.sent(1);
+            return Ok(());
+        }
+        self.send_waiting(ctx, v)
+    }
+
+    /// [`Publisher::send`] past its fast path: no room (then a wait for
+    /// it), remote subscribers, a foreign context.
+    #[inline(never)]
+    fn send_waiting(&mut self, ctx: &mut Context, v: T) -> Result<()> {
         loop {
             match self.try_send(ctx, v) {
                 Ok(()) => return Ok(()),
@@ -472,7 +492,7 @@ impl<T: Plain> Publisher<T> {
     fn slowest(&self) -> usize {
         (0..self.cursors.len())
             // SYNC POINT with the Release store of the cursor in
-            // `Subscriber::publish` (or the target side of its credit set).
+            // `Subscriber::give_credit` (or the target side of its credit set).
             .min_by_key(|&k| self.cursors[k].get().load(Ordering::Acquire))
             .unwrap_or(0)
     }
@@ -492,13 +512,31 @@ impl<T: Plain> Publisher<T> {
             .cursors
             .iter()
             // SYNC POINT with the Release store of the cursor in
-            // `Subscriber::publish` (or the target side of its credit set,
+            // `Subscriber::give_credit` (or the target side of its credit set,
             // `heap_rmw`): the subscriber read the slots below it.
             .map(|c| c.get().load(Ordering::Acquire))
             .min()
             .unwrap_or(self.tail);
         self.limit = min + self.capacity;
         self.tail < self.limit
+    }
+
+    /// Writes `v` as message `i` into this PE's ring (`drop`: marking the
+    /// slot first, as a seqlock writer).
+    #[inline(always)]
+    fn write_local(slots: &Slots, i: u64, v: &T, drop: bool) {
+        if drop {
+            // Seqlock writer: the slot is marked as being rewritten before
+            // its bytes change.
+            slots.seq(i).store(0, Ordering::Relaxed);
+            // SYNC POINT with the Acquire fence in `Subscriber::take`: a
+            // reader that saw any new byte sees the 0 (or later).
+            fence(Ordering::Release);
+        }
+        slots.write(i, v);
+        // SYNC POINT with the Acquire load of the sequence word in
+        // `Subscriber::take`: the message is in the slot.
+        slots.seq(i).store(i + 1, Ordering::Release);
     }
 
     /// Sends `v` (there is room): once into this PE's ring for the
@@ -508,18 +546,7 @@ impl<T: Plain> Publisher<T> {
         let i = self.tail;
         let drop = self.policy == SlowSubscriber::Drop;
         if let Some(slots) = &self.local {
-            if drop {
-                // Seqlock writer: the slot is marked as being rewritten
-                // before its bytes change.
-                slots.seq(i).store(0, Ordering::Relaxed);
-                // SYNC POINT with the Acquire fence in `Subscriber::take`:
-                // a reader that saw any new byte sees the 0 (or later).
-                fence(Ordering::Release);
-            }
-            slots.write(i, v);
-            // SYNC POINT with the Acquire load of the sequence word in
-            // `Subscriber::take`: the message is in the slot.
-            slots.seq(i).store(i + 1, Ordering::Release);
+            Self::write_local(slots, i, v, drop);
         }
         if !self.remotes.is_empty() {
             let slot = (i & (self.capacity - 1)) * self.stride;
@@ -618,7 +645,6 @@ impl<T: Plain> Subscriber<T> {
                 if self.slots.seq(self.head).load(Ordering::Relaxed) == s {
                     self.head += 1;
                     self.stats.received();
-                    self.publish();
                     return Some(v);
                 }
                 continue; // overwritten while copying: lapped
@@ -632,23 +658,22 @@ impl<T: Plain> Subscriber<T> {
         }
     }
 
-    /// Publishes the cursor on the same node (backpressure).
-    #[inline(always)]
-    fn publish(&self) {
-        if let Cursor::Direct(w) = &self.cursor {
-            // SYNC POINT with the Acquire loads of the cursors in
-            // `Publisher::refresh`: the slots below are read.
-            w.get().store(self.head, Ordering::Release);
-        }
-    }
-
-    /// Sends the publisher credit when it is far enough behind (remote,
-    /// backpressure).
+    /// Frees the slots taken so far (backpressure): on the same node
+    /// publishes the cursor (once per `recv`, or per batch of `recv_into`,
+    /// so the publisher's reads of it at a full ring do not take the line
+    /// back at every message); remote, sends the publisher credit when it is
+    /// far enough behind.
     #[inline]
     fn give_credit(&mut self, ctx: &mut Context) -> Result<()> {
         match &mut self.cursor {
+            Cursor::Direct(w) => {
+                // SYNC POINT with the Acquire loads of the cursors in
+                // `Publisher::refresh`: the slots below are read.
+                w.get().store(self.head, Ordering::Release);
+                Ok(())
+            }
             Cursor::Routed(c) => c.give(ctx, self.head, self.publisher),
-            _ => Ok(()),
+            Cursor::None => Ok(()),
         }
     }
 

@@ -41,8 +41,8 @@
 //! The slot of index `i` (`i` counts every message ever sent) holds `i + 1`
 //! in its sequence word once the message is in it. The consumer keeps its
 //! next index `head` to itself and publishes it in its header (a Release
-//! store per message, on a line the producer reads only when its cached copy
-//! says the ring is full). The producer keeps `tail` and a cached limit
+//! store per `recv`, or one per batch of `recv_into`, on a line the
+//! producer reads only when its cached copy says the ring is full). The producer keeps `tail` and a cached limit
 //! (`head + capacity` as last read).
 //!
 //! * **Same node** (the route to the consumer is shared memory): the producer

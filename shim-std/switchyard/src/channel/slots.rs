@@ -67,19 +67,34 @@ impl Slots {
     }
 
     /// Writes `v` into the slot of index `i` (its sequence word untouched).
+    ///
+    /// Word by word: 8-byte loads of `v` and 8-byte stores into the slot.
+    /// A caller usually has just built `v` on its stack with stores of other
+    /// widths, and a wider load spanning two of them cannot be forwarded
+    /// from the store buffer: it waits until the buffer drains, the previous
+    /// message's stores into the other core's line included, which made
+    /// every send wait for the last one's line transfer.
     #[inline(always)]
     pub(super) fn write<T: Plain>(&self, i: u64, v: &T) {
         let bytes = v.as_bytes();
-        // SAFETY: the message's bytes lie inside the slot (`new`: the stride
-        // holds them after the sequence word); the producer owns the slot
-        // until it stores the sequence word (the consumer read it before
-        // releasing its index past it), so nobody reads these bytes now.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.slot(i).add(SEQ_BYTES),
-                bytes.len(),
-            );
+        let dst = self.slot(i).wrapping_add(SEQ_BYTES);
+        let words = bytes.len() / 8;
+        for w in 0..words {
+            // SAFETY: word `w` lies inside `bytes` (unaligned read) and inside
+            // the slot's message bytes (`new`: the stride holds them after
+            // the sequence word; the slot is 64-aligned, so `dst` is
+            // 8-aligned); the producer owns the slot until it stores the
+            // sequence word (the consumer read it before releasing its index
+            // past it), so nobody reads these bytes now. Volatile keeps the
+            // stores 8 bytes wide (and with them the loads).
+            unsafe {
+                let x = core::ptr::read_unaligned(bytes.as_ptr().add(8 * w).cast::<u64>());
+                core::ptr::write_volatile(dst.add(8 * w).cast::<u64>(), x);
+            }
+        }
+        for (b, &x) in bytes.iter().enumerate().skip(8 * words) {
+            // SAFETY: byte `b` of the slot's message (as above).
+            unsafe { dst.add(b).write_volatile(x) };
         }
     }
 

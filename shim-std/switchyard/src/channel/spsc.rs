@@ -162,7 +162,26 @@ impl<T: Plain> Producer<T> {
     ///
     /// [`Error::PeerDead`] when the consumer dies meanwhile; the put's errors
     /// on a routed channel; [`Error::ForeignHandle`].
+    #[inline]
     pub fn send(&mut self, ctx: &mut Context, v: T) -> Result<()> {
+        // Same node with room: the two stores, inlined into the caller's
+        // loop (the message is not copied through a call's frame).
+        if let Path::Direct { slots, .. } = &self.path
+            && self.tail != self.limit
+            && ctx.owner_id() == self.owner
+        {
+            Self::write_direct(slots, self.tail, core::slice::from_ref(&v));
+            self.tail += 1;
+            self.stats.sent(1);
+            return Ok(());
+        }
+        self.send_waiting(ctx, v)
+    }
+
+    /// [`Producer::send`] past its fast path: a full ring (then a wait for
+    /// room), a routed channel, a foreign context.
+    #[inline(never)]
+    fn send_waiting(&mut self, ctx: &mut Context, v: T) -> Result<()> {
         loop {
             match self.try_send(ctx, v) {
                 Ok(()) => return Ok(()),
@@ -213,7 +232,7 @@ impl<T: Plain> Producer<T> {
     fn refresh(&mut self, ctx: &mut Context, poll: bool) -> bool {
         let head = match &self.path {
             // SYNC POINT with the Release store of the head in
-            // `Consumer::take`: the consumer read the slots below it.
+            // `Consumer::give_credit`: the consumer read the slots below it.
             Path::Direct { head, .. } => head.get().load(Ordering::Acquire),
             Path::Routed { credit, .. } => {
                 if poll {
@@ -229,18 +248,23 @@ impl<T: Plain> Producer<T> {
         self.tail < self.limit
     }
 
+    /// Writes `vs` into the consumer's slots from index `tail` on (same
+    /// node; the ring has room for them all).
+    #[inline(always)]
+    fn write_direct(slots: &Slots, tail: u64, vs: &[T]) {
+        for (i, v) in (tail..).zip(vs) {
+            slots.write(i, v);
+            // SYNC POINT with the Acquire load of the sequence word in
+            // `Consumer::take`: the message is in the slot.
+            slots.seq(i).store(i + 1, Ordering::Release);
+        }
+    }
+
     /// Sends `vs` (the ring has room for them all).
     #[inline]
     fn push(&mut self, ctx: &mut Context, vs: &[T]) -> Result<()> {
         match &self.path {
-            Path::Direct { slots, .. } => {
-                for (i, v) in (self.tail..).zip(vs) {
-                    slots.write(i, v);
-                    // SYNC POINT with the Acquire load of the sequence word
-                    // in `Consumer::take`: the message is in the slot.
-                    slots.seq(i).store(i + 1, Ordering::Release);
-                }
-            }
+            Path::Direct { slots, .. } => Self::write_direct(slots, self.tail, vs),
             Path::Routed {
                 ring, stride, seqs, ..
             } => {
@@ -334,16 +358,20 @@ impl<T: Plain> Consumer<T> {
         }
         let v = self.slots.read::<T>(self.head);
         self.head += 1;
-        // SYNC POINT with the Acquire load of the head in
-        // `Producer::refresh`: the slot is read, the producer may reuse it.
-        self.head_word.get().store(self.head, Ordering::Release);
         self.stats.received();
         Some(v)
     }
 
-    /// Sends the producer credit when it is far enough behind (routed).
+    /// Frees the slots taken so far: publishes the head (same node: once per
+    /// `recv`, or per batch of `recv_into`, so the producer's reads of it at
+    /// a full ring do not take the line back at every message), and sends
+    /// the producer credit when it is far enough behind (routed).
     #[inline]
     fn give_credit(&mut self, ctx: &mut Context) -> Result<()> {
+        // SYNC POINT with the Acquire load of the head in
+        // `Producer::refresh`: the slots below it are read, the producer may
+        // reuse them.
+        self.head_word.get().store(self.head, Ordering::Release);
         match self.credit.as_mut() {
             Some(c) => c.give(ctx, self.head, self.producer),
             None => Ok(()),
