@@ -50,7 +50,7 @@ use self::{
 use crate::{
     Backlog, CrcPolicy, Event, MAX_RAILS, Result, SocketError, SocketStats, TcpConfig,
     decode::StreamDecoder,
-    handshake::{FEATURE_COMPACT, Hello, NONCE_LEN, Nonces},
+    handshake::{FEATURE_COMPACT, FEATURE_COMPACT_ACK, Hello, NONCE_LEN, Nonces},
     heap::Heap,
     sys,
 };
@@ -163,7 +163,7 @@ impl Ctx {
             conn: conn as u8,
             n_conns: self.n_conns() as u8,
             features: if self.cfg.compact_puts {
-                FEATURE_COMPACT
+                FEATURE_COMPACT | FEATURE_COMPACT_ACK
             } else {
                 0
             },

@@ -491,8 +491,15 @@ pub struct SocketStats {
     pub reconnects: u64,
     /// Times a failed rail's frames moved to another rail.
     pub rail_failovers: u64,
-    /// Heartbeats sent.
+    /// Heartbeats sent (with the ack requests among them).
     pub heartbeats_sent: u64,
+    /// Requests for an immediate ack sent on their own (a heartbeat marked
+    /// `ACK_NOW` on the control connection: a `quiet` that found every
+    /// frame written already, a fence waiting for acks).
+    pub ack_requests: u64,
+    /// Frames a `quiet` marked `ACK_NOW` before writing them, asking the
+    /// target for its ack without a message of its own.
+    pub acks_flagged: u64,
     /// Writes that found a socket buffer full.
     pub would_block: u64,
     /// New frames held back by the ramp after a peer recovered (its in-flight
