@@ -319,7 +319,9 @@ fn quiet_asks_for_its_ack_in_the_last_frame_it_writes() {
         assert_eq!(st.ack_requests, before.ack_requests, "{st:?}");
         assert_eq!(st.heartbeats_sent, before.heartbeats_sent, "{st:?}");
         // Every frame written already: the quiet asks on its own.
-        a.rail(0).put(1, 1024, &7u64.to_le_bytes(), CX).expect("put");
+        a.rail(0)
+            .put(1, 1024, &7u64.to_le_bytes(), CX)
+            .expect("put");
         quiet_poll_only(&mut a, Duration::from_secs(10));
         let end = a.stats();
         assert_eq!(end.acks_flagged, st.acks_flagged, "{end:?}");
