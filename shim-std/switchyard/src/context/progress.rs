@@ -17,9 +17,7 @@
 //! word did not change since it read it (an application entry always changes
 //! it), holds it for a bounded burst of steps, and backs off (sleeping,
 //! doubling up to its tick) while the application is inside, so an active
-//! application is not slowed by it; while the application is parked in a
-//! long wait ([`Tcp::park`]) it retries at the shortest back-off instead, to
-//! serve the peers in the wait's gaps.
+//! application is not slowed by it.
 //!
 //! * `busy` progress: the thread checks every [`BUSY_CHECK`] on a spinning core
 //!   (touching the lock word that rarely keeps the application's line local).
@@ -123,9 +121,6 @@ struct Shared {
     publisher: std::sync::OnceLock<std::sync::Mutex<super::statseg::Publisher>>,
     /// Contexts spinning to take the driver (see [`Tcp::contended`]).
     waiting: AtomicU32,
-    /// The application is parked in a wait, holding the driver
-    /// ([`Tcp::park`]): the thread retries at its shortest back-off.
-    parked: AtomicBool,
     /// The progress thread, once started (the PE's, whichever context
     /// started it).
     worker: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -184,7 +179,6 @@ impl Tcp {
                 verbs_recv: std::sync::OnceLock::new(),
                 publisher: std::sync::OnceLock::new(),
                 waiting: AtomicU32::new(0),
-                parked: AtomicBool::new(false),
                 worker: std::sync::Mutex::new(None),
                 placed: std::sync::OnceLock::new(),
             }),
@@ -300,22 +294,6 @@ impl Tcp {
     pub(super) fn enter(&mut self) -> Entry<'_> {
         self.get();
         Entry(self)
-    }
-
-    /// Parks a wait on the driver's sockets for at most `over` (taking the
-    /// driver first), saying so to the progress thread meanwhile: while the
-    /// application is parked in a long wait (a barrier, a flag set late)
-    /// the thread retries every [`MIN_BACKOFF`] instead of doubling its
-    /// back-off, so that it takes the driver in the application's next gap
-    /// between steps. A target parked in a barrier while a peer streams
-    /// puts at it served them 1.1 to 1.7 times faster so (`perf put-rate
-    /// --transport tcp`, 4 pairs); a short wait (a ping-pong's) never parks,
-    /// so it keeps the doubling back-off that keeps the thread off its
-    /// latency (a fixed short back-off doubled put-lat's p50).
-    pub(super) fn park(&mut self, over: Duration) {
-        self.shared.parked.store(true, Ordering::Relaxed);
-        self.get().wait(over);
-        self.shared.parked.store(false, Ordering::Relaxed);
     }
 
     /// Whether another context of the PE is spinning to take the driver: a
@@ -479,14 +457,9 @@ fn run(shared: &Shared, parker: &Parker, mode: ThreadMode, clock: Instant) {
             backoff = MIN_BACKOFF;
         } else {
             // The application is inside and progresses itself; input it has
-            // not read yet would wake the park at once, so sleep instead
-            // (briefly while it is parked in a long wait: `Tcp::park`).
+            // not read yet would wake the park at once, so sleep instead.
             std::thread::sleep(backoff);
-            backoff = if shared.parked.load(Ordering::Relaxed) {
-                MIN_BACKOFF
-            } else {
-                (backoff * 2).min(tick.max(MIN_BACKOFF))
-            };
+            backoff = (backoff * 2).min(tick.max(MIN_BACKOFF));
         }
     }
 }

@@ -295,7 +295,7 @@ impl Context {
                     match self.tcp.as_mut() {
                         // Parks on the sockets: a frame wakes it at once
                         // (unless another context waits for the driver).
-                        Some(t) if !t.contended() => t.park(over),
+                        Some(t) if !t.contended() => t.get().wait(over),
                         _ => std::thread::sleep(over),
                     }
                 }
