@@ -7,7 +7,7 @@
 //! | off | field | | off | field |
 //! |----:|-------|-|----:|-------|
 //! | 0 | magic `"Sc"` (u16) | | 8 | sequence (u64) |
-//! | 2 | flags (u8): `FENCE`, `REPLAY` only | | 16 | ack (u64) |
+//! | 2 | flags (u8): `FENCE`, `REPLAY`, `ACK_NOW` only | | 16 | ack (u64) |
 //! | 3 | payload length (u8), 1 to [`COMPACT_MAX_PAYLOAD`] | | 24 | context id sequence (u64) |
 //! | 4 | CRC32C (u32) | | 32 | heap offset (u64) |
 //!
@@ -24,7 +24,10 @@
 //! [`StreamDecoder`](crate::decode::StreamDecoder) checks each one
 //! ([`check`]) and hands it out as the full frame it stands for
 //! ([`expand`]), so sequencing, deduplication, acknowledgement and replay
-//! are those of every other frame. Under `cfg(fuzzing)` only the CRC
+//! are those of every other frame. `ACK_NOW` (the last frame a `quiet`
+//! sends, which the target acks on receiving) goes only to a peer that
+//! also offered [`crate::handshake::FEATURE_COMPACT_ACK`]: a decoder from
+//! before it refuses the flag. Under `cfg(fuzzing)` only the CRC
 //! comparison is skipped, as in the core.
 
 use switchyard_core::{
@@ -38,8 +41,9 @@ pub const COMPACT_MAGIC: u16 = u16::from_le_bytes(*b"Sc");
 pub const COMPACT_LEN: usize = 40;
 /// The largest payload a compact frame carries.
 pub const COMPACT_MAX_PAYLOAD: usize = u8::MAX as usize;
-/// The flags a compact frame may carry.
-pub const COMPACT_FLAGS: u8 = flags::FENCE | flags::REPLAY;
+/// The flags a compact frame may carry (`ACK_NOW` only toward a peer that
+/// offered [`crate::handshake::FEATURE_COMPACT_ACK`]).
+pub const COMPACT_FLAGS: u8 = flags::FENCE | flags::REPLAY | flags::ACK_NOW;
 
 /// Why bytes are not a valid compact frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -59,8 +63,8 @@ pub enum CompactError {
     /// A payload length of 0.
     #[error("compact frame with an empty payload")]
     Empty,
-    /// Flags other than `FENCE` and `REPLAY`.
-    #[error("compact frame flags {0:#04x} (only FENCE and REPLAY are allowed)")]
+    /// Flags other than `FENCE`, `REPLAY` and `ACK_NOW`.
+    #[error("compact frame flags {0:#04x} (only FENCE, REPLAY and ACK_NOW are allowed)")]
     BadFlags(u8),
     /// The heap offset plus the payload length overflows.
     #[error("compact frame offset {offset} + {len} bytes overflows")]
@@ -83,7 +87,7 @@ pub enum CompactError {
 /// The fields of a compact frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CompactPut {
-    /// `FENCE` and/or `REPLAY`.
+    /// `FENCE`, `REPLAY`, `ACK_NOW` ([`COMPACT_FLAGS`]).
     pub flags: u8,
     /// Sequence number.
     pub seq: u64,

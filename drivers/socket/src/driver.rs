@@ -51,7 +51,7 @@ use crate::{
     Backlog, CrcPolicy, Event, MAX_RAILS, PeerRailStats, Result, SocketError, SocketStats,
     TcpConfig,
     decode::StreamDecoder,
-    handshake::{FEATURE_COMPACT, Hello, NONCE_LEN, Nonces},
+    handshake::{FEATURE_COMPACT, FEATURE_COMPACT_ACK, Hello, NONCE_LEN, Nonces},
     heap::Heap,
     sys,
 };
@@ -169,7 +169,7 @@ impl Ctx {
             conn: conn as u8,
             n_conns: self.n_conns() as u8,
             features: if self.cfg.compact_puts {
-                FEATURE_COMPACT
+                FEATURE_COMPACT | FEATURE_COMPACT_ACK
             } else {
                 0
             },

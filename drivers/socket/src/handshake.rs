@@ -8,7 +8,7 @@
 //!    little-endian): its own nonce (16), 8 zero bytes, source PE (u32),
 //!    destination PE (u32), rail (u8), connection index (u8, 0 = control),
 //!    connections per rail (u8), the sender's feature bits (u8:
-//!    [`FEATURE_COMPACT`]; unknown bits are ignored), 4 zero bytes, the highest sequence the
+//!    [`FEATURE_COMPACT`], [`FEATURE_COMPACT_ACK`]; unknown bits are ignored), 4 zero bytes, the highest sequence the
 //!    sender has applied in order from the receiver (u64, the replay point),
 //!    the sender's cumulative credit grant to the receiver (u64), the
 //!    sender's heap length (u64); then its proof (32): HMAC-SHA256 under the
@@ -46,6 +46,15 @@ pub const CHALLENGE_LEN: usize = 8 + NONCE_LEN;
 /// zero): the connection is refused as garbage, counted and reported
 /// ([`crate::Event::Refused`]), never misread.
 pub const FEATURE_COMPACT: u8 = 1 << 0;
+
+/// Feature bit: the sender's compact frames may carry `ACK_NOW` (a
+/// `quiet` marks the last frame it sends so, and the target acks on
+/// receiving it: [`crate::compact::COMPACT_FLAGS`]). A driver without this
+/// bit refuses such a compact frame (bad flags), so its peers mark only full
+/// frames for it (which every version reads) and ask a compact one's ack
+/// with a separate request. Unknown bits being ignored, offering it is
+/// compatible with every driver that decodes compact frames.
+pub const FEATURE_COMPACT_ACK: u8 = 1 << 1;
 
 const CHALLENGE_MAGIC: [u8; 4] = *b"SYTC";
 const CHALLENGE_VERSION: u8 = 1;
@@ -95,7 +104,7 @@ pub struct Hello {
     pub conn: u8,
     /// Connections per rail (control + data).
     pub n_conns: u8,
-    /// Feature bits of the sender ([`FEATURE_COMPACT`]).
+    /// Feature bits of the sender ([`FEATURE_COMPACT`], [`FEATURE_COMPACT_ACK`]).
     pub features: u8,
     /// Highest sequence applied in order from the receiver.
     pub applied: u64,
@@ -309,7 +318,7 @@ mod test {
             rail: 3,
             conn: 1,
             n_conns: 2,
-            features: FEATURE_COMPACT,
+            features: FEATURE_COMPACT | FEATURE_COMPACT_ACK,
             applied: 77,
             granted: 1 << 40,
             heap_len: 4096,
@@ -327,7 +336,7 @@ mod test {
         let f = h.frame();
         let fr = Frame::new_checked(&f[..]).unwrap();
         assert_eq!(Hello::decode(fr.payload()), Some(h));
-        assert_eq!(h.encode()[35], FEATURE_COMPACT);
+        assert_eq!(h.encode()[35], FEATURE_COMPACT | FEATURE_COMPACT_ACK);
         // Unknown feature bits are ignored; the reserved bytes are not.
         let mut b = h.encode();
         b[35] = 0xFF;

@@ -122,7 +122,15 @@
 //!    of the window wait for it, or the oldest waited 200 µs, or at once when
 //!    the initiator asks); the initiator's `recovery::on_ack` releases the
 //!    ring up to it, and [`SocketDriver::quiet_poll`] is true once every ring
-//!    is empty.
+//!    is empty. To ask, `quiet_poll` marks the last frame still queued
+//!    toward the peer `ACK_NOW` before its progress step writes it
+//!    (`send::flag_last_for_ack`; a compact frame only to a peer whose
+//!    `Hello` offered [`handshake::FEATURE_COMPACT_ACK`]): the target acks
+//!    in the step that applies it, a replayed copy too, and the quiet sends
+//!    no message of its own ([`SocketStats::acks_flagged`]). Only when every
+//!    frame is written already, or earlier unacked frames travel on another
+//!    connection, does it send a separate request, a heartbeat marked
+//!    `ACK_NOW` on the control connection ([`SocketStats::ack_requests`]).
 //! 6. Should rail `r` fail first, `connection::rail_down` hands its unacked
 //!    frames to another Up rail (`recovery::fail_over`) or keeps them for the
 //!    reconnect; they are sent again marked as replays, and step 4 drops
@@ -492,8 +500,15 @@ pub struct SocketStats {
     pub reconnects: u64,
     /// Times a failed rail's frames moved to another rail.
     pub rail_failovers: u64,
-    /// Heartbeats sent.
+    /// Heartbeats sent (with the ack requests among them).
     pub heartbeats_sent: u64,
+    /// Requests for an immediate ack sent on their own (a heartbeat marked
+    /// `ACK_NOW` on the control connection: a `quiet` that found every
+    /// frame written already, a fence waiting for acks).
+    pub ack_requests: u64,
+    /// Frames a `quiet` marked `ACK_NOW` before writing them, asking the
+    /// target for its ack without a message of its own.
+    pub acks_flagged: u64,
     /// Writes that found a socket buffer full.
     pub would_block: u64,
     /// New frames held back by the ramp after a peer recovered (its in-flight

@@ -282,6 +282,108 @@ fn small_puts_queued_behind_a_send_go_out_gathered() {
     }
 }
 
+/// Quiet with `quiet_poll` alone (no progress step before it, as the
+/// library's quiet does), for at most `limit`.
+fn quiet_poll_only(d: &mut SocketDriver, limit: Duration) {
+    let end = std::time::Instant::now() + limit;
+    while !d.quiet_poll().expect("quiet") {
+        assert!(std::time::Instant::now() < end, "quiet did not complete");
+    }
+}
+
+#[test]
+fn quiet_asks_for_its_ack_in_the_last_frame_it_writes() {
+    // Compact frames (both sides offer them and the ACK_NOW flag in them),
+    // and full frames (PE 1 decodes no compact frames).
+    for compact in [true, false] {
+        let cfg = |me, compact_puts| TcpConfig {
+            compact_puts,
+            ..config(me, 1)
+        };
+        let (mut a, pe1) = pair(cfg(0, true), cfg(1, compact), 1 << 20);
+        quiet(&mut a, Duration::from_secs(10));
+        let before = a.stats();
+        // 40 puts with no progress step between them: the first is written
+        // at once, 32 go together, the last 7 wait for the quiet's step.
+        for i in 0..40u64 {
+            a.rail(0)
+                .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+                .expect("put");
+        }
+        quiet_poll_only(&mut a, Duration::from_secs(10));
+        let st = a.stats();
+        assert_eq!(st.frames_sent - before.frames_sent, 40, "{st:?}");
+        // The quiet marked the 40th frame ACK_NOW and sent no request of
+        // its own: PE 1's ack for it completed the quiet.
+        assert_eq!(st.acks_flagged - before.acks_flagged, 1, "{st:?}");
+        assert_eq!(st.ack_requests, before.ack_requests, "{st:?}");
+        assert_eq!(st.heartbeats_sent, before.heartbeats_sent, "{st:?}");
+        // Every frame written already: the quiet asks on its own.
+        a.rail(0)
+            .put(1, 1024, &7u64.to_le_bytes(), CX)
+            .expect("put");
+        quiet_poll_only(&mut a, Duration::from_secs(10));
+        let end = a.stats();
+        assert_eq!(end.acks_flagged, st.acks_flagged, "{end:?}");
+        assert_eq!(end.ack_requests - st.ack_requests, 1, "{end:?}");
+        let b = pe1.finish();
+        for i in 0..40u64 {
+            assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i} (compact {compact})");
+        }
+        assert_eq!(heap_u64(&b, 1024), 7);
+    }
+}
+
+#[test]
+fn a_replayed_frame_marked_ack_now_is_applied_once_and_acked_at_once() {
+    // A raw PE 0 sends a put marked ACK_NOW (as every frame of `frame`),
+    // then the same frame again marked as a replay: PE 1 applies it once,
+    // and acks each in the progress step that read it.
+    let mut b = lone_pe1();
+    let (mut ctl, mut data) = raw_pe0(&mut b);
+    ctl.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut put = frame(FrameOp::Put, 0, 1, 64, 8, &5u64.to_le_bytes());
+    for replay in [false, true] {
+        if replay {
+            let f = HeaderFields {
+                op: FrameOp::Put as u8,
+                src_pe: 0,
+                dst_pe: 1,
+                seq: 1,
+                offset: 64,
+                span: 8,
+                flags: flags::ACK_NOW | flags::REPLAY,
+                ..HeaderFields::default()
+            };
+            encode(&mut put, &f, &5u64.to_le_bytes(), true).expect("encode");
+        }
+        let got = b.stats().frames_received;
+        data.write_all(&put).expect("send");
+        // One progress step reads it and acks it: no other step runs
+        // before the ack is read (no ack delay, no frame count).
+        pump_until(&mut b, |b| b.stats().frames_received > got);
+        assert_eq!(read_ack(&mut ctl), 1, "replay {replay}");
+    }
+    assert_eq!(heap_u64(&b, 64), 5);
+    assert_eq!(b.stats().duplicates_dropped, 1);
+}
+
+/// Reads frames from `s` until an ack (or a credit grant, which carries one)
+/// and returns its ack.
+fn read_ack(s: &mut TcpStream) -> u64 {
+    loop {
+        let mut h = [0u8; HEADER_LEN];
+        s.read_exact(&mut h).expect("a frame");
+        let len = u32::from_le_bytes(h[44..48].try_into().expect("4")) as usize;
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload).expect("its payload");
+        if h[3] == FrameOp::Ack as u8 || h[3] == FrameOp::Credit as u8 {
+            return u64::from_le_bytes(h[24..32].try_into().expect("8"));
+        }
+    }
+}
+
 #[test]
 fn non_blocking_gets_queued_behind_a_send_go_out_gathered() {
     let (mut a, pe1) = pair(config(0, 1), config(1, 1), 1 << 20);

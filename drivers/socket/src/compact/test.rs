@@ -101,6 +101,15 @@ fn bad_input_is_a_typed_error() {
     reseal(&mut m);
     let (p, _) = check(&m).unwrap();
     assert_eq!(p.flags, flags::FENCE | flags::REPLAY);
+    // So is ACK_NOW (a quiet's last frame), and the expanded frame has it.
+    m[2] |= flags::ACK_NOW;
+    reseal(&mut m);
+    let (p, n) = check(&m).unwrap();
+    assert_eq!(p.flags, flags::FENCE | flags::REPLAY | flags::ACK_NOW);
+    let mut full = [0u8; 64 + COMPACT_MAX_PAYLOAD];
+    let k = expand(&p, 1, 2, &m[COMPACT_LEN..n], &mut full).unwrap();
+    let f = Frame::new_checked(&full[..k]).unwrap();
+    assert_eq!(f.header().flags & flags::ACK_NOW, flags::ACK_NOW);
 }
 
 #[test]
@@ -108,11 +117,11 @@ fn seal_refuses_what_it_cannot_carry() {
     let mut b = vec![0u8; COMPACT_LEN + 300];
     assert_eq!(seal(&mut b, &P, 0), None);
     assert_eq!(seal(&mut b, &P, COMPACT_MAX_PAYLOAD + 1), None);
-    let acked = CompactPut {
-        flags: flags::ACK_NOW,
+    let crc = CompactPut {
+        flags: flags::PAYLOAD_CRC,
         ..P
     };
-    assert_eq!(seal(&mut b, &acked, 8), None);
+    assert_eq!(seal(&mut b, &crc, 8), None);
     assert_eq!(seal(&mut b[..COMPACT_LEN + 7], &P, 8), None);
     assert_eq!(
         seal(&mut b, &P, COMPACT_MAX_PAYLOAD),

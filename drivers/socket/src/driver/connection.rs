@@ -39,7 +39,7 @@ use crate::{
     backoff::Backoff,
     decode::StreamDecoder,
     dedup::DedupWindow,
-    handshake::{FEATURE_COMPACT, Hello, NONCE_LEN, Role, challenge_frame},
+    handshake::{FEATURE_COMPACT, FEATURE_COMPACT_ACK, Hello, NONCE_LEN, Role, challenge_frame},
     replay::ReplayRing,
     sys,
 };
@@ -141,6 +141,9 @@ pub(super) struct PeerState {
     /// The peer decodes compact frames of small puts (its `Hello` said so,
     /// and this driver's `compact_puts` is on).
     pub(super) compact: bool,
+    /// Its compact frames may carry `ACK_NOW` too (its `Hello` offered
+    /// [`FEATURE_COMPACT_ACK`]).
+    pub(super) compact_ack: bool,
     // Receive side.
     pub(super) dedup: DedupWindow,
     pub(super) granter: CreditGranter,
@@ -269,6 +272,7 @@ impl SocketDriver {
         }
         let st = PeerState {
             compact: false,
+            compact_ack: false,
             pe,
             heap_len,
             ring: ReplayRing::new(cfg.window as usize),
@@ -725,6 +729,7 @@ pub(super) fn accept_hello(ctx: &Ctx, st: &mut PeerState, conn: &mut Conn, h: &H
     conn.dec
         .accept_compact(ctx.cfg.compact_puts.then_some((st.pe, ctx.me)));
     st.compact = ctx.cfg.compact_puts && h.features & FEATURE_COMPACT != 0;
+    st.compact_ack = st.compact && h.features & FEATURE_COMPACT_ACK != 0;
 }
 
 /// All connections of `rail` are up: the rail is Up, and what waits for it

@@ -282,6 +282,11 @@ fn handle_frame(
     if seen == Seen::OutOfWindow {
         return Verdict::Cut;
     }
+    // Asked to ack at once (a quiet's last frame), a replay too: the ack
+    // goes in this progress step (`send_acks`).
+    if fl & flags::ACK_NOW != 0 {
+        st.ack_now = true;
+    }
     let (me, pe) = (ctx.me, st.pe);
     if let Some(t) = ctx.trace.as_mut()
         && (t.all || seen == Seen::Duplicate)
@@ -426,9 +431,6 @@ fn handle_frame(
         st.unacked_since = None;
     } else if st.unacked_since.is_none() {
         st.unacked_since = Some(ctx.now);
-    }
-    if fl & flags::ACK_NOW != 0 {
-        st.ack_now = true;
     }
     if st.rx_frames >= ACK_FRAMES || st.rx_bytes >= u64::from(ctx.cfg.window) / 4 {
         // Piggybacked on the next reply or sent by this step's ack pass.

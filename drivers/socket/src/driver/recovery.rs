@@ -6,8 +6,10 @@
 //!   to there, widens the post-recovery ramp, and so drives `quiet_poll`
 //!   (done when every ring is empty). Standalone acks and credit grants
 //!   ([`send_acks`]) go when frames were received and not acked for
-//!   [`ACK_DELAY`] or [`ACK_FRAMES`], or at once when the peer asked
-//!   ([`request_ack`]: `quiet`, `fence`).
+//!   [`ACK_DELAY`] or [`ACK_FRAMES`], or at once when the peer asked: a
+//!   frame marked `ACK_NOW` (`quiet` marks the last frame it writes,
+//!   [`flag_last_for_ack`]), or a request of its own ([`request_ack`]:
+//!   `quiet` with every frame written already, `fence`).
 //! * Ordering: the fence rule ([`check_fence`]) and the straddle rule
 //!   ([`check_straddle`]) hold a frame back until the frames it must follow
 //!   on another connection are acked.
@@ -26,7 +28,7 @@ use switchyard_core::wire::{FrameOp, flags};
 use super::{
     Ctx, SocketDriver,
     connection::{Peer, PeerState},
-    send::{fields, flush_rail_control},
+    send::{fields, flag_last_for_ack, flush_rail_control},
 };
 use crate::{MAX_RAILS, Result, SocketError};
 
@@ -44,7 +46,10 @@ const ACK_DELAY: Duration = Duration::from_micros(200);
 impl SocketDriver {
     /// Whether every operation on every rail is complete at its target (acked,
     /// and answered for gets into the heap). Runs one progress step; when
-    /// frames are unacked it asks each such peer once for an immediate ack.
+    /// frames are unacked it asks each such peer once for an immediate ack:
+    /// by marking the last frame it is about to write `ACK_NOW`, or, when
+    /// every frame is written already (or the mark cannot be used), with a
+    /// separate request on the control connection.
     ///
     /// # Errors
     /// [`SocketError::PeerDead`] once for a peer given up on while it had
@@ -57,6 +62,18 @@ impl SocketDriver {
             if p.st.dead_unreported {
                 p.st.dead_unreported = false;
                 return Err(SocketError::PeerDead { peer: p.st.pe });
+            }
+        }
+        // Frames queued and not written yet: the last one asks for the ack
+        // (`ACK_NOW`), so this step's write carries the request.
+        for p in self.peers.iter_mut().flatten() {
+            if !p.st.ring.is_empty()
+                && !p.st.dead
+                && !p.st.ack_requested
+                && flag_last_for_ack(&self.ctx, p)
+            {
+                p.st.ack_requested = true;
+                self.ctx.stats.acks_flagged += 1;
             }
         }
         let now = self.ctx.now;
@@ -207,6 +224,7 @@ pub(super) fn request_ack(ctx: &mut Ctx, p: &mut Peer) {
     if p.rails[r].conns[0].out.frame(&f, &[], true) {
         p.st.ack_requested = true;
         ctx.stats.heartbeats_sent += 1;
+        ctx.stats.ack_requests += 1;
         flush_rail_control(ctx, p, r);
     }
 }

@@ -702,17 +702,27 @@ fn frame_written(ctx: &mut Ctx, st: &mut PeerState, seq: u64) {
 /// Sets `REPLAY` in the header of `e` (written before, on a failed
 /// connection) and re-seals it; nothing when it is already set.
 fn mark_replay(ctx: &Ctx, st: &mut PeerState, e: &Entry) {
+    let _ = set_flag(ctx, st, e, flags::REPLAY, true);
+}
+
+/// Sets `flag` in the header of ring frame `e` and re-seals it (nothing when
+/// it is already set). A compact frame takes it only when `compact_ok`;
+/// returns whether the frame carries the flag now.
+fn set_flag(ctx: &Ctx, st: &mut PeerState, e: &Entry, flag: u8, compact_ok: bool) -> bool {
     let heap = &ctx.heap;
     let b = st.ring.bytes_mut(e.at, e.stored);
     if b[..2] == COMPACT_MAGIC.to_le_bytes() {
-        if b[2] & flags::REPLAY == 0 {
-            b[2] |= flags::REPLAY;
+        if !compact_ok {
+            return false;
+        }
+        if b[2] & flag == 0 {
+            b[2] |= flag;
             compact::reseal(b);
         }
-        return;
+        return true;
     }
-    if b[4] & flags::REPLAY == 0 {
-        b[4] |= flags::REPLAY;
+    if b[4] & flag == 0 {
+        b[4] |= flag;
         let (hdr, rest) = b.split_at_mut(HEADER_LEN);
         let payload = match e.payload {
             Payload::Heap { offset, len } => heap.slice(offset, len as usize),
@@ -720,4 +730,39 @@ fn mark_replay(ctx: &Ctx, st: &mut PeerState, e: &Entry) {
         };
         reseal(hdr, payload);
     }
+    true
+}
+
+/// Marks the last frame queued toward `p` `ACK_NOW`, for a `quiet`: the
+/// target acks as soon as it has applied it, and the quiet needs no request
+/// of its own. Only a frame not written yet (nor partly) on an Up rail, and
+/// only when every earlier unacked frame travels on its connection (one
+/// TCP stream: the target has applied them all when it acks this one);
+/// a compact frame only toward a peer that reads the flag in one
+/// ([`FEATURE_COMPACT_ACK`](crate::handshake::FEATURE_COMPACT_ACK)).
+/// Returns whether it did.
+pub(super) fn flag_last_for_ack(ctx: &Ctx, p: &mut Peer) -> bool {
+    let st = &mut p.st;
+    let last = st.ring.next_seq() - 1;
+    let Some(e) = st.ring.get(last).copied() else {
+        return false;
+    };
+    if e.sent
+        || e.pinned
+        || e.acked()
+        || p.rails.get(usize::from(e.rail())).map(|r| r.state) != Some(LinkState::Up)
+    {
+        return false;
+    }
+    let mut s = st.ring.tail_seq().max(st.acked + 1);
+    while s < last {
+        if let Some(x) = st.ring.get(s)
+            && !x.acked()
+            && (x.rail() != e.rail() || x.conn != e.conn)
+        {
+            return false;
+        }
+        s += 1;
+    }
+    set_flag(ctx, st, &e, flags::ACK_NOW, st.compact_ack)
 }
