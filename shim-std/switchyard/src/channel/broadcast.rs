@@ -185,7 +185,7 @@ pub struct Subscriber<T> {
     /// Index of the next message.
     head: u64,
     capacity: u64,
-    /// The publisher's ring (same node) or this PE's own.
+    /// The publisher's ring (same node), its node lead's, or this PE's own.
     slots: Slots,
     cursor: Cursor,
     /// On another node than the publisher: credits over the route
@@ -475,9 +475,10 @@ impl<T: Plain> Publisher<T> {
         self.remote_subs
     }
 
-    /// How many other nodes have subscribers: each costs the publisher a put
-    /// and a signal per message (into its lead's ring), whatever its number
-    /// of subscribers.
+    /// How many leads on other nodes this publisher writes to: one per other
+    /// node with subscribers (more only on a node whose shared-memory reach
+    /// is not the same both ways). Each costs a put and a signal per message
+    /// (into the lead's ring), whatever the node's number of subscribers.
     pub fn remote_nodes(&self) -> usize {
         self.remotes.len()
     }
