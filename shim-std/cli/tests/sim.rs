@@ -590,6 +590,47 @@ fn channel_stream_survives_a_rail_cut() {
     assert!(lost >= 1, "PE 0 saw no link go down:\n{out}");
 }
 
+/// Issue 16: a broadcast stream reaches two subscribers of another node
+/// with one put and signal per record. `examples/channel_soak.rs` on 4 PEs,
+/// 2 per node: PE 0 publishes to PE 1 (its node, reading its ring) and PEs
+/// 2 and 3 (node 1: PE 2 leads it, PE 3 reads PE 2's ring through its
+/// mapping); every record arrives at each once, in order, whole, and PE 0
+/// issued exactly one TCP operation per record (two without the relay).
+#[test]
+fn broadcast_sends_once_per_remote_node() {
+    let Some(_g) = up_or_skip(&example("t9", 1)) else {
+        return;
+    };
+    let soak = example_bin("channel_soak");
+    let n = "20000";
+    let (code, out, err) = cli(&[
+        "run",
+        "--sim",
+        "t9",
+        "--pes-per-node",
+        "2",
+        "-n",
+        "4",
+        "--timeout",
+        "100",
+        "-x",
+        "SWITCHYARD_GIVE_UP=30s",
+        "--",
+        &soak,
+        n,
+    ]);
+    eprintln!("{out}");
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    for (pe, spsc) in [(1, n), (2, "0"), (3, "0")] {
+        let want = format!("[{pe}] soak PE {pe}: spsc {spsc}/{spsc} ok, broadcast {n}/{n} ok");
+        assert!(out.contains(&want), "no '{want}' in:\n{out}\n{err}");
+    }
+    let want = format!(
+        "[0] soak PE 0: broadcast to 1 remote nodes (2 remote subscribers), {n} tcp operations"
+    );
+    assert!(out.contains(&want), "no '{want}' in:\n{out}\n{err}");
+}
+
 /// Issue 16: `examples/fanout.rs` across nodes, a publisher and two
 /// subscribers on three nodes of a sim, each subscriber printing its
 /// latency percentiles.

@@ -20,7 +20,10 @@
 //! 60 s) until `FILE` exists, so a harness can cut a rail between the two
 //! and know the stream spans the cut. Every PE prints one line: the
 //! receivers `soak PE p: spsc R/N ok, broadcast R/N ok` (or exit 1 naming
-//! the first bad record), and each its context's failover counters.
+//! the first bad record), and each its context's failover counters; PE 0
+//! also `soak PE 0: broadcast to R remote nodes (S remote subscribers), T
+//! tcp operations`: the operations it issued over TCP while streaming (with
+//! PE 1 on its node, one put and signal per record per remote node).
 
 use std::{
     path::Path,
@@ -29,7 +32,7 @@ use std::{
 
 use switchyard::{
     channel::{Broadcast, SlowSubscriber, Spsc},
-    context::Context,
+    context::{Context, TCP},
 };
 
 /// A record: `[i, a(i), b(i), c(i), d(i), e(i), checksum]`.
@@ -99,6 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t0 = Instant::now();
     match (spsc, bcast) {
         (Spsc::Producer(mut tx), Broadcast::Publisher(mut pb)) => {
+            let tcp0 = ctx.stats().ops[TCP.index()];
             for i in 0..n {
                 if i == n / 4
                     && let Some(m) = &mark
@@ -119,6 +123,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 t0.elapsed(),
                 tx.stats().full,
                 pb.stats().full
+            );
+            println!(
+                "soak PE {me}: broadcast to {} remote nodes ({} remote subscribers), {} tcp operations",
+                pb.remote_nodes(),
+                pb.remote_subscribers(),
+                ctx.stats().ops[TCP.index()] - tcp0
             );
         }
         (spsc, Broadcast::Subscriber(mut sb)) => {

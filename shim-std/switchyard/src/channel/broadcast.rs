@@ -52,12 +52,23 @@ pub enum SlowSubscriber {
 ///   header (once per `recv`, or per batch of `recv_into`), which the publisher reads (Acquire) only when its cached limit
 ///   says the ring is full.
 /// * **Subscribers on other nodes** each have the ring at the same offset of
-///   their own heap. The publisher writes **once per remote subscriber**
-///   (not once per remote node: the ring-per-node relay is not built): a
-///   [`Context::put_signal`] of the message and its sequence word. Under
-///   [`SlowSubscriber::Backpressure`] such a subscriber sends its cursor back
-///   as an atomic set into its line of the publisher's header every quarter
-///   of the ring.
+///   their own heap, and one per node, its *lead* (the lowest-numbered
+///   subscriber there, decided at creation, the same on every PE), has its
+///   ring filled: the publisher writes **once per remote node**, a
+///   [`Context::put_signal`] of the message and its sequence word into the
+///   lead's ring. The lead's node-mates read that ring through their mapping
+///   of the lead's heap, as same-node subscribers read the publisher's (same
+///   slots and sequence words, Acquire loads); the puts are applied there by
+///   the lead's context or its progress thread, so with
+///   `progress = caller` they need the lead to keep calling the library.
+///   Cursors stay per subscriber: under [`SlowSubscriber::Backpressure`]
+///   every subscriber on another node, lead or not, sends its own cursor
+///   back as an atomic set into its line of the publisher's header every
+///   quarter of the ring: the publisher waits for the slowest of all, and
+///   the lead's cursor holds back only what it holds back as any
+///   subscriber (its node-mates keep reading what arrived after it stopped).
+///   Under [`SlowSubscriber::Drop`] a node-mate finds laps in the lead's
+///   ring from the sequence words, as every subscriber does (below).
 ///
 /// # Slow subscribers
 ///
@@ -112,6 +123,13 @@ const LINE: u64 = 128;
 /// The bit of the layout word for [`SlowSubscriber::Drop`].
 const DROP_BIT: u64 = 1 << 32;
 
+/// Header word (line 0, after the layout and path words): the PE whose ring
+/// this subscriber reads when it is on another node than the publisher (its
+/// node's lead as it sees it, itself when it leads), [`NO_LEAD`] otherwise.
+const HDR_LEAD: usize = 2;
+/// [`HDR_LEAD`] of a PE that is not a subscriber on another node.
+const NO_LEAD: u64 = u64::MAX;
+
 /// Header word of subscriber `k`'s cursor (in the publisher's header).
 fn cursor_word(k: usize) -> usize {
     (LINE as usize / 8) * (1 + k)
@@ -131,8 +149,11 @@ pub struct Publisher<T> {
     local: Option<Slots>,
     /// The subscribers' cursor words (this PE's header), one per subscriber.
     cursors: Vec<Word>,
-    /// Subscribers on other nodes.
+    /// The leads of the other nodes (their lowest-numbered subscriber), one
+    /// put and signal each per message.
     remotes: Vec<u32>,
+    /// Subscribers on other nodes, leads or not.
+    remote_subs: usize,
     ring: u64,
     stride: u64,
     /// The ring block as 64-bit words (the sequence words' handle).
@@ -164,11 +185,15 @@ pub struct Subscriber<T> {
     /// Index of the next message.
     head: u64,
     capacity: u64,
-    /// The publisher's ring (same node) or this PE's own.
+    /// The publisher's ring (same node), its node lead's, or this PE's own.
     slots: Slots,
     cursor: Cursor,
-    /// The ring is this PE's own, filled by puts (progress while waiting).
+    /// On another node than the publisher: credits over the route
+    /// (progress while waiting).
     routed: bool,
+    /// The node-mate whose ring this subscriber reads through its mapping
+    /// (its node's lead), when it is on another node and does not lead.
+    lead: Option<u32>,
     publisher: u32,
     owner: u64,
     stats: Counters,
@@ -265,20 +290,37 @@ impl Context {
         let hdr = self.sym_at::<u64>(hdr_off, (hdr_bytes / 8) as usize)?;
         let direct = subs.contains(&me) && self.shm_to(publisher);
         let path = if direct { PATH_DIRECT } else { PATH_ROUTED };
-        self.put(&hdr, HDR_LAYOUT, &[mine, path], me)?;
+        // A subscriber on another node proposes its node's lead: the
+        // lowest-numbered subscriber it reaches over shared memory, itself
+        // included.
+        let lead = if subs.contains(&me) && !direct {
+            let mut lead = me;
+            for &s in &subs {
+                if s < lead && self.shm_to(s) {
+                    lead = s;
+                }
+            }
+            u64::from(lead)
+        } else {
+            NO_LEAD
+        };
+        self.put(&hdr, HDR_LAYOUT, &[mine, path, lead], me)?;
         self.barrier_all()?;
         let mut p = [0u64; 1];
         self.get(&hdr, HDR_LAYOUT, &mut p, publisher)?;
         let mut paths = Vec::with_capacity(subs.len());
+        let mut proposed = Vec::with_capacity(subs.len());
         let mut bad = None;
         for &s in &subs {
-            let mut w = [0u64; 2];
+            let mut w = [0u64; 3];
             self.get(&hdr, HDR_LAYOUT, &mut w, s)?;
             if w[0] != p[0] && bad.is_none() {
                 bad = Some(w[0]);
             }
             paths.push(w[HDR_PATH] == PATH_DIRECT);
+            proposed.push(w[HDR_LEAD]);
         }
+        let leads = leads_of(&subs, &paths, &proposed);
         if let Some(c) = bad {
             self.free_bytes(hdr_off)?;
             let ((producer_size, producer_capacity), (consumer_size, consumer_capacity)) =
@@ -306,11 +348,21 @@ impl Context {
         } else {
             SlowSubscriber::Backpressure
         };
+        // This PE's lead when it reads a node-mate's ring.
+        let relay = subs
+            .iter()
+            .position(|&s| s == me)
+            .and_then(|k| leads[k])
+            .filter(|&l| l != me);
         let end = if me == publisher {
             let all_direct = paths.iter().all(|&d| d);
             Some((ChannelRole::Publisher, subs.len() as u32, all_direct))
         } else if subs.contains(&me) {
-            Some((ChannelRole::Subscriber, publisher, direct))
+            Some((
+                ChannelRole::Subscriber,
+                publisher,
+                direct || relay.is_some(),
+            ))
         } else {
             None
         };
@@ -331,13 +383,35 @@ impl Context {
             sx,
         };
         Ok(if me == publisher {
-            Broadcast::Publisher(Publisher::new(self, made, &subs, &paths, policy)?)
+            Broadcast::Publisher(Publisher::new(self, made, &subs, &leads, policy)?)
         } else if let Some(k) = subs.iter().position(|&s| s == me) {
-            Broadcast::Subscriber(Subscriber::new(self, made, publisher, k, policy)?)
+            Broadcast::Subscriber(Subscriber::new(self, made, publisher, k, relay, policy)?)
         } else {
             Broadcast::Bystander
         })
     }
+}
+
+/// Each subscriber's lead (`None` for one on the publisher's node) from the
+/// subscribers' paths (`true`: on the publisher's node) and proposed leads
+/// (the header words every PE read): the same on every PE. A proposal
+/// stands when it names a lower-numbered subscriber on another node than the
+/// publisher that proposed itself; otherwise (shared-memory reach that is not
+/// the same both ways, say) the subscriber leads itself.
+fn leads_of(subs: &[u32], paths: &[bool], proposed: &[u64]) -> Vec<Option<u32>> {
+    let leads_itself = |k: usize| !paths[k] && proposed[k] == u64::from(subs[k]);
+    (0..subs.len())
+        .map(|k| {
+            if paths[k] {
+                return None;
+            }
+            let named = subs.iter().position(|&s| u64::from(s) == proposed[k]);
+            Some(match named {
+                Some(j) if subs[j] < subs[k] && leads_itself(j) => subs[j],
+                _ => subs[k],
+            })
+        })
+        .collect()
 }
 
 impl<T: Plain> Publisher<T> {
@@ -345,11 +419,11 @@ impl<T: Plain> Publisher<T> {
         ctx: &Context,
         m: Made,
         subs: &[u32],
-        paths: &[bool],
+        leads: &[Option<u32>],
         policy: SlowSubscriber,
     ) -> Result<Publisher<T>> {
         let me = ctx.my_pe();
-        let local = if paths.iter().any(|&d| d) {
+        let local = if leads.iter().any(Option::is_none) {
             Some(slots_in(ctx, me, &m)?)
         } else {
             None
@@ -359,10 +433,11 @@ impl<T: Plain> Publisher<T> {
             .collect::<Result<Vec<_>>>()?;
         let remotes = subs
             .iter()
-            .zip(paths)
-            .filter(|&(_, &d)| !d)
+            .zip(leads)
+            .filter(|&(&pe, &l)| l == Some(pe))
             .map(|(&pe, _)| pe)
             .collect();
+        let remote_subs = leads.iter().filter(|l| l.is_some()).count();
         let words = (m.capacity * m.stride / 8) as usize;
         Ok(Publisher {
             tail: 0,
@@ -372,6 +447,7 @@ impl<T: Plain> Publisher<T> {
             local,
             cursors,
             remotes,
+            remote_subs,
             ring: m.ring,
             stride: m.stride,
             seqs: ctx.sym_at(m.ring, words)?,
@@ -393,9 +469,17 @@ impl<T: Plain> Publisher<T> {
         self.policy
     }
 
-    /// How many subscribers are on other nodes (each costs the publisher a
-    /// put and a signal per message).
+    /// How many subscribers are on other nodes than this one (leads of
+    /// their node or not).
     pub fn remote_subscribers(&self) -> usize {
+        self.remote_subs
+    }
+
+    /// How many leads on other nodes this publisher writes to: one per other
+    /// node with subscribers (more only on a node whose shared-memory reach
+    /// is not the same both ways). Each costs a put and a signal per message
+    /// (into the lead's ring), whatever the node's number of subscribers.
+    pub fn remote_nodes(&self) -> usize {
         self.remotes.len()
     }
 
@@ -540,7 +624,7 @@ impl<T: Plain> Publisher<T> {
     }
 
     /// Sends `v` (there is room): once into this PE's ring for the
-    /// same-node subscribers, once per remote subscriber.
+    /// same-node subscribers, once per other node (into its lead's ring).
     #[inline]
     fn push(&mut self, ctx: &mut Context, v: &T) -> Result<()> {
         let i = self.tail;
@@ -573,10 +657,15 @@ impl<T: Plain> Subscriber<T> {
         m: Made,
         publisher: u32,
         k: usize,
+        lead: Option<u32>,
         policy: SlowSubscriber,
     ) -> Result<Subscriber<T>> {
         let me = ctx.my_pe();
-        let ring_pe = if m.direct { publisher } else { me };
+        let ring_pe = if m.direct {
+            publisher
+        } else {
+            lead.unwrap_or(me)
+        };
         let cursor = match (policy, m.direct) {
             (SlowSubscriber::Drop, _) => Cursor::None,
             (SlowSubscriber::Backpressure, true) => {
@@ -594,6 +683,7 @@ impl<T: Plain> Subscriber<T> {
             slots: slots_in(ctx, ring_pe, &m)?,
             cursor,
             routed: !m.direct,
+            lead,
             publisher,
             owner: ctx.owner_id(),
             stats: Counters::new(m.sx),
@@ -607,10 +697,17 @@ impl<T: Plain> Subscriber<T> {
         self.capacity as usize
     }
 
-    /// Whether this subscriber reads the publisher's ring through its
-    /// mapping (same node), rather than its own ring filled by puts.
+    /// Whether this subscriber reads a ring through its mapping: the
+    /// publisher's (same node), or its node's lead's (another node, not the
+    /// lead), rather than its own ring filled by puts.
     pub fn is_direct(&self) -> bool {
-        !self.routed
+        !self.routed || self.lead.is_some()
+    }
+
+    /// The node-mate whose ring this subscriber reads (its node's lead),
+    /// when it is on another node than the publisher and does not lead.
+    pub fn lead(&self) -> Option<u32> {
+        self.lead
     }
 
     /// This end's counters (`received`, `lost`).
@@ -712,7 +809,7 @@ impl<T: Plain> Subscriber<T> {
                 self.give_credit(ctx)?;
                 return Ok(v);
             }
-            if !self.routed && super::spin(|| self.seq() > self.head) {
+            if self.is_direct() && super::spin(|| self.seq() > self.head) {
                 continue;
             }
             let publisher = self.publisher;

@@ -1,7 +1,9 @@
 //! Broadcast streams (`crate::channel::Broadcast`) among three PEs, a
 //! publisher and two subscribers: on one node over shared memory (both
 //! subscribers read the publisher's one ring), and each on a node of its own
-//! over TCP (a put and a signal per subscriber); under backpressure every
+//! over TCP (a put and a signal per subscriber); four PEs on two nodes, two
+//! subscribers on the publisher's other node, one relaying for the other (a
+//! put and a signal per node); under backpressure every
 //! record arrives in order at both, under drop a slow subscriber gets an
 //! in-order subsequence and counts the rest lost; typed creation errors; no
 //! allocation on the send and receive paths.
@@ -61,13 +63,25 @@ fn run_trio_with(
     give_up: Duration,
     script: impl Fn(Context) + Send + Clone + 'static,
 ) {
+    run_on(job, &nodes, give_up, script);
+}
+
+/// [`run_trio_with`] for `nodes.len()` PEs.
+fn run_on(
+    job: u64,
+    nodes: &[u64],
+    give_up: Duration,
+    script: impl Fn(Context) + Send + Clone + 'static,
+) {
+    let n = nodes.len() as u32;
+    let nodes = nodes.to_vec();
     let tcp = nodes.iter().any(|&n| n != nodes[0]);
-    let board: Arc<Mutex<Vec<Option<PeerInfo>>>> = Arc::new(Mutex::new(vec![None; 3]));
-    let gate = Arc::new(Barrier::new(3));
-    let leave = exit_barrier(3);
+    let board: Arc<Mutex<Vec<Option<PeerInfo>>>> = Arc::new(Mutex::new(vec![None; n as usize]));
+    let gate = Arc::new(Barrier::new(n as usize));
+    let leave = exit_barrier(n);
     let pe = move |me: u32| {
         let mut s = setup(job, me, PolicyConfig::default());
-        s.n_pes = 3;
+        s.n_pes = n;
         let seg = Context::create_segment(&s).expect("segment");
         let drv = tcp.then(|| {
             let cfg = TcpConfig {
@@ -79,7 +93,7 @@ fn run_trio_with(
                 job_id: job,
                 key: switchyard_socket::JobKey(*b"three-PEs-broadcasting-by-tcp!!!"),
                 me,
-                n_pes: 3,
+                n_pes: n,
                 ..TcpConfig::default()
             };
             let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
@@ -115,7 +129,7 @@ fn run_trio_with(
         ctx
     };
     run_pes(
-        (0..3)
+        (0..n)
             .map(|me| -> PeScript {
                 let (pe, script) = (pe.clone(), script.clone());
                 Box::new(move || script(pe(me)))
@@ -124,14 +138,15 @@ fn run_trio_with(
     );
 }
 
-/// Ends a PE of a trio with TCP links. Not `finalize`: without a
+/// Ends a PE of a job with TCP links. Not `finalize`: without a
 /// bootstrap (these contexts are made from parts) its last barrier's acks
 /// can be lost when a PE closes its connections first. Every PE quiesces,
 /// then all leave together, making progress until the last is done.
 fn leave(mut ctx: Context, left: &AtomicU32) {
     ctx.quiet().unwrap();
     left.fetch_add(1, Ordering::SeqCst);
-    wait_for(&mut ctx, left, 3, true);
+    let n = ctx.n_pes();
+    wait_for(&mut ctx, left, n, true);
 }
 
 /// Checks that `got` is record `i`.
@@ -339,6 +354,117 @@ fn broadcast_under_drop_laps_only_the_slow_subscriber_on_another_node() {
         static LEFT: AtomicU32 = AtomicU32::new(0);
         leave(ctx, &LEFT);
     });
+}
+
+/// PE 0 publishes `n` records to PE 1 (its node) and PEs 2 and 3 (another
+/// node: PE 2 leads it, PE 3 reads PE 2's ring) under `policy`.
+/// Backpressure: every record arrives at each, in order (PE 3 pausing after
+/// each), and the publisher's TCP operations are one put-and-signal per
+/// record (one per remote node, not one per remote subscriber). Drop: each
+/// gets an in-order subsequence ending with the last record, `received +
+/// lost` being `n`; PE 3 takes one record, then waits until PE 2 has all,
+/// and finds itself lapped in PE 2's ring: it gets the ring's last
+/// `capacity` records and counts the rest lost.
+fn relayed(ctx: &mut Context, policy: SlowSubscriber, capacity: usize, n: u64) {
+    let tcp = super::TCP.index();
+    let stream = ctx
+        .broadcast::<Rec, _>(0, [1, 2, 3], capacity, policy)
+        .unwrap();
+    let go = ctx.spsc::<u64>(2, 3, 2).unwrap();
+    let drop = policy == SlowSubscriber::Drop;
+    // The stream's entry in the stats segment: a subscriber reading a ring
+    // through its mapping (PE 1 the publisher's, PE 3 PE 2's) is direct.
+    let seg = crate::statseg::Reader::open(ctx.stats_segment().expect("a stats segment"))
+        .expect("readable")
+        .snapshot();
+    let row = seg
+        .channels
+        .iter()
+        .find(|r| r.kind == "broadcast")
+        .expect("an entry");
+    assert_eq!(
+        (row.direct, row.drop),
+        ([false, true, false, true][ctx.my_pe() as usize], drop)
+    );
+    match stream {
+        Broadcast::Publisher(mut tx) => {
+            assert_eq!((tx.remote_subscribers(), tx.remote_nodes()), (2, 1));
+            let before = ctx.stats().ops[tcp];
+            for i in 0..n {
+                tx.send(ctx, rec(i)).unwrap();
+            }
+            let puts = ctx.stats().ops[tcp] - before;
+            if policy == SlowSubscriber::Backpressure {
+                assert_eq!(puts, n, "one put and signal per record to node 2");
+            }
+            assert_eq!(tx.stats().sent, n);
+        }
+        Broadcast::Subscriber(mut rx) => {
+            let me = ctx.my_pe();
+            let (direct, lead) = [(true, None), (false, None), (true, Some(2))][me as usize - 1];
+            assert_eq!((rx.is_direct(), rx.lead()), (direct, lead), "PE {me}");
+            match (drop, me, go) {
+                (false, _, _) => {
+                    for i in 0..n {
+                        check(&rx.recv(ctx).unwrap(), i);
+                        for _ in 0..if me == 3 { 200 } else { 0 } {
+                            core::hint::spin_loop();
+                        }
+                    }
+                    assert_eq!((rx.stats().received, rx.stats().lost), (n, 0));
+                }
+                (true, 3, Spsc::Consumer(mut go)) => {
+                    let first = rx.recv(ctx).unwrap();
+                    check(&first, first[0]);
+                    assert_eq!(go.recv(ctx).unwrap(), n);
+                    drain_checked(ctx, &mut rx, n, 0);
+                    let st = rx.stats();
+                    let cap = capacity as u64;
+                    assert_eq!((st.received, st.lost), (cap + 1, n - cap - 1), "lapped");
+                }
+                (true, _, go) => {
+                    drain_checked(ctx, &mut rx, n, 0);
+                    assert_eq!(rx.stats().received + rx.stats().lost, n, "PE {me}");
+                    if let Spsc::Producer(mut go) = go {
+                        go.send(ctx, n).unwrap();
+                    }
+                }
+            }
+        }
+        Broadcast::Bystander => unreachable!("four PEs"),
+    }
+    ctx.barrier_all().unwrap();
+}
+
+#[test]
+fn broadcast_relays_through_a_lead_under_backpressure_on_two_nodes() {
+    // PEs 0 and 1 on node 1, PEs 2 and 3 on node 2: one put and signal per
+    // record into PE 2's ring, which PE 3 (slow) reads through its mapping.
+    run_on(
+        job(0xB0CA),
+        &[1, 1, 2, 2],
+        Duration::from_secs(20),
+        |mut ctx| {
+            relayed(&mut ctx, SlowSubscriber::Backpressure, 64, 20_000);
+            static LEFT: AtomicU32 = AtomicU32::new(0);
+            leave(ctx, &LEFT);
+        },
+    );
+}
+
+#[test]
+fn broadcast_relays_through_a_lead_under_drop_on_two_nodes() {
+    // As above under drop: PE 3, held back, is lapped in PE 2's ring.
+    run_on(
+        job(0xB0CB),
+        &[1, 1, 2, 2],
+        Duration::from_secs(20),
+        |mut ctx| {
+            relayed(&mut ctx, SlowSubscriber::Drop, 64, 20_000);
+            static LEFT: AtomicU32 = AtomicU32::new(0);
+            leave(ctx, &LEFT);
+        },
+    );
 }
 
 #[test]

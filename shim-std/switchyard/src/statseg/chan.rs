@@ -22,10 +22,11 @@ const PEER: usize = 1;
 const SHAPE: usize = 2;
 /// Entry word: flags.
 const FLAGS: usize = 3;
-/// Flag: the end works through same-node memory only (an SPSC producer
-/// writing the consumer's ring, a subscriber reading the publisher's, a
-/// publisher with every subscriber on its node, a consumer whose producer
-/// writes its ring directly).
+/// Flag: the end's messages go through same-node memory only (an SPSC
+/// producer writing the consumer's ring, a subscriber reading the
+/// publisher's ring, or on another node its node lead's ring, a publisher
+/// with every subscriber on its node, a consumer whose producer writes its
+/// ring directly).
 pub const CHANNEL_DIRECT: u64 = 1;
 /// Flag: a broadcast stream under [`SlowSubscriber::Drop`](crate::channel::SlowSubscriber::Drop).
 pub const CHANNEL_DROP: u64 = 2;
