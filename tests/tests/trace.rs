@@ -71,8 +71,10 @@ fn joined(source: &str) -> Vec<Value> {
 }
 
 /// The K puts of `trace-puts`, exactly: PE 0 to PE 1, 1001 to 1000 + K
-/// bytes, consecutive context ids, each recorded at both ends (TCP, PE 0's
-/// decision before PE 1's application).
+/// bytes, consecutive context ids, each recorded at both ends (TCP), the two
+/// ends' times on one clock. Not in order: PE 0's record is stamped when its
+/// call ends, after the frame left, so PE 1 may apply the frame first (a
+/// preempted initiator stamped 59 µs after the target once in CI).
 fn assert_the_puts(ops: &[Value]) {
     let puts: Vec<&Value> = ops
         .iter()
@@ -96,10 +98,13 @@ fn assert_the_puts(ops: &[Value]) {
         assert_eq!(target[0]["pe"], 1, "{p}");
         assert_eq!(target[0]["side"], "target", "{p}");
         assert_eq!(target[0]["len"], 1001 + i, "{p}");
-        assert!(
-            target[0]["time_ns"].as_i64() >= init["time_ns"].as_i64(),
-            "{p}"
+        // Both ends' ticks become wall-clock nanoseconds through their own
+        // object's anchor: the same operation lands within a second.
+        let (t, i) = (
+            target[0]["time_ns"].as_i64().expect("target time"),
+            init["time_ns"].as_i64().expect("initiator time"),
         );
+        assert!((t - i).abs() < 1_000_000_000, "{p}");
     }
 }
 
