@@ -183,6 +183,25 @@ fn heap_u64(d: &SocketDriver, off: u64) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// Puts `i + 1` into word `i` of PE 1's heap for `i` in `0..n`, with no
+/// progress step between them (the first is written at once, the rest
+/// queue behind it).
+fn put_stamps(a: &mut SocketDriver, n: u64) {
+    for i in 0..n {
+        a.rail(0)
+            .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
+            .expect("put");
+    }
+}
+
+/// Checks that word `i` of `b`'s heap holds `i + 1` for `i` in `0..n`
+/// (what [`put_stamps`] and the stamped loops write); `what` names the case.
+fn assert_stamps(b: &SocketDriver, n: u64, what: &str) {
+    for i in 0..n {
+        assert_eq!(heap_u64(b, i * 8), i + 1, "slot {i}{what}");
+    }
+}
+
 #[test]
 fn two_rails_cut_mid_stream_lands_everything_once() {
     const N: u64 = 20_000;
@@ -204,9 +223,7 @@ fn two_rails_cut_mid_stream_lands_everything_once() {
     let st = a.stats();
     assert!(st.rail_failovers > 0, "{st:?}");
     let b = pe1.finish();
-    for i in 0..N {
-        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
-    }
+    assert_stamps(&b, N, "");
 }
 
 #[test]
@@ -265,11 +282,7 @@ fn small_puts_queued_behind_a_send_go_out_gathered() {
     let before = a.stats();
     // 64 puts with no progress step between them: the first is written at
     // once, the rest queue behind it and leave in gathered writes.
-    for i in 0..64u64 {
-        a.rail(0)
-            .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
-            .expect("put");
-    }
+    put_stamps(&mut a, 64);
     quiet(&mut a, Duration::from_secs(10));
     let st = a.stats();
     assert_eq!(st.frames_sent - before.frames_sent, 64, "{st:?}");
@@ -277,9 +290,7 @@ fn small_puts_queued_behind_a_send_go_out_gathered() {
     // then 32 at once, the rest with the next step), not 64.
     assert!(st.writes - before.writes <= 8, "{before:?} {st:?}");
     let b = pe1.finish();
-    for i in 0..64u64 {
-        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
-    }
+    assert_stamps(&b, 64, "");
 }
 
 /// Quiet with `quiet_poll` alone (no progress step before it, as the
@@ -305,11 +316,7 @@ fn quiet_asks_for_its_ack_in_the_last_frame_it_writes() {
         let before = a.stats();
         // 40 puts with no progress step between them: the first is written
         // at once, 32 go together, the last 7 wait for the quiet's step.
-        for i in 0..40u64 {
-            a.rail(0)
-                .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
-                .expect("put");
-        }
+        put_stamps(&mut a, 40);
         quiet_poll_only(&mut a, Duration::from_secs(10));
         let st = a.stats();
         assert_eq!(st.frames_sent - before.frames_sent, 40, "{st:?}");
@@ -327,9 +334,7 @@ fn quiet_asks_for_its_ack_in_the_last_frame_it_writes() {
         assert_eq!(end.acks_flagged, st.acks_flagged, "{end:?}");
         assert_eq!(end.ack_requests - st.ack_requests, 1, "{end:?}");
         let b = pe1.finish();
-        for i in 0..40u64 {
-            assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i} (compact {compact})");
-        }
+        assert_stamps(&b, 40, &format!(" (compact {compact})"));
         assert_eq!(heap_u64(&b, 1024), 7);
     }
 }
@@ -487,9 +492,7 @@ fn small_puts_are_compact_only_when_both_sides_offer_it() {
             assert!(bytes >= 100 * 72, "full: {bytes} bytes");
         }
         let b = pe1.finish();
-        for i in 0..100u64 {
-            assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i} ({c0}, {c1})");
-        }
+        assert_stamps(&b, 100, &format!(" ({c0}, {c1})"));
     }
 }
 
@@ -540,11 +543,7 @@ fn a_put_after_a_fence_goes_out_at_once_with_what_queued() {
     let before = a.stats();
     // No progress step from here: the first put is written, the next four
     // queue behind it, the fenced flag takes them along.
-    for i in 0..5u64 {
-        a.rail(0)
-            .put(1, i * 8, &(i + 1).to_le_bytes(), CX)
-            .expect("put");
-    }
+    put_stamps(&mut a, 5);
     assert_eq!(a.stats().frames_sent - before.frames_sent, 1);
     a.fence().expect("fence");
     a.rail(0).put(1, 64, &7u64.to_le_bytes(), CX).expect("flag");
@@ -552,9 +551,7 @@ fn a_put_after_a_fence_goes_out_at_once_with_what_queued() {
     quiet(&mut a, Duration::from_secs(10));
     let b = pe1.finish();
     assert_eq!(heap_u64(&b, 64), 7);
-    for i in 0..5u64 {
-        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
-    }
+    assert_stamps(&b, 5, "");
 }
 
 /// Fills the window with small (batched) puts toward a paused PE 1, so that
@@ -1333,9 +1330,7 @@ fn put_signals_across_cuts_apply_once_data_before_signal() {
     let st = a.stats();
     assert!(st.reconnects > 0, "{st:?}");
     let b = pe1.finish();
-    for i in 0..N {
-        assert_eq!(heap_u64(&b, i * 8), i + 1, "slot {i}");
-    }
+    assert_stamps(&b, N, "");
     assert_eq!(heap_u64(&b, counter), N, "every signal added exactly once");
 }
 
