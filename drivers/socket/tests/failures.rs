@@ -454,15 +454,22 @@ fn a_cut_rails_replays_count_against_the_peer_and_the_rail_that_sent_them() {
     assert_eq!(a.peer_stats(0), [PeerRailStats::default(); 4], "this PE");
     assert_eq!(per.iter().map(|c| c.bad_frames).sum::<u64>(), 0);
     let b = pe1.finish();
-    // What PE 1 dropped as duplicates came from PE 0, on the rail the
-    // frames went out again on.
+    // What PE 1 dropped as duplicates came from PE 0, counted on the rails
+    // it arrived on: usually rail 1 (the replay after the original), but an
+    // original still in rail 0's receive buffer may be read after its
+    // replay was applied, and then it is the duplicate (1 run in 40 of the
+    // whole file under load). Each copy is counted once, on one rail.
     let bst = b.stats();
     let bper = b.peer_stats(0);
     assert_eq!(
-        bper[1].duplicates_dropped, bst.duplicates_dropped,
+        bper.iter().map(|c| c.duplicates_dropped).sum::<u64>(),
+        bst.duplicates_dropped,
         "{bper:?}"
     );
-    assert_eq!(bper[0].duplicates_dropped, 0, "{bper:?}");
+    assert!(
+        bper[2..].iter().all(|c| c.duplicates_dropped == 0),
+        "{bper:?}"
+    );
 }
 
 #[test]
