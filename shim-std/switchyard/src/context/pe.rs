@@ -25,7 +25,7 @@
 //!
 //! Each context's own: its route selector and context-id lane, its trace
 //! ring (pooled: a dropped context's ring goes to the next one), its
-//! counters ([`Stats`](super::Stats)) and its slot of the PE's stats
+//! counters ([`Stats`]) and its slot of the PE's stats
 //! segment (pooled the same way; readers sum the slots), its record of the
 //! load bits it set (the bits themselves are the topology's: any context
 //! that routes around one re-checks and may clear it), its view of dead

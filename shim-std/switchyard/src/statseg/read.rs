@@ -358,7 +358,7 @@ impl Snapshot {
     }
 
     /// The sum of the peer counter named `name` (a [`PeerWord`] or
-    /// [`SharedWord`](super::SharedWord) name) over every peer and
+    /// [`SharedWord`] name) over every peer and
     /// transport.
     pub fn total_of(&self, name: &str) -> u64 {
         self.peers
@@ -387,7 +387,7 @@ pub struct PeerRow {
     /// The transport.
     pub transport: String,
     /// [`PeerWord`] names and values (summed over the context slots) and
-    /// [`SharedWord`](super::SharedWord) names and values (the
+    /// [`SharedWord`] names and values (the
     /// publisher's); not the state words.
     pub counters: BTreeMap<String, u64>,
     /// Health bit (as last published).
