@@ -92,7 +92,7 @@ if rustup toolchain list 2>/dev/null | grep -q "^$msrv"; then
 else
   skip "MSRV check" "toolchain $msrv not installed"
 fi
-step "rustdoc (-D warnings)" 900 env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps
+step "rustdoc, private items too (-D warnings)" 900 env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --document-private-items
 step "loom models (LOOM_MAX_PREEMPTIONS=3)" 900 env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
   cargo test -q -p switchyard-core --features std --test loom --release --target-dir target/loom
 if has_miri; then

@@ -164,9 +164,10 @@ pub(crate) struct RowView<'a> {
 }
 
 impl RowView<'_> {
-    /// The class of `peer` as a [`PathClass::index`] (0 `Local` … 4
-    /// `Unreachable`), without branching on the row content; `None` when `peer`
-    /// is out of range.
+    /// The class of `peer` as a
+    /// [`PathClass::index`](crate::class::PathClass::index) (0 `Local` … 4
+    /// `Unreachable`), without branching on the row content; `None` when
+    /// `peer` is out of range.
     #[inline(always)]
     pub(crate) fn class_index(&self, peer: u32) -> Option<usize> {
         if peer >= self.n_pes {

@@ -87,7 +87,7 @@
 //! [`dedup`] (the receiver's window of applied sequences), [`decode`] (frames
 //! out of a byte stream), [`handshake`] (the `Hello` payload), `backoff`
 //! (reconnect delays), `heap` (the local heap: copies and atomics), `sys`
-//! (every libc call), `probe` ([`probe`]: the network interfaces).
+//! (every libc call), `probe` ([`probe()`]: the network interfaces).
 //!
 //! ## The path of a put
 //!

@@ -174,7 +174,7 @@ fn load_config(file: Option<&str>) -> Result<Config, ConfigError> {
 // Transport probes
 
 /// What one transport can do here: a driver's
-/// [`ProbeReport`](switchyard_core::transport::ProbeReport), serializable.
+/// [`ProbeReport`], serializable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 struct TransportInfo {
     name: &'static str,

@@ -28,7 +28,7 @@ impl Job<'_> {
     }
 
     /// Reaps what has exited; returns the first failure among them. A rank
-    /// that called `shmem_global_exit` ([`global_exit_path`]) counts as the
+    /// that called `shmem_global_exit` ([`global_exit_path`](crate::shm::global_exit_path)) counts as the
     /// failure whatever its status (0 included), ahead of the ranks that
     /// failed because it left.
     pub(crate) fn reap(&mut self) -> Result<Option<(usize, RankExit)>, LaunchError> {

@@ -44,7 +44,7 @@ pub struct Backlog {
     /// The send-queue slots puts and gets compete for toward this peer:
     /// `(sq_depth - 1) * data_qps` (a put keeps one slot per data QP free
     /// for a quiet marker), capped at the sequence window
-    /// ([`WINDOW`](crate::seq::WINDOW), operations in flight per peer).
+    /// ([`WINDOW`], operations in flight per peer).
     /// When `wrs` reaches it every data QP is full: the next put or get
     /// spins making room and gets `WouldBlock` unless completions come.
     /// A put can block before, when the one QP of its block is full while

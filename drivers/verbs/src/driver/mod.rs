@@ -45,7 +45,7 @@
 //! The ones of compile-time size are fixed arrays: a QP's doorbell batch
 //! (`BATCH` WRs, hand-written because a `heapless::Vec` measured slower,
 //! see `QpSlot::batch`), the settle window's bits
-//! ([`SettleWindow`](crate::seq::SettleWindow): `bitvec` measured slower),
+//! ([`SettleWindow`]: `bitvec` measured slower),
 //! the per-QP scratch of `room` and `bring_up` (`MAX_QPS`). The cards'
 //! and receipts' QP arrays stay arrays with a count: they are `Copy`
 //! (passed by value in events and cards), which a `heapless::Vec` is not.

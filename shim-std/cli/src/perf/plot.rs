@@ -161,7 +161,7 @@ fn panel<DB: DrawingBackend>(
 ///
 /// # Errors
 ///
-/// As [`write`].
+/// As [`write()`].
 pub(super) fn finish(
     o: &super::Options,
     rows: &mut [(Measurement, Option<Measurement>)],

@@ -4,7 +4,7 @@
 //!
 //! One launch of `1 + subscribers` PEs measures, for each size, in turn:
 //!
-//! * `channel-bw`: PE 0 to PE 1 over an [`Spsc`](switchyard::channel::Spsc)
+//! * `channel-bw`: PE 0 to PE 1 over an [`Spsc`]
 //!   channel, exactly as `perf channel-bw` does (its row's baseline is the
 //!   raw ring, run by the driver right before and right after);
 //! * `broadcast-bw`: PE 0 publishes `iters` stamped messages, one `send` at a
