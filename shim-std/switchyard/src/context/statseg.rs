@@ -59,7 +59,7 @@ pub(super) struct Hook {
     /// the segment could not be made, or all its slots are taken). Set
     /// once, in [`Hook::on`], and kept until the hook drops.
     seg: Option<StatsSlot>,
-    /// The slot's (peer, shm) words, for the shm leg (no rows without a
+    /// The slot's dense shm row, for the shm leg (no rows without a
     /// slot): valid while `seg` holds the slot, i.e. the hook's life.
     shm: ShmCounts,
     /// Whether this context publishes the shared part (the PE's first).

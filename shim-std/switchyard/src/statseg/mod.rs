@@ -22,7 +22,7 @@
 //! | 16..16+16·T | a wide block per transport: the driver-wide counters ([`WideWord`]; TCP's on `tcp0`; verbs' are [`VerbsWord`]s) |
 //! | 512.. | a shared block per (peer, transport), peer-major, [`SHARED_WORDS`] words (one cache line; [`SharedWord`]): 0 sequence; 1 the state word ([`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`]); 2 replays, 3 dedup drops, 4 CRC failures (the socket driver's, per peer and rail, on `tcp<rail>`) |
 //! | after, page-aligned | the channel table: [`CHANNELS`] entries of [`CHANNEL_WORDS`] words (one cache line), one per live channel end of the PE: 0 the id (0 free; else the role ([`ChannelRole`]) in the low byte, the channel number above); 1 the peer (the other end's PE; a publisher's: its subscribers' count); 2 capacity (low half), message size (high); 3 flags ([`CHANNEL_DIRECT`], [`CHANNEL_DROP`]); 4..8 the counters ([`ChannelCounter`]) |
-//! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
+//! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then the dense shared-memory row: [`SHM_ROW_WORDS`] words per peer (ops, bytes of the shm leg, which readers add to the (peer, shm) block's), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
 //! `T` is [`N_TRANSPORTS`] (shm, verbs, tcp0..tcp3). Every block starts with
 //! a sequence word; a counter block is [`BLOCK_WORDS`] words. A slot's
@@ -50,9 +50,10 @@
 //! reader that gives up retrying (a writer killed mid-update) still sees
 //! whole counters. Blocks are not consistent with each other (no global
 //! stop), nor are the slots a reader sums. One exception, for the
-//! per-operation cost: a peer block's ops and bytes words are stored
-//! outside its seqlock ([`StatsSlot::op`]), so a snapshot may count an
-//! operation before its bytes. A shared block's state word is stored
+//! per-operation cost: a peer block's ops and bytes words, and the dense
+//! shm row's, are stored outside any seqlock ([`StatsSlot::op`],
+//! `ShmCounts::op`), so a snapshot may count an operation before its
+//! bytes. A shared block's state word is stored
 //! whole, outside its seqlock; its counters are published under it.
 //!
 //! # Channels
@@ -103,7 +104,7 @@ pub use text::{HistRow, peer_counter_names, prometheus, summary, ticks_to_ns};
 /// The magic word at offset 0.
 pub const MAGIC: u64 = switchyard_shm::STATS_MAGIC;
 /// The layout version this build writes and reads.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Transports with counters: shm, verbs, tcp0..tcp3 (the context's ids).
 pub const N_TRANSPORTS: usize = crate::context::N_TRANSPORTS as usize;
 /// Words of a counter block (the sequence word first).
@@ -129,6 +130,9 @@ const STATE_OFF: usize = PAGE / 8;
 pub const SHARED_WORDS: usize = 8;
 /// A slot's peer blocks, after its PE block.
 const SLOT_PEER_REL: usize = BLOCK_WORDS;
+/// Words of a slot's dense shared-memory row per peer: ops, bytes (outside
+/// any seqlock; the shm leg's count).
+pub const SHM_ROW_WORDS: usize = 2;
 /// The header word holding the ready word (its low half).
 const READY_WORD: usize = switchyard_shm::OBJECT_READY_OFFSET / 8;
 const _: () = assert!(switchyard_shm::OBJECT_READY_OFFSET == 56);
@@ -400,6 +404,8 @@ pub(crate) struct Layout {
     slots_off: usize,
     /// Words from one slot to the next (whole pages).
     stride: usize,
+    /// The dense shm row, from a slot's start (after the peer blocks).
+    shm_rel: usize,
     /// The histograms, from a slot's start (page-aligned).
     hist_rel: usize,
     /// Bytes of the object.
@@ -412,13 +418,15 @@ impl Layout {
         let pairs = n_pes as usize * N_TRANSPORTS;
         let chan_off = (STATE_OFF + pairs * SHARED_WORDS).div_ceil(page) * page;
         let slots_off = (chan_off + CHANNELS * CHANNEL_WORDS).div_ceil(page) * page;
-        let hist_rel = (SLOT_PEER_REL + pairs * BLOCK_WORDS).div_ceil(page) * page;
+        let shm_rel = SLOT_PEER_REL + pairs * BLOCK_WORDS;
+        let hist_rel = (shm_rel + n_pes as usize * SHM_ROW_WORDS).div_ceil(page) * page;
         let stride = (hist_rel + HIST_OPS.len() * N_TRANSPORTS * HIST_WORDS).div_ceil(page) * page;
         Layout {
             n_pes,
             chan_off,
             slots_off,
             stride,
+            shm_rel,
             hist_rel,
             len: (slots_off + SLOTS * stride) * 8,
         }
@@ -437,6 +445,11 @@ impl Layout {
     /// The peer block of (`pe`, `t`), from a slot's start.
     pub(crate) fn peer_rel(pe: u32, t: usize) -> usize {
         SLOT_PEER_REL + (pe as usize * N_TRANSPORTS + t) * BLOCK_WORDS
+    }
+
+    /// The dense shm row of `pe`, from a slot's start.
+    pub(crate) fn shm_row_rel(&self, pe: u32) -> usize {
+        self.shm_rel + pe as usize * SHM_ROW_WORDS
     }
 
     /// The histogram of (`op`, `t`), from a slot's start.
@@ -548,12 +561,13 @@ impl StatsSegment {
         ever.store(ever.load(Ordering::Relaxed) | 1 << k, Ordering::Release);
         // The slot's peer blocks are inside the mapping: `base` is a slot's
         // start, and a slot's `stride` words hold them.
-        debug_assert!(base + SLOT_PEER_REL <= w.len());
+        debug_assert!(base + self.layout.shm_row_rel(self.layout.n_pes) <= w.len());
         Some(StatsSlot {
             seg: Arc::clone(self),
             index: k,
             base,
             peers: w[base + SLOT_PEER_REL..].as_ptr(),
+            shm_row: w[base + self.layout.shm_rel..].as_ptr(),
             n_pes: self.layout.n_pes,
         })
     }
@@ -647,11 +661,13 @@ pub struct StatsSlot {
     /// The slot's first peer block, in the mapping `seg` keeps alive (so
     /// that [`StatsSlot::op`] reaches its words in one step).
     peers: *const AtomicU64,
+    /// The slot's dense shm row (PE 0's words), in the same mapping.
+    shm_row: *const AtomicU64,
     /// PEs in the job: the peer blocks' rows.
     n_pes: u32,
 }
 
-// SAFETY: `peers` points into the shared mapping that `seg` owns and keeps
+// SAFETY: `peers` and `shm_row` point into the shared mapping that `seg` owns and keeps
 // mapped; every access through it is an atomic load or store, as through
 // the mapping itself (`sys::Map` is `Send` and `Sync` for the same reason).
 #[allow(unsafe_code)]
@@ -694,8 +710,8 @@ impl StatsSlot {
     /// operation's count a moment before its bytes), so that the per-put
     /// cost is two compares and two adds to memory (a Relaxed load and
     /// store that the compiler folds into one `add` on x86-64; the shm leg
-    /// uses `ShmCounts`, one compare); the block's other words change
-    /// rarely and keep the seqlock.
+    /// uses `ShmCounts` and the slot's dense shm row, one compare); the
+    /// block's other words change rarely and keep the seqlock.
     #[inline(always)]
     #[allow(unsafe_code)]
     pub fn op(&self, t: usize, pe: u32, bytes: u64) {
@@ -720,26 +736,29 @@ impl StatsSlot {
         }
     }
 
-    /// The slot's (peer, shared memory) ops and bytes words, for the shm
-    /// leg's count ([`ShmCounts::op`]).
+    /// The slot's dense shm row, for the shm leg's count
+    /// ([`ShmCounts::op`]).
     pub(crate) fn shm_counts(&self) -> ShmCounts {
         ShmCounts {
-            row0: self.peers,
+            row0: self.shm_row,
             rows: self.n_pes,
         }
     }
 
     /// The operations this slot counted per transport, over all peers
-    /// (what [`StatsSlot::op`] added since the segment was made, by this
-    /// context and the slot's earlier ones).
+    /// (what [`StatsSlot::op`] and the shm leg (`ShmCounts::op`) added since the
+    /// segment was made, by this context and the slot's earlier ones).
     pub fn ops_by_transport(&self) -> [u64; N_TRANSPORTS] {
         let mut ops = [0u64; N_TRANSPORTS];
+        let w = self.seg.map.words();
         for pe in 0..self.n_pes {
             for (t, o) in ops.iter_mut().enumerate() {
                 if let Some(b) = self.peer_block(t, pe) {
-                    *o += b[PeerWord::Ops as usize].load(Ordering::Relaxed);
+                    *o = o.wrapping_add(b[PeerWord::Ops as usize].load(Ordering::Relaxed));
                 }
             }
+            let row = self.base + self.seg.layout.shm_row_rel(pe);
+            ops[0] = ops[0].wrapping_add(shm_row(&w[row..row + SHM_ROW_WORDS])[0]);
         }
         ops
     }
@@ -781,14 +800,16 @@ impl StatsSlot {
     }
 }
 
-/// A slot's (peer, shared memory) ops and bytes words, where the shm leg
-/// counts: one compare (the peer against the rows, 0 without a slot, so
-/// that the same compare tells whether there is a slot) and two adds, as
-/// [`StatsSlot::op`] with the transport a constant. Only valid while the
-/// slot it came from ([`StatsSlot::shm_counts`]) lives.
+/// A slot's dense shared-memory row, where the shm leg counts: per peer
+/// [`SHM_ROW_WORDS`] adjacent words (ops, bytes), so that a peer's words
+/// are one shift from the row's start; one compare (the peer against the
+/// rows, 0 without a slot, so that the same compare tells whether there is
+/// a slot) and two adds. Readers add a peer's row to its (peer, shm) peer
+/// block, where the generic loop counts (a downgraded shm route). Only
+/// valid while the slot it came from ([`StatsSlot::shm_counts`]) lives.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ShmCounts {
-    /// The slot's peer block of (PE 0, shared memory).
+    /// The slot's dense shm row (PE 0's words).
     row0: *const AtomicU64,
     /// PEs in the job; 0 for none (no slot).
     rows: u32,
@@ -823,18 +844,15 @@ impl ShmCounts {
         if pe >= self.rows {
             return false;
         }
-        let at = pe as usize * N_TRANSPORTS * BLOCK_WORDS;
-        // SAFETY: with rows, `row0` is a live slot's first peer block (the
-        // caller's contract), followed by `rows * N_TRANSPORTS` blocks of
-        // `BLOCK_WORDS` words inside the mapping (`StatsSlot::op`'s
-        // reasoning, with `t` = 0): both words are in it, and every access
-        // is atomic.
+        let at = pe as usize * SHM_ROW_WORDS;
+        // SAFETY: with rows, `row0` is a live slot's dense shm row (the
+        // caller's contract): `rows * SHM_ROW_WORDS` words inside the
+        // mapping (`Layout::new` puts them before the slot's histograms),
+        // so with `pe < rows` both words are in it, and every access is
+        // atomic.
         let (ops, b) = unsafe {
             let w = self.row0.add(at);
-            (
-                &*w.add(PeerWord::Ops as usize),
-                &*w.add(PeerWord::Bytes as usize),
-            )
+            (&*w, &*w.add(1))
         };
         add(ops, 1);
         add(b, bytes);
@@ -851,6 +869,15 @@ impl Drop for StatsSlot {
             .unwrap_or_else(PoisonError::into_inner);
         *used &= !(1 << self.index);
     }
+}
+
+/// A peer's dense shm row words as `[ops, bytes]` (Relaxed loads; each
+/// word whole, the two not consistent with each other).
+pub(crate) fn shm_row(row: &[AtomicU64]) -> [u64; 2] {
+    [
+        row[0].load(Ordering::Relaxed),
+        row[1].load(Ordering::Relaxed),
+    ]
 }
 
 /// A single writer's add: a Relaxed load and a Relaxed store (no RMW).

@@ -8,8 +8,8 @@ use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
 use super::{
     BLOCK_WORDS, CHANNEL_WORDS, CHANNELS, CHANNELS_WORD, ChannelRow, HIST_BUCKETS, HIST_OPS,
     HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS, PUBLISHES_WORD, PeWord, PeerWord, READY_WORD,
-    SHARED_WORDS, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD, STATE_HEALTHY, STATE_LOADED,
-    STATE_ROUTE, SharedWord, VERSION, WIDE_OFF, chan::read_channel, sys,
+    SHARED_WORDS, SHM_ROW_WORDS, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD, STATE_HEALTHY,
+    STATE_LOADED, STATE_ROUTE, SharedWord, VERSION, WIDE_OFF, chan::read_channel, shm_row, sys,
 };
 use crate::statseg::HistRow;
 
@@ -210,7 +210,18 @@ impl Reader {
         let mut peers = Vec::new();
         for peer in 0..header.n_pes {
             for t in 0..N_TRANSPORTS {
-                let b = summed(Layout::peer_rel(peer, t), BLOCK_WORDS);
+                let mut b = summed(Layout::peer_rel(peer, t), BLOCK_WORDS);
+                if t == 0 {
+                    // The shm leg's counts, in the slots' dense shm rows.
+                    let rel = self.layout.shm_row_rel(peer);
+                    for s in &slots {
+                        let [ops, bytes] = shm_row(&w[s + rel..s + rel + SHM_ROW_WORDS]);
+                        let o = &mut b[PeerWord::Ops as usize];
+                        *o = o.wrapping_add(ops);
+                        let o = &mut b[PeerWord::Bytes as usize];
+                        *o = o.wrapping_add(bytes);
+                    }
+                }
                 let at = Layout::shared(peer, t);
                 let sh = read_block(&w[at..at + SHARED_WORDS]);
                 let state = sh[SharedWord::State as usize];

@@ -320,6 +320,13 @@ fn the_channel_table_sits_between_the_state_words_and_the_slots() {
         assert_eq!(l.slots_off, l.chan_off + 2 * page);
         assert_eq!(l.slot(0), l.slots_off);
         assert_eq!(l.len, (l.slots_off + SLOTS * l.stride) * 8);
+        // The dense shm row between the peer blocks and the histograms.
+        assert_eq!(
+            l.shm_row_rel(0),
+            Layout::peer_rel(n - 1, N_TRANSPORTS - 1) + BLOCK_WORDS
+        );
+        assert!(l.hist_rel(0, 0) >= l.shm_row_rel(n));
+        assert_eq!(l.hist_rel % page, 0);
     }
 }
 
@@ -432,13 +439,55 @@ fn a_segment_of_another_layout_version_is_refused() {
         .open(seg.path())
         .unwrap();
     use std::io::{Seek, SeekFrom, Write};
-    f.seek(SeekFrom::Start(8)).unwrap();
-    // The last layout before the shared (peer, transport) blocks.
-    f.write_all(&3u32.to_le_bytes()).unwrap();
-    drop(f);
-    let e = Reader::open(seg.path()).unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
-    assert!(e.to_string().contains("layout version 3"), "{e}");
+    // 3: the last layout before the shared (peer, transport) blocks; 4:
+    // the last before the dense shm rows.
+    for old in [3u32, 4] {
+        f.seek(SeekFrom::Start(8)).unwrap();
+        f.write_all(&old.to_le_bytes()).unwrap();
+        let e = Reader::open(seg.path()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let want = format!("layout version {old}, this build reads {VERSION}");
+        assert!(e.to_string().contains(&want), "{e}");
+    }
+}
+
+#[test]
+#[allow(unsafe_code)]
+fn the_shm_legs_dense_row_adds_to_the_peer_shm_block() {
+    let id = job(11);
+    let whole = StatsSegment::create(id, 0, 3).unwrap();
+    let slot = whole.slot().unwrap();
+    let shm = slot.shm_counts();
+    for (pe, bytes) in [(1, 8), (1, 8), (1, 100), (2, 8), (0, 16)] {
+        // SAFETY: `slot`, which `shm` came from, lives.
+        assert!(unsafe { shm.op(pe, bytes) });
+    }
+    // SAFETY: as above.
+    assert!(!unsafe { shm.op(3, 8) }, "PE 3 has no row");
+    // SAFETY: no slot, no rows: nothing is touched.
+    assert!(!unsafe { ShmCounts::default().op(0, 8) });
+    // The generic loop's count of a (downgraded) shm route, in the block.
+    slot.op(0, 1, 8);
+    slot.op(2, 1, 24);
+    assert_eq!(slot.ops_by_transport()[..3], [6, 0, 1]);
+    // A second slot's rows add up too.
+    let other = whole.slot().unwrap();
+    // SAFETY: `other` lives.
+    assert!(unsafe { other.shm_counts().op(1, 8) });
+    let s = Reader::open(whole.path()).unwrap().snapshot();
+    let row = |peer: u32, t: &str| {
+        s.peers
+            .iter()
+            .find(|p| p.peer == peer && p.transport == t)
+            .map(|p| (p.counters["ops"], p.counters["bytes"]))
+    };
+    assert_eq!(row(0, "shm"), Some((1, 16)));
+    assert_eq!(row(1, "shm"), Some((5, 132)));
+    assert_eq!(row(2, "shm"), Some((1, 8)));
+    assert_eq!(row(1, "tcp0"), Some((1, 24)));
+    assert_eq!(s.total(PeerWord::Ops), 8);
+    assert_eq!(s.total(PeerWord::Bytes), 180);
+    drop((slot, other));
 }
 
 #[test]
