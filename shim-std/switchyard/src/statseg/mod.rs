@@ -362,18 +362,17 @@ pub const STATE_ROUTE: u64 = 4;
 /// State bit: the peer is dead.
 pub const STATE_DEAD: u64 = 8;
 
-/// The histogram bucket of `v`.
+/// The histogram bucket of `v`, without a branch: values from 2^40 on are
+/// clamped to the last bucket's (a conditional move); for `g`, the top bit
+/// of `v` less 4 (0 below 32), the bucket is `16 g + (v >> g)`, where `v >>
+/// g` is `v` below 32 (one bucket per value below 16) and else 16 plus the
+/// value's next 4 bits.
 #[inline]
 pub const fn bucket(v: u64) -> usize {
-    if v < 16 {
-        return v as usize;
-    }
-    let e = 63 - v.leading_zeros() as usize;
-    if e >= 4 + HIST_GROUPS {
-        return HIST_BUCKETS - 1;
-    }
-    let sub = ((v >> (e - 4)) & 15) as usize;
-    16 + (e - 4) * 16 + sub
+    const MAX: u64 = (1 << (4 + HIST_GROUPS)) - 1;
+    let v = if v < MAX { v } else { MAX };
+    let g = 59 - (v | 16).leading_zeros() as usize;
+    g * 16 + (v >> g) as usize
 }
 
 /// The smallest value of bucket `i` (values `bucket_low(i)..bucket_low(i + 1)`).

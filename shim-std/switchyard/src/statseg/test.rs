@@ -35,6 +35,37 @@ fn buckets_are_log_linear_and_monotonic() {
     assert_eq!(bucket(u64::MAX), HIST_BUCKETS - 1);
 }
 
+/// The histogram bucket of `v`, with branches (layout 4's `bucket`).
+fn bucket_ref(v: u64) -> usize {
+    if v < 16 {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros() as usize;
+    if e >= 4 + HIST_GROUPS {
+        return HIST_BUCKETS - 1;
+    }
+    16 + (e - 4) * 16 + ((v >> (e - 4)) & 15) as usize
+}
+
+#[test]
+fn the_branch_free_bucket_is_the_reference_one() {
+    let edges = (0..64).flat_map(|e| {
+        let p = 1u64 << e;
+        [p - 1, p, p + 1, p | p >> 1, p | (p - 1)]
+    });
+    for v in (0..1u64 << 16).chain(edges).chain([u64::MAX, u64::MAX - 1]) {
+        assert_eq!(bucket(v), bucket_ref(v), "{v}");
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..100_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let v = x >> (x % 64);
+        assert_eq!(bucket(v), bucket_ref(v), "{v}");
+    }
+}
+
 #[test]
 fn a_segment_counts_and_reads_back() {
     let id = job(1);
