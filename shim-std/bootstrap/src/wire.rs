@@ -76,6 +76,7 @@ impl DecodedHello {
             h.size,
             h.nonce,
             h.card.clone(),
+            h.flags,
         ))
     }
 
@@ -125,6 +126,7 @@ mod test {
         let (job, nonce) = (0x77, [3; NONCE_LEN]);
         let mut payload = b"SYBS".to_vec();
         payload.push(crate::PROTOCOL_VERSION);
+        payload.push(0);
         payload.extend_from_slice(&1u32.to_le_bytes());
         payload.extend_from_slice(&2u32.to_le_bytes());
         payload.extend_from_slice(&[0; NONCE_LEN + crate::MAC_LEN]);
