@@ -289,11 +289,11 @@ impl CardRefusal {
             1 => CardRefusal::UnknownRank(n),
             2 => CardRefusal::TooMany(n),
             3 => CardRefusal::AskedTwice(n),
-            4 => CardRefusal::NotNow,
+            4 if n == 0 => CardRefusal::NotNow,
             _ => {
                 return Err(CardError::Inconsistent {
                     field: "refusal reason",
-                    reason: "not 1 to 4",
+                    reason: "not 1 to 4 (4 with a rank of 0)",
                 });
             }
         })
