@@ -1,7 +1,10 @@
 //! The bootstrap rendezvous at scale: one root and N PEs on 127.0.0.1, each
 //! PE a thread of a second process, for N = 64, 256, 1,024 and 4,096
 //! (`cargo bench -p switchyard-benches --bench bootstrap_scale`; 16 only in
-//! test mode, `cargo test --benches`).
+//! test mode, `cargo test --benches`), each size with every card to every
+//! PE (`all`, [`Bootstrap::join`]) and with lazy cards (`lazy`,
+//! [`Bootstrap::join_lazy`]: localities to every PE, then each PE fetches
+//! the cards of its node's other PEs, as a context does for shm).
 //!
 //! Each size runs as two child processes of this binary, so that the root's
 //! memory is its own: the root (`BOOTSTRAP_SCALE_ROLE=root`: binds, prints
@@ -14,12 +17,16 @@
 //!   per PE;
 //! * the root process's peak resident memory (`VmHWM`) above what it had
 //!   bound and idle, and per PE;
-//! * the bytes of cards one PE receives (every card goes to every PE: N
-//!   cards each, N² in all through the root) and the PEs' process peak.
+//! * the bytes the root sent ([`RootStats::bytes_sent`](switchyard_bootstrap::RootStats::bytes_sent)),
+//!   per PE;
+//! * the bytes of cards (and localities) one PE holds (`all`: every card,
+//!   N² in all through the root; `lazy`: the runs, 20 bytes per node, and
+//!   the cards of its node) and the PEs' process peak;
+//! * an extrapolation to 1,000,000 PEs of the root's bytes and time per PE:
+//!   a straight line through the two largest sizes (per PE, `all` grows
+//!   with N; `lazy` only by the runs, 20 bytes per 64 PEs).
 //!
-//! A benchmark, not a test: nothing is asserted about the figures. The
-//! root's work is O(N²) in bytes today (every card to every PE); the
-//! figures show how far that goes on this machine.
+//! A benchmark, not a test: nothing is asserted about the figures.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -30,6 +37,9 @@ use std::{
 
 use switchyard_benches::measuring;
 use switchyard_bootstrap::{Bootstrap, Card, JobSecret, RootServer};
+
+/// PEs per simulated node (the cards' node ids).
+const PER_NODE: u32 = 64;
 
 /// The job's secret (this benchmark's own).
 const SECRET: &str = "b005b005b005b005b005b005b005b005b005b005b005b005b005b005b005b005";
@@ -44,7 +54,7 @@ fn secret() -> JobSecret {
 /// PE `rank`'s card: what a PE on a node with shm, two TCP rails and verbs
 /// announces.
 fn card(job: u64, rank: u32) -> Card {
-    let mut c = Card::new(job, rank, 1000 + u64::from(rank / 64));
+    let mut c = Card::new(job, rank, 1000 + u64::from(rank / PER_NODE));
     c.shm = Some(format!("/switchyard-{job:016x}-{rank}"));
     let port = 20_000 + (rank % 40_000) as u16;
     c.tcp = vec![
@@ -68,25 +78,30 @@ fn status_kib(key: &str) -> u64 {
 }
 
 /// The root's process: binds, says where (`addr <addr> <rss KiB>`), serves
-/// one job of `n`, then prints `peak <VmHWM KiB>`.
+/// one job of `n`, then prints `peak <VmHWM KiB> <bytes sent>`.
 fn root(n: u32, job: u64) {
     let root = RootServer::bind("127.0.0.1:0".parse().unwrap(), job, n, TIMEOUT, &secret())
         .expect("the root binds");
     let idle = status_kib("VmRSS:");
     println!("addr {} {idle}", root.local_addr());
     std::io::stdout().flush().expect("stdout");
+    let stats = root.stats();
     root.serve().expect("the job runs");
-    println!("peak {}", status_kib("VmHWM:"));
+    println!("peak {} {}", status_kib("VmHWM:"), stats.bytes_sent());
 }
 
-/// The PEs' process: `n` threads join at `addr`, pass one barrier and say
-/// goodbye; prints `cards <bytes one PE received> <VmHWM KiB>`.
-fn pes(n: u32, job: u64, addr: SocketAddr) {
+/// The PEs' process: `n` threads join at `addr` (lazily: and fetch their
+/// node's cards), pass one barrier and say goodbye; prints `cards <bytes
+/// rank 0 holds> <VmHWM KiB>`.
+fn pes(n: u32, job: u64, addr: SocketAddr, lazy: bool) {
     let threads: Vec<_> = (0..n)
         .map(|rank| {
             std::thread::Builder::new()
                 .stack_size(256 << 10)
                 .spawn(move || {
+                    if lazy {
+                        return lazy_pe(n, job, addr, rank);
+                    }
                     let (mut b, cards) =
                         Bootstrap::join(addr, rank, n, job, card(job, rank), TIMEOUT, &secret())
                             .expect("join");
@@ -111,8 +126,47 @@ fn pes(n: u32, job: u64, addr: SocketAddr) {
     println!("cards {bytes} {}", status_kib("VmHWM:"));
 }
 
+/// A lazy PE: joins, fetches the cards of the other PEs of its node,
+/// passes a barrier, says goodbye; returns what it holds (rank 0 only).
+fn lazy_pe(n: u32, job: u64, addr: SocketAddr, rank: u32) -> usize {
+    let (mut b, locs) =
+        Bootstrap::join_lazy(addr, rank, n, job, card(job, rank), TIMEOUT, &secret())
+            .expect("lazy join");
+    let node = locs.get(rank).expect("my locality").node_id;
+    let peers: Vec<u32> = locs
+        .ranks_on(node)
+        .into_iter()
+        .filter(|&r| r != rank)
+        .collect();
+    let cards = if peers.is_empty() {
+        Default::default()
+    } else {
+        b.fetch_cards(&peers).expect("fetch")
+    };
+    assert_eq!(cards.len(), peers.len());
+    let bytes = if rank == 0 {
+        locs.run_count() * 20
+            + cards
+                .iter()
+                .map(|c| c.encode().map_or(0, |e| e.len()))
+                .sum::<usize>()
+    } else {
+        0
+    };
+    b.barrier(TIMEOUT).expect("barrier");
+    b.finish().expect("goodbye");
+    bytes
+}
+
+/// One size's figures: PEs, seconds per PE, root bytes sent per PE.
+struct Figures {
+    n: u32,
+    secs_per_pe: f64,
+    sent_per_pe: f64,
+}
+
 /// One size: the two processes, and the figures.
-fn run(n: u32) {
+fn run(n: u32, lazy: bool) -> Figures {
     let job = 0x5CA1E_u64 << 32 ^ u64::from(n);
     let me = std::env::current_exe().expect("this binary");
     let mut root = Command::new(&me)
@@ -134,6 +188,7 @@ fn run(n: u32) {
         .env("BOOTSTRAP_SCALE_N", n.to_string())
         .env("BOOTSTRAP_SCALE_JOB", job.to_string())
         .env("BOOTSTRAP_SCALE_ADDR", &addr)
+        .env("BOOTSTRAP_SCALE_MODE", if lazy { "lazy" } else { "all" })
         .output()
         .expect("the PEs' process");
     let mut rest = String::new();
@@ -148,16 +203,47 @@ fn run(n: u32) {
             .unwrap_or(0)
     };
     let peak = field(&rest, "peak", 1);
+    let sent = field(&rest, "peak", 2);
     let pes_out = String::from_utf8_lossy(&pes.stdout);
     let (cards, pes_peak) = (field(&pes_out, "cards", 1), field(&pes_out, "cards", 2));
     let grown = peak.saturating_sub(idle);
+    let sent_per_pe = sent as f64 / f64::from(n);
     println!(
-        "{n:>6} {secs:>9.3} {:>11.1} {:>10.1} {:>13.2} {:>11.1} {:>11.1}",
+        "{n:>7} {:>5} {secs:>9.3} {:>10.1} {:>10.1} {:>12.2} {:>12.2} {:>10.1} {:>9.1}",
+        if lazy { "lazy" } else { "all" },
         secs * 1e6 / f64::from(n),
         grown as f64 / 1024.0,
         grown as f64 / f64::from(n),
+        sent_per_pe / 1024.0,
         cards as f64 / 1024.0,
         pes_peak as f64 / 1024.0,
+    );
+    Figures {
+        n,
+        secs_per_pe: secs / f64::from(n),
+        sent_per_pe,
+    }
+}
+
+/// The straight line through the two largest sizes' per-PE figures, at
+/// one million PEs.
+fn extrapolate(mode: &str, f: &[Figures]) {
+    let [.., a, b] = f else {
+        return;
+    };
+    let at = |ya: f64, yb: f64| {
+        let slope = (yb - ya) / f64::from(b.n - a.n);
+        yb + slope * (1e6 - f64::from(b.n))
+    };
+    let sent = at(a.sent_per_pe, b.sent_per_pe);
+    let secs = at(a.secs_per_pe, b.secs_per_pe).max(0.0);
+    println!(
+        "{:>7} {mode:>5}  extrapolated: root sends {:.1} KiB per PE ({:.1} GiB in all), {:.1} us per PE ({:.0} s in all, one root)",
+        "1000000",
+        sent / 1024.0,
+        sent * 1e6 / f64::from(1u32 << 30),
+        secs * 1e6,
+        secs * 1e6,
     );
 }
 
@@ -176,7 +262,12 @@ fn main() {
                 let addr = env("BOOTSTRAP_SCALE_ADDR")
                     .and_then(|v| v.parse().ok())
                     .expect("BOOTSTRAP_SCALE_ADDR");
-                pes(n, job, addr);
+                pes(
+                    n,
+                    job,
+                    addr,
+                    env("BOOTSTRAP_SCALE_MODE").as_deref() == Some("lazy"),
+                );
             }
         }
         return;
@@ -195,10 +286,19 @@ fn main() {
         }
     );
     println!(
-        "{:>6} {:>9} {:>11} {:>10} {:>13} {:>11} {:>11}",
-        "PEs", "wall s", "us per PE", "root MiB", "root KiB/PE", "cards KiB", "PEs MiB"
+        "{:>7} {:>5} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>9}",
+        "PEs",
+        "cards",
+        "wall s",
+        "us per PE",
+        "root MiB",
+        "root KiB/PE",
+        "sent KiB/PE",
+        "held KiB",
+        "PEs MiB"
     );
-    for &n in sizes {
-        run(n);
+    for (mode, lazy) in [("all", false), ("lazy", true)] {
+        let figures: Vec<Figures> = sizes.iter().map(|&n| run(n, lazy)).collect();
+        extrapolate(mode, &figures);
     }
 }

@@ -90,6 +90,15 @@ pub enum CardError {
         /// The family byte.
         found: u8,
     },
+    /// A value that contradicts the others (a run of a localities frame
+    /// past the job size, an unknown refusal reason).
+    #[error("bootstrap field {field}: {reason}")]
+    Inconsistent {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// Bytes after the last field.
     #[error("card has {extra} trailing bytes")]
     TrailingBytes {

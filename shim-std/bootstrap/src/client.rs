@@ -14,10 +14,12 @@ use crate::{
     env::{RankInfo, fnv1a},
     error::BootstrapError,
     frame::{
-        AllCards, Handshake, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE, KIND_CHALLENGE, KIND_ERROR,
-        KIND_RELEASE, KIND_WELCOME, MAX_FRAME_LEN, all_cards_cap, decode_challenge,
-        decode_error_frame, frame, kind_name, u64_payload,
+        AllCards, FLAG_LAZY, Handshake, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE, KIND_CARD_ANSWER,
+        KIND_CARD_REFUSAL, KIND_CARD_REQUEST, KIND_CHALLENGE, KIND_ERROR, KIND_LOCALITIES,
+        KIND_RELEASE, KIND_WELCOME, MAX_FRAME_LEN, PROTOCOL_VERSION, all_cards_cap,
+        decode_challenge, decode_error_frame, frame, kind_name, u64_payload,
     },
+    lazy::{self, CardRefusal, Cards, Localities, MAX_CARDS_PER_REQUEST},
     root::{RootServer, check_size, check_timeout},
     stream::{ReadError, read_frame, write_frame},
 };
@@ -39,6 +41,14 @@ pub struct Bootstrap {
     barriers: u64,
     timeout: Duration,
     broken: bool,
+    /// The class encoding version of our card (checked on fetched cards).
+    class: u8,
+}
+
+/// What the allgather gave a PE: every card, or (lazy) every locality.
+enum Gathered {
+    All(Vec<Card>),
+    Lazy(Localities),
 }
 
 fn connect_retry(
@@ -118,6 +128,46 @@ impl Bootstrap {
         timeout: Duration,
         secret: &JobSecret,
     ) -> Result<(Bootstrap, Vec<Card>), BootstrapError> {
+        match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, 0)? {
+            (boot, Gathered::All(cards)) => Ok((boot, cards)),
+            (boot, Gathered::Lazy(_)) => Err(boot.unexpected(KIND_LOCALITIES, "allgather")),
+        }
+    }
+
+    /// [`Bootstrap::join`] with lazy cards: the hello asks for them (the
+    /// flag is covered by its proof), and once all PEs are in, the root
+    /// sends this PE every rank's [`Localities`] (node, switch and tree id,
+    /// as runs) instead of every card. The cards this PE needs it fetches
+    /// with [`Bootstrap::fetch_cards`], between barriers. The root's bytes
+    /// per PE are then O(runs + cards fetched), not O(job size).
+    ///
+    /// # Errors
+    /// As [`Bootstrap::join`], with [`BootstrapError::Protocol`] for a
+    /// localities frame that does not add up.
+    pub fn join_lazy(
+        root: SocketAddr,
+        rank: u32,
+        size: u32,
+        job_id: u64,
+        my_card: Card,
+        timeout: Duration,
+        secret: &JobSecret,
+    ) -> Result<(Bootstrap, Localities), BootstrapError> {
+        let flags = FLAG_LAZY;
+        match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)? {
+            (boot, Gathered::Lazy(locs)) => Ok((boot, locs)),
+            (boot, Gathered::All(_)) => Err(boot.unexpected(KIND_ALL_CARDS, "allgather")),
+        }
+    }
+
+    fn join_with(
+        root: SocketAddr,
+        (rank, size, job_id): (u32, u32, u64),
+        my_card: Card,
+        timeout: Duration,
+        secret: &JobSecret,
+        flags: u8,
+    ) -> Result<(Bootstrap, Gathered), BootstrapError> {
         check_size(size)?;
         check_timeout(timeout)?;
         if rank >= size {
@@ -157,14 +207,22 @@ impl Bootstrap {
             barriers: 0,
             timeout,
             broken: false,
+            class: my_card.class_encoding_version,
         };
         let answer_by = deadline + grace(timeout);
         let cards = boot
             .challenge(deadline, timeout)
-            .and_then(|root_nonce| boot.authenticate(&key, root_nonce, pe_nonce, card, answer_by))
+            .and_then(|root_nonce| {
+                boot.authenticate(&key, root_nonce, (pe_nonce, flags), card, answer_by)
+            })
             .and_then(|()| boot.read_reply("allgather", answer_by, all_cards_cap(size)))
             .and_then(|(kind, body)| match kind {
-                KIND_ALL_CARDS => boot.check_cards(&body, my_card.class_encoding_version),
+                KIND_ALL_CARDS if flags & FLAG_LAZY == 0 => boot
+                    .check_cards(&body, my_card.class_encoding_version)
+                    .map(Gathered::All),
+                KIND_LOCALITIES if flags & FLAG_LAZY != 0 => {
+                    boot.check_localities(&body).map(Gathered::Lazy)
+                }
                 other => Err(boot.unexpected(other, "allgather")),
             });
         match cards {
@@ -187,6 +245,14 @@ impl Bootstrap {
         loop {
             match self.read_reply("challenge", deadline, MAX_FRAME_LEN) {
                 Ok((KIND_CHALLENGE, body)) => {
+                    // Another protocol version is refused by its number.
+                    if body.len() > 4 && body.starts_with(b"SYBS") && body[4] != PROTOCOL_VERSION {
+                        return Err(BootstrapError::ProtocolVersion {
+                            peer: format!("the root at {}", self.root),
+                            found: body[4],
+                            supported: PROTOCOL_VERSION,
+                        });
+                    }
                     return decode_challenge(&body).map_err(|reason| BootstrapError::Protocol {
                         peer: format!("the root at {}", self.root),
                         reason,
@@ -212,7 +278,7 @@ impl Bootstrap {
         &mut self,
         key: &[u8; crate::auth::MAC_LEN],
         root_nonce: [u8; crate::auth::NONCE_LEN],
-        pe_nonce: [u8; crate::auth::NONCE_LEN],
+        (pe_nonce, flags): ([u8; crate::auth::NONCE_LEN], u8),
         card: Vec<u8>,
         answer_by: Instant,
     ) -> Result<(), BootstrapError> {
@@ -221,12 +287,14 @@ impl Bootstrap {
             job_id: self.job_id,
             root_nonce,
         };
-        let hello = hs.hello(self.rank, self.size, pe_nonce, card).encode();
+        let hello = hs
+            .hello(self.rank, self.size, pe_nonce, card, flags)
+            .encode();
         let (kind, body) = self.exchange(&hello, "allgather", answer_by, MAX_FRAME_LEN)?;
         if kind != KIND_WELCOME {
             return Err(self.unexpected(kind, "allgather"));
         }
-        if !hs.welcome_is_authentic(&body, self.rank, self.size, &pe_nonce) {
+        if !hs.welcome_is_authentic(&body, (self.rank, self.size, flags), &pe_nonce) {
             return Err(BootstrapError::RootNotAuthenticated { root: self.root });
         }
         Ok(())
@@ -344,6 +412,153 @@ impl Bootstrap {
             peer: format!("the root at {}", self.root),
             reason,
         })
+    }
+
+    fn check_localities(&self, body: &[u8]) -> Result<Localities, BootstrapError> {
+        let proto = |reason: String| BootstrapError::Protocol {
+            peer: format!("the root at {}", self.root),
+            reason,
+        };
+        let locs = Localities::decode(body).map_err(|e| proto(e.to_string()))?;
+        if locs.len() != self.size {
+            return Err(proto(format!(
+                "sent {} localities for a job of {} PEs",
+                locs.len(),
+                self.size
+            )));
+        }
+        if locs.class_encoding_version() != self.class {
+            return Err(BootstrapError::ClassVersionMismatch {
+                rank: self.rank,
+                found: locs.class_encoding_version(),
+                reference: self.rank,
+                expected: self.class,
+            });
+        }
+        Ok(locs)
+    }
+
+    /// Fetches the cards of `ranks` from the root (after a lazy join, see
+    /// [`Bootstrap::join_lazy`]; in requests of at most
+    /// [`MAX_CARDS_PER_REQUEST`] ranks, one outstanding at a time). Each
+    /// card comes back checked (rank, job, class encoding version) and
+    /// with this job's id. The root serves a card at most
+    /// [`MAX_SERVES_PER_CARD`](crate::MAX_SERVES_PER_CARD) times per
+    /// connection: keep what you fetch.
+    ///
+    /// # Errors
+    /// [`BootstrapError::InvalidArgument`] for no ranks;
+    /// [`BootstrapError::CardRefused`] when the root refuses a request
+    /// (a rank not in the job, a card asked for too often; the connection
+    /// stays usable, the cards of earlier requests of this call are
+    /// dropped); [`BootstrapError::BadCard`], [`BootstrapError::Protocol`]
+    /// for an answer that does not match; the errors of a frame exchange,
+    /// which leave the connection unusable.
+    pub fn fetch_cards(&mut self, ranks: &[u32]) -> Result<Cards, BootstrapError> {
+        if self.broken {
+            return Err(BootstrapError::Unusable);
+        }
+        if ranks.is_empty() {
+            return Err(BootstrapError::InvalidArgument {
+                reason: "no ranks to fetch cards of".into(),
+            });
+        }
+        let mut out = Cards::default();
+        for chunk in ranks.chunks(MAX_CARDS_PER_REQUEST) {
+            out.extend(self.fetch_chunk(chunk)?);
+        }
+        Ok(out)
+    }
+
+    /// Sends one request of at most [`MAX_CARDS_PER_REQUEST`] ranks
+    /// (more is sent as asked, for tests of the root's refusal).
+    fn fetch_chunk(&mut self, ranks: &[u32]) -> Result<Cards, BootstrapError> {
+        let request = frame(KIND_CARD_REQUEST, &lazy::encode_request(ranks));
+        let deadline = Instant::now() + self.timeout + grace(self.timeout);
+        let (kind, body) = self.exchange(&request, "card fetch", deadline, lazy::ANSWER_CAP)?;
+        let proto = |reason: String| BootstrapError::Protocol {
+            peer: format!("the root at {}", self.root),
+            reason,
+        };
+        match kind {
+            KIND_CARD_REFUSAL => {
+                let refusal = CardRefusal::decode(&body).map_err(|e| proto(e.to_string()));
+                match refusal {
+                    Ok(refusal) => Err(BootstrapError::CardRefused { refusal }),
+                    Err(e) => {
+                        self.broken = true;
+                        Err(e)
+                    }
+                }
+            }
+            KIND_CARD_ANSWER => {
+                let checked = self.check_answer(ranks, &body, &proto);
+                if checked.is_err() {
+                    self.broken = true;
+                }
+                checked
+            }
+            other => {
+                self.broken = true;
+                Err(self.unexpected(other, "card fetch"))
+            }
+        }
+    }
+
+    fn check_answer(
+        &self,
+        ranks: &[u32],
+        body: &[u8],
+        proto: &impl Fn(String) -> BootstrapError,
+    ) -> Result<Cards, BootstrapError> {
+        let got = lazy::decode_answer(body).map_err(|source| BootstrapError::BadCard {
+            from: "a card answer (relayed by the root)".into(),
+            source,
+        })?;
+        if got.len() != ranks.len() {
+            return Err(proto(format!(
+                "answered {} cards to a request of {}",
+                got.len(),
+                ranks.len()
+            )));
+        }
+        let mut out = Cards::default();
+        for (mut card, &rank) in got.into_iter().zip(ranks) {
+            if card.rank != rank {
+                return Err(proto(format!(
+                    "answered the card of rank {} for rank {rank}",
+                    card.rank
+                )));
+            }
+            if card.job_id != 0 {
+                return Err(BootstrapError::JobIdMismatch {
+                    what: format!("the card of rank {rank} (cards travel with job id 0)"),
+                    expected: 0,
+                    found: card.job_id,
+                });
+            }
+            if card.class_encoding_version != self.class {
+                return Err(BootstrapError::ClassVersionMismatch {
+                    rank,
+                    found: card.class_encoding_version,
+                    reference: self.rank,
+                    expected: self.class,
+                });
+            }
+            card.job_id = self.job_id;
+            out.insert(card);
+        }
+        Ok(out)
+    }
+
+    /// Sends a card request of `ranks` as it is (no splitting), for tests
+    /// of the root's limits.
+    #[doc(hidden)]
+    pub fn fetch_cards_unsplit(&mut self, ranks: &[u32]) -> Result<Cards, BootstrapError> {
+        if self.broken {
+            return Err(BootstrapError::Unusable);
+        }
+        self.fetch_chunk(ranks)
     }
 
     fn check_cards(&self, body: &[u8], my_class: u8) -> Result<Vec<Card>, BootstrapError> {

@@ -334,6 +334,22 @@ pub enum BootstrapError {
         /// The root's error, as it displays.
         message: String,
     },
+    /// The root speaks another bootstrap protocol version than this PE.
+    #[error("{peer} speaks bootstrap protocol version {found}, this PE {supported}")]
+    ProtocolVersion {
+        /// Who (the root's address).
+        peer: String,
+        /// The version it announced.
+        found: u8,
+        /// The one this build speaks ([`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION)).
+        supported: u8,
+    },
+    /// The root refused a card request (the connection stays usable).
+    #[error("the bootstrap root refused the card request: {refusal}")]
+    CardRefused {
+        /// Why.
+        refusal: crate::lazy::CardRefusal,
+    },
     /// A call on a connection that an earlier error left unusable.
     #[error("bootstrap connection unusable after an earlier error")]
     Unusable,

@@ -15,11 +15,18 @@ pub const MAX_FRAME_LEN: usize = 1 << 20;
 /// The largest hello frame, length prefix included: all that a connection
 /// may send before it has proved the job's secret.
 pub(crate) const MAX_HELLO_FRAME_LEN: usize =
-    4 + 1 + 4 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + Card::MAX_ENCODED_LEN;
+    4 + 1 + 4 + 1 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + Card::MAX_ENCODED_LEN;
 
 /// Version of the bootstrap protocol carried in the challenge and the hello
-/// (2: authenticated; version 1 carried the job id in clear).
-pub const PROTOCOL_VERSION: u8 = 2;
+/// (3: a flags byte in the hello, lazy cards; 2: authenticated, every card
+/// to every PE; version 1 carried the job id in clear). Other versions are
+/// refused ([`BootstrapError::ProtocolVersion`] at a PE, an error frame and
+/// [`Refusal::Malformed`](crate::Refusal::Malformed) at the root).
+pub const PROTOCOL_VERSION: u8 = 3;
+
+/// The hello's flag bit asking for lazy cards: localities after the
+/// allgather, cards on request.
+pub(crate) const FLAG_LAZY: u8 = 1;
 
 const HELLO_MAGIC: [u8; 4] = *b"SYBS";
 const MAX_ERROR_RANKS: usize = 1024;
@@ -33,6 +40,10 @@ pub(crate) const KIND_BYE: u8 = 5;
 pub(crate) const KIND_ERROR: u8 = 6;
 pub(crate) const KIND_CHALLENGE: u8 = 7;
 pub(crate) const KIND_WELCOME: u8 = 8;
+pub(crate) const KIND_LOCALITIES: u8 = 9;
+pub(crate) const KIND_CARD_REQUEST: u8 = 10;
+pub(crate) const KIND_CARD_ANSWER: u8 = 11;
+pub(crate) const KIND_CARD_REFUSAL: u8 = 12;
 
 pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -44,6 +55,10 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_ERROR => "error",
         KIND_CHALLENGE => "challenge",
         KIND_WELCOME => "welcome",
+        KIND_LOCALITIES => "localities",
+        KIND_CARD_REQUEST => "card request",
+        KIND_CARD_ANSWER => "card answer",
+        KIND_CARD_REFUSAL => "card refusal",
         _ => "unknown",
     }
 }
@@ -105,6 +120,8 @@ pub(crate) struct Hello {
     pub(crate) nonce: [u8; NONCE_LEN],
     pub(crate) mac: [u8; MAC_LEN],
     pub(crate) card: Vec<u8>,
+    /// Flag bits ([`FLAG_LAZY`]); covered by the proof.
+    pub(crate) flags: u8,
 }
 
 const HELLO_LABEL: &[u8] = b"switchyard bootstrap hello";
@@ -125,7 +142,7 @@ impl Handshake<'_> {
     fn proof_input<R>(
         &self,
         label: &[u8],
-        (rank, size): (u32, u32),
+        (rank, size, flags): (u32, u32, u8),
         pe_nonce: &[u8; NONCE_LEN],
         card: &[u8],
         f: impl FnOnce(&[&[u8]]) -> R,
@@ -135,7 +152,16 @@ impl Handshake<'_> {
             rank.to_le_bytes(),
             size.to_le_bytes(),
         );
-        f(&[label, &job, &rank, &size, &self.root_nonce, pe_nonce, card])
+        f(&[
+            label,
+            &job,
+            &rank,
+            &size,
+            &[flags],
+            &self.root_nonce,
+            pe_nonce,
+            card,
+        ])
     }
 
     /// The hello of `rank` with `pe_nonce` and `card`, with its proof.
@@ -145,8 +171,9 @@ impl Handshake<'_> {
         size: u32,
         pe_nonce: [u8; NONCE_LEN],
         card: Vec<u8>,
+        flags: u8,
     ) -> Hello {
-        let mac = self.proof_input(HELLO_LABEL, (rank, size), &pe_nonce, &card, |p| {
+        let mac = self.proof_input(HELLO_LABEL, (rank, size, flags), &pe_nonce, &card, |p| {
             auth::mac(self.key, p)
         });
         Hello {
@@ -155,21 +182,30 @@ impl Handshake<'_> {
             nonce: pe_nonce,
             mac,
             card,
+            flags,
         }
     }
 
     /// Whether `h` proves the job's secret (compared in constant time).
     pub(crate) fn hello_is_authentic(&self, h: &Hello) -> bool {
-        self.proof_input(HELLO_LABEL, (h.rank, h.size), &h.nonce, &h.card, |p| {
-            auth::verify(self.key, p, &h.mac)
-        })
+        self.proof_input(
+            HELLO_LABEL,
+            (h.rank, h.size, h.flags),
+            &h.nonce,
+            &h.card,
+            |p| auth::verify(self.key, p, &h.mac),
+        )
     }
 
     /// The root's welcome to the accepted hello `h`: its own proof.
     pub(crate) fn welcome_frame(&self, h: &Hello) -> Vec<u8> {
-        let mac = self.proof_input(WELCOME_LABEL, (h.rank, h.size), &h.nonce, &[], |p| {
-            auth::mac(self.key, p)
-        });
+        let mac = self.proof_input(
+            WELCOME_LABEL,
+            (h.rank, h.size, h.flags),
+            &h.nonce,
+            &[],
+            |p| auth::mac(self.key, p),
+        );
         frame(KIND_WELCOME, &mac)
     }
 
@@ -177,11 +213,10 @@ impl Handshake<'_> {
     pub(crate) fn welcome_is_authentic(
         &self,
         body: &[u8],
-        rank: u32,
-        size: u32,
+        (rank, size, flags): (u32, u32, u8),
         pe_nonce: &[u8; NONCE_LEN],
     ) -> bool {
-        self.proof_input(WELCOME_LABEL, (rank, size), pe_nonce, &[], |p| {
+        self.proof_input(WELCOME_LABEL, (rank, size, flags), pe_nonce, &[], |p| {
             auth::verify(self.key, p, body)
         })
     }
@@ -189,9 +224,11 @@ impl Handshake<'_> {
 
 impl Hello {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(4 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + self.card.len());
+        let mut p =
+            Vec::with_capacity(4 + 1 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + self.card.len());
         p.extend_from_slice(&HELLO_MAGIC);
         p.push(PROTOCOL_VERSION);
+        p.push(self.flags);
         p.extend_from_slice(&self.rank.to_le_bytes());
         p.extend_from_slice(&self.size.to_le_bytes());
         p.extend_from_slice(&self.nonce);
@@ -220,6 +257,13 @@ impl Hello {
             ));
         }
         let mut inner = || -> Result<Hello, CardError> {
+            let flags = c.u8("hello flags")?;
+            if flags & !FLAG_LAZY != 0 {
+                return Err(CardError::Inconsistent {
+                    field: "hello flags",
+                    reason: "unknown flag bits (known: 0x01, lazy)",
+                });
+            }
             let rank = c.u32("hello rank")?;
             let size = c.u32("hello size")?;
             let nonce = c.array("hello nonce")?;
@@ -240,6 +284,7 @@ impl Hello {
                 nonce,
                 mac,
                 card,
+                flags,
             })
         };
         inner().map_err(|e| format!("malformed hello: {e}"))
@@ -377,7 +422,13 @@ mod test {
             job_id: 9,
             root_nonce: [1; NONCE_LEN],
         };
-        let h = hs.hello(1, 2, [2; NONCE_LEN], Card::new(0, 1, 0).encode().unwrap());
+        let h = hs.hello(
+            1,
+            2,
+            [2; NONCE_LEN],
+            Card::new(0, 1, 0).encode().unwrap(),
+            0,
+        );
         let bytes = h.encode();
         let back = Hello::decode(&bytes[5..]).unwrap();
         assert_eq!((back.rank, back.size, &back.card), (1, 2, &h.card));
@@ -403,17 +454,36 @@ mod test {
         assert!(!bytes.windows(8).any(|w| w == 9u64.to_le_bytes()));
         // The welcome proves the root, and is not the hello's proof.
         let w = hs.welcome_frame(&back);
-        assert!(hs.welcome_is_authentic(&w[5..], 1, 2, &back.nonce));
-        assert!(!hs.welcome_is_authentic(&w[5..], 0, 2, &back.nonce));
-        assert!(!hs.welcome_is_authentic(&back.mac, 1, 2, &back.nonce));
+        assert!(hs.welcome_is_authentic(&w[5..], (1, 2, 0), &back.nonce));
+        assert!(!hs.welcome_is_authentic(&w[5..], (0, 2, 0), &back.nonce));
+        assert!(!hs.welcome_is_authentic(&w[5..], (1, 2, FLAG_LAZY), &back.nonce));
+        assert!(!hs.welcome_is_authentic(&back.mac, (1, 2, 0), &back.nonce));
+        // The lazy flag is covered by the proof: flipping it in transit
+        // breaks the hello.
+        let mut flipped = Hello::decode(&bytes[5..]).unwrap();
+        flipped.flags = FLAG_LAZY;
+        assert!(!hs.hello_is_authentic(&flipped));
+        let lazy = hs.hello(1, 2, [2; NONCE_LEN], h.card.clone(), FLAG_LAZY);
+        let back = Hello::decode(&lazy.encode()[5..]).unwrap();
+        assert_eq!(back.flags, FLAG_LAZY);
+        assert!(hs.hello_is_authentic(&back));
+        let mut unknown = lazy.encode()[5..].to_vec();
+        unknown[5] = 0x80;
+        assert!(Hello::decode(&unknown).unwrap_err().contains("flag"));
         assert!(
             Hello::decode(b"GET / HTTP/1.1")
                 .unwrap_err()
                 .contains("not a switchyard")
         );
-        let mut v1 = bytes[5..].to_vec();
-        v1[4] = 1;
-        assert!(Hello::decode(&v1).unwrap_err().contains("version 1"));
+        for old in [1, 2] {
+            let mut v = bytes[5..].to_vec();
+            v[4] = old;
+            assert!(
+                Hello::decode(&v)
+                    .unwrap_err()
+                    .contains(&format!("version {old}"))
+            );
+        }
         assert!(
             Hello::decode(&bytes[5..bytes.len() - 1])
                 .unwrap_err()

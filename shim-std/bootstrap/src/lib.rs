@@ -220,6 +220,7 @@ mod cursor;
 mod env;
 mod error;
 mod frame;
+mod lazy;
 #[cfg(feature = "pmix")]
 mod pmix;
 mod root;
@@ -239,5 +240,6 @@ pub use crate::{
     },
     error::BootstrapError,
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
+    lazy::{CardRefusal, Cards, Localities, Locality, MAX_CARDS_PER_REQUEST, MAX_SERVES_PER_CARD},
     root::{MAX_PES, Refusal, RootServer, RootStats},
 };

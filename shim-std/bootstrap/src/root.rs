@@ -8,7 +8,7 @@ mod conn;
 mod stats;
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     io,
     net::{Shutdown, SocketAddr, TcpListener},
     rc::Rc,
@@ -23,9 +23,11 @@ use crate::{
     card::Card,
     error::{BootstrapError, RankList},
     frame::{
-        Handshake, Hello, KIND_BARRIER, KIND_BYE, KIND_HELLO, KIND_RELEASE, all_cards_frame,
+        FLAG_LAZY, Handshake, Hello, KIND_BARRIER, KIND_BYE, KIND_CARD_ANSWER, KIND_CARD_REFUSAL,
+        KIND_CARD_REQUEST, KIND_HELLO, KIND_LOCALITIES, KIND_RELEASE, all_cards_frame,
         challenge_frame, error_frame, frame, kind_name, u64_payload,
     },
+    lazy::{self, CardRefusal, Localities, Locality, MAX_SERVES_PER_CARD},
     root::conn::{Conn, Input, READ_CHUNK, State, poll, pollfd},
     stream::ReadError,
 };
@@ -116,6 +118,8 @@ struct Root {
     /// rank → connection id.
     by_rank: Vec<Option<u64>>,
     cards: Vec<Vec<u8>>,
+    /// Every rank's locality (for the localities frame).
+    locs: Vec<Locality>,
     arrived: u32,
     /// The first card's rank and class encoding version.
     class_ref: Option<(u32, u8)>,
@@ -212,6 +216,14 @@ impl RootServer {
             next_conn: 0,
             by_rank: vec![None; n],
             cards: vec![Vec::new(); n],
+            locs: vec![
+                Locality {
+                    node_id: 0,
+                    switch_id: 0,
+                    tree_id: 0
+                };
+                n
+            ],
             arrived: 0,
             class_ref: None,
         };
@@ -346,7 +358,9 @@ impl Root {
             };
             let id = self.next_conn;
             self.next_conn += 1;
-            let sent = c.send(challenge_frame(&root_nonce).into(), now);
+            let challenge = challenge_frame(&root_nonce);
+            self.stats.add_sent(challenge.len());
+            let sent = c.send(challenge.into(), now);
             self.conns.insert(id, c);
             if let Err(e) = sent {
                 self.end(id, &format!("cannot send the challenge: {e}"));
@@ -741,8 +755,10 @@ impl Root {
             root_nonce,
         }
         .welcome_frame(&h);
+        self.stats.add_sent(welcome.len());
         if let Some(c) = self.conns.get_mut(&conn) {
             c.rank = Some(h.rank);
+            c.lazy = h.flags & FLAG_LAZY != 0;
             if let Err(e) = c.send(welcome.into(), Instant::now()) {
                 // Reported as the connection's end.
                 self.end(conn, &e.to_string());
@@ -750,6 +766,7 @@ impl Root {
         }
         self.by_rank[h.rank as usize] = Some(conn);
         self.cards[h.rank as usize] = h.card;
+        self.locs[h.rank as usize] = Locality::of(&card);
         self.arrived += 1;
         Ok(())
     }
@@ -768,6 +785,7 @@ impl Root {
                 reason: "connection closed".into(),
             });
         };
+        self.stats.add_sent(bytes.len());
         c.send(Rc::clone(bytes), Instant::now())
             .map_err(|source| BootstrapError::SendFrame {
                 phase,
@@ -776,11 +794,93 @@ impl Root {
             })
     }
 
+    /// Whether `rank` joined lazily.
+    fn is_lazy(&self, rank: u32) -> bool {
+        self.by_rank[rank as usize]
+            .and_then(|id| self.conns.get(&id))
+            .is_some_and(|c| c.lazy)
+    }
+
+    /// Ends the allgather: every card to each PE that joined with all
+    /// cards, the localities (as runs) to each that joined lazily. The
+    /// cards are kept only while a lazy PE may ask for them.
     fn send_cards(&mut self) -> Result<(), BootstrapError> {
-        let bytes: Rc<[u8]> = all_cards_frame(self.size, &self.cards).into();
-        self.cards = Vec::new();
-        for rank in 0..self.size {
-            self.send_to_rank(rank, &bytes, "allgather")?;
+        let lazy: Vec<bool> = (0..self.size).map(|r| self.is_lazy(r)).collect();
+        if lazy.iter().any(|&l| !l) {
+            let bytes: Rc<[u8]> = all_cards_frame(self.size, &self.cards).into();
+            for rank in (0..self.size).filter(|&r| !lazy[r as usize]) {
+                self.send_to_rank(rank, &bytes, "allgather")?;
+            }
+        }
+        if lazy.iter().any(|&l| l) {
+            let mut locs = Localities::from_cards(&[], self.class_ref.map_or(0, |(_, v)| v));
+            for &loc in &self.locs {
+                locs.push(loc);
+            }
+            let bytes: Rc<[u8]> = frame(KIND_LOCALITIES, &locs.encode()).into();
+            for rank in (0..self.size).filter(|&r| lazy[r as usize]) {
+                self.send_to_rank(rank, &bytes, "allgather")?;
+            }
+        } else {
+            self.cards = Vec::new();
+        }
+        self.locs = Vec::new();
+        Ok(())
+    }
+
+    /// Answers a card request of connection `conn`: every card it names,
+    /// or a refusal of the whole request (counted; the connection and the
+    /// job go on). A request that does not decode fails the job, like any
+    /// bad frame from a PE.
+    fn serve_cards(&mut self, conn: u64, body: &[u8]) -> Result<(), BootstrapError> {
+        let peer = self.peer_name(conn);
+        let asked = lazy::decode_request(body).map_err(|e| BootstrapError::Protocol {
+            peer,
+            reason: format!("malformed card request: {e}"),
+        })?;
+        let size = self.size;
+        let have_cards = !self.cards.is_empty();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Ok(());
+        };
+        let verdict = asked.and_then(|ranks| {
+            if c.wants_write() || !have_cards {
+                return Err(CardRefusal::NotNow);
+            }
+            if let Some(&r) = ranks.iter().find(|&&r| r >= size) {
+                return Err(CardRefusal::UnknownRank(r));
+            }
+            let mut counts: HashMap<u32, u8> = HashMap::new();
+            for &r in &ranks {
+                let n = counts
+                    .entry(r)
+                    .or_insert_with(|| c.served.get(&r).copied().unwrap_or(0));
+                *n += 1;
+                if *n > MAX_SERVES_PER_CARD {
+                    return Err(CardRefusal::AskedTwice(r));
+                }
+            }
+            c.served.extend(counts);
+            Ok(ranks)
+        });
+        let bytes: Rc<[u8]> = match verdict {
+            Ok(ranks) => {
+                self.stats.add_served(ranks.len());
+                let cards = &self.cards;
+                let payload =
+                    lazy::encode_answer(ranks.iter().map(|&r| cards[r as usize].as_slice()));
+                frame(KIND_CARD_ANSWER, &payload).into()
+            }
+            Err(why) => {
+                self.stats.add_card_refusal();
+                frame(KIND_CARD_REFUSAL, &why.encode()).into()
+            }
+        };
+        self.stats.add_sent(bytes.len());
+        if let Some(c) = self.conns.get_mut(&conn)
+            && let Err(e) = c.send(bytes, Instant::now())
+        {
+            self.end(conn, &e.to_string());
         }
         Ok(())
     }
@@ -912,6 +1012,7 @@ impl Root {
                             first_bye.get_or_insert_with(Instant::now);
                             self.drop_conn(conn);
                         }
+                        KIND_CARD_REQUEST => self.serve_cards(conn, &body)?,
                         other => {
                             return Err(BootstrapError::Protocol {
                                 peer,

@@ -1,13 +1,16 @@
 //! The handshake's decoders as the root and a PE run them on a peer's
 //! bytes, for fuzzing (the `fuzz` feature; `fuzz/fuzz_targets/
-//! bootstrap_hello.rs`). Bytes in, verdicts out: the hello's fields stay
+//! bootstrap_hello.rs`), and the lazy cards' frames (localities, card
+//! request, answer and refusal; `fuzz/fuzz_targets/bootstrap_cards.rs`). Bytes in, verdicts out: the hello's fields stay
 //! private, and the only key material is what the caller's own
 //! [`JobSecret`] derives, as in a PE.
 
 use crate::{
     auth::{JobSecret, NONCE_LEN, PURPOSE_BOOTSTRAP},
+    card::Card,
     error::BootstrapError,
     frame::{self, Handshake, Hello},
+    lazy::{self, CardRefusal, Localities},
 };
 
 /// Bytes before a frame's payload: its length (4) and kind (1).
@@ -76,6 +79,7 @@ impl DecodedHello {
             h.size,
             h.nonce,
             h.card.clone(),
+            h.flags,
         ))
     }
 
@@ -115,6 +119,60 @@ pub fn decode_error(payload: &[u8]) -> Result<BootstrapError, String> {
     frame::decode_error_frame(payload)
 }
 
+/// Decodes a localities payload, as a lazy PE does after the allgather.
+///
+/// # Errors
+///
+/// Why the bytes are not a localities frame (runs that do not add up to
+/// the size included).
+pub fn decode_localities(payload: &[u8]) -> Result<Localities, String> {
+    Localities::decode(payload).map_err(|e| e.to_string())
+}
+
+/// A localities payload, as the root encodes it.
+pub fn encode_localities(l: &Localities) -> Vec<u8> {
+    l.encode()
+}
+
+/// Decodes a card request payload, as the root does: the ranks, or the
+/// refusal its count alone earns.
+///
+/// # Errors
+///
+/// Why the bytes are not a card request.
+pub fn decode_card_request(payload: &[u8]) -> Result<Result<Vec<u32>, CardRefusal>, String> {
+    lazy::decode_request(payload).map_err(|e| e.to_string())
+}
+
+/// A card request payload for `ranks`.
+pub fn encode_card_request(ranks: &[u32]) -> Vec<u8> {
+    lazy::encode_request(ranks)
+}
+
+/// Decodes a card answer payload, as a PE does.
+///
+/// # Errors
+///
+/// Why the bytes are not a card answer (a card that does not decode
+/// included).
+pub fn decode_card_answer(payload: &[u8]) -> Result<Vec<Card>, String> {
+    lazy::decode_answer(payload).map_err(|e| e.to_string())
+}
+
+/// Decodes a card refusal payload, as a PE does.
+///
+/// # Errors
+///
+/// Why the bytes are not a card refusal.
+pub fn decode_card_refusal(payload: &[u8]) -> Result<CardRefusal, String> {
+    CardRefusal::decode(payload).map_err(|e| e.to_string())
+}
+
+/// A card refusal payload.
+pub fn encode_card_refusal(r: CardRefusal) -> Vec<u8> {
+    r.encode()
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -125,6 +183,7 @@ mod test {
         let (job, nonce) = (0x77, [3; NONCE_LEN]);
         let mut payload = b"SYBS".to_vec();
         payload.push(crate::PROTOCOL_VERSION);
+        payload.push(0);
         payload.extend_from_slice(&1u32.to_le_bytes());
         payload.extend_from_slice(&2u32.to_le_bytes());
         payload.extend_from_slice(&[0; NONCE_LEN + crate::MAC_LEN]);

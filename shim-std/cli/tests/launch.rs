@@ -460,7 +460,8 @@ fn a_missing_program_exits_127() {
 #[test]
 fn refused_connections_are_in_the_launchers_summary() {
     // A frame: length (kind + payload), kind, payload. The hello: magic,
-    // version 2, rank 1, size 2, a nonce and a proof of zeros, no card.
+    // version 3, no flags, rank 1, size 2, a nonce and a proof of zeros,
+    // no card.
     let script = r#"
         [ "$SWITCHYARD_RANK" = 0 ] || exit 0
         host=${SWITCHYARD_ROOT%:*}; port=${SWITCHYARD_ROOT##*:}
@@ -468,7 +469,7 @@ fn refused_connections_are_in_the_launchers_summary() {
         printf '\x05\x00\x00\x00\x63ABCD' >&3
         cat <&3 >/dev/null
         exec 3<>"/dev/tcp/$host/$port"
-        printf '\x40\x00\x00\x00\x01SYBS\x02\x01\x00\x00\x00\x02\x00\x00\x00' >&3
+        printf '\x41\x00\x00\x00\x01SYBS\x03\x00\x01\x00\x00\x00\x02\x00\x00\x00' >&3
         head -c 50 /dev/zero >&3
         cat <&3 >/dev/null
         echo sent

@@ -3,7 +3,7 @@
 //! it, and the `poll(2)` call that waits on all of them.
 
 use std::{
-    collections::VecDeque,
+    collections::{HashMap, VecDeque},
     io::{self, Read, Write},
     net::{SocketAddr, TcpStream},
     os::fd::AsRawFd,
@@ -47,6 +47,11 @@ pub(super) struct Conn {
     pub(super) stream: TcpStream,
     pub(super) rank: Option<u32>,
     pub(super) state: State,
+    /// Its hello asked for lazy cards.
+    pub(super) lazy: bool,
+    /// How often each card was served on this connection (only the cards
+    /// it asked for: O(requests), not O(job)).
+    pub(super) served: HashMap<u32, u8>,
     /// Bytes read that do not make a whole frame yet.
     inbuf: Vec<u8>,
     /// Frames (shared: the all-cards frame is one buffer for every PE) and
@@ -76,6 +81,8 @@ impl Conn {
             stream,
             rank: None,
             state: State::AwaitHello { deadline },
+            lazy: false,
+            served: HashMap::new(),
             inbuf: Vec::new(),
             out: VecDeque::new(),
             out_off: 0,

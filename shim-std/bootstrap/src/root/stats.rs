@@ -10,6 +10,8 @@ use switchyard_core::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Clone, Default)]
 pub struct RootStats {
     counts: Arc<[AtomicU64; Refusal::ALL.len()]>,
+    /// Bytes sent, cards served, card requests refused.
+    traffic: Arc<[AtomicU64; 3]>,
 }
 
 /// Why the root turned a connection away (what [`RootStats`] counts).
@@ -98,6 +100,36 @@ impl RootStats {
             "{total} connection{s} refused ({})",
             parts.join(", ")
         ))
+    }
+
+    /// Bytes of frames the root queued to PEs that proved the secret
+    /// (welcomes, all cards or localities, card answers and refusals,
+    /// releases), and challenges to every connection.
+    pub fn bytes_sent(&self) -> u64 {
+        self.traffic[0].load(Ordering::Relaxed)
+    }
+
+    /// Cards served in answer to card requests (a card asked for twice
+    /// counts twice).
+    pub fn cards_served(&self) -> u64 {
+        self.traffic[1].load(Ordering::Relaxed)
+    }
+
+    /// Card requests refused ([`CardRefusal`](crate::CardRefusal)).
+    pub fn card_requests_refused(&self) -> u64 {
+        self.traffic[2].load(Ordering::Relaxed)
+    }
+
+    pub(super) fn add_sent(&self, bytes: usize) {
+        self.traffic[0].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(super) fn add_served(&self, cards: usize) {
+        self.traffic[1].fetch_add(cards as u64, Ordering::Relaxed);
+    }
+
+    pub(super) fn add_card_refusal(&self) {
+        self.traffic[2].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn count(&self, why: Refusal) {
