@@ -2,7 +2,9 @@
 //! small puts over TCP go through each context's ring, from several threads
 //! at once, and arrive once, in order, visible to a get that follows; a rail
 //! cut under a stream of them loses and doubles nothing; the ring put path
-//! allocates nothing.
+//! allocates nothing; an entry taken back after a stall is counted once; a
+//! ring the progress thread does not drain fails the next operation with
+//! a timeout naming the peer instead of hanging it.
 
 use std::{
     sync::{
@@ -17,7 +19,7 @@ use switchyard_core::{topology::LinkState, transport::Transport};
 use switchyard_socket::TcpConfig;
 
 use super::{
-    Context, Sym, progress,
+    Cmp, Context, Error, Sym, progress,
     progress::ThreadMode,
     tcp_pair_test::{Pair, WAIT, job, wait_for},
 };
@@ -231,6 +233,126 @@ fn ring_puts_allocate_nothing() {
             let mut v = [0u64; 8];
             ctx.read_local(&a, 0, &mut v).unwrap();
             assert!(v.iter().all(|&x| x == ROUNDS - 1), "{v:?}");
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// Operations counted so far, every transport.
+fn ops(ctx: &Context) -> u64 {
+    ctx.stats().ops.iter().sum()
+}
+
+/// Holds PE 0's progress thread off its bursts (`on`) or lets it go.
+fn pause(ctx: &Context, on: bool) {
+    ctx.tcp.as_ref().expect("a TCP driver").debug_pause(on);
+}
+
+#[test]
+fn a_ring_put_taken_back_after_a_stall_is_counted_once() {
+    const N: usize = 16;
+    let pair = Pair::near(job(0x5B04), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let data: Sym<u64> = ctx.alloc(N).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            // The thread takes nothing: the puts stay in the ring, which is
+            // then stalled as an error at its head would, and taken back by
+            // the quiet (each entry re-issued through the routed loop).
+            pause(&ctx, true);
+            let before = ops(&ctx);
+            for i in 0..N {
+                ctx.put(&data, i, &[i as u64 + 1], 1).unwrap();
+            }
+            assert_eq!(ops(&ctx) - before, N as u64, "counted when submitted");
+            let ring = ctx
+                .tcp
+                .as_ref()
+                .and_then(progress::Tcp::debug_ring)
+                .expect("the puts went through a ring");
+            assert_eq!(ring.head_pe(), Some(1));
+            ring.debug_stall(None);
+            pause(&ctx, false);
+            ctx.quiet().unwrap();
+            assert!(ring.is_empty() && !ring.stalled(), "not taken back");
+            assert_eq!(
+                ops(&ctx) - before,
+                N as u64,
+                "a put taken back was counted again when re-issued"
+            );
+            ctx.put(&done, 0, &[1], 1).unwrap();
+            ctx.quiet().unwrap();
+        } else {
+            assert_eq!(ctx.wait_until(&done, 0, Cmp::Eq, 1).unwrap(), 1);
+            let mut got = [0u64; N];
+            ctx.read_local(&data, 0, &mut got).unwrap();
+            for (i, g) in got.iter().enumerate() {
+                assert_eq!(*g, i as u64 + 1, "put {i}");
+            }
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+#[test]
+fn a_ring_the_thread_does_not_drain_times_out_naming_the_peer() {
+    /// PE 0's op timeout in this test.
+    const OP: Duration = Duration::from_millis(300);
+    let pair = Pair::near(job(0x5B05), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let data: Sym<u64> = ctx.alloc(2).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            ctx.op_timeout = OP;
+            ctx.tcp.as_mut().expect("a TCP driver").set_op_timeout(OP);
+            pause(&ctx, true);
+            ctx.put(&data, 0, &[7], 1).unwrap();
+            assert!(uses_ring(&ctx), "the put did not go through the ring");
+            // A get waits for the ring first: a timeout naming the peer.
+            let start = Instant::now();
+            let mut got = [0u64];
+            let r = ctx.get(&data, 0, &mut got, 1);
+            let took = start.elapsed();
+            assert!(
+                matches!(r, Err(Error::Timeout { pe: Some(1), .. })),
+                "{r:?}"
+            );
+            assert!(took >= OP && took < WAIT, "{took:?}");
+            // A driver use outside an operation (a wait's progress step)
+            // waits at most the op timeout too; its timeout is returned
+            // once, by the next operation, without waiting again.
+            let _ = ctx.tcp.as_mut().map(progress::Tcp::get);
+            ctx.leave();
+            let start = Instant::now();
+            let r = ctx.fence();
+            assert!(
+                matches!(r, Err(Error::Timeout { pe: Some(1), .. })),
+                "{r:?}"
+            );
+            assert!(start.elapsed() < OP, "{:?}", start.elapsed());
+            // Once: the next one waits again.
+            let start = Instant::now();
+            assert!(matches!(ctx.fence(), Err(Error::Timeout { .. })));
+            assert!(start.elapsed() >= OP, "{:?}", start.elapsed());
+            // The thread back: the ring drains, the put arrives once.
+            pause(&ctx, false);
+            ctx.get(&data, 0, &mut got, 1).unwrap();
+            assert_eq!(got, [7]);
+            ctx.put(&done, 0, &[1], 1).unwrap();
+            ctx.quiet().unwrap();
+        } else {
+            assert_eq!(ctx.wait_until(&done, 0, Cmp::Eq, 1).unwrap(), 1);
+            let mut got = [0u64];
+            ctx.read_local(&data, 0, &mut got).unwrap();
+            assert_eq!(got, [7]);
         }
         ctx.barrier_all().unwrap();
         ctx.finalize().unwrap();

@@ -32,17 +32,29 @@
 //!   have returned is returned by that next operation (which is then not
 //!   performed).
 //! * **A full ring** makes the put take the existing path (which waits for
-//!   the ring to drain first, as every other use of the driver does). The
-//!   wait before a routed operation, fence or quiet is bounded by the op
-//!   timeout ([`Error::Timeout`](super::Error::Timeout)).
+//!   the ring to drain first, as every other use of the driver does).
+//! * **Every wait for the ring is bounded** by the op timeout: past it, a
+//!   routed operation, fence or quiet fails with
+//!   [`Error::Timeout`](super::Error::Timeout) naming the peer of the entry
+//!   it waited on (the head), and is not performed; a driver use outside
+//!   an operation ([`Tcp::get`](super::progress::Tcp::get) in a wait's
+//!   progress step) stops waiting there, and its timeout is returned once,
+//!   by the wait step or the next operation. The entries stay in the ring,
+//!   taken when the thread runs again.
 //! * **No thread.** When the progress thread has stopped (`finalize`, the
 //!   PE's own context dropped), a context waiting for its ring to drain
 //!   takes the driver and drains the ring itself.
 //!
 //! Left out on the ring path: the load bits after a hand-off (`load_after`
 //! reads the driver's backlog; the next put that takes the driver sets
-//! them). A ring put is counted and traced when pushed; one taken back
-//! after an error is counted again when the routed loop issues it.
+//! them).
+//!
+//! # Counting
+//!
+//! A ring put is counted (`Stats::ops`, the stats segment's ops and bytes)
+//! and traced when pushed. One taken back after a stall is re-issued
+//! through the routed loop, which does not count it again (the handle is
+//! `redoing`); its re-issue is traced, as a failover's is.
 
 #![allow(unsafe_code)]
 
@@ -236,6 +248,22 @@ impl SubRing {
         n
     }
 
+    /// The peer of the head entry, when the ring is not empty and no other
+    /// consumer (the thread, in a burst) holds it now.
+    pub(super) fn head_pe(&self) -> Option<u32> {
+        let _held = self.consuming.try_lock().ok()?;
+        // SAFETY: `consuming` is held until the end of this function.
+        let c = unsafe { self.consumer() };
+        c.peek().map(|e| e.pe)
+    }
+
+    /// Tests: stalls the ring as an error at its head would, with `err`.
+    #[cfg(test)]
+    pub(super) fn debug_stall(&self, err: Option<SocketError>) {
+        *self.error.lock().unwrap_or_else(PoisonError::into_inner) = err;
+        self.stalled.store(true, Ordering::Release);
+    }
+
     /// Takes the head entry of a stalled ring and the error it met, or,
     /// with `None` for the error, the next later entry; `None` when the
     /// ring is empty (and then un-stalls it). Only the context calls it.
@@ -414,9 +442,25 @@ impl Context {
         }
     }
 
+    /// The timeout a wait for this context's ring to drain met inside a
+    /// use of the driver ([`Tcp::get`](super::progress::Tcp::get) waits at
+    /// most the op timeout), as the error to return, once.
+    #[inline]
+    pub(super) fn ring_timed_out(&mut self) -> Option<super::Error> {
+        let (pe, waited) = self.tcp.as_mut()?.take_ring_timeout()?;
+        Some(super::Error::Timeout {
+            what: "the submission ring to drain",
+            waited,
+            pe,
+        })
+    }
+
     #[cold]
     #[inline(never)]
     fn ring_wait(&mut self) -> Result<()> {
+        if let Some(e) = self.ring_timed_out() {
+            return Err(e);
+        }
         let start = std::time::Instant::now();
         let mut spins = 0u32;
         loop {
@@ -438,7 +482,7 @@ impl Context {
                     return Err(super::Error::Timeout {
                         what: "the submission ring to drain",
                         waited: start.elapsed(),
-                        pe: None,
+                        pe: t.ring_head_pe(),
                     });
                 }
                 std::thread::yield_now();
