@@ -85,7 +85,7 @@ use switchyard_core::{
     lock::{Entered, EntryLock},
     transport::{Instant as CoreInstant, PollResult},
 };
-use switchyard_socket::{Parker, SocketDriver};
+use switchyard_socket::{Parker, SignalFit, SocketDriver};
 
 use super::{
     submit::{Entry as SubEntry, SubRing, Submit},
@@ -202,6 +202,9 @@ pub(super) struct Tcp {
     owner: bool,
     /// The driver's longest get (a constant of its configuration).
     max_get_len: u32,
+    /// Whether a `put_signal` fits one frame (a constant of the driver's
+    /// configuration).
+    signal_fit: SignalFit,
     /// This context's submission ring, once registered (`dedicated` only).
     sub: Option<Submit>,
     /// The ring may hold entries not taken yet: the next [`Tcp::get`] waits
@@ -234,6 +237,7 @@ impl Tcp {
     /// Wraps the driver; no progress thread yet.
     pub(super) fn new(driver: SocketDriver) -> Tcp {
         let max_get_len = driver.max_get_len();
+        let signal_fit = driver.signal_fit();
         Tcp {
             shared: Arc::new(Shared {
                 lock: EntryLock::new(),
@@ -254,6 +258,7 @@ impl Tcp {
             held: None,
             owner: true,
             max_get_len,
+            signal_fit,
             sub: None,
             pending: false,
             ring_off: false,
@@ -271,6 +276,7 @@ impl Tcp {
             held: None,
             owner: false,
             max_get_len: self.max_get_len,
+            signal_fit: self.signal_fit,
             sub: None,
             pending: false,
             ring_off: false,
@@ -603,6 +609,12 @@ impl Tcp {
     #[inline]
     pub(super) fn held(&self) -> bool {
         self.held.is_some()
+    }
+
+    /// Whether a `put_signal` fits one frame, without the driver.
+    #[inline]
+    pub(super) fn signal_fit(&self) -> SignalFit {
+        self.signal_fit
     }
 
     /// The driver's longest get, in bytes.
