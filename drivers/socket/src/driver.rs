@@ -41,12 +41,12 @@ use switchyard_core::{
     wire::FrameOp,
 };
 
-pub use self::progress::Parker;
 use self::{
     connection::{Peer, PeerState, Pending, close_conn},
     send::{fields, flush_rail_control},
     tickets::{ATOMIC_SLOTS, AtomicSlot, Gets, SlotState},
 };
+pub use self::{operations::SignalFit, progress::Parker};
 use crate::{
     Backlog, CrcPolicy, Event, MAX_RAILS, PeerRailStats, Result, SocketError, SocketStats,
     TcpConfig,

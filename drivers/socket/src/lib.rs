@@ -182,7 +182,7 @@ use std::{
     time::Duration,
 };
 
-pub use driver::{Parker, SocketDriver};
+pub use driver::{Parker, SignalFit, SocketDriver};
 pub use handshake::JobKey;
 pub use probe::{UNAVAILABLE_REASON, probe};
 pub use rail::{Rail, SingleRail};

@@ -90,11 +90,27 @@ impl SocketDriver {
     /// frame keeps the rule that frames touching the same bytes share one
     /// TCP stream. Pure arithmetic, no state.
     pub fn put_signal_fits(&self, offset: u64, len: u64, signal: u64) -> bool {
-        let max = u64::from(self.ctx.cfg.max_frame_payload);
-        len.checked_add(u64::from(SIGNAL_TRAILER))
-            .is_some_and(|n| n <= max)
-            && self.ctx.chunk_at(offset, len, max) == len
-            && self.ctx.conn_for(offset) == self.ctx.conn_for(signal)
+        let fits = self.signal_fit().fits(offset, len, signal);
+        debug_assert_eq!(
+            fits,
+            len.checked_add(u64::from(SIGNAL_TRAILER))
+                .is_some_and(|n| n <= u64::from(self.ctx.cfg.max_frame_payload))
+                && self
+                    .ctx
+                    .chunk_at(offset, len, u64::from(self.ctx.cfg.max_frame_payload))
+                    == len
+                && self.ctx.conn_for(offset) == self.ctx.conn_for(signal)
+        );
+        fits
+    }
+
+    /// [`SocketDriver::put_signal_fits`] as a value of the configuration
+    /// alone, for a caller that decides without holding the driver.
+    pub fn signal_fit(&self) -> SignalFit {
+        SignalFit {
+            max: self.ctx.cfg.max_frame_payload,
+            conns: self.ctx.cfg.data_connections,
+        }
     }
 
     /// `put_signal` on rail `rail`: `src` at `offset` on `peer`, then the
@@ -455,5 +471,33 @@ impl SocketDriver {
             }
             _ => Ok(None),
         }
+    }
+}
+
+/// Whether a `put_signal` fits one frame ([`SocketDriver::put_signal_fits`]),
+/// from the driver's configuration alone ([`SocketDriver::signal_fit`]): a
+/// copy, so it answers without the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalFit {
+    /// `max_frame_payload`.
+    max: u32,
+    /// `data_connections`.
+    conns: u8,
+}
+
+impl SignalFit {
+    /// [`SocketDriver::put_signal_fits`].
+    #[inline]
+    pub fn fits(&self, offset: u64, len: u64, signal: u64) -> bool {
+        let max = u64::from(self.max);
+        // The placement block and the data connection of an offset, as the
+        // driver's `Ctx::chunk_at` and `Ctx::conn_for` compute them.
+        let block = max.max(1);
+        let n = u64::from(self.conns.max(1));
+        let conn = |o: u64| (o / block) % n;
+        len.checked_add(u64::from(SIGNAL_TRAILER))
+            .is_some_and(|n| n <= max)
+            && len.min(max).min(block - offset % block) == len
+            && conn(offset) == conn(signal)
     }
 }

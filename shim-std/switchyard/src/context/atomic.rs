@@ -89,7 +89,13 @@ impl Context {
     /// bits), as [`Context::put_slow`].
     #[cold]
     #[inline(never)]
-    fn atomic_slow(&mut self, sel: Selected, pe: u32, off: u64, op: AtomicOp) -> Result<u64> {
+    pub(super) fn atomic_slow(
+        &mut self,
+        sel: Selected,
+        pe: u32,
+        off: u64,
+        op: AtomicOp,
+    ) -> Result<u64> {
         let rop = if op.is_fetching() {
             Op::FetchingAtomic
         } else {

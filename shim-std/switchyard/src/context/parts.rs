@@ -307,7 +307,11 @@ impl Context {
             link_seen: (0..n).map(|_| AtomicU64::new(0)).collect(),
             load_bits: AtomicU32::new(0),
             rings: Mutex::new(Vec::new()),
-            tcp: tcp.map(progress::Tcp::new),
+            tcp: tcp.map(|d| {
+                let mut t = progress::Tcp::new(d);
+                t.set_op_timeout(setup.op_timeout);
+                t
+            }),
             shm: Arc::new(Mutex::new(shm)),
             stats,
             spare_selector: Mutex::new(None),

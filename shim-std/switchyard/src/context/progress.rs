@@ -85,7 +85,7 @@ use switchyard_core::{
     lock::{Entered, EntryLock},
     transport::{Instant as CoreInstant, PollResult},
 };
-use switchyard_socket::{Parker, SocketDriver};
+use switchyard_socket::{Parker, SignalFit, SocketDriver};
 
 use super::{
     submit::{Entry as SubEntry, SubRing, Submit},
@@ -101,6 +101,10 @@ const MIN_BACKOFF: Duration = Duration::from_micros(50);
 /// Progress steps per burst while steps find work (bounds how long the
 /// application can wait to enter).
 const BURST: u32 = 32;
+
+/// The longest wait for a ring to drain before a use of the driver until
+/// the context sets its op timeout ([`Tcp::set_op_timeout`]).
+const DEFAULT_RING_WAIT: Duration = Duration::from_secs(30);
 
 /// Where a context's submission ring stands ([`Tcp::ring_step`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +169,10 @@ struct Shared {
     /// The time base of the driver's `now` (the context's clock, set at
     /// the thread's start).
     clock: std::sync::OnceLock<Instant>,
+    /// Tests: the thread runs no burst while set (a thread that does not
+    /// drain the rings, as a descheduled one would not).
+    #[cfg(test)]
+    paused: AtomicBool,
 }
 
 // SAFETY: `driver` is only accessed by whoever holds `lock` (the application
@@ -194,6 +202,9 @@ pub(super) struct Tcp {
     owner: bool,
     /// The driver's longest get (a constant of its configuration).
     max_get_len: u32,
+    /// Whether a `put_signal` fits one frame (a constant of the driver's
+    /// configuration).
+    signal_fit: SignalFit,
     /// This context's submission ring, once registered (`dedicated` only).
     sub: Option<Submit>,
     /// The ring may hold entries not taken yet: the next [`Tcp::get`] waits
@@ -203,6 +214,14 @@ pub(super) struct Tcp {
     ring_off: bool,
     /// The context is re-issuing its stalled ring's entries itself.
     redoing: bool,
+    /// The longest wait for the ring to drain before a use of the driver
+    /// (the context's op timeout).
+    op_timeout: Duration,
+    /// A wait for the ring to drain before a use of the driver ran past
+    /// `op_timeout`: the peer of the entry it waited on (when known) and
+    /// how long; returned once by the context's next operation or wait
+    /// step ([`Tcp::take_ring_timeout`]).
+    ring_timeout: Option<(Option<u32>, Duration)>,
 }
 
 impl core::fmt::Debug for Tcp {
@@ -218,6 +237,7 @@ impl Tcp {
     /// Wraps the driver; no progress thread yet.
     pub(super) fn new(driver: SocketDriver) -> Tcp {
         let max_get_len = driver.max_get_len();
+        let signal_fit = driver.signal_fit();
         Tcp {
             shared: Arc::new(Shared {
                 lock: EntryLock::new(),
@@ -232,14 +252,19 @@ impl Tcp {
                 dedicated: AtomicBool::new(false),
                 rings: std::sync::Mutex::new(Vec::new()),
                 clock: std::sync::OnceLock::new(),
+                #[cfg(test)]
+                paused: AtomicBool::new(false),
             }),
             held: None,
             owner: true,
             max_get_len,
+            signal_fit,
             sub: None,
             pending: false,
             ring_off: false,
             redoing: false,
+            op_timeout: DEFAULT_RING_WAIT,
+            ring_timeout: None,
         }
     }
 
@@ -251,11 +276,20 @@ impl Tcp {
             held: None,
             owner: false,
             max_get_len: self.max_get_len,
+            signal_fit: self.signal_fit,
             sub: None,
             pending: false,
             ring_off: false,
             redoing: false,
+            op_timeout: self.op_timeout,
+            ring_timeout: None,
         }
+    }
+
+    /// Sets the longest wait for this handle's ring to drain before a use
+    /// of the driver (the context's op timeout).
+    pub(super) fn set_op_timeout(&mut self, t: Duration) {
+        self.op_timeout = t;
     }
 
     /// Starts the progress thread (once). `clock` is the context's time base
@@ -399,22 +433,82 @@ impl Tcp {
 
     /// Waits until the progress thread took everything this context
     /// submitted, or the ring stalled at an error (the context then takes
-    /// the rest back, [`Context::ring_sync`](super::Context), which also
-    /// bounds this wait by the op timeout before the operations that
-    /// issue). When the thread is gone, drains the ring itself. Not holding
-    /// the driver.
+    /// the rest back, [`Context::ring_sync`](super::Context)). When the
+    /// thread is gone, drains the ring itself. Not holding the driver.
+    ///
+    /// Bounded by the op timeout: past it, the wait ends with the entries
+    /// still in the ring and the timeout recorded, returned once by the
+    /// context's next operation or wait step ([`Tcp::take_ring_timeout`]).
+    /// The use of the driver that waited goes on: every operation that
+    /// issues through the driver waits in `Context::ring_sync` first (and
+    /// fails there), so what takes the driver after a timeout here is
+    /// progress or control traffic, which no ring entry is ordered with.
     #[cold]
     #[inline(never)]
     fn wait_ring(&mut self) {
+        let start = Instant::now();
         let mut spins = 0u32;
         while self.ring_step() == RingState::Pending {
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(64) {
+                let waited = start.elapsed();
+                if waited > self.op_timeout {
+                    let pe = self.ring_head_pe();
+                    self.ring_timeout.get_or_insert((pe, waited));
+                    return;
+                }
                 std::thread::yield_now();
             } else {
                 core::hint::spin_loop();
             }
         }
+    }
+
+    /// The peer of the oldest entry of this context's ring not taken yet,
+    /// when it can be read (`None` while the thread is taking entries).
+    pub(super) fn ring_head_pe(&self) -> Option<u32> {
+        self.sub.as_ref().and_then(|s| s.ring().head_pe())
+    }
+
+    /// The timeout a wait for the ring to drain met (the peer of the entry
+    /// it waited on, how long), once.
+    #[inline]
+    pub(super) fn take_ring_timeout(&mut self) -> Option<(Option<u32>, Duration)> {
+        self.ring_timeout.take()
+    }
+
+    /// Whether the context re-issues its stalled ring's entries now (they
+    /// were counted when submitted).
+    #[inline]
+    pub(super) fn redoing(&self) -> bool {
+        self.redoing
+    }
+
+    /// Tests: holds the progress thread off its bursts (`on`) or lets it
+    /// run again. A burst running now ends first.
+    #[cfg(test)]
+    pub(super) fn debug_pause(&self, on: bool) {
+        self.shared.paused.store(on, Ordering::SeqCst);
+        if on && self.held.is_none() {
+            // Take the driver once: a burst that began before the store has
+            // ended then, and every later one sees the flag (it reads it
+            // holding the lock).
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Some(entry) = self.shared.lock.try_enter() {
+                    self.shared.lock.leave(entry);
+                    return;
+                }
+                std::thread::yield_now();
+            }
+            panic!("the progress thread held the driver for 5 s");
+        }
+    }
+
+    /// Tests: this handle's ring.
+    #[cfg(test)]
+    pub(super) fn debug_ring(&self) -> Option<Arc<SubRing>> {
+        self.sub.as_ref().map(|s| Arc::clone(s.ring()))
     }
 
     /// Where this context's ring stands: empty (everything submitted was
@@ -515,6 +609,12 @@ impl Tcp {
     #[inline]
     pub(super) fn held(&self) -> bool {
         self.held.is_some()
+    }
+
+    /// Whether a `put_signal` fits one frame, without the driver.
+    #[inline]
+    pub(super) fn signal_fit(&self) -> SignalFit {
+        self.signal_fit
     }
 
     /// The driver's longest get, in bytes.
@@ -680,6 +780,10 @@ fn burst(shared: &Shared, clock: Instant, woke: bool) -> bool {
     let Some(taken) = shared.lock.try_take() else {
         return false;
     };
+    #[cfg(test)]
+    if shared.paused.load(Ordering::SeqCst) {
+        return false;
+    }
     // SAFETY: the lock is ours until `taken` is dropped below; see `Shared`.
     let d = unsafe { &mut *shared.driver.get() };
     if woke {

@@ -2,7 +2,9 @@
 //! small puts over TCP go through each context's ring, from several threads
 //! at once, and arrive once, in order, visible to a get that follows; a rail
 //! cut under a stream of them loses and doubles nothing; the ring put path
-//! allocates nothing.
+//! allocates nothing; an entry taken back after a stall is counted once; a
+//! ring the progress thread does not drain fails the next operation with
+//! a timeout naming the peer instead of hanging it.
 
 use std::{
     sync::{
@@ -17,7 +19,7 @@ use switchyard_core::{topology::LinkState, transport::Transport};
 use switchyard_socket::TcpConfig;
 
 use super::{
-    Context, Sym, progress,
+    Cmp, Context, Error, Signal, Sym, progress,
     progress::ThreadMode,
     tcp_pair_test::{Pair, WAIT, job, wait_for},
 };
@@ -231,6 +233,218 @@ fn ring_puts_allocate_nothing() {
             let mut v = [0u64; 8];
             ctx.read_local(&a, 0, &mut v).unwrap();
             assert!(v.iter().all(|&x| x == ROUNDS - 1), "{v:?}");
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// Operations counted so far, every transport.
+fn ops(ctx: &Context) -> u64 {
+    ctx.stats().ops.iter().sum()
+}
+
+/// Holds PE 0's progress thread off its bursts (`on`) or lets it go.
+fn pause(ctx: &Context, on: bool) {
+    ctx.tcp.as_ref().expect("a TCP driver").debug_pause(on);
+}
+
+#[test]
+fn a_ring_put_taken_back_after_a_stall_is_counted_once() {
+    const N: usize = 16;
+    let pair = Pair::near(job(0x5B04), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let data: Sym<u64> = ctx.alloc(N + 2).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            // The thread takes nothing: the puts stay in the ring, which is
+            // then stalled as an error at its head would, and taken back by
+            // the quiet (each entry re-issued through the routed loop).
+            pause(&ctx, true);
+            let before = ops(&ctx);
+            for i in 0..N {
+                ctx.put(&data, i, &[i as u64 + 1], 1).unwrap();
+            }
+            // And a put_signal: one entry too, taken back as one.
+            ctx.put_signal(&data, N, &[99], Signal::add(&data, N + 1, 5), 1)
+                .unwrap();
+            assert_eq!(ops(&ctx) - before, N as u64 + 1, "counted when submitted");
+            let ring = ctx
+                .tcp
+                .as_ref()
+                .and_then(progress::Tcp::debug_ring)
+                .expect("the puts went through a ring");
+            assert_eq!(ring.head_pe(), Some(1));
+            ring.debug_stall(None);
+            pause(&ctx, false);
+            ctx.quiet().unwrap();
+            assert!(ring.is_empty() && !ring.stalled(), "not taken back");
+            assert_eq!(
+                ops(&ctx) - before,
+                N as u64 + 1,
+                "a put taken back was counted again when re-issued"
+            );
+            ctx.put(&done, 0, &[1], 1).unwrap();
+            ctx.quiet().unwrap();
+        } else {
+            assert_eq!(ctx.wait_until(&done, 0, Cmp::Eq, 1).unwrap(), 1);
+            let mut got = [0u64; N + 2];
+            ctx.read_local(&data, 0, &mut got).unwrap();
+            for (i, g) in got[..N].iter().enumerate() {
+                assert_eq!(*g, i as u64 + 1, "put {i}");
+            }
+            assert_eq!(got[N..], [99, 5], "the put_signal, once");
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+#[test]
+fn a_ring_the_thread_does_not_drain_times_out_naming_the_peer() {
+    /// PE 0's op timeout in this test.
+    const OP: Duration = Duration::from_millis(300);
+    let pair = Pair::near(job(0x5B05), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let data: Sym<u64> = ctx.alloc(2).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            ctx.op_timeout = OP;
+            ctx.tcp.as_mut().expect("a TCP driver").set_op_timeout(OP);
+            pause(&ctx, true);
+            ctx.put(&data, 0, &[7], 1).unwrap();
+            assert!(uses_ring(&ctx), "the put did not go through the ring");
+            // A get waits for the ring first: a timeout naming the peer.
+            let start = Instant::now();
+            let mut got = [0u64];
+            let r = ctx.get(&data, 0, &mut got, 1);
+            let took = start.elapsed();
+            assert!(
+                matches!(r, Err(Error::Timeout { pe: Some(1), .. })),
+                "{r:?}"
+            );
+            assert!(took >= OP && took < WAIT, "{took:?}");
+            // A driver use outside an operation (a wait's progress step)
+            // waits at most the op timeout too; its timeout is returned
+            // once, by the next operation, without waiting again.
+            let _ = ctx.tcp.as_mut().map(progress::Tcp::get);
+            ctx.leave();
+            let start = Instant::now();
+            let r = ctx.fence();
+            assert!(
+                matches!(r, Err(Error::Timeout { pe: Some(1), .. })),
+                "{r:?}"
+            );
+            assert!(start.elapsed() < OP, "{:?}", start.elapsed());
+            // Once: the next one waits again.
+            let start = Instant::now();
+            assert!(matches!(ctx.fence(), Err(Error::Timeout { .. })));
+            assert!(start.elapsed() >= OP, "{:?}", start.elapsed());
+            // The thread back: the ring drains, the put arrives once.
+            pause(&ctx, false);
+            ctx.get(&data, 0, &mut got, 1).unwrap();
+            assert_eq!(got, [7]);
+            ctx.put(&done, 0, &[1], 1).unwrap();
+            ctx.quiet().unwrap();
+        } else {
+            assert_eq!(ctx.wait_until(&done, 0, Cmp::Eq, 1).unwrap(), 1);
+            let mut got = [0u64];
+            ctx.read_local(&data, 0, &mut got).unwrap();
+            assert_eq!(got, [7]);
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+#[test]
+fn threads_put_signal_through_their_rings_in_order() {
+    /// Messages per thread; words per message (with the put before it and
+    /// the signal word, in one placement block).
+    const MSGS: usize = 300;
+    const WORDS: usize = 2;
+    let pair = Pair::near(job(0x5B06), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        // Per thread: MSGS messages, MSGS plain puts, one signal word.
+        let msg: Sym<u64> = ctx.alloc(THREADS * MSGS * WORDS).unwrap();
+        let plain: Sym<u64> = ctx.alloc(THREADS * MSGS).unwrap();
+        let sig: Sym<u64> = ctx.alloc(THREADS).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            // A small put_signal is one ring entry: held in the ring while
+            // the thread is paused, issued when it runs.
+            pause(&ctx, true);
+            ctx.put_signal(&done, 0, &[0], Signal::add(&done, 0, 0), 1)
+                .unwrap();
+            let ring = ctx
+                .tcp
+                .as_ref()
+                .and_then(progress::Tcp::debug_ring)
+                .expect("the put_signal went through a ring");
+            assert_eq!(ring.head_pe(), Some(1), "not in the ring");
+            pause(&ctx, false);
+            ctx.quiet().unwrap();
+            let pe = ctx.pe();
+            thread::scope(|s| {
+                for t in 0..THREADS {
+                    let pe = pe.clone();
+                    let (msg, plain, sig) = (&msg, &plain, &sig);
+                    s.spawn(move || {
+                        let mut c = pe.context().expect("a context per thread");
+                        for i in 0..MSGS {
+                            let v = stamp(t, i);
+                            c.put(plain, t * MSGS + i, &[v], 1).unwrap();
+                            let s = Signal::set(sig, t, i as u64 + 1);
+                            c.put_signal(msg, (t * MSGS + i) * WORDS, &[v; WORDS], s, 1)
+                                .unwrap();
+                        }
+                        assert!(uses_ring(&c), "thread {t} never used its ring");
+                        c.quiet().unwrap();
+                        c.add(&done, 0, 1, 1).unwrap();
+                        c.quiet().unwrap();
+                    });
+                }
+            });
+        } else {
+            // Whoever sees a signal sees its message.
+            for t in 0..THREADS {
+                let mut i = 0;
+                while i < MSGS {
+                    let seen = ctx.wait_until(&sig, t, Cmp::Ge, i as u64 + 1).unwrap() as usize;
+                    assert!(seen > i && seen <= MSGS, "thread {t}: {seen}");
+                    let mut m = [0u64; WORDS];
+                    ctx.read_local(&msg, (t * MSGS + seen - 1) * WORDS, &mut m)
+                        .unwrap();
+                    assert_eq!(m, [stamp(t, seen - 1); WORDS], "thread {t}, message {seen}");
+                    i = seen + 37;
+                }
+            }
+            let n = THREADS as u64;
+            assert_eq!(ctx.wait_until(&done, 0, Cmp::Eq, n).unwrap(), n);
+            let mut m = vec![0u64; THREADS * MSGS * WORDS];
+            ctx.read_local(&msg, 0, &mut m).unwrap();
+            let mut p = vec![0u64; THREADS * MSGS];
+            ctx.read_local(&plain, 0, &mut p).unwrap();
+            let mut s = [0u64; THREADS];
+            ctx.read_local(&sig, 0, &mut s).unwrap();
+            for t in 0..THREADS {
+                for i in 0..MSGS {
+                    let v = stamp(t, i);
+                    assert_eq!(p[t * MSGS + i], v, "thread {t}, put {i}");
+                    let at = (t * MSGS + i) * WORDS;
+                    assert_eq!(m[at..at + WORDS], [v; WORDS], "thread {t}, message {i}");
+                }
+                assert_eq!(s[t], MSGS as u64, "thread {t}: its last signal");
+            }
         }
         ctx.barrier_all().unwrap();
         ctx.finalize().unwrap();

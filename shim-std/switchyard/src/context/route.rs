@@ -293,8 +293,12 @@ impl Context {
                         self.order.set(pe, code);
                     }
                     // Counted once issued (not per attempt: a send window
-                    // that pushes back makes the loop select again).
-                    self.sx_done(pe, len, &route);
+                    // that pushes back makes the loop select again; not
+                    // again for a ring entry taken back after a stall,
+                    // counted when it was submitted).
+                    if !self.tcp.as_ref().is_some_and(progress::Tcp::redoing) {
+                        self.sx_done(pe, len, &route);
+                    }
                     self.load_after(pe, &route, yielded);
                     self.trace_route(pe, len, frame, &route, false);
                     return Ok((r, route));

@@ -4,7 +4,7 @@
 
 use switchyard_core::{
     route::{Op, Route},
-    transport::Transport,
+    transport::{AtomicOp, AtomicWidth, Transport},
     wire::{AtomicKind, FrameOp, FrameSignal},
 };
 use zerocopy::IntoBytes;
@@ -105,7 +105,13 @@ impl Context {
                 self.leg_done(pe, len, FrameOp::Put, route);
             }
             Ok(route) if rail_of(route.transport).is_some() => {
-                if self.put_signal_frame(sel, off, bytes, sig_off, &signal, pe)? {
+                // A small one under a `dedicated` thread: one entry of the
+                // context's submission ring (`submit.rs`).
+                let sig = frame_signal(sig_off, &signal);
+                if self.ring_put_signal(pe, off, bytes, sig, route) {
+                    return Ok(());
+                }
+                if self.put_signal_frame(Some(sel), off, bytes, sig, pe)? {
                     return Ok(());
                 }
             }
@@ -118,6 +124,36 @@ impl Context {
         }
     }
 
+    /// A `put_signal` taken back from a stalled submission ring
+    /// (`submit.rs`), re-issued through the routed loop: one frame where it
+    /// fits, otherwise the put, a fence and the signal word's atomic.
+    #[cold]
+    pub(super) fn put_signal_redo(
+        &mut self,
+        pe: u32,
+        off: u64,
+        bytes: &[u8],
+        sig: FrameSignal,
+    ) -> Result<()> {
+        if self.put_signal_frame(None, off, bytes, sig, pe)? {
+            return Ok(());
+        }
+        self.fence()?;
+        let op = AtomicOp {
+            kind: sig.kind,
+            width: AtomicWidth::W64,
+            operand: sig.value,
+            compare: sig.value,
+        };
+        let rop = if op.is_fetching() {
+            Op::FetchingAtomic
+        } else {
+            Op::Atomic
+        };
+        let sel = self.select(pe, 8, rop, FrameOp::Atomic);
+        self.atomic_slow(sel, pe, sig.offset, op).map(|_| ())
+    }
+
     /// The put of a `put_signal` routed to a TCP rail (selection `sel`): one
     /// `PutSignal` frame when it fits (`true`: signal and all). Otherwise,
     /// or on whatever transport a failover selects instead, a plain put
@@ -125,30 +161,34 @@ impl Context {
     #[inline(never)]
     fn put_signal_frame(
         &mut self,
-        sel: Selected,
+        sel: Option<Selected>,
         off: u64,
         bytes: &[u8],
-        sig_off: u64,
-        signal: &Signal<'_>,
+        sig: FrameSignal,
         pe: u32,
     ) -> Result<bool> {
         let len = bytes.len() as u64;
-        let sig = FrameSignal {
-            offset: sig_off,
-            value: signal.value,
-            kind: match signal.op {
-                SignalOp::Set => AtomicKind::Set,
-                SignalOp::Add => AtomicKind::FetchAdd,
-            },
-        };
         let run = &mut |d: &mut Drv<'_>, r: &Route| match d {
-            Drv::Tcp(t) if t.put_signal_fits(off, len, sig_off) => t
+            Drv::Tcp(t) if t.put_signal_fits(off, len, sig.offset) => t
                 .put_signal(pe, off, bytes, sig, r.context)
                 .map(|()| true)
                 .map_err(DrvError::Tcp),
             d => d.put(pe, off, bytes, r.context).map(|()| false),
         };
-        self.routed_from(Some(sel), pe, len, Op::Put, FrameOp::PutSignal, run)
+        self.routed_from(sel, pe, len, Op::Put, FrameOp::PutSignal, run)
             .map(|(one, _)| one)
+    }
+}
+
+/// The frame's signal for `signal`, whose word is at heap offset `sig_off`.
+#[inline]
+fn frame_signal(sig_off: u64, signal: &Signal<'_>) -> FrameSignal {
+    FrameSignal {
+        offset: sig_off,
+        value: signal.value,
+        kind: match signal.op {
+            SignalOp::Set => AtomicKind::Set,
+            SignalOp::Add => AtomicKind::FetchAdd,
+        },
     }
 }

@@ -9,6 +9,15 @@
 //! application's cost is the route decision and one push: no lock, no
 //! syscall, no allocation.
 //!
+//! A `put_signal` of at most [`SIGNAL_INLINE`] bytes whose data and signal
+//! word fit one frame ([`switchyard_socket::SignalFit`]) is one entry too:
+//! the payload, then the signal word's offset and value, its operation (set
+//! or add) in [`Entry::op`]; the thread issues it as one `PutSignal` frame
+//! (`Rail::put_signal`), in order with the ring's other entries, so it
+//! keeps the ordering the direct path gives it. Taken back after a stall,
+//! it is re-issued as the direct path issues it (one frame where it fits,
+//! otherwise put, fence, signal atomic).
+//!
 //! # Guarantees, by construction
 //!
 //! * **Nothing overtakes a ring entry.** Every other use of the driver by the
@@ -32,17 +41,29 @@
 //!   have returned is returned by that next operation (which is then not
 //!   performed).
 //! * **A full ring** makes the put take the existing path (which waits for
-//!   the ring to drain first, as every other use of the driver does). The
-//!   wait before a routed operation, fence or quiet is bounded by the op
-//!   timeout ([`Error::Timeout`](super::Error::Timeout)).
+//!   the ring to drain first, as every other use of the driver does).
+//! * **Every wait for the ring is bounded** by the op timeout: past it, a
+//!   routed operation, fence or quiet fails with
+//!   [`Error::Timeout`](super::Error::Timeout) naming the peer of the entry
+//!   it waited on (the head), and is not performed; a driver use outside
+//!   an operation ([`Tcp::get`](super::progress::Tcp::get) in a wait's
+//!   progress step) stops waiting there, and its timeout is returned once,
+//!   by the wait step or the next operation. The entries stay in the ring,
+//!   taken when the thread runs again.
 //! * **No thread.** When the progress thread has stopped (`finalize`, the
 //!   PE's own context dropped), a context waiting for its ring to drain
 //!   takes the driver and drains the ring itself.
 //!
 //! Left out on the ring path: the load bits after a hand-off (`load_after`
 //! reads the driver's backlog; the next put that takes the driver sets
-//! them). A ring put is counted and traced when pushed; one taken back
-//! after an error is counted again when the routed loop issues it.
+//! them).
+//!
+//! # Counting
+//!
+//! A ring put is counted (`Stats::ops`, the stats segment's ops and bytes)
+//! and traced when pushed. One taken back after a stall is re-issued
+//! through the routed loop, which does not count it again (the handle is
+//! `redoing`); its re-issue is traced, as a failover's is.
 
 #![allow(unsafe_code)]
 
@@ -57,7 +78,7 @@ use switchyard_core::{
     ring::{Consumer, Producer, Ring},
     route::{ContextId, Op, Route},
     transport::{ErrorKind, Transport, TransportError},
-    wire::FrameOp,
+    wire::{AtomicKind, FrameOp, FrameSignal},
 };
 use switchyard_socket::{SocketDriver, SocketError};
 use zerocopy::FromBytes;
@@ -68,11 +89,16 @@ use super::{Context, Result, drv::DrvError, order, progress::RingState, rail_of}
 /// beside the entry's header in one cache line (an 8-byte put costs the
 /// producer one line).
 pub const INLINE: usize = 40;
+/// The longest `put_signal` payload that goes through a submission ring,
+/// in bytes: the entry's data holds the payload, then the signal word's
+/// offset and value (8 bytes each).
+pub const SIGNAL_INLINE: usize = INLINE - 16;
 /// Entries per context's ring.
 pub(super) const DEPTH: usize = 256;
 
-/// One put, as pushed: where it goes and its bytes (copied: the source may
-/// be reused once the put returns).
+/// One put or `put_signal`, as pushed: where it goes and its bytes (copied:
+/// the source may be reused once the put returns); for a `put_signal`, the
+/// signal word's offset and value follow the payload in `data`.
 #[derive(Debug, Clone, Copy, FromBytes)]
 #[repr(C, align(64))]
 pub(super) struct Entry {
@@ -88,12 +114,20 @@ pub(super) struct Entry {
     pub(super) rail: u8,
     /// The route's `retry_allowed`.
     pub(super) retry: u8,
-    _pad: u8,
+    /// [`PUT`], [`SIGNAL_SET`] or [`SIGNAL_ADD`].
+    pub(super) op: u8,
     /// The bytes.
     pub(super) data: [u8; INLINE],
 }
 
 const _: () = assert!(core::mem::size_of::<Entry>() == 64);
+
+/// [`Entry::op`]: a put.
+const PUT: u8 = 0;
+/// [`Entry::op`]: a `put_signal` that sets the word.
+const SIGNAL_SET: u8 = 1;
+/// [`Entry::op`]: a `put_signal` that adds to the word.
+const SIGNAL_ADD: u8 = 2;
 
 impl Entry {
     /// An entry for `bytes` (at most [`INLINE`]).
@@ -115,7 +149,39 @@ impl Entry {
             len: bytes.len() as u8,
             rail,
             retry: u8::from(retry),
-            _pad: 0,
+            op: PUT,
+            data,
+        }
+    }
+
+    /// An entry for a `put_signal` of `bytes` (at most [`SIGNAL_INLINE`])
+    /// with signal `sig` (set, or added for [`AtomicKind::FetchAdd`]).
+    #[inline(always)]
+    pub(super) fn signal(
+        pe: u32,
+        off: u64,
+        bytes: &[u8],
+        sig: FrameSignal,
+        rail: u8,
+        retry: bool,
+        ctx: ContextId,
+    ) -> Entry {
+        let mut data = [0u8; INLINE];
+        data[..bytes.len()].copy_from_slice(bytes);
+        data[SIGNAL_INLINE..SIGNAL_INLINE + 8].copy_from_slice(&sig.offset.to_le_bytes());
+        data[SIGNAL_INLINE + 8..].copy_from_slice(&sig.value.to_le_bytes());
+        Entry {
+            off,
+            ctx_seq: ctx.seq,
+            pe,
+            len: bytes.len() as u8,
+            rail,
+            retry: u8::from(retry),
+            op: if sig.kind == AtomicKind::FetchAdd {
+                SIGNAL_ADD
+            } else {
+                SIGNAL_SET
+            },
             data,
         }
     }
@@ -123,7 +189,32 @@ impl Entry {
     /// The bytes of the put.
     #[inline]
     pub(super) fn bytes(&self) -> &[u8] {
-        &self.data[..usize::from(self.len).min(INLINE)]
+        let max = if self.op == PUT {
+            INLINE
+        } else {
+            SIGNAL_INLINE
+        };
+        &self.data[..usize::from(self.len).min(max)]
+    }
+
+    /// The signal of a `put_signal` entry; `None` for a put.
+    #[inline]
+    pub(super) fn signal_of(&self) -> Option<FrameSignal> {
+        let kind = match self.op {
+            SIGNAL_SET => AtomicKind::Set,
+            SIGNAL_ADD => AtomicKind::FetchAdd,
+            _ => return None,
+        };
+        let word = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&self.data[at..at + 8]);
+            u64::from_le_bytes(b)
+        };
+        Some(FrameSignal {
+            offset: word(SIGNAL_INLINE),
+            value: word(SIGNAL_INLINE + 8),
+            kind,
+        })
     }
 
     /// The route decision's id, made on PE `me`.
@@ -213,10 +304,13 @@ impl SubRing {
         let mut n = 0;
         while let Some(e) = c.peek() {
             let rail = usize::from(e.rail);
-            let r = if rail < d.rails() {
-                d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx(self.me))
-            } else {
+            let r = if rail >= d.rails() {
                 Err(SocketError::RailDown { peer: e.pe, rail })
+            } else if let Some(sig) = e.signal_of() {
+                d.rail(rail)
+                    .put_signal(e.pe, e.off, e.bytes(), sig, e.ctx(self.me))
+            } else {
+                d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx(self.me))
             };
             match r {
                 Ok(()) => {
@@ -234,6 +328,22 @@ impl SubRing {
             }
         }
         n
+    }
+
+    /// The peer of the head entry, when the ring is not empty and no other
+    /// consumer (the thread, in a burst) holds it now.
+    pub(super) fn head_pe(&self) -> Option<u32> {
+        let _held = self.consuming.try_lock().ok()?;
+        // SAFETY: `consuming` is held until the end of this function.
+        let c = unsafe { self.consumer() };
+        c.peek().map(|e| e.pe)
+    }
+
+    /// Tests: stalls the ring as an error at its head would, with `err`.
+    #[cfg(test)]
+    pub(super) fn debug_stall(&self, err: Option<SocketError>) {
+        *self.error.lock().unwrap_or_else(PoisonError::into_inner) = err;
+        self.stalled.store(true, Ordering::Release);
     }
 
     /// Takes the head entry of a stalled ring and the error it met, or,
@@ -320,10 +430,60 @@ impl Context {
     /// full or stalled.
     #[inline]
     pub(super) fn ring_put(&mut self, pe: u32, off: u64, bytes: &[u8], route: &Route) -> bool {
+        bytes.len() <= INLINE
+            && self.ring_push(pe, bytes.len(), route, FrameOp::Put, |rail| {
+                Entry::new(pe, off, bytes, rail, route.retry_allowed, route.context)
+            })
+    }
+
+    /// A `put_signal` of at most [`SIGNAL_INLINE`] bytes routed `route` to a
+    /// TCP rail, through this context's submission ring, as
+    /// [`Context::ring_put`]: one entry, issued by the thread as one
+    /// `PutSignal` frame, in order with the ring's other entries. False
+    /// (nothing done) as there, or when the put and its signal word do not
+    /// fit one frame ([`switchyard_socket::SignalFit`]).
+    #[inline]
+    pub(super) fn ring_put_signal(
+        &mut self,
+        pe: u32,
+        off: u64,
+        bytes: &[u8],
+        sig: FrameSignal,
+        route: &Route,
+    ) -> bool {
+        bytes.len() <= SIGNAL_INLINE
+            && self
+                .tcp
+                .as_ref()
+                .is_some_and(|t| t.signal_fit().fits(off, bytes.len() as u64, sig.offset))
+            && self.ring_push(pe, bytes.len(), route, FrameOp::PutSignal, |rail| {
+                Entry::signal(
+                    pe,
+                    off,
+                    bytes,
+                    sig,
+                    rail,
+                    route.retry_allowed,
+                    route.context,
+                )
+            })
+    }
+
+    /// Pushes the entry `make` builds for the rail `route` chose, with the
+    /// routed loop's bookkeeping for an operation of `len` bytes.
+    #[inline(always)]
+    fn ring_push(
+        &mut self,
+        pe: u32,
+        len: usize,
+        route: &Route,
+        frame: FrameOp,
+        make: impl FnOnce(u8) -> Entry,
+    ) -> bool {
         let Some(rail) = rail_of(route.transport) else {
             return false;
         };
-        if bytes.len() > INLINE || (route.downgraded & self.load.any()) || self.verbs_holds(pe) {
+        if (route.downgraded & self.load.any()) || self.verbs_holds(pe) {
             return false;
         }
         let code = if self.order.enabled {
@@ -338,23 +498,15 @@ impl Context {
         let Some(t) = self.tcp.as_mut() else {
             return false;
         };
-        let e = Entry::new(
-            pe,
-            off,
-            bytes,
-            rail as u8,
-            route.retry_allowed,
-            route.context,
-        );
-        if !t.submit(e, route.context.pe) {
+        if !t.submit(make(rail as u8), route.context.pe) {
             return false;
         }
         if self.order.enabled {
             self.order.set(pe, code | order::T);
         }
-        let len = bytes.len() as u64;
+        let len = len as u64;
         self.sx_done(pe, len, route);
-        self.trace_route(pe, len, FrameOp::Put, route, false);
+        self.trace_route(pe, len, frame, route, false);
         true
     }
 
@@ -414,9 +566,25 @@ impl Context {
         }
     }
 
+    /// The timeout a wait for this context's ring to drain met inside a
+    /// use of the driver ([`Tcp::get`](super::progress::Tcp::get) waits at
+    /// most the op timeout), as the error to return, once.
+    #[inline]
+    pub(super) fn ring_timed_out(&mut self) -> Option<super::Error> {
+        let (pe, waited) = self.tcp.as_mut()?.take_ring_timeout()?;
+        Some(super::Error::Timeout {
+            what: "the submission ring to drain",
+            waited,
+            pe,
+        })
+    }
+
     #[cold]
     #[inline(never)]
     fn ring_wait(&mut self) -> Result<()> {
+        if let Some(e) = self.ring_timed_out() {
+            return Err(e);
+        }
         let start = std::time::Instant::now();
         let mut spins = 0u32;
         loop {
@@ -438,7 +606,7 @@ impl Context {
                     return Err(super::Error::Timeout {
                         what: "the submission ring to drain",
                         waited: start.elapsed(),
-                        pe: None,
+                        pe: t.ring_head_pe(),
                     });
                 }
                 std::thread::yield_now();
@@ -466,14 +634,19 @@ impl Context {
                 }
             }
             let (pe, off, bytes) = (e.pe, e.off, e.bytes());
-            let r = self.routed_from(
-                None,
-                pe,
-                bytes.len() as u64,
-                Op::Put,
-                FrameOp::Put,
-                &mut |d, r| d.put(pe, off, bytes, r.context),
-            );
+            let r = match e.signal_of() {
+                Some(sig) => self.put_signal_redo(pe, off, bytes, sig),
+                None => self
+                    .routed_from(
+                        None,
+                        pe,
+                        bytes.len() as u64,
+                        Op::Put,
+                        FrameOp::Put,
+                        &mut |d, r| d.put(pe, off, bytes, r.context),
+                    )
+                    .map(|_| ()),
+            };
             if let Err(x) = r {
                 first.get_or_insert(x);
             }

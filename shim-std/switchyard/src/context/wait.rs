@@ -260,6 +260,11 @@ impl Context {
         // progress); shared memory alone needs only the liveness checks.
         if self.tcp.is_some() || (*spins).is_multiple_of(16) {
             self.poll_once();
+            // A step's driver use that waited past the op timeout for the
+            // submission ring to drain: the wait ends with it.
+            if let Some(e) = self.ring_timed_out() {
+                return Err(e);
+            }
         }
         if (*spins).is_multiple_of(64) {
             let (dead, pe) = match watch {
