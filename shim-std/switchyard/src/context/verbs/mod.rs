@@ -10,6 +10,15 @@
 //!   `poll_once` (every wait step); no progress thread is needed, the NIC
 //!   does the target side of every operation. The dispatch has a
 //!   `Drv::Verbs` arm for transport id [`VERBS`](super::VERBS).
+//! * **Contexts.** The driver and the link bookkeeping below (`Verbs`)
+//!   are the PE's, shared by all its contexts (`context/pe.rs`): they sit in
+//!   a cell of the TCP handle under the TCP entry lock; a context checks
+//!   them out at its first verbs use in a call (taking the TCP driver first:
+//!   the lock order is TCP, then verbs) and puts them back when it gives the
+//!   TCP driver back. One QP set per PE: a context's `quiet` waits for the
+//!   other contexts' verbs operations too (per-context QP sets are future
+//!   work, docs/ARCHITECTURE.md), and a lost operation is reported once to
+//!   each context with verbs operations in flight to its PE (`LossBook`).
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
 //!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
