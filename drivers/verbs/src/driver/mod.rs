@@ -279,7 +279,12 @@ struct Peer {
     /// The WRs (and their bytes) not yet known complete on the data QPs
     /// ([`VerbsDriver::backlog`]).
     load: Load,
+    /// A fence is pending: the next WR waits for the other QPs to drain.
     fence: bool,
+    /// The QP whose WR carried the last fence: its pre-fence WRs may still
+    /// be outstanding, so a WR on another QP waits for it to drain first
+    /// (RC orders one QP's requests only); cleared once it did.
+    fence_qp: Option<usize>,
     /// Replays waiting for [`VerbsDriver::drain_replays`].
     replays: Box<[Option<ReplayRec>]>,
     n_replays: usize,

@@ -316,6 +316,7 @@ impl VerbsDriver {
                 settle: SettleWindow::new(),
                 load: Load::default(),
                 fence: false,
+                fence_qp: None,
                 replays: vec![None; replay_cap].into_boxed_slice(),
                 n_replays: 0,
                 unreported: None,

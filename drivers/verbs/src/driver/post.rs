@@ -32,8 +32,15 @@ impl VerbsDriver {
     /// `qi` carries `IBV_SEND_FENCE` (it also waits for earlier reads and
     /// atomics on `qi`). Returns whether to set the flag; the caller clears
     /// the fence once that WR is queued.
+    ///
+    /// The fence's WR goes behind `qi`'s pre-fence WRs (one QP executes in
+    /// order), but a later WR on another QP (an atomic on the control QP, a
+    /// put to another block's data QP) would not be: until `qi` drained
+    /// (`fence_qp`), a WR on another QP waits for it first.
     pub(super) fn fence_check(&mut self, peer: u32, qi: usize) -> Result<bool> {
-        if !self.peer_ref(peer)?.fence {
+        let pe = self.peer_ref(peer)?;
+        let after = pe.fence_qp.filter(|&f| f != qi);
+        if !pe.fence && after.is_none() {
             return Ok(false);
         }
         for spin in 0..FULL_SPIN {
@@ -41,19 +48,24 @@ impl VerbsDriver {
             // on a failed one (the work would be neither done nor replayed).
             self.check_up(peer)?;
             let pe = self.peer_ref(peer)?;
-            let n = pe.qps.len();
+            let (fence, n) = (pe.fence, pe.qps.len());
+            // Under a new fence every other QP drains (the fenced one's
+            // included); else only the last fence's QP.
+            let wait = |i: usize| if fence { i != qi } else { Some(i) == after };
             let busy = pe
                 .qps
                 .iter()
                 .enumerate()
-                .any(|(i, q)| i != qi && q.outstanding() > 0);
+                .any(|(i, q)| wait(i) && q.outstanding() > 0);
             if !busy {
-                return Ok(true);
+                let pe = self.peer_mut(peer)?;
+                pe.fence_qp = if fence { Some(qi) } else { None };
+                return Ok(fence);
             }
             if spin == 0 {
                 self.stats.fence_waits += 1;
             }
-            for i in (0..n).filter(|&i| i != qi) {
+            for i in (0..n).filter(|&i| wait(i)) {
                 let _ = self.marker(peer, i);
                 self.flush_qp(peer, i);
             }

@@ -197,7 +197,7 @@ impl Context {
             None => ctx.verbs_why = verbs_why,
         }
         ctx.start_progress_thread(cfg, &plan)?;
-        if ctx.verbs.is_some() {
+        if ctx.verbs_in() {
             ctx.verbs_connect(cfg.bootstrap_timeout);
         }
         // Everyone has attached everyone before anyone returns (and may put).

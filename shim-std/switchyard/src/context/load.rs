@@ -318,6 +318,9 @@ impl Context {
     fn load_route(&mut self, pe: u32, len: u64, op: Op, route: Route) -> (bool, Route) {
         let held = self.tcp.as_ref().is_some_and(progress::Tcp::held);
         let r = self.load_route_in(pe, len, op, route);
+        if !held {
+            self.verbs_back();
+        }
         if !held && let Some(t) = self.tcp.as_mut() {
             // Taken here only to read backlogs: the operation may still go
             // over shared memory, whose leg returns without giving the TCP

@@ -267,9 +267,11 @@ pub struct Context {
     owner: u64,
     /// Declared before `shm`: dropped first, as it writes into shm's heap.
     tcp: Option<progress::Tcp>,
-    /// The verbs driver, when one is used (before `shm`: it registered the
-    /// heap and the device writes it).
-    verbs: Option<verbs::Verbs>,
+    /// The PE's verbs driver and link state while this context has them
+    /// checked out (from its first verbs use in a call to the call's end,
+    /// holding the TCP driver meanwhile: `pe.rs`); in the PE's cell
+    /// otherwise.
+    verbs: Option<Box<verbs::Verbs>>,
     /// Why there is no verbs driver, when init decided not to create one.
     verbs_why: Option<String>,
     /// `verbs_atomics` as configured.
@@ -333,6 +335,14 @@ pub struct Context {
     /// The clock as `poll_once` last read it, and the steps since.
     now_cache: CoreInstant,
     now_age: u32,
+    /// This context's lane: its bit among the PE's live contexts (the
+    /// shared verbs state's loss reports name contexts by it).
+    lane: u64,
+    /// The verbs driver's longest get (`u32::MAX` without one).
+    verbs_max_get: u32,
+    /// When (ns on the clock) this context's last wait step took the
+    /// entry lock (see [`pe::LOCK_SPACING`]).
+    last_locked: u64,
     /// What this context shares with the PE's others (last: dropped after
     /// every handle on it).
     pe: std::sync::Arc<pe::PeInner>,
@@ -504,8 +514,11 @@ impl Context {
             h.join()
                 .unwrap_or(Err(switchyard_bootstrap::BootstrapError::Unusable))
         });
-        // The verbs driver first: it registered the heap shm maps.
-        if let Some(v) = self.verbs.as_mut() {
+        // The verbs driver first: it registered the heap shm maps (the
+        // PE's, shared by its contexts: they are done by now).
+        if self.verbs_in()
+            && let Some(v) = self.verbs.as_mut()
+        {
             let _ = v.drv.close();
         }
         // (The shared-memory mappings go with the PE's last context.)

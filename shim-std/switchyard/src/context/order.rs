@@ -114,7 +114,9 @@ impl Context {
         }
         self.order.fence();
         self.shm.fence()?;
-        if let Some(v) = self.verbs.as_mut() {
+        if self.verbs_in()
+            && let Some(v) = self.verbs.as_mut()
+        {
             v.drv.fence()?;
         }
         if let Some(t) = self.tcp.as_mut() {

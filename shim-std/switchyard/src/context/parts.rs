@@ -296,6 +296,9 @@ impl Context {
                 .map_or_else(Default::default, SocketDriver::backlog_capacity),
             warnings,
             verbs: AtomicBool::new(false),
+            verbs_shape: Mutex::new(None),
+            verbs_holding: AtomicU32::new(0),
+            lanes: AtomicU64::new(0),
             finalized: AtomicBool::new(false),
             // The allocator stops where the aliased global variables start.
             alloc: Mutex::new(SymAllocator::new(

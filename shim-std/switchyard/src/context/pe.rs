@@ -14,6 +14,16 @@
 //!   in a call to the call's end, or to the end of a wait's step, and the
 //!   other contexts spin meanwhile (one connection set per PE, not per
 //!   context);
+//! * the RDMA verbs driver and its link state (health bits, rebuilds, the
+//!   receipts handshake, replays), in a cell guarded by that same entry
+//!   lock: a context checks it out at its first verbs use in a call (taking
+//!   the TCP driver first, so the lock order is always TCP, then verbs) and
+//!   puts it back before it gives the TCP driver back. One QP set per PE:
+//!   a context's `quiet` waits for every operation on the driver, the other
+//!   contexts' included (per-context QP sets are future work, see
+//!   docs/ARCHITECTURE.md). An operation lost in a failover is reported
+//!   once to each context that had verbs operations to that PE in flight
+//!   (its next `quiet`); a context with none there is not told;
 //! * the topology row (health and load bits), each context reading it
 //!   through its own reader slot and selector;
 //! * the heap allocator (a mutex: `alloc` and `free` are collective and
@@ -32,10 +42,13 @@
 //! peers, and `fence`/`quiet`: a context's quiet completes that context's
 //! operations (on shared memory every operation is complete when it
 //! returns; over TCP the quiet waits for the driver's, so also for the other
-//! contexts' frames sent before it).
+//! contexts' frames sent before it; over verbs likewise).
 //!
-//! RDMA verbs stays with the context that init made: a PE that uses verbs
-//! makes no further context ([`Error::NoContext`]).
+//! A context's wait steps take the entry lock for TCP and verbs progress;
+//! while other contexts of the PE are alive a context lets at least
+//! [`LOCK_SPACING`] pass between two such steps of its own (checking its
+//! condition meanwhile), so that contexts waiting at once do not pass the
+//! lock back and forth on every step.
 //!
 //! # Collectives
 //!
@@ -65,6 +78,28 @@ use crate::config::TraceMode;
 /// which has one more, for the progress thread).
 pub const MAX_CONTEXTS: usize = 64;
 
+/// Least time between two progress steps of one context's wait that take
+/// the entry lock, while other contexts of the PE are alive (see the
+/// module docs).
+pub(super) const LOCK_SPACING: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// What attaching the verbs driver set on the first context, copied into
+/// every later one.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct VerbsShape {
+    /// The route policy (its `rdma_atomics` decided at attach).
+    pub(super) policy: PolicyConfig,
+    /// Atomics leave RDMA out (see `Context::cpu_atomics_rule`).
+    pub(super) cpu_atomics_rule: bool,
+    /// Why.
+    pub(super) why: &'static str,
+    /// `verbs_atomics` and `verbs_routed` as configured.
+    pub(super) atomics: crate::config::VerbsAtomics,
+    pub(super) routed: bool,
+    /// The driver's longest get.
+    pub(super) max_get: u32,
+}
+
 /// What the contexts of one PE share (see the module docs).
 pub(super) struct PeInner {
     pub(super) me: u32,
@@ -87,8 +122,22 @@ pub(super) struct PeInner {
     pub(super) tcp_capacity: switchyard_socket::Backlog,
     /// Warnings from init, copied into each context.
     pub(super) warnings: Vec<String>,
-    /// Set once a verbs driver is attached (no further context then).
+    /// Set once a verbs driver is attached (it is in the TCP handle's cell
+    /// then, `progress.rs`).
     pub(super) verbs: AtomicBool,
+    /// What attaching it set on the first context (`None` before).
+    pub(super) verbs_shape: Mutex<Option<VerbsShape>>,
+    /// Peers (of the shared verbs state) whose in-doubt puts wait for
+    /// their receipts: a copy of its `holding`, read without the lock by
+    /// every operation (`Context::verbs_holds`).
+    #[cfg_attr(
+        not(feature = "verbs"),
+        allow(dead_code, reason = "read by the verbs glue")
+    )]
+    pub(super) verbs_holding: AtomicU32,
+    /// The contexts' lanes in use (bit `i`: lane `i`), each context's bit
+    /// naming it in the shared verbs state's loss reports.
+    pub(super) lanes: AtomicU64,
     /// Set by `finalize`: `from_env` makes no context on it any more.
     pub(super) finalized: AtomicBool,
     pub(super) alloc: Mutex<SymAllocator>,
@@ -201,15 +250,14 @@ impl Pe {
     ///
     /// # Errors
     ///
+    /// A PE that uses RDMA verbs shares its driver among its contexts as
+    /// it shares TCP (see the [`context`](super) module docs).
+    ///
+    /// # Errors
+    ///
     /// [`Error::NoContext`] when [`MAX_CONTEXTS`] contexts of this PE are
-    /// alive, or the PE uses RDMA verbs (its driver stays with the first
-    /// context); [`Error::TraceRecords`] as at init.
+    /// alive; [`Error::TraceRecords`] as at init.
     pub fn context(&self) -> Result<Context> {
-        if self.inner.verbs.load(Ordering::Acquire) {
-            return Err(Error::NoContext {
-                why: "the PE uses RDMA verbs, whose driver stays with its first context",
-            });
-        }
         Context::on(&self.inner)
     }
 }
@@ -235,7 +283,11 @@ impl Context {
                 why: format!("selector: {e}"),
             }),
         })?;
-        Ok(Context {
+        let lane = take_lane(&pe.lanes).ok_or(Error::NoContext {
+            why: "as many contexts as the PE can have are alive (MAX_CONTEXTS)",
+        })?;
+        let shape = *lock(&pe.verbs_shape);
+        let mut ctx = Context {
             me: pe.me,
             n_pes: pe.n_pes,
             job_id: pe.job_id,
@@ -272,9 +324,77 @@ impl Context {
             data: pe.data,
             now_cache: switchyard_core::transport::Instant::from_nanos(0),
             now_age: super::NOW_EVERY - 1,
+            lane,
+            verbs_max_get: u32::MAX,
+            last_locked: 0,
             pe: Arc::clone(pe),
             _not_sync: std::marker::PhantomData,
-        })
+        };
+        if let Some(v) = shape {
+            // A context made after attach: the same routing as the first.
+            if ctx.sel.set_policy(Policy::new(v.policy)).is_ok() {
+                ctx.cpu_atomics_rule = v.cpu_atomics_rule;
+            }
+            ctx.verbs_atomics_why = v.why;
+            ctx.verbs_atomics = v.atomics;
+            ctx.verbs_routed = v.routed;
+            ctx.verbs_max_get = v.max_get;
+            ctx.order.enable(pe.n_pes);
+        }
+        Ok(ctx)
+    }
+
+    /// Checks the PE's verbs state out for this context when it has one
+    /// and this context does not have it yet (taking the TCP driver first;
+    /// both are given back together, [`Context::leave`]). Whether the
+    /// context has it now.
+    #[inline]
+    pub(super) fn verbs_in(&mut self) -> bool {
+        if self.verbs.is_some() {
+            return true;
+        }
+        // Relaxed: set at attach, before any other context of the PE exists.
+        if !self.pe.verbs.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.verbs_take()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn verbs_take(&mut self) -> bool {
+        self.verbs = self.tcp.as_mut().and_then(progress::Tcp::take_verbs);
+        self.verbs.is_some()
+    }
+
+    /// Puts the verbs state back into the PE's cell (before the TCP driver
+    /// is given back).
+    #[inline]
+    pub(super) fn verbs_back(&mut self) {
+        if let Some(v) = self.verbs.take() {
+            match self.tcp.as_mut() {
+                Some(t) => t.put_verbs(v),
+                None => self.verbs = Some(v),
+            }
+        }
+    }
+
+    /// `f` on the PE's verbs state, wherever it is now (this context's, or
+    /// its cell, read under the entry lock): `None` without one.
+    pub(super) fn with_verbs<R>(&self, f: impl FnOnce(&super::verbs::Verbs) -> R) -> Option<R> {
+        if let Some(v) = self.verbs.as_deref() {
+            return Some(f(v));
+        }
+        if !self.pe.verbs.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.tcp.as_ref()?.peek_verbs(|v| v.map(f))
+    }
+
+    /// Whether other contexts of this PE are alive now.
+    #[inline]
+    pub(super) fn others(&self) -> bool {
+        self.pe.lanes.load(Ordering::Relaxed) & !self.lane != 0
     }
 
     /// The PE this context is on: other threads make their own contexts
@@ -296,6 +416,32 @@ impl Drop for Context {
         // The ring goes to the next context of the PE (its writer is
         // released when the field drops, right after this).
         self.pe.give_ring(self.trace_ring.obj);
+        // This context's lane is free again: the shared verbs state
+        // forgets it (its unreported losses go with it).
+        if self.verbs_in()
+            && let Some(v) = self.verbs.as_mut()
+        {
+            v.losses.forget_lane(self.lane);
+        }
+        // The verbs state and the TCP driver go back to the PE.
+        self.leave();
+        self.pe.lanes.fetch_and(!self.lane, Ordering::AcqRel);
+    }
+}
+
+/// Takes the lowest free lane of `lanes`: its bit.
+fn take_lane(lanes: &AtomicU64) -> Option<u64> {
+    let mut cur = lanes.load(Ordering::Relaxed);
+    loop {
+        let free = !cur;
+        if free == 0 {
+            return None;
+        }
+        let bit = free & free.wrapping_neg();
+        match lanes.compare_exchange_weak(cur, cur | bit, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return Some(bit),
+            Err(now) => cur = now,
+        }
     }
 }
 

@@ -28,14 +28,16 @@ impl Context {
                 }
             }
         }
-        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
-            t.progress(now);
-            while let Some(ev) = self.tcp.as_mut().and_then(|t| t.get().poll_event()) {
-                self.on_event(ev);
+        if self.tcp.is_some() && self.lock_step_due() {
+            if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {
+                t.progress(now);
+                while let Some(ev) = self.tcp.as_mut().and_then(|t| t.get().poll_event()) {
+                    self.on_event(ev);
+                }
             }
-        }
-        if self.verbs.is_some() {
-            self.verbs_poll(now);
+            if self.verbs_in() {
+                self.verbs_poll(now);
+            }
         }
         // Acks and completions were processed: loaded pairs may have drained.
         self.load_recheck(false);
@@ -194,8 +196,31 @@ impl Context {
         }
     }
 
+    /// Whether a wait step may take the entry lock now: always when this
+    /// context is the PE's only one, or holds the lock already; otherwise
+    /// once [`LOCK_SPACING`](super::pe::LOCK_SPACING) passed since its last
+    /// such step (the steps between only check shared memory and the
+    /// wait's condition), so that contexts waiting at once do not pass the
+    /// lock back and forth on every step. Bounded: the step after the
+    /// spacing takes it.
+    #[inline]
+    fn lock_step_due(&mut self) -> bool {
+        if !self.others() || self.tcp.as_ref().is_some_and(progress::Tcp::held) {
+            return true;
+        }
+        let now = self.now().nanos;
+        if self.last_locked != 0
+            && now.saturating_sub(self.last_locked) < super::pe::LOCK_SPACING.as_nanos() as u64
+        {
+            return false;
+        }
+        self.last_locked = now.max(1);
+        true
+    }
+
     /// Gives the TCP driver back (the end of a call into the library), so the
-    /// progress thread may run while the application is outside.
+    /// progress thread may run while the application is outside; the verbs
+    /// state goes back to the PE's cell first (the lock order).
     #[inline]
     pub(super) fn leave(&mut self) {
         // Work requests batched during the call go out now: nothing waits
@@ -203,6 +228,7 @@ impl Context {
         if let Some(v) = self.verbs.as_mut() {
             v.drv.post_batches();
         }
+        self.verbs_back();
         if self.tcp.as_ref().is_some_and(progress::Tcp::held) {
             // A call that used the TCP driver runs its timers when they are
             // overdue (a stream of sends keeps both the progress thread and

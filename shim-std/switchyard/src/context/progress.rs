@@ -89,7 +89,7 @@ use switchyard_socket::{Parker, SignalFit, SocketDriver};
 
 use super::{
     submit::{Entry as SubEntry, SubRing, Submit},
-    verbs::RecvSide,
+    verbs::{RecvSide, Verbs},
 };
 
 /// How often a busy progress thread looks at the lock word.
@@ -150,6 +150,10 @@ struct Shared {
     /// Bursts the progress thread ran.
     bursts: AtomicU64,
     driver: UnsafeCell<SocketDriver>,
+    /// The PE's verbs driver and link state, when it has one and no
+    /// context has it checked out ([`Tcp::take_verbs`]): guarded by `lock`
+    /// like `driver` (the progress thread never touches it).
+    verbs: UnsafeCell<Option<Box<Verbs>>>,
     /// The verbs driver's receive side, polled in each burst too.
     verbs_recv: std::sync::OnceLock<RecvSide>,
     /// The stats segment's publisher, run in each burst (when due).
@@ -175,16 +179,18 @@ struct Shared {
     paused: AtomicBool,
 }
 
-// SAFETY: `driver` is only accessed by whoever holds `lock` (the application
-// through `Tcp::get`, the progress thread in `burst`), which takes with
-// Acquire and gives back with Release, so accesses never overlap and each
-// sees the previous holder's writes. `SocketDriver` is `Send` (asserted
-// below), so using it from either thread is sound.
+// SAFETY: `driver` and `verbs` are only accessed by whoever holds `lock` (the
+// application through `Tcp::get`, the progress thread in `burst`, which
+// touches `driver` only), which takes with Acquire and gives back with
+// Release, so accesses never overlap and each sees the previous holder's
+// writes. `SocketDriver` and `Verbs` are `Send` (asserted below), so using
+// them from any thread is sound.
 unsafe impl Sync for Shared {}
 
 const _: () = {
     const fn send<T: Send>() {}
     send::<SocketDriver>();
+    send::<Verbs>();
 };
 
 /// A handle on the PE's TCP driver, with its progress thread when one runs.
@@ -222,6 +228,12 @@ pub(super) struct Tcp {
     /// how long; returned once by the context's next operation or wait
     /// step ([`Tcp::take_ring_timeout`]).
     ring_timeout: Option<(Option<u32>, Duration)>,
+    /// The context has the PE's verbs state checked out
+    /// ([`Tcp::take_verbs`]): [`Tcp::leave`] keeps the driver until the
+    /// context puts it back ([`Tcp::put_verbs`]), as the verbs state is
+    /// only ever out of its cell while the TCP driver is held (the lock
+    /// order: TCP, then verbs).
+    verbs_out: bool,
 }
 
 impl core::fmt::Debug for Tcp {
@@ -244,6 +256,7 @@ impl Tcp {
                 stop: AtomicBool::new(false),
                 bursts: AtomicU64::new(0),
                 driver: UnsafeCell::new(driver),
+                verbs: UnsafeCell::new(None),
                 verbs_recv: std::sync::OnceLock::new(),
                 publisher: std::sync::OnceLock::new(),
                 waiting: AtomicU32::new(0),
@@ -265,6 +278,7 @@ impl Tcp {
             redoing: false,
             op_timeout: DEFAULT_RING_WAIT,
             ring_timeout: None,
+            verbs_out: false,
         }
     }
 
@@ -283,6 +297,7 @@ impl Tcp {
             redoing: false,
             op_timeout: self.op_timeout,
             ring_timeout: None,
+            verbs_out: false,
         }
     }
 
@@ -596,13 +611,70 @@ impl Tcp {
 
     /// Gives the driver back (no-op when not taken), so the progress thread
     /// may run while the application is outside the library.
+    /// While the context has the verbs state checked out it keeps the
+    /// driver: the context's own `leave` puts the verbs state back first.
     #[inline]
     pub(super) fn leave(&mut self) {
+        if self.verbs_out {
+            return;
+        }
         if let Some(entry) = self.held.take() {
             // Release: publishes this thread's driver writes to the next
             // holder.
             self.shared.lock.leave(entry);
         }
+    }
+
+    /// Takes the PE's verbs state out of its cell for this context, taking
+    /// the TCP driver first (so the lock order is always TCP, then verbs):
+    /// `None` when the PE has none. The TCP driver stays held until
+    /// [`Tcp::put_verbs`] gives it back.
+    #[inline]
+    pub(super) fn take_verbs(&mut self) -> Option<Box<Verbs>> {
+        self.get();
+        // SAFETY: this handle holds the lock (`get`); see `Shared`.
+        let v = unsafe { (*self.shared.verbs.get()).take() };
+        self.verbs_out |= v.is_some();
+        v
+    }
+
+    /// Puts the verbs state back into its cell (this handle holds the TCP
+    /// driver since [`Tcp::take_verbs`], or takes it now), so that
+    /// [`Tcp::leave`] gives the driver back again.
+    #[inline]
+    pub(super) fn put_verbs(&mut self, v: Box<Verbs>) {
+        self.get();
+        // SAFETY: this handle holds the lock (`get`); see `Shared`.
+        unsafe { *self.shared.verbs.get() = Some(v) };
+        self.verbs_out = false;
+    }
+
+    /// Reads the PE's verbs state in its cell (`None` when checked out or
+    /// absent), taking the lock for the read when this handle does not
+    /// hold it (spinning while another context does).
+    pub(super) fn peek_verbs<R>(&self, f: impl FnOnce(Option<&Verbs>) -> R) -> R {
+        if self.held.is_some() {
+            // SAFETY: this handle holds the lock; `&self` keeps `take_verbs`
+            // and `put_verbs` (which need `&mut self`) out meanwhile.
+            return f(unsafe { (*self.shared.verbs.get()).as_deref() });
+        }
+        let mut spins = 0u32;
+        let entry = loop {
+            // Acquire: the last holder's writes to the cell are visible.
+            if let Some(e) = self.shared.lock.try_enter() {
+                break e;
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
+        };
+        // SAFETY: the lock is held (`entry`) until the `leave` below.
+        let r = f(unsafe { (*self.shared.verbs.get()).as_deref() });
+        self.shared.lock.leave(entry);
+        r
     }
 
     /// Whether this handle holds the driver now (taken in this call).

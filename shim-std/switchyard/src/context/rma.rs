@@ -152,11 +152,7 @@ impl Context {
         self.tcp
             .as_ref()
             .map_or(u32::MAX, |t| t.max_get_len())
-            .min(
-                self.verbs
-                    .as_ref()
-                    .map_or(u32::MAX, |v| v.drv.max_get_len()),
-            )
+            .min(self.verbs_max_get)
             .max(1)
     }
 

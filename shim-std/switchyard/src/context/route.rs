@@ -145,6 +145,7 @@ impl Context {
             return Some(Drv::Shm(&mut self.shm));
         }
         if t == VERBS {
+            self.verbs_in();
             return self.verbs.as_mut().map(|v| Drv::Verbs(&mut v.drv));
         }
         let r = rail_of(t)?;
@@ -287,6 +288,11 @@ impl Context {
             };
             match run(&mut d, &route) {
                 Ok(r) => {
+                    if route.transport == VERBS {
+                        // In flight on the shared driver for this context
+                        // (its loss reports).
+                        self.verbs_issued(pe);
+                    }
                     if k != 0 && matches!(op, Op::Put | Op::Atomic) {
                         // A write that may be pending until quiet.
                         let code = self.order.get(pe) | k;

@@ -34,10 +34,11 @@ pub struct Stats {
     /// A class whose rule is `Allow` is counted as `AllowAndCount`.
     pub downgrades: [u64; 5],
     /// Verbs links that failed (each clears the verbs health bit; the
-    /// peer's traffic goes over TCP until the link is rebuilt).
+    /// peer's traffic goes over TCP until the link is rebuilt): the PE's,
+    /// as its contexts share one verbs driver.
     pub verbs_failovers: u64,
-    /// Operations the verbs driver handed back after a failure and this
-    /// context replayed over TCP.
+    /// Operations the verbs driver handed back after a failure and were
+    /// replayed over TCP: the PE's, whichever context replayed them.
     pub verbs_replays: u64,
     /// Atomics that would have gone over verbs (a NEAR peer, or a ROUTED one
     /// at `short_threshold` and up, whose verbs link was up) but went over
@@ -76,9 +77,10 @@ impl Context {
         s.progress_thread = self.tcp.as_ref().is_some_and(|t| t.has_thread());
         s.progress_bursts = self.tcp.as_ref().map_or(0, |t| t.thread_bursts());
         s.downgrades = self.sel.downgrades();
-        if let Some(v) = &self.verbs {
-            s.verbs_failovers = v.failovers;
-            s.verbs_replays = v.replays;
+        // The PE's (its contexts share one verbs driver).
+        if let Some((f, r)) = self.with_verbs(|v| (v.failovers, v.replays)) {
+            s.verbs_failovers = f;
+            s.verbs_replays = r;
         }
         s
     }

@@ -19,8 +19,9 @@
 //!
 //! Published every [`PUBLISH_NS`] from the progress step (`poll_once`),
 //! at init and when the context drops: the context's PE block (its
-//! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts` only
-//! from the first context, so the sum counts it once); and from the first
+//! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts`,
+//! `verbs_failovers` and `verbs_replays` only from the first context, so
+//! the sum counts them once); and from the first
 //! context only, the shared part: the socket and verbs drivers' own
 //! counters, the socket driver's replays, dedup drops and CRC failures per
 //! (peer, rail), and each (peer, transport)'s health, load, route and dead
@@ -274,8 +275,9 @@ impl Context {
             st.links_lost,
             st.dead_peers,
             st.reroutes,
-            st.verbs_failovers,
-            st.verbs_replays,
+            // PE-wide (the shared verbs driver's): counted by one slot.
+            if self.sx.owner { st.verbs_failovers } else { 0 },
+            if self.sx.owner { st.verbs_replays } else { 0 },
             st.cpu_atomics,
             st.ordering_waits,
             st.load_transitions,

@@ -308,6 +308,7 @@ impl Context {
         }
         // Between steps the TCP driver is free for the PE's other contexts
         // (and its progress thread): a wait never keeps them out.
+        self.verbs_back();
         if let Some(t) = self.tcp.as_mut() {
             t.leave();
         }

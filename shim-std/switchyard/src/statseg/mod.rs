@@ -306,7 +306,8 @@ words! {
 
 words! {
     /// Words of the verbs transport's wide block: the verbs driver's own
-    /// counters (published by the PE's first context, which drives it).
+    /// counters (the PE's driver, shared by its contexts; published by the
+    /// PE's first context, as the rest of the shared part).
     VerbsWord {
         /// Work requests posted.
         WorkRequests = 1 => "work_requests",

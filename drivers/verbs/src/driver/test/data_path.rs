@@ -171,3 +171,27 @@ fn close_releases_everything_once() {
     assert!(a.quiet_poll().is_err());
     assert_eq!(a.progress(Instant::default()), PollResult::Idle);
 }
+
+/// A fence orders a put before every later operation, not only the first:
+/// data on one QP, fence, a flag on the same QP (it carries the fence),
+/// then an atomic on the control QP. The atomic must wait for the data's
+/// QP to drain (its pre-fence put may still be outstanding), or it could
+/// overtake the data: RC orders one QP's requests only.
+#[test]
+fn a_fence_orders_the_fenced_qps_earlier_puts_before_other_qps() {
+    let cfg = VerbsConfig {
+        data_qps: Some(2),
+        ..VerbsConfig::default()
+    };
+    let (mut a, _b, _f) = pair(cfg, 1 << 20);
+    a.put(1, 0, &[1; 64], CTX).unwrap();
+    a.fence().unwrap();
+    a.put(1, 64, &[2], CTX).unwrap();
+    let waits = a.stats().fence_waits;
+    assert_eq!(fadd(&mut a, 128, 1).unwrap(), 0);
+    assert!(
+        a.stats().fence_waits > waits,
+        "the atomic after the fence did not wait for the data's QP"
+    );
+    quiet(&mut a).unwrap();
+}

@@ -143,16 +143,23 @@ impl Context {
             self.cpu_atomics_rule = !nic;
         }
         self.verbs_atomics_why = why;
-        // The driver stays with this context: the PE makes no other.
-        self.pe
-            .verbs
-            .store(true, switchyard_core::sync::atomic::Ordering::Release);
-        self.verbs = Some(Verbs {
+        let n = peers.len();
+        self.verbs_max_get = switchyard_core::transport::Transport::max_get_len(&drv);
+        // What later contexts of the PE copy (`Pe::context`).
+        *crate::context::pe::lock(&self.pe.verbs_shape) = Some(crate::context::pe::VerbsShape {
+            policy: *self.sel.policy().config(),
+            cpu_atomics_rule: self.cpu_atomics_rule,
+            why,
+            atomics: self.verbs_atomics,
+            routed: self.verbs_routed,
+            max_get: self.verbs_max_get,
+        });
+        self.verbs = Some(Box::new(Verbs {
             drv,
             seed,
             peers,
             fatal: false,
-            lost: None,
+            losses: super::LossBook::new(n),
             drain_due: false,
             rebuild_due: false,
             raise_due: false,
@@ -162,15 +169,21 @@ impl Context {
             bad_records: 0,
             #[cfg(test)]
             drop_applied: 0,
-        });
+        }));
         self.verbs_why = None;
+        // Into the PE's cell (under the TCP driver's entry lock), shared by
+        // every context of the PE from here on.
+        self.pe
+            .verbs
+            .store(true, switchyard_core::sync::atomic::Ordering::Release);
+        self.verbs_back();
         // A peer's operations may now be split over verbs and TCP.
         self.order.enable(self.n_pes);
         // The progress thread keeps the receive side going (receipts,
         // receives re-posted) while the application is outside.
         if let (Some(t), Some(r)) = (
             self.tcp.as_ref(),
-            self.verbs.as_ref().and_then(|v| v.drv.recv_side()),
+            self.with_verbs(|v| v.drv.recv_side()).flatten(),
         ) {
             t.set_verbs_recv(r);
         }
@@ -179,6 +192,7 @@ impl Context {
 
     /// Sends our QP numbers to every wanted peer that has not had them.
     pub(super) fn verbs_send_qpns(&mut self) {
+        self.verbs_in();
         let (Some(v), Some(t)) = (self.verbs.as_mut(), self.tcp.as_mut()) else {
             return;
         };
@@ -229,6 +243,7 @@ impl Context {
         let start = std::time::Instant::now();
         loop {
             call.poll_once();
+            call.verbs_in();
             let done = call.verbs.as_ref().is_none_or(|v| {
                 v.fatal
                     || v.peers
@@ -241,7 +256,8 @@ impl Context {
             std::thread::sleep(Duration::from_micros(200));
         }
         call.verbs_raise();
-        let up = call.verbs.as_ref().map_or(0, Verbs::peers_up);
+        call.verbs_in();
+        let up = call.verbs.as_deref().map_or(0, Verbs::peers_up);
         let missing: Vec<u32> = call.verbs.as_ref().map_or_else(Vec::new, |v| {
             (0..v.peers.len() as u32)
                 .filter(|&pe| v.peers[pe as usize].wanted && !v.peers[pe as usize].bit)

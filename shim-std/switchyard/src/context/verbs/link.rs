@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use switchyard_core::{
     route::ContextId,
+    sync::atomic::Ordering,
     topology::LinkState,
     trace::TraceRecord,
     transport::{ErrorKind, Instant as CoreInstant, Transport, TransportError},
@@ -76,6 +77,7 @@ impl Context {
     /// the end of a successful quiet: nothing sent over TCP before can be
     /// overtaken by what goes over verbs from now on).
     pub(in crate::context) fn verbs_raise(&mut self) {
+        self.verbs_in();
         let Some(v) = self.verbs.as_mut() else { return };
         if v.fatal || !v.raise_due {
             return;
@@ -92,6 +94,7 @@ impl Context {
     /// One verbs step of `poll_once`: progress the driver, apply its
     /// events, drain replays, start rebuilds that are due.
     pub(in crate::context) fn verbs_poll(&mut self, now: CoreInstant) {
+        self.verbs_in();
         let Some(v) = self.verbs.as_mut() else { return };
         v.drv.progress(now);
         self.verbs_events();
@@ -174,11 +177,11 @@ impl Context {
         }
         p.hold = false;
         v.holding -= 1;
+        self.pe.verbs_holding.store(v.holding, Ordering::Release);
         let lost = v.drv.abandon_receipts(pe);
         v.drain_due = true;
         if lost > 0 {
-            let (p0, c) = v.lost.unwrap_or((pe, 0));
-            v.lost = Some((p0, c + lost));
+            v.losses.record(pe, lost, self.lane);
         }
         self.warnings.push(format!(
             "PE {pe} sent no verbs receipts ({why}): {lost} puts in doubt reported lost"
@@ -188,11 +191,23 @@ impl Context {
     /// Whether operations to `pe` must wait: its verbs link failed with
     /// puts in doubt, whose receipts have not come (they are replayed, or
     /// known landed, before anything newer goes to `pe`).
+    ///
+    /// Read without the entry lock while no peer is held (the PE's copy of
+    /// the count, `PeInner::verbs_holding`), so the shared-memory leg
+    /// takes no lock.
     #[inline]
     pub(in crate::context) fn verbs_holds(&self, pe: u32) -> bool {
-        self.verbs
-            .as_ref()
-            .is_some_and(|v| v.holding > 0 && v.peers.get(pe as usize).is_some_and(|p| p.hold))
+        // SYNC POINT with the Release stores of `verbs_holding` in
+        // `verbs_event` and `verbs_abandon`: set before the failed link's
+        // health bit is cleared.
+        self.pe.verbs_holding.load(Ordering::Acquire) > 0 && self.verbs_holds_slow(pe)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn verbs_holds_slow(&self, pe: u32) -> bool {
+        self.with_verbs(|v| v.peers.get(pe as usize).is_some_and(|p| p.hold))
+            .unwrap_or(false)
     }
 
     /// Sends `to` our receipts of its puts (one [`Record::Applied`] per
@@ -216,6 +231,7 @@ impl Context {
     /// failed. Also what an operation that met a verbs error runs before it
     /// is retried elsewhere.
     pub(in crate::context) fn verbs_events(&mut self) {
+        self.verbs_in();
         while let Some(ev) = self.verbs.as_mut().and_then(|v| v.drv.poll_event()) {
             self.verbs_event(ev);
         }
@@ -254,6 +270,8 @@ impl Context {
                     p.ask_at = now + ASK_AGAIN_NS;
                     p.applied = [None; MAX_QPS];
                     v.holding += 1;
+                    // Before the health bit clears below (`verbs_holds`).
+                    self.pe.verbs_holding.store(v.holding, Ordering::Release);
                 }
                 self.stats.links_lost += 1;
                 if now.saturating_sub(p.last_fail) > BACKOFF_RESET_NS {
@@ -376,8 +394,7 @@ impl Context {
         }
         v.replays += n;
         if let Some(pe) = first {
-            let (p0, c) = v.lost.unwrap_or((pe, 0));
-            v.lost = Some((p0, c + lost));
+            v.losses.record(pe, lost, self.lane);
         }
         for mut rec in moved {
             rec.class = self
@@ -392,6 +409,7 @@ impl Context {
     /// Applies a verbs control record from `from` (a TCP link-state record
     /// with the verbs magic). Bad records are counted and ignored.
     pub(in crate::context) fn verbs_record(&mut self, from: u32, bytes: &[u8; 32]) {
+        self.verbs_in();
         let (seed, me) = (self.verbs.as_ref().map_or(0, |v| v.seed), self.me);
         let Some(v) = self.verbs.as_mut() else { return };
         let rec = match Record::decode(bytes) {
@@ -497,6 +515,7 @@ impl Context {
                     Ok(_) => {
                         p.hold = false;
                         v.holding -= 1;
+                        self.pe.verbs_holding.store(v.holding, Ordering::Release);
                         v.drain_due = true;
                     }
                     Err(e) => {
@@ -515,6 +534,7 @@ impl Context {
 
     /// TCP to `pe` came back up: send the verbs records it may have missed.
     pub(in crate::context) fn verbs_tcp_up(&mut self, pe: u32) {
+        self.verbs_in();
         let Some(v) = self.verbs.as_mut() else { return };
         let Some(p) = v.peers.get_mut(pe as usize) else {
             return;
@@ -536,11 +556,20 @@ impl Context {
     /// Whether verbs still has work outstanding (`Ok(true)`: all complete),
     /// for `quiet`. A failed link reports not done until its replays were
     /// drained over TCP (the next progress step does it).
+    ///
+    /// The driver is the PE's: this waits for every context's operations
+    /// on it. An operation lost in a failover is reported once to each
+    /// context that had verbs operations in flight to its PE
+    /// ([`LossBook`](super::LossBook)).
     pub(in crate::context) fn verbs_quiet_poll(&mut self) -> Result<bool> {
+        if !self.verbs_in() {
+            return Ok(true);
+        }
+        let lane = self.lane;
         let Some(v) = self.verbs.as_mut() else {
             return Ok(true);
         };
-        if let Some((pe, ops)) = v.lost.take() {
+        if let Some((pe, ops)) = v.losses.take(lane) {
             return Err(Error::ReplayLost { pe, ops });
         }
         if v.fatal && v.holding > 0 {
@@ -553,8 +582,23 @@ impl Context {
         // device died: each surfaces once, here. `PeerDown` only means
         // replays wait to be drained (the next step does it).
         match v.drv.quiet_poll() {
-            Ok(done) => Ok(done && !v.drain_due),
-            Err(VerbsError::ReplayLost { peer, ops }) => Err(Error::ReplayLost { pe: peer, ops }),
+            Ok(done) => {
+                let done = done && !v.drain_due;
+                if done && v.holding == 0 {
+                    // Every context's verbs operation is complete.
+                    v.losses.settled();
+                }
+                Ok(done)
+            }
+            Err(VerbsError::ReplayLost { peer, ops }) => {
+                // Reported by the driver once, to whichever context polls:
+                // kept for each context it concerns.
+                v.losses.record(peer, ops, lane);
+                match v.losses.take(lane) {
+                    Some((pe, ops)) => Err(Error::ReplayLost { pe, ops }),
+                    None => Ok(false),
+                }
+            }
             Err(VerbsError::DeviceFatal) if v.fatal && !v.drain_due => Ok(true),
             Err(VerbsError::PeerDown { .. } | VerbsError::DeviceFatal) => {
                 v.drain_due = true;

@@ -10,6 +10,15 @@
 //!   `poll_once` (every wait step); no progress thread is needed, the NIC
 //!   does the target side of every operation. The dispatch has a
 //!   `Drv::Verbs` arm for transport id [`VERBS`](super::VERBS).
+//! * **Contexts.** The driver and the link bookkeeping below (`Verbs`)
+//!   are the PE's, shared by all its contexts (`context/pe.rs`): they sit in
+//!   a cell of the TCP handle under the TCP entry lock; a context checks
+//!   them out at its first verbs use in a call (taking the TCP driver first:
+//!   the lock order is TCP, then verbs) and puts them back when it gives the
+//!   TCP driver back. One QP set per PE: a context's `quiet` waits for the
+//!   other contexts' verbs operations too (per-context QP sets are future
+//!   work, docs/ARCHITECTURE.md), and a lost operation is reported once to
+//!   each context with verbs operations in flight to its PE (`LossBook`).
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
 //!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
@@ -383,7 +392,9 @@ struct PeerV {
     withheld: Option<u32>,
 }
 
-/// The verbs driver a context drives, and the per-peer link bookkeeping.
+/// The PE's verbs driver and the per-peer link bookkeeping, shared by its
+/// contexts (in the TCP handle's cell, checked out by one context at a
+/// time: `context/pe.rs`).
 pub(super) struct Verbs {
     /// The driver (its own heap registration, QPs, CQ).
     pub(super) drv: VerbsDriver,
@@ -391,8 +402,8 @@ pub(super) struct Verbs {
     peers: Vec<PeerV>,
     /// The device failed: verbs is never used again by this context.
     fatal: bool,
-    /// Replays TCP could not take since the last quiet: (first peer, count).
-    lost: Option<(u32, u64)>,
+    /// Which context is told of which lost operations.
+    pub(super) losses: LossBook,
     /// Whether replays may be waiting in the driver.
     drain_due: bool,
     /// Whether a peer may have a rebuild to start (else `poll_once` skips
@@ -428,14 +439,32 @@ impl Verbs {
     }
 }
 
+#[cfg(test)]
 impl Context {
+    /// Tests: the PE's verbs state, checked out for this context (put back
+    /// at its next call's end, or [`Context::leave`]).
+    pub(super) fn verbs_mut(&mut self) -> &mut Verbs {
+        assert!(self.verbs_in(), "the PE has verbs");
+        self.verbs.as_deref_mut().expect("verbs")
+    }
+}
+
+impl Context {
+    /// A verbs operation to `pe` was issued by this context: in flight
+    /// until the driver is quiet (its loss reports).
+    #[inline]
+    pub(super) fn verbs_issued(&mut self, pe: u32) {
+        let lane = self.lane;
+        if let Some(v) = self.verbs.as_mut() {
+            v.losses.issued(pe, lane);
+        }
+    }
+
     /// Whether `pe`'s verbs health bit is set (no driver: no).
     #[inline]
     pub(super) fn verbs_up(&self, pe: u32) -> bool {
-        self.verbs
-            .as_ref()
-            .and_then(|v| v.peers.get(pe as usize))
-            .is_some_and(|p| p.bit)
+        self.with_verbs(|v| v.peers.get(pe as usize).is_some_and(|p| p.bit))
+            .unwrap_or(false)
     }
 
     /// Whether `pe`'s verbs backlog ([`VerbsDriver::backlog`]) is over
@@ -443,16 +472,14 @@ impl Context {
     /// counters, as of its last completion poll.
     #[inline]
     pub(super) fn verbs_backlog_over(&self, pe: u32, level: LoadWatermark) -> bool {
-        self.verbs
-            .as_ref()
-            .and_then(|v| v.drv.backlog(pe))
-            .is_some_and(|b| b.exceeded(level))
+        self.with_verbs(|v| v.drv.backlog(pe).is_some_and(|b| b.exceeded(level)))
+            .unwrap_or(false)
     }
 
     /// The verbs driver's counters as the words of its wide block in the
     /// stats segment ([`VerbsWord`](crate::statseg::VerbsWord)), when there is a driver.
     pub(super) fn verbs_counters(&self) -> Option<[u64; 15]> {
-        let s = self.verbs.as_ref()?.drv.stats();
+        let s = self.with_verbs(|v| v.drv.stats())?;
         Some([
             s.wrs,
             s.doorbells,
@@ -474,22 +501,23 @@ impl Context {
 
     /// Whether this context routes over RDMA verbs, and why not.
     pub fn verbs_status(&self) -> VerbsStatus {
-        match &self.verbs {
-            Some(v) if v.fatal => VerbsStatus {
+        // The PE's driver, shared by its contexts.
+        let v = self.with_verbs(|v| (v.fatal, v.peers_up(), v.peers.iter().any(|p| p.wanted)));
+        match v {
+            Some((true, _, _)) => VerbsStatus {
                 device_usable: false,
                 in_use: false,
                 peers_up: 0,
                 why_not: Some("the RDMA device failed: every peer uses TCP".into()),
                 nic_atomics: false,
             },
-            Some(v) => {
-                let up = v.peers_up();
+            Some((false, up, wanted)) => {
                 VerbsStatus {
                     device_usable: true,
                     in_use: up > 0,
                     peers_up: up,
                     why_not: (up == 0).then(|| {
-                        if v.peers.iter().any(|p| p.wanted) {
+                        if wanted {
                             "no verbs link is up now (connecting or rebuilding): NEAR uses TCP"
                                 .into()
                         } else if self.verbs_routed {
@@ -509,5 +537,104 @@ impl Context {
                     .unwrap_or("the context does not drive a verbs driver"),
             ),
         }
+    }
+}
+
+/// The operations lost in failovers on the PE's shared verbs driver, and
+/// which contexts are to be told: contexts are named by their lane (a bit,
+/// `Context::lane`); per peer it keeps the lanes with verbs operations in
+/// flight, and the losses not yet reported to each.
+#[derive(Debug, Default)]
+pub(super) struct LossBook {
+    /// Per peer: the lanes still to be told, and the count.
+    lost: Vec<(u64, u64)>,
+    /// The lanes with a loss still to report (an `or` of `lost`'s).
+    lanes: u64,
+    /// Per peer, the lanes of the contexts with verbs operations to it that
+    /// may not be complete (cleared when the driver is quiet).
+    inflight: Vec<u64>,
+}
+
+impl LossBook {
+    /// A book for `n_pes` peers.
+    pub(super) fn new(n_pes: usize) -> LossBook {
+        LossBook {
+            lost: vec![(0, 0); n_pes],
+            lanes: 0,
+            inflight: vec![0; n_pes],
+        }
+    }
+
+    /// `lane`'s context issued a verbs operation to `pe`.
+    #[inline]
+    pub(super) fn issued(&mut self, pe: u32, lane: u64) {
+        if let Some(f) = self.inflight.get_mut(pe as usize) {
+            *f |= lane;
+        }
+    }
+
+    /// Records `ops` operations toward `pe` lost (neither in flight nor
+    /// replayed), for each context with verbs operations to `pe` in flight
+    /// (their next `quiet` reports it), or for `lane`'s (the context that
+    /// found it) when none is known: every loss is reported, once per
+    /// context it may concern, and not to the contexts it cannot.
+    pub(super) fn record(&mut self, pe: u32, ops: u64, lane: u64) {
+        let i = pe as usize;
+        let (Some(l), Some(&f)) = (self.lost.get_mut(i), self.inflight.get(i)) else {
+            return;
+        };
+        let owed = if f == 0 { lane } else { f };
+        l.0 |= owed;
+        l.1 += ops;
+        self.lanes |= owed;
+    }
+
+    /// The next loss to report to `lane`'s context, once: (peer, count).
+    #[inline]
+    pub(super) fn take(&mut self, lane: u64) -> Option<(u32, u64)> {
+        if self.lanes & lane == 0 {
+            return None;
+        }
+        self.take_slow(lane)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_slow(&mut self, lane: u64) -> Option<(u32, u64)> {
+        let mut found = None;
+        let mut lanes = 0;
+        for (pe, l) in self.lost.iter_mut().enumerate() {
+            if found.is_none() && l.0 & lane != 0 {
+                l.0 &= !lane;
+                found = Some((pe as u32, l.1));
+                if l.0 == 0 {
+                    l.1 = 0;
+                }
+            }
+            lanes |= l.0;
+        }
+        self.lanes = lanes;
+        found
+    }
+
+    /// Every verbs operation of every context is complete: none is in
+    /// flight for anyone.
+    pub(super) fn settled(&mut self) {
+        self.inflight.fill(0);
+    }
+
+    /// A context's lane is freed (the context dropped): nothing is in
+    /// flight or owed for it any more.
+    pub(super) fn forget_lane(&mut self, lane: u64) {
+        for f in &mut self.inflight {
+            *f &= !lane;
+        }
+        for l in &mut self.lost {
+            l.0 &= !lane;
+            if l.0 == 0 {
+                l.1 = 0;
+            }
+        }
+        self.lanes &= !lane;
     }
 }

@@ -31,8 +31,8 @@ fn over(ctx: &Context) -> bool {
     ctx.topo.is_overloaded(VERBS, 1)
 }
 
-fn drv(ctx: &Context) -> &VerbsDriver {
-    &ctx.verbs.as_ref().expect("verbs").drv
+fn drv(ctx: &mut Context) -> &VerbsDriver {
+    &ctx.verbs_mut().drv
 }
 
 fn load_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
@@ -48,9 +48,9 @@ fn load_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32)
         wait_for_step(step, 3);
         wait_for(&mut ctx, step, 4, true);
     } else {
-        let cap = drv(&ctx).backlog(1).expect("backlog").capacity_wrs;
+        let cap = drv(&mut ctx).backlog(1).expect("backlog").capacity_wrs;
         assert_eq!(cap, 30, "2 data QPs of 16 slots, less one each");
-        assert_eq!(drv(&ctx).backlog(1).unwrap().wrs, 0);
+        assert_eq!(drv(&mut ctx).backlog(1).unwrap().wrs, 0);
         step.store(1, Ordering::SeqCst);
         wait_for_step(step, 2);
         let s0 = ctx.stats();
@@ -75,7 +75,7 @@ fn load_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32)
             s.ops[TCP.index()] - s0.ops[TCP.index()],
         );
         assert!(over(&ctx), "the verbs bit is set: {s:?}");
-        let left = drv(&ctx).backlog(1).unwrap();
+        let left = drv(&mut ctx).backlog(1).unwrap();
         assert!(left.wrs * 1000 > cap * 750, "still over: {left:?}");
         assert!(on_verbs >= 23 && on_tcp > 0, "{s:?}");
         assert_eq!(on_verbs + on_tcp, STREAM as u64);
@@ -113,7 +113,7 @@ fn load_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32)
             ctx.poll_once();
             std::thread::sleep(Duration::from_micros(50));
         }
-        assert!(drv(&ctx).backlog(1).unwrap().wrs * 1000 <= cap * 375);
+        assert!(drv(&mut ctx).backlog(1).unwrap().wrs * 1000 <= cap * 375);
         ctx.quiet().unwrap();
         let s1 = ctx.stats();
         assert_eq!(s1.load_transitions - s0.load_transitions, 2, "{s1:?}");

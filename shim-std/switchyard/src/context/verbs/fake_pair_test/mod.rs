@@ -32,6 +32,7 @@ use crate::context::{
 
 mod load;
 mod routing;
+mod threads;
 
 const N: u64 = 64;
 
@@ -289,7 +290,7 @@ fn script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
         let seg = crate::statseg::Reader::open(ctx.stats_segment().expect("a segment"))
             .expect("readable")
             .snapshot();
-        let drv = ctx.verbs.as_ref().expect("verbs").drv.stats();
+        let drv = ctx.verbs_mut().drv.stats();
         let row = seg
             .wide
             .iter()
@@ -328,7 +329,7 @@ fn script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
         assert_eq!(ctx.fetch_add(&sym, 61, 1, 1).unwrap(), 0);
         ctx.quiet().unwrap();
         assert_eq!(verbs_ops(&ctx) - v0, 2, "{:?}", ctx.stats());
-        assert!(ctx.verbs.as_ref().unwrap().drv.stats().rebuilds >= 1);
+        assert!(ctx.verbs_mut().drv.stats().rebuilds >= 1);
     }
     ctx.barrier_all().unwrap();
     if me == 1 {
@@ -406,14 +407,14 @@ fn gap_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, step: &Atomic
         ctx.put(&sym, 8, &[1], 1).unwrap();
         // Post the batch (both land, the flag's ack is lost) without
         // letting the context act on the failure yet.
-        let v = ctx.verbs.as_mut().expect("verbs");
+        let v = ctx.verbs_mut();
         v.drv.progress(CoreInstant::default());
         assert_eq!(v.drv.state(1), LinkState::Error);
         wait_for_step(step, 2);
         ctx.quiet().unwrap();
         let s = ctx.stats();
         assert_eq!(s.verbs_failovers, failovers + 1, "{s:?}");
-        let d = ctx.verbs.as_ref().expect("verbs").drv.stats();
+        let d = ctx.verbs_mut().drv.stats();
         assert_eq!(d.receipts_settled, 2, "both puts known landed: {d:?}");
     }
     ctx.barrier_all().unwrap();
@@ -479,7 +480,7 @@ fn withheld_script(
     }
     ctx.barrier_all().unwrap();
     if me == 1 {
-        let d = ctx.verbs.as_ref().expect("verbs").drv.stats();
+        let d = ctx.verbs_mut().drv.stats();
         assert!(d.receipts_withheld >= 1, "{d:?}");
         let mut v = [0u64];
         ctx.read_local(&sym, 0, &mut v).unwrap();
@@ -523,7 +524,7 @@ fn lost_receipt_script(
     if me == 1 {
         // Both answers PE 1 may give without being asked again (when
         // it finds the failure itself, and to PE 0's first question).
-        let v = ctx.verbs.as_mut().expect("verbs");
+        let v = ctx.verbs_mut();
         v.drop_applied = 2 * u32::from(v.drv.params().data_qps);
         step.store(1, Ordering::SeqCst);
         wait_for_step(step, 2);
@@ -531,7 +532,7 @@ fn lost_receipt_script(
         wait_for_step(step, 1);
         fabric.lose_ack_after(0);
         ctx.put(&sym, 0, &[7], 1).unwrap();
-        let v = ctx.verbs.as_mut().expect("verbs");
+        let v = ctx.verbs_mut();
         v.drv.progress(CoreInstant::default());
         assert_eq!(v.drv.state(1), LinkState::Error);
         step.store(2, Ordering::SeqCst);
@@ -542,7 +543,7 @@ fn lost_receipt_script(
             "the receipts took {:?}",
             start.elapsed()
         );
-        let d = ctx.verbs.as_ref().expect("verbs").drv.stats();
+        let d = ctx.verbs_mut().drv.stats();
         assert_eq!(d.receipts_settled, 1, "{d:?}");
     }
     ctx.barrier_all().unwrap();
@@ -585,7 +586,7 @@ fn fatal_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, step: &Atom
     } else {
         wait_for_step(step, 1);
         ctx.put(&sym, 0, &[5], 1).unwrap();
-        ctx.verbs.as_ref().expect("verbs").drv.fake_device_fatal();
+        ctx.verbs_mut().drv.fake_device_fatal();
         let start = Instant::now();
         while ctx.verbs_status().in_use {
             assert!(start.elapsed() < Duration::from_secs(20), "no fatal");
@@ -594,9 +595,10 @@ fn fatal_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, step: &Atom
         assert!(ctx.verbs_holds(1), "the put is in doubt");
         step.store(2, Ordering::SeqCst);
         ctx.quiet().unwrap();
-        let v = ctx.verbs.as_ref().expect("verbs");
+        let holds = ctx.verbs_holds(1);
+        let v = ctx.verbs_mut();
         assert!(
-            !v.drv.awaits_receipts(1) && !ctx.verbs_holds(1),
+            !v.drv.awaits_receipts(1) && !holds,
             "quiet returned with a put still waiting for its receipts"
         );
         assert_eq!(v.drv.stats().receipts_settled, 1, "{:?}", v.drv.stats());
@@ -628,11 +630,7 @@ fn no_room_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, _: &Atomi
     ctx.quiet().unwrap();
     ctx.barrier_all().unwrap();
     if me == 0 {
-        ctx.verbs
-            .as_mut()
-            .expect("verbs")
-            .drv
-            .fake_limit_replays(1, 0);
+        ctx.verbs_mut().drv.fake_limit_replays(1, 0);
         fabric.break_links();
         ctx.put(&sym, 0, &[5], 1).unwrap();
         let r = ctx.quiet();
@@ -732,7 +730,7 @@ fn idle_target_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Ato
         // be in the receive CQ: progress polls them).
         let start = Instant::now();
         let over_verbs = v[PUTS as usize];
-        while ctx.verbs.as_ref().expect("verbs").drv.stats().receipts < over_verbs {
+        while ctx.verbs_mut().drv.stats().receipts < over_verbs {
             assert!(start.elapsed() < Duration::from_secs(10), "receipts");
             ctx.poll_once();
         }
