@@ -340,6 +340,13 @@ pub struct Context {
     lane: u64,
     /// The verbs driver's longest get (`u32::MAX` without one).
     verbs_max_get: u32,
+    /// The PE has a verbs driver (so the shm leg of a PE without one reads
+    /// nothing shared for `verbs_holds`).
+    #[cfg_attr(
+        not(feature = "verbs"),
+        allow(dead_code, reason = "read by the verbs glue")
+    )]
+    verbs_pe: bool,
     /// When (ns on the clock) this context's last wait step took the
     /// entry lock (see [`pe::LOCK_SPACING`]).
     last_locked: u64,

@@ -107,6 +107,13 @@ impl Context {
     /// When a transport is unusable; as [`Context::quiet`] when it is one.
     #[inline]
     pub fn fence(&mut self) -> Result<()> {
+        // A call: the shared verbs state it may check out goes back (with
+        // the TCP driver) when it returns.
+        self.call().fence_in()
+    }
+
+    #[inline]
+    fn fence_in(&mut self) -> Result<()> {
         self.ring_sync()?;
         if self.order.mixed {
             self.stats.ordering_waits += 1;

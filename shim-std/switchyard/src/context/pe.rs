@@ -326,6 +326,7 @@ impl Context {
             now_age: super::NOW_EVERY - 1,
             lane,
             verbs_max_get: u32::MAX,
+            verbs_pe: false,
             last_locked: 0,
             pe: Arc::clone(pe),
             _not_sync: std::marker::PhantomData,
@@ -339,6 +340,7 @@ impl Context {
             ctx.verbs_atomics = v.atomics;
             ctx.verbs_routed = v.routed;
             ctx.verbs_max_get = v.max_get;
+            ctx.verbs_pe = true;
             ctx.order.enable(pe.n_pes);
         }
         Ok(ctx)

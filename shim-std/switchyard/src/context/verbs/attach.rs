@@ -144,6 +144,7 @@ impl Context {
         }
         self.verbs_atomics_why = why;
         let n = peers.len();
+        self.verbs_pe = true;
         self.verbs_max_get = switchyard_core::transport::Transport::max_get_len(&drv);
         // What later contexts of the PE copy (`Pe::context`).
         *crate::context::pe::lock(&self.pe.verbs_shape) = Some(crate::context::pe::VerbsShape {

@@ -200,7 +200,9 @@ impl Context {
         // SYNC POINT with the Release stores of `verbs_holding` in
         // `verbs_event` and `verbs_abandon`: set before the failed link's
         // health bit is cleared.
-        self.pe.verbs_holding.load(Ordering::Acquire) > 0 && self.verbs_holds_slow(pe)
+        self.verbs_pe
+            && self.pe.verbs_holding.load(Ordering::Acquire) > 0
+            && self.verbs_holds_slow(pe)
     }
 
     #[cold]

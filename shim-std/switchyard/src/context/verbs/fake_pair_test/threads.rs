@@ -120,6 +120,13 @@ fn run(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, break_at: Option<usi
     };
     ctx.barrier_all().unwrap();
     if me == 0 {
+        // A call that used verbs gives the PE's verbs state and the TCP
+        // driver back when it returns, so the other contexts can take them.
+        ctx.put(&b.data, 0, &[0], 1).unwrap();
+        assert!(!ctx.tcp.as_ref().expect("tcp").held(), "held after a put");
+        ctx.fence().unwrap();
+        assert!(!ctx.tcp.as_ref().expect("tcp").held(), "held after a fence");
+        assert!(ctx.verbs.is_none(), "the verbs state stayed checked out");
         let mut olds = threads(&ctx, &b, fabric, break_at);
         // Each fetch-add saw a value of its own: none ran twice, none was
         // lost.
