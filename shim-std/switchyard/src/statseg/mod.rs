@@ -22,7 +22,7 @@
 //! | 16..16+16·T | a wide block per transport: the driver-wide counters ([`WideWord`]; TCP's on `tcp0`; verbs' are [`VerbsWord`]s) |
 //! | 512.. | a shared block per (peer, transport), peer-major, [`SHARED_WORDS`] words (one cache line; [`SharedWord`]): 0 sequence; 1 the state word ([`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`]); 2 replays, 3 dedup drops, 4 CRC failures (the socket driver's, per peer and rail, on `tcp<rail>`) |
 //! | after, page-aligned | the channel table: [`CHANNELS`] entries of [`CHANNEL_WORDS`] words (one cache line), one per live channel end of the PE: 0 the id (0 free; else the role ([`ChannelRole`]) in the low byte, the channel number above); 1 the peer (the other end's PE; a publisher's: its subscribers' count); 2 capacity (low half), message size (high); 3 flags ([`CHANNEL_DIRECT`], [`CHANNEL_DROP`]); 4..8 the counters ([`ChannelCounter`]) |
-//! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then the dense shared-memory row: [`SHM_ROW_WORDS`] words per peer (ops, bytes of the shm leg, which readers add to the (peer, shm) block's), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
+//! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then the dense shared-memory row: [`SHM_ROW_WORDS`] words per peer (the shm leg's ops, and its bytes beyond 8 per op, wrapping: its bytes are 8 ops + that word; readers add both to the (peer, shm) block's), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
 //! `T` is [`N_TRANSPORTS`] (shm, verbs, tcp0..tcp3). Every block starts with
 //! a sequence word; a counter block is [`BLOCK_WORDS`] words. A slot's
@@ -130,8 +130,9 @@ const STATE_OFF: usize = PAGE / 8;
 pub const SHARED_WORDS: usize = 8;
 /// A slot's peer blocks, after its PE block.
 const SLOT_PEER_REL: usize = BLOCK_WORDS;
-/// Words of a slot's dense shared-memory row per peer: ops, bytes (outside
-/// any seqlock; the shm leg's count).
+/// Words of a slot's dense shared-memory row per peer: ops, and the bytes
+/// beyond 8 per op (wrapping; the bytes are `8 ops + that`), outside any
+/// seqlock: the shm leg's count.
 pub const SHM_ROW_WORDS: usize = 2;
 /// The header word holding the ready word (its low half).
 const READY_WORD: usize = switchyard_shm::OBJECT_READY_OFFSET / 8;
@@ -801,10 +802,12 @@ impl StatsSlot {
 }
 
 /// A slot's dense shared-memory row, where the shm leg counts: per peer
-/// [`SHM_ROW_WORDS`] adjacent words (ops, bytes), so that a peer's words
-/// are one shift from the row's start; one compare (the peer against the
-/// rows, 0 without a slot, so that the same compare tells whether there is
-/// a slot) and two adds. Readers add a peer's row to its (peer, shm) peer
+/// [`SHM_ROW_WORDS`] adjacent words (ops; the bytes beyond 8 per op,
+/// wrapping), so that a peer's words are one shift from the row's start;
+/// one compare (the peer against the rows, 0 without a slot, so that the
+/// same compare tells whether there is a slot) and one add to memory for
+/// an 8-byte operation (a length known at compile time folds its compare
+/// with 8), a compare and a second add for other lengths. Readers add a peer's row to its (peer, shm) peer
 /// block, where the generic loop counts (a downgraded shm route). Only
 /// valid while the slot it came from ([`StatsSlot::shm_counts`]) lives.
 #[derive(Debug, Clone, Copy)]
@@ -850,12 +853,14 @@ impl ShmCounts {
         // mapping (`Layout::new` puts them before the slot's histograms),
         // so with `pe < rows` both words are in it, and every access is
         // atomic.
-        let (ops, b) = unsafe {
+        let (ops, extra) = unsafe {
             let w = self.row0.add(at);
             (&*w, &*w.add(1))
         };
         add(ops, 1);
-        add(b, bytes);
+        if bytes != 8 {
+            add(extra, bytes.wrapping_sub(8));
+        }
         true
     }
 }
@@ -871,13 +876,13 @@ impl Drop for StatsSlot {
     }
 }
 
-/// A peer's dense shm row words as `[ops, bytes]` (Relaxed loads; each
-/// word whole, the two not consistent with each other).
+/// A peer's dense shm row as `[ops, bytes]` (Relaxed loads; each word
+/// whole, the two not consistent with each other: the bytes may lack, or
+/// count 8 for, an operation whose other word was not seen).
 pub(crate) fn shm_row(row: &[AtomicU64]) -> [u64; 2] {
-    [
-        row[0].load(Ordering::Relaxed),
-        row[1].load(Ordering::Relaxed),
-    ]
+    let ops = row[0].load(Ordering::Relaxed);
+    let extra = row[1].load(Ordering::Relaxed);
+    [ops, ops.wrapping_mul(8).wrapping_add(extra)]
 }
 
 /// A single writer's add: a Relaxed load and a Relaxed store (no RMW).

@@ -497,10 +497,25 @@ fn the_shm_legs_dense_row_adds_to_the_peer_shm_block() {
     assert!(!unsafe { shm.op(3, 8) }, "PE 3 has no row");
     // SAFETY: no slot, no rows: nothing is touched.
     assert!(!unsafe { ShmCounts::default().op(0, 8) });
+    // An 8-byte operation writes only its ops word; others add their bytes
+    // beyond 8 (wrapping below 8).
+    let w = whole.map.words();
+    let row = |pe| {
+        let at = slot.base + whole.layout.shm_row_rel(pe);
+        [
+            w[at].load(Ordering::Relaxed),
+            w[at + 1].load(Ordering::Relaxed),
+        ]
+    };
+    assert_eq!(row(2), [1, 0]);
+    assert_eq!(row(1), [3, 92]);
+    // SAFETY: `slot` lives.
+    assert!(unsafe { shm.op(0, 1) });
+    assert_eq!(row(0), [2, 1], "16 - 8 + 1 - 8, wrapping");
     // The generic loop's count of a (downgraded) shm route, in the block.
     slot.op(0, 1, 8);
     slot.op(2, 1, 24);
-    assert_eq!(slot.ops_by_transport()[..3], [6, 0, 1]);
+    assert_eq!(slot.ops_by_transport()[..3], [7, 0, 1]);
     // A second slot's rows add up too.
     let other = whole.slot().unwrap();
     // SAFETY: `other` lives.
@@ -512,12 +527,12 @@ fn the_shm_legs_dense_row_adds_to_the_peer_shm_block() {
             .find(|p| p.peer == peer && p.transport == t)
             .map(|p| (p.counters["ops"], p.counters["bytes"]))
     };
-    assert_eq!(row(0, "shm"), Some((1, 16)));
+    assert_eq!(row(0, "shm"), Some((2, 17)));
     assert_eq!(row(1, "shm"), Some((5, 132)));
     assert_eq!(row(2, "shm"), Some((1, 8)));
     assert_eq!(row(1, "tcp0"), Some((1, 24)));
-    assert_eq!(s.total(PeerWord::Ops), 8);
-    assert_eq!(s.total(PeerWord::Bytes), 180);
+    assert_eq!(s.total(PeerWord::Ops), 9);
+    assert_eq!(s.total(PeerWord::Bytes), 181);
     drop((slot, other));
 }
 
