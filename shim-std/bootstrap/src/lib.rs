@@ -234,7 +234,10 @@ pub use crate::{
         PURPOSE_TCP, SecretOrigin,
     },
     card::{CARD_FORMAT_VERSION, Card, CardError, MAX_TCP_RAILS, SWITCH_UNKNOWN},
-    client::{Bootstrap, Meeting, Rendezvous, rendezvous, rendezvous_at},
+    client::{
+        Bootstrap, LazyRendezvous, Meeting, Rendezvous, rendezvous, rendezvous_at,
+        rendezvous_at_lazy,
+    },
     env::{
         EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, pmix_abort, vars,
     },
