@@ -122,6 +122,29 @@ fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
     assert_ok(&out);
 }
 
+/// The same job with `cards = lazy`: each PE gets every rank's locality,
+/// fetches its node's peer's card (shared memory) and the off-node PEs'
+/// cards (TCP) from the root, and every pair is still routed by its class.
+#[test]
+fn lazy_cards_route_every_pair_by_its_class_across_nodes() {
+    need_sim!();
+    let toml = switchyard_topo::EXAMPLE_TOML;
+    let (g, file) = sim("mnl", toml, 2, 1);
+    let args = vec![
+        "classes".to_string(),
+        file.display().to_string(),
+        "2".to_string(),
+    ];
+    let env = [
+        ("SWITCHYARD_HEARTBEAT", "2s"),
+        ("SWITCHYARD_GIVE_UP", "20s"),
+        ("SWITCHYARD_TRACE", "all"),
+        ("SWITCHYARD_CARDS", "lazy"),
+    ];
+    let out = launch::launch(&opts(&g, 8, &args, &env)).expect("launch");
+    assert_ok(&out);
+}
+
 /// Runs the stream scenario from PE 0 to PE 1 (on another node), calls
 /// `cut` once PE 0 says its first puts are complete (the file `$SY_MARK`),
 /// tells PE 0 when `cut` returned (the file `$SY_CUT`: it streams on for a

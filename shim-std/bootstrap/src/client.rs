@@ -830,6 +830,76 @@ pub fn rendezvous_at(
     timeout: Duration,
     host_root: bool,
 ) -> Result<Rendezvous, BootstrapError> {
+    let (bootstrap, cards, root) =
+        host_and_join(info, meeting, card, timeout, host_root, Bootstrap::join)?;
+    Ok(Rendezvous {
+        bootstrap,
+        cards,
+        root,
+    })
+}
+
+/// A lazy PE's rendezvous ([`rendezvous_at_lazy`]): every rank's locality
+/// instead of every card; the cards it needs it fetches with
+/// [`Bootstrap::fetch_cards`].
+#[derive(Debug)]
+pub struct LazyRendezvous {
+    /// This PE's connection to the root, for card fetches, barriers and
+    /// the goodbye.
+    pub bootstrap: Bootstrap,
+    /// Every rank's locality (runs).
+    pub localities: Localities,
+    /// The root's thread when this PE hosts it (as [`Rendezvous::root`]).
+    pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
+}
+
+/// [`rendezvous_at`] with lazy cards ([`Bootstrap::join_lazy`]).
+///
+/// # Errors
+/// As [`rendezvous_at`].
+pub fn rendezvous_at_lazy(
+    info: &RankInfo,
+    meeting: Meeting,
+    card: Card,
+    timeout: Duration,
+    host_root: bool,
+) -> Result<LazyRendezvous, BootstrapError> {
+    let (bootstrap, localities, root) = host_and_join(
+        info,
+        meeting,
+        card,
+        timeout,
+        host_root,
+        Bootstrap::join_lazy,
+    )?;
+    Ok(LazyRendezvous {
+        bootstrap,
+        localities,
+        root,
+    })
+}
+
+/// The joining function of [`Bootstrap::join`]'s shape.
+type JoinFn<T> = fn(
+    SocketAddr,
+    u32,
+    u32,
+    u64,
+    Card,
+    Duration,
+    &JobSecret,
+) -> Result<(Bootstrap, T), BootstrapError>;
+
+/// Hosts the root when this PE should, then joins with `join`.
+#[allow(clippy::type_complexity)]
+fn host_and_join<T>(
+    info: &RankInfo,
+    meeting: Meeting,
+    card: Card,
+    timeout: Duration,
+    host_root: bool,
+    join: JoinFn<T>,
+) -> Result<(Bootstrap, T, Option<JoinHandle<Result<(), BootstrapError>>>), BootstrapError> {
     let Meeting {
         root,
         secret,
@@ -850,7 +920,7 @@ pub fn rendezvous_at(
         Some(server) => (server.local_addr(), Some(server.spawn()?)),
         None => (root, None),
     };
-    match Bootstrap::join(
+    match join(
         addr,
         info.rank,
         info.size,
@@ -859,11 +929,7 @@ pub fn rendezvous_at(
         timeout,
         &secret,
     ) {
-        Ok((bootstrap, cards)) => Ok(Rendezvous {
-            bootstrap,
-            cards,
-            root: handle,
-        }),
+        Ok((bootstrap, got)) => Ok((bootstrap, got, handle)),
         Err(e) => {
             if let Some(h) = handle {
                 let _ = h.join();

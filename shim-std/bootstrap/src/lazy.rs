@@ -255,9 +255,11 @@ pub enum CardRefusal {
     /// The request names a card this connection was served
     /// [`MAX_SERVES_PER_CARD`] times already.
     AskedTwice(u32),
-    /// A request came before the answer to the previous one was sent
-    /// (one request is outstanding per connection at most), or before the
-    /// allgather finished, or from a PE that did not join lazily.
+    /// A request came while the answer to an earlier one was still being
+    /// written (one request is outstanding per connection at most), or in
+    /// a job where no PE joined lazily (the root kept no cards). A request
+    /// before the allgather ends is not refused but fails the job, like
+    /// any frame out of turn.
     NotNow,
 }
 
@@ -313,7 +315,7 @@ impl std::fmt::Display for CardRefusal {
                 "the card of rank {r} was served {MAX_SERVES_PER_CARD} times on this connection already"
             ),
             CardRefusal::NotNow => f.write_str(
-                "not now (a request is outstanding, the allgather is not over, or the PE did not join lazily)",
+                "not now (an earlier answer is still being sent, or no PE of the job joined lazily)",
             ),
         }
     }

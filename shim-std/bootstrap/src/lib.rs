@@ -49,6 +49,16 @@
 //! then serves barriers ([`Bootstrap::barrier`]) until every PE has said
 //! goodbye ([`Bootstrap::finish`]).
 //!
+//! A PE that joins with [`Bootstrap::join_lazy`] gets every rank's
+//! [`Locality`] instead ([`Localities`]: runs of consecutive ranks with the
+//! same node, switch and tree ids), and fetches the cards it needs with
+//! [`Bootstrap::fetch_cards`] (into [`Cards`]) between barriers: at most
+//! [`MAX_CARDS_PER_REQUEST`] ranks a request, one request outstanding, each
+//! card served at most [`MAX_SERVES_PER_CARD`] times per connection; a
+//! request the root refuses is [`BootstrapError::CardRefused`] with a
+//! [`CardRefusal`], and the connection stays usable. The root's bytes per
+//! lazy PE are O(runs + cards fetched), not O(size).
+//!
 //! Where the PEs meet is [`RankInfo::meeting`]: `SWITCHYARD_ROOT` and the
 //! secret from the environment, or, under PMIx, what rank 0 published:
 //! it makes the secret (256 bits from the OS generator, unless the
@@ -74,14 +84,23 @@
 //!
 //! | kind | frame | payload |
 //! |---|---|---|
-//! | 7 | challenge (root → PE, first on every connection) | `"SYBS"`, protocol version `u8` (2), root nonce (16 bytes) |
-//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, rank `u32`, size `u32`, PE nonce (16), proof (32), card length `u16`, card |
+//! | 7 | challenge (root → PE, first on every connection) | `"SYBS"`, protocol version `u8` (3), root nonce (16 bytes) |
+//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, flags `u8` (bit 0: lazy), rank `u32`, size `u32`, PE nonce (16), proof (32), card length `u16`, card |
 //! | 8 | welcome (root → PE) | the root's proof (32) |
 //! | 2 | all cards (root → PE) | count `u32`, then per rank: length `u16`, card |
 //! | 3 | barrier (PE → root) | barrier number `u64` (1, 2, ...) |
 //! | 4 | release (root → PE) | barrier number `u64` |
 //! | 5 | goodbye (PE → root) | empty |
 //! | 6 | error (root → PE) | rank count `u32`, ranks `u32` each, text length `u32`, UTF-8 text |
+//! | 9 | localities (root → lazy PE, instead of all cards) | size `u32`, class encoding version `u8`, run count `u32`, per run: length `u32`, node `u64`, switch `u32`, tree `u32` |
+//! | 10 | card request (PE → root) | count `u16` (1 to 1,024), ranks `u32` each |
+//! | 11 | card answer (root → PE) | count `u16`, per card in the request's order: length `u16`, card |
+//! | 12 | card refusal (root → PE) | reason `u8` (1 unknown rank, 2 too many, 3 asked twice, 4 not now), rank or count `u32` |
+//!
+//! Another protocol version is refused: the root answers an older hello
+//! with an error frame naming its version (counted as
+//! [`Refusal::Malformed`]); a PE facing a root of another version fails with
+//! [`BootstrapError::ProtocolVersion`].
 //!
 //! Every length read from a socket is capped before anything is allocated for
 //! it ([`MAX_FRAME_LEN`]; the all-cards frame at `size` times
@@ -103,8 +122,10 @@
 //!
 //! The hello proves the secret: its proof is HMAC-SHA256, under a key
 //! derived from the secret for the bootstrap and this job
-//! ([`JobSecret::derive_key`]), of the job id, rank, size, the root's
-//! nonce, the PE's nonce and the card. The root's welcome proves the same
+//! ([`JobSecret::derive_key`]), of the job id, rank, size, the flags, the
+//! root's nonce, the PE's nonce and the card (the welcome's covers the
+//! flags too). Localities and card requests, answers and refusals travel
+//! only on a connection whose hello and welcome proved the secret. The root's welcome proves the same
 //! back (another label, no card), and the PE checks it before it trusts the
 //! cards. Proofs are compared in constant time. Neither the secret nor the
 //! job id crosses the wire (cards travel with a job id of 0), and no error
@@ -170,6 +191,7 @@
 //! | `auth` | [`JobSecret`]: where it comes from, the keys derived from it; the MACs |
 //! | `env` | rank, size and job id from the launcher, Open MPI, Slurm or PMI ([`RankInfo`], [`vars`]); node ids ([`node_id_here`]) |
 //! | `card` | [`Card`], its encoding, [`CardError`] |
+//! | `lazy` | lazy cards: [`Localities`], [`Cards`], [`CardRefusal`] and the localities and card frames' codec |
 //! | `cursor` | the bounded byte reader the decoders share |
 //! | `frame` | the frames above as bytes: encoding and decoding, no I/O |
 //! | `stream` | frames on a TCP stream: reads with deadlines and length caps, writes with timeouts |
@@ -234,7 +256,10 @@ pub use crate::{
         PURPOSE_TCP, SecretOrigin,
     },
     card::{CARD_FORMAT_VERSION, Card, CardError, MAX_TCP_RAILS, SWITCH_UNKNOWN},
-    client::{Bootstrap, Meeting, Rendezvous, rendezvous, rendezvous_at},
+    client::{
+        Bootstrap, LazyRendezvous, Meeting, Rendezvous, rendezvous, rendezvous_at,
+        rendezvous_at_lazy,
+    },
     env::{
         EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, pmix_abort, vars,
     },

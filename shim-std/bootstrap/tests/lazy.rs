@@ -227,3 +227,22 @@ fn a_pe_refuses_a_root_of_another_version() {
     }
     fake.join().unwrap();
 }
+
+#[test]
+fn a_job_without_lazy_pes_refuses_card_requests() {
+    let job = 0x1a7_u64;
+    let (addr, root, stats) = start_root(job, 1);
+    let (mut b, cards) = Bootstrap::join(addr, 0, 1, job, card(job, 0), T, &secret()).unwrap();
+    assert_eq!(cards.len(), 1);
+    // The root dropped the cards after the allgather: nothing to serve.
+    match b.fetch_cards(&[0]) {
+        Err(BootstrapError::CardRefused { refusal }) => assert_eq!(refusal, CardRefusal::NotNow),
+        other => panic!("{other:?}"),
+    }
+    b.finish().unwrap();
+    root.join().unwrap().unwrap();
+    assert_eq!(
+        (stats.card_requests_refused(), stats.cards_served()),
+        (1, 0)
+    );
+}

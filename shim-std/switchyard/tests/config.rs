@@ -57,6 +57,7 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::Stats => ("false", "on"),
         Key::VerbsDevice => ("\"mlx5_0\"", "rxe0"),
         Key::VerbsGidIndex => ("3", "1"),
+        Key::Cards => ("\"lazy\"", "ALL"),
         _ => unreachable!("a key without test values"),
     }
 }

@@ -94,6 +94,7 @@ impl Config {
             Key::PayloadCrc => self.payload_crc.to_string(),
             Key::Transports => self.transports.to_string(),
             Key::VerbsAtomics => self.verbs_atomics.name().into(),
+            Key::Cards => self.cards.name().into(),
             Key::VerbsRouted => if self.verbs_routed { "on" } else { "off" }.into(),
             Key::VerbsDevice => self.verbs_device.as_deref().unwrap_or("auto").into(),
             Key::VerbsGidIndex => self

@@ -10,7 +10,10 @@ use super::{
         DAY, GIB, KIB, MS, SEC, TIB, US, in_range, parse_addrs, parse_count, parse_duration,
         parse_on_off, parse_size, pow2_in,
     },
-    values::{HugePages, PayloadCrc, Progress, ProgressCpu, TraceMode, Transports, VerbsAtomics},
+    values::{
+        CardsMode, HugePages, PayloadCrc, Progress, ProgressCpu, TraceMode, Transports,
+        VerbsAtomics,
+    },
 };
 
 /// Fewest records `trace_records` takes.
@@ -90,11 +93,14 @@ pub enum Key {
     /// `verbs_gid_index`: the GID table index to use (`auto`: an IPv4-mapped
     /// RoCE v2 GID, else the port's first).
     VerbsGidIndex,
+    /// `cards`: which peers' cards a PE gets at the bootstrap (`all`, or
+    /// `lazy`: localities to all, cards fetched when needed).
+    Cards,
 }
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 28;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -125,6 +131,7 @@ impl Key {
         Key::VerbsRouted,
         Key::VerbsDevice,
         Key::VerbsGidIndex,
+        Key::Cards,
     ];
 
     /// The key as written in the TOML file: `heap_size`.
@@ -157,6 +164,7 @@ impl Key {
             Key::VerbsRouted => "verbs_routed",
             Key::VerbsDevice => "verbs_device",
             Key::VerbsGidIndex => "verbs_gid_index",
+            Key::Cards => "cards",
         }
     }
 
@@ -190,6 +198,7 @@ impl Key {
             Key::VerbsRouted => "SWITCHYARD_VERBS_ROUTED",
             Key::VerbsDevice => "SWITCHYARD_VERBS_DEVICE",
             Key::VerbsGidIndex => "SWITCHYARD_VERBS_GID_INDEX",
+            Key::Cards => "SWITCHYARD_CARDS",
         }
     }
 
@@ -236,6 +245,7 @@ impl Key {
                 "auto or an RDMA device name such as mlx5_0 or rxe0 (letters, digits, '_', '-', '.'; at most 63 characters)"
             }
             Key::VerbsGidIndex => "auto or a GID table index from 0 to 255",
+            Key::Cards => "all or lazy",
         }
     }
 
@@ -494,6 +504,7 @@ impl Config {
             Key::PayloadCrc => put(&mut self.payload_crc, PayloadCrc::parse(s)),
             Key::Transports => put(&mut self.transports, Transports::parse(s)),
             Key::VerbsAtomics => put(&mut self.verbs_atomics, VerbsAtomics::parse(s)),
+            Key::Cards => put(&mut self.cards, CardsMode::parse(s)),
             Key::VerbsRouted => put(&mut self.verbs_routed, parse_on_off(s)),
             Key::VerbsDevice => put(&mut self.verbs_device, parse_device(s)),
             Key::VerbsGidIndex => put(

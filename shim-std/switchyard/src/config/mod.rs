@@ -54,6 +54,7 @@
 //! | `verbs_routed` | on/off | `on` | `on`, `off` (`true`/`false` too) |
 //! | `verbs_device` | device name | `auto` | `auto`, or a device name (`mlx5_0`, `rxe0`) |
 //! | `verbs_gid_index` | index | `auto` | `auto`, or 0 to 255 |
+//! | `cards` | [`CardsMode`] | `all` | `all`, `lazy` |
 //!
 //! Enumerated values are case-insensitive.
 //!
@@ -281,7 +282,7 @@ use parse::MIB;
 pub use parse::{MAX_TCP_ADDRS, format_duration, format_size, parse_duration, parse_size};
 use switchyard_core::route::{LoadWatermark, PolicyConfig};
 pub use values::{
-    HugePages, PayloadCrc, Progress, ProgressCpu, TraceMode, Transports, VerbsAtomics,
+    CardsMode, HugePages, PayloadCrc, Progress, ProgressCpu, TraceMode, Transports, VerbsAtomics,
 };
 
 /// Prefix of every switchyard environment variable.
@@ -417,6 +418,9 @@ pub struct Config {
     /// The GID table index; `None` (`auto`): an IPv4-mapped RoCE v2 GID, else
     /// index 0.
     pub verbs_gid_index: Option<u8>,
+    /// Which peers' cards a PE gets at the bootstrap. Default
+    /// [`CardsMode::All`].
+    pub cards: CardsMode,
     template: Option<(Template, Source)>,
     file: Option<PathBuf>,
     sources: [Source; Key::COUNT],
@@ -453,6 +457,7 @@ impl Default for Config {
             verbs_routed: true,
             verbs_device: None,
             verbs_gid_index: None,
+            cards: CardsMode::All,
             template: None,
             file: None,
             sources: std::array::from_fn(|_| Source::Default),

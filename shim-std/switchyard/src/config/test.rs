@@ -258,6 +258,7 @@ fn every_key_names_key_value_and_expectation() {
             &["mlx5 0", "dev/rxe0", "rxe0;", &"x".repeat(64)],
         ),
         (Key::VerbsGidIndex, &["-1", "256", "1.5", "first", "0x1"]),
+        (Key::Cards, &["some", "eager", "lazy,all", "1", "on"]),
     ];
     assert_eq!(bad.len(), Key::COUNT);
     for &(key, values) in bad {
@@ -791,4 +792,16 @@ fn trace_takes_off_all_and_sample_n() {
     let cfg = Config::load_from(lookup(&[("SWITCHYARD_TRACE", "all")])).unwrap();
     assert_eq!(cfg.trace, TraceMode::All);
     assert_eq!(cfg.source(Key::Trace), &Source::Env("SWITCHYARD_TRACE"));
+}
+
+#[test]
+fn cards_is_all_by_default_and_lazy_from_the_environment() {
+    let cfg = Config::load_from(lookup(&[])).unwrap();
+    assert_eq!(cfg.cards, CardsMode::All);
+    let cfg = Config::load_from(lookup(&[("SWITCHYARD_CARDS", "LAZY")])).unwrap();
+    assert_eq!(cfg.cards, CardsMode::Lazy);
+    assert_eq!(Key::from_env("SWITCHYARD_CARDS"), Some(Key::Cards));
+    assert_eq!(Key::from_name("cards"), Some(Key::Cards));
+    let cfg = Config::load_from(lookup(&[("SWITCHYARD_CARDS", "all")])).unwrap();
+    assert_eq!(cfg.cards, CardsMode::All);
 }

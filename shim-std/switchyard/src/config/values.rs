@@ -335,6 +335,38 @@ impl VerbsAtomics {
     }
 }
 
+/// Which peers' cards a PE gets at the bootstrap (`cards`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CardsMode {
+    /// Every PE's card, to every PE (an allgather: the root sends O(N²)
+    /// bytes in all).
+    #[default]
+    All,
+    /// Every PE's locality (node, switch, tree: runs of ranks) to every
+    /// PE; the cards a PE needs it fetches from the root (same-node peers'
+    /// for shared memory; off-node peers' before the TCP rails connect,
+    /// today all of them at init when TCP is on).
+    Lazy,
+}
+
+impl CardsMode {
+    /// The value's name: `all`, `lazy`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CardsMode::All => "all",
+            CardsMode::Lazy => "lazy",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<CardsMode> {
+        match s.to_ascii_lowercase().as_str() {
+            "all" => Some(CardsMode::All),
+            "lazy" => Some(CardsMode::Lazy),
+            _ => None,
+        }
+    }
+}
+
 /// Which transports PEs may use between each other (`transports`): `all`,
 /// or a list such as `shm,tcp` or `tcp` (forcing TCP even between PEs of one
 /// node, for tests and `switchyard perf --transport tcp`). A PE always reaches

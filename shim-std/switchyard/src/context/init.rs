@@ -185,10 +185,25 @@ impl Context {
             return Ok(ctx);
         };
         let host_root = info.hosts_root();
-        let mut rv =
-            bootstrap::rendezvous_at(&info, meeting, card, cfg.bootstrap_timeout, host_root)?;
-        let peers: Vec<PeerInfo> = rv.cards.iter().map(peer_of).collect();
-        let verbs_cards: Vec<Option<Vec<u8>>> = rv.cards.iter().map(|c| c.verbs.clone()).collect();
+        let (mut boot, peers, verbs_cards, root) = match cfg.cards {
+            config::CardsMode::All => {
+                let rv = bootstrap::rendezvous_at(
+                    &info,
+                    meeting,
+                    card,
+                    cfg.bootstrap_timeout,
+                    host_root,
+                )?;
+                let peers: Vec<PeerInfo> = rv.cards.iter().map(peer_of).collect();
+                let verbs: Vec<Option<Vec<u8>>> =
+                    rv.cards.iter().map(|c| c.verbs.clone()).collect();
+                (rv.bootstrap, peers, verbs, rv.root)
+            }
+            config::CardsMode::Lazy => {
+                let needs_remote = tcp.is_some();
+                lazy_rendezvous(&info, meeting, card, cfg, host_root, needs_remote)?
+            }
+        };
         let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
@@ -201,8 +216,8 @@ impl Context {
             ctx.verbs_connect(cfg.bootstrap_timeout);
         }
         // Everyone has attached everyone before anyone returns (and may put).
-        rv.bootstrap.barrier(cfg.bootstrap_timeout)?;
-        ctx.attach_bootstrap(rv.bootstrap, rv.root);
+        boot.barrier(cfg.bootstrap_timeout)?;
+        ctx.attach_bootstrap(boot, root);
         Ok(ctx)
     }
 }
@@ -248,6 +263,88 @@ impl Context {
         }
         Ok(())
     }
+}
+
+/// What a rendezvous gives the context: the connection to the root, every
+/// PE's [`PeerInfo`] and verbs card (by rank), the hosted root's thread.
+type Joined = (
+    bootstrap::Bootstrap,
+    Vec<PeerInfo>,
+    Vec<Option<Vec<u8>>>,
+    Option<std::thread::JoinHandle<std::result::Result<(), bootstrap::BootstrapError>>>,
+);
+
+/// The rendezvous with `cards = lazy`: every rank's locality, then the
+/// cards this PE needs fetched from the root: its node's other PEs' (for
+/// shared memory, when `transports` allows it) and, when it has TCP,
+/// every off-node PE's (the rails connect to every off-node peer at init,
+/// so their cards are needed now; fetching them at first use would take
+/// connect-on-first-use). A peer whose card is not fetched is known by its
+/// locality alone (no shm object, no TCP address, no verbs card).
+fn lazy_rendezvous(
+    info: &RankInfo,
+    meeting: bootstrap::Meeting,
+    card: Card,
+    cfg: &Config,
+    host_root: bool,
+    needs_remote: bool,
+) -> Result<Joined> {
+    let me = info.rank;
+    let own_peer = peer_of(&card);
+    let own_verbs = card.verbs.clone();
+    let mut rv =
+        bootstrap::rendezvous_at_lazy(info, meeting, card, cfg.bootstrap_timeout, host_root)?;
+    let locs = &rv.localities;
+    let my_node = locs.get(me).map_or(own_peer.node, |l| l.node_id);
+    let wanted: Vec<u32> = (0..info.size)
+        .filter(|&r| r != me)
+        .filter(|&r| {
+            let same_node = locs.get(r).is_some_and(|l| l.node_id == my_node);
+            if same_node && cfg.transports.shm {
+                true
+            } else {
+                // Without shm a same-node peer is reached over TCP too.
+                needs_remote
+            }
+        })
+        .collect();
+    let fetched = if wanted.is_empty() {
+        bootstrap::Cards::default()
+    } else {
+        rv.bootstrap.fetch_cards(&wanted)?
+    };
+    tracing::debug!(
+        pe = me,
+        fetched = fetched.len(),
+        of = info.size,
+        "lazy cards: fetched the peers this PE connects to"
+    );
+    let mut peers = Vec::with_capacity(info.size as usize);
+    let mut verbs = Vec::with_capacity(info.size as usize);
+    for r in 0..info.size {
+        if r == me {
+            peers.push(own_peer.clone());
+            verbs.push(own_verbs.clone());
+        } else if let Some(c) = fetched.get(r) {
+            peers.push(peer_of(c));
+            verbs.push(c.verbs.clone());
+        } else {
+            let l = locs.get(r).unwrap_or(bootstrap::Locality {
+                node_id: u64::MAX,
+                switch_id: NO_SWITCH,
+                tree_id: NO_SWITCH,
+            });
+            peers.push(PeerInfo {
+                node: l.node_id,
+                switch: l.switch_id,
+                tree: l.tree_id,
+                shm: None,
+                tcp: Vec::new(),
+            });
+            verbs.push(None);
+        }
+    }
+    Ok((rv.bootstrap, peers, verbs, rv.root))
 }
 
 /// The purpose of the key from which the verbs PSN seed is taken.
