@@ -2,8 +2,9 @@
 //!
 //! With `progress = dedicated`, a small put (at most [`INLINE`] bytes) that a
 //! context routes to a TCP rail does not take the driver: the application
-//! copies it into its own single-producer ring ([`Ring`] from the core, one
-//! per context) and returns; the progress thread, which holds the driver in
+//! copies it into its own single-producer ring (the core's [`SubmitRing`],
+//! one per context: a `Ring` and a state word saying who consumes it and
+//! whether it stalled) and returns; the progress thread, which holds the driver in
 //! its bursts, takes the entries of every registered ring and hands them to
 //! the driver (`SocketDriver::put` on the rail the context chose). The
 //! application's cost is the route decision and one push: no lock, no
@@ -67,16 +68,13 @@
 
 #![allow(unsafe_code)]
 
-use std::sync::{
-    Arc, Mutex, PoisonError,
-    atomic::{AtomicBool, Ordering},
-};
+use std::sync::Arc;
 
 use switchyard_core::{
     class::TransportId,
-    pad::CachePadded,
-    ring::{Consumer, Producer, Ring},
+    ring::Producer,
     route::{ContextId, Op, Route},
+    submit::{Issue, SubmitRing},
     transport::{ErrorKind, Transport, TransportError},
     wire::{AtomicKind, FrameOp, FrameSignal},
 };
@@ -234,33 +232,19 @@ impl Entry {
 
 /// One context's ring, shared by the context (producer) and the progress
 /// thread (consumer; or the context itself while the ring is stalled or the
-/// thread is gone).
+/// thread is gone): the core's [`SubmitRing`], whose state word says who
+/// consumes and whether the ring stalled (loom-checked in switchyard-core).
 pub(super) struct SubRing {
-    ring: Ring<Entry, DEPTH>,
-    /// The thread met an error at the head entry and takes nothing more
-    /// (set by the thread, cleared by the context). On a line of its own:
-    /// the producer reads it at every push, and the thread writes
-    /// `consuming` at every burst.
-    stalled: CachePadded<AtomicBool>,
+    ring: SubmitRing<Entry, SocketError, DEPTH>,
     /// The PE the context's route decisions are made on.
     me: u32,
-    /// Why it stalled.
-    error: Mutex<Option<SocketError>>,
-    /// Who consumes now: the progress thread in a burst, or a context
-    /// draining the ring itself. Taken with `try_lock` by the thread (it
-    /// skips a ring a context drains) and `lock` by the context; the
-    /// consumer end is made only while it is held.
-    consuming: Mutex<()>,
 }
 
 impl SubRing {
     fn new(me: u32) -> Arc<SubRing> {
         Arc::new(SubRing {
-            ring: Ring::new(),
-            stalled: CachePadded::new(AtomicBool::new(false)),
+            ring: SubmitRing::new(),
             me,
-            error: Mutex::new(None),
-            consuming: Mutex::new(()),
         })
     }
 
@@ -274,18 +258,7 @@ impl SubRing {
     /// consumer's head are visible).
     #[inline]
     pub(super) fn stalled(&self) -> bool {
-        self.stalled.load(Ordering::Acquire)
-    }
-
-    /// The consumer end.
-    ///
-    /// # Safety
-    /// `consuming` must be held by the caller for as long as the returned
-    /// end lives (the one consumer of the ring at a time).
-    unsafe fn consumer(&self) -> Consumer<'_, Entry, DEPTH> {
-        // SAFETY: the caller holds `consuming`, so this is the only consumer
-        // end; the ring lives in this `SubRing` (in an `Arc`, never moved).
-        unsafe { self.ring.consumer() }
+        self.ring.stalled()
     }
 
     /// Issues the ring's entries on `d` in order, until it is empty, an
@@ -293,16 +266,7 @@ impl SubRing {
     /// (left at the head, the ring stalled). Skips a stalled ring and one
     /// another consumer holds. Returns how many were issued.
     pub(super) fn drain(&self, d: &mut SocketDriver) -> usize {
-        if self.stalled() || self.ring.is_empty() {
-            return 0;
-        }
-        let Ok(_held) = self.consuming.try_lock() else {
-            return 0;
-        };
-        // SAFETY: `consuming` is held until the end of this function.
-        let mut c = unsafe { self.consumer() };
-        let mut n = 0;
-        while let Some(e) = c.peek() {
+        self.ring.drain(|e| {
             let rail = usize::from(e.rail);
             let r = if rail >= d.rails() {
                 Err(SocketError::RailDown { peer: e.pe, rail })
@@ -313,64 +277,30 @@ impl SubRing {
                 d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx(self.me))
             };
             match r {
-                Ok(()) => {
-                    let _ = c.pop();
-                    n += 1;
-                }
-                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
-                Err(err) => {
-                    *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
-                    // Release: the error and the head are visible to the
-                    // context that sees the flag.
-                    self.stalled.store(true, Ordering::Release);
-                    break;
-                }
+                Ok(()) => Issue::Done,
+                Err(err) if err.kind() == ErrorKind::WouldBlock => Issue::Busy,
+                Err(err) => Issue::Failed(err),
             }
-        }
-        n
+        })
     }
 
     /// The peer of the head entry, when the ring is not empty and no other
     /// consumer (the thread, in a burst) holds it now.
     pub(super) fn head_pe(&self) -> Option<u32> {
-        let _held = self.consuming.try_lock().ok()?;
-        // SAFETY: `consuming` is held until the end of this function.
-        let c = unsafe { self.consumer() };
-        c.peek().map(|e| e.pe)
+        self.ring.head().map(|e| e.pe)
     }
 
     /// Tests: stalls the ring as an error at its head would, with `err`.
     #[cfg(test)]
     pub(super) fn debug_stall(&self, err: Option<SocketError>) {
-        *self.error.lock().unwrap_or_else(PoisonError::into_inner) = err;
-        self.stalled.store(true, Ordering::Release);
+        self.ring.stall(err);
     }
 
     /// Takes the head entry of a stalled ring and the error it met, or,
     /// with `None` for the error, the next later entry; `None` when the
     /// ring is empty (and then un-stalls it). Only the context calls it.
     pub(super) fn take_stalled(&self) -> Option<(Entry, Option<SocketError>)> {
-        let _held = self
-            .consuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // SAFETY: `consuming` is held until the end of this function.
-        let mut c = unsafe { self.consumer() };
-        match c.pop() {
-            Ok(e) => {
-                let err = self
-                    .error
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-                Some((e, err))
-            }
-            Err(_) => {
-                // Release: the head is visible to the thread's next drain.
-                self.stalled.store(false, Ordering::Release);
-                None
-            }
-        }
+        self.ring.take_stalled()
     }
 }
 
