@@ -83,9 +83,10 @@ use std::{
 
 use switchyard_core::{
     lock::{Entered, EntryLock},
+    route::LoadWatermark,
     transport::{Instant as CoreInstant, PollResult},
 };
-use switchyard_socket::{Parker, SignalFit, SocketDriver};
+use switchyard_socket::{Backlog, Parker, SignalFit, SocketDriver};
 
 use super::{
     submit::{Entry as SubEntry, SubRing, Submit},
@@ -222,6 +223,8 @@ pub(super) struct Tcp {
     /// how long; returned once by the context's next operation or wait
     /// step ([`Tcp::take_ring_timeout`]).
     ring_timeout: Option<(Option<u32>, Duration)>,
+    /// The ring's load hint as last seen ([`Tcp::ring_hint`]).
+    last_hint: u32,
 }
 
 impl core::fmt::Debug for Tcp {
@@ -265,6 +268,7 @@ impl Tcp {
             redoing: false,
             op_timeout: DEFAULT_RING_WAIT,
             ring_timeout: None,
+            last_hint: 0,
         }
     }
 
@@ -283,6 +287,7 @@ impl Tcp {
             redoing: false,
             op_timeout: self.op_timeout,
             ring_timeout: None,
+            last_hint: 0,
         }
     }
 
@@ -392,12 +397,17 @@ impl Tcp {
     /// existing path: no ring here, the ring full or stalled, or the driver
     /// held by this handle (nothing is pushed then).
     #[inline]
-    pub(super) fn submit(&mut self, e: SubEntry, me: u32) -> bool {
+    pub(super) fn submit(
+        &mut self,
+        e: SubEntry,
+        me: u32,
+        load: Option<(LoadWatermark, Backlog)>,
+    ) -> bool {
         if self.held.is_some() || self.ring_off {
             return false;
         }
         let Some(s) = self.sub.as_mut() else {
-            return self.submit_first(e, me);
+            return self.submit_first(e, me, load);
         };
         if s.ring().stalled() || !s.push(e) {
             return false;
@@ -409,7 +419,12 @@ impl Tcp {
     /// The first submission: registers a ring with the progress thread
     /// when it runs `dedicated`, else marks this handle as having none.
     #[cold]
-    fn submit_first(&mut self, e: SubEntry, me: u32) -> bool {
+    fn submit_first(
+        &mut self,
+        e: SubEntry,
+        me: u32,
+        load: Option<(LoadWatermark, Backlog)>,
+    ) -> bool {
         if !self.shared.dedicated.load(Ordering::Acquire)
             || self.shared.stop.load(Ordering::Acquire)
             || !self.has_thread()
@@ -417,10 +432,23 @@ impl Tcp {
             self.ring_off = true;
             return false;
         }
-        let s = Submit::new(me);
+        let s = Submit::new(me, load);
         self.rings().push(Arc::clone(s.ring()));
         self.sub = Some(s);
-        self.submit(e, me)
+        self.submit(e, me, load)
+    }
+
+    /// The load hint of this context's ring, when it changed since the
+    /// last call and names a pair (`submit::hint_pair`): one load of the
+    /// ring's state word, which the push just read.
+    #[inline]
+    pub(super) fn ring_hint(&mut self) -> Option<u32> {
+        let h = self.sub.as_ref()?.ring().hint();
+        if h == self.last_hint {
+            return None;
+        }
+        self.last_hint = h;
+        (h != 0).then_some(h)
     }
 
     /// The registration list.

@@ -55,9 +55,19 @@
 //!   PE's own context dropped), a context waiting for its ring to drain
 //!   takes the driver and drains the ring itself.
 //!
-//! Left out on the ring path: the load bits after a hand-off (`load_after`
-//! reads the driver's backlog; the next put that takes the driver sets
-//! them).
+//! # Load bits
+//!
+//! The context cannot read the driver's backlog after a push (`load_after`
+//! does after a direct put), so the thread does: after each drain it reads
+//! the backlog of the last issued entry's (rail, peer) against the
+//! context's watermark (given at the ring's registration) and publishes the
+//! pair, or none, as a hint in the ring's state word
+//! ([`SubmitRing::set_hint`]; one store, only when it changed). The push
+//! already reads that word (the stall bit); when the hint changed and
+//! names a pair, the context sets that pair's load bit (`load_mark`, cold),
+//! so route selection sees ring puts' load as a direct put's. A pair over
+//! its watermark that is not the last of a drain is caught at a later
+//! drain; the bits clear as any other (`load.rs`).
 //!
 //! # Counting
 //!
@@ -73,12 +83,12 @@ use std::sync::Arc;
 use switchyard_core::{
     class::TransportId,
     ring::Producer,
-    route::{ContextId, Op, Route},
+    route::{ContextId, LoadWatermark, Op, Route},
     submit::{Issue, SubmitRing},
     transport::{ErrorKind, Transport, TransportError},
     wire::{AtomicKind, FrameOp, FrameSignal},
 };
-use switchyard_socket::{SocketDriver, SocketError};
+use switchyard_socket::{Backlog, SocketDriver, SocketError};
 use zerocopy::FromBytes;
 
 use super::{Context, Result, drv::DrvError, order, progress::RingState, rail_of};
@@ -238,14 +248,41 @@ pub(super) struct SubRing {
     ring: SubmitRing<Entry, SocketError, DEPTH>,
     /// The PE the context's route decisions are made on.
     me: u32,
+    /// The context's load rule: the watermark over which a rail's backlog
+    /// sets its load bit, and the capacity it is measured against; `None`:
+    /// load bits off.
+    load: Option<(LoadWatermark, Backlog)>,
+}
+
+/// The ring's load hint ([`SubmitRing::set_hint`]) for (`pe`, `rail`) over
+/// its watermark: bit 0 set, the rail in bits 1-3, the PE above; 0 (none)
+/// for a pair that does not fit the hint's 24 bits.
+fn hint_of(pe: u32, rail: usize) -> u32 {
+    if pe < 1 << 20 && rail < 8 {
+        (pe << 4) | ((rail as u32) << 1) | 1
+    } else {
+        0
+    }
+}
+
+/// The (PE, rail) a load hint names, if any.
+pub(super) fn hint_pair(h: u32) -> Option<(u32, usize)> {
+    (h & 1 != 0).then_some((h >> 4, ((h >> 1) & 7) as usize))
 }
 
 impl SubRing {
-    fn new(me: u32) -> Arc<SubRing> {
+    fn new(me: u32, load: Option<(LoadWatermark, Backlog)>) -> Arc<SubRing> {
         Arc::new(SubRing {
             ring: SubmitRing::new(),
             me,
+            load,
         })
+    }
+
+    /// The load hint the thread published last (0: none).
+    #[inline]
+    pub(super) fn hint(&self) -> u32 {
+        self.ring.hint()
     }
 
     /// Whether everything pushed has been taken.
@@ -265,8 +302,13 @@ impl SubRing {
     /// entry meets a full send window (left at the head), or an error
     /// (left at the head, the ring stalled). Skips a stalled ring and one
     /// another consumer holds. Returns how many were issued.
+    ///
+    /// Then publishes the load hint: the pair of the last entry issued when
+    /// its rail's backlog toward its peer is over the context's watermark
+    /// (one backlog read per drain), none when it is not.
     pub(super) fn drain(&self, d: &mut SocketDriver) -> usize {
-        self.ring.drain(|e| {
+        let mut last = None;
+        let n = self.ring.drain(|e| {
             let rail = usize::from(e.rail);
             let r = if rail >= d.rails() {
                 Err(SocketError::RailDown { peer: e.pe, rail })
@@ -277,11 +319,19 @@ impl SubRing {
                 d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx(self.me))
             };
             match r {
-                Ok(()) => Issue::Done,
+                Ok(()) => {
+                    last = Some((e.pe, rail));
+                    Issue::Done
+                }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => Issue::Busy,
                 Err(err) => Issue::Failed(err),
             }
-        })
+        });
+        if let (Some((pe, rail)), Some((level, cap))) = (last, self.load) {
+            let over = d.backlog(pe, rail).exceeds(level, cap);
+            self.ring.set_hint(if over { hint_of(pe, rail) } else { 0 });
+        }
+        n
     }
 
     /// The peer of the head entry, when the ring is not empty and no other
@@ -325,9 +375,10 @@ impl core::fmt::Debug for Submit {
 }
 
 impl Submit {
-    /// A new ring and its producer end, for a context on PE `me`.
-    pub(super) fn new(me: u32) -> Submit {
-        let ring = SubRing::new(me);
+    /// A new ring and its producer end, for a context on PE `me` whose load
+    /// rule is `load` (the watermark and the capacity it applies to).
+    pub(super) fn new(me: u32, load: Option<(LoadWatermark, Backlog)>) -> Submit {
+        let ring = SubRing::new(me, load);
         // SAFETY: the ring lives in the `Arc` held in `ring` beside `tx`,
         // never moves, and outlives `tx` (declared first, so dropped first;
         // `Producer` has no drop glue that touches it anyway). This is the
@@ -425,18 +476,23 @@ impl Context {
         } else {
             0
         };
+        let load = self.load.ring_rule();
         let Some(t) = self.tcp.as_mut() else {
             return false;
         };
-        if !t.submit(make(rail as u8), route.context.pe) {
+        if !t.submit(make(rail as u8), route.context.pe, load) {
             return false;
         }
+        let hint = t.ring_hint();
         if self.order.enabled {
             self.order.set(pe, code | order::T);
         }
         let len = len as u64;
         self.sx_done(pe, len, route);
         self.trace_route(pe, len, frame, route, false);
+        if let Some(h) = hint {
+            self.ring_load_hint(h);
+        }
         true
     }
 
@@ -606,7 +662,7 @@ mod tests {
 
     #[test]
     fn a_stalled_ring_gives_back_its_entries_in_order() {
-        let mut s = Submit::new(0);
+        let mut s = Submit::new(0, None);
         for i in 0..5u8 {
             assert!(s.push(Entry::new(1, u64::from(i) * 8, &[i; 8], 0, true, ctx())));
         }
@@ -633,7 +689,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_refuses() {
-        let mut s = Submit::new(0);
+        let mut s = Submit::new(0, None);
         for _ in 0..DEPTH {
             assert!(s.push(Entry::new(1, 0, &[0; 8], 0, true, ctx())));
         }
