@@ -35,9 +35,10 @@
 //! # Submission rings (`dedicated`)
 //!
 //! Under `dedicated`, a context does not take the driver for a small put
-//! (at most [`INLINE`](super::submit::INLINE) bytes) routed to a TCP rail:
-//! it copies the put into its own single-producer ring (the core's
-//! [`Ring`](switchyard_core::ring::Ring), registered here at the context's
+//! (at most [`INLINE`](super::submit::INLINE) bytes; a `put_signal` of at
+//! most [`SIGNAL_INLINE`](super::submit::SIGNAL_INLINE)) routed to a TCP
+//! rail: it copies the put into its own single-producer ring (the core's
+//! [`SubmitRing`](switchyard_core::submit::SubmitRing), registered here at the context's
 //! first such put, unregistered when its handle drops) and returns. Each
 //! burst first drains every registered ring into the driver, then runs its
 //! steps, which send them. Every other use of the driver by that context
@@ -349,7 +350,8 @@ impl Tcp {
 
     /// The driver, taken for this thread until [`Tcp::leave`] (at once when
     /// already taken; otherwise after at most one burst of the progress
-    /// thread).
+    /// thread). With entries of this context's ring not taken yet, first
+    /// waits for them, at most the op timeout (`Tcp::wait_ring`).
     #[inline]
     pub(super) fn get(&mut self) -> &mut SocketDriver {
         if self.held.is_none() {
