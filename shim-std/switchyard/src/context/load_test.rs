@@ -521,7 +521,20 @@ fn ring_puts_set_the_load_bit_through_the_threads_hint() {
                     std::thread::sleep(Duration::from_micros(100));
                 }
             }
-            // One more push reads the hint of the last drain.
+            // The thread publishes its hint right after a drain, so after
+            // the ring reads empty: wait for it (bounded), then one more
+            // push reads it (unless a push of the last batch already did
+            // and its bit routed the rest around the ring).
+            let ring = ctx
+                .tcp
+                .as_ref()
+                .and_then(progress::Tcp::debug_ring)
+                .expect("a ring");
+            let start = Instant::now();
+            while ring.hint() == 0 {
+                assert!(start.elapsed() < Duration::from_secs(20), "no hint");
+                std::thread::sleep(Duration::from_micros(100));
+            }
             ctx.put(&sym, 0, &[1u64; RING_WORDS], 1).unwrap();
             assert!(ctx.topo.is_overloaded(r0, 1), "rail 0 is loaded");
             assert_eq!(ctx.load.loaded(), &[(r0, 1)]);
