@@ -494,6 +494,29 @@ impl Tcp {
         }
     }
 
+    /// Issues what this context's ring holds under the driver lock (taken
+    /// from the thread), making progress for a full send window, at most
+    /// the op timeout; a stalled ring is left as it is.
+    #[cold]
+    fn drain_here(&mut self) {
+        let Some(ring) = self.sub.as_ref().map(|s| Arc::clone(s.ring())) else {
+            return;
+        };
+        let start = Instant::now();
+        self.acquire();
+        // SAFETY: this handle holds the lock (`acquire`); see `Shared`.
+        let d = unsafe { &mut *self.shared.driver.get() };
+        while !ring.is_empty() && !ring.stalled() && start.elapsed() < self.op_timeout {
+            if ring.drain(d) == 0
+                && let Some(clock) = self.shared.clock.get()
+            {
+                let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
+                d.progress(now);
+            }
+        }
+        self.leave();
+    }
+
     /// The peer of the oldest entry of this context's ring not taken yet,
     /// when it can be read (`None` while the thread is taking entries).
     pub(super) fn ring_head_pe(&self) -> Option<u32> {
@@ -735,6 +758,11 @@ impl Drop for Tcp {
             // one was taken back by the context's drop, `ring_sync`).
             if self.pending {
                 self.wait_ring();
+                if self.ring_timeout.is_some() {
+                    // The thread did not take them within the op timeout:
+                    // issue them here rather than drop them with the ring.
+                    self.drain_here();
+                }
             }
             if let Some(s) = self.sub.take() {
                 self.rings().retain(|r| !Arc::ptr_eq(r, s.ring()));
