@@ -50,7 +50,8 @@
 //!   an operation ([`Tcp::get`](super::progress::Tcp::get) in a wait's
 //!   progress step) stops waiting there, and its timeout is returned once,
 //!   by the wait step or the next operation. The entries stay in the ring,
-//!   taken when the thread runs again.
+//!   taken when the thread runs again (a context dropped meanwhile issues
+//!   them itself, under the driver lock).
 //! * **No thread.** When the progress thread has stopped (`finalize`, the
 //!   PE's own context dropped), a context waiting for its ring to drain
 //!   takes the driver and drains the ring itself.
