@@ -8,25 +8,30 @@
 //! module is the protocol between the two, without std, its atomics through
 //! [`crate::sync`] so the loom models in `tests/loom.rs` check it.
 //!
-//! # The state word
+//! # The state words
 //!
-//! One [`AtomicU32`], on a cache line of its own:
+//! Two [`AtomicU32`]s, each on a cache line of its own:
 //!
-//! * [`CONSUMING`]: someone holds the consumer end (the thread in a drain,
-//!   or the producer taking entries back). Taken by compare-exchange
-//!   (Acquire), given back by `fetch_and` (Release): the consumer end's
-//!   head index and the stall's error pass from one holder to the next.
-//! * [`STALLED`]: the consumer met an error at the head entry and left it
-//!   there; nothing more is drained until the producer took the ring back.
-//!   Set (Release) after the error is stored, by the holder of
-//!   `CONSUMING`; cleared by the producer when the ring is empty.
-//! * Bits 8 and up: a hint the consumer publishes for the producer
-//!   ([`SubmitRing::set_hint`], [`SubmitRing::hint`]; the shim's load bits).
+//! * `consuming`: someone holds the consumer end (the thread in a drain, or
+//!   the producer taking entries back). Taken by compare-exchange
+//!   (Acquire), given back by a store (Release): the consumer end's head
+//!   index, the stall's error and the stall bit pass from one holder to
+//!   the next. Written at every drain, so kept off the line the producer
+//!   reads at every push.
+//! * `state`: bit 1, *stalled*: the consumer met an error at the head
+//!   entry and left it there; nothing more is drained until the producer
+//!   took the ring back. Set (Release) after the error is stored, and
+//!   cleared, only by a holder of `consuming`. Bits 8 and up: a hint the
+//!   consumer publishes for the producer ([`SubmitRing::set_hint`],
+//!   [`SubmitRing::hint`]; the shim's load bits), stored only when it
+//!   changes. The producer reads this word at every push (the stall bit,
+//!   the hint); it is written rarely.
 //!
 //! # Guarantees
 //!
-//! * One consumer end at a time: a drain takes `CONSUMING` only when it is
-//!   clear and the ring is not stalled (one compare-exchange), and skips the
+//! * One consumer end at a time: a drain takes `consuming` only when it is
+//!   clear and the ring is not stalled (a compare-exchange, the stall bit
+//!   read again under it), and skips the
 //!   ring otherwise; a hand-back waits for it (a drain holds it for a
 //!   bounded number of issues).
 //! * An entry is issued ([`Issue::Done`]) and popped, or left at the head
@@ -49,10 +54,8 @@ use crate::{
     },
 };
 
-/// State bit: the consumer end is held.
-pub const CONSUMING: u32 = 1;
-/// State bit: the ring stopped at an error.
-pub const STALLED: u32 = 2;
+/// `state` bit: the ring stopped at an error.
+const STALLED: u32 = 2;
 /// The hint's shift in the state word.
 const HINT_SHIFT: u32 = 8;
 /// The bits below the hint.
@@ -73,16 +76,18 @@ pub enum Issue<E> {
 /// error `E` (module docs).
 pub struct SubmitRing<T, E, const N: usize> {
     ring: Ring<T, N>,
-    /// [`CONSUMING`], [`STALLED`], the hint.
+    /// [`STALLED`] and the hint (module docs).
     state: CachePadded<AtomicU32>,
+    /// 1 while someone holds the consumer end (module docs).
+    consuming: CachePadded<AtomicU32>,
     /// The error the ring stalled at; accessed only by the holder of
-    /// [`CONSUMING`].
+    /// `consuming`.
     error: UnsafeCell<Option<E>>,
 }
 
 // SAFETY: the ring is shared as `Ring` is (its producer and consumer ends
-// are made only through this type's `unsafe` producer and the `CONSUMING`
-// bit); `error` is touched only by the holder of `CONSUMING`, taken with
+// are made only through this type's `unsafe` producer and the `consuming`
+// bit); `error` is touched only by the holder of `consuming`, taken with
 // Acquire and given back with Release, so accesses never overlap and each
 // sees the last. `T` and `E` move between threads: `Send`.
 unsafe impl<T: Send, E: Send, const N: usize> Sync for SubmitRing<T, E, N> {}
@@ -107,6 +112,7 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
         SubmitRing {
             ring: Ring::new(),
             state: CachePadded::new(AtomicU32::new(0)),
+            consuming: CachePadded::new(AtomicU32::new(0)),
             error: UnsafeCell::new(None),
         }
     }
@@ -166,29 +172,33 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
     /// the ring is not stalled.
     #[inline]
     fn try_consume(&self, stalled_too: bool) -> Option<Consumer<'_, T, N>> {
-        let busy = if stalled_too {
-            CONSUMING
-        } else {
-            CONSUMING | STALLED
-        };
-        let s = self.state.load(Ordering::Relaxed);
-        if s & busy != 0 {
+        if !stalled_too && self.state.load(Ordering::Relaxed) & STALLED != 0 {
             return None;
         }
-        // SYNC POINT with the Release `fetch_and`s that give it back.
-        self.state
-            .compare_exchange(s, s | CONSUMING, Ordering::Acquire, Ordering::Relaxed)
+        // SYNC POINT with the Release store in `release`.
+        self.consuming
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
-        // SAFETY: `CONSUMING` is held: this is the one consumer end until
+        // The stall bit changes only under `consuming`, which this thread
+        // now holds after its last holder's Release: this read is current.
+        if !stalled_too && self.state.load(Ordering::Relaxed) & STALLED != 0 {
+            self.consuming.store(0, Ordering::Release);
+            return None;
+        }
+        // SAFETY: `consuming` is held: this is the one consumer end until
         // `release`, which the callers run before the end is used again.
         Some(unsafe { self.ring.consumer() })
     }
 
-    /// Gives the consumer end back, also clearing `also`.
+    /// Gives the consumer end back, first clearing the stall bit when
+    /// `unstall`.
     #[inline]
-    fn release(&self, also: u32) {
+    fn release(&self, unstall: bool) {
+        if unstall {
+            self.state.fetch_and(!STALLED, Ordering::Release);
+        }
         // SYNC POINT with the Acquire compare-exchange in `try_consume`.
-        self.state.fetch_and(!(CONSUMING | also), Ordering::Release);
+        self.consuming.store(0, Ordering::Release);
     }
 
     /// Issues the entries in order with `issue` until the ring is empty,
@@ -211,7 +221,7 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
                 }
                 Issue::Busy => break,
                 Issue::Failed(err) => {
-                    // SAFETY: `CONSUMING` is held (`try_consume`).
+                    // SAFETY: `consuming` is held (`try_consume`).
                     self.error.with_mut(|p| unsafe { *p = Some(err) });
                     // Release: the error and the head are visible to the
                     // producer that sees the flag.
@@ -220,7 +230,7 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
                 }
             }
         }
-        self.release(0);
+        self.release(false);
         n
     }
 
@@ -229,19 +239,19 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
     pub fn head(&self) -> Option<T> {
         let c = self.try_consume(true)?;
         let e = c.peek();
-        self.release(0);
+        self.release(false);
         e
     }
 
     /// Stalls the ring as an entry failing with `err` would (tests; a
     /// ring already consumed waits for its consumer).
     pub fn stall(&self, err: Option<E>) {
-        // The end is not used: holding `CONSUMING` is what matters.
+        // The end is not used: holding `consuming` is what matters.
         let _ = self.consume_spinning();
-        // SAFETY: `CONSUMING` is held (`consume_spinning`).
+        // SAFETY: `consuming` is held (`consume_spinning`).
         self.error.with_mut(|p| unsafe { *p = err });
         self.state.fetch_or(STALLED, Ordering::Release);
-        self.release(0);
+        self.release(false);
     }
 
     /// Takes the consumer end, waiting for a drain that holds it (it ends
@@ -264,14 +274,14 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
         let mut c = self.consume_spinning();
         match c.pop() {
             Ok(e) => {
-                // SAFETY: `CONSUMING` is held (`consume_spinning`).
+                // SAFETY: `consuming` is held (`consume_spinning`).
                 let err = self.error.with_mut(|p| unsafe { (*p).take() });
-                self.release(0);
+                self.release(false);
                 Some((e, err))
             }
             Err(_) => {
                 // Release: the head is visible to the next drain.
-                self.release(STALLED);
+                self.release(true);
                 None
             }
         }

@@ -3,8 +3,8 @@
 //! With `progress = dedicated`, a small put (at most [`INLINE`] bytes) that a
 //! context routes to a TCP rail does not take the driver: the application
 //! copies it into its own single-producer ring (the core's [`SubmitRing`],
-//! one per context: a `Ring` and a state word saying who consumes it and
-//! whether it stalled) and returns; the progress thread, which holds the driver in
+//! one per context: a `Ring` and two state words saying who consumes it
+//! and whether it stalled) and returns; the progress thread, which holds the driver in
 //! its bursts, takes the entries of every registered ring and hands them to
 //! the driver (`SocketDriver::put` on the rail the context chose). The
 //! application's cost is the route decision and one push: no lock, no
@@ -243,7 +243,7 @@ impl Entry {
 
 /// One context's ring, shared by the context (producer) and the progress
 /// thread (consumer; or the context itself while the ring is stalled or the
-/// thread is gone): the core's [`SubmitRing`], whose state word says who
+/// thread is gone): the core's [`SubmitRing`], whose state words say who
 /// consumes and whether the ring stalled (loom-checked in switchyard-core).
 pub(super) struct SubRing {
     ring: SubmitRing<Entry, SocketError, DEPTH>,
