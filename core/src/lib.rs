@@ -106,6 +106,7 @@ pub mod pad;
 pub mod ring;
 pub mod route;
 pub mod shared_ring;
+pub mod submit;
 pub mod sync;
 pub mod topology;
 pub mod trace;

@@ -1,13 +1,22 @@
 //! Loom models of the lock-free parts: the versioned topology, the SPSC ring,
-//! the trace ring, and the two one-word locks. Run with
+//! the trace ring, the two one-word locks, and the submission ring's stall
+//! and hand-back protocol. Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p switchyard-core --features std --test loom --release`.
 #![cfg(loom)]
 
-use loom::{cell::UnsafeCell, sync::Arc, thread};
+use loom::{
+    cell::UnsafeCell,
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    thread,
+};
 use switchyard_core::{
     class::PathClass,
     lock::{EntryLock, TryLock},
     ring::Ring,
+    submit::{Issue, SubmitRing},
     topology::{Shape, Topology, TopologyBox},
     trace::{TraceRecord, TraceRing},
 };
@@ -448,5 +457,151 @@ fn try_lock_excludes_a_poller_and_a_spinner() {
             let s = unsafe { &*s };
             assert_eq!(s.visits, [1, polls]);
         });
+    });
+}
+
+/// A submission ring of the models: entries are their index, errors a code.
+type Sub = SubmitRing<u64, u32, 4>;
+
+/// Takes a stalled ring back to empty: each entry it returns counted in
+/// `taken`, the one with the error in `failed`.
+fn hand_back(r: &Sub, taken: &mut [u32; 3], failed: &mut Option<u64>) {
+    while let Some((e, err)) = r.take_stalled() {
+        // The context re-issues each entry taken back (the consumer may
+        // run meanwhile).
+        thread::yield_now();
+        taken[e as usize] += 1;
+        if let Some(code) = err {
+            assert_eq!(code, 7);
+            assert!(failed.replace(e).is_none(), "two errors");
+        }
+    }
+}
+
+#[test]
+fn submit_ring_hand_back_takes_each_entry_once_while_the_consumer_drains() {
+    // The consumer (the progress thread) drains twice while the producer
+    // (the context) pushes its third entry and takes the ring back when it
+    // sees it stalled; entry 1 always fails. Every entry ends issued once
+    // or taken back once, never both, never by two consumers at a time
+    // (loom's cell checks the stall's error).
+    loom::model(|| {
+        let r = Arc::new(Sub::new());
+        let issued = Arc::new([AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]);
+        let issue = |issued: &[AtomicU32; 3], e: u64| {
+            if e == 1 {
+                Issue::Failed(7)
+            } else {
+                issued[e as usize].fetch_add(1, Ordering::Relaxed);
+                Issue::Done
+            }
+        };
+        // SAFETY: the one producer end.
+        let mut p = unsafe { r.producer() };
+        assert!(p.push(0).is_ok() && p.push(1).is_ok());
+        let consumer = {
+            let (r, issued) = (Arc::clone(&r), Arc::clone(&issued));
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    r.drain(|&e| issue(&issued, e));
+                }
+            })
+        };
+        let (mut taken, mut failed) = ([0u32; 3], None);
+        // Pushed while the consumer may be stalling the ring.
+        assert!(p.push(2).is_ok());
+        if r.stalled() {
+            hand_back(&r, &mut taken, &mut failed);
+        }
+        consumer.join().unwrap();
+        // The thread gone: what is left is drained here, then taken back.
+        r.drain(|&e| issue(&issued, e));
+        if r.stalled() {
+            hand_back(&r, &mut taken, &mut failed);
+        }
+        assert!(r.is_empty() && !r.stalled());
+        assert_eq!(failed, Some(1));
+        for e in 0..3 {
+            let n = issued[e].load(Ordering::Relaxed) + taken[e];
+            assert_eq!(n, 1, "entry {e}: issued or taken back {n} times");
+        }
+        // Nothing after the failed entry was issued.
+        assert_eq!(issued[2].load(Ordering::Relaxed), 0);
+    });
+}
+
+#[test]
+fn submit_ring_drain_wait_sees_the_issue() {
+    // The producer waits for its ring to drain, then reads what the
+    // consumer's issue wrote (the driver's state, here a plain cell): the
+    // ring's head hands it over.
+    loom::model(|| {
+        let r = Arc::new(Sub::new());
+        let written = Arc::new(UnsafeCell::new(0u64));
+        let consumer = {
+            let (r, written) = (Arc::clone(&r), Arc::clone(&written));
+            thread::spawn(move || {
+                let mut done = 0;
+                while done < 2 {
+                    done += r.drain(|&e| {
+                        // SAFETY: loom checks this write against the read.
+                        written.with_mut(|p| unsafe { *p += e + 1 });
+                        Issue::Done
+                    });
+                    if done < 2 {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        {
+            // SAFETY: the one producer end.
+            let mut p = unsafe { r.producer() };
+            assert!(p.push(0).is_ok());
+            assert!(p.push(1).is_ok());
+        }
+        while !r.is_empty() {
+            thread::yield_now();
+        }
+        // SAFETY: loom checks this read against the consumer's writes.
+        let v = written.with(|p| unsafe { *p });
+        assert_eq!(v, 3);
+        consumer.join().unwrap();
+    });
+}
+
+#[test]
+fn submit_ring_stall_and_hint_share_the_word() {
+    // The consumer publishes hints while it stalls the ring; the producer's
+    // view of the stall and the hand-back's error survive the hint's
+    // updates.
+    loom::model(|| {
+        let r = Arc::new(Sub::new());
+        {
+            // SAFETY: the one producer end.
+            let mut p = unsafe { r.producer() };
+            assert!(p.push(0).is_ok());
+        }
+        let consumer = {
+            let r = Arc::clone(&r);
+            thread::spawn(move || {
+                r.set_hint(1);
+                r.drain(|_| Issue::Failed(7));
+                r.set_hint(2);
+            })
+        };
+        let mut got = None;
+        while got.is_none() {
+            if r.stalled() {
+                got = r.take_stalled();
+            } else {
+                thread::yield_now();
+            }
+        }
+        assert_eq!(got, Some((0, Some(7))));
+        assert_eq!(r.take_stalled(), None);
+        consumer.join().unwrap();
+        assert!(!r.stalled());
+        assert_eq!(r.hint(), 2);
     });
 }

@@ -501,3 +501,40 @@ impl SignalFit {
             && conn(offset) == conn(signal)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TcpConfig;
+
+    #[test]
+    fn signal_fit_answers_as_the_driver() {
+        for (max_frame_payload, data_connections) in [(48 << 10, 1), (256, 3), (64, 2)] {
+            let d = SocketDriver::with_owned_heap(
+                TcpConfig {
+                    max_frame_payload,
+                    data_connections,
+                    ..TcpConfig::default()
+                },
+                1 << 16,
+            )
+            .expect("a driver");
+            let fit = d.signal_fit();
+            let mut yes = 0;
+            for off in (0..2048u64).step_by(24) {
+                for len in [0u64, 8, 24, 40, 200, 1 << 20] {
+                    for sig in [0u64, 56, 256, 512, 4096] {
+                        // `put_signal_fits` asserts (debug) that the two agree.
+                        let f = d.put_signal_fits(off, len, sig);
+                        assert_eq!(fit.fits(off, len, sig), f, "{off} {len} {sig}");
+                        yes += usize::from(f);
+                    }
+                }
+            }
+            assert!(
+                yes > 0,
+                "nothing fits with {max_frame_payload}, {data_connections}"
+            );
+        }
+    }
+}

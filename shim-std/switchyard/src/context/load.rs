@@ -159,6 +159,14 @@ impl Load {
         !self.loaded.is_empty()
     }
 
+    /// The rule's watermark and the TCP capacity it applies to, for the
+    /// progress thread's load hint on a submission ring (`submit.rs`);
+    /// `None` when load bits are off.
+    #[inline]
+    pub(super) fn ring_rule(&self) -> Option<(LoadWatermark, switchyard_socket::Backlog)> {
+        self.rule.map(|r| (r.set, self.tcp_capacity))
+    }
+
     /// The pairs whose bit is set now.
     #[cfg(test)]
     pub(super) fn loaded(&self) -> &[(TransportId, u32)] {
@@ -199,6 +207,21 @@ impl Context {
         }
         if self.backlog_over(route.transport, pe, rule.set) {
             self.load_mark(route.transport, pe, rule);
+        }
+    }
+
+    /// A load hint of this context's submission ring (`submit.rs`): the
+    /// progress thread read the named pair's backlog over the watermark
+    /// right after issuing a ring entry on it, as `load_after` does after a
+    /// direct put: its bit is set (cleared as any other bit).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn ring_load_hint(&mut self, h: u32) {
+        let (Some(rule), Some((pe, rail))) = (self.load.rule, super::submit::hint_pair(h)) else {
+            return;
+        };
+        if pe < self.n_pes {
+            self.load_mark(super::tcp_rail(rail), pe, rule);
         }
     }
 

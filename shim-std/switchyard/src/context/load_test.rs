@@ -454,3 +454,112 @@ fn at_a_watermark_of_100_the_stream_stays_on_its_rail() {
 fn a_get_on_the_other_rail_waits_for_the_loaded_rails_puts() {
     run(0x4c03, Mode::ReadAfter);
 }
+
+/// Puts of the ring stream per batch (below the ring's depth, so that no
+/// put finds the ring full and takes the routed loop instead).
+const RING_BATCH: usize = 200;
+/// Batches of the ring stream: 600 puts of 40 bytes, 104 bytes each on the
+/// rail, fit the 64 KiB window and take rail 0 over 75% of it.
+const RING_BATCHES: usize = 3;
+/// Words of a ring put.
+const RING_WORDS: usize = 5;
+
+/// A stream of small puts through a `dedicated` thread's submission ring
+/// to a stalled target: the thread's load hint sets rail 0's bit as a
+/// direct put's `load_after` would; it clears once the target resumed.
+#[test]
+fn ring_puts_set_the_load_bit_through_the_threads_hint() {
+    let step = Arc::new(AtomicU32::new(0));
+    let pair = Pair {
+        job: job(0x4c05),
+        routed: true,
+        policy: PolicyConfig {
+            load_watermark: WM,
+            ..PolicyConfig::default()
+        },
+        tcp: TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+            window: WINDOW,
+            max_frame_payload: 16 << 10,
+            detection_window: Duration::from_secs(30),
+            give_up: Duration::from_secs(60),
+            ..TcpConfig::default()
+        },
+    };
+    pair.run(move |mut ctx| {
+        let (me, r0) = (ctx.my_pe(), TCP);
+        let n = RING_BATCH * RING_BATCHES;
+        let sym: Sym<u64> = ctx.alloc(n * RING_WORDS).expect("alloc");
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            stall(&mut ctx, &step);
+        } else {
+            let clock = ctx.clock;
+            ctx.tcp
+                .as_mut()
+                .expect("a TCP driver")
+                .start(progress::ThreadMode::Dedicated, clock, None, me)
+                .unwrap();
+            ctx.quiet().unwrap();
+            step.store(1, Ordering::SeqCst);
+            wait_for(&mut ctx, &step, 2, false);
+            let s0 = ctx.stats();
+            for b in 0..RING_BATCHES {
+                for i in b * RING_BATCH..(b + 1) * RING_BATCH {
+                    ctx.put(&sym, i * RING_WORDS, &[i as u64 + 1; RING_WORDS], 1)
+                        .unwrap();
+                }
+                // The thread takes the batch (the ring is never full).
+                let ring = ctx
+                    .tcp
+                    .as_ref()
+                    .and_then(progress::Tcp::debug_ring)
+                    .expect("the puts went through a ring");
+                let start = Instant::now();
+                while !ring.is_empty() {
+                    assert!(start.elapsed() < Duration::from_secs(20), "never drained");
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+            // The thread publishes its hint right after a drain, so after
+            // the ring reads empty: wait for it (bounded), then one more
+            // push reads it (unless a push of the last batch already did
+            // and its bit routed the rest around the ring).
+            let ring = ctx
+                .tcp
+                .as_ref()
+                .and_then(progress::Tcp::debug_ring)
+                .expect("a ring");
+            let start = Instant::now();
+            while ring.hint() == 0 {
+                assert!(start.elapsed() < Duration::from_secs(20), "no hint");
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            ctx.put(&sym, 0, &[1u64; RING_WORDS], 1).unwrap();
+            assert!(ctx.topo.is_overloaded(r0, 1), "rail 0 is loaded");
+            assert_eq!(ctx.load.loaded(), &[(r0, 1)]);
+            let s = ctx.stats();
+            assert_eq!(s.load_transitions - s0.load_transitions, 1, "{s:?}");
+            // PE 1 resumes: the bit clears in a progress step.
+            step.store(3, Ordering::SeqCst);
+            let start = Instant::now();
+            while ctx.topo.is_overloaded(r0, 1) {
+                assert!(start.elapsed() < Duration::from_secs(20), "never cleared");
+                ctx.poll_once();
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            ctx.quiet().unwrap();
+            step.store(4, Ordering::SeqCst);
+        }
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            let mut v = [0u64; RING_WORDS];
+            for i in 0..n {
+                ctx.read_local(&sym, i * RING_WORDS, &mut v).unwrap();
+                assert_eq!(v, [i as u64 + 1; RING_WORDS], "slot {i}");
+            }
+        }
+        ctx.barrier_all().unwrap();
+        close(&mut ctx, &step);
+    });
+}

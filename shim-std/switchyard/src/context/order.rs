@@ -241,6 +241,10 @@ impl Context {
                     None => true,
                 };
             if verbs && tcp {
+                // Acks and completions were processed (by the polls, maybe
+                // with no step of `pause` between): loaded pairs may have
+                // drained, as at the end of a quiet.
+                self.load_recheck(false);
                 return Ok(());
             }
             self.pause(&mut spins, start, "an ordering wait", Watch::Drivers)?;

@@ -35,9 +35,10 @@
 //! # Submission rings (`dedicated`)
 //!
 //! Under `dedicated`, a context does not take the driver for a small put
-//! (at most [`INLINE`](super::submit::INLINE) bytes) routed to a TCP rail:
-//! it copies the put into its own single-producer ring (the core's
-//! [`Ring`](switchyard_core::ring::Ring), registered here at the context's
+//! (at most [`INLINE`](super::submit::INLINE) bytes; a `put_signal` of at
+//! most [`SIGNAL_INLINE`](super::submit::SIGNAL_INLINE)) routed to a TCP
+//! rail: it copies the put into its own single-producer ring (the core's
+//! [`SubmitRing`](switchyard_core::submit::SubmitRing), registered here at the context's
 //! first such put, unregistered when its handle drops) and returns. Each
 //! burst first drains every registered ring into the driver, then runs its
 //! steps, which send them. Every other use of the driver by that context
@@ -83,9 +84,10 @@ use std::{
 
 use switchyard_core::{
     lock::{Entered, EntryLock},
+    route::LoadWatermark,
     transport::{Instant as CoreInstant, PollResult},
 };
-use switchyard_socket::{Parker, SignalFit, SocketDriver};
+use switchyard_socket::{Backlog, Parker, SignalFit, SocketDriver};
 
 use super::{
     submit::{Entry as SubEntry, SubRing, Submit},
@@ -234,6 +236,8 @@ pub(super) struct Tcp {
     /// only ever out of its cell while the TCP driver is held (the lock
     /// order: TCP, then verbs).
     verbs_out: bool,
+    /// The ring's load hint as last seen ([`Tcp::ring_hint`]).
+    last_hint: u32,
 }
 
 impl core::fmt::Debug for Tcp {
@@ -279,6 +283,7 @@ impl Tcp {
             op_timeout: DEFAULT_RING_WAIT,
             ring_timeout: None,
             verbs_out: false,
+            last_hint: 0,
         }
     }
 
@@ -298,6 +303,7 @@ impl Tcp {
             op_timeout: self.op_timeout,
             ring_timeout: None,
             verbs_out: false,
+            last_hint: 0,
         }
     }
 
@@ -359,7 +365,8 @@ impl Tcp {
 
     /// The driver, taken for this thread until [`Tcp::leave`] (at once when
     /// already taken; otherwise after at most one burst of the progress
-    /// thread).
+    /// thread). With entries of this context's ring not taken yet, first
+    /// waits for them, at most the op timeout (`Tcp::wait_ring`).
     #[inline]
     pub(super) fn get(&mut self) -> &mut SocketDriver {
         if self.held.is_none() {
@@ -407,12 +414,17 @@ impl Tcp {
     /// existing path: no ring here, the ring full or stalled, or the driver
     /// held by this handle (nothing is pushed then).
     #[inline]
-    pub(super) fn submit(&mut self, e: SubEntry, me: u32) -> bool {
+    pub(super) fn submit(
+        &mut self,
+        e: SubEntry,
+        me: u32,
+        load: Option<(LoadWatermark, Backlog)>,
+    ) -> bool {
         if self.held.is_some() || self.ring_off {
             return false;
         }
         let Some(s) = self.sub.as_mut() else {
-            return self.submit_first(e, me);
+            return self.submit_first(e, me, load);
         };
         if s.ring().stalled() || !s.push(e) {
             return false;
@@ -424,7 +436,12 @@ impl Tcp {
     /// The first submission: registers a ring with the progress thread
     /// when it runs `dedicated`, else marks this handle as having none.
     #[cold]
-    fn submit_first(&mut self, e: SubEntry, me: u32) -> bool {
+    fn submit_first(
+        &mut self,
+        e: SubEntry,
+        me: u32,
+        load: Option<(LoadWatermark, Backlog)>,
+    ) -> bool {
         if !self.shared.dedicated.load(Ordering::Acquire)
             || self.shared.stop.load(Ordering::Acquire)
             || !self.has_thread()
@@ -432,10 +449,23 @@ impl Tcp {
             self.ring_off = true;
             return false;
         }
-        let s = Submit::new(me);
+        let s = Submit::new(me, load);
         self.rings().push(Arc::clone(s.ring()));
         self.sub = Some(s);
-        self.submit(e, me)
+        self.submit(e, me, load)
+    }
+
+    /// The load hint of this context's ring, when it changed since the
+    /// last call and names a pair (`submit::hint_pair`): one load of the
+    /// ring's state word, which the push just read.
+    #[inline]
+    pub(super) fn ring_hint(&mut self) -> Option<u32> {
+        let h = self.sub.as_ref()?.ring().hint();
+        if h == self.last_hint {
+            return None;
+        }
+        self.last_hint = h;
+        (h != 0).then_some(h)
     }
 
     /// The registration list.
@@ -477,6 +507,29 @@ impl Tcp {
                 core::hint::spin_loop();
             }
         }
+    }
+
+    /// Issues what this context's ring holds under the driver lock (taken
+    /// from the thread), making progress for a full send window, at most
+    /// the op timeout; a stalled ring is left as it is.
+    #[cold]
+    fn drain_here(&mut self) {
+        let Some(ring) = self.sub.as_ref().map(|s| Arc::clone(s.ring())) else {
+            return;
+        };
+        let start = Instant::now();
+        self.acquire();
+        // SAFETY: this handle holds the lock (`acquire`); see `Shared`.
+        let d = unsafe { &mut *self.shared.driver.get() };
+        while !ring.is_empty() && !ring.stalled() && start.elapsed() < self.op_timeout {
+            if ring.drain(d) == 0
+                && let Some(clock) = self.shared.clock.get()
+            {
+                let now = CoreInstant::from_nanos(clock.elapsed().as_nanos() as u64);
+                d.progress(now);
+            }
+        }
+        self.leave();
     }
 
     /// The peer of the oldest entry of this context's ring not taken yet,
@@ -777,6 +830,11 @@ impl Drop for Tcp {
             // one was taken back by the context's drop, `ring_sync`).
             if self.pending {
                 self.wait_ring();
+                if self.ring_timeout.is_some() {
+                    // The thread did not take them within the op timeout:
+                    // issue them here rather than drop them with the ring.
+                    self.drain_here();
+                }
             }
             if let Some(s) = self.sub.take() {
                 self.rings().retain(|r| !Arc::ptr_eq(r, s.ring()));

@@ -450,3 +450,43 @@ fn threads_put_signal_through_their_rings_in_order() {
         ctx.finalize().unwrap();
     });
 }
+
+#[test]
+fn a_context_dropped_with_an_undrained_ring_issues_it_itself() {
+    /// The dropped context's op timeout.
+    const OP: Duration = Duration::from_millis(200);
+    const N: usize = 4;
+    let pair = Pair::near(job(0x5B07), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let data: Sym<u64> = ctx.alloc(N).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 0 {
+            pause(&ctx, true);
+            {
+                let mut c = ctx.pe().context().expect("a second context");
+                c.op_timeout = OP;
+                c.tcp.as_mut().expect("a TCP driver").set_op_timeout(OP);
+                for i in 0..N {
+                    c.put(&data, i, &[i as u64 + 1], 1).unwrap();
+                }
+                assert!(uses_ring(&c), "the puts did not go through a ring");
+                // Dropped with its ring full of entries the thread does
+                // not take: past the op timeout it issues them itself.
+            }
+            pause(&ctx, false);
+            ctx.quiet().unwrap();
+            ctx.put(&done, 0, &[1], 1).unwrap();
+            ctx.quiet().unwrap();
+        } else {
+            assert_eq!(ctx.wait_until(&done, 0, Cmp::Eq, 1).unwrap(), 1);
+            let mut got = [0u64; N];
+            ctx.read_local(&data, 0, &mut got).unwrap();
+            assert_eq!(got, core::array::from_fn(|i| i as u64 + 1));
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}

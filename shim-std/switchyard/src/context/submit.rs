@@ -2,8 +2,9 @@
 //!
 //! With `progress = dedicated`, a small put (at most [`INLINE`] bytes) that a
 //! context routes to a TCP rail does not take the driver: the application
-//! copies it into its own single-producer ring ([`Ring`] from the core, one
-//! per context) and returns; the progress thread, which holds the driver in
+//! copies it into its own single-producer ring (the core's [`SubmitRing`],
+//! one per context: a `Ring` and two state words saying who consumes it
+//! and whether it stalled) and returns; the progress thread, which holds the driver in
 //! its bursts, takes the entries of every registered ring and hands them to
 //! the driver (`SocketDriver::put` on the rail the context chose). The
 //! application's cost is the route decision and one push: no lock, no
@@ -49,14 +50,25 @@
 //!   an operation ([`Tcp::get`](super::progress::Tcp::get) in a wait's
 //!   progress step) stops waiting there, and its timeout is returned once,
 //!   by the wait step or the next operation. The entries stay in the ring,
-//!   taken when the thread runs again.
+//!   taken when the thread runs again (a context dropped meanwhile issues
+//!   them itself, under the driver lock).
 //! * **No thread.** When the progress thread has stopped (`finalize`, the
 //!   PE's own context dropped), a context waiting for its ring to drain
 //!   takes the driver and drains the ring itself.
 //!
-//! Left out on the ring path: the load bits after a hand-off (`load_after`
-//! reads the driver's backlog; the next put that takes the driver sets
-//! them).
+//! # Load bits
+//!
+//! The context cannot read the driver's backlog after a push (`load_after`
+//! does after a direct put), so the thread does: after each drain it reads
+//! the backlog of the last issued entry's (rail, peer) against the
+//! context's watermark (given at the ring's registration) and publishes the
+//! pair, or none, as a hint in the ring's state word
+//! ([`SubmitRing::set_hint`]; one store, only when it changed). The push
+//! already reads that word (the stall bit); when the hint changed and
+//! names a pair, the context sets that pair's load bit (`load_mark`, cold),
+//! so route selection sees ring puts' load as a direct put's. A pair over
+//! its watermark that is not the last of a drain is caught at a later
+//! drain; the bits clear as any other (`load.rs`).
 //!
 //! # Counting
 //!
@@ -67,20 +79,17 @@
 
 #![allow(unsafe_code)]
 
-use std::sync::{
-    Arc, Mutex, PoisonError,
-    atomic::{AtomicBool, Ordering},
-};
+use std::sync::Arc;
 
 use switchyard_core::{
     class::TransportId,
-    pad::CachePadded,
-    ring::{Consumer, Producer, Ring},
-    route::{ContextId, Op, Route},
+    ring::Producer,
+    route::{ContextId, LoadWatermark, Op, Route},
+    submit::{Issue, SubmitRing},
     transport::{ErrorKind, Transport, TransportError},
     wire::{AtomicKind, FrameOp, FrameSignal},
 };
-use switchyard_socket::{SocketDriver, SocketError};
+use switchyard_socket::{Backlog, SocketDriver, SocketError};
 use zerocopy::FromBytes;
 
 use super::{Context, Result, drv::DrvError, order, progress::RingState, rail_of};
@@ -234,34 +243,47 @@ impl Entry {
 
 /// One context's ring, shared by the context (producer) and the progress
 /// thread (consumer; or the context itself while the ring is stalled or the
-/// thread is gone).
+/// thread is gone): the core's [`SubmitRing`], whose state words say who
+/// consumes and whether the ring stalled (loom-checked in switchyard-core).
 pub(super) struct SubRing {
-    ring: Ring<Entry, DEPTH>,
-    /// The thread met an error at the head entry and takes nothing more
-    /// (set by the thread, cleared by the context). On a line of its own:
-    /// the producer reads it at every push, and the thread writes
-    /// `consuming` at every burst.
-    stalled: CachePadded<AtomicBool>,
+    ring: SubmitRing<Entry, SocketError, DEPTH>,
     /// The PE the context's route decisions are made on.
     me: u32,
-    /// Why it stalled.
-    error: Mutex<Option<SocketError>>,
-    /// Who consumes now: the progress thread in a burst, or a context
-    /// draining the ring itself. Taken with `try_lock` by the thread (it
-    /// skips a ring a context drains) and `lock` by the context; the
-    /// consumer end is made only while it is held.
-    consuming: Mutex<()>,
+    /// The context's load rule: the watermark over which a rail's backlog
+    /// sets its load bit, and the capacity it is measured against; `None`:
+    /// load bits off.
+    load: Option<(LoadWatermark, Backlog)>,
+}
+
+/// The ring's load hint ([`SubmitRing::set_hint`]) for (`pe`, `rail`) over
+/// its watermark: bit 0 set, the rail in bits 1-3, the PE above; 0 (none)
+/// for a pair that does not fit the hint's 24 bits.
+fn hint_of(pe: u32, rail: usize) -> u32 {
+    if pe < 1 << 20 && rail < 8 {
+        (pe << 4) | ((rail as u32) << 1) | 1
+    } else {
+        0
+    }
+}
+
+/// The (PE, rail) a load hint names, if any.
+pub(super) fn hint_pair(h: u32) -> Option<(u32, usize)> {
+    (h & 1 != 0).then_some((h >> 4, ((h >> 1) & 7) as usize))
 }
 
 impl SubRing {
-    fn new(me: u32) -> Arc<SubRing> {
+    fn new(me: u32, load: Option<(LoadWatermark, Backlog)>) -> Arc<SubRing> {
         Arc::new(SubRing {
-            ring: Ring::new(),
-            stalled: CachePadded::new(AtomicBool::new(false)),
+            ring: SubmitRing::new(),
             me,
-            error: Mutex::new(None),
-            consuming: Mutex::new(()),
+            load,
         })
+    }
+
+    /// The load hint the thread published last (0: none).
+    #[inline]
+    pub(super) fn hint(&self) -> u32 {
+        self.ring.hint()
     }
 
     /// Whether everything pushed has been taken.
@@ -274,35 +296,20 @@ impl SubRing {
     /// consumer's head are visible).
     #[inline]
     pub(super) fn stalled(&self) -> bool {
-        self.stalled.load(Ordering::Acquire)
-    }
-
-    /// The consumer end.
-    ///
-    /// # Safety
-    /// `consuming` must be held by the caller for as long as the returned
-    /// end lives (the one consumer of the ring at a time).
-    unsafe fn consumer(&self) -> Consumer<'_, Entry, DEPTH> {
-        // SAFETY: the caller holds `consuming`, so this is the only consumer
-        // end; the ring lives in this `SubRing` (in an `Arc`, never moved).
-        unsafe { self.ring.consumer() }
+        self.ring.stalled()
     }
 
     /// Issues the ring's entries on `d` in order, until it is empty, an
     /// entry meets a full send window (left at the head), or an error
     /// (left at the head, the ring stalled). Skips a stalled ring and one
     /// another consumer holds. Returns how many were issued.
+    ///
+    /// Then publishes the load hint: the pair of the last entry issued when
+    /// its rail's backlog toward its peer is over the context's watermark
+    /// (one backlog read per drain), none when it is not.
     pub(super) fn drain(&self, d: &mut SocketDriver) -> usize {
-        if self.stalled() || self.ring.is_empty() {
-            return 0;
-        }
-        let Ok(_held) = self.consuming.try_lock() else {
-            return 0;
-        };
-        // SAFETY: `consuming` is held until the end of this function.
-        let mut c = unsafe { self.consumer() };
-        let mut n = 0;
-        while let Some(e) = c.peek() {
+        let mut last = None;
+        let n = self.ring.drain(|e| {
             let rail = usize::from(e.rail);
             let r = if rail >= d.rails() {
                 Err(SocketError::RailDown { peer: e.pe, rail })
@@ -314,18 +321,16 @@ impl SubRing {
             };
             match r {
                 Ok(()) => {
-                    let _ = c.pop();
-                    n += 1;
+                    last = Some((e.pe, rail));
+                    Issue::Done
                 }
-                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
-                Err(err) => {
-                    *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
-                    // Release: the error and the head are visible to the
-                    // context that sees the flag.
-                    self.stalled.store(true, Ordering::Release);
-                    break;
-                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => Issue::Busy,
+                Err(err) => Issue::Failed(err),
             }
+        });
+        if let (Some((pe, rail)), Some((level, cap))) = (last, self.load) {
+            let over = d.backlog(pe, rail).exceeds(level, cap);
+            self.ring.set_hint(if over { hint_of(pe, rail) } else { 0 });
         }
         n
     }
@@ -333,44 +338,20 @@ impl SubRing {
     /// The peer of the head entry, when the ring is not empty and no other
     /// consumer (the thread, in a burst) holds it now.
     pub(super) fn head_pe(&self) -> Option<u32> {
-        let _held = self.consuming.try_lock().ok()?;
-        // SAFETY: `consuming` is held until the end of this function.
-        let c = unsafe { self.consumer() };
-        c.peek().map(|e| e.pe)
+        self.ring.head().map(|e| e.pe)
     }
 
     /// Tests: stalls the ring as an error at its head would, with `err`.
     #[cfg(test)]
     pub(super) fn debug_stall(&self, err: Option<SocketError>) {
-        *self.error.lock().unwrap_or_else(PoisonError::into_inner) = err;
-        self.stalled.store(true, Ordering::Release);
+        self.ring.stall(err);
     }
 
     /// Takes the head entry of a stalled ring and the error it met, or,
     /// with `None` for the error, the next later entry; `None` when the
     /// ring is empty (and then un-stalls it). Only the context calls it.
     pub(super) fn take_stalled(&self) -> Option<(Entry, Option<SocketError>)> {
-        let _held = self
-            .consuming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // SAFETY: `consuming` is held until the end of this function.
-        let mut c = unsafe { self.consumer() };
-        match c.pop() {
-            Ok(e) => {
-                let err = self
-                    .error
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-                Some((e, err))
-            }
-            Err(_) => {
-                // Release: the head is visible to the thread's next drain.
-                self.stalled.store(false, Ordering::Release);
-                None
-            }
-        }
+        self.ring.take_stalled()
     }
 }
 
@@ -395,9 +376,10 @@ impl core::fmt::Debug for Submit {
 }
 
 impl Submit {
-    /// A new ring and its producer end, for a context on PE `me`.
-    pub(super) fn new(me: u32) -> Submit {
-        let ring = SubRing::new(me);
+    /// A new ring and its producer end, for a context on PE `me` whose load
+    /// rule is `load` (the watermark and the capacity it applies to).
+    pub(super) fn new(me: u32, load: Option<(LoadWatermark, Backlog)>) -> Submit {
+        let ring = SubRing::new(me, load);
         // SAFETY: the ring lives in the `Arc` held in `ring` beside `tx`,
         // never moves, and outlives `tx` (declared first, so dropped first;
         // `Producer` has no drop glue that touches it anyway). This is the
@@ -495,18 +477,23 @@ impl Context {
         } else {
             0
         };
+        let load = self.load.ring_rule();
         let Some(t) = self.tcp.as_mut() else {
             return false;
         };
-        if !t.submit(make(rail as u8), route.context.pe) {
+        if !t.submit(make(rail as u8), route.context.pe, load) {
             return false;
         }
+        let hint = t.ring_hint();
         if self.order.enabled {
             self.order.set(pe, code | order::T);
         }
         let len = len as u64;
         self.sx_done(pe, len, route);
         self.trace_route(pe, len, frame, route, false);
+        if let Some(h) = hint {
+            self.ring_load_hint(h);
+        }
         true
     }
 
@@ -676,7 +663,7 @@ mod tests {
 
     #[test]
     fn a_stalled_ring_gives_back_its_entries_in_order() {
-        let mut s = Submit::new(0);
+        let mut s = Submit::new(0, None);
         for i in 0..5u8 {
             assert!(s.push(Entry::new(1, u64::from(i) * 8, &[i; 8], 0, true, ctx())));
         }
@@ -703,7 +690,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_refuses() {
-        let mut s = Submit::new(0);
+        let mut s = Submit::new(0, None);
         for _ in 0..DEPTH {
             assert!(s.push(Entry::new(1, 0, &[0; 8], 0, true, ctx())));
         }
