@@ -175,24 +175,15 @@ impl Entry {
         retry: bool,
         ctx: ContextId,
     ) -> Entry {
-        let mut data = [0u8; INLINE];
-        data[..bytes.len()].copy_from_slice(bytes);
-        data[SIGNAL_INLINE..SIGNAL_INLINE + 8].copy_from_slice(&sig.offset.to_le_bytes());
-        data[SIGNAL_INLINE + 8..].copy_from_slice(&sig.value.to_le_bytes());
-        Entry {
-            off,
-            ctx_seq: ctx.seq,
-            pe,
-            len: bytes.len() as u8,
-            rail,
-            retry: u8::from(retry),
-            op: if sig.kind == AtomicKind::FetchAdd {
-                SIGNAL_ADD
-            } else {
-                SIGNAL_SET
-            },
-            data,
-        }
+        let mut e = Entry::new(pe, off, bytes, rail, retry, ctx);
+        e.data[SIGNAL_INLINE..SIGNAL_INLINE + 8].copy_from_slice(&sig.offset.to_le_bytes());
+        e.data[SIGNAL_INLINE + 8..].copy_from_slice(&sig.value.to_le_bytes());
+        e.op = if sig.kind == AtomicKind::FetchAdd {
+            SIGNAL_ADD
+        } else {
+            SIGNAL_SET
+        };
+        e
     }
 
     /// The bytes of the put.
