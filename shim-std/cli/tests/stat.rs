@@ -199,6 +199,25 @@ fn stat_json_shows_the_counts_the_job_made_exactly() {
     job.wait_for("phase1 job ", 2);
     let id = job.id();
     let before = counts(&id);
+    // Published at the end of the barrier before `phase1`: each PE's
+    // barriers and PE 0's shm route to PE 1 are current while the PEs sit
+    // outside the library (no progress step has run since).
+    let (code, out) = stat(&[&id, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for pe in v["jobs"][0]["pes"].as_array().unwrap() {
+        assert!(pe["pe"]["barriers"].as_u64().unwrap() >= 1, "{out}");
+        if pe["header"]["rank"] == 0 {
+            let shm1 = pe["peers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["peer"] == 1 && p["transport"] == "shm")
+                .expect("PE 0's (peer 1, shm) row");
+            assert_eq!(shm1["healthy"], true, "{out}");
+            assert_eq!(shm1["route"], true, "{out}");
+        }
+    }
     assert_eq!(
         channels(&id),
         BTreeMap::from([

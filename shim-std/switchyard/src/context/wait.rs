@@ -226,6 +226,10 @@ impl Context {
             debug_assert!(round <= BARRIER_ROUNDS);
         }
         self.stats.barriers += 1;
+        // A PE often sits outside the library after a barrier (between a
+        // job's phases): what `switchyard stat` reads is current then too,
+        // not only at the next timed publish of a progress step.
+        self.sx_publish();
         Ok(())
     }
 
