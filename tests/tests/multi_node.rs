@@ -100,8 +100,22 @@ nodes = "node[0-1]"
 #[test]
 fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
     need_sim!();
-    let toml = switchyard_topo::EXAMPLE_TOML;
-    let (g, file) = sim("mnc", toml, 2, 1);
+    classes_on_the_example_topology("mnc", &[]);
+}
+
+/// The same job with `cards = lazy`: each PE gets every rank's locality,
+/// fetches its node's peer's card (shared memory) and the off-node PEs'
+/// cards (TCP) from the root, and every pair is still routed by its class.
+#[test]
+fn lazy_cards_route_every_pair_by_its_class_across_nodes() {
+    need_sim!();
+    classes_on_the_example_topology("mnl", &[("SWITCHYARD_CARDS", "lazy")]);
+}
+
+/// The `classes` scenario, 8 PEs on the example topology (2 switches x 2
+/// nodes x 2 PEs), with `extra` in the PEs' environment.
+fn classes_on_the_example_topology(tag: &str, extra: &[(&str, &str)]) {
+    let (g, file) = sim(tag, switchyard_topo::EXAMPLE_TOML, 2, 1);
     let args = vec![
         "classes".to_string(),
         file.display().to_string(),
@@ -113,34 +127,12 @@ fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
     // pure `route` query of the scenario answer "no healthy transport".
     // The scenario reads every decision back from the trace ring: all of
     // them, not a sample.
-    let env = [
+    let mut env = vec![
         ("SWITCHYARD_HEARTBEAT", "2s"),
         ("SWITCHYARD_GIVE_UP", "20s"),
         ("SWITCHYARD_TRACE", "all"),
     ];
-    let out = launch::launch(&opts(&g, 8, &args, &env)).expect("launch");
-    assert_ok(&out);
-}
-
-/// The same job with `cards = lazy`: each PE gets every rank's locality,
-/// fetches its node's peer's card (shared memory) and the off-node PEs'
-/// cards (TCP) from the root, and every pair is still routed by its class.
-#[test]
-fn lazy_cards_route_every_pair_by_its_class_across_nodes() {
-    need_sim!();
-    let toml = switchyard_topo::EXAMPLE_TOML;
-    let (g, file) = sim("mnl", toml, 2, 1);
-    let args = vec![
-        "classes".to_string(),
-        file.display().to_string(),
-        "2".to_string(),
-    ];
-    let env = [
-        ("SWITCHYARD_HEARTBEAT", "2s"),
-        ("SWITCHYARD_GIVE_UP", "20s"),
-        ("SWITCHYARD_TRACE", "all"),
-        ("SWITCHYARD_CARDS", "lazy"),
-    ];
+    env.extend_from_slice(extra);
     let out = launch::launch(&opts(&g, 8, &args, &env)).expect("launch");
     assert_ok(&out);
 }
