@@ -15,7 +15,10 @@
 //! | `context_tcp/put8_burst/locked` | the same with the ring off ([`Context::set_submit_ring`]): the existing path |
 //!
 //! After criterion, a plain-clock cross-check runs both cases in interleaved
-//! rounds and prints the median ns per put of each. On a machine with two
+//! rounds and prints the median ns per put of each, then the distribution
+//! of the bursts themselves (p10, p50, p90, p99 of one burst's ns per put):
+//! a burst the scheduler interrupted (three threads on two cores) lands in
+//! the tail instead of inflating the round it is in. On a machine with two
 //! cores the progress thread, PE 1 and the application share them: the
 //! progress thread competes with the application.
 
@@ -137,6 +140,11 @@ fn pair() -> Pe0 {
 /// `bursts` bursts of [`BURST`] puts through the ring (`ring`) or not; the
 /// time of the puts alone (each burst's quiet is not timed).
 fn bursts(p: &mut Pe0, ring: bool, bursts: u64) -> Duration {
+    bursts_each(p, ring, bursts, |_| {})
+}
+
+/// As [`bursts`], handing each burst's time to `each` as well.
+fn bursts_each(p: &mut Pe0, ring: bool, bursts: u64, mut each: impl FnMut(Duration)) -> Duration {
     p.ctx.set_submit_ring(ring).expect("set_submit_ring");
     let mut total = Duration::ZERO;
     for b in 0..bursts {
@@ -144,7 +152,9 @@ fn bursts(p: &mut Pe0, ring: bool, bursts: u64) -> Duration {
         for k in 0..BURST {
             p.ctx.put(&p.sym, k, &[black_box(b)], 1).expect("put");
         }
-        total += t.elapsed();
+        let e = t.elapsed();
+        total += e;
+        each(e);
         p.ctx.quiet().expect("quiet");
     }
     total
@@ -173,11 +183,14 @@ fn main() {
 
     let (rounds, n) = if measuring() { (31, 200) } else { (1, 10) };
     let mut times = [Vec::new(), Vec::new()];
+    let mut each = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         // Every other round the other case first.
         for ring in [r % 2 == 0, r % 2 != 0] {
             let k = usize::from(!ring);
-            let t = bursts(&mut p, ring, n);
+            let t = bursts_each(&mut p, ring, n, |e| {
+                each[k].push(e.as_nanos() as f64 / BURST as f64)
+            });
             times[k].push(t.as_nanos() as f64 / (n * BURST as u64) as f64);
         }
     }
@@ -197,6 +210,22 @@ fn main() {
     );
     for (k, name) in ["ring", "locked"].into_iter().enumerate() {
         println!("  put8_burst/{name:<8} {:>10.1}", median(times[k].clone()));
+    }
+    println!(
+        "per burst (ns per put in one burst of {BURST}, over every burst of the rounds above: \
+         p10 / p50 / p90 / p99; a burst the scheduler interrupted lands in the tail):"
+    );
+    for (k, name) in ["ring", "locked"].into_iter().enumerate() {
+        let mut t = each[k].clone();
+        t.sort_by(f64::total_cmp);
+        let q = |f: f64| t[((t.len() - 1) as f64 * f) as usize];
+        println!(
+            "  put8_burst/{name:<8} {:>8.1} {:>8.1} {:>8.1} {:>10.1}",
+            q(0.1),
+            q(0.5),
+            q(0.9),
+            q(0.99)
+        );
     }
     let Pe0 { ctx, done, pe1, .. } = p;
     let _ = done.send(());
