@@ -217,6 +217,14 @@ pub struct Policy {
     /// `[class][band]`: the entry of every mask in which the first candidate
     /// is usable (the same for all of them: it is taken, not downgraded).
     first_entry: [[u8; BANDS]; 5],
+    /// `[class][band]`: the transport index of the second candidate, or
+    /// [`NO_FIRST`] when there is none or the class may not fall back to it
+    /// (`Downgrade::Forbid`).
+    second: [[u8; BANDS]; 5],
+    /// `[class][band]`: the entry of every mask in which the first candidate
+    /// is not usable and the second is (the same for all of them: the
+    /// second is taken, a downgrade).
+    second_entry: [[u8; BANDS]; 5],
 }
 
 /// [`Policy::first`] of a (class, band) with no candidate: above every
@@ -298,11 +306,23 @@ impl Policy {
         let no_rdma_atomics = !config.rdma_atomics;
         let mut first = [[NO_FIRST; BANDS]; 5];
         let mut first_entry = [[0u8; BANDS]; 5];
+        let mut second = [[NO_FIRST; BANDS]; 5];
+        let mut second_entry = [[0u8; BANDS]; 5];
         for class in 0..5 {
             for band in 0..BANDS {
-                if let Some(t) = candidates[class][band].as_slice().first() {
+                let ids = candidates[class][band].as_slice();
+                if let Some(t) = ids.first() {
                     first[class][band] = t.0;
                     first_entry[class][band] = table[class][band][1 << t.index()];
+                }
+                if let Some(t) = ids.get(1) {
+                    // Only where the table takes it when it is the one usable
+                    // candidate (not under `Forbid`).
+                    let entry = table[class][band][1 << t.index()];
+                    if entry & ENTRY_VALID != 0 && entry & ENTRY_ID == t.0 {
+                        second[class][band] = t.0;
+                        second_entry[class][band] = entry;
+                    }
                 }
             }
         }
@@ -316,6 +336,8 @@ impl Policy {
             counting,
             first,
             first_entry,
+            second,
+            second_entry,
         }
     }
 
@@ -519,8 +541,10 @@ const MEMO_SLOTS: usize = 16;
 
 /// One destination and band as [`decide`] finds them in a version: its class
 /// index, the (class, band)'s first candidate's entry and where that
-/// candidate's health and load bits toward it are. Nothing here changes
-/// within a version and a policy; the bits themselves are read per select.
+/// candidate's health and load bits toward it are, and the same for the
+/// second candidate (the fallback: TCP where RDMA comes first and the PE
+/// has none). Nothing here changes within a version and a policy; the bits
+/// themselves are read per select.
 #[derive(Debug, Clone, Copy)]
 struct Memo {
     /// `u32::MAX` (never a PE: `dst < n_pes <= u32::MAX`) when empty.
@@ -528,7 +552,12 @@ struct Memo {
     band: u8,
     ci: u8,
     entry: u8,
+    /// [`Policy::second_entry`]: taken when `at` is not usable and `fall`
+    /// is.
+    fall_entry: u8,
     at: LinkAt,
+    /// The second candidate's bits ([`LinkAt::NONE`]: none to fall to).
+    fall: LinkAt,
 }
 
 impl Memo {
@@ -537,7 +566,9 @@ impl Memo {
         band: 0,
         ci: 0,
         entry: 0,
+        fall_entry: 0,
         at: LinkAt::NONE,
+        fall: LinkAt::NONE,
     };
 }
 
@@ -704,10 +735,12 @@ impl<'a> Selector<'a> {
     /// See [`PinnedSelector::select`].
     ///
     /// A destination selected again (one of the last few, slot
-    /// `dst % 16`) costs less: its class and where its first candidate's
-    /// bits are were kept from the previous decision in the same version,
-    /// so the decision is those bits (health set, load clear: the first
-    /// candidate's entry) or, when they say otherwise, the full decision.
+    /// `dst % 16`) costs less: its class and where its first two
+    /// candidates' bits are were kept from the previous decision in the
+    /// same version, so the decision is those bits (the first usable:
+    /// health set, load clear, that candidate's entry; the second taken
+    /// only where the class may fall back) or, when neither is usable, the
+    /// full decision.
     #[inline(always)]
     pub fn select_sticky(&mut self, dst: u32, len: u32, op: Op) -> Result<Route, SelectError> {
         if self.reader.published() != self.view_key {
@@ -715,12 +748,20 @@ impl<'a> Selector<'a> {
         }
         let band = self.policy.band(len, op);
         let m = &self.memo[dst as usize % MEMO_SLOTS];
-        let (entry, ci) =
-            if (m.dst == dst) & (usize::from(m.band) == band) && self.view.usable_at(&m.at) {
+        // The table takes the first usable candidate: the first when it is
+        // usable, else the second when that one is (and the class may fall
+        // back to it, or `fall` is NONE); anything else is decided in full.
+        let (entry, ci) = if (m.dst == dst) & (usize::from(m.band) == band) {
+            if self.view.usable_at(&m.at) {
                 (m.entry, usize::from(m.ci))
+            } else if self.view.usable_at(&m.fall) {
+                (m.fall_entry, usize::from(m.ci))
             } else {
                 self.decide_and_memo(dst, band)?
-            };
+            }
+        } else {
+            self.decide_and_memo(dst, band)?
+        };
         let seq = self.lane_bits | (self.counter & COUNTER_MASK);
         self.counter += 1;
         Ok(route_of(
@@ -753,12 +794,15 @@ impl<'a> Selector<'a> {
         let (entry, ci) = decide(&self.view, &self.policy, dst, band)?;
         let first = usize::from(self.policy.first[ci][band]);
         if let Some(at) = self.view.link_at(dst, first) {
+            let second = usize::from(self.policy.second[ci][band]);
             self.memo[dst as usize % MEMO_SLOTS] = Memo {
                 dst,
                 band: band as u8,
                 ci: ci as u8,
                 entry: self.policy.first_entry[ci][band],
+                fall_entry: self.policy.second_entry[ci][band],
                 at,
+                fall: self.view.link_at(dst, second).unwrap_or(LinkAt::NONE),
             };
         }
         Ok((entry, ci))

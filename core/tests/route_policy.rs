@@ -165,8 +165,9 @@ fn exhaustive_class_health_load_band_downgrade() {
             ..PolicyConfig::default()
         });
         let mut sel = Selector::new(&topo, policy).unwrap();
-        // The per-message path (sticky pin, kept view, first-candidate
-        // shortcut) on a reader of its own: the same decisions.
+        // The per-message path (sticky pin, kept view, first- and
+        // second-candidate shortcuts) on a reader of its own: the same
+        // decisions, whatever the previous case's bits left in its memo.
         let mut sticky = Selector::new(&topo, policy).unwrap();
         for (peer, &class) in CLASSES.iter().enumerate() {
             for health in 0..8u8 {
