@@ -20,7 +20,8 @@ use crate::{
         decode_challenge, decode_error_frame, frame, kind_name, u64_payload,
     },
     lazy::{self, CardRefusal, Cards, Localities, MAX_CARDS_PER_REQUEST},
-    root::{RootServer, check_size, check_timeout},
+    root::{RootServer, RootStats, check_size, check_timeout},
+    store::CardSource,
     stream::{ReadError, read_frame, write_frame},
 };
 
@@ -43,6 +44,9 @@ pub struct Bootstrap {
     broken: bool,
     /// The class encoding version of our card (checked on fetched cards).
     class: u8,
+    /// Under PMIx: the store the cards come from instead of the root.
+    #[cfg(feature = "pmix")]
+    store: Option<crate::pmix::CardStore>,
 }
 
 /// What the allgather gave a PE: every card, or (lazy) every locality.
@@ -208,6 +212,8 @@ impl Bootstrap {
             timeout,
             broken: false,
             class: my_card.class_encoding_version,
+            #[cfg(feature = "pmix")]
+            store: None,
         };
         let answer_by = deadline + grace(timeout);
         let cards = boot
@@ -325,6 +331,23 @@ impl Bootstrap {
         self.barriers
     }
 
+    /// Where [`Bootstrap::fetch_cards`] gets the cards: the root, or, for a
+    /// PE that joined under PMIx ([`rendezvous_at`] and
+    /// [`rendezvous_at_lazy`] with the `pmix` feature), the PMIx store.
+    pub fn card_source(&self) -> CardSource {
+        #[cfg(feature = "pmix")]
+        if self.store.is_some() {
+            return CardSource::Pmix;
+        }
+        CardSource::Root
+    }
+
+    /// Takes the cards from `store` from now on.
+    #[cfg(feature = "pmix")]
+    pub(crate) fn set_card_store(&mut self, store: crate::pmix::CardStore) {
+        self.store = Some(store);
+    }
+
     fn unexpected(&self, kind: u8, phase: &str) -> BootstrapError {
         BootstrapError::Protocol {
             peer: format!("the root at {}", self.root),
@@ -438,22 +461,31 @@ impl Bootstrap {
         Ok(locs)
     }
 
-    /// Fetches the cards of `ranks` from the root (after a lazy join, see
-    /// [`Bootstrap::join_lazy`]; in requests of at most
-    /// [`MAX_CARDS_PER_REQUEST`] ranks, one outstanding at a time). Each
-    /// card comes back checked (rank, job, class encoding version) and
-    /// with this job's id. The root serves a card at most
+    /// Fetches the cards of `ranks` (after a lazy join, see
+    /// [`Bootstrap::join_lazy`]) from where [`Bootstrap::card_source`]
+    /// says. From the root: in requests of at most
+    /// [`MAX_CARDS_PER_REQUEST`] ranks, one outstanding at a time; the root
+    /// serves a card at most
     /// [`MAX_SERVES_PER_CARD`](crate::MAX_SERVES_PER_CARD) times per
-    /// connection: keep what you fetch.
+    /// connection: keep what you fetch. From PMIx: a `PMIx_Get` per rank
+    /// (duplicates fetched once), each waiting at most the join's timeout,
+    /// the card also checked against the rank's locality from the root.
+    /// Each card comes back checked (rank, job, class encoding version)
+    /// and with this job's id.
     ///
     /// # Errors
     /// [`BootstrapError::InvalidArgument`] for no ranks;
     /// [`BootstrapError::CardRefused`] when the root refuses a request
     /// (a rank not in the job, a card asked for too often; the connection
     /// stays usable, the cards of earlier requests of this call are
-    /// dropped); [`BootstrapError::BadCard`], [`BootstrapError::Protocol`]
-    /// for an answer that does not match; the errors of a frame exchange,
-    /// which leave the connection unusable.
+    /// dropped), or, from PMIx, for a rank not in the job;
+    /// [`BootstrapError::BadCard`], [`BootstrapError::Protocol`] for an
+    /// answer (or a stored card) that does not match; the errors of a
+    /// frame exchange, which leave the connection unusable; from PMIx,
+    /// [`BootstrapError::Pmix`] for a failed `PMIx_Get` (the connection
+    /// stays usable), [`BootstrapError::PmixValue`],
+    /// [`BootstrapError::JobIdMismatch`],
+    /// [`BootstrapError::ClassVersionMismatch`].
     pub fn fetch_cards(&mut self, ranks: &[u32]) -> Result<Cards, BootstrapError> {
         if self.broken {
             return Err(BootstrapError::Unusable);
@@ -462,6 +494,17 @@ impl Bootstrap {
             return Err(BootstrapError::InvalidArgument {
                 reason: "no ranks to fetch cards of".into(),
             });
+        }
+        #[cfg(feature = "pmix")]
+        if let Some(store) = &self.store {
+            let who = crate::pmix::Asker {
+                me: self.rank,
+                size: self.size,
+                job_id: self.job_id,
+                class: self.class,
+                timeout: self.timeout,
+            };
+            return store.fetch(ranks, &who);
         }
         let mut out = Cards::default();
         for chunk in ranks.chunks(MAX_CARDS_PER_REQUEST) {
@@ -728,6 +771,9 @@ pub struct Rendezvous {
     /// [`Bootstrap::finish`] (it ends when every PE has said goodbye, or
     /// fails naming who did not).
     pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
+    /// The hosted root's live counters ([`RootServer::stats`]), when this
+    /// PE hosts it.
+    pub root_stats: Option<RootStats>,
 }
 
 /// Where a job's PEs meet, decided before they start their transports
@@ -830,12 +876,16 @@ pub fn rendezvous_at(
     timeout: Duration,
     host_root: bool,
 ) -> Result<Rendezvous, BootstrapError> {
-    let (bootstrap, cards, root) =
-        host_and_join(info, meeting, card, timeout, host_root, Bootstrap::join)?;
+    #[cfg(feature = "pmix")]
+    if let Some(store) = crate::pmix::store_of(info) {
+        return crate::pmix::rendezvous_all(store, info, meeting, card, timeout, host_root);
+    }
+    let j = host_and_join(info, meeting, card, timeout, host_root, Bootstrap::join)?;
     Ok(Rendezvous {
-        bootstrap,
-        cards,
-        root,
+        bootstrap: j.bootstrap,
+        cards: j.got,
+        root: j.root,
+        root_stats: j.root_stats,
     })
 }
 
@@ -851,6 +901,8 @@ pub struct LazyRendezvous {
     pub localities: Localities,
     /// The root's thread when this PE hosts it (as [`Rendezvous::root`]).
     pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
+    /// The hosted root's live counters (as [`Rendezvous::root_stats`]).
+    pub root_stats: Option<RootStats>,
 }
 
 /// [`rendezvous_at`] with lazy cards ([`Bootstrap::join_lazy`]).
@@ -864,7 +916,11 @@ pub fn rendezvous_at_lazy(
     timeout: Duration,
     host_root: bool,
 ) -> Result<LazyRendezvous, BootstrapError> {
-    let (bootstrap, localities, root) = host_and_join(
+    #[cfg(feature = "pmix")]
+    if let Some(store) = crate::pmix::store_of(info) {
+        return crate::pmix::rendezvous_lazy(store, info, meeting, card, timeout, host_root);
+    }
+    let j = host_and_join(
         info,
         meeting,
         card,
@@ -873,9 +929,10 @@ pub fn rendezvous_at_lazy(
         Bootstrap::join_lazy,
     )?;
     Ok(LazyRendezvous {
-        bootstrap,
-        localities,
-        root,
+        bootstrap: j.bootstrap,
+        localities: j.got,
+        root: j.root,
+        root_stats: j.root_stats,
     })
 }
 
@@ -890,16 +947,24 @@ type JoinFn<T> = fn(
     &JobSecret,
 ) -> Result<(Bootstrap, T), BootstrapError>;
 
+/// What [`host_and_join`] gives: the connection, what the allgather gave,
+/// and the hosted root's thread and counters.
+pub(crate) struct Joined<T> {
+    pub(crate) bootstrap: Bootstrap,
+    pub(crate) got: T,
+    pub(crate) root: Option<JoinHandle<Result<(), BootstrapError>>>,
+    pub(crate) root_stats: Option<RootStats>,
+}
+
 /// Hosts the root when this PE should, then joins with `join`.
-#[allow(clippy::type_complexity)]
-fn host_and_join<T>(
+pub(crate) fn host_and_join<T>(
     info: &RankInfo,
     meeting: Meeting,
     card: Card,
     timeout: Duration,
     host_root: bool,
     join: JoinFn<T>,
-) -> Result<(Bootstrap, T, Option<JoinHandle<Result<(), BootstrapError>>>), BootstrapError> {
+) -> Result<Joined<T>, BootstrapError> {
     let Meeting {
         root,
         secret,
@@ -916,9 +981,12 @@ fn host_and_join<T>(
         )?),
         None => None,
     };
-    let (addr, handle) = match server {
-        Some(server) => (server.local_addr(), Some(server.spawn()?)),
-        None => (root, None),
+    let (addr, handle, root_stats) = match server {
+        Some(server) => {
+            let stats = server.stats();
+            (server.local_addr(), Some(server.spawn()?), Some(stats))
+        }
+        None => (root, None, None),
     };
     match join(
         addr,
@@ -929,7 +997,12 @@ fn host_and_join<T>(
         timeout,
         &secret,
     ) {
-        Ok((bootstrap, got)) => Ok((bootstrap, got, handle)),
+        Ok((bootstrap, got)) => Ok(Joined {
+            bootstrap,
+            got,
+            root: handle,
+            root_stats,
+        }),
         Err(e) => {
             if let Some(h) = handle {
                 let _ = h.join();

@@ -246,6 +246,7 @@ mod lazy;
 #[cfg(feature = "pmix")]
 mod pmix;
 mod root;
+mod store;
 mod stream;
 #[cfg(any(test, feature = "fuzz"))]
 pub mod wire;
@@ -267,4 +268,5 @@ pub use crate::{
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
     lazy::{CardRefusal, Cards, Localities, Locality, MAX_CARDS_PER_REQUEST, MAX_SERVES_PER_CARD},
     root::{MAX_PES, Refusal, RootServer, RootStats},
+    store::CardSource,
 };

@@ -13,6 +13,7 @@
 //! once with its reason ([`BootstrapError::PmixRank0Failed`]) rather than at
 //! a timeout.
 
+mod cards;
 mod sys;
 
 use std::{
@@ -23,6 +24,7 @@ use std::{
     time::Duration,
 };
 
+pub(crate) use self::cards::{Asker, CardStore, rendezvous_all, rendezvous_lazy, store_of};
 use self::sys::{Key, Value, keys};
 use crate::{
     auth::{JobSecret, SecretOrigin},
@@ -38,6 +40,9 @@ pub(crate) const KEY_ROOT: &CStr = c"switchyard.root";
 pub(crate) const KEY_SECRET: &CStr = c"switchyard.secret";
 /// The key rank 0 publishes its failure under (empty when there is none).
 pub(crate) const KEY_ERROR: &CStr = c"switchyard.error";
+/// The key every PE publishes its [`Card`](crate::Card) under (its
+/// encoding, with job id 0).
+pub(crate) const KEY_CARD: &CStr = c"switchyard.card";
 
 fn failed(call: impl Into<String>, status: sys::Status) -> BootstrapError {
     BootstrapError::Pmix {
@@ -49,6 +54,11 @@ fn failed(call: impl Into<String>, status: sys::Status) -> BootstrapError {
 
 fn key_name(key: Key) -> String {
     key.to_string_lossy().into_owned()
+}
+
+/// A timeout as PMIx's `PMIX_TIMEOUT` wants it: whole seconds, at least 1.
+fn timeout_s(timeout: Duration) -> i32 {
+    i32::try_from(timeout.as_secs().max(1)).unwrap_or(i32::MAX)
 }
 
 /// A PMIx client session: `PMIx_Init` when made, `PMIx_Finalize` when the
@@ -132,10 +142,11 @@ impl Handle {
         &self,
         proc: &sys::Proc,
         key: Key,
+        timeout: Option<Duration>,
         expected: &'static str,
         take: impl FnOnce(Value) -> Result<T, Value>,
     ) -> Result<Option<T>, BootstrapError> {
-        let value = match sys::get(proc, key) {
+        let value = match sys::get(proc, key, timeout.map(timeout_s)) {
             Ok(v) => v,
             Err(keys::ERR_NOT_FOUND) => return Ok(None),
             Err(s) => {
@@ -154,7 +165,7 @@ impl Handle {
 
     /// A number, `None` when the server does not have it.
     fn get_u32(&self, proc: &sys::Proc, key: Key) -> Result<Option<u32>, BootstrapError> {
-        self.get(proc, key, "an unsigned integer", |v| match v {
+        self.get(proc, key, None, "an unsigned integer", |v| match v {
             Value::U32(v) => Ok(v),
             Value::U16(v) => Ok(u32::from(v)),
             other => Err(other),
@@ -164,7 +175,7 @@ impl Handle {
     /// Bytes rank 0 published under `key`, `None` when it did not.
     fn get_published(&self, key: Key) -> Result<Option<Vec<u8>>, BootstrapError> {
         let rank0 = self.0.me.with_rank(0);
-        self.get(&rank0, key, "a byte object", |v| match v {
+        self.get(&rank0, key, None, "a byte object", |v| match v {
             Value::Bytes(b) => Ok(b),
             Value::Str(s) => Ok(s.into_bytes()),
             other => Err(other),
@@ -209,8 +220,7 @@ impl Handle {
         } else {
             None
         };
-        let timeout_s = i32::try_from(timeout.as_secs().max(1)).unwrap_or(i32::MAX);
-        sys::fence_all(&me, timeout_s).map_err(|s| failed("PMIx_Fence", s))?;
+        sys::fence_all(&me, timeout_s(timeout), true).map_err(|s| failed("PMIx_Fence", s))?;
         if let Some(prepared) = prepared {
             let (secret, server) = prepared?;
             return Ok(Meeting {
@@ -281,7 +291,7 @@ impl Handle {
 
     /// This host's name: `PMIX_HOSTNAME`, else the kernel's.
     fn hostname(&self) -> Result<String, BootstrapError> {
-        if let Ok(Value::Str(h)) = sys::get(&self.0.me, keys::HOSTNAME)
+        if let Ok(Value::Str(h)) = sys::get(&self.0.me, keys::HOSTNAME, None)
             && !h.is_empty()
         {
             return Ok(h);
@@ -350,7 +360,7 @@ mod test {
 
     #[test]
     fn published_keys_are_distinct_and_short() {
-        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR];
+        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR, KEY_CARD];
         for (i, a) in keys.iter().enumerate() {
             assert!(a.to_bytes().len() < 64);
             for b in &keys[i + 1..] {
