@@ -7,8 +7,12 @@
 #      `-n 4` (rank, size, root and secret through PMIx; rank 0 failing to
 #      bind reaches every PE);
 #   2. C API tests (tests/c, built with `switchyard cc`) under `mpirun -n 2`
-#      and `-n 4`, each checked against its `// expect-status:` (default 0)
-#      and `// expect-stdout:` lines, with its `// env:` lines set.
+#      and `-n 4`, with `SWITCHYARD_CARDS=all` and `=lazy`, each checked
+#      against its `// expect-status:` (default 0) and `// expect-stdout:`
+#      lines, with its `// env:` lines set; and that the peers' cards came
+#      from the PMIx store, not the root: every PE of a run expected to
+#      succeed logs Context::init's debug event `cards from pmix` (with its
+#      `cards` mode), and no PE of any run `cards from root`.
 #
 # Nothing here skips: without mpirun or libpmix the step fails (CI installs
 # openmpi-bin and libpmix-dev in .ci/setup.sh).
@@ -17,6 +21,7 @@
 #                    a set covering RMA, atomics, collectives, teams,
 #                    contexts, threads, locks, signals and global exit
 #   LAUNCHER_PES     PE counts (default "2 4")
+#   LAUNCHER_CARDS   `cards` modes (default "all lazy")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -47,6 +52,10 @@ default_tests="basics rma p2p amo lock signal coll_data coll_reduce team_split c
 tests=${LAUNCHER_TESTS:-$default_tests}
 [ "$tests" = all ] && tests=$(cd tests/c && ls -- *.c | sed 's/\.c$//')
 pes=${LAUNCHER_PES:-"2 4"}
+cards_modes=${LAUNCHER_CARDS:-"all lazy"}
+# Context::init says where the cards came from (a debug event); nothing
+# else is logged below warnings.
+log_filter=warn,switchyard::context::init=debug
 
 passed=0; failures=()
 for t in $tests; do
@@ -60,21 +69,30 @@ for t in $tests; do
   while IFS= read -r kv; do envs+=("$kv"); done < <(sed -n 's#^// env: *##p' "$src")
   test_pes=$(sed -n 's#^// pes: *##p' "$src" | head -n1)
   for n in ${test_pes:-$pes}; do
-    log=$out/$t.$n
-    env "${envs[@]}" timeout --kill-after=5 60 \
-      mpirun -n "$n" --oversubscribe "$out/$t" >"$log.out" 2>"$log.err"
-    rc=$?
-    bad=""
-    [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
-    while IFS= read -r line; do
-      [ -n "$line" ] && ! grep -qF -- "$line" "$log.out" && bad="${bad:+$bad; }no '$line' on stdout"
-    done < <(sed -n 's#^// expect-stdout: *##p' "$src")
-    if [ -z "$bad" ]; then
-      passed=$((passed + 1))
-    else
-      failures+=("$t -n $n: $bad")
-      echo "--- $t -n $n: $bad"; tail -n 20 "$log.out" "$log.err"
-    fi
+    for cards in $cards_modes; do
+      log=$out/$t.$n.$cards
+      env SWITCHYARD_CARDS="$cards" SWITCHYARD_LOG="$log_filter" "${envs[@]}" \
+        timeout --kill-after=5 60 \
+        mpirun -n "$n" --oversubscribe "$out/$t" >"$log.out" 2>"$log.err"
+      rc=$?
+      bad=""
+      [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
+      while IFS= read -r line; do
+        [ -n "$line" ] && ! grep -qF -- "$line" "$log.out" && bad="${bad:+$bad; }no '$line' on stdout"
+      done < <(sed -n 's#^// expect-stdout: *##p' "$src")
+      grep -q "cards from root" "$log.err" && bad="${bad:+$bad; }cards from the root under PMIx"
+      if [ "$want" = 0 ]; then
+        from_pmix=$(grep -cE "cards from pmix.*cards=\"?$cards" "$log.err")
+        [ "$from_pmix" = "$n" ] \
+          || bad="${bad:+$bad; }$from_pmix of $n PEs logged cards from pmix (cards=$cards)"
+      fi
+      if [ -z "$bad" ]; then
+        passed=$((passed + 1))
+      else
+        failures+=("$t -n $n cards=$cards: $bad")
+        echo "--- $t -n $n cards=$cards: $bad"; tail -n 20 "$log.out" "$log.err"
+      fi
+    done
   done
 done
 
