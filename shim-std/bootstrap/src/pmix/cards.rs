@@ -99,7 +99,14 @@ impl Handle {
         })?;
         self.put(KEY_CARD, &bytes)?;
         sys::commit().map_err(|s| failed("PMIx_Commit", s))?;
-        sys::fence_all(&self.0.me, timeout_s(timeout), collect).map_err(|s| failed("PMIx_Fence", s))
+        sys::fence_all(&self.0.me, timeout_s(timeout), collect).map_err(|s| {
+            let how = if collect {
+                "collecting"
+            } else {
+                "not collecting"
+            };
+            failed(format!("PMIx_Fence({}, {how})", key_name(KEY_CARD)), s)
+        })
     }
 
     /// The bytes `rank` published under [`KEY_CARD`] (its server is asked
