@@ -1,9 +1,9 @@
-//! Cards through the PMIx store: every PE puts its [`Card`] (its encoding,
-//! job id 0, `PMIX_GLOBAL`) under [`KEY_CARD`], commits, and enters a fence
-//! over the namespace, then joins the root lazily with a card that holds
-//! only its locality ([`locality_only`]): the root gathers localities,
-//! serves hellos, barriers and goodbyes, and never holds or sends a
-//! connectable card.
+//! Cards through the PMIx store: every PE joins the root lazily with a
+//! card that holds only its locality ([`locality_only`]), then puts its
+//! [`Card`] (its encoding, job id 0, `PMIX_GLOBAL`) under [`KEY_CARD`],
+//! commits, and enters a fence over the namespace. The root gathers
+//! localities, serves hellos, barriers and goodbyes, and never holds or
+//! sends a connectable card.
 //!
 //! With every card wanted ([`crate::rendezvous_at`]) the fence collects the
 //! data, so each `PMIx_Get` is answered from this node's copy. With lazy
@@ -138,8 +138,10 @@ pub(crate) fn store_of(info: &RankInfo) -> Option<&Handle> {
     info.pmix.as_ref().filter(|_| info.size > 1)
 }
 
-/// Publishes `card`, then joins the root lazily with its locality only;
-/// the [`Bootstrap`] keeps the session and the localities for its fetches.
+/// Joins the root lazily with `card`'s locality only, then publishes
+/// `card`; the [`Bootstrap`] keeps the session and the localities for its
+/// fetches. The root first: a PE that never comes is named by the root's
+/// allgather, which a fence's timeout would not do.
 fn join(
     handle: &Handle,
     info: &RankInfo,
@@ -147,7 +149,6 @@ fn join(
     card: &Card,
     (timeout, host_root, collect): (Duration, bool, bool),
 ) -> Result<Joined<Localities>, BootstrapError> {
-    handle.publish_card(card, collect, timeout)?;
     let short = locality_only(card);
     let mut j = host_and_join(
         info,
@@ -157,11 +158,25 @@ fn join(
         host_root,
         Bootstrap::join_lazy,
     )?;
+    if let Err(e) = handle.publish_card(card, collect, timeout) {
+        return Err(abandon(j, e));
+    }
     j.bootstrap.set_card_store(CardStore {
         handle: handle.clone(),
         localities: j.got.clone(),
     });
     Ok(j)
+}
+
+/// Leaves the rendezvous after `e`: our close without a goodbye fails the
+/// job at the root, which tells every PE why; a root we host ends with it
+/// (within its linger), and is joined.
+fn abandon<T>(j: Joined<T>, e: BootstrapError) -> BootstrapError {
+    drop(j.bootstrap);
+    if let Some(h) = j.root {
+        let _ = h.join();
+    }
+    e
 }
 
 /// [`crate::rendezvous_at`] under PMIx: every card from the store (the
@@ -174,47 +189,34 @@ pub(crate) fn rendezvous_all(
     timeout: Duration,
     host_root: bool,
 ) -> Result<Rendezvous, BootstrapError> {
-    let Joined {
-        bootstrap: mut boot,
-        root,
-        root_stats,
-        ..
-    } = join(handle, info, meeting, &card, (timeout, host_root, true))?;
+    let mut j = join(handle, info, meeting, &card, (timeout, host_root, true))?;
     let others: Vec<u32> = (0..info.size).filter(|&r| r != info.rank).collect();
-    match boot.fetch_cards(&others) {
-        Ok(fetched) => {
-            let mut cards = Vec::with_capacity(info.size as usize);
-            let mut fetched = fetched.into_iter().peekable();
-            for r in 0..info.size {
-                if r == info.rank {
-                    cards.push(card.clone());
-                } else if let Some(c) = fetched.next_if(|c| c.rank == r) {
-                    cards.push(c);
-                } else {
-                    // fetch_cards returned one card per rank asked.
-                    return Err(BootstrapError::Protocol {
-                        peer: "PMIx".into(),
-                        reason: format!("no card of rank {r}"),
-                    });
-                }
-            }
-            Ok(Rendezvous {
-                bootstrap: boot,
-                cards,
-                root,
-                root_stats,
-            })
-        }
-        Err(e) => {
-            // Our goodbye-less close fails the job at the root, which
-            // tells every PE; a root we host ends with it.
-            drop(boot);
-            if let Some(h) = root {
-                let _ = h.join();
-            }
-            Err(e)
+    let fetched = match j.bootstrap.fetch_cards(&others) {
+        Ok(f) => f,
+        Err(e) => return Err(abandon(j, e)),
+    };
+    let mut cards = Vec::with_capacity(info.size as usize);
+    let mut fetched = fetched.into_iter().peekable();
+    for r in 0..info.size {
+        if r == info.rank {
+            cards.push(card.clone());
+        } else if let Some(c) = fetched.next_if(|c| c.rank == r) {
+            cards.push(c);
+        } else {
+            // Not reached: fetch_cards returns one card per rank asked.
+            let e = BootstrapError::Protocol {
+                peer: "PMIx".into(),
+                reason: format!("no card of rank {r}"),
+            };
+            return Err(abandon(j, e));
         }
     }
+    Ok(Rendezvous {
+        bootstrap: j.bootstrap,
+        cards,
+        root: j.root,
+        root_stats: j.root_stats,
+    })
 }
 
 /// [`crate::rendezvous_at_lazy`] under PMIx: the fence does not collect the
