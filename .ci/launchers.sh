@@ -12,7 +12,9 @@
 #      lines, with its `// env:` lines set; and that the peers' cards came
 #      from the PMIx store, not the root: every PE of a run expected to
 #      succeed logs Context::init's debug event `cards from pmix` (with its
-#      `cards` mode), and no PE of any run `cards from root`.
+#      `cards` mode), and no PE of any run `cards from root`;
+#   3. a program that returns without shmem_finalize exits 0 with either
+#      `cards` mode (PMIx is finalized at exit).
 #
 # Nothing here skips: without mpirun or libpmix the step fails (CI installs
 # openmpi-bin and libpmix-dev in .ci/setup.sh).
@@ -95,6 +97,38 @@ for t in $tests; do
     done
   done
 done
+
+# 3. A program that returns from main without shmem_finalize: with lazy
+#    cards its PMIx session outlives the bootstrap (cards are fetched as
+#    long as the job runs) and must still be finalized at exit, or mpirun
+#    fails the job ("exiting improperly").
+cat >"$out/no_finalize.c" <<'EOF'
+#include <shmem.h>
+#include <stdio.h>
+int main(void) {
+    shmem_init();
+    shmem_barrier_all();
+    printf("PE %d: no shmem_finalize\n", shmem_my_pe());
+    return 0;
+}
+EOF
+if "$bin/switchyard" cc -std=c11 -Wall -Wextra -Werror -O1 "$out/no_finalize.c" -o "$out/no_finalize"; then
+  for cards in $cards_modes; do
+    log=$out/no_finalize.$cards
+    SWITCHYARD_CARDS=$cards SWITCHYARD_HEAP_SIZE=8M timeout --kill-after=5 60 \
+      mpirun -n 4 --oversubscribe "$out/no_finalize" >"$log.out" 2>"$log.err"
+    rc=$?
+    lines=$(grep -c "no shmem_finalize" "$log.out")
+    if [ "$rc" = 0 ] && [ "$lines" = 4 ]; then
+      passed=$((passed + 1))
+    else
+      failures+=("no_finalize -n 4 cards=$cards: exit $rc, $lines of 4 PEs printed")
+      echo "--- no_finalize cards=$cards"; tail -n 20 "$log.out" "$log.err"
+    fi
+  done
+else
+  failures+=("no_finalize (compile)")
+fi
 
 for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done
 echo "launchers: mpirun: $passed C test run(s) passed, ${#failures[@]} failed"

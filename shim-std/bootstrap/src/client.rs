@@ -44,7 +44,10 @@ pub struct Bootstrap {
     broken: bool,
     /// The class encoding version of our card (checked on fetched cards).
     class: u8,
-    /// Under PMIx: the store the cards come from instead of the root.
+    /// Where the cards come from.
+    cards_from: CardSource,
+    /// Under PMIx: the store the cards come from instead of the root, while
+    /// cards may still be fetched (lazy cards).
     #[cfg(feature = "pmix")]
     store: Option<crate::pmix::CardStore>,
 }
@@ -212,6 +215,7 @@ impl Bootstrap {
             timeout,
             broken: false,
             class: my_card.class_encoding_version,
+            cards_from: CardSource::Root,
             #[cfg(feature = "pmix")]
             store: None,
         };
@@ -335,17 +339,23 @@ impl Bootstrap {
     /// PE that joined under PMIx ([`rendezvous_at`] and
     /// [`rendezvous_at_lazy`] with the `pmix` feature), the PMIx store.
     pub fn card_source(&self) -> CardSource {
-        #[cfg(feature = "pmix")]
-        if self.store.is_some() {
-            return CardSource::Pmix;
-        }
-        CardSource::Root
+        self.cards_from
     }
 
     /// Takes the cards from `store` from now on.
     #[cfg(feature = "pmix")]
     pub(crate) fn set_card_store(&mut self, store: crate::pmix::CardStore) {
+        self.cards_from = CardSource::Pmix;
         self.store = Some(store);
+    }
+
+    /// Drops the store (and with it this PE's hold on the PMIx session):
+    /// every card was fetched. Later fetches are refused
+    /// ([`CardRefusal::NotNow`], as the root refuses them when it kept no
+    /// cards).
+    #[cfg(feature = "pmix")]
+    pub(crate) fn close_card_store(&mut self) {
+        self.store = None;
     }
 
     fn unexpected(&self, kind: u8, phase: &str) -> BootstrapError {
@@ -495,16 +505,22 @@ impl Bootstrap {
                 reason: "no ranks to fetch cards of".into(),
             });
         }
-        #[cfg(feature = "pmix")]
-        if let Some(store) = &self.store {
-            let who = crate::pmix::Asker {
-                me: self.rank,
-                size: self.size,
-                job_id: self.job_id,
-                class: self.class,
-                timeout: self.timeout,
-            };
-            return store.fetch(ranks, &who);
+        if self.cards_from == CardSource::Pmix {
+            #[cfg(feature = "pmix")]
+            if let Some(store) = &self.store {
+                let who = crate::pmix::Asker {
+                    me: self.rank,
+                    size: self.size,
+                    job_id: self.job_id,
+                    class: self.class,
+                    timeout: self.timeout,
+                };
+                return store.fetch(ranks, &who);
+            }
+            // Every card came at the rendezvous; the root has none.
+            return Err(BootstrapError::CardRefused {
+                refusal: CardRefusal::NotNow,
+            });
         }
         let mut out = Cards::default();
         for chunk in ranks.chunks(MAX_CARDS_PER_REQUEST) {

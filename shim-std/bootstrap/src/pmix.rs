@@ -20,7 +20,7 @@ use std::{
     ffi::CStr,
     fmt,
     net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs},
-    sync::Arc,
+    sync::{Arc, Mutex, MutexGuard, Once, PoisonError},
     time::Duration,
 };
 
@@ -61,16 +61,48 @@ fn timeout_s(timeout: Duration) -> i32 {
     i32::try_from(timeout.as_secs().max(1)).unwrap_or(i32::MAX)
 }
 
+/// How many sessions are open (`PMIx_Init` done, `PMIx_Finalize` not
+/// yet): PMIx counts its inits, and each takes one finalize.
+static OPEN: Mutex<u32> = Mutex::new(0);
+
+fn open_sessions() -> MutexGuard<'static, u32> {
+    OPEN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A PMIx client session: `PMIx_Init` when made, `PMIx_Finalize` when the
-/// last [`Handle`] to it is dropped.
+/// last [`Handle`] to it is dropped, or at the process's exit
+/// ([`Handle::finalize_at_exit`]), whichever comes first.
 struct Session {
     me: sys::Proc,
 }
 
+impl Session {
+    fn open() -> Result<Session, BootstrapError> {
+        let me = sys::init().map_err(|s| failed("PMIx_Init", s))?;
+        *open_sessions() += 1;
+        Ok(Session { me })
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
-        // Nothing to do about a failure here: the job's data is in the
-        // server already, and the process is done with PMIx.
+        let mut open = open_sessions();
+        // Not when the exit handler finalized it already.
+        if *open > 0 {
+            *open -= 1;
+            // Nothing to do about a failure here: the job's data is in the
+            // server already, and the process is done with PMIx.
+            let _ = sys::finalize();
+        }
+    }
+}
+
+/// Finalizes every session still open (registered with `atexit(3)` by
+/// [`Handle::finalize_at_exit`]).
+extern "C" fn finalize_open_sessions() {
+    let mut open = open_sessions();
+    while *open > 0 {
+        *open -= 1;
         let _ = sys::finalize();
     }
 }
@@ -104,8 +136,9 @@ impl Handle {
     /// [`BootstrapError::Pmix`] when a call fails, [`BootstrapError::PmixValue`]
     /// for a size of 0, a rank not below it, or a value of another type.
     pub(crate) fn init() -> Result<(Handle, PmixIdentity), BootstrapError> {
-        let me = sys::init().map_err(|s| failed("PMIx_Init", s))?;
-        let h = Handle(Arc::new(Session { me }));
+        let session = Session::open()?;
+        let me = session.me;
+        let h = Handle(Arc::new(session));
         let all = me.wildcard();
         let size = h.get_u32(&all, keys::JOB_SIZE)?.ok_or_else(|| {
             failed(
@@ -134,6 +167,20 @@ impl Handle {
             nspace: me.nspace(),
         };
         Ok((h, id))
+    }
+
+    /// Makes sure the session is finalized when the process exits
+    /// normally, for a session kept past the bootstrap (lazy cards are
+    /// fetched from the store as long as the job runs): a process that
+    /// ends with PMIx initialized "exited improperly" to Open MPI's
+    /// `mpirun`, which then fails the job. Registers an `atexit(3)` handler
+    /// once per process (when that fails, the session ends only with its
+    /// last handle).
+    pub(crate) fn finalize_at_exit(&self) {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            let _ = sys::at_exit(finalize_open_sessions);
+        });
     }
 
     /// `key` of `proc`, `None` when the server does not have it; a value
@@ -314,8 +361,7 @@ impl Handle {
 /// # Errors
 /// [`BootstrapError::Pmix`] naming the call that failed.
 pub(crate) fn abort(status: i32, message: &str) -> Result<(), BootstrapError> {
-    let me = sys::init().map_err(|s| failed("PMIx_Init", s))?;
-    let _session = Session { me };
+    let _session = Session::open()?;
     let text = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
     sys::abort(status, &text).map_err(|s| failed("PMIx_Abort", s))
 }

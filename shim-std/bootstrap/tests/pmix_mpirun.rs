@@ -161,7 +161,15 @@ fn pe(mode: Cards) -> Result<String, String> {
                 let ranks: Vec<u32> = rv.cards.iter().map(|c| c.rank).collect();
                 return Err(format!("PE {rank}: wrong cards (of ranks {ranks:?})"));
             }
-            (rv.bootstrap, rv.root, rv.root_stats)
+            // Every card came at the rendezvous; the session is let go.
+            let mut boot = rv.bootstrap;
+            match boot.fetch_cards(&[0]) {
+                Err(BootstrapError::CardRefused {
+                    refusal: CardRefusal::NotNow,
+                }) => {}
+                other => return Err(format!("PE {rank}: a fetch after all cards: {other:?}")),
+            }
+            (boot, rv.root, rv.root_stats)
         }
         Cards::Lazy => {
             let mut rv = rendezvous_at_lazy(&info, meeting, card, TIMEOUT, host_root)

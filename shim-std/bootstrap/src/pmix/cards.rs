@@ -211,6 +211,9 @@ pub(crate) fn rendezvous_all(
             return Err(abandon(j, e));
         }
     }
+    // Every card is here: the session need not outlive the bootstrap
+    // (a process that exits without finalizing PMIx is an error to mpirun).
+    j.bootstrap.close_card_store();
     Ok(Rendezvous {
         bootstrap: j.bootstrap,
         cards,
@@ -230,6 +233,9 @@ pub(crate) fn rendezvous_lazy(
     host_root: bool,
 ) -> Result<LazyRendezvous, BootstrapError> {
     let j = join(handle, info, meeting, &card, (timeout, host_root, false))?;
+    // The session outlives the bootstrap: a process that exits without
+    // finalizing it (no shmem_finalize) must not fail the job.
+    handle.finalize_at_exit();
     Ok(LazyRendezvous {
         bootstrap: j.bootstrap,
         localities: j.got,

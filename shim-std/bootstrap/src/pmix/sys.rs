@@ -162,6 +162,18 @@ pub(crate) fn finalize() -> Result<(), Status> {
     check(unsafe { ffi::PMIx_Finalize(ptr::null(), 0) })
 }
 
+/// `atexit(3)`: `f` runs at the process's normal exit (`exit`, a return
+/// from `main`). `Err` when it could not be registered.
+pub(crate) fn at_exit(f: extern "C" fn()) -> Result<(), ()> {
+    // SAFETY: `f` is a function of this program, valid for the process's
+    // life; it takes no arguments, as atexit requires.
+    if unsafe { libc::atexit(f) } == 0 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
 /// `PMIx_Abort` of every process of the caller's job (no process list),
 /// with `status` and `message` for the resource manager to report.
 pub(crate) fn abort(status: i32, message: &CStr) -> Result<(), Status> {
