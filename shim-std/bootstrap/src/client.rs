@@ -881,10 +881,21 @@ pub fn rendezvous(
 /// `host_root`, rank 0 binds a [`RootServer`] at the meeting's address and
 /// serves it; every other PE only connects, retrying until `timeout`.
 ///
+/// Under PMIx (the `pmix` feature, a job of more than one PE) every card
+/// comes from PMIx's store instead (see the crate docs, "Cards under
+/// PMIx"): the PE joins the root with its locality only, publishes its
+/// card, enters a fence that collects the cards, and reads them all; the
+/// root sends no card. Collective there: every PE must call this (not
+/// [`rendezvous_at_lazy`]).
+///
 /// # Errors
 /// [`BootstrapError::Bind`] or [`BootstrapError::Spawn`] when rank 0 cannot
 /// host the root; otherwise as [`Bootstrap::join`]. When joining fails, the
 /// hosted root's thread is joined first (it fails within its own timeout).
+/// Under PMIx also [`BootstrapError::Pmix`] (a failed put, commit, fence
+/// or get; the fence after `timeout`), [`BootstrapError::PmixValue`], and
+/// those of [`Bootstrap::fetch_cards`] for a card that does not pass; the
+/// PE then leaves the rendezvous, which fails the job at the root.
 pub fn rendezvous_at(
     info: &RankInfo,
     meeting: Meeting,
@@ -922,6 +933,13 @@ pub struct LazyRendezvous {
 }
 
 /// [`rendezvous_at`] with lazy cards ([`Bootstrap::join_lazy`]).
+///
+/// Under PMIx the PE joins the root with its locality only and publishes
+/// its card in PMIx's store, behind a fence that does not collect the
+/// cards; [`Bootstrap::fetch_cards`] then reads each card asked for from
+/// the store (from its owner's PMIx server), and the returned
+/// [`Bootstrap`] keeps the PMIx session open for that until it is dropped
+/// or finished.
 ///
 /// # Errors
 /// As [`rendezvous_at`].
