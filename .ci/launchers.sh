@@ -7,8 +7,14 @@
 #      `-n 4` (rank, size, root and secret through PMIx; rank 0 failing to
 #      bind reaches every PE);
 #   2. C API tests (tests/c, built with `switchyard cc`) under `mpirun -n 2`
-#      and `-n 4`, each checked against its `// expect-status:` (default 0)
-#      and `// expect-stdout:` lines, with its `// env:` lines set.
+#      and `-n 4`, with `SWITCHYARD_CARDS=all` and `=lazy`, each checked
+#      against its `// expect-status:` (default 0) and `// expect-stdout:`
+#      lines, with its `// env:` lines set; and that the peers' cards came
+#      from the PMIx store, not the root: every PE of a run expected to
+#      succeed logs Context::init's debug event `cards from pmix` (with its
+#      `cards` mode), and no PE of any run `cards from root`;
+#   3. a program that returns without shmem_finalize exits 0 with either
+#      `cards` mode (PMIx is finalized at exit).
 #
 # Nothing here skips: without mpirun or libpmix the step fails (CI installs
 # openmpi-bin and libpmix-dev in .ci/setup.sh).
@@ -17,6 +23,7 @@
 #                    a set covering RMA, atomics, collectives, teams,
 #                    contexts, threads, locks, signals and global exit
 #   LAUNCHER_PES     PE counts (default "2 4")
+#   LAUNCHER_CARDS   `cards` modes (default "all lazy")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -47,6 +54,10 @@ default_tests="basics rma p2p amo lock signal coll_data coll_reduce team_split c
 tests=${LAUNCHER_TESTS:-$default_tests}
 [ "$tests" = all ] && tests=$(cd tests/c && ls -- *.c | sed 's/\.c$//')
 pes=${LAUNCHER_PES:-"2 4"}
+cards_modes=${LAUNCHER_CARDS:-"all lazy"}
+# Context::init says where the cards came from (a debug event); nothing
+# else is logged below warnings.
+log_filter=warn,switchyard::context::init=debug
 
 passed=0; failures=()
 for t in $tests; do
@@ -60,23 +71,64 @@ for t in $tests; do
   while IFS= read -r kv; do envs+=("$kv"); done < <(sed -n 's#^// env: *##p' "$src")
   test_pes=$(sed -n 's#^// pes: *##p' "$src" | head -n1)
   for n in ${test_pes:-$pes}; do
-    log=$out/$t.$n
-    env "${envs[@]}" timeout --kill-after=5 60 \
-      mpirun -n "$n" --oversubscribe "$out/$t" >"$log.out" 2>"$log.err"
-    rc=$?
-    bad=""
-    [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
-    while IFS= read -r line; do
-      [ -n "$line" ] && ! grep -qF -- "$line" "$log.out" && bad="${bad:+$bad; }no '$line' on stdout"
-    done < <(sed -n 's#^// expect-stdout: *##p' "$src")
-    if [ -z "$bad" ]; then
-      passed=$((passed + 1))
-    else
-      failures+=("$t -n $n: $bad")
-      echo "--- $t -n $n: $bad"; tail -n 20 "$log.out" "$log.err"
-    fi
+    for cards in $cards_modes; do
+      log=$out/$t.$n.$cards
+      env SWITCHYARD_CARDS="$cards" SWITCHYARD_LOG="$log_filter" "${envs[@]}" \
+        timeout --kill-after=5 60 \
+        mpirun -n "$n" --oversubscribe "$out/$t" >"$log.out" 2>"$log.err"
+      rc=$?
+      bad=""
+      [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
+      while IFS= read -r line; do
+        [ -n "$line" ] && ! grep -qF -- "$line" "$log.out" && bad="${bad:+$bad; }no '$line' on stdout"
+      done < <(sed -n 's#^// expect-stdout: *##p' "$src")
+      grep -q "cards from root" "$log.err" && bad="${bad:+$bad; }cards from the root under PMIx"
+      if [ "$want" = 0 ]; then
+        from_pmix=$(grep -cE "cards from pmix.*cards=\"?$cards" "$log.err")
+        [ "$from_pmix" = "$n" ] \
+          || bad="${bad:+$bad; }$from_pmix of $n PEs logged cards from pmix (cards=$cards)"
+      fi
+      if [ -z "$bad" ]; then
+        passed=$((passed + 1))
+      else
+        failures+=("$t -n $n cards=$cards: $bad")
+        echo "--- $t -n $n cards=$cards: $bad"; tail -n 20 "$log.out" "$log.err"
+      fi
+    done
   done
 done
+
+# 3. A program that returns from main without shmem_finalize: with lazy
+#    cards its PMIx session outlives the bootstrap (cards are fetched as
+#    long as the job runs) and must still be finalized at exit, or mpirun
+#    fails the job ("exiting improperly").
+cat >"$out/no_finalize.c" <<'EOF'
+#include <shmem.h>
+#include <stdio.h>
+int main(void) {
+    shmem_init();
+    shmem_barrier_all();
+    printf("PE %d: no shmem_finalize\n", shmem_my_pe());
+    return 0;
+}
+EOF
+if "$bin/switchyard" cc -std=c11 -Wall -Wextra -Werror -O1 "$out/no_finalize.c" -o "$out/no_finalize"; then
+  for cards in $cards_modes; do
+    log=$out/no_finalize.$cards
+    SWITCHYARD_CARDS=$cards SWITCHYARD_HEAP_SIZE=8M timeout --kill-after=5 60 \
+      mpirun -n 4 --oversubscribe "$out/no_finalize" >"$log.out" 2>"$log.err"
+    rc=$?
+    lines=$(grep -c "no shmem_finalize" "$log.out")
+    if [ "$rc" = 0 ] && [ "$lines" = 4 ]; then
+      passed=$((passed + 1))
+    else
+      failures+=("no_finalize -n 4 cards=$cards: exit $rc, $lines of 4 PEs printed")
+      echo "--- no_finalize cards=$cards"; tail -n 20 "$log.out" "$log.err"
+    fi
+  done
+else
+  failures+=("no_finalize (compile)")
+fi
 
 for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done
 echo "launchers: mpirun: $passed C test run(s) passed, ${#failures[@]} failed"

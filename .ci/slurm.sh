@@ -4,13 +4,16 @@
 # slurm.conf (its own ports and directories, under a temporary directory),
 # then runs C API tests (tests/c, built with `switchyard cc` with the `pmix`
 # feature) with `srun -n 2` and `-n 4 --mpi=pmix`: rank, size, root and
-# secret through Slurm's PMIx server, no SWITCHYARD_ROOT. Stops what it
-# started on exit. Needs root (slurmd); nothing here skips: without Slurm,
+# secret through Slurm's PMIx server, no SWITCHYARD_ROOT; with
+# `SWITCHYARD_CARDS=all` and `=lazy`, the peers' cards through its store
+# (every PE of a run expected to succeed logs Context::init's debug event
+# `cards from pmix`, none `cards from root`). Stops what it started on exit. Needs root (slurmd); nothing here skips: without Slurm,
 # munge or root the step fails (CI installs slurmd, slurmctld, slurm-client
 # and munge in .ci/setup.sh).
 #
 #   SLURM_TESTS   the C tests (names in tests/c); default a short set
 #   SLURM_PES     PE counts (default "2 4")
+#   SLURM_CARDS   `cards` modes (default "all lazy")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -113,17 +116,29 @@ for t in $tests; do
   "$bin/switchyard" cc -std=c11 -Wall -Wextra -Werror -O1 -g "$src" -o "$dir/$t" || { failures+=("$t (compile)"); continue; }
   want=$(sed -n 's#^// expect-status: *##p' "$src" | head -n1); want=${want:-0}
   for n in ${SLURM_PES:-2 4}; do
-    t0=$SECONDS
-    SWITCHYARD_HEAP_SIZE=8M SWITCHYARD_OP_TIMEOUT=20s timeout --kill-after=5 90 \
-      srun -n "$n" --mpi=pmix --time=2 "$dir/$t" >"$dir/$t.$n.out" 2>"$dir/$t.$n.err"
-    rc=$?
-    echo "slurm: $t -n $n: exit $rc ($((SECONDS - t0))s)"
-    if [ "$rc" = "$want" ]; then
-      passed=$((passed + 1))
-    else
-      failures+=("$t -n $n: exit $rc, expected $want")
-      tail -n 20 "$dir/$t.$n.out" "$dir/$t.$n.err"
-    fi
+    for cards in ${SLURM_CARDS:-all lazy}; do
+      log=$dir/$t.$n.$cards
+      t0=$SECONDS
+      SWITCHYARD_HEAP_SIZE=8M SWITCHYARD_OP_TIMEOUT=20s SWITCHYARD_CARDS=$cards \
+        SWITCHYARD_LOG=warn,switchyard::context::init=debug timeout --kill-after=5 90 \
+        srun -n "$n" --mpi=pmix --time=2 "$dir/$t" >"$log.out" 2>"$log.err"
+      rc=$?
+      echo "slurm: $t -n $n cards=$cards: exit $rc ($((SECONDS - t0))s)"
+      bad=""
+      [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
+      grep -q "cards from root" "$log.err" && bad="${bad:+$bad; }cards from the root under PMIx"
+      if [ "$want" = 0 ]; then
+        from_pmix=$(grep -cE "cards from pmix.*cards=\"?$cards" "$log.err")
+        [ "$from_pmix" = "$n" ] \
+          || bad="${bad:+$bad; }$from_pmix of $n PEs logged cards from pmix"
+      fi
+      if [ -z "$bad" ]; then
+        passed=$((passed + 1))
+      else
+        failures+=("$t -n $n cards=$cards: $bad")
+        tail -n 20 "$log.out" "$log.err"
+      fi
+    done
   done
 done
 for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done

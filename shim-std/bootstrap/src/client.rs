@@ -20,7 +20,8 @@ use crate::{
         decode_challenge, decode_error_frame, frame, kind_name, u64_payload,
     },
     lazy::{self, CardRefusal, Cards, Localities, MAX_CARDS_PER_REQUEST},
-    root::{RootServer, check_size, check_timeout},
+    root::{RootServer, RootStats, check_size, check_timeout},
+    store::CardSource,
     stream::{ReadError, read_frame, write_frame},
 };
 
@@ -43,6 +44,12 @@ pub struct Bootstrap {
     broken: bool,
     /// The class encoding version of our card (checked on fetched cards).
     class: u8,
+    /// Where the cards come from.
+    cards_from: CardSource,
+    /// Under PMIx: the store the cards come from instead of the root, while
+    /// cards may still be fetched (lazy cards).
+    #[cfg(feature = "pmix")]
+    store: Option<crate::pmix::CardStore>,
 }
 
 /// What the allgather gave a PE: every card, or (lazy) every locality.
@@ -208,6 +215,9 @@ impl Bootstrap {
             timeout,
             broken: false,
             class: my_card.class_encoding_version,
+            cards_from: CardSource::Root,
+            #[cfg(feature = "pmix")]
+            store: None,
         };
         let answer_by = deadline + grace(timeout);
         let cards = boot
@@ -325,6 +335,29 @@ impl Bootstrap {
         self.barriers
     }
 
+    /// Where [`Bootstrap::fetch_cards`] gets the cards: the root, or, for a
+    /// PE that joined under PMIx ([`rendezvous_at`] and
+    /// [`rendezvous_at_lazy`] with the `pmix` feature), the PMIx store.
+    pub fn card_source(&self) -> CardSource {
+        self.cards_from
+    }
+
+    /// Takes the cards from `store` from now on.
+    #[cfg(feature = "pmix")]
+    pub(crate) fn set_card_store(&mut self, store: crate::pmix::CardStore) {
+        self.cards_from = CardSource::Pmix;
+        self.store = Some(store);
+    }
+
+    /// Drops the store (and with it this PE's hold on the PMIx session):
+    /// every card was fetched. Later fetches are refused
+    /// ([`CardRefusal::NotNow`], as the root refuses them when it kept no
+    /// cards).
+    #[cfg(feature = "pmix")]
+    pub(crate) fn close_card_store(&mut self) {
+        self.store = None;
+    }
+
     fn unexpected(&self, kind: u8, phase: &str) -> BootstrapError {
         BootstrapError::Protocol {
             peer: format!("the root at {}", self.root),
@@ -438,22 +471,31 @@ impl Bootstrap {
         Ok(locs)
     }
 
-    /// Fetches the cards of `ranks` from the root (after a lazy join, see
-    /// [`Bootstrap::join_lazy`]; in requests of at most
-    /// [`MAX_CARDS_PER_REQUEST`] ranks, one outstanding at a time). Each
-    /// card comes back checked (rank, job, class encoding version) and
-    /// with this job's id. The root serves a card at most
+    /// Fetches the cards of `ranks` (after a lazy join, see
+    /// [`Bootstrap::join_lazy`]) from where [`Bootstrap::card_source`]
+    /// says. From the root: in requests of at most
+    /// [`MAX_CARDS_PER_REQUEST`] ranks, one outstanding at a time; the root
+    /// serves a card at most
     /// [`MAX_SERVES_PER_CARD`](crate::MAX_SERVES_PER_CARD) times per
-    /// connection: keep what you fetch.
+    /// connection: keep what you fetch. From PMIx: a `PMIx_Get` per rank
+    /// (duplicates fetched once), each waiting at most the join's timeout,
+    /// the card also checked against the rank's locality from the root.
+    /// Each card comes back checked (rank, job, class encoding version)
+    /// and with this job's id.
     ///
     /// # Errors
     /// [`BootstrapError::InvalidArgument`] for no ranks;
     /// [`BootstrapError::CardRefused`] when the root refuses a request
     /// (a rank not in the job, a card asked for too often; the connection
     /// stays usable, the cards of earlier requests of this call are
-    /// dropped); [`BootstrapError::BadCard`], [`BootstrapError::Protocol`]
-    /// for an answer that does not match; the errors of a frame exchange,
-    /// which leave the connection unusable.
+    /// dropped), or, from PMIx, for a rank not in the job;
+    /// [`BootstrapError::BadCard`], [`BootstrapError::Protocol`] for an
+    /// answer (or a stored card) that does not match; the errors of a
+    /// frame exchange, which leave the connection unusable; from PMIx,
+    /// [`BootstrapError::Pmix`] for a failed `PMIx_Get` (the connection
+    /// stays usable), [`BootstrapError::PmixValue`],
+    /// [`BootstrapError::JobIdMismatch`],
+    /// [`BootstrapError::ClassVersionMismatch`].
     pub fn fetch_cards(&mut self, ranks: &[u32]) -> Result<Cards, BootstrapError> {
         if self.broken {
             return Err(BootstrapError::Unusable);
@@ -461,6 +503,23 @@ impl Bootstrap {
         if ranks.is_empty() {
             return Err(BootstrapError::InvalidArgument {
                 reason: "no ranks to fetch cards of".into(),
+            });
+        }
+        if self.cards_from == CardSource::Pmix {
+            #[cfg(feature = "pmix")]
+            if let Some(store) = &self.store {
+                let who = crate::pmix::Asker {
+                    me: self.rank,
+                    size: self.size,
+                    job_id: self.job_id,
+                    class: self.class,
+                    timeout: self.timeout,
+                };
+                return store.fetch(ranks, &who);
+            }
+            // Every card came at the rendezvous; the root has none.
+            return Err(BootstrapError::CardRefused {
+                refusal: CardRefusal::NotNow,
             });
         }
         let mut out = Cards::default();
@@ -728,6 +787,9 @@ pub struct Rendezvous {
     /// [`Bootstrap::finish`] (it ends when every PE has said goodbye, or
     /// fails naming who did not).
     pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
+    /// The hosted root's live counters ([`RootServer::stats`]), when this
+    /// PE hosts it.
+    pub root_stats: Option<RootStats>,
 }
 
 /// Where a job's PEs meet, decided before they start their transports
@@ -819,10 +881,21 @@ pub fn rendezvous(
 /// `host_root`, rank 0 binds a [`RootServer`] at the meeting's address and
 /// serves it; every other PE only connects, retrying until `timeout`.
 ///
+/// Under PMIx (the `pmix` feature, a job of more than one PE) every card
+/// comes from PMIx's store instead (see the crate docs, "Cards under
+/// PMIx"): the PE joins the root with its locality only, publishes its
+/// card, enters a fence that collects the cards, and reads them all; the
+/// root sends no card. Collective there: every PE must call this (not
+/// [`rendezvous_at_lazy`]).
+///
 /// # Errors
 /// [`BootstrapError::Bind`] or [`BootstrapError::Spawn`] when rank 0 cannot
 /// host the root; otherwise as [`Bootstrap::join`]. When joining fails, the
 /// hosted root's thread is joined first (it fails within its own timeout).
+/// Under PMIx also [`BootstrapError::Pmix`] (a failed put, commit, fence
+/// or get; the fence after `timeout`), [`BootstrapError::PmixValue`], and
+/// those of [`Bootstrap::fetch_cards`] for a card that does not pass; the
+/// PE then leaves the rendezvous, which fails the job at the root.
 pub fn rendezvous_at(
     info: &RankInfo,
     meeting: Meeting,
@@ -830,12 +903,16 @@ pub fn rendezvous_at(
     timeout: Duration,
     host_root: bool,
 ) -> Result<Rendezvous, BootstrapError> {
-    let (bootstrap, cards, root) =
-        host_and_join(info, meeting, card, timeout, host_root, Bootstrap::join)?;
+    #[cfg(feature = "pmix")]
+    if let Some(store) = crate::pmix::store_of(info) {
+        return crate::pmix::rendezvous_all(store, info, meeting, card, timeout, host_root);
+    }
+    let j = host_and_join(info, meeting, card, timeout, host_root, Bootstrap::join)?;
     Ok(Rendezvous {
-        bootstrap,
-        cards,
-        root,
+        bootstrap: j.bootstrap,
+        cards: j.got,
+        root: j.root,
+        root_stats: j.root_stats,
     })
 }
 
@@ -851,9 +928,18 @@ pub struct LazyRendezvous {
     pub localities: Localities,
     /// The root's thread when this PE hosts it (as [`Rendezvous::root`]).
     pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
+    /// The hosted root's live counters (as [`Rendezvous::root_stats`]).
+    pub root_stats: Option<RootStats>,
 }
 
 /// [`rendezvous_at`] with lazy cards ([`Bootstrap::join_lazy`]).
+///
+/// Under PMIx the PE joins the root with its locality only and publishes
+/// its card in PMIx's store, behind a fence that does not collect the
+/// cards; [`Bootstrap::fetch_cards`] then reads each card asked for from
+/// the store (from its owner's PMIx server), and the returned
+/// [`Bootstrap`] keeps the PMIx session open for that until it is dropped
+/// or finished.
 ///
 /// # Errors
 /// As [`rendezvous_at`].
@@ -864,7 +950,11 @@ pub fn rendezvous_at_lazy(
     timeout: Duration,
     host_root: bool,
 ) -> Result<LazyRendezvous, BootstrapError> {
-    let (bootstrap, localities, root) = host_and_join(
+    #[cfg(feature = "pmix")]
+    if let Some(store) = crate::pmix::store_of(info) {
+        return crate::pmix::rendezvous_lazy(store, info, meeting, card, timeout, host_root);
+    }
+    let j = host_and_join(
         info,
         meeting,
         card,
@@ -873,9 +963,10 @@ pub fn rendezvous_at_lazy(
         Bootstrap::join_lazy,
     )?;
     Ok(LazyRendezvous {
-        bootstrap,
-        localities,
-        root,
+        bootstrap: j.bootstrap,
+        localities: j.got,
+        root: j.root,
+        root_stats: j.root_stats,
     })
 }
 
@@ -890,16 +981,24 @@ type JoinFn<T> = fn(
     &JobSecret,
 ) -> Result<(Bootstrap, T), BootstrapError>;
 
+/// What [`host_and_join`] gives: the connection, what the allgather gave,
+/// and the hosted root's thread and counters.
+pub(crate) struct Joined<T> {
+    pub(crate) bootstrap: Bootstrap,
+    pub(crate) got: T,
+    pub(crate) root: Option<JoinHandle<Result<(), BootstrapError>>>,
+    pub(crate) root_stats: Option<RootStats>,
+}
+
 /// Hosts the root when this PE should, then joins with `join`.
-#[allow(clippy::type_complexity)]
-fn host_and_join<T>(
+pub(crate) fn host_and_join<T>(
     info: &RankInfo,
     meeting: Meeting,
     card: Card,
     timeout: Duration,
     host_root: bool,
     join: JoinFn<T>,
-) -> Result<(Bootstrap, T, Option<JoinHandle<Result<(), BootstrapError>>>), BootstrapError> {
+) -> Result<Joined<T>, BootstrapError> {
     let Meeting {
         root,
         secret,
@@ -916,9 +1015,12 @@ fn host_and_join<T>(
         )?),
         None => None,
     };
-    let (addr, handle) = match server {
-        Some(server) => (server.local_addr(), Some(server.spawn()?)),
-        None => (root, None),
+    let (addr, handle, root_stats) = match server {
+        Some(server) => {
+            let stats = server.stats();
+            (server.local_addr(), Some(server.spawn()?), Some(stats))
+        }
+        None => (root, None, None),
     };
     match join(
         addr,
@@ -929,7 +1031,12 @@ fn host_and_join<T>(
         timeout,
         &secret,
     ) {
-        Ok((bootstrap, got)) => Ok((bootstrap, got, handle)),
+        Ok((bootstrap, got)) => Ok(Joined {
+            bootstrap,
+            got,
+            root: handle,
+            root_stats,
+        }),
         Err(e) => {
             if let Some(h) = handle {
                 let _ = h.join();

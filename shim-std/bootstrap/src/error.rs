@@ -420,11 +420,15 @@ impl fmt::Display for Missing<'_> {
 }
 
 /// What to try when a PMIx call fails: a PMIx that cannot be reached is
-/// likely a process started outside its job (a stale environment).
+/// likely a process started outside its job (a stale environment); a card
+/// fence refused may be PEs that disagree on `cards`.
 fn hint(call: &str) -> &'static str {
     if call == "PMIx_Init" {
         ": PMIX_RANK and PMIX_NAMESPACE are set but the PMIx server cannot be reached \
          (set SWITCHYARD_PMIX=off to take rank and size from the environment instead)"
+    } else if call.starts_with("PMIx_Fence(switchyard.card") {
+        " (under PMIx every PE must have the same `cards`: the card fence collects the \
+         cards with `all`, not with `lazy`)"
     } else {
         ""
     }
@@ -433,6 +437,19 @@ fn hint(call: &str) -> &'static str {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn a_refused_card_fence_names_the_cards_setting() {
+        let e = |call: &str| BootstrapError::Pmix {
+            call: call.into(),
+            status: -33,
+            status_name: "INVALID-ARG".into(),
+        };
+        let card = e("PMIx_Fence(switchyard.card, collecting)").to_string();
+        assert!(card.contains("the same `cards`"), "{card}");
+        let meet = e("PMIx_Fence").to_string();
+        assert_eq!(meet, "PMIx_Fence failed: INVALID-ARG (-33)");
+    }
 
     #[test]
     fn timeout_display() {

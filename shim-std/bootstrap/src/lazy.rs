@@ -257,7 +257,9 @@ pub enum CardRefusal {
     AskedTwice(u32),
     /// A request came while the answer to an earlier one was still being
     /// written (one request is outstanding per connection at most), or in
-    /// a job where no PE joined lazily (the root kept no cards). A request
+    /// a job where no PE joined lazily (the root kept no cards), or, under
+    /// PMIx with every card, after the rendezvous (every card came then;
+    /// refused by the PE itself). A request
     /// before the allgather ends is not refused but fails the job, like
     /// any frame out of turn.
     NotNow,

@@ -21,7 +21,8 @@
 //! a hash of the PMIx namespace unless `SWITCHYARD_JOB_ID` is set. Not under
 //! `switchyard run` (`SWITCHYARD_RANK` wins), nor with `SWITCHYARD_PMIX=off`.
 //! The session is finalized (`PMIx_Finalize`) when the last clone of the
-//! [`RankInfo`] is dropped.
+//! [`RankInfo`] (or, with lazy cards, the [`Bootstrap`] that fetches them
+//! from PMIx) is dropped.
 //!
 //! With none of them the process is a singleton (rank 0 of 1). A source is
 //! taken whole: once `SWITCHYARD_RANK` is set, garbage in `OMPI_*` is never
@@ -74,6 +75,36 @@
 //! the others read it first and fail with it
 //! ([`BootstrapError::PmixRank0Failed`]).
 //! [`rendezvous_at`] then joins there.
+//!
+//! ## Cards under PMIx
+//!
+//! Under PMIx (a job of more than one PE), [`rendezvous_at`] and
+//! [`rendezvous_at_lazy`] take the cards from PMIx's store, not the root:
+//! every PE joins the root lazily with a card that holds only its
+//! locality (no shm object, TCP address or verbs addressing; the wire is
+//! protocol 3 unchanged), then puts its full card (its encoding, job id 0,
+//! `PMIX_GLOBAL`) under `switchyard.card`, commits and enters a fence over
+//! the namespace. With every card ([`rendezvous_at`]) the fence collects
+//! the data and the PE reads every rank's card (`PMIx_Get`); with lazy
+//! cards it does not ("direct modex": the cards stay with each PE's PMIx
+//! server), and [`Bootstrap::fetch_cards`] reads each card asked for from
+//! there, each `PMIx_Get` bounded by the join's timeout. Every card read
+//! is checked like one from the root (it decodes; the rank asked, job id 0,
+//! the class encoding version) and against the rank's locality from the
+//! root ([`BootstrapError::BadCard`], [`BootstrapError::Protocol`],
+//! [`BootstrapError::JobIdMismatch`],
+//! [`BootstrapError::ClassVersionMismatch`]). [`Bootstrap::card_source`]
+//! says where the cards come from ([`CardSource`]). The root still
+//! authenticates the hellos, sends the localities, serves barriers and
+//! goodbyes and reports failures; it serves no card, and sends each PE
+//! O(runs) bytes ([`Rendezvous::root_stats`]). Every PE must have the
+//! same `cards` setting (the fence's directives differ; a mix fails the
+//! fence at once, with a hint). With every card, the PMIx session is let
+//! go after the rendezvous (a later fetch is refused with
+//! [`CardRefusal::NotNow`]); with lazy cards the [`Bootstrap`] keeps it
+//! until it is dropped or finished, and the process finalizes it at exit
+//! if it is still open then (Open MPI's `mpirun` fails a job whose process
+//! exits with PMIx initialized).
 //!
 //! ## Frames
 //!
@@ -192,12 +223,13 @@
 //! | `env` | rank, size and job id from the launcher, Open MPI, Slurm or PMI ([`RankInfo`], [`vars`]); node ids ([`node_id_here`]) |
 //! | `card` | [`Card`], its encoding, [`CardError`] |
 //! | `lazy` | lazy cards: [`Localities`], [`Cards`], [`CardRefusal`] and the localities and card frames' codec |
+//! | `store` | cards from a key-value store (PMIx's): [`CardSource`], the checks each stored card passes, the locality-only card the root gets |
 //! | `cursor` | the bounded byte reader the decoders share |
 //! | `frame` | the frames above as bytes: encoding and decoding, no I/O |
 //! | `stream` | frames on a TCP stream: reads with deadlines and length caps, writes with timeouts |
 //! | `root` | [`RootServer`]: accepts, gathers, serves barriers and goodbyes; `root::conn`: its connections' buffers and the `poll(2)` wait |
 //! | `client` | [`Bootstrap`] (a PE's connection), [`Meeting`] (where to meet), [`rendezvous`] and [`rendezvous_at`] (join, hosting the root on rank 0 when asked) |
-//! | `pmix` | (the `pmix` feature) the PMIx session and the meeting through its store; `pmix::sys`, its calls over bindgen's bindings of `pmix.h` |
+//! | `pmix` | (the `pmix` feature) the PMIx session and the meeting through its store; `pmix::cards`, the cards through its store; `pmix::sys`, its calls over bindgen's bindings of `pmix.h` |
 //! | `error` | [`BootstrapError`] |
 //!
 //! # Example
@@ -246,6 +278,7 @@ mod lazy;
 #[cfg(feature = "pmix")]
 mod pmix;
 mod root;
+mod store;
 mod stream;
 #[cfg(any(test, feature = "fuzz"))]
 pub mod wire;
@@ -267,4 +300,5 @@ pub use crate::{
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
     lazy::{CardRefusal, Cards, Localities, Locality, MAX_CARDS_PER_REQUEST, MAX_SERVES_PER_CARD},
     root::{MAX_PES, Refusal, RootServer, RootStats},
+    store::CardSource,
 };

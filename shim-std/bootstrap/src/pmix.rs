@@ -12,17 +12,28 @@
 //! cannot bind the root, its error (and nothing else), so the others fail at
 //! once with its reason ([`BootstrapError::PmixRank0Failed`]) rather than at
 //! a timeout.
+//!
+//! The cards go through the same store ([`cards`]): each PE puts its own
+//! under [`KEY_CARD`] after joining the root with its locality only, and
+//! reads the others' with `PMIx_Get` (all of them after a fence that
+//! collects the data, or, with lazy cards, those it asks for, fetched from
+//! their PMIx servers on demand). The session stays open as long as a
+//! [`Handle`] does: with lazy cards the [`Bootstrap`](crate::Bootstrap)
+//! holds one, and an `atexit(3)` handler finalizes what is still open
+//! when the process exits.
 
+mod cards;
 mod sys;
 
 use std::{
     ffi::CStr,
     fmt,
     net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs},
-    sync::Arc,
+    sync::{Arc, Mutex, MutexGuard, Once, PoisonError},
     time::Duration,
 };
 
+pub(crate) use self::cards::{Asker, CardStore, rendezvous_all, rendezvous_lazy, store_of};
 use self::sys::{Key, Value, keys};
 use crate::{
     auth::{JobSecret, SecretOrigin},
@@ -38,6 +49,9 @@ pub(crate) const KEY_ROOT: &CStr = c"switchyard.root";
 pub(crate) const KEY_SECRET: &CStr = c"switchyard.secret";
 /// The key rank 0 publishes its failure under (empty when there is none).
 pub(crate) const KEY_ERROR: &CStr = c"switchyard.error";
+/// The key every PE publishes its [`Card`](crate::Card) under (its
+/// encoding, with job id 0).
+pub(crate) const KEY_CARD: &CStr = c"switchyard.card";
 
 fn failed(call: impl Into<String>, status: sys::Status) -> BootstrapError {
     BootstrapError::Pmix {
@@ -51,16 +65,53 @@ fn key_name(key: Key) -> String {
     key.to_string_lossy().into_owned()
 }
 
+/// A timeout as PMIx's `PMIX_TIMEOUT` wants it: whole seconds, at least 1.
+fn timeout_s(timeout: Duration) -> i32 {
+    i32::try_from(timeout.as_secs().max(1)).unwrap_or(i32::MAX)
+}
+
+/// How many sessions are open (`PMIx_Init` done, `PMIx_Finalize` not
+/// yet): PMIx counts its inits, and each takes one finalize.
+static OPEN: Mutex<u32> = Mutex::new(0);
+
+fn open_sessions() -> MutexGuard<'static, u32> {
+    OPEN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A PMIx client session: `PMIx_Init` when made, `PMIx_Finalize` when the
-/// last [`Handle`] to it is dropped.
+/// last [`Handle`] to it is dropped, or at the process's exit
+/// ([`Handle::finalize_at_exit`]), whichever comes first.
 struct Session {
     me: sys::Proc,
 }
 
+impl Session {
+    fn open() -> Result<Session, BootstrapError> {
+        let me = sys::init().map_err(|s| failed("PMIx_Init", s))?;
+        *open_sessions() += 1;
+        Ok(Session { me })
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
-        // Nothing to do about a failure here: the job's data is in the
-        // server already, and the process is done with PMIx.
+        let mut open = open_sessions();
+        // Not when the exit handler finalized it already.
+        if *open > 0 {
+            *open -= 1;
+            // Nothing to do about a failure here: the job's data is in the
+            // server already, and the process is done with PMIx.
+            let _ = sys::finalize();
+        }
+    }
+}
+
+/// Finalizes every session still open (registered with `atexit(3)` by
+/// [`Handle::finalize_at_exit`]).
+extern "C" fn finalize_open_sessions() {
+    let mut open = open_sessions();
+    while *open > 0 {
+        *open -= 1;
         let _ = sys::finalize();
     }
 }
@@ -94,8 +145,9 @@ impl Handle {
     /// [`BootstrapError::Pmix`] when a call fails, [`BootstrapError::PmixValue`]
     /// for a size of 0, a rank not below it, or a value of another type.
     pub(crate) fn init() -> Result<(Handle, PmixIdentity), BootstrapError> {
-        let me = sys::init().map_err(|s| failed("PMIx_Init", s))?;
-        let h = Handle(Arc::new(Session { me }));
+        let session = Session::open()?;
+        let me = session.me;
+        let h = Handle(Arc::new(session));
         let all = me.wildcard();
         let size = h.get_u32(&all, keys::JOB_SIZE)?.ok_or_else(|| {
             failed(
@@ -126,16 +178,31 @@ impl Handle {
         Ok((h, id))
     }
 
+    /// Makes sure the session is finalized when the process exits
+    /// normally, for a session kept past the bootstrap (lazy cards are
+    /// fetched from the store as long as the job runs): a process that
+    /// ends with PMIx initialized "exited improperly" to Open MPI's
+    /// `mpirun`, which then fails the job. Registers an `atexit(3)` handler
+    /// once per process (when that fails, the session ends only with its
+    /// last handle).
+    pub(crate) fn finalize_at_exit(&self) {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            let _ = sys::at_exit(finalize_open_sessions);
+        });
+    }
+
     /// `key` of `proc`, `None` when the server does not have it; a value
     /// that `take` does not accept is [`BootstrapError::PmixValue`].
     fn get<T>(
         &self,
         proc: &sys::Proc,
         key: Key,
+        timeout: Option<Duration>,
         expected: &'static str,
         take: impl FnOnce(Value) -> Result<T, Value>,
     ) -> Result<Option<T>, BootstrapError> {
-        let value = match sys::get(proc, key) {
+        let value = match sys::get(proc, key, timeout.map(timeout_s)) {
             Ok(v) => v,
             Err(keys::ERR_NOT_FOUND) => return Ok(None),
             Err(s) => {
@@ -154,7 +221,7 @@ impl Handle {
 
     /// A number, `None` when the server does not have it.
     fn get_u32(&self, proc: &sys::Proc, key: Key) -> Result<Option<u32>, BootstrapError> {
-        self.get(proc, key, "an unsigned integer", |v| match v {
+        self.get(proc, key, None, "an unsigned integer", |v| match v {
             Value::U32(v) => Ok(v),
             Value::U16(v) => Ok(u32::from(v)),
             other => Err(other),
@@ -164,7 +231,7 @@ impl Handle {
     /// Bytes rank 0 published under `key`, `None` when it did not.
     fn get_published(&self, key: Key) -> Result<Option<Vec<u8>>, BootstrapError> {
         let rank0 = self.0.me.with_rank(0);
-        self.get(&rank0, key, "a byte object", |v| match v {
+        self.get(&rank0, key, None, "a byte object", |v| match v {
             Value::Bytes(b) => Ok(b),
             Value::Str(s) => Ok(s.into_bytes()),
             other => Err(other),
@@ -209,8 +276,7 @@ impl Handle {
         } else {
             None
         };
-        let timeout_s = i32::try_from(timeout.as_secs().max(1)).unwrap_or(i32::MAX);
-        sys::fence_all(&me, timeout_s).map_err(|s| failed("PMIx_Fence", s))?;
+        sys::fence_all(&me, timeout_s(timeout), true).map_err(|s| failed("PMIx_Fence", s))?;
         if let Some(prepared) = prepared {
             let (secret, server) = prepared?;
             return Ok(Meeting {
@@ -281,7 +347,7 @@ impl Handle {
 
     /// This host's name: `PMIX_HOSTNAME`, else the kernel's.
     fn hostname(&self) -> Result<String, BootstrapError> {
-        if let Ok(Value::Str(h)) = sys::get(&self.0.me, keys::HOSTNAME)
+        if let Ok(Value::Str(h)) = sys::get(&self.0.me, keys::HOSTNAME, None)
             && !h.is_empty()
         {
             return Ok(h);
@@ -304,8 +370,7 @@ impl Handle {
 /// # Errors
 /// [`BootstrapError::Pmix`] naming the call that failed.
 pub(crate) fn abort(status: i32, message: &str) -> Result<(), BootstrapError> {
-    let me = sys::init().map_err(|s| failed("PMIx_Init", s))?;
-    let _session = Session { me };
+    let _session = Session::open()?;
     let text = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
     sys::abort(status, &text).map_err(|s| failed("PMIx_Abort", s))
 }
@@ -350,7 +415,7 @@ mod test {
 
     #[test]
     fn published_keys_are_distinct_and_short() {
-        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR];
+        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR, KEY_CARD];
         for (i, a) in keys.iter().enumerate() {
             assert!(a.to_bytes().len() < 64);
             for b in &keys[i + 1..] {

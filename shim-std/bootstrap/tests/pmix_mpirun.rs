@@ -8,6 +8,14 @@
 //! mpirun (`SYBS_PMIX_PE` set) it is one PE: rank and size from PMIx, the
 //! meeting through the PMIx store, the rendezvous, a barrier, the goodbye.
 //!
+//! The cards go through the PMIx store, every one (`rendezvous_at`, mode
+//! `ok`) or the few a PE asks for (`rendezvous_at_lazy`, mode `lazy`):
+//! each PE checks every card it got byte for byte and that it came from
+//! PMIx, and rank 0 that the root it hosts served no card and sent at most
+//! [`ROOT_BYTES_PER_PE`] per PE. The same job with `SWITCHYARD_PMIX=off`
+//! (mode `root`: the root from `SWITCHYARD_ROOT`, every card through it)
+//! checks that this bound would catch cards sent by the root.
+//!
 //! Without `mpirun` it skips, which is a failure as root or with `CI` or
 //! `SWITCHYARD_NO_SKIP` set (as everywhere in the tests).
 
@@ -17,7 +25,8 @@ use std::{
 };
 
 use switchyard_bootstrap::{
-    BootstrapError, Card, EnvSource, JobIdSource, RankInfo, SecretOrigin, rendezvous_at,
+    BootstrapError, Card, CardRefusal, CardSource, EnvSource, JobIdSource, RankInfo, RootStats,
+    SecretOrigin, rendezvous_at, rendezvous_at_lazy,
 };
 
 /// What a PE started by the test does.
@@ -25,10 +34,17 @@ const PE_MODE: &str = "SYBS_PMIX_PE";
 /// A root address rank 0 cannot bind (TEST-NET-1, on no interface here).
 const UNBINDABLE_ROOT: &str = "192.0.2.1:9";
 const TIMEOUT: Duration = Duration::from_secs(20);
+/// The most bytes the root may send per PE when the cards come from PMIx:
+/// a welcome (37), the localities of one node (34), a release (13), with
+/// room to spare; every card through the root (a card of [`card_of`] is
+/// over 380 bytes) is far more.
+const ROOT_BYTES_PER_PE: u64 = 200;
 
 fn main() -> ExitCode {
     match std::env::var(PE_MODE).as_deref() {
-        Ok("ok") => report(pe()),
+        Ok("ok") => report(pe(Cards::All)),
+        Ok("lazy") => report(pe(Cards::Lazy)),
+        Ok("root") => report(pe_root()),
         Ok("rank0-fails") => report(pe_expecting_rank0_failure()),
         _ => drive(),
     }
@@ -54,7 +70,43 @@ fn proc_self_has(file: &str, needle: &str) -> Result<bool, String> {
     Ok(bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
 }
 
-fn pe() -> Result<String, String> {
+/// How a PE of mode `ok` or `lazy` gets the cards.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cards {
+    All,
+    Lazy,
+}
+
+/// The card `rank` publishes: every part a card can have, and big enough
+/// that the root's bytes tell whether it relayed cards.
+fn card_of(job_id: u64, rank: u32) -> Card {
+    Card {
+        shm: Some(format!("/sybs-pmix-test-{rank}-{}", "x".repeat(100))),
+        tcp: vec![([127, 0, 0, 1], 20_000 + rank as u16).into()],
+        verbs: Some(vec![rank as u8; 200]),
+        // Not this process's: every PE computes every card.
+        pid: 1000 + rank,
+        ..Card::new(job_id, rank, 0x5eed)
+    }
+}
+
+/// Rank 0's check of the root it hosts, after the first barrier.
+fn check_root(rank: u32, size: u32, stats: Option<RootStats>) -> Result<(), String> {
+    let Some(stats) = stats else {
+        return Ok(());
+    };
+    let (served, sent) = (stats.cards_served(), stats.bytes_sent());
+    if served != 0 || sent > u64::from(size) * ROOT_BYTES_PER_PE {
+        return Err(format!(
+            "PE {rank}: the root served {served} cards and sent {sent} bytes to {size} PEs \
+             (the cards come from PMIx)"
+        ));
+    }
+    println!("PE {rank}: the root served 0 cards, sent {sent} bytes");
+    Ok(())
+}
+
+fn pe(mode: Cards) -> Result<String, String> {
     let info = RankInfo::from_env().map_err(|e| format!("rank info: {e}"))?;
     let rank = info.rank;
     let fail = |what: &str, e: BootstrapError| format!("PE {rank}: {what}: {e}");
@@ -97,23 +149,109 @@ fn pe() -> Result<String, String> {
             meeting.root
         ));
     }
-    let card = Card::new(info.job_id, rank, 0x5eed);
+    let card = card_of(info.job_id, rank);
     let host_root = info.hosts_root();
-    let rv = rendezvous_at(&info, meeting, card, TIMEOUT, host_root)
-        .map_err(|e| fail("rendezvous", e))?;
-    let ranks: Vec<u32> = rv.cards.iter().map(|c| c.rank).collect();
-    if ranks != (0..info.size).collect::<Vec<_>>() {
-        return Err(format!("PE {rank}: cards of ranks {ranks:?}"));
+    let size = info.size;
+    let (mut boot, root, stats) = match mode {
+        Cards::All => {
+            let rv = rendezvous_at(&info, meeting, card, TIMEOUT, host_root)
+                .map_err(|e| fail("rendezvous", e))?;
+            let want: Vec<Card> = (0..size).map(|r| card_of(info.job_id, r)).collect();
+            if rv.cards != want {
+                let ranks: Vec<u32> = rv.cards.iter().map(|c| c.rank).collect();
+                return Err(format!("PE {rank}: wrong cards (of ranks {ranks:?})"));
+            }
+            // Every card came at the rendezvous; the session is let go.
+            let mut boot = rv.bootstrap;
+            match boot.fetch_cards(&[0]) {
+                Err(BootstrapError::CardRefused {
+                    refusal: CardRefusal::NotNow,
+                }) => {}
+                other => return Err(format!("PE {rank}: a fetch after all cards: {other:?}")),
+            }
+            (boot, rv.root, rv.root_stats)
+        }
+        Cards::Lazy => {
+            let mut rv = rendezvous_at_lazy(&info, meeting, card, TIMEOUT, host_root)
+                .map_err(|e| fail("lazy rendezvous", e))?;
+            if rv.localities.len() != size || rv.localities.run_count() != 1 {
+                return Err(format!("PE {rank}: localities {:?}", rv.localities));
+            }
+            // The next rank's card, twice (PMIx has no serve limit), and a
+            // rank not in the job, refused like the root refuses it.
+            let next = (rank + 1) % size;
+            for _ in 0..2 {
+                let got = rv
+                    .bootstrap
+                    .fetch_cards(&[next])
+                    .map_err(|e| fail("fetch", e))?;
+                let c = got.get(next);
+                if got.len() != 1 || c != Some(&card_of(info.job_id, next)) {
+                    return Err(format!("PE {rank}: fetched {got:?} for rank {next}"));
+                }
+            }
+            match rv.bootstrap.fetch_cards(&[next, size]) {
+                Err(BootstrapError::CardRefused {
+                    refusal: CardRefusal::UnknownRank(r),
+                }) if r == size => {}
+                other => return Err(format!("PE {rank}: fetch of rank {size}: {other:?}")),
+            }
+            (rv.bootstrap, rv.root, rv.root_stats)
+        }
+    };
+    if boot.card_source() != CardSource::Pmix {
+        return Err(format!("PE {rank}: cards from {}", boot.card_source()));
     }
-    let mut boot = rv.bootstrap;
     boot.barrier(TIMEOUT).map_err(|e| fail("barrier", e))?;
+    check_root(rank, size, stats)?;
+    boot.finish().map_err(|e| fail("goodbye", e))?;
+    if let Some(root) = root {
+        root.join()
+            .map_err(|_| format!("PE {rank}: the root thread panicked"))?
+            .map_err(|e| fail("root", e))?;
+    }
+    Ok(format!("PE {rank}/{}: ok", info.size))
+}
+
+/// `SWITCHYARD_PMIX=off`: rank and size from Open MPI's variables, the
+/// root at `SWITCHYARD_ROOT`, every card through it; rank 0 checks that
+/// the root sent more than [`check_root`] allows.
+fn pe_root() -> Result<String, String> {
+    let info = RankInfo::from_env().map_err(|e| format!("rank info: {e}"))?;
+    let (rank, size) = (info.rank, info.size);
+    let fail = |what: &str, e: BootstrapError| format!("PE {rank}: {what}: {e}");
+    if info.source != EnvSource::OpenMpi {
+        return Err(format!("PE {rank}: rank from {:?}", info.source));
+    }
+    let meeting = info.meeting(TIMEOUT).map_err(|e| fail("meeting", e))?;
+    let card = card_of(info.job_id, rank);
+    let rv = rendezvous_at(&info, meeting, card, TIMEOUT, info.hosts_root())
+        .map_err(|e| fail("rendezvous", e))?;
+    let want: Vec<Card> = (0..size).map(|r| card_of(info.job_id, r)).collect();
+    let mut boot = rv.bootstrap;
+    if rv.cards != want || boot.card_source() != CardSource::Root {
+        return Err(format!(
+            "PE {rank}: wrong cards, or from {}",
+            boot.card_source()
+        ));
+    }
+    boot.barrier(TIMEOUT).map_err(|e| fail("barrier", e))?;
+    if let Some(stats) = rv.root_stats {
+        let sent = stats.bytes_sent();
+        if sent <= u64::from(size) * ROOT_BYTES_PER_PE {
+            return Err(format!(
+                "PE {rank}: the root sent {sent} bytes, within the bound for no cards"
+            ));
+        }
+        println!("PE {rank}: the root relayed the cards, sent {sent} bytes");
+    }
     boot.finish().map_err(|e| fail("goodbye", e))?;
     if let Some(root) = rv.root {
         root.join()
             .map_err(|_| format!("PE {rank}: the root thread panicked"))?
             .map_err(|e| fail("root", e))?;
     }
-    Ok(format!("PE {rank}/{}: ok", info.size))
+    Ok(format!("PE {rank}/{size}: ok"))
 }
 
 /// Rank 0 cannot bind `SWITCHYARD_ROOT`: it fails with the bind error, and
@@ -202,14 +340,35 @@ fn drive() -> ExitCode {
         }
     };
     for n in [2, 4] {
-        let out = mpirun(n, "ok", &[]);
-        let lines = (0..n).map(|r| format!("PE {r}/{n}: ok")).collect();
-        check(
-            format!("PMIx bootstrap of {n} PEs under mpirun"),
-            out,
-            lines,
-        );
+        for (mode, what) in [("ok", "every card"), ("lazy", "lazy cards")] {
+            let out = mpirun(n, mode, &[]);
+            let mut lines: Vec<String> = (0..n).map(|r| format!("PE {r}/{n}: ok")).collect();
+            lines.push("PE 0: the root served 0 cards".into());
+            check(
+                format!("PMIx bootstrap of {n} PEs under mpirun, {what} from PMIx"),
+                out,
+                lines,
+            );
+        }
     }
+    // The contrast: the same cards through the root, without PMIx.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let root = format!("127.0.0.1:{port}");
+    let out = mpirun(
+        4,
+        "root",
+        &[("SWITCHYARD_PMIX", "off"), ("SWITCHYARD_ROOT", &root)],
+    );
+    let mut lines: Vec<String> = (0..4).map(|r| format!("PE {r}/4: ok")).collect();
+    lines.push("PE 0: the root relayed the cards".into());
+    check(
+        "without PMIx every card goes through the root (and shows)".into(),
+        out,
+        lines,
+    );
     let out = mpirun(2, "rank0-fails", &[("SWITCHYARD_ROOT", UNBINDABLE_ROOT)]);
     let lines = (0..2)
         .map(|r| format!("PE {r}: refused as expected"))

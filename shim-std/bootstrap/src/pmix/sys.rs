@@ -162,6 +162,18 @@ pub(crate) fn finalize() -> Result<(), Status> {
     check(unsafe { ffi::PMIx_Finalize(ptr::null(), 0) })
 }
 
+/// `atexit(3)`: `f` runs at the process's normal exit (`exit`, a return
+/// from `main`). `Err` when it could not be registered.
+pub(crate) fn at_exit(f: extern "C" fn()) -> Result<(), ()> {
+    // SAFETY: `f` is a function of this program, valid for the process's
+    // life; it takes no arguments, as atexit requires.
+    if unsafe { libc::atexit(f) } == 0 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
 /// `PMIx_Abort` of every process of the caller's job (no process list),
 /// with `status` and `message` for the resource manager to report.
 pub(crate) fn abort(status: i32, message: &CStr) -> Result<(), Status> {
@@ -170,12 +182,32 @@ pub(crate) fn abort(status: i32, message: &CStr) -> Result<(), Status> {
     check(unsafe { ffi::PMIx_Abort(status, message.as_ptr(), ptr::null_mut(), 0) })
 }
 
-/// `PMIx_Get` of `key` for `proc`, copied into a [`Value`].
-pub(crate) fn get(proc: &Proc, key: Key) -> Result<Value, Status> {
+/// `PMIx_Get` of `key` for `proc`, copied into a [`Value`]; with
+/// `timeout_s`, the server gives up after that many seconds (`PMIX_TIMEOUT`:
+/// a key of another process, fetched from its server on demand, may never
+/// come).
+pub(crate) fn get(proc: &Proc, key: Key, timeout_s: Option<i32>) -> Result<Value, Status> {
+    // SAFETY: all-zero is a valid pmix_info_t (empty key, PMIX_UNDEF).
+    let mut info: [ffi::pmix_info_t; 1] = unsafe { std::mem::zeroed() };
+    let ninfo = match timeout_s {
+        Some(t) => {
+            load(&mut info[0], ffi::PMIX_TIMEOUT, &t)?;
+            1
+        }
+        None => 0,
+    };
     let mut out: *mut ffi::pmix_value_t = ptr::null_mut();
-    // SAFETY: `proc` and `key` are valid for the call; no directives;
-    // `out` receives a value PMIx allocated (released below).
-    check(unsafe { ffi::PMIx_Get(&proc.0, key.as_ptr(), ptr::null(), 0, &mut out) })?;
+    // SAFETY: `proc` and `key` are valid for the call; `ninfo` (0 or 1) of
+    // the loaded directives; `out` receives a value PMIx allocated
+    // (released below).
+    let result =
+        check(unsafe { ffi::PMIx_Get(&proc.0, key.as_ptr(), info.as_ptr(), ninfo, &mut out) });
+    for i in &mut info[..ninfo] {
+        // SAFETY: loaded above; an int owns nothing, but destruct is what
+        // PMIX_INFO_DESTRUCT does.
+        unsafe { ffi::PMIx_Value_destruct(&mut i.value) };
+    }
+    result?;
     if out.is_null() {
         return Err(keys::ERR_NOT_FOUND);
     }
@@ -273,13 +305,15 @@ fn load<T: Scalar>(info: &mut ffi::pmix_info_t, key: &[u8], value: &T) -> Result
     })
 }
 
-/// `PMIx_Fence` over every process of `proc`'s namespace, collecting the
-/// data they committed, failing after `timeout_s` seconds (0: never).
-pub(crate) fn fence_all(proc: &Proc, timeout_s: i32) -> Result<(), Status> {
+/// `PMIx_Fence` over every process of `proc`'s namespace, failing after
+/// `timeout_s` seconds (0: never). With `collect`, the data they committed
+/// is collected and sent to every node (`PMIX_COLLECT_DATA`); without, it
+/// stays with each process's server, and a `PMIx_Get` of another
+/// process's key fetches it from there on demand ("direct modex").
+pub(crate) fn fence_all(proc: &Proc, timeout_s: i32, collect: bool) -> Result<(), Status> {
     let all = proc.wildcard();
     // SAFETY: all-zero is a valid pmix_info_t (empty key, PMIX_UNDEF).
     let mut info: [ffi::pmix_info_t; 2] = unsafe { std::mem::zeroed() };
-    let collect = true;
     load(&mut info[0], ffi::PMIX_COLLECT_DATA, &collect)?;
     load(&mut info[1], ffi::PMIX_TIMEOUT, &timeout_s)?;
     // SAFETY: one process name (the wildcard) and two loaded directives,

@@ -335,7 +335,9 @@ impl VerbsAtomics {
     }
 }
 
-/// Which peers' cards a PE gets at the bootstrap (`cards`).
+/// Which peers' cards a PE gets at the bootstrap (`cards`). Under PMIx
+/// (the `pmix` feature) they come from PMIx's store in either mode, and the
+/// root sends only localities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum CardsMode {
     /// Every PE's card, to every PE (an allgather: the root sends O(N²)

@@ -204,6 +204,15 @@ impl Context {
                 lazy_rendezvous(&info, meeting, card, cfg, host_root, needs_remote)?
             }
         };
+        // Where the peers' cards came from: the root, or (under PMIx) its
+        // store; `.ci/launchers.sh` looks for this event.
+        tracing::debug!(
+            pe = info.rank,
+            cards = cfg.cards.name(),
+            source = boot.card_source().name(),
+            "cards from {}",
+            boot.card_source()
+        );
         let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
