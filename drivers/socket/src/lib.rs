@@ -524,6 +524,9 @@ pub struct SocketStats {
     /// own toward the same peer and rail (both sides connected at once),
     /// dropped here (this PE is the lower rank) or yielded to (the higher).
     pub crossed: u64,
+    /// Connect-on-first-use: peers this PE started connecting to at its
+    /// first operation toward them ([`SocketDriver::connect_on_first_use`]).
+    pub first_use_connects: u64,
 }
 
 /// Counters of one (peer, rail) ([`SocketDriver::peer_stats`]): the part of

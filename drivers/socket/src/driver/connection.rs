@@ -358,6 +358,7 @@ impl SocketDriver {
         if known && self.peer_state(pe) == LinkState::Up {
             return Ok(());
         }
+        self.ctx.stats.first_use_connects += 1;
         for r in 0..self.rails() {
             self.connect_rail(r, pe)?;
         }
