@@ -76,6 +76,13 @@ impl LazyCards {
         self.fetched.load(Ordering::Relaxed)
     }
 
+    /// Tests without a rendezvous root: `pe`'s addresses as a fetch would
+    /// have found them (not counted as fetched).
+    #[cfg(test)]
+    pub(super) fn preload(&self, pe: u32, addrs: Vec<SocketAddr>) {
+        lock(&self.inner).addrs.insert(pe, addrs);
+    }
+
     /// `pe`'s TCP addresses: fetched now from the root, or as an earlier
     /// fetch (by any context) found them.
     fn addrs_of(&self, pe: u32) -> std::result::Result<Vec<SocketAddr>, BootstrapError> {

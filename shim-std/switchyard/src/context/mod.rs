@@ -144,6 +144,8 @@ mod dedicated_test;
 mod drv;
 mod error;
 mod first_use;
+#[cfg(test)]
+mod first_use_test;
 mod heap;
 mod init;
 mod load;
