@@ -112,6 +112,46 @@ fn lazy_cards_route_every_pair_by_its_class_across_nodes() {
     classes_on_the_example_topology("mnl", &[("SWITCHYARD_CARDS", "lazy")]);
 }
 
+const FOUR_NODES: &str = r#"
+[[switch]]
+name = "leaf0"
+nodes = "node[0-3]"
+"#;
+
+/// `cards = lazy` across nodes (4 nodes, 1 PE each): PE 2k talks to PE
+/// 2k+1 only, on another node. The initiator fetched exactly one card and
+/// connected to one peer, the responder fetched none and connected to
+/// none (it answers over its partner's connection); the data arrives
+/// (`sy_pe lazy-pairs`).
+#[test]
+fn lazy_cards_fetch_and_connect_only_the_off_node_peer_a_pe_talks_to() {
+    need_sim!();
+    let (g, _file) = sim("mnp", FOUR_NODES, 1, 1);
+    let args = vec!["lazy-pairs".to_string()];
+    let env = [
+        ("SWITCHYARD_CARDS", "lazy"),
+        ("SWITCHYARD_HEARTBEAT", "2s"),
+        ("SWITCHYARD_GIVE_UP", "20s"),
+    ];
+    let out = launch::launch(&opts(&g, 4, &args, &env)).expect("launch");
+    assert_ok(&out);
+}
+
+/// A link made at first use (`cards = lazy`) is cut and restored mid
+/// stream: the side that connected reconnects, and every put and add lands
+/// exactly once.
+#[test]
+fn lazy_cards_cutting_the_only_rail_briefly_reconnects_and_replays_exactly_once() {
+    need_sim!();
+    let env = [("SWITCHYARD_GIVE_UP", "10s"), ("SWITCHYARD_CARDS", "lazy")];
+    let out = stream_with("mnlb", 1, &env, |g| {
+        g.sim().link("1", None, false).expect("cut");
+        std::thread::sleep(Duration::from_millis(600));
+        g.sim().link("1", None, true).expect("restore");
+    });
+    assert_ok(&out);
+}
+
 /// The `classes` scenario, 8 PEs on the example topology (2 switches x 2
 /// nodes x 2 PEs), with `extra` in the PEs' environment.
 fn classes_on_the_example_topology(tag: &str, extra: &[(&str, &str)]) {

@@ -76,6 +76,54 @@ fn global_variables_are_symmetric_over_tcp() {
     assert_ok(&out);
 }
 
+/// A job with `cards = lazy` and every pair over TCP (shared memory off),
+/// with `extra` in the PEs' environment.
+fn lazy_tcp(n: u32, args: &[&str], extra: &[(&str, &str)]) -> JobOutcome {
+    let mut o = LaunchOptions::new(n, PE);
+    o.args = args.iter().map(Into::into).collect();
+    o.bind = Bind::None;
+    o.timeout = Some(Duration::from_secs(90));
+    o.grace = Duration::from_millis(500);
+    for (k, v) in [
+        ("SWITCHYARD_HEAP_SIZE", "4M"),
+        ("SWITCHYARD_OP_TIMEOUT", "20s"),
+        ("SWITCHYARD_TRANSPORTS", "tcp"),
+        ("SWITCHYARD_CARDS", "lazy"),
+        ("SWITCHYARD_PROGRESS", "adaptive"),
+        // Four PEs and their progress threads on two cores: a generous
+        // window keeps a starved thread from looking like a dead link.
+        ("SWITCHYARD_HEARTBEAT", "2s"),
+    ]
+    .into_iter()
+    .chain(extra.iter().copied())
+    {
+        o.env.push((k.into(), v.into()));
+    }
+    let out = launch::launch(&o).expect("launch");
+    assert_no_objects_left(out.job_id);
+    out
+}
+
+/// `cards = lazy` over TCP: a PE that talks to one peer fetches exactly
+/// one card (its partner, which answers over that connection, fetches
+/// none) and holds one TCP peer, and the data arrives (`sy_pe
+/// lazy-pairs`).
+#[test]
+fn lazy_cards_over_tcp_connect_only_the_peer_a_pe_talks_to() {
+    let out = lazy_tcp(4, &["lazy-pairs"], &[]);
+    assert_ok(&out);
+}
+
+/// `cards = lazy` over TCP, all to all: every PE puts, gets and
+/// fetch-adds with every other, each connection made at its first use
+/// (both sides of a pair often at once), and the routes and values are
+/// those of the eager job (`sy_pe classes`).
+#[test]
+fn lazy_cards_over_tcp_all_to_all() {
+    let out = lazy_tcp(4, &["classes"], &[("SWITCHYARD_TRACE", "all")]);
+    assert_ok(&out);
+}
+
 /// Two PEs over TCP: PE 1 computes (sleeps outside the library) while PE 0
 /// fetch-adds and gets on it, with `env` added.
 fn compute_over_tcp(env: &[(&str, String)]) {

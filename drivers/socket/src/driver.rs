@@ -101,6 +101,8 @@ struct Ctx {
     /// Where the frames applied for peers are recorded
     /// ([`SocketDriver::set_trace`]).
     trace: Option<TargetTrace>,
+    /// Connect-on-first-use ([`SocketDriver::set_connect_on_first_use`]).
+    lazy: bool,
 }
 
 /// The target side's trace: a ring's writer, the clock of its timestamps,
@@ -340,6 +342,7 @@ impl SocketDriver {
             handshake_timeout,
             nonces: Nonces::new(),
             trace: None,
+            lazy: false,
             cfg,
         };
         let n = ctx.cfg.n_pes as usize;
@@ -360,6 +363,21 @@ impl SocketDriver {
     /// replays. Recording is a few plain stores, no allocation.
     pub fn set_trace(&mut self, writer: TraceWriter<'static>, clock: fn() -> u64, all: bool) {
         self.ctx.trace = Some(TargetTrace { writer, clock, all });
+    }
+
+    /// Connect-on-first-use (`cards = lazy`: a PE learns a peer's
+    /// addresses only when it first needs it). When on, either side of a
+    /// pair may connect: the side that needs the peer first connects
+    /// ([`SocketDriver::connect_on_first_use`]) and is the one that
+    /// reconnects after a failure; a connection from a peer this PE never
+    /// declared is accepted once its `Hello` proves the job key, and
+    /// declares that peer (without addresses: this PE then only accepts
+    /// from it); when both sides connect at once, the lower rank's
+    /// connection is kept ([`SocketStats::crossed`]). Off (the default),
+    /// every peer is declared up front and the lower rank connects. Set it
+    /// on every PE of the job, before the first progress step.
+    pub fn set_connect_on_first_use(&mut self, on: bool) {
+        self.ctx.lazy = on;
     }
 
     /// This PE's heap: start and length.

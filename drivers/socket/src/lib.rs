@@ -13,7 +13,13 @@
 //! The lower rank connects, the higher accepts; each connection starts with a
 //! challenge-response handshake in which both sides prove the job's key
 //! ([`TcpConfig::key`], [`handshake`]); a connection without the proof is
-//! refused and counted ([`Event::Refused`]). Every frame is the core wire format
+//! refused and counted ([`Event::Refused`]). With connect-on-first-use
+//! ([`SocketDriver::set_connect_on_first_use`], for jobs whose PEs fetch a
+//! peer's card only when they first need it) either side connects, at its
+//! first operation toward the peer ([`SocketDriver::connect_on_first_use`]),
+//! and reconnects after a failure; the other accepts a peer it never
+//! declared once the handshake proved the key; when both connect at once
+//! the lower rank's connection is kept. Every frame is the core wire format
 //! ([`switchyard_core::wire`]): a checked 64-byte header, CRC32C always over
 //! the header and over the payload per [`CrcPolicy`]; except small puts
 //! (1 to 255 bytes) to a peer whose `Hello` offered it
@@ -514,6 +520,13 @@ pub struct SocketStats {
     /// New frames held back by the ramp after a peer recovered (its in-flight
     /// limit starts small and doubles with each ack).
     pub ramp_waits: u64,
+    /// Connect-on-first-use: connections that crossed one of this PE's
+    /// own toward the same peer and rail (both sides connected at once),
+    /// dropped here (this PE is the lower rank) or yielded to (the higher).
+    pub crossed: u64,
+    /// Connect-on-first-use: peers this PE started connecting to at its
+    /// first operation toward them ([`SocketDriver::connect_on_first_use`]).
+    pub first_use_connects: u64,
 }
 
 /// Counters of one (peer, rail) ([`SocketDriver::peer_stats`]): the part of

@@ -18,11 +18,21 @@
 //!   how its wait ended (`PeerDead 1` when the death ended it) to the file
 //!   `$SY_MARK`.
 //! * `init`: init and finalize only (bad-environment checks).
+//! * `lazy-pairs` (an even number of PEs, run with `SWITCHYARD_CARDS=lazy`
+//!   and every pair over TCP): PE 2k puts a stamp to PE 2k+1, fetch-adds a
+//!   counter there and gets the stamp back; PE 2k+1 waits for the stamp
+//!   (at most 30 s) and puts its answer back, which PE 2k waits for. Before
+//!   any barrier, each checks it talked to exactly one peer: the initiator
+//!   fetched exactly one card since init, the responder none (it answers
+//!   over the connection its partner made), the initiator connected to
+//!   exactly one peer and the responder to none. Prints `lazy-pairs PE p:
+//!   fetched F, connected C, tcp peers T`.
 //! * `classes [TOPOLOGY PPN]`: every PE does put, get and fetch-add with
 //!   every other PE, checks the values, and checks from its route trace ring
 //!   that each peer was reached over the transport its class calls for (shm
 //!   on the node, TCP otherwise); with a topology file and PEs per node, also
-//!   that each class is the one the file gives. Prints
+//!   that each class is the one the file gives (with `SWITCHYARD_TRANSPORTS`
+//!   leaving shm out, same-node peers too are expected over TCP). Prints
 //!   `classes PE p: q=CLASS/TRANSPORT ...`.
 //! * `stream TARGET MILLIS`: PE 0 streams sequence-stamped 8-byte puts (each
 //!   to its own slot) and non-fetching atomic adds to TARGET for MILLIS ms,
@@ -245,6 +255,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             }
             return Ok(());
         }
+        "lazy-pairs" => lazy_pairs(&mut ctx)?,
         "classes" => {
             let block = ctx.alloc::<u64>(n as usize)?;
             let counter = ctx.alloc::<u64>(1)?;
@@ -282,8 +293,11 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                         .into());
                     }
                 }
+                // Same-node peers use TCP too when shared memory is off.
+                let shm_on =
+                    std::env::var("SWITCHYARD_TRANSPORTS").map_or(true, |v| v.contains("shm"));
                 let want_t = match class {
-                    switchyard_core::class::PathClass::Shm => "shm",
+                    switchyard_core::class::PathClass::Shm if shm_on => "shm",
                     _ => "tcp",
                 };
                 let t = ctx
@@ -562,6 +576,63 @@ enum Stream {
 
 /// Waits until `file` exists (the test's signal), looking every millisecond,
 /// for at most `limit`.
+fn lazy_pairs(ctx: &mut Context) -> Result<(), Box<dyn std::error::Error>> {
+    let me = ctx.my_pe();
+    if !ctx.n_pes().is_multiple_of(2) {
+        return Err("lazy-pairs needs an even number of PEs".into());
+    }
+    // Not `alloc`: it ends with a barrier, which talks to more peers. The
+    // heap's last words are zero and symmetric on every PE.
+    let (_, heap_len) = ctx.local_heap();
+    let slots = ctx.sym_at::<u64>(heap_len - 64, 4)?;
+    let limit = std::time::Duration::from_secs(30);
+    let stamp = 0x5A00_0000 | u64::from(me);
+    let want_fetched = if me.is_multiple_of(2) {
+        let partner = me + 1;
+        ctx.put(&slots, 0, &[stamp], partner)?;
+        ctx.fetch_add(&slots, 1, 7, partner)?;
+        let mut got = [0u64];
+        ctx.get(&slots, 0, &mut got, partner)?;
+        if got[0] != stamp {
+            return Err(format!("PE {me}: got {:#x} back from PE {partner}", got[0]).into());
+        }
+        let answer = ctx.wait_until_for(&slots, 2, Cmp::Ne, 0, limit)?;
+        if answer != 0x0B00_0000 | u64::from(partner) {
+            return Err(format!("PE {me}: answer {answer:#x} from PE {partner}").into());
+        }
+        1
+    } else {
+        let partner = me - 1;
+        let got = ctx.wait_until_for(&slots, 0, Cmp::Ne, 0, limit)?;
+        if got != 0x5A00_0000 | u64::from(partner) {
+            return Err(format!("PE {me}: stamp {got:#x} from PE {partner}").into());
+        }
+        ctx.put(&slots, 2, &[0x0B00_0000 | u64::from(me)], partner)?;
+        ctx.quiet()?;
+        let count = ctx.wait_until_for(&slots, 1, Cmp::Eq, 7, limit)?;
+        if count != 7 {
+            return Err(format!("PE {me}: counter {count}").into());
+        }
+        0
+    };
+    // Other pairs may be in the barrier below already, connecting to this
+    // PE: what this PE fetched and connected itself is exact, the peers
+    // its driver holds are at least its partner.
+    let fetched = ctx.lazy_cards_fetched();
+    let connects = ctx.tcp_stats().map_or(0, |s| s.first_use_connects);
+    let peers = ctx.tcp_peer_count();
+    println!("lazy-pairs PE {me}: fetched {fetched:?}, connected {connects}, tcp peers {peers}");
+    if fetched != Some(want_fetched) || connects != want_fetched || peers == 0 {
+        return Err(format!(
+            "PE {me}: fetched {fetched:?} cards, connected to {connects} peers, holds {peers} TCP peers; expected Some({want_fetched}), {want_fetched}, at least 1"
+        )
+        .into());
+    }
+    // The barrier (and finalize's) connects whatever else it needs.
+    ctx.barrier_all()?;
+    Ok(())
+}
+
 fn wait_for_file(
     file: &std::path::Path,
     limit: std::time::Duration,

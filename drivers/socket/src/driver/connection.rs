@@ -161,6 +161,12 @@ pub(super) struct PeerState {
     pub(super) down_since: Option<Instant>,
     pub(super) refused_streak: u8,
     pub(super) closed_by_peer: bool,
+    /// This side (re)connects the rails to the peer after a failure: the
+    /// lower rank, or with connect-on-first-use
+    /// ([`SocketDriver::set_connect_on_first_use`]) the side that
+    /// connected first (cleared when it yields to the peer's crossing
+    /// connect, see [`SocketDriver::handshakes`]).
+    pub(super) active: bool,
     /// Replays, duplicates dropped and bad frames, per rail (plain adds
     /// where the driver-wide counters are counted).
     pub(super) counts: [PeerRailStats; MAX_RAILS],
@@ -226,7 +232,7 @@ impl SocketDriver {
                 max: MAX_RAILS,
             });
         }
-        if pe < self.ctx.me {
+        if pe < self.ctx.me || self.ctx.lazy {
             // Where its connects come from (they bind its own rail address).
             for (known, a) in self.known_sources.iter_mut().zip(addrs) {
                 if let Err(at) = known.binary_search(&a.ip()) {
@@ -298,6 +304,7 @@ impl SocketDriver {
             down_since: None,
             refused_streak: 0,
             closed_by_peer: false,
+            active: self.ctx.me < pe,
             counts: [PeerRailStats::default(); MAX_RAILS],
         };
         self.peers[pe as usize] = Some(Box::new(Peer {
@@ -308,7 +315,9 @@ impl SocketDriver {
     }
 
     /// Starts connecting rail `rail` to `peer` (the lower rank connects; the
-    /// higher one waits for it). Non-blocking.
+    /// higher one waits for it; with connect-on-first-use, this side
+    /// connects whatever the ranks, and becomes the one that reconnects).
+    /// Non-blocking.
     pub(crate) fn connect_rail(&mut self, rail: usize, peer: u32) -> Result<()> {
         if peer == self.ctx.me {
             return Ok(());
@@ -317,15 +326,56 @@ impl SocketDriver {
         if p.st.down_since.is_none() && p.any_up().is_none() {
             p.st.down_since = Some(ctx.now);
         }
-        if ctx.me < peer
+        if (ctx.me < peer || ctx.lazy)
             && rail < p.rails.len()
             && p.rails[rail].addr.is_some()
             && p.rails[rail].state != LinkState::Up
             && !p.rails[rail].connecting
         {
+            p.st.active = true;
             start_connect(ctx, p, rail);
         }
         Ok(())
+    }
+
+    /// Connect-on-first-use (`cards = lazy`): `pe`'s listening addresses
+    /// (per rail, as [`SocketDriver::set_peer`]) just became known, at
+    /// this PE's first operation toward it; declares the peer (the heap
+    /// size is this PE's until its `Hello` says) and starts connecting
+    /// every rail to it, whatever the ranks. A peer already known (it
+    /// connected to this PE first) keeps its state: the addresses are
+    /// recorded, and no connect starts while a rail to it is up or being
+    /// accepted. The operation waits for [`Event::Link`] Up. Cold path
+    /// (allocates the peer's buffers).
+    ///
+    /// # Errors
+    /// As [`SocketDriver::set_peer`]; [`SocketError::PeerDead`].
+    pub fn connect_on_first_use(&mut self, pe: u32, addrs: &[SocketAddr]) -> Result<()> {
+        let known = self.knows_peer(pe);
+        let heap_len = self.ctx.heap.len();
+        let heap_len = self.heap_len(pe).filter(|_| known).unwrap_or(heap_len);
+        self.set_peer(pe, addrs, heap_len)?;
+        if known && self.peer_state(pe) == LinkState::Up {
+            return Ok(());
+        }
+        self.ctx.stats.first_use_connects += 1;
+        for r in 0..self.rails() {
+            self.connect_rail(r, pe)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `pe` is declared here ([`SocketDriver::set_peer`], or with
+    /// connect-on-first-use, accepted from it).
+    pub fn knows_peer(&self, pe: u32) -> bool {
+        self.peers.get(pe as usize).is_some_and(Option::is_some)
+    }
+
+    /// How many peers this driver holds state for (declared, or accepted
+    /// with connect-on-first-use): what its memory for peers is
+    /// proportional to.
+    pub fn peer_count(&self) -> usize {
+        self.peers.iter().filter(|p| p.is_some()).count()
     }
 
     /// Connects every rail to every listed peer (this PE excluded) and runs
@@ -470,9 +520,16 @@ impl SocketDriver {
             busy = true;
             let ctx = &self.ctx;
             let challenge = self.pending[i].nonce;
+            let lazy = ctx.lazy;
+            // Eagerly the lower rank connects; with connect-on-first-use
+            // either may, from an address not announced to this PE.
             let why = if !h.is_authentic(&ctx.cfg.key, Role::Connect, ctx.cfg.job_id, &challenge) {
                 Some(RefuseReason::Unauthenticated)
-            } else if h.dst != ctx.me || h.src >= ctx.me {
+            } else if h.dst != ctx.me
+                || h.src == ctx.me
+                || h.src >= ctx.cfg.n_pes
+                || (!lazy && h.src >= ctx.me)
+            {
                 Some(RefuseReason::BadPe)
             } else if h.rail as usize != rail
                 || h.conn as usize >= ctx.n_conns()
@@ -481,8 +538,9 @@ impl SocketDriver {
                 Some(RefuseReason::BadRail)
             } else {
                 match self.peers[h.src as usize].as_deref() {
+                    None if lazy => None,
                     None => Some(RefuseReason::NotConfigured),
-                    Some(p) if p.st.dead || p.rails[rail].addr.is_none() => {
+                    Some(p) if p.st.dead || (!lazy && p.rails[rail].addr.is_none()) => {
                         Some(RefuseReason::BadPe)
                     }
                     Some(_) => None,
@@ -492,6 +550,29 @@ impl SocketDriver {
             if let Some(why) = why {
                 self.refuse(addr, why);
                 continue;
+            }
+            if lazy {
+                if let Some(p) = self.peers[h.src as usize].as_deref()
+                    && crossed(&self.ctx, p, rail)
+                {
+                    // Both sides connected at once: the lower rank's
+                    // connection wins, this one is dropped (not a refusal:
+                    // the peer yields when ours reaches it).
+                    self.ctx.stats.crossed += 1;
+                    continue;
+                }
+                if !self.knows_peer(h.src) {
+                    // A peer whose card this PE never fetched: it is
+                    // known from now on by this connection alone.
+                    let heap_len = if h.heap_len > 0 {
+                        h.heap_len
+                    } else {
+                        self.ctx.heap.len()
+                    };
+                    if self.set_peer(h.src, &[], heap_len).is_err() {
+                        continue;
+                    }
+                }
             }
             let (Some(sock), Some(p)) = (sock, self.peers[h.src as usize].as_deref_mut()) else {
                 continue;
@@ -504,6 +585,18 @@ impl SocketDriver {
     fn refuse(&mut self, addr: SocketAddr, why: RefuseReason) {
         count_refusal(&mut self.ctx, addr, why);
     }
+}
+
+/// Connect-on-first-use: whether a connection accepted from `p` on `rail`
+/// crosses this PE's own connect, which wins. Both sides may connect at
+/// once (each needed the other first); the lower rank's connection is the
+/// one kept: this PE, when it is the lower rank, drops the peer's while
+/// its own attempt is in progress, or while its own connection is up (a
+/// peer that started connecting before it accepted ours, whose `Hello`
+/// arrives late). The higher rank yields instead ([`install`]).
+fn crossed(ctx: &Ctx, p: &Peer, rail: usize) -> bool {
+    let rl = &p.rails[rail];
+    ctx.me < p.st.pe && (rl.connecting || (rl.state == LinkState::Up && p.st.active))
 }
 
 /// A handshake slot for a connection accepted from `addr`, `known` when
@@ -686,6 +779,25 @@ fn install(
     challenge: [u8; NONCE_LEN],
 ) {
     let c = h.conn as usize;
+    if p.rails[rail].connecting {
+        // Connect-on-first-use: the lower-ranked peer connected while this
+        // PE was connecting to it; its connection wins (`crossed`), this
+        // PE's attempt ends, and the peer is the one that reconnects.
+        let rl = &mut p.rails[rail];
+        for c in &mut rl.conns {
+            close_conn(c);
+        }
+        rl.connecting = false;
+        rl.next_attempt = None;
+        p.st.active = false;
+        ctx.stats.crossed += 1;
+    }
+    if ctx.lazy {
+        // The peer connected, so it reconnects (it keeps that role unless
+        // it yields to a connection of this PE's, which would make this PE
+        // the active side again).
+        p.st.active = false;
+    }
     if p.rails[rail].state == LinkState::Up {
         // The active side reconnected: it saw this rail fail.
         rail_down(ctx, p, rail, Down::Failure);
@@ -822,7 +934,7 @@ pub(super) fn rail_down(ctx: &mut Ctx, p: &mut Peer, rail: usize, why: Down) {
     if target.is_none() && st.down_since.is_none() {
         st.down_since = Some(ctx.now);
     }
-    if ctx.me < st.pe && !st.closed_by_peer && p.rails[rail].addr.is_some() {
+    if st.active && !st.closed_by_peer && p.rails[rail].addr.is_some() {
         let rl = &mut p.rails[rail];
         let d = rl.backoff.next_delay();
         rl.next_attempt = Some(ctx.later(d));

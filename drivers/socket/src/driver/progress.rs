@@ -148,7 +148,9 @@ fn service_peer(ctx: &mut Ctx, p: &mut Peer, slow: bool) -> bool {
 
 /// One progress step on rail `r` toward `p`.
 fn service_rail(ctx: &mut Ctx, p: &mut Peer, r: usize, slow: bool) -> bool {
-    if p.rails[r].addr.is_none() {
+    // A rail without the peer's address is idle unless the peer connected
+    // it (connect-on-first-use: a peer this PE only accepts from).
+    if p.rails[r].addr.is_none() && p.rails[r].state != LinkState::Up {
         return false;
     }
     // Between slow passes an idle or connecting rail has nothing to do.

@@ -185,6 +185,7 @@ impl Context {
             return Ok(ctx);
         };
         let host_root = info.hosts_root();
+        let lazy = cfg.cards == config::CardsMode::Lazy;
         let (mut boot, peers, verbs_cards, root) = match cfg.cards {
             config::CardsMode::All => {
                 let rv = bootstrap::rendezvous_at(
@@ -200,7 +201,9 @@ impl Context {
                 (rv.bootstrap, peers, verbs, rv.root)
             }
             config::CardsMode::Lazy => {
-                let needs_remote = tcp.is_some();
+                // TCP connects on first use; verbs still pairs with every
+                // off-node peer at init, so it needs every card now.
+                let needs_remote = tcp.is_some() && verbs_drv.is_some();
                 lazy_rendezvous(&info, meeting, card, cfg, host_root, needs_remote)?
             }
         };
@@ -213,7 +216,7 @@ impl Context {
             "cards from {}",
             boot.card_source()
         );
-        let mut ctx = Context::from_parts(setup, own, &peers, tcp)?;
+        let mut ctx = Context::from_parts_with(setup, own, &peers, tcp, lazy)?;
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
         match verbs_drv {
@@ -284,12 +287,13 @@ type Joined = (
 );
 
 /// The rendezvous with `cards = lazy`: every rank's locality, then the
-/// cards this PE needs fetched from the root: its node's other PEs' (for
-/// shared memory, when `transports` allows it) and, when it has TCP,
-/// every off-node PE's (the rails connect to every off-node peer at init,
-/// so their cards are needed now; fetching them at first use would take
-/// connect-on-first-use). A peer whose card is not fetched is known by its
-/// locality alone (no shm object, no TCP address, no verbs card).
+/// cards this PE needs at init fetched from the root: its node's other
+/// PEs' (for shared memory, when `transports` allows it) and, with
+/// `needs_remote` (a verbs driver here: verbs pairs with every off-node
+/// peer at init), every other PE's. A peer whose card is not fetched is
+/// known by its locality alone (no shm object, no TCP address, no verbs
+/// card): the TCP driver fetches its card and connects at the first
+/// operation toward it (connect-on-first-use, `first_use.rs`).
 fn lazy_rendezvous(
     info: &RankInfo,
     meeting: bootstrap::Meeting,

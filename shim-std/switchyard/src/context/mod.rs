@@ -143,6 +143,9 @@ mod chanstats_test;
 mod dedicated_test;
 mod drv;
 mod error;
+mod first_use;
+#[cfg(test)]
+mod first_use_test;
 mod heap;
 mod init;
 mod load;
@@ -432,7 +435,11 @@ impl Context {
             std::thread::JoinHandle<std::result::Result<(), switchyard_bootstrap::BootstrapError>>,
         >,
     ) {
-        self.boot = Some(boot);
+        // With lazy cards the PE's contexts share it for card fetches.
+        match self.pe.lazy.as_ref() {
+            Some(lazy) => lazy.attach(boot),
+            None => self.boot = Some(boot),
+        }
         self.root = root;
     }
 
@@ -501,6 +508,11 @@ impl Context {
         // Then no PE closes its connections while another still waits for
         // an ack from it: a barrier through the bootstrap, which needs no
         // data-path progress (every PE's frames are acked by now).
+        if self.boot.is_none()
+            && let Some(lazy) = self.pe.lazy.as_ref()
+        {
+            self.boot = lazy.take_boot();
+        }
         if r.is_ok() {
             if let Some(b) = self.boot.as_mut() {
                 r = b.barrier(self.op_timeout).map_err(Error::from);

@@ -132,7 +132,25 @@ impl Context {
         setup: Setup,
         own: Segment,
         peers: &[PeerInfo],
+        tcp: Option<SocketDriver>,
+    ) -> Result<Context> {
+        Context::from_parts_with(setup, own, peers, tcp, false)
+    }
+
+    /// [`Context::from_parts`]; with `lazy` (`cards = lazy`, init), the
+    /// TCP driver connects on first use: a peer not on this node (or any
+    /// peer, without shared memory) whose [`PeerInfo`] has no TCP address
+    /// is reached over TCP once its card is fetched, at the first
+    /// operation toward it (`first_use.rs`); its TCP health bits are set
+    /// meanwhile, so routes pick TCP for it. Peers with addresses are
+    /// connected now, as without `lazy` (but the connect may come from
+    /// either side).
+    pub(super) fn from_parts_with(
+        setup: Setup,
+        own: Segment,
+        peers: &[PeerInfo],
         mut tcp: Option<SocketDriver>,
+        lazy: bool,
     ) -> Result<Context> {
         let (me, n) = (setup.me, setup.n_pes);
         let mut warnings = own.warnings().to_vec();
@@ -221,7 +239,10 @@ impl Context {
             t.set_trace(w, crate::sys::ticks, every == 1);
         }
         let mut stream = [None; 4];
+        // Off-node peers to reach over TCP at their first use (lazy cards).
+        let mut later = Vec::new();
         if let Some(t) = tcp.as_mut() {
+            t.set_connect_on_first_use(lazy);
             // Every off-node peer on every rail both sides have; same-node
             // pairs use shared memory.
             let mut remote = Vec::new();
@@ -231,6 +252,8 @@ impl Context {
                 if pe != me && !same_node && !p.tcp.is_empty() {
                     t.set_peer(pe, &p.tcp, heap_len)?;
                     remote.push(pe);
+                } else if lazy && pe != me && !same_node {
+                    later.push(pe);
                 }
             }
             if !remote.is_empty() {
@@ -248,8 +271,13 @@ impl Context {
                         topo.set_health(tcp_rail(r), pe, true);
                     }
                 }
+                // Reachable, as far as routes know, until the first use
+                // finds out.
+                for &pe in &later {
+                    topo.set_health(tcp_rail(r), pe, true);
+                }
             }
-            if remote.is_empty() {
+            if remote.is_empty() && later.is_empty() {
                 // Every peer is on this node: no sockets to progress, so the
                 // waits keep their shared-memory fast path.
                 let _ = t.close();
@@ -318,6 +346,7 @@ impl Context {
             shm: Arc::new(Mutex::new(shm)),
             stats,
             spare_selector: Mutex::new(None),
+            lazy: (lazy && !later.is_empty()).then(super::first_use::LazyCards::default),
         });
         let mut ctx = Context::on_rings(&pe, (trace_ring, trace))?;
         // The progress thread's reader slot (its stats publisher), the one

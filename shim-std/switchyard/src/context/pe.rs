@@ -167,6 +167,10 @@ pub(super) struct PeInner {
     /// A topology reader slot reserved at init for the progress thread's
     /// stats publisher (taken when it starts).
     pub(super) spare_selector: Mutex<Option<Selector<'static>>>,
+    /// `cards = lazy` over TCP: the bootstrap connection and the cards
+    /// fetched at first use (`first_use.rs`); `None` when every card this
+    /// PE uses was fetched at init.
+    pub(super) lazy: Option<super::first_use::LazyCards>,
 }
 
 /// Locks `m`, whatever a panicking holder left.

@@ -151,16 +151,22 @@ impl Context {
         {
             return;
         }
-        let own_up = self
-            .tcp
-            .as_mut()
-            .map(progress::Tcp::get)
-            .is_some_and(|t| r < t.rails() && t.rail(r).state(rec.subject) == LinkState::Up);
+        let (own_up, known) =
+            self.tcp
+                .as_mut()
+                .map(progress::Tcp::get)
+                .map_or((false, false), |t| {
+                    let up = r < t.rails() && t.rail(r).state(rec.subject) == LinkState::Up;
+                    (up, t.knows_peer(rec.subject))
+                });
         match rec.state {
             LinkState::Up if own_up => {
                 self.topo.set_health(tcp_rail(r), rec.subject, true);
             }
             LinkState::Up => {}
+            // A peer this PE has no connection to yet (`cards = lazy`):
+            // its link will be this PE's own, made at its first use.
+            _ if !known => {}
             s => {
                 self.topo.apply_link_state(tcp_rail(r), rec.subject, s);
             }

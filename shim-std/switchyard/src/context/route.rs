@@ -33,6 +33,7 @@ use switchyard_core::{
     transport::{ErrorKind, Ticket, TransportError},
     wire::FrameOp,
 };
+use switchyard_socket::SocketError;
 
 use super::{
     Context, Error, Result, SHM, VERBS,
@@ -315,6 +316,12 @@ impl Context {
                     self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Retries);
                     let start = *blocked_since.get_or_insert_with(Instant::now);
                     self.pause(&mut spins, start, "a send window to open", Watch::Peer(pe))?;
+                }
+                // `cards = lazy`: the first operation toward a peer whose
+                // card this PE has not fetched (nothing was sent): fetch
+                // it, connect, and wait for the link (`first_use.rs`).
+                Err(DrvError::Tcp(e @ SocketError::PeerUnknown { .. })) => {
+                    self.first_use(pe, e)?;
                 }
                 Err(e) => {
                     self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);

@@ -602,7 +602,9 @@ impl Context {
         };
         let mut first = None;
         while let Some((e, err)) = ring.take_stalled() {
-            if let Some(err) = err {
+            // A peer the driver did not know yet (`cards = lazy`): nothing
+            // was sent, and the redo below connects it (`first_use.rs`).
+            if let Some(err) = err.filter(|e| !matches!(e, SocketError::PeerUnknown { .. })) {
                 let t = e.transport();
                 let err = DrvError::Tcp(err);
                 self.sx_bump(t, e.pe, crate::statseg::PeerWord::Errors);

@@ -1,0 +1,168 @@
+//! Connect-on-first-use over TCP (`cards = lazy`): a PE holds the card of
+//! an off-node peer only once it talks to it.
+//!
+//! At init such a peer is known by its locality alone (the topology row has
+//! its class), and its TCP health bits are set, so the router picks TCP for
+//! it as for any other off-node peer. The first operation that reaches the
+//! TCP driver for it finds the driver does not know it
+//! ([`SocketError::PeerUnknown`]): out of line, [`Context::first_use`]
+//! clears the peer's TCP health bits (the operation then waits for a link,
+//! as during a reconnect, bounded by the op timeout), fetches the peer's
+//! card from the rendezvous root, and hands its addresses to the driver,
+//! which connects ([`SocketDriver::connect_on_first_use`](switchyard_socket::SocketDriver::connect_on_first_use)).
+//! The rail's Up event sets the health bits again and the operation goes
+//! out. A peer that connected to this PE first is served without its card
+//! (the driver accepts it once its handshake proves the job key), and this
+//! PE's operations to it use that connection. The hot path is unchanged:
+//! the check is the driver's own peer lookup, and the work runs only on
+//! its error.
+//!
+//! The bootstrap connection ([`LazyCards`]) is the PE's, shared by its
+//! contexts behind a mutex: one card request at a time, which the root
+//! answers at any time after init (between this PE's barriers: the
+//! connection carries one exchange at a time). A context never holds the
+//! mutex while it takes the TCP driver, nor holds the driver while it
+//! waits for the root, so neither the progress thread nor another context
+//! can deadlock with it; two contexts that need the same card get it from
+//! the PE's record of fetched addresses (the root serves a card at most
+//! twice per connection).
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
+
+use switchyard_bootstrap::{Bootstrap, BootstrapError};
+use switchyard_core::{
+    sync::atomic::{AtomicU64, Ordering},
+    topology::LinkState,
+};
+use switchyard_socket::SocketError;
+
+use super::{Context, Error, MAX_TCP_RAILS, Result, pe::lock, progress, tcp_rail};
+
+/// The PE's lazy-card state: the bootstrap connection (after init) and
+/// the addresses fetched so far.
+#[derive(Debug, Default)]
+pub(super) struct LazyCards {
+    inner: Mutex<Fetched>,
+    /// Cards fetched after init (every one an off-node peer's).
+    fetched: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Fetched {
+    /// The connection to the rendezvous root, from the end of init until
+    /// `finalize` takes it back.
+    boot: Option<Bootstrap>,
+    /// Per peer fetched, its TCP addresses: O(peers this PE talks to).
+    addrs: BTreeMap<u32, Vec<SocketAddr>>,
+}
+
+impl LazyCards {
+    /// Keeps the bootstrap connection for card fetches.
+    pub(super) fn attach(&self, boot: Bootstrap) {
+        lock(&self.inner).boot = Some(boot);
+    }
+
+    /// Takes the bootstrap connection back (`finalize`).
+    pub(super) fn take_boot(&self) -> Option<Bootstrap> {
+        lock(&self.inner).boot.take()
+    }
+
+    /// Cards fetched after init.
+    pub(super) fn fetched(&self) -> u64 {
+        self.fetched.load(Ordering::Relaxed)
+    }
+
+    /// Tests without a rendezvous root: `pe`'s addresses as a fetch would
+    /// have found them (not counted as fetched).
+    #[cfg(test)]
+    pub(super) fn preload(&self, pe: u32, addrs: Vec<SocketAddr>) {
+        lock(&self.inner).addrs.insert(pe, addrs);
+    }
+
+    /// `pe`'s TCP addresses: fetched now from the root, or as an earlier
+    /// fetch (by any context) found them.
+    fn addrs_of(&self, pe: u32) -> std::result::Result<Vec<SocketAddr>, BootstrapError> {
+        let mut f = lock(&self.inner);
+        if let Some(a) = f.addrs.get(&pe) {
+            return Ok(a.clone());
+        }
+        let boot = f.boot.as_mut().ok_or(BootstrapError::Unusable)?;
+        let cards = boot.fetch_cards(&[pe])?;
+        let addrs = cards.get(pe).map(|c| c.tcp.clone()).unwrap_or_default();
+        self.fetched.fetch_add(1, Ordering::Relaxed);
+        f.addrs.insert(pe, addrs.clone());
+        Ok(addrs)
+    }
+}
+
+impl Context {
+    /// The first operation toward `pe` found the TCP driver without it
+    /// (`cards = lazy`; see the module docs): fetches its card and starts
+    /// connecting; the caller's routed loop then waits for the link.
+    /// Without lazy cards, the driver's error as it is.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn first_use(&mut self, pe: u32, e: SocketError) -> Result<()> {
+        let pe_inner = Arc::clone(&self.pe);
+        let Some(lazy) = pe_inner.lazy.as_ref() else {
+            return Err(Error::Tcp(e));
+        };
+        let rails = self
+            .tcp
+            .as_mut()
+            .map_or(0, |t| t.get().rails())
+            .min(MAX_TCP_RAILS);
+        // The operation waits for the link, as it does during a reconnect.
+        for r in 0..rails {
+            self.topo.apply_link_state(tcp_rail(r), pe, LinkState::Down);
+        }
+        // Nothing of the driver is held while the root answers.
+        self.leave();
+        let addrs = lazy.addrs_of(pe)?;
+        if addrs.is_empty() {
+            return Err(Error::TransportUnavailable {
+                transport: tcp_rail(0),
+                pe,
+            });
+        }
+        tracing::debug!(
+            pe = self.me,
+            peer = pe,
+            "lazy cards: connecting on first use"
+        );
+        if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get)
+            && !t.knows_peer(pe)
+        {
+            t.connect_on_first_use(pe, &addrs)?;
+        }
+        Ok(())
+    }
+
+    /// With `cards = lazy` over TCP: the off-node cards this PE fetched
+    /// since init (one per peer it started talking to; peers that
+    /// connected to it first need none). `None` otherwise (every card was
+    /// fetched at init).
+    pub fn lazy_cards_fetched(&self) -> Option<u64> {
+        self.pe.lazy.as_ref().map(LazyCards::fetched)
+    }
+
+    /// The TCP driver's counters (`None` without TCP).
+    pub fn tcp_stats(&mut self) -> Option<switchyard_socket::SocketStats> {
+        let s = self.tcp.as_mut().map(|t| t.get().stats());
+        self.leave();
+        s
+    }
+
+    /// How many peers this PE's TCP driver holds connection state for
+    /// (0 without TCP): every off-node peer with eager cards, only those
+    /// it talked to or that talked to it with lazy ones.
+    pub fn tcp_peer_count(&mut self) -> usize {
+        let n = self.tcp.as_mut().map_or(0, |t| t.get().peer_count());
+        self.leave();
+        n
+    }
+}
