@@ -131,6 +131,8 @@ pub(crate) fn locality_only(card: &Card) -> Card {
 
 #[cfg(test)]
 mod test {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::card::CardError;
 
@@ -239,6 +241,33 @@ mod test {
         };
         let e = check_stored(&bytes(&elsewhere), "PMIx", &want(1)).expect_err("moved");
         assert!(e.to_string().contains("0000000000000def"), "{e}");
+    }
+
+    proptest! {
+        /// Any bytes under any rank: a card that passes, or a typed error,
+        /// never a panic; a card that passes is the rank asked.
+        #[test]
+        fn any_stored_bytes_are_a_card_or_an_error(
+            bytes in proptest::collection::vec(any::<u8>(), 0..600),
+            rank in 0u32..8,
+        ) {
+            if let Ok(c) = check_stored(&bytes, "PMIx", &want(rank)) {
+                prop_assert_eq!(c.rank, rank);
+                prop_assert_eq!(c.job_id, JOB);
+            }
+        }
+
+        /// A good card with one byte changed: never a panic.
+        #[test]
+        fn a_flipped_byte_is_caught_or_harmless(at in 0usize..400, to in any::<u8>()) {
+            let mut b = bytes(&stored(2));
+            let i = at % b.len();
+            b[i] = to;
+            if let Ok(c) = check_stored(&b, "PMIx", &want(2)) {
+                prop_assert_eq!(c.rank, 2);
+                prop_assert_eq!(Locality::of(&c), Locality::of(&stored(2)));
+            }
+        }
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::{
 };
 
 use switchyard_bootstrap::{
-    Bootstrap, BootstrapError, Card, CardRefusal, JobSecret, Localities, MAX_CARDS_PER_REQUEST,
-    PROTOCOL_VERSION, Refusal, RootServer, RootStats,
+    Bootstrap, BootstrapError, Card, CardRefusal, CardSource, JobSecret, Localities,
+    MAX_CARDS_PER_REQUEST, PROTOCOL_VERSION, Refusal, RootServer, RootStats,
 };
 
 const T: Duration = Duration::from_secs(5);
@@ -87,6 +87,9 @@ fn lazy_join_gives_localities_as_runs_and_fetches_cards() {
         assert_eq!(me.switch_id, 0);
         let on_node = locs.ranks_on(me.node_id);
         assert_eq!(on_node.len(), 4);
+        // Without PMIx the cards come from the root.
+        assert_eq!(b.card_source(), CardSource::Root);
+        assert_eq!(b.card_source().to_string(), "root");
         let cards = b.fetch_cards(&on_node).unwrap();
         assert_eq!(cards.len(), 4);
         for c in cards.iter() {
