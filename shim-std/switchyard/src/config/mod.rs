@@ -101,7 +101,9 @@
 //! What `trace` means: which decisions reach that ring. `all` records every
 //! one; `sample:N` (the default, `sample:64`) one ordinary decision in N and
 //! every flagged one (a failure, a downgrade, a load yield, an ordering
-//! wait, a CPU atomic) and every failed selection; `off` nothing. A record
+//! wait, a CPU atomic) and every failed selection, a routine downgrade
+//! (NEAR over TCP's first rail on a PE without RDMA) sampled as an
+//! ordinary decision; `off` nothing. A record
 //! is eleven plain stores and one read of the trace clock, whose units
 //! [`sys::ticks_to_nanos`](crate::sys::ticks_to_nanos) converts to
 //! nanoseconds; sampling also spares the clock read of the decisions it

@@ -223,7 +223,9 @@ pub enum TraceMode {
     /// One ordinary decision in `every` is recorded (the clock is read for
     /// that one only), and every flagged one (failed, downgraded, load
     /// yield, ordering wait, CPU atomic: [`TraceRecord`](switchyard_core::trace::TraceRecord)'s
-    /// flags) and every failed selection.
+    /// flags) and every failed selection. A routine downgrade (NEAR over
+    /// TCP's first rail on a PE without RDMA: every NEAR operation there)
+    /// is sampled as an ordinary one, its record still flagged.
     Sample {
         /// The sampling period, in decisions (1 to [`TraceMode::MAX_EVERY`]).
         every: u32,

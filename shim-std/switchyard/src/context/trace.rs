@@ -324,6 +324,8 @@ impl Context {
     /// returned an error for it), as the trace mode says: a flagged decision
     /// (failed, downgraded, a load yield, an ordering wait, a CPU atomic)
     /// unless tracing is off, an ordinary one when it is the sample's turn.
+    /// A routine downgrade ([`Context::routine_downgrade`]: NEAR over TCP
+    /// on a PE without RDMA) is sampled as an ordinary decision.
     /// The counters behind the flags count whatever the mode.
     #[inline(always)]
     pub(super) fn trace_route(
@@ -355,7 +357,10 @@ impl Context {
         if !failed {
             flags |= self.failover.take(pe, route.transport);
         }
-        if flags == 0 {
+        // A downgrade that only passed over RDMA on a PE that has none is
+        // every NEAR operation's route there: sampled as an ordinary
+        // decision (its record still says downgraded), not kept whole.
+        if flags == 0 || (flags == TraceRecord::DOWNGRADED && self.routine_downgrade(route)) {
             // An ordinary decision: one in `trace_every` (off: `trace_left`
             // is 0 and stays 0, so this always returns).
             if self.trace_left > 1 {
@@ -368,6 +373,18 @@ impl Context {
             self.trace_left = self.trace_every;
         }
         self.trace_record(pe, len, frame, *route, flags, failed);
+    }
+
+    /// Whether a downgraded `route` is routine on this PE: it has no verbs,
+    /// and the route took TCP's first rail in a class whose candidates are
+    /// RDMA then the rails (NEAR, and ROUTED for long messages), so the one
+    /// candidate passed over is a transport the PE does not have. A route
+    /// that passed over a rail too (the first one down) is not.
+    #[inline(always)]
+    fn routine_downgrade(&self, route: &Route) -> bool {
+        !self.verbs_pe
+            && route.transport == super::tcp_rail(0)
+            && matches!(route.class, PathClass::Near | PathClass::Routed)
     }
 
     /// The record of a decision [`Context::trace_route`] keeps, out of line

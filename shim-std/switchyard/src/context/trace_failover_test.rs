@@ -161,3 +161,46 @@ fn an_atomic_refused_unsent_by_a_down_rail_goes_to_the_other_rail() {
         ctx.finalize().unwrap();
     });
 }
+
+/// On a PE without RDMA every NEAR operation passes over RDMA to TCP's
+/// first rail: a downgrade, counted as one, but routine there, so the
+/// default trace samples it (one in 64, its record still flagged
+/// DOWNGRADED) instead of keeping every such decision whole.
+#[test]
+fn a_routine_downgrade_is_sampled_not_kept_whole() {
+    const N: usize = 640;
+    let pair = Pair::near(tcp_pair_test::job(0xFA3), TcpConfig::default());
+    pair.run_with(
+        |s| s.trace = crate::config::TraceMode::DEFAULT,
+        |mut ctx| {
+            let data = ctx.alloc::<u64>(N).unwrap();
+            ctx.barrier_all().unwrap();
+            if ctx.my_pe() == 0 {
+                let before = ctx.stats().downgrades;
+                for i in 0..N {
+                    ctx.put(&data, i, &[i as u64], 1).unwrap();
+                }
+                ctx.quiet().unwrap();
+                let near = switchyard_core::class::PathClass::Near.index();
+                let counted = ctx.stats().downgrades[near] - before[near];
+                assert!(counted >= N as u64, "still counted: {counted}");
+                let mut recs = vec![TraceRecord::default(); TRACE_RECORDS];
+                let n = ctx.trace().snapshot(&mut recs);
+                let puts: Vec<_> = recs[..n].iter().filter(|r| r.dst == 1).collect();
+                assert!(
+                    !puts.is_empty() && puts.len() <= N / 64 + 2,
+                    "{} records of {N} routine downgrades (sampled: about {})",
+                    puts.len(),
+                    N / 64
+                );
+                assert!(
+                    puts.iter().all(|r| r.flags & TraceRecord::DOWNGRADED != 0
+                        && r.transport == tcp_rail(0).index() as u8),
+                    "{puts:?}"
+                );
+            }
+            ctx.barrier_all().unwrap();
+            ctx.finalize().unwrap();
+        },
+    );
+}
