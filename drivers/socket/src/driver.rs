@@ -5,8 +5,9 @@
 //!
 //! * [`connection`]: the per-peer and per-rail state ([`Peer`],
 //!   [`connection::RailLink`], [`connection::Conn`]) and its state machine:
-//!   connect (lower rank) or accept (higher rank), the `Hello` handshake, Up,
-//!   Down, reconnect with backoff, give-up.
+//!   connect (lower rank) or accept (higher rank), or with connect-on-first-use
+//!   either side, the `Hello` handshake, Up, Down, reconnect with backoff,
+//!   give-up.
 //! * [`progress`]: the progress loop: one step over the listeners, the
 //!   pending handshakes and every rail of every peer (read, write, timers,
 //!   heartbeats, failure detection), and parking.

@@ -7,11 +7,17 @@
 //!   rank accepts, challenges, and identifies the connection by its
 //!   authenticated `Hello` ([`SocketDriver::accept`],
 //!   [`SocketDriver::handshakes`], [`install`]), refusing strangers
-//!   (the handshake is [`crate::handshake`]'s);
+//!   (the handshake is [`crate::handshake`]'s); with connect-on-first-use
+//!   ([`SocketDriver::set_connect_on_first_use`]) the side that needs the
+//!   peer first connects ([`SocketDriver::connect_on_first_use`]), a peer
+//!   never declared is accepted once authenticated, and crossed connects
+//!   keep the lower rank's ([`crossed`], [`install`]);
 //! * a rail is Up once every connection is ([`rail_up`]) and Down on a
 //!   failure, a malformed frame, silence or the peer's `Close`
 //!   ([`rail_down`]); its frames move on ([`super::recovery`]);
-//! * the active side reconnects after a backoff delay (exponential, full
+//! * the active side (the lower rank, or with connect-on-first-use the
+//!   side whose connection is in use: `PeerState::active`) reconnects
+//!   after a backoff delay (exponential, full
 //!   jitter: [`Backoff`]); a peer down on every rail past `give_up`, or
 //!   refusing twice after it had been connected, is dead ([`peer_dead`]).
 

@@ -122,7 +122,25 @@ impl Context {
         }
         // Nothing of the driver is held while the root answers.
         self.leave();
-        let addrs = lazy.addrs_of(pe)?;
+        let connected = lazy
+            .addrs_of(pe)
+            .map_err(Error::from)
+            .and_then(|addrs| self.connect_first(pe, &addrs));
+        if connected.is_err() {
+            // Not connecting: the next operation toward `pe` tries again
+            // (and fails at once the same way) rather than waiting for a
+            // link nobody makes.
+            for r in 0..rails {
+                self.topo.set_health(tcp_rail(r), pe, true);
+            }
+        }
+        connected
+    }
+
+    /// Gives `pe`'s fetched addresses to the TCP driver, which connects
+    /// (unless it knows `pe` by now: another context did, or `pe`
+    /// connected first).
+    fn connect_first(&mut self, pe: u32, addrs: &[SocketAddr]) -> Result<()> {
         if addrs.is_empty() {
             return Err(Error::TransportUnavailable {
                 transport: tcp_rail(0),
@@ -137,7 +155,7 @@ impl Context {
         if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get)
             && !t.knows_peer(pe)
         {
-            t.connect_on_first_use(pe, &addrs)?;
+            t.connect_on_first_use(pe, addrs)?;
         }
         Ok(())
     }

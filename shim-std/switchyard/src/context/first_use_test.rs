@@ -5,7 +5,8 @@
 //! answers over that connection without a card; under a `dedicated`
 //! progress thread, the first small puts go through the submission ring,
 //! are refused for the unknown peer and redone by the context, which
-//! connects. Every wait is bounded.
+//! connects; two contexts of one PE needing the same peer at once connect
+//! it once. Every wait is bounded.
 
 use std::{
     net::SocketAddr,
@@ -174,6 +175,50 @@ fn under_a_dedicated_thread_the_first_ring_puts_connect_and_arrive() {
                 let mut v = [0u64];
                 ctx.get(&data, i as usize, &mut v, 1).unwrap();
                 assert_eq!(v[0], i + 1, "slot {i}");
+            }
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+#[test]
+fn two_contexts_needing_the_same_peer_at_once_connect_it_once() {
+    const THREADS: usize = 2;
+    run_lazy(0xF3, |mut ctx| {
+        let me = ctx.my_pe();
+        let (_, len) = ctx.local_heap();
+        let data = ctx.sym_at::<u64>(len - 128, THREADS + 1).unwrap();
+        if me == 0 {
+            let pe = ctx.pe();
+            let start = std::sync::Barrier::new(THREADS);
+            std::thread::scope(|s| {
+                for t in 0..THREADS {
+                    let (pe, start) = (pe.clone(), &start);
+                    s.spawn(move || {
+                        let mut c = pe.context().expect("a context per thread");
+                        start.wait();
+                        c.put(&data, t, &[t as u64 + 1], 1).unwrap();
+                        c.quiet().unwrap();
+                        c.add(&data, THREADS, 1, 1).unwrap();
+                        c.quiet().unwrap();
+                    });
+                }
+            });
+            let st = ctx.tcp_stats().unwrap();
+            assert_eq!(st.first_use_connects, 1, "{st:?}");
+            assert_eq!(ctx.tcp_peer_count(), 1);
+        } else {
+            let n = THREADS as u64;
+            assert_eq!(
+                ctx.wait_until_for(&data, THREADS, Cmp::Eq, n, WAIT)
+                    .unwrap(),
+                n
+            );
+            let mut got = [0u64; THREADS];
+            ctx.read_local(&data, 0, &mut got).unwrap();
+            for (t, v) in got.iter().enumerate() {
+                assert_eq!(*v, t as u64 + 1, "thread {t}");
             }
         }
         ctx.barrier_all().unwrap();
