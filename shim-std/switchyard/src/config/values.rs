@@ -347,9 +347,11 @@ pub enum CardsMode {
     #[default]
     All,
     /// Every PE's locality (node, switch, tree: runs of ranks) to every
-    /// PE; the cards a PE needs it fetches from the root (same-node peers'
-    /// for shared memory; off-node peers' before the TCP rails connect,
-    /// today all of them at init when TCP is on).
+    /// PE; the cards a PE needs it fetches from the root: same-node peers'
+    /// at init (shared memory), an off-node peer's at the first operation
+    /// toward it, when TCP connects to it (connect-on-first-use; every
+    /// card at init when a verbs driver is attached). Over TCP every PE of
+    /// the job must use the same mode.
     Lazy,
 }
 

@@ -76,9 +76,9 @@ impl LazyCards {
         self.fetched.load(Ordering::Relaxed)
     }
 
-    /// Tests without a rendezvous root: `pe`'s addresses as a fetch would
-    /// have found them (not counted as fetched).
-    #[cfg(test)]
+    /// `pe`'s addresses, known already (its card fetched at init, with a
+    /// verbs driver; or tests without a rendezvous root): its first use
+    /// finds them here (not counted as fetched).
     pub(super) fn preload(&self, pe: u32, addrs: Vec<SocketAddr>) {
         lock(&self.inner).addrs.insert(pe, addrs);
     }

@@ -186,7 +186,7 @@ impl Context {
         };
         let host_root = info.hosts_root();
         let lazy = cfg.cards == config::CardsMode::Lazy;
-        let (mut boot, peers, verbs_cards, root) = match cfg.cards {
+        let (mut boot, mut peers, verbs_cards, root) = match cfg.cards {
             config::CardsMode::All => {
                 let rv = bootstrap::rendezvous_at(
                     &info,
@@ -216,7 +216,21 @@ impl Context {
             "cards from {}",
             boot.card_source()
         );
+        // With lazy cards and verbs here, every card was fetched, but TCP
+        // connects at init only to the peers verbs pairs with (those with a
+        // verbs card: verbs PEs, which connect at init too, so both sides
+        // progress); the others keep their addresses for their first use.
+        let kept = if lazy && verbs_drv.is_some() {
+            keep_for_first_use(&mut peers, &verbs_cards, info.rank, cfg.transports.shm)
+        } else {
+            Vec::new()
+        };
         let mut ctx = Context::from_parts_with(setup, own, &peers, tcp, lazy)?;
+        if let Some(l) = ctx.pe.lazy.as_ref() {
+            for (pe, addrs) in kept {
+                l.preload(pe, addrs);
+            }
+        }
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
         match verbs_drv {
@@ -360,6 +374,31 @@ fn lazy_rendezvous(
     Ok((rv.bootstrap, peers, verbs, rv.root))
 }
 
+/// With lazy cards and a verbs driver (every card fetched at init): takes
+/// the TCP addresses out of the [`PeerInfo`] of every peer reached over
+/// TCP (off-node, or any without shared memory) that has no verbs card,
+/// so that TCP connects to it at its first use, not at init; returns them
+/// (by rank) for the first use to find.
+fn keep_for_first_use(
+    peers: &mut [PeerInfo],
+    verbs_cards: &[Option<Vec<u8>>],
+    me: u32,
+    shm: bool,
+) -> Vec<(u32, Vec<SocketAddr>)> {
+    let my_node = peers.get(me as usize).map(|p| p.node);
+    peers
+        .iter_mut()
+        .enumerate()
+        .filter(|&(r, ref p)| {
+            r != me as usize
+                && !(shm && Some(p.node) == my_node)
+                && verbs_cards.get(r).is_some_and(Option::is_none)
+        })
+        .map(|(r, p)| (r as u32, std::mem::take(&mut p.tcp)))
+        .filter(|(_, a)| !a.is_empty())
+        .collect()
+}
+
 /// The purpose of the key from which the verbs PSN seed is taken.
 const PURPOSE_VERBS_PSN: &str = "verbs psn seed";
 
@@ -485,5 +524,44 @@ impl InitOptions {
     pub fn symmetric_data(mut self, alias: switchyard_shm::Alias) -> InitOptions {
         self.symmetric_data = Some(alias);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(node: u64, port: u16) -> PeerInfo {
+        PeerInfo {
+            node,
+            switch: NO_SWITCH,
+            tree: NO_SWITCH,
+            shm: None,
+            tcp: vec![SocketAddr::from(([127, 0, 0, 1], port))],
+        }
+    }
+
+    #[test]
+    fn with_verbs_tcp_connects_at_init_only_to_verbs_peers() {
+        // PE 0 (node 1, verbs); PE 1 on its node; PE 2 off-node with verbs;
+        // PE 3 off-node without.
+        let mut peers = vec![peer(1, 10), peer(1, 11), peer(2, 12), peer(3, 13)];
+        let verbs = vec![Some(vec![1]), None, Some(vec![2]), None];
+        let kept = keep_for_first_use(&mut peers, &verbs, 0, true);
+        assert_eq!(
+            kept,
+            vec![(3, vec![SocketAddr::from(([127, 0, 0, 1], 13))])]
+        );
+        assert!(peers[3].tcp.is_empty(), "PE 3 connects at first use");
+        // Its own, the same-node one (shared memory) and the verbs peer's
+        // addresses stay: TCP connects to PE 2 at init.
+        assert!(!peers[0].tcp.is_empty() && !peers[1].tcp.is_empty());
+        assert!(!peers[2].tcp.is_empty());
+        // Without shared memory the same-node peer without verbs is a TCP
+        // peer like the off-node ones.
+        let mut peers = vec![peer(1, 10), peer(1, 11), peer(2, 12), peer(3, 13)];
+        let kept = keep_for_first_use(&mut peers, &verbs, 0, false);
+        let ranks: Vec<u32> = kept.iter().map(|k| k.0).collect();
+        assert_eq!(ranks, vec![1, 3]);
     }
 }
