@@ -33,8 +33,11 @@ use std::{
     time::Duration,
 };
 
-pub(crate) use self::cards::{Asker, CardStore, rendezvous_all, rendezvous_lazy, store_of};
-use self::sys::{Key, Value, keys};
+use self::sys::{Value, keys};
+pub(crate) use self::{
+    cards::{Asker, CardStore, rendezvous_all, rendezvous_lazy, store_of},
+    sys::Key,
+};
 use crate::{
     auth::{JobSecret, SecretOrigin},
     client::Meeting,
@@ -52,6 +55,9 @@ pub(crate) const KEY_ERROR: &CStr = c"switchyard.error";
 /// The key every PE publishes its [`Card`](crate::Card) under (its
 /// encoding, with job id 0).
 pub(crate) const KEY_CARD: &CStr = c"switchyard.card";
+/// The key every PE publishes its [`Locality`](crate::Locality) under
+/// (17 bytes: format 1, node `u64`, switch `u32`, tree `u32`).
+pub(crate) const KEY_LOCALITY: &CStr = c"switchyard.locality";
 
 fn failed(call: impl Into<String>, status: sys::Status) -> BootstrapError {
     BootstrapError::Pmix {
@@ -415,7 +421,7 @@ mod test {
 
     #[test]
     fn published_keys_are_distinct_and_short() {
-        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR, KEY_CARD];
+        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR, KEY_CARD, KEY_LOCALITY];
         for (i, a) in keys.iter().enumerate() {
             assert!(a.to_bytes().len() < 64);
             for b in &keys[i + 1..] {
