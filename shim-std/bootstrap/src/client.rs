@@ -1106,3 +1106,96 @@ pub(crate) fn host_and_join<T>(
         }
     }
 }
+
+#[cfg(test)]
+mod test {
+    use std::thread;
+
+    use super::*;
+
+    const JOB: u64 = 0x10c5;
+    const T: Duration = Duration::from_secs(10);
+
+    /// How a test PE joins.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Mode {
+        All,
+        Lazy,
+        Store,
+    }
+
+    /// A job of `modes.len()` PEs, each joining as its mode says, each on
+    /// the node `node(rank)`; every PE checks what it got, enters one
+    /// barrier and says goodbye. The root's bytes sent in all.
+    fn job(modes: &[Mode], node: fn(u32) -> u64) -> u64 {
+        let size = u32::try_from(modes.len()).expect("size");
+        let secret = JobSecret::generate().expect("secret");
+        let root = RootServer::bind("127.0.0.1:0".parse().expect("addr"), JOB, size, T, &secret)
+            .expect("bind");
+        let addr = root.local_addr();
+        let stats = root.stats();
+        let served = root.spawn().expect("spawn");
+        let pes: Vec<_> = modes
+            .iter()
+            .enumerate()
+            .map(|(r, &mode)| {
+                let secret = secret.clone();
+                let rank = u32::try_from(r).expect("rank");
+                thread::spawn(move || -> Result<(), BootstrapError> {
+                    let card = Card::new(JOB, rank, node(rank));
+                    let mut boot = match mode {
+                        Mode::All => {
+                            let (b, cards) =
+                                Bootstrap::join(addr, rank, size, JOB, card, T, &secret)?;
+                            assert_eq!(cards.len(), size as usize);
+                            b
+                        }
+                        Mode::Lazy => {
+                            let (b, locs) =
+                                Bootstrap::join_lazy(addr, rank, size, JOB, card, T, &secret)?;
+                            for r in 0..size {
+                                assert_eq!(locs.get(r).map(|l| l.node_id), Some(node(r)));
+                            }
+                            b
+                        }
+                        Mode::Store => {
+                            let (b, ()) =
+                                Bootstrap::join_store(addr, rank, size, JOB, card, T, &secret)?;
+                            b
+                        }
+                    };
+                    boot.barrier(T)?;
+                    boot.finish()
+                })
+            })
+            .collect();
+        for pe in pes {
+            pe.join().expect("PE thread").expect("PE");
+        }
+        served.join().expect("root thread").expect("root");
+        stats.bytes_sent()
+    }
+
+    /// Challenge, welcome, joined frame, one release.
+    const STORE_BYTES_PER_PE: u64 = 26 + 37 + 10 + 13;
+
+    #[test]
+    fn a_store_pe_gets_o1_bytes_whatever_the_localities() {
+        let store = [Mode::Store; 6];
+        // One node, or a node per rank: the same bytes, a fixed count a PE.
+        let one_node = job(&store, |_| 7);
+        let node_per_rank = job(&store, u64::from);
+        assert_eq!(one_node, 6 * STORE_BYTES_PER_PE);
+        assert_eq!(node_per_rank, one_node);
+        // Lazy PEs get the localities, whose bytes grow with the runs.
+        let lazy = [Mode::Lazy; 6];
+        assert!(job(&lazy, |_| 7) > one_node);
+        assert_eq!(job(&lazy, u64::from) - job(&lazy, |_| 7), 6 * 5 * 20);
+    }
+
+    #[test]
+    fn store_lazy_and_eager_pes_share_a_job() {
+        use Mode::{All, Lazy, Store};
+        job(&[Store, Lazy, All, Store, All, Lazy], u64::from);
+    }
+}
