@@ -13,11 +13,13 @@
 //! once with its reason ([`BootstrapError::PmixRank0Failed`]) rather than at
 //! a timeout.
 //!
-//! The cards go through the same store ([`cards`]): each PE puts its own
-//! under [`KEY_CARD`] after joining the root with its locality only, and
-//! reads the others' with `PMIx_Get` (all of them after a fence that
-//! collects the data, or, with lazy cards, those it asks for, fetched from
-//! their PMIx servers on demand). The session stays open as long as a
+//! The cards and localities go through the same store ([`cards`]): each PE
+//! puts its locality under [`KEY_LOCALITY`] and its card under
+//! [`KEY_CARD`] after joining the root with its locality only (the root
+//! then sends it neither), builds the localities from every rank's after a
+//! fence that collects them, and reads the cards with `PMIx_Get` (all of
+//! them from that fence's data, or, with lazy cards, those it asks for,
+//! fetched from their PMIx servers on demand). The session stays open as long as a
 //! [`Handle`] does: with lazy cards the [`Bootstrap`](crate::Bootstrap)
 //! holds one, and an `atexit(3)` handler finalizes what is still open
 //! when the process exits.

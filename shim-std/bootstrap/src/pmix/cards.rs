@@ -1,17 +1,22 @@
-//! Cards through the PMIx store: every PE joins the root lazily with a
-//! card that holds only its locality ([`locality_only`]), then puts its
-//! [`Card`] (its encoding, job id 0, `PMIX_GLOBAL`) under [`KEY_CARD`],
-//! commits, and enters a fence over the namespace. The root gathers
-//! localities, serves hellos, barriers and goodbyes, and never holds or
-//! sends a connectable card.
+//! Cards and localities through the PMIx store: every PE joins the root
+//! with a card that holds only its locality ([`locality_only`]) and the
+//! hello's store flag ([`Bootstrap::join_store`]: the root answers with the
+//! joined frame, not the localities), then puts its locality under
+//! [`KEY_LOCALITY`] (and its [`Card`], its encoding with job id 0, under
+//! [`KEY_CARD`]; `PMIX_GLOBAL`), commits, and enters a fence over the
+//! namespace that collects the data. Each PE reads every rank's locality
+//! from its node's copy and builds the [`Localities`] ([`localities_from`]).
+//! The root serves hellos, barriers and goodbyes, and never holds or sends
+//! a connectable card or the localities.
 //!
-//! With every card wanted ([`crate::rendezvous_at`]) the fence collects the
-//! data, so each `PMIx_Get` is answered from this node's copy. With lazy
-//! cards ([`crate::rendezvous_at_lazy`]) it does not: the data stays with
-//! each PE's own PMIx server, and a `PMIx_Get` of a peer's card fetches it
-//! from there when [`Bootstrap::fetch_cards`] asks for it ("direct
-//! modex"). Every card read is checked ([`check_stored`]) against the rank
-//! asked and the root's localities.
+//! With every card wanted ([`crate::rendezvous_at`]) the card rides in that
+//! collecting fence, so each `PMIx_Get` is answered from this node's copy.
+//! With lazy cards ([`crate::rendezvous_at_lazy`]) it is put after it and
+//! committed, and a fence that does not collect follows: the cards stay
+//! with each PE's own PMIx server, and a `PMIx_Get` of a peer's card
+//! fetches it from there when [`Bootstrap::fetch_cards`] asks for it
+//! ("direct modex"). Every card read is checked ([`check_stored`]) against
+//! the rank asked and its stored locality.
 
 use std::time::Duration;
 
@@ -27,7 +32,7 @@ use crate::{
 
 /// Where a PE that publishes its card in PMIx fetches the others': the
 /// session (alive as long as the [`Bootstrap`] that holds this) and the
-/// root's localities, which each card must agree with.
+/// localities from the store, which each card must agree with.
 #[derive(Debug)]
 pub(crate) struct CardStore {
     handle: Handle,
