@@ -84,8 +84,9 @@
 //! only its locality (no shm object, TCP address or verbs addressing) and
 //! the hello's store flag, so the root answers the allgather with the
 //! joined frame (the job size and class encoding version: O(1) bytes), not
-//! the localities. Each PE then puts its [`Locality`] (17 bytes: format 1,
-//! node `u64`, switch `u32`, tree `u32`) under `switchyard.locality`
+//! the localities. Each PE then puts its [`Locality`] and `cards` mode (18
+//! bytes: format 1, mode `u8` (0 all, 1 lazy), node `u64`, switch `u32`,
+//! tree `u32`) under `switchyard.locality`
 //! (`PMIX_GLOBAL`), with every card ([`rendezvous_at`]) its full card too
 //! (its encoding, job id 0) under `switchyard.card`, commits, and enters a
 //! fence over the namespace that collects the data; it reads every rank's
@@ -96,8 +97,8 @@
 //! the cards stay with each PE's PMIx server), and
 //! [`Bootstrap::fetch_cards`] reads each card asked for from there, each
 //! `PMIx_Get` bounded by the join's timeout. Every locality and card read
-//! is input from outside: a locality must be 17 bytes of format 1 (and
-//! this PE's must be what it put), a card must decode and be the rank
+//! is input from outside: a locality must be 18 bytes of format 1 with
+//! this PE's `cards` mode (and this PE's must be what it put), a card must decode and be the rank
 //! asked, with job id 0, the class encoding version and the rank's stored
 //! locality ([`BootstrapError::BadCard`], [`BootstrapError::Protocol`],
 //! [`BootstrapError::JobIdMismatch`],
@@ -110,7 +111,8 @@
 //! number of nodes ([`Rendezvous::root_stats`]). Each PE's own work is
 //! O(size) local reads from its PMIx server (with lazy cards, plus one
 //! remote read per card fetched). Every PE must have the same `cards`
-//! setting (the fences differ; a mix fails a fence at once, with a hint).
+//! setting (the fences that follow the first differ): a PE finds a rank
+//! of the other mode in the localities and fails at once, naming it.
 //! With every card, the PMIx session is let go after the rendezvous (a
 //! later fetch is refused with [`CardRefusal::NotNow`]); with lazy cards
 //! the [`Bootstrap`] keeps it until it is dropped or finished, and the

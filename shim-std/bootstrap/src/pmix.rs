@@ -58,7 +58,8 @@ pub(crate) const KEY_ERROR: &CStr = c"switchyard.error";
 /// encoding, with job id 0).
 pub(crate) const KEY_CARD: &CStr = c"switchyard.card";
 /// The key every PE publishes its [`Locality`](crate::Locality) under
-/// (17 bytes: format 1, node `u64`, switch `u32`, tree `u32`).
+/// and its `cards` mode (18 bytes: format 1, mode `u8`, node `u64`,
+/// switch `u32`, tree `u32`).
 pub(crate) const KEY_LOCALITY: &CStr = c"switchyard.locality";
 
 fn failed(call: impl Into<String>, status: sys::Status) -> BootstrapError {

@@ -9,17 +9,19 @@
 //! process), speak the asking PE's class encoding version, and put the rank
 //! where its stored locality puts it.
 //!
-//! Each PE also stores its [`Locality`] ([`encode_locality`]: a format
-//! byte, node `u64`, switch `u32`, tree `u32`; 17 bytes), and every PE
-//! builds the job's [`Localities`] from the stored ones
-//! ([`localities_from`]), so the root need not send them.
+//! Each PE also stores its [`Locality`] and its `cards` mode
+//! ([`encode_locality`]: a format byte, the mode byte, node `u64`, switch
+//! `u32`, tree `u32`; 18 bytes), and every PE builds the job's
+//! [`Localities`] from the stored ones ([`localities_from`]), so the root
+//! need not send them; a PE of another `cards` mode is found there, before
+//! the fences of the two modes part ways.
 
 #![cfg_attr(not(feature = "pmix"), allow(dead_code))]
 
 use std::fmt;
 
 use crate::{
-    card::Card,
+    card::{Card, CardError},
     cursor::Cursor,
     error::BootstrapError,
     lazy::{Localities, Locality},
@@ -28,17 +30,36 @@ use crate::{
 /// The format byte of a stored locality (the first of its bytes).
 pub(crate) const LOCALITY_FORMAT: u8 = 1;
 
-/// Bytes of a stored locality: format `u8`, node `u64`, switch `u32`,
-/// tree `u32`, little-endian.
-pub(crate) const LOCALITY_LEN: usize = 1 + 8 + 4 + 4;
+/// Bytes of a stored locality: format `u8`, cards mode `u8` (0 all,
+/// 1 lazy), node `u64`, switch `u32`, tree `u32`, little-endian.
+pub(crate) const LOCALITY_LEN: usize = 1 + 1 + 8 + 4 + 4;
 
-/// A locality's bytes in the store.
-pub(crate) fn encode_locality(l: Locality) -> [u8; LOCALITY_LEN] {
+/// What a PE stores beside its card: its [`Locality`], and whether it
+/// takes the cards lazily (every PE of a job must agree; the fences that
+/// follow differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StoredLocality {
+    /// Where the PE is.
+    pub(crate) locality: Locality,
+    /// Its `cards` mode is `lazy` (else `all`).
+    pub(crate) lazy: bool,
+}
+
+impl StoredLocality {
+    fn mode(self) -> &'static str {
+        if self.lazy { "lazy" } else { "all" }
+    }
+}
+
+/// A stored locality's bytes.
+pub(crate) fn encode_locality(s: StoredLocality) -> [u8; LOCALITY_LEN] {
+    let l = s.locality;
     let mut b = [0u8; LOCALITY_LEN];
     b[0] = LOCALITY_FORMAT;
-    b[1..9].copy_from_slice(&l.node_id.to_le_bytes());
-    b[9..13].copy_from_slice(&l.switch_id.to_le_bytes());
-    b[13..17].copy_from_slice(&l.tree_id.to_le_bytes());
+    b[1] = u8::from(s.lazy);
+    b[2..10].copy_from_slice(&l.node_id.to_le_bytes());
+    b[10..14].copy_from_slice(&l.switch_id.to_le_bytes());
+    b[14..18].copy_from_slice(&l.tree_id.to_le_bytes());
     b
 }
 
@@ -46,12 +67,12 @@ pub(crate) fn encode_locality(l: Locality) -> [u8; LOCALITY_LEN] {
 ///
 /// # Errors
 /// [`BootstrapError::Protocol`] naming the rank for bytes of another
-/// length or format.
+/// length, format or cards mode.
 pub(crate) fn decode_locality(
     bytes: &[u8],
     store: &str,
     rank: u32,
-) -> Result<Locality, BootstrapError> {
+) -> Result<StoredLocality, BootstrapError> {
     let bad = |reason: String| BootstrapError::Protocol {
         peer: format!("{store} (the locality of rank {rank})"),
         reason,
@@ -63,49 +84,74 @@ pub(crate) fn decode_locality(
         )));
     }
     let mut c = Cursor::new(bytes);
-    let inner = |c: &mut Cursor<'_>| -> Result<Locality, crate::card::CardError> {
+    let inner = |c: &mut Cursor<'_>| -> Result<StoredLocality, CardError> {
         let format = c.u8("locality format")?;
         if format != LOCALITY_FORMAT {
-            return Err(crate::card::CardError::Inconsistent {
+            return Err(CardError::Inconsistent {
                 field: "locality format",
-                reason: "not format 1 (node u64, switch u32, tree u32)",
+                reason: "not format 1 (cards mode u8, node u64, switch u32, tree u32)",
             });
         }
-        let l = Locality {
+        let lazy = match c.u8("locality cards mode")? {
+            0 => false,
+            1 => true,
+            _ => {
+                return Err(CardError::Inconsistent {
+                    field: "locality cards mode",
+                    reason: "neither 0 (all) nor 1 (lazy)",
+                });
+            }
+        };
+        let locality = Locality {
             node_id: c.u64("locality node")?,
             switch_id: c.u32("locality switch")?,
             tree_id: c.u32("locality tree")?,
         };
         c.end()?;
-        Ok(l)
+        Ok(StoredLocality { locality, lazy })
     };
     inner(&mut c).map_err(|e| bad(e.to_string()))
 }
 
 /// The job's [`Localities`] from the store: `get(rank)` returns the bytes
 /// rank `rank` stored (for every rank of `0..size`, in order), each
-/// decoded with [`decode_locality`]; `me` is this PE's rank and locality,
-/// which its stored one must equal. Memory O(runs), whatever `size`.
+/// decoded with [`decode_locality`]; `me` is this PE's rank and what it
+/// stored, which the store must hold for it, and whose cards mode every
+/// rank must have. Memory O(runs), whatever `size`.
 ///
 /// # Errors
 /// What `get` returns; as [`decode_locality`]; [`BootstrapError::Protocol`]
-/// when the store holds another locality for this PE than it stored.
+/// when a rank has another cards mode than this PE (naming both), or the
+/// store holds another locality for this PE than it stored.
 pub(crate) fn localities_from(
     size: u32,
     class_encoding_version: u8,
-    (store, me, mine): (&str, u32, Locality),
+    (store, me, mine): (&str, u32, StoredLocality),
     mut get: impl FnMut(u32) -> Result<Vec<u8>, BootstrapError>,
 ) -> Result<Localities, BootstrapError> {
     let mut locs = Localities::from_cards(&[], class_encoding_version);
     for rank in 0..size {
-        let l = decode_locality(&get(rank)?, store, rank)?;
-        if rank == me && l != mine {
+        let s = decode_locality(&get(rank)?, store, rank)?;
+        let peer = || format!("{store} (the locality of rank {rank})");
+        if s.lazy != mine.lazy {
             return Err(BootstrapError::Protocol {
-                peer: format!("{store} (the locality of rank {rank})"),
+                peer: peer(),
+                reason: format!(
+                    "rank {rank} has cards = {}, this PE (rank {me}) cards = {}: every PE \
+                     must have the same `cards` (SWITCHYARD_CARDS)",
+                    s.mode(),
+                    mine.mode()
+                ),
+            });
+        }
+        let (l, m) = (s.locality, mine.locality);
+        if rank == me && l != m {
+            return Err(BootstrapError::Protocol {
+                peer: peer(),
                 reason: format!(
                     "it holds node {:016x} switch {} tree {} for this PE, which stored node \
                      {:016x} switch {} tree {}",
-                    l.node_id, l.switch_id, l.tree_id, mine.node_id, mine.switch_id, mine.tree_id
+                    l.node_id, l.switch_id, l.tree_id, m.node_id, m.switch_id, m.tree_id
                 ),
             });
         }
@@ -234,7 +280,6 @@ mod test {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::card::CardError;
 
     const JOB: u64 = 0xfeed;
 
@@ -378,12 +423,25 @@ mod test {
         }
     }
 
+    fn st(locality: Locality) -> StoredLocality {
+        StoredLocality {
+            locality,
+            lazy: true,
+        }
+    }
+
     #[test]
     fn a_locality_round_trips_and_bad_bytes_are_typed_errors() {
         let l = loc(0x0123_4567_89ab_cdef, 7, 9);
-        let b = encode_locality(l);
+        for lazy in [false, true] {
+            let s = StoredLocality { locality: l, lazy };
+            assert_eq!(
+                decode_locality(&encode_locality(s), "PMIx", 3).expect("good"),
+                s
+            );
+        }
+        let b = encode_locality(st(l));
         assert_eq!(b.len(), LOCALITY_LEN);
-        assert_eq!(decode_locality(&b, "PMIx", 3).expect("good"), l);
         for cut in 0..b.len() {
             let e = decode_locality(&b[..cut], "PMIx", 3).expect_err("short");
             assert!(
@@ -397,6 +455,10 @@ mod test {
         other_format[0] = 2;
         let e = decode_locality(&other_format, "PMIx", 3).expect_err("format 2");
         assert!(e.to_string().contains("format"), "{e}");
+        let mut other_mode = b;
+        other_mode[1] = 2;
+        let e = decode_locality(&other_mode, "PMIx", 3).expect_err("mode 2");
+        assert!(e.to_string().contains("cards mode"), "{e}");
     }
 
     #[test]
@@ -412,9 +474,9 @@ mod test {
             loc(0xb, 1, 0),
         ];
         let mut asked = Vec::new();
-        let locs = localities_from(7, 4, ("PMIx", 4, per_rank[4]), |r| {
+        let locs = localities_from(7, 4, ("PMIx", 4, st(per_rank[4])), |r| {
             asked.push(r);
-            Ok(encode_locality(per_rank[r as usize]).to_vec())
+            Ok(encode_locality(st(per_rank[r as usize])).to_vec())
         })
         .expect("localities");
         assert_eq!(asked, (0..7).collect::<Vec<_>>());
@@ -440,9 +502,9 @@ mod test {
 
     #[test]
     fn localities_from_the_store_refuse_what_does_not_add_up() {
-        let good = |r: u32| Ok(encode_locality(loc(u64::from(r / 2), 0, 0)).to_vec());
+        let good = |r: u32| Ok(encode_locality(st(loc(u64::from(r / 2), 0, 0))).to_vec());
         // A get that fails: its error, at the rank it failed.
-        let e = localities_from(4, 1, ("PMIx", 0, loc(0, 0, 0)), |r| {
+        let e = localities_from(4, 1, ("PMIx", 0, st(loc(0, 0, 0))), |r| {
             if r == 2 {
                 Err(BootstrapError::Protocol {
                     peer: "test".into(),
@@ -455,7 +517,7 @@ mod test {
         .expect_err("rank 2 missing");
         assert!(e.to_string().contains("no such key"), "{e}");
         // Garbage under one rank: a typed error naming it.
-        let e = localities_from(4, 1, ("PMIx", 0, loc(0, 0, 0)), |r| {
+        let e = localities_from(4, 1, ("PMIx", 0, st(loc(0, 0, 0))), |r| {
             if r == 3 {
                 Ok(b"garbage".to_vec())
             } else {
@@ -465,10 +527,21 @@ mod test {
         .expect_err("garbage");
         assert!(e.to_string().contains("rank 3"), "{e}");
         // The store holds another locality for this PE than it stored.
-        let e = localities_from(4, 1, ("PMIx", 1, loc(9, 0, 0)), good).expect_err("moved");
+        let e = localities_from(4, 1, ("PMIx", 1, st(loc(9, 0, 0))), good).expect_err("moved");
         assert!(e.to_string().contains("this PE"), "{e}");
+        // A PE of another cards mode: named, with both modes.
+        let all = StoredLocality {
+            locality: loc(0, 0, 0),
+            lazy: false,
+        };
+        let e = localities_from(4, 1, ("PMIx", 0, all), good).expect_err("mixed modes");
+        let text = e.to_string();
+        assert!(
+            text.contains("rank 0 has cards = lazy") && text.contains("cards = all"),
+            "{text}"
+        );
         // A job of one.
-        let one = localities_from(1, 1, ("PMIx", 0, loc(0, 0, 0)), good).expect("one");
+        let one = localities_from(1, 1, ("PMIx", 0, st(loc(0, 0, 0))), good).expect("one");
         assert_eq!((one.len(), one.run_count()), (1, 1));
     }
 

@@ -18,7 +18,9 @@
 //! [`ROOT_BYTES_PER_PE`] per PE, a bound that does not grow with the job
 //! (run at 2, 4 and 16 PEs). The same job with `SWITCHYARD_PMIX=off`
 //! (mode `root`: the root from `SWITCHYARD_ROOT`, every card through it)
-//! checks that this bound would catch cards sent by the root.
+//! checks that this bound would catch cards sent by the root. A job whose
+//! PEs disagree on `cards` (mode `mixed`) fails at every PE at once,
+//! naming the other mode.
 //!
 //! Without `mpirun` it skips, which is a failure as root or with `CI` or
 //! `SWITCHYARD_NO_SKIP` set (as everywhere in the tests).
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Ok("ok") => report(pe(Cards::All)),
         Ok("lazy") => report(pe(Cards::Lazy)),
         Ok("root") => report(pe_root()),
+        Ok("mixed") => report(pe_mixed()),
         Ok("rank0-fails") => report(pe_expecting_rank0_failure()),
         _ => drive(),
     }
@@ -277,6 +280,37 @@ fn pe_root() -> Result<String, String> {
     Ok(format!("PE {rank}/{size}: ok"))
 }
 
+/// Even ranks want every card, odd ones lazy cards: every PE fails at
+/// once (well before the timeout), naming the other mode, found in the
+/// localities from PMIx.
+fn pe_mixed() -> Result<String, String> {
+    let info = RankInfo::from_env().map_err(|e| format!("rank info: {e}"))?;
+    let rank = info.rank;
+    let start = std::time::Instant::now();
+    let meeting = info
+        .meeting(TIMEOUT)
+        .map_err(|e| format!("PE {rank}: meeting: {e}"))?;
+    let card = card_of(info.job_id, rank);
+    let host_root = info.hosts_root();
+    let r = if rank % 2 == 0 {
+        rendezvous_at(&info, meeting, card, TIMEOUT, host_root).map(|_| ())
+    } else {
+        rendezvous_at_lazy(&info, meeting, card, TIMEOUT, host_root).map(|_| ())
+    };
+    match r {
+        Err(e) if e.to_string().contains("must have the same `cards`") => {
+            if start.elapsed() >= TIMEOUT {
+                return Err(format!(
+                    "PE {rank}: failed only after {:?}",
+                    start.elapsed()
+                ));
+            }
+            Ok(format!("PE {rank}: mixed cards refused"))
+        }
+        other => Err(format!("PE {rank}: mixed cards: {other:?}")),
+    }
+}
+
 /// Rank 0 cannot bind `SWITCHYARD_ROOT`: it fails with the bind error, and
 /// every other PE with rank 0's reason, from the PMIx store.
 fn pe_expecting_rank0_failure() -> Result<String, String> {
@@ -401,6 +435,15 @@ fn drive() -> ExitCode {
     lines.push("PE 0: the root relayed the cards".into());
     check(
         "without PMIx every card goes through the root (and shows)".into(),
+        out,
+        lines,
+    );
+    let out = mpirun(4, "mixed", &[]);
+    let lines = (0..4)
+        .map(|r| format!("PE {r}: mixed cards refused"))
+        .collect();
+    check(
+        "PEs of both cards modes: every PE fails at once, naming the other".into(),
         out,
         lines,
     );

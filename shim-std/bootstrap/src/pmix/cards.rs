@@ -27,7 +27,9 @@ use crate::{
     env::RankInfo,
     error::BootstrapError,
     lazy::{CardRefusal, Cards, Localities, Locality},
-    store::{Expected, check_stored, encode_locality, localities_from, locality_only},
+    store::{
+        Expected, StoredLocality, check_stored, encode_locality, localities_from, locality_only,
+    },
 };
 
 /// Where a PE that publishes its card in PMIx fetches the others': the
@@ -108,7 +110,10 @@ impl Handle {
             from: "our own card".into(),
             source,
         })?;
-        let mine = Locality::of(card);
+        let mine = StoredLocality {
+            locality: Locality::of(card),
+            lazy: !all_cards,
+        };
         self.put(KEY_LOCALITY, &encode_locality(mine))?;
         if all_cards {
             self.put(KEY_CARD, &bytes)?;
