@@ -3,9 +3,10 @@
 # server), with the PMIx bootstrap (the `pmix` feature) and no
 # SWITCHYARD_ROOT, no secret in the environment.
 #
-#   1. the bootstrap's own test: it starts itself under `mpirun -n 2` and
-#      `-n 4` (rank, size, root and secret through PMIx; rank 0 failing to
-#      bind reaches every PE);
+#   1. the bootstrap's own test: it starts itself under `mpirun -n 2`,
+#      `-n 4` and `-n 16` (rank, size, root and secret through PMIx; cards
+#      and localities through PMIx, the root's bytes a fixed bound per PE;
+#      mixed `cards` modes and rank 0 failing to bind reach every PE);
 #   2. C API tests (tests/c, built with `switchyard cc`) under `mpirun -n 2`
 #      and `-n 4`, with `SWITCHYARD_CARDS=all` and `=lazy`, each checked
 #      against its `// expect-status:` (default 0) and `// expect-stdout:`

@@ -14,10 +14,11 @@ use crate::{
     env::{RankInfo, fnv1a},
     error::BootstrapError,
     frame::{
-        AllCards, FLAG_LAZY, Handshake, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE, KIND_CARD_ANSWER,
-        KIND_CARD_REFUSAL, KIND_CARD_REQUEST, KIND_CHALLENGE, KIND_ERROR, KIND_LOCALITIES,
-        KIND_RELEASE, KIND_WELCOME, MAX_FRAME_LEN, PROTOCOL_VERSION, all_cards_cap,
-        decode_challenge, decode_error_frame, frame, kind_name, u64_payload,
+        AllCards, FLAG_LAZY, FLAG_STORE, Handshake, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE,
+        KIND_CARD_ANSWER, KIND_CARD_REFUSAL, KIND_CARD_REQUEST, KIND_CHALLENGE, KIND_ERROR,
+        KIND_JOINED, KIND_LOCALITIES, KIND_RELEASE, KIND_WELCOME, MAX_FRAME_LEN, PROTOCOL_VERSION,
+        all_cards_cap, decode_challenge, decode_error_frame, decode_joined, frame, kind_name,
+        u64_payload,
     },
     lazy::{self, CardRefusal, Cards, Localities, MAX_CARDS_PER_REQUEST},
     root::{RootServer, RootStats, check_size, check_timeout},
@@ -56,6 +57,7 @@ pub struct Bootstrap {
 enum Gathered {
     All(Vec<Card>),
     Lazy(Localities),
+    Store,
 }
 
 fn connect_retry(
@@ -138,6 +140,7 @@ impl Bootstrap {
         match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, 0)? {
             (boot, Gathered::All(cards)) => Ok((boot, cards)),
             (boot, Gathered::Lazy(_)) => Err(boot.unexpected(KIND_LOCALITIES, "allgather")),
+            (boot, Gathered::Store) => Err(boot.unexpected(KIND_JOINED, "allgather")),
         }
     }
 
@@ -164,6 +167,37 @@ impl Bootstrap {
         match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)? {
             (boot, Gathered::Lazy(locs)) => Ok((boot, locs)),
             (boot, Gathered::All(_)) => Err(boot.unexpected(KIND_ALL_CARDS, "allgather")),
+            (boot, Gathered::Store) => Err(boot.unexpected(KIND_JOINED, "allgather")),
+        }
+    }
+
+    /// [`Bootstrap::join_lazy`] for a PE whose cards and localities come
+    /// from a key-value store (PMIx's): the hello says so (the store flag,
+    /// covered by its proof), and once all PEs are in, the root sends this
+    /// PE only the joined frame (the job size and the class encoding
+    /// version every PE announced: O(1) bytes, whatever the job's size),
+    /// not the localities. `my_card` need hold only the locality (the root
+    /// checks its rank and class version).
+    ///
+    /// # Errors
+    /// As [`Bootstrap::join`], with [`BootstrapError::Protocol`] for a
+    /// joined frame that does not decode or names another size, and
+    /// [`BootstrapError::ClassVersionMismatch`] for another class version.
+    #[cfg_attr(not(feature = "pmix"), allow(dead_code))]
+    pub(crate) fn join_store(
+        root: SocketAddr,
+        rank: u32,
+        size: u32,
+        job_id: u64,
+        my_card: Card,
+        timeout: Duration,
+        secret: &JobSecret,
+    ) -> Result<(Bootstrap, ()), BootstrapError> {
+        let flags = FLAG_LAZY | FLAG_STORE;
+        match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)? {
+            (boot, Gathered::Store) => Ok((boot, ())),
+            (boot, Gathered::All(_)) => Err(boot.unexpected(KIND_ALL_CARDS, "allgather")),
+            (boot, Gathered::Lazy(_)) => Err(boot.unexpected(KIND_LOCALITIES, "allgather")),
         }
     }
 
@@ -230,8 +264,11 @@ impl Bootstrap {
                 KIND_ALL_CARDS if flags & FLAG_LAZY == 0 => boot
                     .check_cards(&body, my_card.class_encoding_version)
                     .map(Gathered::All),
-                KIND_LOCALITIES if flags & FLAG_LAZY != 0 => {
+                KIND_LOCALITIES if flags & FLAG_LAZY != 0 && flags & FLAG_STORE == 0 => {
                     boot.check_localities(&body).map(Gathered::Lazy)
+                }
+                KIND_JOINED if flags & FLAG_STORE != 0 => {
+                    boot.check_joined(&body).map(|()| Gathered::Store)
                 }
                 other => Err(boot.unexpected(other, "allgather")),
             });
@@ -445,6 +482,30 @@ impl Bootstrap {
             peer: format!("the root at {}", self.root),
             reason,
         })
+    }
+
+    fn check_joined(&self, body: &[u8]) -> Result<(), BootstrapError> {
+        let proto = |reason: String| BootstrapError::Protocol {
+            peer: format!("the root at {}", self.root),
+            reason,
+        };
+        let (size, class) =
+            decode_joined(body).map_err(|e| proto(format!("bad joined frame: {e}")))?;
+        if size != self.size {
+            return Err(proto(format!(
+                "says the job has {size} PEs, this PE joined a job of {}",
+                self.size
+            )));
+        }
+        if class != self.class {
+            return Err(BootstrapError::ClassVersionMismatch {
+                rank: self.rank,
+                found: class,
+                reference: self.rank,
+                expected: self.class,
+            });
+        }
+        Ok(())
     }
 
     fn check_localities(&self, body: &[u8]) -> Result<Localities, BootstrapError> {
@@ -1043,5 +1104,98 @@ pub(crate) fn host_and_join<T>(
             }
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use std::thread;
+
+    use super::*;
+
+    const JOB: u64 = 0x10c5;
+    const T: Duration = Duration::from_secs(10);
+
+    /// How a test PE joins.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Mode {
+        All,
+        Lazy,
+        Store,
+    }
+
+    /// A job of `modes.len()` PEs, each joining as its mode says, each on
+    /// the node `node(rank)`; every PE checks what it got, enters one
+    /// barrier and says goodbye. The root's bytes sent in all.
+    fn job(modes: &[Mode], node: fn(u32) -> u64) -> u64 {
+        let size = u32::try_from(modes.len()).expect("size");
+        let secret = JobSecret::generate().expect("secret");
+        let root = RootServer::bind("127.0.0.1:0".parse().expect("addr"), JOB, size, T, &secret)
+            .expect("bind");
+        let addr = root.local_addr();
+        let stats = root.stats();
+        let served = root.spawn().expect("spawn");
+        let pes: Vec<_> = modes
+            .iter()
+            .enumerate()
+            .map(|(r, &mode)| {
+                let secret = secret.clone();
+                let rank = u32::try_from(r).expect("rank");
+                thread::spawn(move || -> Result<(), BootstrapError> {
+                    let card = Card::new(JOB, rank, node(rank));
+                    let mut boot = match mode {
+                        Mode::All => {
+                            let (b, cards) =
+                                Bootstrap::join(addr, rank, size, JOB, card, T, &secret)?;
+                            assert_eq!(cards.len(), size as usize);
+                            b
+                        }
+                        Mode::Lazy => {
+                            let (b, locs) =
+                                Bootstrap::join_lazy(addr, rank, size, JOB, card, T, &secret)?;
+                            for r in 0..size {
+                                assert_eq!(locs.get(r).map(|l| l.node_id), Some(node(r)));
+                            }
+                            b
+                        }
+                        Mode::Store => {
+                            let (b, ()) =
+                                Bootstrap::join_store(addr, rank, size, JOB, card, T, &secret)?;
+                            b
+                        }
+                    };
+                    boot.barrier(T)?;
+                    boot.finish()
+                })
+            })
+            .collect();
+        for pe in pes {
+            pe.join().expect("PE thread").expect("PE");
+        }
+        served.join().expect("root thread").expect("root");
+        stats.bytes_sent()
+    }
+
+    /// Challenge, welcome, joined frame, one release.
+    const STORE_BYTES_PER_PE: u64 = 26 + 37 + 10 + 13;
+
+    #[test]
+    fn a_store_pe_gets_o1_bytes_whatever_the_localities() {
+        let store = [Mode::Store; 6];
+        // One node, or a node per rank: the same bytes, a fixed count a PE.
+        let one_node = job(&store, |_| 7);
+        let node_per_rank = job(&store, u64::from);
+        assert_eq!(one_node, 6 * STORE_BYTES_PER_PE);
+        assert_eq!(node_per_rank, one_node);
+        // Lazy PEs get the localities, whose bytes grow with the runs.
+        let lazy = [Mode::Lazy; 6];
+        assert!(job(&lazy, |_| 7) > one_node);
+        assert_eq!(job(&lazy, u64::from) - job(&lazy, |_| 7), 6 * 5 * 20);
+    }
+
+    #[test]
+    fn store_lazy_and_eager_pes_share_a_job() {
+        use Mode::{All, Lazy, Store};
+        job(&[Store, Lazy, All, Store, All, Lazy], u64::from);
     }
 }

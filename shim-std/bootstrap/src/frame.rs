@@ -18,15 +18,23 @@ pub(crate) const MAX_HELLO_FRAME_LEN: usize =
     4 + 1 + 4 + 1 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + Card::MAX_ENCODED_LEN;
 
 /// Version of the bootstrap protocol carried in the challenge and the hello
-/// (3: a flags byte in the hello, lazy cards; 2: authenticated, every card
+/// (4: the store flag and the joined frame, for PEs whose cards and
+/// localities come from a key-value store; 3: a flags byte in the hello,
+/// lazy cards; 2: authenticated, every card
 /// to every PE; version 1 carried the job id in clear). Other versions are
 /// refused ([`BootstrapError::ProtocolVersion`] at a PE, an error frame and
 /// [`Refusal::Malformed`](crate::Refusal::Malformed) at the root).
-pub const PROTOCOL_VERSION: u8 = 3;
+pub const PROTOCOL_VERSION: u8 = 4;
 
 /// The hello's flag bit asking for lazy cards: localities after the
 /// allgather, cards on request.
 pub(crate) const FLAG_LAZY: u8 = 1;
+
+/// The hello's flag bit saying that the PE takes cards and localities from
+/// a key-value store (PMIx's): after the allgather the root sends it only
+/// the joined frame ([`KIND_JOINED`], O(1) bytes), not the localities.
+/// Only with [`FLAG_LAZY`].
+pub(crate) const FLAG_STORE: u8 = 2;
 
 const HELLO_MAGIC: [u8; 4] = *b"SYBS";
 const MAX_ERROR_RANKS: usize = 1024;
@@ -44,6 +52,7 @@ pub(crate) const KIND_LOCALITIES: u8 = 9;
 pub(crate) const KIND_CARD_REQUEST: u8 = 10;
 pub(crate) const KIND_CARD_ANSWER: u8 = 11;
 pub(crate) const KIND_CARD_REFUSAL: u8 = 12;
+pub(crate) const KIND_JOINED: u8 = 13;
 
 pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -59,6 +68,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_CARD_REQUEST => "card request",
         KIND_CARD_ANSWER => "card answer",
         KIND_CARD_REFUSAL => "card refusal",
+        KIND_JOINED => "joined",
         _ => "unknown",
     }
 }
@@ -71,6 +81,24 @@ pub(crate) fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
     out.push(kind);
     out.extend_from_slice(payload);
     out
+}
+
+/// The joined frame's payload (root → a PE whose hello had
+/// [`FLAG_STORE`], once every PE is in): the job size `u32` and the
+/// path-class encoding version `u8` every PE announced. Its bytes do not
+/// grow with the job.
+pub(crate) fn joined_payload(size: u32, class_encoding_version: u8) -> [u8; 5] {
+    let s = size.to_le_bytes();
+    [s[0], s[1], s[2], s[3], class_encoding_version]
+}
+
+/// Size and class encoding version from a joined payload.
+pub(crate) fn decode_joined(body: &[u8]) -> Result<(u32, u8), CardError> {
+    let mut c = Cursor::new(body);
+    let size = c.u32("joined size")?;
+    let class = c.u8("joined class version")?;
+    c.end()?;
+    Ok((size, class))
 }
 
 /// The cap on an all-cards frame for a job of `size`.
@@ -258,10 +286,16 @@ impl Hello {
         }
         let mut inner = || -> Result<Hello, CardError> {
             let flags = c.u8("hello flags")?;
-            if flags & !FLAG_LAZY != 0 {
+            if flags & !(FLAG_LAZY | FLAG_STORE) != 0 {
                 return Err(CardError::Inconsistent {
                     field: "hello flags",
-                    reason: "unknown flag bits (known: 0x01, lazy)",
+                    reason: "unknown flag bits (known: 0x01, lazy; 0x02, store)",
+                });
+            }
+            if flags & FLAG_STORE != 0 && flags & FLAG_LAZY == 0 {
+                return Err(CardError::Inconsistent {
+                    field: "hello flags",
+                    reason: "the store flag (0x02) without the lazy flag (0x01)",
                 });
             }
             let rank = c.u32("hello rank")?;
@@ -470,12 +504,28 @@ mod test {
         let mut unknown = lazy.encode()[5..].to_vec();
         unknown[5] = 0x80;
         assert!(Hello::decode(&unknown).unwrap_err().contains("flag"));
+        // The store flag: with the lazy flag, covered by the proof; alone,
+        // refused.
+        let store = hs.hello(1, 2, [2; NONCE_LEN], h.card.clone(), FLAG_LAZY | FLAG_STORE);
+        let back = Hello::decode(&store.encode()[5..]).unwrap();
+        assert_eq!(back.flags, FLAG_LAZY | FLAG_STORE);
+        assert!(hs.hello_is_authentic(&back));
+        let mut unflagged = Hello::decode(&store.encode()[5..]).unwrap();
+        unflagged.flags = FLAG_LAZY;
+        assert!(!hs.hello_is_authentic(&unflagged));
+        let mut alone = store.encode()[5..].to_vec();
+        alone[5] = FLAG_STORE;
+        assert!(
+            Hello::decode(&alone)
+                .unwrap_err()
+                .contains("without the lazy")
+        );
         assert!(
             Hello::decode(b"GET / HTTP/1.1")
                 .unwrap_err()
                 .contains("not a switchyard")
         );
-        for old in [1, 2] {
+        for old in [1, 2, 3] {
             let mut v = bytes[5..].to_vec();
             v[4] = old;
             assert!(
@@ -489,6 +539,11 @@ mod test {
                 .unwrap_err()
                 .contains("malformed")
         );
+        // The joined frame: size and class version, nothing else.
+        let j = joined_payload(70_000, 3);
+        assert_eq!(decode_joined(&j), Ok((70_000, 3)));
+        assert!(decode_joined(&j[..4]).is_err());
+        assert!(decode_joined(&[j.as_slice(), &[0]].concat()).is_err());
         let c = challenge_frame(&[5; NONCE_LEN]);
         assert_eq!(decode_challenge(&c[5..]).unwrap(), [5; NONCE_LEN]);
         assert!(decode_challenge(&c[5..c.len() - 1]).is_err());

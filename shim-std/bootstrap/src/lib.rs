@@ -76,35 +76,52 @@
 //! ([`BootstrapError::PmixRank0Failed`]).
 //! [`rendezvous_at`] then joins there.
 //!
-//! ## Cards under PMIx
+//! ## Cards and localities under PMIx
 //!
 //! Under PMIx (a job of more than one PE), [`rendezvous_at`] and
-//! [`rendezvous_at_lazy`] take the cards from PMIx's store, not the root:
-//! every PE joins the root lazily with a card that holds only its
-//! locality (no shm object, TCP address or verbs addressing; the wire is
-//! protocol 3 unchanged), then puts its full card (its encoding, job id 0,
-//! `PMIX_GLOBAL`) under `switchyard.card`, commits and enters a fence over
-//! the namespace. With every card ([`rendezvous_at`]) the fence collects
-//! the data and the PE reads every rank's card (`PMIx_Get`); with lazy
-//! cards it does not ("direct modex": the cards stay with each PE's PMIx
-//! server), and [`Bootstrap::fetch_cards`] reads each card asked for from
-//! there, each `PMIx_Get` bounded by the join's timeout. Every card read
-//! is checked like one from the root (it decodes; the rank asked, job id 0,
-//! the class encoding version) and against the rank's locality from the
-//! root ([`BootstrapError::BadCard`], [`BootstrapError::Protocol`],
+//! [`rendezvous_at_lazy`] take the cards and the localities from PMIx's
+//! store, not the root. Every PE joins the root with a card that holds
+//! only its locality (no shm object, TCP address or verbs addressing) and
+//! the hello's store flag, so the root answers the allgather with the
+//! joined frame (the job size and class encoding version: O(1) bytes), not
+//! the localities. Each PE then puts its [`Locality`] and `cards` mode (18
+//! bytes: format 1, mode `u8` (0 all, 1 lazy), node `u64`, switch `u32`,
+//! tree `u32`) under `switchyard.locality`
+//! (`PMIX_GLOBAL`), with every card ([`rendezvous_at`]) its full card too
+//! (its encoding, job id 0) under `switchyard.card`, commits, and enters a
+//! fence over the namespace that collects the data; it reads every rank's
+//! locality from its node's copy (`PMIx_Get`, local) and builds the
+//! [`Localities`] (runs) from them, then, with every card, reads every
+//! rank's card. With lazy cards the card is put after that fence,
+//! committed, and a fence that does not collect follows ("direct modex":
+//! the cards stay with each PE's PMIx server), and
+//! [`Bootstrap::fetch_cards`] reads each card asked for from there, each
+//! `PMIx_Get` bounded by the join's timeout. Every locality and card read
+//! is input from outside: a locality must be 18 bytes of format 1 with
+//! this PE's `cards` mode (and this PE's must be what it put), a card must decode and be the rank
+//! asked, with job id 0, the class encoding version and the rank's stored
+//! locality ([`BootstrapError::BadCard`], [`BootstrapError::Protocol`],
 //! [`BootstrapError::JobIdMismatch`],
 //! [`BootstrapError::ClassVersionMismatch`]). [`Bootstrap::card_source`]
 //! says where the cards come from ([`CardSource`]). The root still
-//! authenticates the hellos, sends the localities, serves barriers and
-//! goodbyes and reports failures; it serves no card, and sends each PE
-//! O(runs) bytes ([`Rendezvous::root_stats`]). Every PE must have the
-//! same `cards` setting (the fence's directives differ; a mix fails the
-//! fence at once, with a hint). With every card, the PMIx session is let
-//! go after the rendezvous (a later fetch is refused with
-//! [`CardRefusal::NotNow`]); with lazy cards the [`Bootstrap`] keeps it
-//! until it is dropped or finished, and the process finalizes it at exit
-//! if it is still open then (Open MPI's `mpirun` fails a job whose process
-//! exits with PMIx initialized).
+//! authenticates the hellos, checks sizes and class versions, serves
+//! barriers and goodbyes and reports failures; it serves no card and sends
+//! no localities: each PE gets a challenge, a welcome, the joined frame and
+//! a release per barrier, the same bytes whatever the job's size or
+//! number of nodes ([`Rendezvous::root_stats`]). Each PE's own work is
+//! O(size) local reads from its PMIx server (with lazy cards, plus one
+//! remote read per card fetched). Every PE must have the same `cards`
+//! setting (the fences that follow the first differ): a PE finds a rank
+//! of the other mode in the localities and fails at once, naming it.
+//! With every card, the PMIx session is let go after the rendezvous (a
+//! later fetch is refused with [`CardRefusal::NotNow`]); with lazy cards
+//! the [`Bootstrap`] keeps it until it is dropped or finished, and the
+//! process finalizes it at exit if it is still open then (Open MPI's
+//! `mpirun` fails a job whose process exits with PMIx initialized).
+//!
+//! Without PMIx (`switchyard run`'s root, or PMI variables), lazy PEs get
+//! the localities frame from the root as before: O(runs) bytes per PE
+//! (O(nodes) for a job placed by blocks), so O(N · nodes) at the root.
 //!
 //! ## Frames
 //!
@@ -115,8 +132,8 @@
 //!
 //! | kind | frame | payload |
 //! |---|---|---|
-//! | 7 | challenge (root → PE, first on every connection) | `"SYBS"`, protocol version `u8` (3), root nonce (16 bytes) |
-//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, flags `u8` (bit 0: lazy), rank `u32`, size `u32`, PE nonce (16), proof (32), card length `u16`, card |
+//! | 7 | challenge (root → PE, first on every connection) | `"SYBS"`, protocol version `u8` (4), root nonce (16 bytes) |
+//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, flags `u8` (bit 0: lazy; bit 1: store, only with lazy), rank `u32`, size `u32`, PE nonce (16), proof (32), card length `u16`, card |
 //! | 8 | welcome (root → PE) | the root's proof (32) |
 //! | 2 | all cards (root → PE) | count `u32`, then per rank: length `u16`, card |
 //! | 3 | barrier (PE → root) | barrier number `u64` (1, 2, ...) |
@@ -127,7 +144,9 @@
 //! | 10 | card request (PE → root) | count `u16` (1 to 1,024), ranks `u32` each |
 //! | 11 | card answer (root → PE) | count `u16`, per card in the request's order: length `u16`, card |
 //! | 12 | card refusal (root → PE) | reason `u8` (1 unknown rank, 2 too many, 3 asked twice, 4 not now), rank or count `u32` |
+//! | 13 | joined (root → store PE, instead of the localities) | size `u32`, class encoding version `u8` |
 //!
+//! Protocol 4 added the store flag and the joined frame (3: lazy cards).
 //! Another protocol version is refused: the root answers an older hello
 //! with an error frame naming its version (counted as
 //! [`Refusal::Malformed`]); a PE facing a root of another version fails with
@@ -223,13 +242,13 @@
 //! | `env` | rank, size and job id from the launcher, Open MPI, Slurm or PMI ([`RankInfo`], [`vars`]); node ids ([`node_id_here`]) |
 //! | `card` | [`Card`], its encoding, [`CardError`] |
 //! | `lazy` | lazy cards: [`Localities`], [`Cards`], [`CardRefusal`] and the localities and card frames' codec |
-//! | `store` | cards from a key-value store (PMIx's): [`CardSource`], the checks each stored card passes, the locality-only card the root gets |
+//! | `store` | cards and localities from a key-value store (PMIx's): [`CardSource`], the checks each stored card passes, the stored locality's encoding and the [`Localities`] built from every rank's, the locality-only card the root gets |
 //! | `cursor` | the bounded byte reader the decoders share |
 //! | `frame` | the frames above as bytes: encoding and decoding, no I/O |
 //! | `stream` | frames on a TCP stream: reads with deadlines and length caps, writes with timeouts |
 //! | `root` | [`RootServer`]: accepts, gathers, serves barriers and goodbyes; `root::conn`: its connections' buffers and the `poll(2)` wait |
 //! | `client` | [`Bootstrap`] (a PE's connection), [`Meeting`] (where to meet), [`rendezvous`] and [`rendezvous_at`] (join, hosting the root on rank 0 when asked) |
-//! | `pmix` | (the `pmix` feature) the PMIx session and the meeting through its store; `pmix::cards`, the cards through its store; `pmix::sys`, its calls over bindgen's bindings of `pmix.h` |
+//! | `pmix` | (the `pmix` feature) the PMIx session and the meeting through its store; `pmix::cards`, the cards and localities through its store; `pmix::sys`, its calls over bindgen's bindings of `pmix.h` |
 //! | `error` | [`BootstrapError`] |
 //!
 //! # Example

@@ -13,11 +13,13 @@
 //! once with its reason ([`BootstrapError::PmixRank0Failed`]) rather than at
 //! a timeout.
 //!
-//! The cards go through the same store ([`cards`]): each PE puts its own
-//! under [`KEY_CARD`] after joining the root with its locality only, and
-//! reads the others' with `PMIx_Get` (all of them after a fence that
-//! collects the data, or, with lazy cards, those it asks for, fetched from
-//! their PMIx servers on demand). The session stays open as long as a
+//! The cards and localities go through the same store ([`cards`]): each PE
+//! puts its locality under [`KEY_LOCALITY`] and its card under
+//! [`KEY_CARD`] after joining the root with its locality only (the root
+//! then sends it neither), builds the localities from every rank's after a
+//! fence that collects them, and reads the cards with `PMIx_Get` (all of
+//! them from that fence's data, or, with lazy cards, those it asks for,
+//! fetched from their PMIx servers on demand). The session stays open as long as a
 //! [`Handle`] does: with lazy cards the [`Bootstrap`](crate::Bootstrap)
 //! holds one, and an `atexit(3)` handler finalizes what is still open
 //! when the process exits.
@@ -33,8 +35,11 @@ use std::{
     time::Duration,
 };
 
-pub(crate) use self::cards::{Asker, CardStore, rendezvous_all, rendezvous_lazy, store_of};
-use self::sys::{Key, Value, keys};
+use self::sys::{Value, keys};
+pub(crate) use self::{
+    cards::{Asker, CardStore, rendezvous_all, rendezvous_lazy, store_of},
+    sys::Key,
+};
 use crate::{
     auth::{JobSecret, SecretOrigin},
     client::Meeting,
@@ -52,6 +57,10 @@ pub(crate) const KEY_ERROR: &CStr = c"switchyard.error";
 /// The key every PE publishes its [`Card`](crate::Card) under (its
 /// encoding, with job id 0).
 pub(crate) const KEY_CARD: &CStr = c"switchyard.card";
+/// The key every PE publishes its [`Locality`](crate::Locality) under
+/// and its `cards` mode (18 bytes: format 1, mode `u8`, node `u64`,
+/// switch `u32`, tree `u32`).
+pub(crate) const KEY_LOCALITY: &CStr = c"switchyard.locality";
 
 fn failed(call: impl Into<String>, status: sys::Status) -> BootstrapError {
     BootstrapError::Pmix {
@@ -415,7 +424,7 @@ mod test {
 
     #[test]
     fn published_keys_are_distinct_and_short() {
-        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR, KEY_CARD];
+        let keys = [KEY_ROOT, KEY_SECRET, KEY_ERROR, KEY_CARD, KEY_LOCALITY];
         for (i, a) in keys.iter().enumerate() {
             assert!(a.to_bytes().len() < 64);
             for b in &keys[i + 1..] {

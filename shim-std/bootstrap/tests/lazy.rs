@@ -170,36 +170,40 @@ fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
 
 #[test]
 fn a_hello_of_an_older_version_is_refused() {
-    assert_eq!(PROTOCOL_VERSION, 3);
+    assert_eq!(PROTOCOL_VERSION, 4);
     let job = 0x1a5_u64;
     let (addr, root, stats) = start_root(job, 1);
-    let mut s = TcpStream::connect(addr).unwrap();
-    let (kind, challenge) = read_frame(&mut s);
-    assert_eq!(kind, 7);
-    assert_eq!(challenge[4], 3, "the root announces version 3");
-    // A version-2 hello (no flags byte): refused with an error frame that
-    // names the version, counted as malformed; the job goes on.
-    let mut hello = b"SYBS".to_vec();
-    hello.push(2);
-    hello.extend_from_slice(&0u32.to_le_bytes());
-    hello.extend_from_slice(&1u32.to_le_bytes());
-    hello.extend_from_slice(&[0; 16 + 32]);
-    hello.extend_from_slice(&0u16.to_le_bytes());
-    let mut f = u32::try_from(hello.len() + 1)
-        .unwrap()
-        .to_le_bytes()
-        .to_vec();
-    f.push(1);
-    f.extend_from_slice(&hello);
-    s.write_all(&f).unwrap();
-    let (kind, err) = read_frame(&mut s);
-    assert_eq!(kind, 6);
-    let text = String::from_utf8_lossy(&err);
-    assert!(text.contains("version 2"), "{text}");
+    // A version-2 hello (no flags byte) and a version-3 one (lazy flag):
+    // each refused with an error frame that names the version, counted as
+    // malformed; the job goes on.
+    for (version, flags) in [(2u8, None), (3, Some(1u8))] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let (kind, challenge) = read_frame(&mut s);
+        assert_eq!(kind, 7);
+        assert_eq!(challenge[4], 4, "the root announces version 4");
+        let mut hello = b"SYBS".to_vec();
+        hello.push(version);
+        hello.extend(flags);
+        hello.extend_from_slice(&0u32.to_le_bytes());
+        hello.extend_from_slice(&1u32.to_le_bytes());
+        hello.extend_from_slice(&[0; 16 + 32]);
+        hello.extend_from_slice(&0u16.to_le_bytes());
+        let mut f = u32::try_from(hello.len() + 1)
+            .unwrap()
+            .to_le_bytes()
+            .to_vec();
+        f.push(1);
+        f.extend_from_slice(&hello);
+        s.write_all(&f).unwrap();
+        let (kind, err) = read_frame(&mut s);
+        assert_eq!(kind, 6);
+        let text = String::from_utf8_lossy(&err);
+        assert!(text.contains(&format!("version {version}")), "{text}");
+    }
     let (b, _) = Bootstrap::join_lazy(addr, 0, 1, job, card(job, 0), T, &secret()).unwrap();
     b.finish().unwrap();
     root.join().unwrap().unwrap();
-    assert_eq!(stats.count_of(Refusal::Malformed), 1);
+    assert_eq!(stats.count_of(Refusal::Malformed), 2);
 }
 
 #[test]

@@ -9,12 +9,18 @@
 //! meeting through the PMIx store, the rendezvous, a barrier, the goodbye.
 //!
 //! The cards go through the PMIx store, every one (`rendezvous_at`, mode
-//! `ok`) or the few a PE asks for (`rendezvous_at_lazy`, mode `lazy`):
-//! each PE checks every card it got byte for byte and that it came from
-//! PMIx, and rank 0 that the root it hosts served no card and sent at most
-//! [`ROOT_BYTES_PER_PE`] per PE. The same job with `SWITCHYARD_PMIX=off`
+//! `ok`) or the few a PE asks for (`rendezvous_at_lazy`, mode `lazy`), and
+//! so do the localities: each PE checks every card it got byte for byte
+//! and that it came from PMIx, with lazy cards that the localities it built
+//! from PMIx are what each rank published (every rank on a node and switch
+//! of its own here, the worst case for the root's localities frame), and
+//! rank 0 that the root it hosts served no card and sent at most
+//! [`ROOT_BYTES_PER_PE`] per PE, a bound that does not grow with the job
+//! (run at 2, 4 and 16 PEs). The same job with `SWITCHYARD_PMIX=off`
 //! (mode `root`: the root from `SWITCHYARD_ROOT`, every card through it)
-//! checks that this bound would catch cards sent by the root.
+//! checks that this bound would catch cards sent by the root. A job whose
+//! PEs disagree on `cards` (mode `mixed`) fails at every PE at once,
+//! naming the other mode.
 //!
 //! Without `mpirun` it skips, which is a failure as root or with `CI` or
 //! `SWITCHYARD_NO_SKIP` set (as everywhere in the tests).
@@ -25,8 +31,8 @@ use std::{
 };
 
 use switchyard_bootstrap::{
-    BootstrapError, Card, CardRefusal, CardSource, EnvSource, JobIdSource, RankInfo, RootStats,
-    SecretOrigin, rendezvous_at, rendezvous_at_lazy,
+    BootstrapError, Card, CardRefusal, CardSource, EnvSource, JobIdSource, Locality, RankInfo,
+    RootStats, SecretOrigin, rendezvous_at, rendezvous_at_lazy,
 };
 
 /// What a PE started by the test does.
@@ -34,17 +40,20 @@ const PE_MODE: &str = "SYBS_PMIX_PE";
 /// A root address rank 0 cannot bind (TEST-NET-1, on no interface here).
 const UNBINDABLE_ROOT: &str = "192.0.2.1:9";
 const TIMEOUT: Duration = Duration::from_secs(20);
-/// The most bytes the root may send per PE when the cards come from PMIx:
-/// a welcome (37), the localities of one node (34), a release (13), with
-/// room to spare; every card through the root (a card of [`card_of`] is
-/// over 380 bytes) is far more.
-const ROOT_BYTES_PER_PE: u64 = 200;
+/// The most bytes the root may send per PE when the cards and localities
+/// come from PMIx, whatever the job's size: a challenge (26), a welcome
+/// (37), the joined frame (10), a release (13); no room to spare. The
+/// localities frame alone (at least 34 bytes, 20 more per run; here each
+/// rank is a run of its own) or every card through the root (a card of
+/// [`card_of`] is over 380 bytes) breaks it.
+const ROOT_BYTES_PER_PE: u64 = 26 + 37 + 10 + 13;
 
 fn main() -> ExitCode {
     match std::env::var(PE_MODE).as_deref() {
         Ok("ok") => report(pe(Cards::All)),
         Ok("lazy") => report(pe(Cards::Lazy)),
         Ok("root") => report(pe_root()),
+        Ok("mixed") => report(pe_mixed()),
         Ok("rank0-fails") => report(pe_expecting_rank0_failure()),
         _ => drive(),
     }
@@ -78,15 +87,18 @@ enum Cards {
 }
 
 /// The card `rank` publishes: every part a card can have, and big enough
-/// that the root's bytes tell whether it relayed cards.
+/// that the root's bytes tell whether it relayed cards; each rank on a
+/// locality of its own (two ranks a node, one a switch), so that the
+/// localities are as many runs as ranks.
 fn card_of(job_id: u64, rank: u32) -> Card {
     Card {
+        switch_id: rank % 2,
         shm: Some(format!("/sybs-pmix-test-{rank}-{}", "x".repeat(100))),
         tcp: vec![([127, 0, 0, 1], 20_000 + rank as u16).into()],
         verbs: Some(vec![rank as u8; 200]),
         // Not this process's: every PE computes every card.
         pid: 1000 + rank,
-        ..Card::new(job_id, rank, 0x5eed)
+        ..Card::new(job_id, rank, 0x5eed_0000 + u64::from(rank / 2))
     }
 }
 
@@ -102,7 +114,10 @@ fn check_root(rank: u32, size: u32, stats: Option<RootStats>) -> Result<(), Stri
              (the cards come from PMIx)"
         ));
     }
-    println!("PE {rank}: the root served 0 cards, sent {sent} bytes");
+    println!(
+        "PE {rank}: the root served 0 cards, sent {sent} bytes ({} a PE)",
+        sent / u64::from(size)
+    );
     Ok(())
 }
 
@@ -174,9 +189,20 @@ fn pe(mode: Cards) -> Result<String, String> {
         Cards::Lazy => {
             let mut rv = rendezvous_at_lazy(&info, meeting, card, TIMEOUT, host_root)
                 .map_err(|e| fail("lazy rendezvous", e))?;
-            if rv.localities.len() != size || rv.localities.run_count() != 1 {
+            // The localities came from PMIx: each rank's is what it
+            // published, one run each.
+            let published = |r: u32| Some(Locality::of(&card_of(info.job_id, r)));
+            if rv.localities.len() != size
+                || rv.localities.run_count() != size as usize
+                || (0..size).any(|r| rv.localities.get(r) != published(r))
+                || rv.localities.get(size).is_some()
+            {
                 return Err(format!("PE {rank}: localities {:?}", rv.localities));
             }
+            println!(
+                "PE {rank}: {} localities from PMIx",
+                rv.localities.run_count()
+            );
             // The next rank's card, twice (PMIx has no serve limit), and a
             // rank not in the job, refused like the root refuses it.
             let next = (rank + 1) % size;
@@ -252,6 +278,37 @@ fn pe_root() -> Result<String, String> {
             .map_err(|e| fail("root", e))?;
     }
     Ok(format!("PE {rank}/{size}: ok"))
+}
+
+/// Even ranks want every card, odd ones lazy cards: every PE fails at
+/// once (well before the timeout), naming the other mode, found in the
+/// localities from PMIx.
+fn pe_mixed() -> Result<String, String> {
+    let info = RankInfo::from_env().map_err(|e| format!("rank info: {e}"))?;
+    let rank = info.rank;
+    let start = std::time::Instant::now();
+    let meeting = info
+        .meeting(TIMEOUT)
+        .map_err(|e| format!("PE {rank}: meeting: {e}"))?;
+    let card = card_of(info.job_id, rank);
+    let host_root = info.hosts_root();
+    let r = if rank % 2 == 0 {
+        rendezvous_at(&info, meeting, card, TIMEOUT, host_root).map(|_| ())
+    } else {
+        rendezvous_at_lazy(&info, meeting, card, TIMEOUT, host_root).map(|_| ())
+    };
+    match r {
+        Err(e) if e.to_string().contains("must have the same `cards`") => {
+            if start.elapsed() >= TIMEOUT {
+                return Err(format!(
+                    "PE {rank}: failed only after {:?}",
+                    start.elapsed()
+                ));
+            }
+            Ok(format!("PE {rank}: mixed cards refused"))
+        }
+        other => Err(format!("PE {rank}: mixed cards: {other:?}")),
+    }
 }
 
 /// Rank 0 cannot bind `SWITCHYARD_ROOT`: it fails with the bind error, and
@@ -339,13 +396,25 @@ fn drive() -> ExitCode {
             );
         }
     };
-    for n in [2, 4] {
-        for (mode, what) in [("ok", "every card"), ("lazy", "lazy cards")] {
+    for (n, modes) in [
+        (2, &["ok", "lazy"][..]),
+        (4, &["ok", "lazy"]),
+        (16, &["lazy"]),
+    ] {
+        for &mode in modes {
+            let what = if mode == "ok" {
+                "every card"
+            } else {
+                "lazy cards"
+            };
             let out = mpirun(n, mode, &[]);
             let mut lines: Vec<String> = (0..n).map(|r| format!("PE {r}/{n}: ok")).collect();
             lines.push("PE 0: the root served 0 cards".into());
+            if mode == "lazy" {
+                lines.extend((0..n).map(|r| format!("PE {r}: {n} localities from PMIx")));
+            }
             check(
-                format!("PMIx bootstrap of {n} PEs under mpirun, {what} from PMIx"),
+                format!("PMIx bootstrap of {n} PEs under mpirun, {what} and localities from PMIx"),
                 out,
                 lines,
             );
@@ -366,6 +435,15 @@ fn drive() -> ExitCode {
     lines.push("PE 0: the root relayed the cards".into());
     check(
         "without PMIx every card goes through the root (and shows)".into(),
+        out,
+        lines,
+    );
+    let out = mpirun(4, "mixed", &[]);
+    let lines = (0..4)
+        .map(|r| format!("PE {r}: mixed cards refused"))
+        .collect();
+    check(
+        "PEs of both cards modes: every PE fails at once, naming the other".into(),
         out,
         lines,
     );

@@ -1,33 +1,40 @@
-//! Cards through the PMIx store: every PE joins the root lazily with a
-//! card that holds only its locality ([`locality_only`]), then puts its
-//! [`Card`] (its encoding, job id 0, `PMIX_GLOBAL`) under [`KEY_CARD`],
-//! commits, and enters a fence over the namespace. The root gathers
-//! localities, serves hellos, barriers and goodbyes, and never holds or
-//! sends a connectable card.
+//! Cards and localities through the PMIx store: every PE joins the root
+//! with a card that holds only its locality ([`locality_only`]) and the
+//! hello's store flag ([`Bootstrap::join_store`]: the root answers with the
+//! joined frame, not the localities), then puts its locality under
+//! [`KEY_LOCALITY`] (and its [`Card`], its encoding with job id 0, under
+//! [`KEY_CARD`]; `PMIX_GLOBAL`), commits, and enters a fence over the
+//! namespace that collects the data. Each PE reads every rank's locality
+//! from its node's copy and builds the [`Localities`] ([`localities_from`]).
+//! The root serves hellos, barriers and goodbyes, and never holds or sends
+//! a connectable card or the localities.
 //!
-//! With every card wanted ([`crate::rendezvous_at`]) the fence collects the
-//! data, so each `PMIx_Get` is answered from this node's copy. With lazy
-//! cards ([`crate::rendezvous_at_lazy`]) it does not: the data stays with
-//! each PE's own PMIx server, and a `PMIx_Get` of a peer's card fetches it
-//! from there when [`Bootstrap::fetch_cards`] asks for it ("direct
-//! modex"). Every card read is checked ([`check_stored`]) against the rank
-//! asked and the root's localities.
+//! With every card wanted ([`crate::rendezvous_at`]) the card rides in that
+//! collecting fence, so each `PMIx_Get` is answered from this node's copy.
+//! With lazy cards ([`crate::rendezvous_at_lazy`]) it is put after it and
+//! committed, and a fence that does not collect follows: the cards stay
+//! with each PE's own PMIx server, and a `PMIx_Get` of a peer's card
+//! fetches it from there when [`Bootstrap::fetch_cards`] asks for it
+//! ("direct modex"). Every card read is checked ([`check_stored`]) against
+//! the rank asked and its stored locality.
 
 use std::time::Duration;
 
-use super::{Handle, KEY_CARD, failed, key_name, keys, sys, timeout_s};
+use super::{Handle, KEY_CARD, KEY_LOCALITY, failed, key_name, keys, sys, timeout_s};
 use crate::{
     card::Card,
     client::{Bootstrap, Joined, LazyRendezvous, Meeting, Rendezvous, host_and_join},
     env::RankInfo,
     error::BootstrapError,
-    lazy::{CardRefusal, Cards, Localities},
-    store::{Expected, check_stored, locality_only},
+    lazy::{CardRefusal, Cards, Localities, Locality},
+    store::{
+        Expected, StoredLocality, check_stored, encode_locality, localities_from, locality_only,
+    },
 };
 
 /// Where a PE that publishes its card in PMIx fetches the others': the
 /// session (alive as long as the [`Bootstrap`] that holds this) and the
-/// root's localities, which each card must agree with.
+/// localities from the store, which each card must agree with.
 #[derive(Debug)]
 pub(crate) struct CardStore {
     handle: Handle,
@@ -80,15 +87,21 @@ impl CardStore {
 }
 
 impl Handle {
-    /// Puts `card` (with job id 0) under [`KEY_CARD`], commits, and enters
-    /// the fence over the namespace (collecting the data with `collect`),
-    /// which waits at most `timeout`.
-    fn publish_card(
+    /// Publishes this PE's locality and `card` (with job id 0), and builds
+    /// the job's localities from every rank's: puts the locality under
+    /// [`KEY_LOCALITY`] (and, with `all_cards`, the card under
+    /// [`KEY_CARD`]), commits, and enters a fence over the namespace that
+    /// collects the data, then reads every rank's locality from this
+    /// node's copy. With lazy cards the card is put after that fence (the
+    /// collected data holds only localities), committed, and a fence that
+    /// does not collect makes sure every card is in its PE's server before
+    /// anyone asks for it. Each fence waits at most `timeout`.
+    fn publish(
         &self,
-        card: &Card,
-        collect: bool,
+        (card, size): (&Card, u32),
+        all_cards: bool,
         timeout: Duration,
-    ) -> Result<(), BootstrapError> {
+    ) -> Result<Localities, BootstrapError> {
         let stored = Card {
             job_id: 0,
             ..card.clone()
@@ -97,7 +110,39 @@ impl Handle {
             from: "our own card".into(),
             source,
         })?;
-        self.put(KEY_CARD, &bytes)?;
+        let mine = StoredLocality {
+            locality: Locality::of(card),
+            lazy: !all_cards,
+        };
+        self.put(KEY_LOCALITY, &encode_locality(mine))?;
+        if all_cards {
+            self.put(KEY_CARD, &bytes)?;
+        }
+        let key = if all_cards { KEY_CARD } else { KEY_LOCALITY };
+        self.commit_and_fence(key, true, timeout)?;
+        let me = self.0.me;
+        let locs = localities_from(
+            size,
+            card.class_encoding_version,
+            ("PMIx", me.rank(), mine),
+            |rank| self.locality_bytes(rank, timeout),
+        );
+        let locs = locs?;
+        if !all_cards {
+            self.put(KEY_CARD, &bytes)?;
+            self.commit_and_fence(KEY_CARD, false, timeout)?;
+        }
+        Ok(locs)
+    }
+
+    /// Commits what was put, and enters the fence over the namespace
+    /// (collecting the data with `collect`; `key` names it in an error).
+    fn commit_and_fence(
+        &self,
+        key: super::Key,
+        collect: bool,
+        timeout: Duration,
+    ) -> Result<(), BootstrapError> {
         sys::commit().map_err(|s| failed("PMIx_Commit", s))?;
         sys::fence_all(&self.0.me, timeout_s(timeout), collect).map_err(|s| {
             let how = if collect {
@@ -105,27 +150,37 @@ impl Handle {
             } else {
                 "not collecting"
             };
-            failed(format!("PMIx_Fence({}, {how})", key_name(KEY_CARD)), s)
+            failed(format!("PMIx_Fence({}, {how})", key_name(key)), s)
         })
+    }
+
+    /// The bytes `rank` published under [`KEY_LOCALITY`].
+    fn locality_bytes(&self, rank: u32, timeout: Duration) -> Result<Vec<u8>, BootstrapError> {
+        self.bytes_of(rank, KEY_LOCALITY, timeout)
     }
 
     /// The bytes `rank` published under [`KEY_CARD`] (its server is asked
     /// for at most `timeout`).
     fn card_bytes(&self, rank: u32, timeout: Duration) -> Result<Vec<u8>, BootstrapError> {
+        self.bytes_of(rank, KEY_CARD, timeout)
+    }
+
+    /// The bytes `rank` published under `key` (a byte object; its server
+    /// is asked for at most `timeout`).
+    fn bytes_of(
+        &self,
+        rank: u32,
+        key: super::Key,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, BootstrapError> {
         let proc = self.0.me.with_rank(rank);
-        self.get(
-            &proc,
-            KEY_CARD,
-            Some(timeout),
-            "a byte object",
-            |v| match v {
-                sys::Value::Bytes(b) => Ok(b),
-                other => Err(other),
-            },
-        )?
+        self.get(&proc, key, Some(timeout), "a byte object", |v| match v {
+            sys::Value::Bytes(b) => Ok(b),
+            other => Err(other),
+        })?
         .ok_or_else(|| {
             failed(
-                format!("PMIx_Get({}, rank {rank})", key_name(KEY_CARD)),
+                format!("PMIx_Get({}, rank {rank})", key_name(key)),
                 keys::ERR_NOT_FOUND,
             )
         })
@@ -138,34 +193,49 @@ pub(crate) fn store_of(info: &RankInfo) -> Option<&Handle> {
     info.pmix.as_ref().filter(|_| info.size > 1)
 }
 
-/// Joins the root lazily with `card`'s locality only, then publishes
-/// `card`; the [`Bootstrap`] keeps the session and the localities for its
-/// fetches. The root first: a PE that never comes is named by the root's
-/// allgather, which a fence's timeout would not do.
+/// Joins the root with `card`'s locality only, saying that cards and
+/// localities come from the store (the root sends only the joined frame),
+/// then publishes the locality and `card` and builds the localities from
+/// every rank's ([`Handle::publish`]); the [`Bootstrap`] keeps the session
+/// and the localities for its fetches. The root first: a PE that never
+/// comes is named by the root's allgather, which a fence's timeout would
+/// not do.
 fn join(
     handle: &Handle,
     info: &RankInfo,
     meeting: Meeting,
     card: &Card,
-    (timeout, host_root, collect): (Duration, bool, bool),
+    (timeout, host_root, all_cards): (Duration, bool, bool),
 ) -> Result<Joined<Localities>, BootstrapError> {
     let short = locality_only(card);
-    let mut j = host_and_join(
+    let j = host_and_join(
         info,
         meeting,
         short,
         timeout,
         host_root,
-        Bootstrap::join_lazy,
+        Bootstrap::join_store,
     )?;
-    if let Err(e) = handle.publish_card(card, collect, timeout) {
-        return Err(abandon(j, e));
-    }
-    j.bootstrap.set_card_store(CardStore {
+    let localities = match handle.publish((card, info.size), all_cards, timeout) {
+        Ok(l) => l,
+        Err(e) => return Err(abandon(j, e)),
+    };
+    let Joined {
+        mut bootstrap,
+        got: (),
+        root,
+        root_stats,
+    } = j;
+    bootstrap.set_card_store(CardStore {
         handle: handle.clone(),
-        localities: j.got.clone(),
+        localities: localities.clone(),
     });
-    Ok(j)
+    Ok(Joined {
+        bootstrap,
+        got: localities,
+        root,
+        root_stats,
+    })
 }
 
 /// Leaves the rendezvous after `e`: our close without a goodbye fails the

@@ -49,6 +49,9 @@ pub(super) struct Conn {
     pub(super) state: State,
     /// Its hello asked for lazy cards.
     pub(super) lazy: bool,
+    /// Its hello said it takes cards and localities from a store: it gets
+    /// the joined frame, not the localities.
+    pub(super) store: bool,
     /// How often each card was served on this connection (only the cards
     /// it asked for: O(requests), not O(job)).
     pub(super) served: HashMap<u32, u8>,
@@ -82,6 +85,7 @@ impl Conn {
             rank: None,
             state: State::AwaitHello { deadline },
             lazy: false,
+            store: false,
             served: HashMap::new(),
             inbuf: Vec::new(),
             out: VecDeque::new(),

@@ -1,8 +1,21 @@
 //! The root's gather phase: admitting each rank's hello, then sending
-//! every PE all cards (or, to a lazy PE, the localities), and serving lazy
-//! PEs' card requests.
+//! every PE all cards (or, to a lazy PE, the localities; to a PE whose
+//! cards and localities are in a store, only the joined frame), and serving
+//! lazy PEs' card requests.
 
 use super::*;
+
+/// How a PE joined (its hello's flags), which says what it gets once every
+/// PE is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum How {
+    /// Every card (the all-cards frame).
+    All,
+    /// Lazily: the localities frame, cards on request.
+    Lazy,
+    /// From a store: the joined frame only.
+    Store,
+}
 
 impl Root {
     pub(super) fn gather(&mut self, deadline: Instant) -> Result<(), BootstrapError> {
@@ -139,6 +152,7 @@ impl Root {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.rank = Some(h.rank);
             c.lazy = h.flags & FLAG_LAZY != 0;
+            c.store = h.flags & FLAG_STORE != 0;
             if let Err(e) = c.send(welcome.into(), Instant::now()) {
                 // Reported as the connection's end.
                 self.end(conn, &e.to_string());
@@ -174,31 +188,42 @@ impl Root {
             })
     }
 
-    /// Whether `rank` joined lazily.
-    pub(super) fn is_lazy(&self, rank: u32) -> bool {
-        self.by_rank[rank as usize]
-            .and_then(|id| self.conns.get(&id))
-            .is_some_and(|c| c.lazy)
+    /// How `rank` joined: with every card, lazily, or from a store.
+    pub(super) fn joined_how(&self, rank: u32) -> How {
+        match self.by_rank[rank as usize].and_then(|id| self.conns.get(&id)) {
+            Some(c) if c.store => How::Store,
+            Some(c) if c.lazy => How::Lazy,
+            _ => How::All,
+        }
     }
 
     /// Ends the allgather: every card to each PE that joined with all
-    /// cards, the localities (as runs) to each that joined lazily. The
-    /// cards are kept only while a lazy PE may ask for them.
+    /// cards, the localities (as runs) to each that joined lazily, the
+    /// joined frame (size and class version: O(1) bytes) to each that
+    /// takes cards and localities from a store. The cards are kept only
+    /// while a lazy PE may ask for them.
     pub(super) fn send_cards(&mut self) -> Result<(), BootstrapError> {
-        let lazy: Vec<bool> = (0..self.size).map(|r| self.is_lazy(r)).collect();
-        if lazy.iter().any(|&l| !l) {
+        let how: Vec<How> = (0..self.size).map(|r| self.joined_how(r)).collect();
+        let class = self.class_ref.map_or(0, |(_, v)| v);
+        if how.contains(&How::All) {
             let bytes: Rc<[u8]> = all_cards_frame(self.size, &self.cards).into();
-            for rank in (0..self.size).filter(|&r| !lazy[r as usize]) {
+            for rank in (0..self.size).filter(|&r| how[r as usize] == How::All) {
                 self.send_to_rank(rank, &bytes, "allgather")?;
             }
         }
-        if lazy.iter().any(|&l| l) {
-            let mut locs = Localities::from_cards(&[], self.class_ref.map_or(0, |(_, v)| v));
+        if how.contains(&How::Store) {
+            let bytes: Rc<[u8]> = frame(KIND_JOINED, &joined_payload(self.size, class)).into();
+            for rank in (0..self.size).filter(|&r| how[r as usize] == How::Store) {
+                self.send_to_rank(rank, &bytes, "allgather")?;
+            }
+        }
+        if how.contains(&How::Lazy) {
+            let mut locs = Localities::from_cards(&[], class);
             for &loc in &self.locs {
                 locs.push(loc);
             }
             let bytes: Rc<[u8]> = frame(KIND_LOCALITIES, &locs.encode()).into();
-            for rank in (0..self.size).filter(|&r| lazy[r as usize]) {
+            for rank in (0..self.size).filter(|&r| how[r as usize] == How::Lazy) {
                 self.send_to_rank(rank, &bytes, "allgather")?;
             }
         } else {
