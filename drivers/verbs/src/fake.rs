@@ -74,6 +74,9 @@ struct FQp {
     state: QpState,
     dest: u32,
     live: bool,
+    /// Fails its next posts, like every QP under [`Fabric::break_links`]
+    /// ([`Fabric::break_qps`]).
+    broken: bool,
     /// Messages waiting for the responder's receives (RNR), in order.
     pending: VecDeque<Op>,
 }
@@ -166,9 +169,28 @@ impl Fabric {
         self.lock().broken = true;
     }
 
-    /// Posts succeed again (on QPs that were rebuilt).
+    /// The QPs numbered `qpns` (and only they: a QP set's, say) fail their
+    /// next posts, as under [`Fabric::break_links`]; unknown numbers are
+    /// ignored.
+    pub fn break_qps(&self, qpns: &[u32]) {
+        let mut s = self.lock();
+        for &qpn in qpns {
+            if let Some(q) = qpn
+                .checked_sub(QPN_BASE)
+                .and_then(|i| s.qps.get_mut(i as usize))
+            {
+                q.broken = true;
+            }
+        }
+    }
+
+    /// Posts succeed again (on QPs that were rebuilt), on every QP.
     pub fn heal(&self) {
-        self.lock().broken = false;
+        let mut s = self.lock();
+        s.broken = false;
+        for q in s.qps.iter_mut() {
+            q.broken = false;
+        }
     }
 
     /// Sets the `atomic_cap` the fake device reports to drivers created on
@@ -366,6 +388,7 @@ impl Fabric {
             state: QpState::Reset,
             dest: 0,
             live: true,
+            broken: false,
             pending: VecDeque::new(),
         });
         QPN_BASE + s.qps.len() as u32 - 1
@@ -564,7 +587,7 @@ fn finish(s: &mut State, me: usize, op: &Op, ran: Ran) {
 /// `op`'s local address is the caller's registered memory (or its inline
 /// copy); every address is checked against a live region before use.
 unsafe fn run(s: &mut State, me: usize, op: &Op) -> Ran {
-    if s.qps[me].state != QpState::Rts || s.broken {
+    if s.qps[me].state != QpState::Rts || s.broken || s.qps[me].broken {
         return Ran::Failed;
     }
     // SAFETY: passed on.

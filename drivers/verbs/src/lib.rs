@@ -235,6 +235,7 @@ pub mod probe;
 pub mod qp_plan;
 pub mod recv;
 pub mod seq;
+pub mod sets;
 pub mod signal;
 pub mod stage;
 mod sys;
@@ -242,6 +243,7 @@ mod sys;
 use std::io;
 
 pub use driver::{Backlog, Replay, VerbsDriver};
+pub use sets::SetBudget;
 /// The path-class encoding this driver speaks.
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;
 use switchyard_core::transport::{ErrorKind, LinkState, ProbeReport, TransportError};
@@ -593,6 +595,15 @@ pub enum VerbsError {
         /// What does not fit.
         what: &'static str,
     },
+    /// The PE's budget of QP sets is spent
+    /// ([`VerbsDriver::open_set`]): keep using the PE's driver.
+    #[error("no QP set toward PE {peer}: the PE's budget of {max} sets is spent")]
+    NoSetLeft {
+        /// The PE.
+        peer: u32,
+        /// The budget.
+        max: u32,
+    },
     /// The driver was closed.
     #[error("the verbs driver is closed")]
     Closed {
@@ -624,7 +635,9 @@ impl TransportError for VerbsError {
             VerbsError::PeerDown { .. } => ErrorKind::PeerDown,
             VerbsError::OutOfBounds { .. } => ErrorKind::OutOfBounds,
             VerbsError::Misaligned { .. } => ErrorKind::Misaligned,
-            VerbsError::NoAtomics { .. } | VerbsError::TooLong { .. } => ErrorKind::Unsupported,
+            VerbsError::NoAtomics { .. }
+            | VerbsError::TooLong { .. }
+            | VerbsError::NoSetLeft { .. } => ErrorKind::Unsupported,
         }
     }
 
@@ -642,6 +655,7 @@ impl TransportError for VerbsError {
             | VerbsError::Misaligned { peer, .. }
             | VerbsError::NoAtomics { peer }
             | VerbsError::TooLong { peer, .. }
+            | VerbsError::NoSetLeft { peer, .. }
             | VerbsError::StaleTicket { peer, .. }
             | VerbsError::BadReceipts { peer, .. }
             | VerbsError::ReplayLost { peer, .. } => Some(*peer),

@@ -10,8 +10,8 @@ use std::ptr;
 use switchyard_core::transport::{Instant, PollResult};
 
 use super::{
-    ASYNC_EVERY, EMPTY, ReplayRec, TState, VerbsDriver, What, Wqe, fail_ticket, release_ticket,
-    split_wr_id,
+    ASYNC_EVERY, EMPTY, ReplayRec, SET_TAG, TState, VerbsDriver, What, Wqe, fail_ticket,
+    release_ticket, split_wr_id,
 };
 use crate::{
     Event,
@@ -238,7 +238,9 @@ impl VerbsDriver {
 
     /// The next async event: the device's, or the fake HCA's.
     fn next_async(&self) -> Option<sys::AsyncEvent> {
-        if let Some(e) = self.ctx.as_ref().and_then(sys::Ctx::next_async_event) {
+        if self.reads_async
+            && let Some(e) = self.ctx.as_ref().and_then(|c| c.next_async_event())
+        {
             return Some(e);
         }
         self.cq.as_ref().and_then(sys::Cq::fake_event)
@@ -250,6 +252,20 @@ impl VerbsDriver {
             any = true;
             self.stats.async_events += 1;
             use sys::event::*;
+            // A QP event of another driver's QPs (a QP set's, read by the
+            // PE's driver) is not this driver's: ignored, never taken for
+            // its own QP of the same (peer, index).
+            let ev = match ev.qp_context {
+                Some(tag) if tag & SET_TAG != self.tag_bits => {
+                    self.stats.stale_async_events += 1;
+                    continue;
+                }
+                Some(tag) => sys::AsyncEvent {
+                    qp_context: Some(tag & !SET_TAG),
+                    ..ev
+                },
+                None => ev,
+            };
             match ev.kind {
                 QP_FATAL | QP_REQ_ERR | QP_ACCESS_ERR | PATH_MIG_ERR => {
                     if let Some(tag) = ev.qp_context {
