@@ -30,6 +30,7 @@
 //!   rebuild (RESET first, same QPN, new PSN per generation).
 //! * [`signal`]: selective signaling and send-queue/CQ accounting.
 //! * [`seq`]: each operation settled exactly once across failures.
+//! * [`sets`]: the per-PE budget of QP sets ([`SetBudget`]).
 //! * [`recv`]: the target side of the receipts (shared receive queue,
 //!   receive CQ, receipts seen), pollable from a second thread.
 //! * [`stage`]: the per-QP staging rings for puts from unregistered buffers.
@@ -101,6 +102,32 @@
 //! peer's receipts say whether it landed
 //! ([`VerbsDriver::settle_receipts`]), then offers it for replay
 //! ([`VerbsDriver::drain_replays`]).
+//!
+//! ## QP sets
+//!
+//! [`VerbsDriver::open_set`] opens a *QP set* toward one peer: a
+//! [`VerbsDriver`] of its own (control and data QPs toward that peer only,
+//! its own CQ, shared receive queue and receipts, staging, tickets, events,
+//! link state, replays and rebuilds) on the PE driver's device context,
+//! protection domain and heap registration, shared through `Arc`s (one
+//! `rkey` for every set; a set keeps them alive if the PE's driver is
+//! dropped first). The peer opens the matching set toward this PE with the
+//! same PSN seed, the two exchange [`VerbsDriver::card_for`] and connect as
+//! PE drivers do. A thread that owns a set posts, polls and quiets it
+//! through `&mut`, with no lock and nothing shared with the PE's driver on
+//! the data path (the same code as the PE driver's: no allocation, no
+//! syscall). Sets count against a per-PE [`SetBudget`]; past it `open_set`
+//! refuses ([`VerbsError::NoSetLeft`]) and the caller keeps the PE's
+//! driver. Failures are per set: a set's break fails, settles (receipts),
+//! replays and rebuilds that set only; a port failure breaks every set's
+//! QPs, and each recovers on its own. On a device, the async events are
+//! read by the PE's driver only, which ignores a set's (their
+//! `qp_context` carries a set bit): a set finds its failures through its
+//! completions, and as the target of a failed set it withholds its
+//! receipts (no last-WQE events), so the peer reports its in-doubt puts
+//! lost rather than replaying one that landed. Tests: `driver::test::sets`
+//! on the fake HCA. The shim (`switchyard`) does not use sets yet: its
+//! contexts share the PE's driver.
 //!
 //! ## Receipts
 //!

@@ -209,6 +209,48 @@ fn a_break_of_one_set_fails_over_that_set_only() {
     assert_eq!(get(&mut a, 1, 4096 * 8, 6).unwrap(), b"shared");
 }
 
+/// A link failure of the whole port (every QP breaks) fails every set and
+/// the PE's driver alike; each settles its own puts, and each rebuilds on
+/// its own.
+#[test]
+fn a_cut_of_every_link_fails_every_set_and_each_rebuilds() {
+    let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 16);
+    while a.poll_event().is_some() {}
+    let (ba, bb) = (SetBudget::new(2), SetBudget::new(2));
+    let (mut s0, mut t0) = open_pair(&a, &b, 0, &ba, &bb);
+    f.break_links();
+    a.put(1, 0, b"pe", CTX).unwrap();
+    s0.put(1, 8, b"set", CTX).unwrap();
+    assert_eq!(quiet(&mut a).unwrap_err().kind(), ErrorKind::PeerDown);
+    assert_eq!(quiet(&mut s0).unwrap_err().kind(), ErrorKind::PeerDown);
+    assert_eq!(a.state(1), LinkState::Error);
+    assert_eq!(s0.state(1), LinkState::Error);
+    // Each settles its own in-doubt puts with its own peer's receipts.
+    assert_eq!(handshake(&mut a, &mut b, 0, 1), 0);
+    assert_eq!(handshake(&mut s0, &mut t0, 0, 1), 0);
+    let (mut ra, mut rs) = (Vec::new(), Vec::new());
+    a.drain_replays(|r| ra.push(format!("{r:?}")));
+    s0.drain_replays(|r| rs.push(format!("{r:?}")));
+    assert_eq!((ra.len(), rs.len()), (1, 1), "{ra:?} {rs:?}");
+    assert!(ra[0].contains("offset: 0") && rs[0].contains("offset: 8"));
+    // Each rebuilds to its own generation 1, with its own PSNs.
+    f.heal();
+    for (x, y) in [(&mut a, &mut b), (&mut s0, &mut t0)] {
+        while x.poll_event().is_some() {}
+        y.drain_replays(|_| {});
+        x.rebuild(1, 1).unwrap();
+        y.rebuild(0, 1).unwrap();
+        x.peer_rebuilt(1, 1).unwrap();
+        y.peer_rebuilt(0, 1).unwrap();
+    }
+    s0.put(1, 16, b"set again", CTX).unwrap();
+    quiet(&mut s0).unwrap();
+    a.put(1, 32, b"pe again", CTX).unwrap();
+    quiet(&mut a).unwrap();
+    assert_eq!(get(&mut a, 1, 16, 9).unwrap(), b"set again");
+    assert_eq!(get(&mut s0, 1, 32, 8).unwrap(), b"pe again");
+}
+
 #[test]
 fn a_set_dropped_with_operations_in_flight_leaves_the_rest_working() {
     let (mut a, mut b, _f) = pair(VerbsConfig::default(), 1 << 16);

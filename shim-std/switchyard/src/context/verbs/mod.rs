@@ -16,9 +16,11 @@
 //!   them out at its first verbs use in a call (taking the TCP driver first:
 //!   the lock order is TCP, then verbs) and puts them back when it gives the
 //!   TCP driver back. One QP set per PE: a context's `quiet` waits for the
-//!   other contexts' verbs operations too (per-context QP sets are future
-//!   work, docs/ARCHITECTURE.md), and a lost operation is reported once to
-//!   each context with verbs operations in flight to its PE (`LossBook`).
+//!   other contexts' verbs operations too, and a lost operation is reported
+//!   once to each context with verbs operations in flight to its PE
+//!   (`LossBook`). The driver can open QP sets of their own toward one
+//!   peer each (`VerbsDriver::open_set`), but contexts do not use them
+//!   yet (what is missing: docs/ARCHITECTURE.md, "Per-context QP sets").
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
 //!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
