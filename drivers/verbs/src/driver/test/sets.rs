@@ -121,6 +121,86 @@ fn two_threads_post_on_their_own_sets_without_the_pe_driver() {
     assert_eq!(ba.in_use(), 0, "closed sets give their budget back");
 }
 
+/// Where put `i` of set `k` goes, and what it writes.
+fn off(k: u64, i: u64) -> u64 {
+    (k * 1024 + i) * 8
+}
+fn stamp(k: u64, i: u64) -> u64 {
+    (k + 1) << 32 | i
+}
+
+/// Streams `n` stamped puts of set `k` on `s` toward PE 1; with `cut`, its
+/// QPs break before put `n / 3`, and the set fails over as the shim
+/// would: the receipts of PE 1's matching set `t`, its replays exactly
+/// once (each checked not landed before), then everything newer over
+/// the fallback (a write into PE 1's heap, through `t`'s own-heap put).
+/// Returns (the put at which the failure was seen, the replays).
+fn stream(
+    s: &mut VerbsDriver,
+    t: &mut VerbsDriver,
+    k: u64,
+    n: u64,
+    cut: Option<&Fabric>,
+) -> (Option<u64>, u64) {
+    let mut failed_at = None;
+    let mut replayed = 0u64;
+    let fallback = |t: &mut VerbsDriver, i: u64| {
+        t.put(1, off(k, i), &stamp(k, i).to_le_bytes(), CTX)
+            .unwrap();
+    };
+    for i in 0..n {
+        if i == n / 3
+            && let Some(f) = cut
+        {
+            f.break_qps(&qpns(s, 1));
+        }
+        if failed_at.is_some() {
+            fallback(t, i);
+            continue;
+        }
+        match put_retry(s, 1, off(k, i), &stamp(k, i).to_le_bytes()) {
+            Ok(()) => {
+                // Progress now and then: puts before and after the break
+                // are in doubt together.
+                if i % 16 == 15 {
+                    s.progress(Instant::default());
+                }
+                if s.state(1) != LinkState::Error {
+                    continue;
+                }
+            }
+            Err(e) => assert_eq!(e.kind(), ErrorKind::PeerDown),
+        }
+        failed_at = Some(i);
+        handshake(s, t, 0, 1);
+        let mut again = Vec::new();
+        s.drain_replays(|r| {
+            if let Replay::Put { offset, bytes, .. } = r {
+                again.push((offset, bytes.to_vec()));
+            }
+        });
+        for (offset, bytes) in again {
+            assert_eq!(
+                word(t, 1, offset),
+                0,
+                "a put the receipts say did not land had not landed"
+            );
+            t.put(1, offset, &bytes, CTX).unwrap();
+            replayed += 1;
+        }
+        s.drain_replays(|r| panic!("replayed twice: {r:?}"));
+        // The refused put, if it was refused (one taken was in doubt,
+        // and settled above).
+        if word(t, 1, off(k, i)) == 0 {
+            fallback(t, i);
+        }
+    }
+    if failed_at.is_none() {
+        quiet(s).unwrap();
+    }
+    (failed_at, replayed)
+}
+
 /// Set 1's QPs break a third of the way in: set 1 fails over (receipts,
 /// replays exactly once, the rest over the fallback), set 0 and the PE's
 /// driver never notice.
@@ -129,69 +209,19 @@ fn a_break_of_one_set_fails_over_that_set_only() {
     let (mut a, mut b, f) = pair(VerbsConfig::default(), 1 << 16);
     while a.poll_event().is_some() {}
     let (ba, bb) = (SetBudget::new(2), SetBudget::new(2));
-    let (mut s0, _t0) = open_pair(&a, &b, 0, &ba, &bb);
+    let (mut s0, mut t0) = open_pair(&a, &b, 0, &ba, &bb);
     let (mut s1, mut t1) = open_pair(&a, &b, 1, &ba, &bb);
     const N: u64 = 300;
-    let off = |k: u64, i: u64| (k * N + i) * 8;
-    let stamp = |k: u64, i: u64| (k + 1) << 32 | i;
-    let mut failed_at = None;
-    let mut replayed = 0u64;
-    for i in 0..N {
-        put_retry(&mut s0, 1, off(0, i), &stamp(0, i).to_le_bytes()).unwrap();
-        if i == N / 3 {
-            f.break_qps(&qpns(&s1, 1));
-        }
-        if failed_at.is_none() {
-            match put_retry(&mut s1, 1, off(1, i), &stamp(1, i).to_le_bytes()) {
-                Ok(()) => {
-                    // Progress now and then: puts before and after the
-                    // break are in doubt together.
-                    if i % 16 == 15 {
-                        s1.progress(Instant::default());
-                    }
-                    if s1.state(1) != LinkState::Error {
-                        continue;
-                    }
-                }
-                Err(e) => assert_eq!(e.kind(), ErrorKind::PeerDown),
-            }
-            // The set failed: its receipts, then its replays, exactly
-            // once, before anything newer to PE 1 (over the fallback:
-            // here a write into PE 1's heap).
-            failed_at = Some(i);
-            handshake(&mut s1, &mut t1, 0, 1);
-            let mut again = Vec::new();
-            s1.drain_replays(|r| {
-                if let Replay::Put { offset, bytes, .. } = r {
-                    again.push((offset, bytes.to_vec()));
-                }
-            });
-            for (offset, bytes) in again {
-                assert_eq!(
-                    word(&mut b, 1, offset),
-                    0,
-                    "a put the receipts say did not land had not landed"
-                );
-                b.put(1, offset, &bytes, CTX).unwrap();
-                replayed += 1;
-            }
-            s1.drain_replays(|r| panic!("replayed twice: {r:?}"));
-            // The refused put (if it was refused) and every later one go
-            // over the fallback; a put that was taken is in doubt and was
-            // settled above.
-            if word(&mut b, 1, off(1, i)) == 0 {
-                b.put(1, off(1, i), &stamp(1, i).to_le_bytes(), CTX)
-                    .unwrap();
-            }
-        } else {
-            b.put(1, off(1, i), &stamp(1, i).to_le_bytes(), CTX)
-                .unwrap();
-        }
-    }
-    quiet(&mut s0).unwrap();
+    assert_eq!(stream(&mut s0, &mut t0, 0, N / 3, None), (None, 0));
+    let (failed_at, replayed) = stream(&mut s1, &mut t1, 1, N, Some(&f));
     let failed_at = failed_at.expect("set 1 noticed its break");
     assert!(failed_at >= N / 3, "not before the break");
     assert!(replayed > 0, "the puts after the break were replayed");
+    // Set 0 carries on after set 1's failure.
+    for i in N / 3..N {
+        put_retry(&mut s0, 1, off(0, i), &stamp(0, i).to_le_bytes()).unwrap();
+    }
+    quiet(&mut s0).unwrap();
     for k in 0..2 {
         for i in 0..N {
             assert_eq!(word(&mut b, 1, off(k, i)), stamp(k, i), "set {k}, put {i}");
@@ -207,6 +237,38 @@ fn a_break_of_one_set_fails_over_that_set_only() {
     a.put(1, 4096 * 8, b"shared", CTX).unwrap();
     quiet(&mut a).unwrap();
     assert_eq!(get(&mut a, 1, 4096 * 8, 6).unwrap(), b"shared");
+}
+
+/// The same with two threads at once, each on its own set (and failing
+/// over its own): set 1 breaks a third of the way in while set 0 streams.
+#[test]
+fn two_threads_one_set_broken_mid_stream() {
+    let (a, mut b, f) = pair(VerbsConfig::default(), 1 << 16);
+    let (ba, bb) = (SetBudget::new(2), SetBudget::new(2));
+    let p0 = open_pair(&a, &b, 0, &ba, &bb);
+    let p1 = open_pair(&a, &b, 1, &ba, &bb);
+    let n = u64::from(p0.1.params().srq_depth / 4).min(1000);
+    let h0 = thread::spawn(move || {
+        let (mut s, mut t) = p0;
+        let r = stream(&mut s, &mut t, 0, n, None);
+        (r, s)
+    });
+    let h1 = thread::spawn(move || {
+        let (mut s, mut t) = p1;
+        let r = stream(&mut s, &mut t, 1, n, Some(&f));
+        (r, s)
+    });
+    let ((r0, s0), (r1, s1)) = (h0.join().unwrap(), h1.join().unwrap());
+    assert_eq!(r0, (None, 0), "set 0 never failed");
+    assert!(r1.0.is_some_and(|i| i >= n / 3) && r1.1 > 0, "{r1:?}");
+    for k in 0..2 {
+        for i in 0..n {
+            assert_eq!(word(&mut b, 1, off(k, i)), stamp(k, i), "set {k}, put {i}");
+        }
+    }
+    assert_eq!(s0.stats().peer_failures, 0);
+    assert_eq!(s1.stats().peer_failures, 1);
+    assert_eq!(a.stats().wrs, 0, "nothing on the PE's driver");
 }
 
 /// A link failure of the whole port (every QP breaks) fails every set and
