@@ -266,6 +266,9 @@ pub mod sets;
 pub mod signal;
 pub mod stage;
 mod sys;
+// The counting allocator of the no-allocation unit tests.
+#[cfg(test)]
+mod test_alloc;
 
 use std::io;
 

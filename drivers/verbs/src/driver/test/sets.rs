@@ -395,6 +395,43 @@ fn past_the_budget_a_set_is_refused_and_the_pe_driver_serves() {
     );
 }
 
+/// A set's data path (puts inline and staged, a get, a fetch-add, fence,
+/// quiet, progress on both ends) allocates nothing once warm (the first
+/// pass warms the fake HCA's queues).
+#[test]
+fn a_sets_data_path_does_not_allocate() {
+    let (a, b, _f) = pair(VerbsConfig::default(), 1 << 16);
+    let (ba, bb) = (SetBudget::new(1), SetBudget::new(1));
+    let (mut s, mut t) = open_pair(&a, &b, 0, &ba, &bb);
+    let long = [7u8; 4096];
+    let mut out = [0u8; 64];
+    let mut pass = |s: &mut VerbsDriver, t: &mut VerbsDriver| {
+        for i in 0..200u64 {
+            put_retry(s, 1, i % 64 * 8, &i.to_le_bytes()).unwrap();
+            put_retry(s, 1, 8192, &long).unwrap();
+            if i % 16 == 0 {
+                let g = s.get_start(1, 0, 64, CTX).unwrap();
+                while !s.get_poll(&g, &mut out).unwrap() {}
+                fadd(s, 4096, 1).unwrap();
+                s.fence().unwrap();
+            }
+            t.progress(Instant::default());
+        }
+        for _ in 0..1000 {
+            if s.quiet_poll().unwrap() {
+                break;
+            }
+        }
+        for _ in 0..100 {
+            t.progress(Instant::default());
+        }
+    };
+    pass(&mut s, &mut t);
+    let ((), n) = crate::test_alloc::counting(|| pass(&mut s, &mut t));
+    assert_eq!(n, 0, "{n} allocations on a set's data path");
+    assert_eq!(word(&mut s, 1, 4096), 26, "both passes' fetch-adds");
+}
+
 /// Not a test: the figure for the changelog. Two threads each put
 /// 8 bytes `ROUNDS * n` times toward PE 1, on the fake HCA: on the PE's
 /// one driver behind a mutex (as contexts share it behind the entry
