@@ -390,6 +390,9 @@ pub struct VerbsDriver {
     lease: Option<crate::sets::SetBudget>,
     /// The device's limits (to size the QP sets opened from this driver).
     limits: DeviceLimits,
+    /// Staging bytes per QP (a QP set's QPs get as much as the PE
+    /// driver's).
+    stage_per_qp: u64,
     /// The fake HCA this driver lives on (to open sets on it).
     #[cfg(any(test, feature = "fake-hca"))]
     fabric: Option<crate::fake::Fabric>,

@@ -215,6 +215,9 @@ impl VerbsDriver {
     /// toward this PE with the same `seed` (its PSNs on rebuilds); the two
     /// exchange [`VerbsDriver::card_for`] and connect as PE drivers do.
     /// The set counts one unit of `budget` until it is closed or dropped.
+    /// Its memory: staging of the PE driver's size per QP (`data_qps + 1`
+    /// QPs), and its own get buffers and atomic results
+    /// (`get_slots × (get_slot_bytes + 8)`), registered as one scratch.
     ///
     /// Nothing of the set is shared with this driver on the data path: its
     /// owner posts, polls and quiets it through `&mut`, without a lock;
@@ -280,7 +283,11 @@ impl VerbsDriver {
                 &self.limits,
                 addr,
                 &backend,
-                Shape::Set { peer, heap_mr },
+                Shape::Set {
+                    peer,
+                    heap_mr,
+                    stage_per_qp: self.stage_per_qp,
+                },
             )
         };
         match made {
@@ -323,9 +330,11 @@ impl VerbsDriver {
         shape: Shape,
     ) -> Result<VerbsDriver> {
         let p = derive(&cfg, limits)?;
-        let (only, tag_bits) = match shape {
-            Shape::Pe => (None, 0),
-            Shape::Set { peer, .. } => (Some(peer), SET_TAG),
+        let (only, tag_bits, set_stage) = match &shape {
+            Shape::Pe => (None, 0, None),
+            Shape::Set {
+                peer, stage_per_qp, ..
+            } => (Some(*peer), SET_TAG, Some(*stage_per_qp)),
         };
         let n_peers = if only.is_some() {
             1
@@ -363,7 +372,8 @@ impl VerbsDriver {
         };
         // Scratch: per-QP staging rings, get buffers, atomic result words.
         let total_qps = (n_peers * qps_per_peer).max(1);
-        let stage_per_qp = (u64::from(cfg.staging_bytes) / total_qps).max(MIN_STAGE) & !63;
+        let stage_per_qp =
+            set_stage.unwrap_or((u64::from(cfg.staging_bytes) / total_qps).max(MIN_STAGE) & !63);
         let stage_total = stage_per_qp * total_qps;
         let get_bytes = u64::from(cfg.get_slots) * u64::from(cfg.get_slot_bytes);
         let atomic_bytes = u64::from(cfg.get_slots) * 8;
@@ -472,6 +482,7 @@ impl VerbsDriver {
             #[cfg(any(test, feature = "fake-hca"))]
             fabric: None,
             limits: *limits,
+            stage_per_qp,
             scratch_ptr,
             get_off: stage_total as usize,
             atomic_off: (stage_total + get_bytes) as usize,
@@ -588,7 +599,13 @@ enum Shape {
     /// The PE's driver: the heap registered, QPs toward every other PE.
     Pe,
     /// A QP set toward `peer`, on the PE's heap registration.
-    Set { peer: u32, heap_mr: Arc<sys::Mr> },
+    Set {
+        peer: u32,
+        heap_mr: Arc<sys::Mr>,
+        /// The PE driver's staging per QP (a set's QPs get as much, not
+        /// the whole `staging_bytes`).
+        stage_per_qp: u64,
+    },
 }
 
 /// Zeroed 8-aligned memory owned through a raw pointer (the device writes

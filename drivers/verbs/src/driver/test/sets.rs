@@ -79,6 +79,9 @@ fn two_threads_post_on_their_own_sets_without_the_pe_driver() {
     let rkey = a.card_for(1).unwrap().rkey;
     assert_eq!(s0.card_for(1).unwrap().rkey, rkey);
     assert_eq!(s1.card_for(1).unwrap().rkey, rkey);
+    // Staging per QP as the PE driver's, not the whole `staging_bytes`.
+    assert_eq!(s0.stage_per_qp, a.stage_per_qp);
+    assert!(s0.stage_per_qp < u64::from(VerbsConfig::default().staging_bytes));
     // Their own QPs.
     let (q, q0, q1) = (qpns(&a, 1), qpns(&s0, 1), qpns(&s1, 1));
     assert!(q0.iter().all(|n| !q.contains(n) && !q1.contains(n)));
