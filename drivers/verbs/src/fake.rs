@@ -116,6 +116,12 @@ struct State {
     srqs: Vec<FSrq>,
     /// Async events: (the QP's CQ, the event).
     events: VecDeque<(usize, AsyncEvent)>,
+    /// Async events are the device's, as on hardware
+    /// ([`Fabric::device_events`]): read by the driver that reads the
+    /// device's events, for every CQ of its device.
+    device_events: bool,
+    /// The device of each CQ ([`Fabric::set_cq_device`]), by CQ.
+    cq_device: Vec<Option<u32>>,
     broken: bool,
     /// `Some(n)`: the message executed after `n` more lands, its ack lost.
     lose_ack: Option<u64>,
@@ -316,9 +322,45 @@ impl Fabric {
         }
     }
 
+    /// Async events go to the device, as on hardware: every event of a
+    /// device's CQs is read by the driver that reads the device's events
+    /// (a PE's driver, not its QP sets);
+    /// off (the default): each driver reads its own CQ's.
+    pub fn device_events(&self, on: bool) {
+        self.lock().device_events = on;
+    }
+
+    /// Records that CQ `cq` belongs to device `device` (a PE).
+    pub(crate) fn set_cq_device(&self, cq: usize, device: u32) {
+        let mut s = self.lock();
+        if s.cq_device.len() <= cq {
+            s.cq_device.resize(cq + 1, None);
+        }
+        s.cq_device[cq] = Some(device);
+    }
+
+    /// The next event of CQ `cq` (none while events are the device's).
     pub(crate) fn take_event(&self, cq: usize) -> Option<AsyncEvent> {
         let mut s = self.lock();
+        if s.device_events {
+            return None;
+        }
         let i = s.events.iter().position(|(c, _)| *c == cq)?;
+        s.events.remove(i).map(|(_, e)| e)
+    }
+
+    /// While events are the device's: the next event of any CQ of the
+    /// device that CQ `cq` belongs to.
+    pub(crate) fn take_device_event(&self, cq: usize) -> Option<AsyncEvent> {
+        let mut s = self.lock();
+        if !s.device_events {
+            return None;
+        }
+        let dev = s.cq_device.get(cq).copied().flatten()?;
+        let i = s
+            .events
+            .iter()
+            .position(|(c, _)| s.cq_device.get(*c).copied().flatten() == Some(dev))?;
         s.events.remove(i).map(|(_, e)| e)
     }
 

@@ -120,14 +120,16 @@
 //! refuses ([`VerbsError::NoSetLeft`]) and the caller keeps the PE's
 //! driver. Failures are per set: a set's break fails, settles (receipts),
 //! replays and rebuilds that set only; a port failure breaks every set's
-//! QPs, and each recovers on its own. On a device, the async events are
-//! read by the PE's driver only, which ignores a set's (their
-//! `qp_context` carries a set bit): a set finds its failures through its
-//! completions, and as the target of a failed set it withholds its
-//! receipts (no last-WQE events), so the peer reports its in-doubt puts
-//! lost rather than replaying one that landed. Tests: `driver::test::sets`
-//! on the fake HCA. The shim (`switchyard`) does not use sets yet: its
-//! contexts share the PE's driver.
+//! QPs, and each recovers on its own. The device's async events are read
+//! by the PE's driver, which leaves a set's (its QPs', the port's, the
+//! device's) in the set's mailbox in the budget ([`sets`]), so a set
+//! collects its receipts as the PE's driver does, provided the PE's
+//! driver progresses meanwhile (else it withholds them at the deadline,
+//! and the peer reports its in-doubt puts lost rather than replaying one
+//! that landed). Tests: `driver::test::sets` on the fake HCA (with
+//! `fake::Fabric::device_events` for the device's one event queue). The
+//! shim (`switchyard`) does not use sets yet: its contexts share the PE's
+//! driver.
 //!
 //! ## Receipts
 //!

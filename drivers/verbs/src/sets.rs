@@ -13,14 +13,36 @@
 //! `open_set` refuses with [`VerbsError::NoSetLeft`](crate::VerbsError::NoSetLeft)
 //! and the caller keeps using the PE's driver (the shared set). A set gives
 //! its unit back when it is closed or dropped.
+//!
+//! A device has one async event queue, read by the PE's driver. Each open
+//! set has a mailbox slot here (its QPs' `qp_context` names it): the PE's
+//! driver leaves in it, as bits, the events of the set's QPs (fatal, last
+//! WQE reached) and those of the port and the device, and the set takes
+//! them at its async-event checks. A count of the sets collecting their
+//! receipts makes the PE's driver read the device's events at every step
+//! meanwhile.
 
 use std::sync::Arc;
 
-use switchyard_core::sync::atomic::{AtomicU32, Ordering};
+use switchyard_core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// Mail bits ([`SetBudget::post`]): QP `qi`'s last WQE reached.
+pub(crate) const MAIL_LAST_WQE: u64 = 1;
+/// Mail bits: QP `qi` fatal (shifted by 16 + `qi`).
+pub(crate) const MAIL_QP_FATAL: u64 = 1 << 16;
+/// Mail bit: the port went down.
+pub(crate) const MAIL_PORT_DOWN: u64 = 1 << 32;
+/// Mail bit: the port is active again.
+pub(crate) const MAIL_PORT_ACTIVE: u64 = 1 << 33;
+/// Mail bit: the device failed.
+pub(crate) const MAIL_DEVICE_FATAL: u64 = 1 << 34;
 
 /// How many QP sets a PE may still open: a count shared by the PE's driver
-/// and every set opened from it (clones share it). Lock-free; taken and
-/// given back only when a set opens or closes, never on the data path.
+/// and every set opened from it (clones share it), and each open set's
+/// mailbox, where the PE's driver, which reads the device's async events,
+/// leaves a set the events of its QPs and of the port. Lock-free; sized
+/// at [`SetBudget::new`]; a set's mailbox is read at its async-event
+/// checks, never per operation.
 #[derive(Debug, Clone)]
 pub struct SetBudget {
     inner: Arc<Budget>,
@@ -30,6 +52,16 @@ pub struct SetBudget {
 struct Budget {
     max: u32,
     used: AtomicU32,
+    /// Sets collecting receipts now: the PE's driver reads the device's
+    /// events at every progress step meanwhile.
+    collecting: AtomicU32,
+    slots: Box<[Slot]>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    taken: AtomicBool,
+    mail: AtomicU64,
 }
 
 impl SetBudget {
@@ -39,6 +71,13 @@ impl SetBudget {
             inner: Arc::new(Budget {
                 max,
                 used: AtomicU32::new(0),
+                collecting: AtomicU32::new(0),
+                slots: (0..max)
+                    .map(|_| Slot {
+                        taken: AtomicBool::new(false),
+                        mail: AtomicU64::new(0),
+                    })
+                    .collect(),
             }),
         }
     }
@@ -53,25 +92,99 @@ impl SetBudget {
         self.inner.used.load(Ordering::Relaxed)
     }
 
-    /// Takes one unit; `false` when the budget is spent (nothing taken).
-    pub(crate) fn take(&self) -> bool {
+    /// Whether `other` is this budget (a clone of it).
+    pub(crate) fn same(&self, other: &SetBudget) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Takes one unit and a mailbox slot; `None` when the budget is spent
+    /// (nothing taken).
+    pub(crate) fn take(&self) -> Option<u32> {
         let max = self.inner.max;
-        // Relaxed: the count orders nothing else (each set's resources are
-        // its own); the compare-exchange alone keeps it within `max`.
+        // Relaxed: the count orders nothing else; the compare-exchange
+        // alone keeps it within `max`, so a free slot exists below.
         self.inner
             .used
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
                 (u < max).then_some(u + 1)
             })
-            .is_ok()
+            .ok()?;
+        for (i, s) in self.inner.slots.iter().enumerate() {
+            // SYNC POINT with the Release store in `give_back`: the slot's
+            // mail was cleared before it was freed.
+            if s.taken
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(i as u32);
+            }
+        }
+        // Unreachable while `used` counts the taken slots; undo.
+        self.inner.used.fetch_sub(1, Ordering::Relaxed);
+        None
     }
 
-    /// Gives one unit back (a set closed).
-    pub(crate) fn give_back(&self) {
-        let _ = self
-            .inner
-            .used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_sub(1));
+    /// Gives slot `slot` and one unit back (a set closed).
+    pub(crate) fn give_back(&self, slot: u32) {
+        let Some(s) = self.inner.slots.get(slot as usize) else {
+            return;
+        };
+        s.mail.store(0, Ordering::Relaxed);
+        // SYNC POINT with the Acquire compare-exchange in `take`.
+        if s.taken.swap(false, Ordering::Release) {
+            let _ = self
+                .inner
+                .used
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_sub(1));
+        }
+    }
+
+    /// Leaves `bits` in slot `slot`'s mailbox (the PE's driver).
+    pub(crate) fn post(&self, slot: u32, bits: u64) {
+        if let Some(s) = self.inner.slots.get(slot as usize) {
+            // SYNC POINT with the Acquire swap in `take_mail`.
+            s.mail.fetch_or(bits, Ordering::Release);
+        }
+    }
+
+    /// Leaves `bits` in every open set's mailbox (port and device events).
+    pub(crate) fn post_all(&self, bits: u64) {
+        for s in self.inner.slots.iter() {
+            if s.taken.load(Ordering::Relaxed) {
+                // SYNC POINT with the Acquire swap in `take_mail`.
+                s.mail.fetch_or(bits, Ordering::Release);
+            }
+        }
+    }
+
+    /// Takes what slot `slot`'s mailbox holds (the set), 0 if nothing.
+    pub(crate) fn take_mail(&self, slot: u32) -> u64 {
+        let Some(s) = self.inner.slots.get(slot as usize) else {
+            return 0;
+        };
+        // A load first: an empty mailbox costs no exclusive line.
+        if s.mail.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        // SYNC POINT with the Release fetch_or in `post`.
+        s.mail.swap(0, Ordering::Acquire)
+    }
+
+    /// A set started (`true`) or ended collecting its receipts.
+    pub(crate) fn collecting(&self, started: bool) {
+        if started {
+            self.inner.collecting.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let _ = self
+                .inner
+                .collecting
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_sub(1));
+        }
+    }
+
+    /// Whether any set is collecting its receipts now.
+    pub(crate) fn any_collecting(&self) -> bool {
+        self.inner.collecting.load(Ordering::Relaxed) > 0
     }
 }
 
@@ -83,17 +196,30 @@ mod test {
     fn the_budget_is_never_exceeded_and_comes_back() {
         let b = SetBudget::new(2);
         let c = b.clone();
-        assert!(b.take());
-        assert!(c.take());
-        assert!(!b.take(), "a third set is over the budget");
+        assert!(b.same(&c) && !b.same(&SetBudget::new(2)));
+        let (x, y) = (b.take().unwrap(), c.take().unwrap());
+        assert_ne!(x, y, "each set its own mailbox");
+        assert_eq!(b.take(), None, "a third set is over the budget");
         assert_eq!(b.in_use(), 2);
-        c.give_back();
+        b.post(x, MAIL_LAST_WQE << 2);
+        b.post_all(MAIL_PORT_DOWN);
+        assert_eq!(b.take_mail(x), MAIL_LAST_WQE << 2 | MAIL_PORT_DOWN);
+        assert_eq!(b.take_mail(x), 0, "taken once");
+        assert_eq!(b.take_mail(y), MAIL_PORT_DOWN);
+        c.give_back(y);
         assert_eq!(b.in_use(), 1);
-        assert!(b.take());
-        b.give_back();
-        b.give_back();
-        b.give_back();
+        b.post_all(MAIL_DEVICE_FATAL);
+        assert_eq!(b.take(), Some(y), "the freed slot, its mail cleared");
+        assert_eq!(b.take_mail(y), 0);
+        b.give_back(x);
+        b.give_back(y);
+        b.give_back(y);
         assert_eq!(b.in_use(), 0, "never below zero");
-        assert!(!SetBudget::new(0).take());
+        assert_eq!(SetBudget::new(0).take(), None);
+        b.collecting(true);
+        assert!(b.any_collecting());
+        b.collecting(false);
+        b.collecting(false);
+        assert!(!b.any_collecting());
     }
 }

@@ -100,7 +100,9 @@ fn pending_code(peer: u32, qi: usize) -> u32 {
 const _: () = assert!(MAX_QPS <= 16);
 
 /// The bit a QP set's QPs carry in their `qp_context` (above every
-/// `peer << 8 | qi` tag: peers are below 2^20).
+/// `peer << 8 | qi` tag: peers are below 2^20); a set's tag is
+/// `SET_TAG | slot << 8 | qi`, its mailbox slot in the
+/// [`SetBudget`](crate::SetBudget).
 const SET_TAG: usize = 1 << 30;
 
 /// An operation offered for replay over the fallback transport after the
@@ -386,8 +388,12 @@ pub struct VerbsDriver {
     /// Whether this driver reads the device's async events (the PE's
     /// driver does; a set on a device does not: the PE's does).
     reads_async: bool,
-    /// The budget this set counts against, given back at close.
-    lease: Option<crate::sets::SetBudget>,
+    /// A set: the budget it counts against and its mailbox slot there,
+    /// given back at close.
+    lease: Option<(crate::sets::SetBudget, u32)>,
+    /// The PE's driver: the budget of the sets opened from it (the first
+    /// `open_set`'s), whose mailboxes get the device's events of their QPs.
+    sets: std::sync::OnceLock<crate::sets::SetBudget>,
     /// The device's limits (to size the QP sets opened from this driver).
     limits: DeviceLimits,
     /// Staging bytes per QP (a QP set's QPs get as much as the PE

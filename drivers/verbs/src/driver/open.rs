@@ -221,19 +221,24 @@ impl VerbsDriver {
     ///
     /// Nothing of the set is shared with this driver on the data path: its
     /// owner posts, polls and quiets it through `&mut`, without a lock;
-    /// failures, receipts, replays and rebuilds are the set's own (a port
-    /// failure fails every set's QPs). On a device, the device's async
-    /// events are read by the PE's driver only, which ignores a set's
-    /// (they carry the set tag): a set finds its failures through its
-    /// completions, and as the target of a failed set it collects no
-    /// last-WQE events, so it withholds its receipts
-    /// ([`Event::ReceiptsWithheld`](crate::Event::ReceiptsWithheld)) and
-    /// the peer reports its puts in doubt lost rather than risk applying
-    /// one twice. On the fake HCA a set reads its own events.
+    /// failures, receipts, replays and rebuilds are the set's own. The
+    /// device's async events are read by this driver only (one event queue
+    /// per device): it leaves those of a set's QPs (fatal, last WQE
+    /// reached) and those of the port and the device in the set's mailbox
+    /// in `budget` ([`crate::sets`]), which the set reads at its own
+    /// async-event checks; while a set collects its receipts after a
+    /// failure, this driver reads the device's events at every progress
+    /// step. So this driver must progress for a set to collect its
+    /// receipts: otherwise the set gives up at the collection deadline and
+    /// withholds them ([`Event::ReceiptsWithheld`](crate::Event::ReceiptsWithheld)),
+    /// and the peer reports its puts in doubt lost rather than risk
+    /// applying one twice. Every set of a PE uses the same budget.
     ///
     /// # Errors
     ///
     /// [`VerbsError::NoSetLeft`] when `budget` is spent;
+    /// [`VerbsError::Config`] for a budget other than the one of this
+    /// PE's first set;
     /// [`VerbsError::InvalidPe`] for a PE this driver has no QPs toward;
     /// [`VerbsError::Closed`] once closed; as [`VerbsDriver::new`] when a
     /// resource cannot be created.
@@ -246,12 +251,25 @@ impl VerbsDriver {
             .heap_mr
             .clone()
             .ok_or(VerbsError::Closed { peer: Some(peer) })?;
-        if !budget.take() {
+        // One budget per PE: the PE's driver forwards the device's events
+        // of a set's QPs to its mailbox there.
+        let mine = match &self.lease {
+            Some((b, _)) => b,
+            None => self.sets.get_or_init(|| budget.clone()),
+        };
+        if !mine.same(budget) {
+            return Err(VerbsError::Config(crate::params::ParamError {
+                field: "set budget",
+                value: "another SetBudget".into(),
+                expected: "the SetBudget of this PE's first open_set".into(),
+            }));
+        }
+        let Some(slot) = budget.take() else {
             return Err(VerbsError::NoSetLeft {
                 peer,
                 max: budget.max(),
             });
-        }
+        };
         let addr = PortAddr {
             port: self.port,
             link_layer: self.link_layer,
@@ -268,7 +286,7 @@ impl VerbsDriver {
             _ => None,
         };
         let Some(backend) = backend else {
-            budget.give_back();
+            budget.give_back(slot);
             return Err(VerbsError::Closed { peer: Some(peer) });
         };
         // SAFETY: the heap is this driver's, registered by it (`heap_mr`,
@@ -287,6 +305,7 @@ impl VerbsDriver {
                     peer,
                     heap_mr,
                     stage_per_qp: self.stage_per_qp,
+                    slot,
                 },
             )
         };
@@ -299,11 +318,11 @@ impl VerbsDriver {
                 {
                     d.fabric = self.fabric.clone();
                 }
-                d.lease = Some(budget.clone());
+                d.lease = Some((budget.clone(), slot));
                 Ok(d)
             }
             Err(e) => {
-                budget.give_back();
+                budget.give_back(slot);
                 Err(e)
             }
         }
@@ -333,8 +352,15 @@ impl VerbsDriver {
         let (only, tag_bits, set_stage) = match &shape {
             Shape::Pe => (None, 0, None),
             Shape::Set {
-                peer, stage_per_qp, ..
-            } => (Some(*peer), SET_TAG, Some(*stage_per_qp)),
+                peer,
+                stage_per_qp,
+                slot,
+                ..
+            } => (
+                Some(*peer),
+                SET_TAG | (*slot as usize) << 8,
+                Some(*stage_per_qp),
+            ),
         };
         let n_peers = if only.is_some() {
             1
@@ -386,6 +412,8 @@ impl VerbsDriver {
         let cq_entries =
             (u64::from(p.cq_depth) + flush_headroom).min(u64::from(limits.max_cqe)) as u32;
         let cq = backend.cq(cq_entries).map_err(res("ibv_create_cq"))?;
+        #[cfg(any(test, feature = "fake-hca"))]
+        cq.fake_set_device(me);
         // Receipts: one SRQ for every peer's data QPs, fully posted.
         let srq = backend.srq(p.srq_depth).map_err(res("ibv_create_srq"))?;
         let mut qpns = Vec::with_capacity((n_peers * u64::from(p.data_qps)) as usize);
@@ -398,7 +426,12 @@ impl VerbsDriver {
             }
             let mut qps = Vec::with_capacity(qps_per_peer as usize);
             for qi in 0..qps_per_peer as u8 {
-                let tag = tag_bits | (pe as usize) << 8 | usize::from(qi);
+                // A set's: its mailbox slot; the PE driver's: the peer.
+                let tag = if only.is_some() {
+                    tag_bits | usize::from(qi)
+                } else {
+                    (pe as usize) << 8 | usize::from(qi)
+                };
                 let qp = backend
                     .qp(&cq, (qi > 0).then_some(&srq), p.sq_depth, p.max_inline, tag)
                     .map_err(res("ibv_create_qp"))?;
@@ -476,9 +509,10 @@ impl VerbsDriver {
             heap_len,
             owned_heap: None,
             set_peer: only,
-            tag_bits,
+            tag_bits: tag_bits & SET_TAG,
             reads_async: only.is_none(),
             lease: None,
+            sets: std::sync::OnceLock::new(),
             #[cfg(any(test, feature = "fake-hca"))]
             fabric: None,
             limits: *limits,
@@ -552,8 +586,11 @@ impl VerbsDriver {
     }
 
     fn release(&mut self) {
-        if let Some(b) = self.lease.take() {
-            b.give_back();
+        if let Some((b, slot)) = self.lease.take() {
+            for _ in 0..self.collecting {
+                b.collecting(false);
+            }
+            b.give_back(slot);
         }
         // QPs before the CQ, MRs and QPs before the PD, all before the context.
         for p in self.peers.iter_mut().flatten() {
@@ -605,6 +642,8 @@ enum Shape {
         /// The PE driver's staging per QP (a set's QPs get as much, not
         /// the whole `staging_bytes`).
         stage_per_qp: u64,
+        /// Its mailbox slot in the budget (in its QPs' tags).
+        slot: u32,
     },
 }
 

@@ -145,6 +145,20 @@ fn stream(
     n: u64,
     cut: Option<&Fabric>,
 ) -> (Option<u64>, u64) {
+    stream_with(s, t, k, n, cut, &mut |s, t| {
+        handshake(s, t, 0, 1);
+    })
+}
+
+/// [`stream`] with the receipts handshake `hs`.
+fn stream_with(
+    s: &mut VerbsDriver,
+    t: &mut VerbsDriver,
+    k: u64,
+    n: u64,
+    cut: Option<&Fabric>,
+    hs: &mut dyn FnMut(&mut VerbsDriver, &mut VerbsDriver),
+) -> (Option<u64>, u64) {
     let mut failed_at = None;
     let mut replayed = 0u64;
     let fallback = |t: &mut VerbsDriver, i: u64| {
@@ -175,7 +189,7 @@ fn stream(
             Err(e) => assert_eq!(e.kind(), ErrorKind::PeerDown),
         }
         failed_at = Some(i);
-        handshake(s, t, 0, 1);
+        hs(s, t);
         let mut again = Vec::new();
         s.drain_replays(|r| {
             if let Replay::Put { offset, bytes, .. } = r {
@@ -272,6 +286,58 @@ fn two_threads_one_set_broken_mid_stream() {
     assert_eq!(s0.stats().peer_failures, 0);
     assert_eq!(s1.stats().peer_failures, 1);
     assert_eq!(a.stats().wrs, 0, "nothing on the PE's driver");
+}
+
+/// With the device's async events read by the PE's driver only (as on
+/// hardware), a broken set still gets its receipts: the PE driver of the
+/// target leaves the last-WQE events of its set's QPs in the set's
+/// mailbox, and reads them every step while the set collects.
+#[test]
+fn device_events_reach_a_set_through_its_mailbox() {
+    let (a, mut b, f) = pair(VerbsConfig::default(), 1 << 16);
+    f.device_events(true);
+    let (ba, bb) = (SetBudget::new(1), SetBudget::new(1));
+    let (mut s, mut t) = open_pair(&a, &b, 0, &ba, &bb);
+    let mut receipts_came = false;
+    let (failed_at, replayed) = stream_with(&mut s, &mut t, 0, 300, Some(&f), &mut |s, t| {
+        t.peer_failed(0).unwrap();
+        for _ in 0..1000 {
+            // The PE's driver reads the device's events (the set cannot).
+            b.progress(Instant::default());
+            t.progress(Instant::default());
+            if let Some((generation, r)) = t.receipts(0) {
+                s.settle_receipts(1, generation, r.as_slice()).unwrap();
+                receipts_came = true;
+                return;
+            }
+        }
+    });
+    assert!(failed_at.is_some() && replayed > 0);
+    assert!(receipts_came, "the set collected its receipts");
+    assert_eq!(t.stats().receipts_withheld, 0);
+    assert!(t.stats().async_events > 0, "events through the mailbox");
+    assert!(b.stats().async_events > 0, "read by the PE's driver");
+    assert_eq!(b.stats().stale_async_events, 0, "none taken for its own");
+    assert_eq!(b.state(0), LinkState::Up, "the PE's link untouched");
+    for i in 0..300 {
+        assert_eq!(word(&mut b, 1, off(0, i)), stamp(0, i), "put {i}");
+    }
+    // A dead device fails the PE's driver and, through the mailbox,
+    // every set.
+    b.fake_device_fatal();
+    for _ in 0..2 * ASYNC_EVERY {
+        b.progress(Instant::default());
+        t.progress(Instant::default());
+    }
+    let mut seen = (false, false);
+    while let Some(e) = b.poll_event() {
+        seen.0 |= e == Event::DeviceFatal;
+    }
+    while let Some(e) = t.poll_event() {
+        seen.1 |= e == Event::DeviceFatal;
+    }
+    assert_eq!(seen, (true, true), "the PE's driver and its set");
+    assert_eq!(t.state(0), LinkState::Error);
 }
 
 /// A link failure of the whole port (every QP breaks) fails every set and
