@@ -340,6 +340,43 @@ fn device_events_reach_a_set_through_its_mailbox() {
     assert_eq!(t.state(0), LinkState::Error);
 }
 
+/// A loss is the failed set's own: when the target's PE driver does not
+/// progress while its set collects (device events on), the set withholds
+/// its receipts at the deadline and the initiator's set alone counts its
+/// puts in doubt as lost; the other set's quiet and its abandon find
+/// nothing.
+#[test]
+fn a_loss_is_counted_by_the_failed_set_only() {
+    let (a, b, f) = pair(VerbsConfig::default(), 1 << 16);
+    f.device_events(true);
+    let (ba, bb) = (SetBudget::new(2), SetBudget::new(2));
+    let (mut s0, _t0) = open_pair(&a, &b, 0, &ba, &bb);
+    let (mut s1, mut t1) = open_pair(&a, &b, 1, &ba, &bb);
+    s0.put(1, 0, b"kept", CTX).unwrap();
+    f.break_qps(&qpns(&s1, 1));
+    s1.put(1, 64, b"one", CTX).unwrap();
+    s1.put(1, 72, b"two", CTX).unwrap();
+    assert_eq!(quiet(&mut s1).unwrap_err().kind(), ErrorKind::PeerDown);
+    assert!(s1.awaits_receipts(1));
+    t1.peer_failed(0).unwrap();
+    // Only the set progresses (not PE 1's driver): no last-WQE events.
+    let deadline = u64::from(VerbsConfig::default().collect_timeout_ms) * 1_000_000;
+    let mut withheld = false;
+    for step in 0..=10u64 {
+        t1.progress(Instant::from_nanos(step * deadline / 5));
+        while let Some(e) = t1.poll_event() {
+            withheld |= matches!(e, Event::ReceiptsWithheld { peer: 0, .. });
+        }
+    }
+    assert!(withheld, "withheld at the deadline, never guessed");
+    assert_eq!(t1.receipts(0), None);
+    assert_eq!(s1.abandon_receipts(1), 2, "the failed set's puts");
+    quiet(&mut s0).unwrap();
+    assert_eq!(s0.abandon_receipts(1), 0, "nothing of the other set");
+    assert_eq!(s0.stats().receipts_abandoned, 0);
+    assert_eq!(get(&mut s0, 1, 0, 4).unwrap(), b"kept");
+}
+
 /// A link failure of the whole port (every QP breaks) fails every set and
 /// the PE's driver alike; each settles its own puts, and each rebuilds on
 /// its own.
