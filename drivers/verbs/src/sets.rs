@@ -222,4 +222,37 @@ mod test {
         b.collecting(false);
         assert!(!b.any_collecting());
     }
+
+    /// Two threads opening and closing sets against a budget of one: never
+    /// two open at once, each time its own slot, the count back at zero.
+    #[test]
+    fn racing_takes_never_exceed_the_budget() {
+        const ROUNDS: u32 = if cfg!(miri) { 50 } else { 20_000 };
+        let b = SetBudget::new(1);
+        let open = Arc::new(AtomicU32::new(0));
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, open) = (b.clone(), open.clone());
+                std::thread::spawn(move || {
+                    let mut got = 0u32;
+                    for _ in 0..ROUNDS {
+                        if let Some(slot) = b.take() {
+                            assert_eq!(slot, 0);
+                            assert_eq!(open.fetch_add(1, Ordering::Relaxed), 0, "two sets open");
+                            b.post(slot, MAIL_LAST_WQE);
+                            open.fetch_sub(1, Ordering::Relaxed);
+                            b.give_back(slot);
+                            got += 1;
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        let got: u32 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(got > 0, "takes succeeded");
+        assert_eq!(b.in_use(), 0);
+        assert_eq!(b.take(), Some(0));
+        assert_eq!(b.take_mail(0), 0, "mail cleared with each close");
+    }
 }
