@@ -36,6 +36,12 @@ pub(crate) const MAIL_PORT_DOWN: u64 = 1 << 32;
 pub(crate) const MAIL_PORT_ACTIVE: u64 = 1 << 33;
 /// Mail bit: the device failed.
 pub(crate) const MAIL_DEVICE_FATAL: u64 = 1 << 34;
+/// The mail word's top byte: the generation of the set the mail is for
+/// (0: a free slot).
+const GEN_SHIFT: u32 = 56;
+/// The most sets a budget holds (a set's key, `generation << 14 | slot`,
+/// fits its QPs' `qp_context` below the set bit).
+pub const MAX_SETS: u32 = 1 << 14;
 
 /// How many QP sets a PE may still open: a count shared by the PE's driver
 /// and every set opened from it (clones share it), and each open set's
@@ -61,12 +67,25 @@ struct Budget {
 #[derive(Debug)]
 struct Slot {
     taken: AtomicBool,
+    /// The generation of the set holding the slot (top byte, 1 to 255,
+    /// bumped at every take; 0 while free) and its mail bits: a late post
+    /// for an earlier set of the slot finds another generation and is
+    /// dropped, never taken for the new set's.
     mail: AtomicU64,
+    /// The last generation given out.
+    generation: AtomicU32,
+}
+
+/// A set's key: its slot and generation.
+fn split(key: u32) -> (usize, u64) {
+    ((key % MAX_SETS) as usize, u64::from(key / MAX_SETS))
 }
 
 impl SetBudget {
-    /// A budget of `max` sets (0: none; every context uses the shared set).
+    /// A budget of `max` sets (0: none; every context uses the shared
+    /// set), at most [`MAX_SETS`].
     pub fn new(max: u32) -> SetBudget {
+        let max = max.min(MAX_SETS);
         SetBudget {
             inner: Arc::new(Budget {
                 max,
@@ -76,6 +95,7 @@ impl SetBudget {
                     .map(|_| Slot {
                         taken: AtomicBool::new(false),
                         mail: AtomicU64::new(0),
+                        generation: AtomicU32::new(0),
                     })
                     .collect(),
             }),
@@ -97,7 +117,8 @@ impl SetBudget {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Takes one unit and a mailbox slot; `None` when the budget is spent
+    /// Takes one unit and a mailbox slot, and returns the set's key
+    /// (`generation << 14 | slot`); `None` when the budget is spent
     /// (nothing taken).
     pub(crate) fn take(&self) -> Option<u32> {
         let max = self.inner.max;
@@ -116,7 +137,13 @@ impl SetBudget {
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
-                return Some(i as u32);
+                // Only the taker writes `gen` (the slot is its own).
+                let g = s.generation.load(Ordering::Relaxed) % 255 + 1;
+                s.generation.store(g, Ordering::Relaxed);
+                // SYNC POINT with the Acquire loads of `post` and
+                // `take_mail`: the mail of this generation starts empty.
+                s.mail.store(u64::from(g) << GEN_SHIFT, Ordering::Release);
+                return Some(g * MAX_SETS + i as u32);
             }
         }
         // Unreachable while `used` counts the taken slots; undo.
@@ -124,11 +151,16 @@ impl SetBudget {
         None
     }
 
-    /// Gives slot `slot` and one unit back (a set closed).
-    pub(crate) fn give_back(&self, slot: u32) {
-        let Some(s) = self.inner.slots.get(slot as usize) else {
+    /// Gives the slot of set `key` and one unit back (a set closed).
+    pub(crate) fn give_back(&self, key: u32) {
+        let (slot, g) = split(key);
+        let Some(s) = self.inner.slots.get(slot) else {
             return;
         };
+        if s.mail.load(Ordering::Relaxed) >> GEN_SHIFT != g {
+            return; // not this set's slot (given back already)
+        }
+        // Free: no generation, so later posts for this set are dropped.
         s.mail.store(0, Ordering::Relaxed);
         // SYNC POINT with the Acquire compare-exchange in `take`.
         if s.taken.swap(false, Ordering::Release) {
@@ -139,35 +171,53 @@ impl SetBudget {
         }
     }
 
-    /// Leaves `bits` in slot `slot`'s mailbox (the PE's driver).
-    pub(crate) fn post(&self, slot: u32, bits: u64) {
-        if let Some(s) = self.inner.slots.get(slot as usize) {
-            // SYNC POINT with the Acquire swap in `take_mail`.
-            s.mail.fetch_or(bits, Ordering::Release);
+    /// Leaves `bits` in the mailbox of set `key` (the PE's driver); dropped
+    /// when that set is gone (its slot free or another set's).
+    pub(crate) fn post(&self, key: u32, bits: u64) {
+        let (slot, g) = split(key);
+        if let Some(s) = self.inner.slots.get(slot) {
+            // SYNC POINT with the Acquire update in `take_mail`, and the
+            // Release store of a new generation in `take`.
+            let _ = s
+                .mail
+                .fetch_update(Ordering::Release, Ordering::Acquire, |m| {
+                    (m >> GEN_SHIFT == g).then_some(m | bits)
+                });
         }
     }
 
     /// Leaves `bits` in every open set's mailbox (port and device events).
     pub(crate) fn post_all(&self, bits: u64) {
         for s in self.inner.slots.iter() {
-            if s.taken.load(Ordering::Relaxed) {
-                // SYNC POINT with the Acquire swap in `take_mail`.
-                s.mail.fetch_or(bits, Ordering::Release);
-            }
+            // SYNC POINT as in `post`.
+            let _ = s
+                .mail
+                .fetch_update(Ordering::Release, Ordering::Acquire, |m| {
+                    (m >> GEN_SHIFT != 0).then_some(m | bits)
+                });
         }
     }
 
-    /// Takes what slot `slot`'s mailbox holds (the set), 0 if nothing.
-    pub(crate) fn take_mail(&self, slot: u32) -> u64 {
-        let Some(s) = self.inner.slots.get(slot as usize) else {
+    /// Takes what the mailbox of set `key` holds (the set), 0 if nothing.
+    pub(crate) fn take_mail(&self, key: u32) -> u64 {
+        let (slot, g) = split(key);
+        let Some(s) = self.inner.slots.get(slot) else {
             return 0;
         };
+        let only_gen = g << GEN_SHIFT;
         // A load first: an empty mailbox costs no exclusive line.
-        if s.mail.load(Ordering::Relaxed) == 0 {
+        if s.mail.load(Ordering::Relaxed) == only_gen {
             return 0;
         }
-        // SYNC POINT with the Release fetch_or in `post`.
-        s.mail.swap(0, Ordering::Acquire)
+        // SYNC POINT with the Release updates in `post` and `post_all`.
+        match s
+            .mail
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |m| {
+                (m >> GEN_SHIFT == g).then_some(only_gen)
+            }) {
+            Ok(m) => m & !(0xFF << GEN_SHIFT),
+            Err(_) => 0,
+        }
     }
 
     /// A set started (`true`) or ended collecting its receipts.
@@ -198,7 +248,7 @@ mod test {
         let c = b.clone();
         assert!(b.same(&c) && !b.same(&SetBudget::new(2)));
         let (x, y) = (b.take().unwrap(), c.take().unwrap());
-        assert_ne!(x, y, "each set its own mailbox");
+        assert_ne!(split(x).0, split(y).0, "each set its own mailbox");
         assert_eq!(b.take(), None, "a third set is over the budget");
         assert_eq!(b.in_use(), 2);
         b.post(x, MAIL_LAST_WQE << 2);
@@ -209,12 +259,20 @@ mod test {
         c.give_back(y);
         assert_eq!(b.in_use(), 1);
         b.post_all(MAIL_DEVICE_FATAL);
-        assert_eq!(b.take(), Some(y), "the freed slot, its mail cleared");
-        assert_eq!(b.take_mail(y), 0);
+        let z = b.take().unwrap();
+        assert_eq!(split(z).0, split(y).0, "the freed slot");
+        assert_ne!(z, y, "a new generation");
+        b.post(y, MAIL_LAST_WQE);
+        assert_eq!(b.take_mail(z), 0, "nothing of the closed set's");
+        assert_eq!(b.take_mail(y), 0, "a closed set gets nothing");
+        b.post(z, MAIL_LAST_WQE);
+        assert_eq!(b.take_mail(z), MAIL_LAST_WQE);
         b.give_back(x);
-        b.give_back(y);
+        b.give_back(z);
+        b.give_back(z);
         b.give_back(y);
         assert_eq!(b.in_use(), 0, "never below zero");
+        assert_eq!(SetBudget::new(u32::MAX).max(), MAX_SETS);
         assert_eq!(SetBudget::new(0).take(), None);
         b.collecting(true);
         assert!(b.any_collecting());
@@ -237,7 +295,7 @@ mod test {
                     let mut got = 0u32;
                     for _ in 0..ROUNDS {
                         if let Some(slot) = b.take() {
-                            assert_eq!(slot, 0);
+                            assert_eq!(split(slot).0, 0);
                             assert_eq!(open.fetch_add(1, Ordering::Relaxed), 0, "two sets open");
                             b.post(slot, MAIL_LAST_WQE);
                             open.fetch_sub(1, Ordering::Relaxed);
@@ -252,7 +310,7 @@ mod test {
         let got: u32 = hs.into_iter().map(|h| h.join().unwrap()).sum();
         assert!(got > 0, "takes succeeded");
         assert_eq!(b.in_use(), 0);
-        assert_eq!(b.take(), Some(0));
-        assert_eq!(b.take_mail(0), 0, "mail cleared with each close");
+        let k = b.take().unwrap();
+        assert_eq!(b.take_mail(k), 0, "mail cleared with each close");
     }
 }

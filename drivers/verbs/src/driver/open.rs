@@ -642,7 +642,7 @@ enum Shape {
         /// The PE driver's staging per QP (a set's QPs get as much, not
         /// the whole `staging_bytes`).
         stage_per_qp: u64,
-        /// Its mailbox slot in the budget (in its QPs' tags).
+        /// Its key in the budget (slot and generation, in its QPs' tags).
         slot: u32,
     },
 }
