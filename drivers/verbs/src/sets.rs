@@ -15,7 +15,9 @@
 //! its unit back when it is closed or dropped.
 //!
 //! A device has one async event queue, read by the PE's driver. Each open
-//! set has a mailbox slot here (its QPs' `qp_context` names it): the PE's
+//! set has a mailbox slot here (its QPs' `qp_context` names it, with the
+//! slot's generation, so a late event of a closed set is dropped rather
+//! than taken for the slot's next set): the PE's
 //! driver leaves in it, as bits, the events of the set's QPs (fatal, last
 //! WQE reached) and those of the port and the device, and the set takes
 //! them at its async-event checks. A count of the sets collecting their
