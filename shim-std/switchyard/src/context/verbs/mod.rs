@@ -159,6 +159,12 @@
 //!
 //! # What is not wired
 //!
+//! * **Per-context QP sets.** The driver opens QP sets of their own toward
+//!   one peer each (`VerbsDriver::open_set`, within a per-PE `SetBudget`),
+//!   but contexts do not use them yet: every context shares the PE's
+//!   driver behind the entry lock. Missing: the control records that
+//!   exchange a set's QPNs, the target's side, routing, ordering and
+//!   failover per set (docs/ARCHITECTURE.md, "Per-context QP sets").
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
