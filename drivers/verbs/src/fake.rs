@@ -74,6 +74,9 @@ struct FQp {
     state: QpState,
     dest: u32,
     live: bool,
+    /// Fails its next posts, like every QP under [`Fabric::break_links`]
+    /// ([`Fabric::break_qps`]).
+    broken: bool,
     /// Messages waiting for the responder's receives (RNR), in order.
     pending: VecDeque<Op>,
 }
@@ -113,6 +116,12 @@ struct State {
     srqs: Vec<FSrq>,
     /// Async events: (the QP's CQ, the event).
     events: VecDeque<(usize, AsyncEvent)>,
+    /// Async events are the device's, as on hardware
+    /// ([`Fabric::device_events`]): read by the driver that reads the
+    /// device's events, for every CQ of its device.
+    device_events: bool,
+    /// The device of each CQ ([`Fabric::set_cq_device`]), by CQ.
+    cq_device: Vec<Option<u32>>,
     broken: bool,
     /// `Some(n)`: the message executed after `n` more lands, its ack lost.
     lose_ack: Option<u64>,
@@ -166,9 +175,28 @@ impl Fabric {
         self.lock().broken = true;
     }
 
-    /// Posts succeed again (on QPs that were rebuilt).
+    /// The QPs numbered `qpns` (and only they: a QP set's, say) fail their
+    /// next posts, as under [`Fabric::break_links`]; unknown numbers are
+    /// ignored.
+    pub fn break_qps(&self, qpns: &[u32]) {
+        let mut s = self.lock();
+        for &qpn in qpns {
+            if let Some(q) = qpn
+                .checked_sub(QPN_BASE)
+                .and_then(|i| s.qps.get_mut(i as usize))
+            {
+                q.broken = true;
+            }
+        }
+    }
+
+    /// Posts succeed again (on QPs that were rebuilt), on every QP.
     pub fn heal(&self) {
-        self.lock().broken = false;
+        let mut s = self.lock();
+        s.broken = false;
+        for q in s.qps.iter_mut() {
+            q.broken = false;
+        }
     }
 
     /// Sets the `atomic_cap` the fake device reports to drivers created on
@@ -294,9 +322,45 @@ impl Fabric {
         }
     }
 
+    /// Async events go to the device, as on hardware: every event of a
+    /// device's CQs is read by the driver that reads the device's events
+    /// (a PE's driver, not its QP sets);
+    /// off (the default): each driver reads its own CQ's.
+    pub fn device_events(&self, on: bool) {
+        self.lock().device_events = on;
+    }
+
+    /// Records that CQ `cq` belongs to device `device` (a PE).
+    pub(crate) fn set_cq_device(&self, cq: usize, device: u32) {
+        let mut s = self.lock();
+        if s.cq_device.len() <= cq {
+            s.cq_device.resize(cq + 1, None);
+        }
+        s.cq_device[cq] = Some(device);
+    }
+
+    /// The next event of CQ `cq` (none while events are the device's).
     pub(crate) fn take_event(&self, cq: usize) -> Option<AsyncEvent> {
         let mut s = self.lock();
+        if s.device_events {
+            return None;
+        }
         let i = s.events.iter().position(|(c, _)| *c == cq)?;
+        s.events.remove(i).map(|(_, e)| e)
+    }
+
+    /// While events are the device's: the next event of any CQ of the
+    /// device that CQ `cq` belongs to.
+    pub(crate) fn take_device_event(&self, cq: usize) -> Option<AsyncEvent> {
+        let mut s = self.lock();
+        if !s.device_events {
+            return None;
+        }
+        let dev = s.cq_device.get(cq).copied().flatten()?;
+        let i = s
+            .events
+            .iter()
+            .position(|(c, _)| s.cq_device.get(*c).copied().flatten() == Some(dev))?;
         s.events.remove(i).map(|(_, e)| e)
     }
 
@@ -366,6 +430,7 @@ impl Fabric {
             state: QpState::Reset,
             dest: 0,
             live: true,
+            broken: false,
             pending: VecDeque::new(),
         });
         QPN_BASE + s.qps.len() as u32 - 1
@@ -564,7 +629,7 @@ fn finish(s: &mut State, me: usize, op: &Op, ran: Ran) {
 /// `op`'s local address is the caller's registered memory (or its inline
 /// copy); every address is checked against a live region before use.
 unsafe fn run(s: &mut State, me: usize, op: &Op) -> Ran {
-    if s.qps[me].state != QpState::Rts || s.broken {
+    if s.qps[me].state != QpState::Rts || s.broken || s.qps[me].broken {
         return Ran::Failed;
     }
     // SAFETY: passed on.

@@ -30,6 +30,7 @@
 //!   rebuild (RESET first, same QPN, new PSN per generation).
 //! * [`signal`]: selective signaling and send-queue/CQ accounting.
 //! * [`seq`]: each operation settled exactly once across failures.
+//! * [`sets`]: the per-PE budget of QP sets ([`SetBudget`]).
 //! * [`recv`]: the target side of the receipts (shared receive queue,
 //!   receive CQ, receipts seen), pollable from a second thread.
 //! * [`stage`]: the per-QP staging rings for puts from unregistered buffers.
@@ -101,6 +102,34 @@
 //! peer's receipts say whether it landed
 //! ([`VerbsDriver::settle_receipts`]), then offers it for replay
 //! ([`VerbsDriver::drain_replays`]).
+//!
+//! ## QP sets
+//!
+//! [`VerbsDriver::open_set`] opens a *QP set* toward one peer: a
+//! [`VerbsDriver`] of its own (control and data QPs toward that peer only,
+//! its own CQ, shared receive queue and receipts, staging, tickets, events,
+//! link state, replays and rebuilds) on the PE driver's device context,
+//! protection domain and heap registration, shared through `Arc`s (one
+//! `rkey` for every set; a set keeps them alive if the PE's driver is
+//! dropped first). The peer opens the matching set toward this PE with the
+//! same PSN seed, the two exchange [`VerbsDriver::card_for`] and connect as
+//! PE drivers do. A thread that owns a set posts, polls and quiets it
+//! through `&mut`, with no lock and nothing shared with the PE's driver on
+//! the data path (the same code as the PE driver's: no allocation, no
+//! syscall). Sets count against a per-PE [`SetBudget`]; past it `open_set`
+//! refuses ([`VerbsError::NoSetLeft`]) and the caller keeps the PE's
+//! driver. Failures are per set: a set's break fails, settles (receipts),
+//! replays and rebuilds that set only; a port failure breaks every set's
+//! QPs, and each recovers on its own. The device's async events are read
+//! by the PE's driver, which leaves a set's (its QPs', the port's, the
+//! device's) in the set's mailbox in the budget ([`sets`]), so a set
+//! collects its receipts as the PE's driver does, provided the PE's
+//! driver progresses meanwhile (else it withholds them at the deadline,
+//! and the peer reports its in-doubt puts lost rather than replaying one
+//! that landed). Tests: `driver::test::sets` on the fake HCA (with
+//! `fake::Fabric::device_events` for the device's one event queue). The
+//! shim (`switchyard`) does not use sets yet: its contexts share the PE's
+//! driver.
 //!
 //! ## Receipts
 //!
@@ -235,13 +264,18 @@ pub mod probe;
 pub mod qp_plan;
 pub mod recv;
 pub mod seq;
+pub mod sets;
 pub mod signal;
 pub mod stage;
 mod sys;
+// The counting allocator of the no-allocation unit tests.
+#[cfg(test)]
+mod test_alloc;
 
 use std::io;
 
 pub use driver::{Backlog, Replay, VerbsDriver};
+pub use sets::SetBudget;
 /// The path-class encoding this driver speaks.
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;
 use switchyard_core::transport::{ErrorKind, LinkState, ProbeReport, TransportError};
@@ -593,6 +627,15 @@ pub enum VerbsError {
         /// What does not fit.
         what: &'static str,
     },
+    /// The PE's budget of QP sets is spent
+    /// ([`VerbsDriver::open_set`]): keep using the PE's driver.
+    #[error("no QP set toward PE {peer}: the PE's budget of {max} sets is spent")]
+    NoSetLeft {
+        /// The PE.
+        peer: u32,
+        /// The budget.
+        max: u32,
+    },
     /// The driver was closed.
     #[error("the verbs driver is closed")]
     Closed {
@@ -624,7 +667,9 @@ impl TransportError for VerbsError {
             VerbsError::PeerDown { .. } => ErrorKind::PeerDown,
             VerbsError::OutOfBounds { .. } => ErrorKind::OutOfBounds,
             VerbsError::Misaligned { .. } => ErrorKind::Misaligned,
-            VerbsError::NoAtomics { .. } | VerbsError::TooLong { .. } => ErrorKind::Unsupported,
+            VerbsError::NoAtomics { .. }
+            | VerbsError::TooLong { .. }
+            | VerbsError::NoSetLeft { .. } => ErrorKind::Unsupported,
         }
     }
 
@@ -642,6 +687,7 @@ impl TransportError for VerbsError {
             | VerbsError::Misaligned { peer, .. }
             | VerbsError::NoAtomics { peer }
             | VerbsError::TooLong { peer, .. }
+            | VerbsError::NoSetLeft { peer, .. }
             | VerbsError::StaleTicket { peer, .. }
             | VerbsError::BadReceipts { peer, .. }
             | VerbsError::ReplayLost { peer, .. } => Some(*peer),

@@ -24,7 +24,7 @@ impl VerbsDriver {
             lid: self.lid,
             gid: self.gid,
             atomics: self.p.atomics,
-            rkey: self.heap_mr.as_ref().map_or(0, sys::Mr::rkey),
+            rkey: self.heap_mr.as_deref().map_or(0, sys::Mr::rkey),
             heap_base: self.heap as u64,
             heap_len: self.heap_len,
             qps: [QpAddr::default(); MAX_QPS],

@@ -59,6 +59,8 @@ mod progress;
 mod recovery;
 mod transport;
 
+use std::sync::Arc;
+
 pub use load::Backlog;
 use load::Load;
 use open::OwnedWords;
@@ -68,7 +70,7 @@ use crate::{
     Event, Receipts, Result, VerbsError, VerbsStats,
     atomic_plan::{AtomicPlan, Wr},
     card::{LinkLayer, MAX_QPS, VerbsCard},
-    params::{Mtu, QpParams, VerbsConfig},
+    params::{DeviceLimits, Mtu, QpParams, VerbsConfig},
     qp_plan::QpState,
     recv::RecvSide,
     seq::SettleWindow,
@@ -96,6 +98,12 @@ fn pending_code(peer: u32, qi: usize) -> u32 {
     peer << 4 | qi as u32
 }
 const _: () = assert!(MAX_QPS <= 16);
+
+/// The bit a QP set's QPs carry in their `qp_context` (above every
+/// `peer << 8 | qi` tag: peers are below 2^20); a set's tag is
+/// `SET_TAG | slot << 8 | qi`, its mailbox slot in the
+/// [`SetBudget`](crate::SetBudget).
+const SET_TAG: usize = 1 << 30;
 
 /// An operation offered for replay over the fallback transport after the
 /// verbs link failed ([`VerbsDriver::drain_replays`]).
@@ -367,7 +375,33 @@ pub struct VerbsDriver {
     port_mtu: Mtu,
     heap: *mut u8,
     heap_len: u64,
-    owned_heap: Option<OwnedWords>,
+    /// The heap when the driver allocated it (shared with the QP sets
+    /// opened from it: freed after the last one's heap MR).
+    owned_heap: Option<Arc<OwnedWords>>,
+    /// `Some(peer)`: this driver is a QP set ([`VerbsDriver::open_set`])
+    /// toward that one peer; `None`: the PE's driver.
+    set_peer: Option<u32>,
+    /// Bits or-ed into every QP's `qp_context` ([`SET_TAG`] for a set), so
+    /// the PE's driver, which reads the device's async events, ignores a
+    /// set's.
+    tag_bits: usize,
+    /// Whether this driver reads the device's async events (the PE's
+    /// driver does; a set on a device does not: the PE's does).
+    reads_async: bool,
+    /// A set: the budget it counts against and its mailbox slot there,
+    /// given back at close.
+    lease: Option<(crate::sets::SetBudget, u32)>,
+    /// The PE's driver: the budget of the sets opened from it (the first
+    /// `open_set`'s), whose mailboxes get the device's events of their QPs.
+    sets: std::sync::OnceLock<crate::sets::SetBudget>,
+    /// The device's limits (to size the QP sets opened from this driver).
+    limits: DeviceLimits,
+    /// Staging bytes per QP (a QP set's QPs get as much as the PE
+    /// driver's).
+    stage_per_qp: u64,
+    /// The fake HCA this driver lives on (to open sets on it).
+    #[cfg(any(test, feature = "fake-hca"))]
+    fabric: Option<crate::fake::Fabric>,
     scratch_ptr: *mut u8,
     get_off: usize,
     atomic_off: usize,
@@ -394,7 +428,9 @@ pub struct VerbsDriver {
     closed: bool,
     // Verbs objects, released in this order by `release`.
     scratch_mr: Option<sys::Mr>,
-    heap_mr: Option<sys::Mr>,
+    /// The heap's registration: the PE's driver registers it; its QP sets
+    /// share it (one rkey for every set).
+    heap_mr: Option<Arc<sys::Mr>>,
     /// The shared receive queue of every data QP, its receive CQ and the
     /// receipts seen (index `peer * data_qps + qp - 1`); a clone may be
     /// polled by another thread ([`VerbsDriver::recv_side`]).
@@ -404,14 +440,19 @@ pub struct VerbsDriver {
     /// The `now` of the last `progress` (the driver has no clock).
     now: Instant,
     cq: Option<sys::Cq>,
-    pd: Option<sys::Pd>,
-    ctx: Option<sys::Ctx>,
+    /// The protection domain and the device context, shared with the QP
+    /// sets (released with the last holder).
+    pd: Option<Arc<sys::Pd>>,
+    ctx: Option<Arc<sys::Ctx>>,
     scratch: Option<OwnedWords>,
 }
 
 // SAFETY: the driver owns its verbs objects, heap mapping (or borrows it
-// under `new`'s contract) and scratch exclusively; libibverbs objects may be
-// used from any thread, one at a time, which `&mut self` guarantees.
+// under `new`'s contract) and scratch exclusively, except what it shares
+// with its QP sets through an `Arc` (device context, protection domain,
+// heap registration, owned heap): those are only read (keys) or released
+// by the last holder, and libibverbs objects may be used from any thread;
+// the rest is used one thread at a time, which `&mut self` guarantees.
 unsafe impl Send for VerbsDriver {}
 
 /// `wr_id`: WR number (low 32 bits), QP index (4), incarnation (8), peer (20).

@@ -6,10 +6,13 @@
 //! array sized once, so that the data path never allocates); `close`
 //! releases them in the order libibverbs needs.
 
+use std::sync::Arc;
+
 use switchyard_core::transport::{Instant, LinkState};
 
 use super::{
-    BATCH, BLOCK, EMPTY, FREE_TICKET, FreeList, Load, MAX_PES, Peer, QpSlot, VerbsDriver, Wqe,
+    BATCH, BLOCK, EMPTY, FREE_TICKET, FreeList, Load, MAX_PES, Peer, QpSlot, SET_TAG, VerbsDriver,
+    Wqe,
 };
 use crate::{
     Result, VerbsError, VerbsStats,
@@ -19,6 +22,7 @@ use crate::{
     qp_plan::QpState,
     recv::RecvSide,
     seq::SettleWindow,
+    sets::SetBudget,
     signal::{CqCredits, SendQueue},
     stage::StageRing,
     sys::{self, POLL_BATCH, Sge, access},
@@ -37,7 +41,8 @@ impl VerbsDriver {
     /// # Safety
     ///
     /// `heap` must be valid for reads and writes of `heap_len` bytes, 8-byte
-    /// aligned, and stay mapped until the driver is closed or dropped; the
+    /// aligned, and stay mapped until the driver and every QP set opened
+    /// from it ([`VerbsDriver::open_set`]) are closed or dropped; the
     /// device reads and writes it asynchronously.
     ///
     /// # Errors
@@ -106,15 +111,15 @@ impl VerbsDriver {
             VerbsDriver::assemble(
                 cfg,
                 (me, n_pes, seed),
-                heap,
-                heap_len,
+                (heap, heap_len),
                 &limits,
                 addr,
                 &sys::Backend::Real(&ctx, &pd),
+                Shape::Pe,
             )
         }?;
-        drv.pd = Some(pd);
-        drv.ctx = Some(ctx);
+        drv.pd = Some(Arc::new(pd));
+        drv.ctx = Some(Arc::new(ctx));
         Ok(drv)
     }
 
@@ -165,17 +170,19 @@ impl VerbsDriver {
             mtu: Mtu::M4096,
         };
         // SAFETY: the caller's promise about the heap is passed on.
-        unsafe {
+        let mut drv = unsafe {
             VerbsDriver::assemble(
                 cfg,
                 (me, n_pes, seed),
-                heap,
-                heap_len,
+                (heap, heap_len),
                 &limits,
                 addr,
                 &sys::Backend::Fake(fabric),
+                Shape::Pe,
             )
-        }
+        }?;
+        drv.fabric = Some(fabric.clone());
+        Ok(drv)
     }
 
     /// [`VerbsDriver::new_fake`] with an owned heap of `heap_len` zeroed bytes.
@@ -196,8 +203,135 @@ impl VerbsDriver {
         // SAFETY: the heap is owned by the driver (dropped after its MR).
         let mut d =
             unsafe { VerbsDriver::new_fake(cfg, me, n_pes, seed, heap.ptr(), heap_len, fabric) }?;
-        d.owned_heap = Some(heap);
+        d.owned_heap = Some(Arc::new(heap));
         Ok(d)
+    }
+
+    /// Opens a *QP set* toward `peer` ([`crate::sets`]): a driver of its
+    /// own (control and data QPs toward `peer` only, its own CQ, shared
+    /// receive queue, staging, tickets, events and link state) on this
+    /// driver's device context, protection domain and heap registration
+    /// (its cards carry the same `rkey`). The peer opens the matching set
+    /// toward this PE with the same `seed` (its PSNs on rebuilds); the two
+    /// exchange [`VerbsDriver::card_for`] and connect as PE drivers do.
+    /// The set counts one unit of `budget` until it is closed or dropped.
+    /// Its memory: staging of the PE driver's size per QP (`data_qps + 1`
+    /// QPs), and its own get buffers and atomic results
+    /// (`get_slots × (get_slot_bytes + 8)`), registered as one scratch.
+    ///
+    /// Nothing of the set is shared with this driver on the data path: its
+    /// owner posts, polls and quiets it through `&mut`, without a lock;
+    /// failures, receipts, replays and rebuilds are the set's own. The
+    /// device's async events are read by this driver only (one event queue
+    /// per device): it leaves those of a set's QPs (fatal, last WQE
+    /// reached) and those of the port and the device in the set's mailbox
+    /// in `budget` ([`crate::sets`]), which the set reads at its own
+    /// async-event checks; while a set collects its receipts after a
+    /// failure, this driver reads the device's events at every progress
+    /// step. So this driver must progress for a set to collect its
+    /// receipts: otherwise the set gives up at the collection deadline and
+    /// withholds them ([`Event::ReceiptsWithheld`](crate::Event::ReceiptsWithheld)),
+    /// and the peer reports its puts in doubt lost rather than risk
+    /// applying one twice. Every set of a PE uses the same budget.
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::NoSetLeft`] when `budget` is spent;
+    /// [`VerbsError::Config`] for a budget other than the one of this
+    /// PE's first set;
+    /// [`VerbsError::InvalidPe`] for a PE this driver has no QPs toward;
+    /// [`VerbsError::Closed`] once closed; as [`VerbsDriver::new`] when a
+    /// resource cannot be created.
+    pub fn open_set(&self, peer: u32, seed: u64, budget: &SetBudget) -> Result<VerbsDriver> {
+        if self.closed {
+            return Err(VerbsError::Closed { peer: Some(peer) });
+        }
+        self.peer_ref(peer)?;
+        let heap_mr = self
+            .heap_mr
+            .clone()
+            .ok_or(VerbsError::Closed { peer: Some(peer) })?;
+        // One budget per PE: the PE's driver forwards the device's events
+        // of a set's QPs to its mailbox there.
+        let mine = match &self.lease {
+            Some((b, _)) => b,
+            None => self.sets.get_or_init(|| budget.clone()),
+        };
+        if !mine.same(budget) {
+            return Err(VerbsError::Config(crate::params::ParamError {
+                field: "set budget",
+                value: "another SetBudget".into(),
+                expected: "the SetBudget of this PE's first open_set".into(),
+            }));
+        }
+        let Some(slot) = budget.take() else {
+            return Err(VerbsError::NoSetLeft {
+                peer,
+                max: budget.max(),
+            });
+        };
+        let addr = PortAddr {
+            port: self.port,
+            link_layer: self.link_layer,
+            lid: self.lid,
+            gid: self.gid,
+            gid_index: self.gid_index,
+            mtu: self.port_mtu,
+        };
+        let backend = match (&self.ctx, &self.pd) {
+            (Some(c), Some(p)) => Some(sys::Backend::Real(c, p)),
+            #[cfg(any(test, feature = "fake-hca"))]
+            _ => self.fabric.as_ref().map(sys::Backend::Fake),
+            #[cfg(not(any(test, feature = "fake-hca")))]
+            _ => None,
+        };
+        let Some(backend) = backend else {
+            budget.give_back(slot);
+            return Err(VerbsError::Closed { peer: Some(peer) });
+        };
+        // SAFETY: the heap is this driver's, registered by it (`heap_mr`,
+        // kept alive by the set's clone); an owned heap is kept alive by
+        // the set's clone of it, a caller's by `new`'s contract (mapped
+        // until every set opened from the driver is closed or dropped).
+        let made = unsafe {
+            VerbsDriver::assemble(
+                self.cfg.clone(),
+                (self.me, self.n_pes, seed),
+                (self.heap, self.heap_len),
+                &self.limits,
+                addr,
+                &backend,
+                Shape::Set {
+                    peer,
+                    heap_mr,
+                    stage_per_qp: self.stage_per_qp,
+                    slot,
+                },
+            )
+        };
+        match made {
+            Ok(mut d) => {
+                d.owned_heap = self.owned_heap.clone();
+                d.pd = self.pd.clone();
+                d.ctx = self.ctx.clone();
+                #[cfg(any(test, feature = "fake-hca"))]
+                {
+                    d.fabric = self.fabric.clone();
+                }
+                d.lease = Some((budget.clone(), slot));
+                Ok(d)
+            }
+            Err(e) => {
+                budget.give_back(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// The peer of a QP set ([`VerbsDriver::open_set`]); `None` for a PE's
+    /// driver.
+    pub fn set_peer(&self) -> Option<u32> {
+        self.set_peer
     }
 
     /// Registers the heap and the scratch, creates the CQ and the QPs.
@@ -208,14 +342,31 @@ impl VerbsDriver {
     unsafe fn assemble(
         cfg: VerbsConfig,
         (me, n_pes, seed): (u32, u32, u64),
-        heap: *mut u8,
-        heap_len: u64,
+        (heap, heap_len): (*mut u8, u64),
         limits: &DeviceLimits,
         addr: PortAddr,
         backend: &sys::Backend<'_>,
+        shape: Shape,
     ) -> Result<VerbsDriver> {
         let p = derive(&cfg, limits)?;
-        let n_peers = u64::from(n_pes - 1);
+        let (only, tag_bits, set_stage) = match &shape {
+            Shape::Pe => (None, 0, None),
+            Shape::Set {
+                peer,
+                stage_per_qp,
+                slot,
+                ..
+            } => (
+                Some(*peer),
+                SET_TAG | (*slot as usize) << 8,
+                Some(*stage_per_qp),
+            ),
+        };
+        let n_peers = if only.is_some() {
+            1
+        } else {
+            u64::from(n_pes - 1)
+        };
         let qps_per_peer = 1 + u64::from(p.data_qps);
         if n_peers * qps_per_peer > u64::from(limits.max_qp) {
             return Err(VerbsError::Config(crate::params::ParamError {
@@ -227,21 +378,28 @@ impl VerbsDriver {
                 ),
             }));
         }
-        // SAFETY: the caller keeps the heap mapped for the driver's life.
-        let heap_mr = unsafe {
-            backend.register(
-                heap,
-                usize::try_from(heap_len).unwrap_or(usize::MAX),
-                access::LOCAL_WRITE
-                    | access::REMOTE_WRITE
-                    | access::REMOTE_READ
-                    | access::REMOTE_ATOMIC,
-            )
-        }
-        .map_err(res("ibv_reg_mr (heap)"))?;
+        let heap_mr = match shape {
+            // A set uses the PE's registration (one rkey for every set).
+            Shape::Set { heap_mr, .. } => heap_mr,
+            // SAFETY: the caller keeps the heap mapped for the driver's life.
+            Shape::Pe => Arc::new(
+                unsafe {
+                    backend.register(
+                        heap,
+                        usize::try_from(heap_len).unwrap_or(usize::MAX),
+                        access::LOCAL_WRITE
+                            | access::REMOTE_WRITE
+                            | access::REMOTE_READ
+                            | access::REMOTE_ATOMIC,
+                    )
+                }
+                .map_err(res("ibv_reg_mr (heap)"))?,
+            ),
+        };
         // Scratch: per-QP staging rings, get buffers, atomic result words.
         let total_qps = (n_peers * qps_per_peer).max(1);
-        let stage_per_qp = (u64::from(cfg.staging_bytes) / total_qps).max(MIN_STAGE) & !63;
+        let stage_per_qp =
+            set_stage.unwrap_or((u64::from(cfg.staging_bytes) / total_qps).max(MIN_STAGE) & !63);
         let stage_total = stage_per_qp * total_qps;
         let get_bytes = u64::from(cfg.get_slots) * u64::from(cfg.get_slot_bytes);
         let atomic_bytes = u64::from(cfg.get_slots) * 8;
@@ -254,19 +412,26 @@ impl VerbsDriver {
         let cq_entries =
             (u64::from(p.cq_depth) + flush_headroom).min(u64::from(limits.max_cqe)) as u32;
         let cq = backend.cq(cq_entries).map_err(res("ibv_create_cq"))?;
+        #[cfg(any(test, feature = "fake-hca"))]
+        cq.fake_set_device(me);
         // Receipts: one SRQ for every peer's data QPs, fully posted.
         let srq = backend.srq(p.srq_depth).map_err(res("ibv_create_srq"))?;
         let mut qpns = Vec::with_capacity((n_peers * u64::from(p.data_qps)) as usize);
         let mut peers = Vec::with_capacity(n_pes as usize);
         let mut stage_off = 0usize;
         for pe in 0..n_pes {
-            if pe == me {
+            if pe == me || only.is_some_and(|o| o != pe) {
                 peers.push(None);
                 continue;
             }
             let mut qps = Vec::with_capacity(qps_per_peer as usize);
             for qi in 0..qps_per_peer as u8 {
-                let tag = (pe as usize) << 8 | usize::from(qi);
+                // A set's: its mailbox slot; the PE driver's: the peer.
+                let tag = if only.is_some() {
+                    tag_bits | usize::from(qi)
+                } else {
+                    (pe as usize) << 8 | usize::from(qi)
+                };
                 let qp = backend
                     .qp(&cq, (qi > 0).then_some(&srq), p.sq_depth, p.max_inline, tag)
                     .map_err(res("ibv_create_qp"))?;
@@ -343,6 +508,15 @@ impl VerbsDriver {
             heap,
             heap_len,
             owned_heap: None,
+            set_peer: only,
+            tag_bits: tag_bits & SET_TAG,
+            reads_async: only.is_none(),
+            lease: None,
+            sets: std::sync::OnceLock::new(),
+            #[cfg(any(test, feature = "fake-hca"))]
+            fabric: None,
+            limits: *limits,
+            stage_per_qp,
             scratch_ptr,
             get_off: stage_total as usize,
             atomic_off: (stage_total + get_bytes) as usize,
@@ -407,11 +581,17 @@ impl VerbsDriver {
         // SAFETY: the heap is owned by the driver (dropped in `release`,
         // after its MR), 8-aligned and at least `heap_len` bytes long.
         let mut d = unsafe { VerbsDriver::new(cfg, me, n_pes, seed, heap.ptr(), heap_len) }?;
-        d.owned_heap = Some(heap);
+        d.owned_heap = Some(Arc::new(heap));
         Ok(d)
     }
 
     fn release(&mut self) {
+        if let Some((b, slot)) = self.lease.take() {
+            for _ in 0..self.collecting {
+                b.collecting(false);
+            }
+            b.give_back(slot);
+        }
         // QPs before the CQ, MRs and QPs before the PD, all before the context.
         for p in self.peers.iter_mut().flatten() {
             p.qps = Box::new([]);
@@ -451,12 +631,35 @@ impl VerbsDriver {
     }
 }
 
+/// What [`VerbsDriver::assemble`] builds.
+enum Shape {
+    /// The PE's driver: the heap registered, QPs toward every other PE.
+    Pe,
+    /// A QP set toward `peer`, on the PE's heap registration.
+    Set {
+        peer: u32,
+        heap_mr: Arc<sys::Mr>,
+        /// The PE driver's staging per QP (a set's QPs get as much, not
+        /// the whole `staging_bytes`).
+        stage_per_qp: u64,
+        /// Its key in the budget (slot and generation, in its QPs' tags).
+        slot: u32,
+    },
+}
+
 /// Zeroed 8-aligned memory owned through a raw pointer (the device writes
 /// it behind Rust's back, so no reference to it is ever held), freed on
 /// drop.
 pub(super) struct OwnedWords {
     ptr: *mut [u64],
 }
+
+// SAFETY: the memory is owned through a raw pointer and never read or
+// written through this type (only its address is handed out); freed once,
+// by the last holder.
+unsafe impl Send for OwnedWords {}
+// SAFETY: as above: `&OwnedWords` gives only the address.
+unsafe impl Sync for OwnedWords {}
 
 impl OwnedWords {
     fn zeroed(bytes: u64) -> OwnedWords {

@@ -378,7 +378,7 @@ impl VerbsDriver {
         }
         let fence = self.fence_check(peer, self.data_qp(offset))?;
         let pieces = self.dry_run(peer, offset, len, src.is_some())?;
-        let heap_lkey = self.heap_mr.as_ref().map_or(0, sys::Mr::lkey);
+        let heap_lkey = self.heap_mr.as_deref().map_or(0, sys::Mr::lkey);
         let scratch_lkey = self.scratch_mr.as_ref().map_or(0, sys::Mr::lkey);
         let (mut at, mut done) = (offset, 0u64);
         for piece in 0..pieces {
@@ -605,7 +605,7 @@ impl VerbsDriver {
         let len = u64::from(len);
         let fence = self.fence_check(peer, self.data_qp(offset))?;
         let pieces = self.dry_run(peer, offset, len, false)?;
-        let lkey = self.heap_mr.as_ref().map_or(0, sys::Mr::lkey);
+        let lkey = self.heap_mr.as_deref().map_or(0, sys::Mr::lkey);
         let (mut at, mut done) = (offset, 0u64);
         for piece in 0..pieces {
             let n = (BLOCK - at % BLOCK).min(offset + len - at);

@@ -10,11 +10,11 @@ use std::ptr;
 use switchyard_core::transport::{Instant, PollResult};
 
 use super::{
-    ASYNC_EVERY, EMPTY, ReplayRec, TState, VerbsDriver, What, Wqe, fail_ticket, release_ticket,
-    split_wr_id,
+    ASYNC_EVERY, EMPTY, ReplayRec, SET_TAG, TState, VerbsDriver, What, Wqe, fail_ticket,
+    release_ticket, split_wr_id,
 };
 use crate::{
-    Event,
+    Event, SetBudget,
     atomic_plan::{Next, Wr},
     seq::Settle,
     sys,
@@ -238,34 +238,130 @@ impl VerbsDriver {
 
     /// The next async event: the device's, or the fake HCA's.
     fn next_async(&self) -> Option<sys::AsyncEvent> {
-        if let Some(e) = self.ctx.as_ref().and_then(sys::Ctx::next_async_event) {
-            return Some(e);
+        if self.reads_async {
+            if let Some(e) = self.ctx.as_ref().and_then(|c| c.next_async_event()) {
+                return Some(e);
+            }
+            if let Some(e) = self.cq.as_ref().and_then(sys::Cq::fake_device_event) {
+                return Some(e);
+            }
         }
         self.cq.as_ref().and_then(sys::Cq::fake_event)
     }
 
+    /// The (peer, QP index) of a QP event's tag, when the QP is this
+    /// driver's; a QP set's event read by the PE's driver is left in the
+    /// set's mailbox ([`crate::sets`]) instead, any other ignored.
+    fn event_qp(&mut self, tag: usize, kind: u32) -> Option<(u32, usize)> {
+        use sys::event::*;
+        let qi = tag & 0xFF;
+        if tag & SET_TAG != 0 && self.set_peer.is_none() {
+            let bits = match kind {
+                _ if qi >= 16 => 0,
+                LAST_WQE_REACHED => crate::sets::MAIL_LAST_WQE << qi,
+                QP_FATAL | QP_REQ_ERR | QP_ACCESS_ERR | PATH_MIG_ERR => {
+                    crate::sets::MAIL_QP_FATAL << qi
+                }
+                _ => 0,
+            };
+            match self.sets.get() {
+                Some(b) if bits != 0 => b.post(((tag & !SET_TAG) >> 8) as u32, bits),
+                _ => self.stats.stale_async_events += 1,
+            }
+            return None;
+        }
+        if tag & SET_TAG != self.tag_bits {
+            // A PE driver's QP read by a set (never on a device, where
+            // sets read no events): not this driver's.
+            self.stats.stale_async_events += 1;
+            return None;
+        }
+        match self.set_peer {
+            Some(peer) => Some((peer, qi)),
+            None => Some(((tag >> 8) as u32, qi)),
+        }
+    }
+
+    /// A data QP's last WQE reached (ignored unless awaited).
+    fn last_wqe(&mut self, peer: u32, qi: usize) {
+        if let Some(Some(pe)) = self.peers.get_mut(peer as usize)
+            && let Some(q) = pe.qps.get_mut(qi)
+        {
+            if q.wqe == Wqe::Awaiting {
+                q.wqe = Wqe::Reached;
+            } else {
+                self.stats.stale_async_events += 1;
+            }
+        }
+    }
+
+    /// A set: what the PE's driver left in its mailbox (the device's events
+    /// of its QPs, the port's and the device's).
+    fn set_mail(&mut self) -> bool {
+        use crate::sets::*;
+        let (Some(peer), Some((b, slot))) = (self.set_peer, &self.lease) else {
+            return false;
+        };
+        let mail = b.take_mail(*slot);
+        if mail == 0 {
+            return false;
+        }
+        self.stats.async_events += u64::from(mail.count_ones());
+        for qi in 0..self.peer_ref(peer).map_or(0, |p| p.qps.len()).min(16) {
+            if mail & MAIL_QP_FATAL << qi != 0 {
+                self.fail_peer(peer);
+            }
+            if mail & MAIL_LAST_WQE << qi != 0 {
+                self.last_wqe(peer, qi);
+            }
+        }
+        if mail & MAIL_PORT_DOWN != 0 {
+            self.fail_peer(peer);
+            self.push_event(Event::PortDown { port: self.port });
+        }
+        if mail & MAIL_PORT_ACTIVE != 0 {
+            self.push_event(Event::PortActive { port: self.port });
+        }
+        if mail & MAIL_DEVICE_FATAL != 0 {
+            self.device_failed();
+        }
+        true
+    }
+
     pub(super) fn async_events(&mut self) -> bool {
-        let mut any = false;
+        let mut any = self.set_mail();
         while let Some(ev) = self.next_async() {
             any = true;
             self.stats.async_events += 1;
             use sys::event::*;
+            let qp = match ev.qp_context {
+                Some(tag) => match self.event_qp(tag, ev.kind) {
+                    Some(qp) => Some(qp),
+                    None => continue,
+                },
+                None => None,
+            };
+            // Port and device events reach the sets too (their mailboxes).
+            let to_sets = match ev.kind {
+                PORT_ERR => crate::sets::MAIL_PORT_DOWN,
+                PORT_ACTIVE => crate::sets::MAIL_PORT_ACTIVE,
+                DEVICE_FATAL => crate::sets::MAIL_DEVICE_FATAL,
+                _ => 0,
+            };
+            if to_sets != 0
+                && let Some(b) = self.sets.get()
+            {
+                b.post_all(to_sets);
+            }
             match ev.kind {
                 QP_FATAL | QP_REQ_ERR | QP_ACCESS_ERR | PATH_MIG_ERR => {
-                    if let Some(tag) = ev.qp_context {
-                        self.fail_peer((tag >> 8) as u32);
+                    if let Some((peer, _)) = qp {
+                        self.fail_peer(peer);
                     }
                 }
                 LAST_WQE_REACHED => {
-                    if let Some(tag) = ev.qp_context
-                        && let Some(Some(pe)) = self.peers.get_mut(tag >> 8)
-                        && let Some(q) = pe.qps.get_mut(tag & 0xFF)
-                    {
-                        if q.wqe == Wqe::Awaiting {
-                            q.wqe = Wqe::Reached;
-                        } else {
-                            self.stats.stale_async_events += 1;
-                        }
+                    if let Some((peer, qi)) = qp {
+                        self.last_wqe(peer, qi);
                     }
                 }
                 PORT_ERR => {
@@ -314,7 +410,11 @@ impl VerbsDriver {
         // The async fd is a read(2): every ASYNC_EVERY steps, not per spin.
         // Fatal QP events come with error completions anyway when work is
         // outstanding; this catches idle links (port down, device fatal).
-        if self.steps.is_multiple_of(ASYNC_EVERY) {
+        // While a QP set of this PE collects its receipts, the PE's driver
+        // reads every step (it forwards the set's last-WQE events).
+        if self.steps.is_multiple_of(ASYNC_EVERY)
+            || self.sets.get().is_some_and(SetBudget::any_collecting)
+        {
             busy |= self.async_events();
         }
         if busy {

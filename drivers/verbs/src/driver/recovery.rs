@@ -130,6 +130,9 @@ impl VerbsDriver {
         if !pe.collect && refused.is_none() {
             pe.collect = true;
             self.collecting += 1;
+            if let Some((b, _)) = &self.lease {
+                b.collecting(true);
+            }
         }
         self.credits.give(give);
         // Atomics whose next compare-swap was waiting for room never
@@ -230,6 +233,9 @@ impl VerbsDriver {
                 pe.collect_until = None;
                 let generation = pe.generation + 1;
                 self.collecting -= 1;
+                if let Some((b, _)) = &self.lease {
+                    b.collecting(false);
+                }
                 self.stats.receipts_withheld += 1;
                 self.push_event(Event::ReceiptsWithheld {
                     peer,
@@ -254,6 +260,9 @@ impl VerbsDriver {
             pe.collect_until = None;
             pe.receipts = Some((generation, applied));
             self.collecting -= 1;
+            if let Some((b, _)) = &self.lease {
+                b.collecting(false);
+            }
             self.push_event(Event::Receipts {
                 peer,
                 generation,

@@ -111,6 +111,25 @@ impl Cq {
         }
     }
 
+    /// Fake HCA only: while its events are the device's
+    /// ([`crate::fake::Fabric::device_events`]), the next event of any CQ
+    /// of this CQ's device; `None` on a real CQ.
+    pub fn fake_device_event(&self) -> Option<AsyncEvent> {
+        match &self.inner {
+            CqInner::Real { .. } => None,
+            #[cfg(any(test, feature = "fake-hca"))]
+            CqInner::Fake { fabric, id } => fabric.take_device_event(*id),
+        }
+    }
+
+    /// Fake HCA only: this CQ belongs to device `device` (the PE).
+    #[cfg(any(test, feature = "fake-hca"))]
+    pub fn fake_set_device(&self, device: u32) {
+        if let CqInner::Fake { fabric, id } = &self.inner {
+            fabric.set_cq_device(*id, device);
+        }
+    }
+
     /// Queues async event `kind` for this fake CQ's owner (tests); no-op
     /// on a real CQ.
     #[cfg(any(test, feature = "fake-hca"))]

@@ -55,6 +55,10 @@ pub struct Ctx {
 // SAFETY: libibverbs contexts are thread-safe (rdma-core documents every verb
 // as thread-safe); the wrapper owns the context exclusively.
 unsafe impl Send for Ctx {}
+// SAFETY: shared (a driver and its QP sets, `Arc`) only to create objects
+// on it and to be released by the last holder; every verb is thread-safe,
+// and the async event queue is read by one driver only.
+unsafe impl Sync for Ctx {}
 
 impl Ctx {
     /// Opens the device named `name`, or the first device when `None`;
@@ -272,6 +276,9 @@ pub struct Pd {
 
 // SAFETY: as for `Ctx`.
 unsafe impl Send for Pd {}
+// SAFETY: shared only to create objects in it (thread-safe verbs) and to
+// be released by the last holder.
+unsafe impl Sync for Pd {}
 
 impl Pd {
     /// `ibv_alloc_pd`.
@@ -307,6 +314,9 @@ enum MrInner {
 
 // SAFETY: as for `Ctx`.
 unsafe impl Send for Mr {}
+// SAFETY: shared only to read its keys (plain values fixed at
+// registration) and to be deregistered by the last holder.
+unsafe impl Sync for Mr {}
 
 impl Mr {
     /// Registers `len` bytes at `addr` with `access` (`IBV_ACCESS_*` bits).

@@ -9,6 +9,7 @@ mod data_path;
 mod failover;
 mod load;
 mod receipts;
+mod sets;
 
 use switchyard_core::{
     route::ContextId,

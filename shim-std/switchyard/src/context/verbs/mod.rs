@@ -16,9 +16,11 @@
 //!   them out at its first verbs use in a call (taking the TCP driver first:
 //!   the lock order is TCP, then verbs) and puts them back when it gives the
 //!   TCP driver back. One QP set per PE: a context's `quiet` waits for the
-//!   other contexts' verbs operations too (per-context QP sets are future
-//!   work, docs/ARCHITECTURE.md), and a lost operation is reported once to
-//!   each context with verbs operations in flight to its PE (`LossBook`).
+//!   other contexts' verbs operations too, and a lost operation is reported
+//!   once to each context with verbs operations in flight to its PE
+//!   (`LossBook`). The driver can open QP sets of their own toward one
+//!   peer each (`VerbsDriver::open_set`), but contexts do not use them
+//!   yet (what is missing: docs/ARCHITECTURE.md, "Per-context QP sets").
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
 //!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
@@ -157,6 +159,12 @@
 //!
 //! # What is not wired
 //!
+//! * **Per-context QP sets.** The driver opens QP sets of their own toward
+//!   one peer each (`VerbsDriver::open_set`, within a per-PE `SetBudget`),
+//!   but contexts do not use them yet: every context shares the PE's
+//!   driver behind the entry lock. Missing: the control records that
+//!   exchange a set's QPNs, the target's side, routing, ordering and
+//!   failover per set (docs/ARCHITECTURE.md, "Per-context QP sets").
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
