@@ -112,7 +112,7 @@ impl Cq {
     }
 
     /// Fake HCA only: while its events are the device's
-    /// ([`crate::fake::Fabric::device_events`]), the next event of any CQ
+    /// (`fake::Fabric::device_events`), the next event of any CQ
     /// of this CQ's device; `None` on a real CQ.
     pub fn fake_device_event(&self) -> Option<AsyncEvent> {
         match &self.inner {
