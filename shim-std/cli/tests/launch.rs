@@ -460,21 +460,24 @@ fn a_missing_program_exits_127() {
 #[test]
 fn refused_connections_are_in_the_launchers_summary() {
     // A frame: length (kind + payload), kind, payload. The hello: magic,
-    // version 3, no flags, rank 1, size 2, a nonce and a proof of zeros,
-    // no card.
-    let script = r#"
+    // this build's protocol version, no flags, rank 1, size 2, a nonce and
+    // a proof of zeros, no card.
+    let script = format!(
+        r#"
         [ "$SWITCHYARD_RANK" = 0 ] || exit 0
-        host=${SWITCHYARD_ROOT%:*}; port=${SWITCHYARD_ROOT##*:}
+        host=${{SWITCHYARD_ROOT%:*}}; port=${{SWITCHYARD_ROOT##*:}}
         exec 3<>"/dev/tcp/$host/$port"
         printf '\x05\x00\x00\x00\x63ABCD' >&3
         cat <&3 >/dev/null
         exec 3<>"/dev/tcp/$host/$port"
-        printf '\x41\x00\x00\x00\x01SYBS\x03\x00\x01\x00\x00\x00\x02\x00\x00\x00' >&3
+        printf '\x41\x00\x00\x00\x01SYBS\x{:02x}\x00\x01\x00\x00\x00\x02\x00\x00\x00' >&3
         head -c 50 /dev/zero >&3
         cat <&3 >/dev/null
         echo sent
-    "#;
-    let ran = run(&["-n", "2", "--timeout", "30", "--", "bash", "-c", script]);
+    "#,
+        switchyard_bootstrap::PROTOCOL_VERSION
+    );
+    let ran = run(&["-n", "2", "--timeout", "30", "--", "bash", "-c", &script]);
     ran.assert_code(0);
     assert!(ran.stdout.contains("[0] sent"), "{}", ran.stdout);
     assert!(
