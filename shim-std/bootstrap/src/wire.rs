@@ -1,7 +1,9 @@
 //! The handshake's decoders as the root and a PE run them on a peer's
 //! bytes, for fuzzing (the `fuzz` feature; `fuzz/fuzz_targets/
-//! bootstrap_hello.rs`), and the lazy cards' frames (localities, card
-//! request, answer and refusal; `fuzz/fuzz_targets/bootstrap_cards.rs`). Bytes in, verdicts out: the hello's fields stay
+//! bootstrap_hello.rs`), the lazy cards' frames (localities, card
+//! request, answer and refusal; `fuzz/fuzz_targets/bootstrap_cards.rs`),
+//! and what a PE under PMIx reads (the joined frame, stored localities and
+//! cards; `fuzz/fuzz_targets/bootstrap_store.rs`). Bytes in, verdicts out: the hello's fields stay
 //! private, and the only key material is what the caller's own
 //! [`JobSecret`] derives, as in a PE.
 
@@ -10,7 +12,8 @@ use crate::{
     card::Card,
     error::BootstrapError,
     frame::{self, Handshake, Hello},
-    lazy::{self, CardRefusal, Localities},
+    lazy::{self, CardRefusal, Localities, Locality},
+    store,
 };
 
 /// Bytes before a frame's payload: its length (4) and kind (1).
@@ -171,6 +174,64 @@ pub fn decode_card_refusal(payload: &[u8]) -> Result<CardRefusal, String> {
 /// A card refusal payload.
 pub fn encode_card_refusal(r: CardRefusal) -> Vec<u8> {
     r.encode()
+}
+
+/// Decodes a joined frame's payload, as a PE under PMIx does: the job's
+/// size and class encoding version.
+///
+/// # Errors
+///
+/// Why the bytes are not a joined payload.
+pub fn decode_joined(payload: &[u8]) -> Result<(u32, u8), String> {
+    frame::decode_joined(payload).map_err(|e| e.to_string())
+}
+
+/// A joined frame's payload.
+pub fn encode_joined(size: u32, class_encoding_version: u8) -> Vec<u8> {
+    frame::joined_payload(size, class_encoding_version).to_vec()
+}
+
+/// Decodes a locality stored in PMIx (`switchyard.locality`) as a PE
+/// reads another rank's: the locality and whether that rank takes the
+/// cards lazily.
+///
+/// # Errors
+///
+/// Why the bytes are not a stored locality.
+pub fn decode_stored_locality(bytes: &[u8]) -> Result<(Locality, bool), String> {
+    store::decode_locality(bytes, "the fuzzer", 0)
+        .map(|s| (s.locality, s.lazy))
+        .map_err(|e| e.to_string())
+}
+
+/// A stored locality's bytes.
+pub fn encode_stored_locality(locality: Locality, lazy: bool) -> Vec<u8> {
+    store::encode_locality(store::StoredLocality { locality, lazy }).to_vec()
+}
+
+/// Checks a card stored in PMIx (`switchyard.card`) as a PE does when it
+/// fetches rank `rank`'s, whose stored locality is `locality` (if known),
+/// in a job of class encoding version `class` and id `job_id`: the card,
+/// its job id put back.
+///
+/// # Errors
+///
+/// Why the bytes are not that rank's card.
+pub fn check_stored_card(
+    bytes: &[u8],
+    rank: u32,
+    class: u8,
+    locality: Option<Locality>,
+    job_id: u64,
+) -> Result<Card, String> {
+    let want = store::Expected {
+        rank,
+        me: 0,
+        class,
+        locality,
+        job_id,
+    };
+    store::check_stored(bytes, "the fuzzer", &want).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
