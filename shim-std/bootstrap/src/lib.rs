@@ -247,7 +247,8 @@
 //! | `frame` | the frames above as bytes: encoding and decoding, no I/O |
 //! | `stream` | frames on a TCP stream: reads with deadlines and length caps, writes with timeouts |
 //! | `root` | [`RootServer`]: accepts, gathers, serves barriers and goodbyes; `root::conn`: its connections' buffers and the `poll(2)` wait |
-//! | `client` | [`Bootstrap`] (a PE's connection), [`Meeting`] (where to meet), [`rendezvous`] and [`rendezvous_at`] (join, hosting the root on rank 0 when asked) |
+//! | `client` | [`Bootstrap`] (a PE's connection: join, card fetches, barriers, goodbye) |
+//! | `meet` | [`Meeting`] (where to meet), [`rendezvous`], [`rendezvous_at`] and [`rendezvous_at_lazy`] (join, hosting the root on rank 0 when asked) |
 //! | `pmix` | (the `pmix` feature) the PMIx session and the meeting through its store; `pmix::cards`, the cards and localities through its store; `pmix::sys`, its calls over bindgen's bindings of `pmix.h` |
 //! | `error` | [`BootstrapError`] |
 //!
@@ -294,6 +295,7 @@ mod env;
 mod error;
 mod frame;
 mod lazy;
+mod meet;
 #[cfg(feature = "pmix")]
 mod pmix;
 mod root;
@@ -308,16 +310,14 @@ pub use crate::{
         PURPOSE_TCP, SecretOrigin,
     },
     card::{CARD_FORMAT_VERSION, Card, CardError, MAX_TCP_RAILS, SWITCH_UNKNOWN},
-    client::{
-        Bootstrap, LazyRendezvous, Meeting, Rendezvous, rendezvous, rendezvous_at,
-        rendezvous_at_lazy,
-    },
+    client::Bootstrap,
     env::{
         EnvSource, JobIdSource, RankInfo, RootHost, node_id_from, node_id_here, pmix_abort, vars,
     },
     error::BootstrapError,
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
     lazy::{CardRefusal, Cards, Localities, Locality, MAX_CARDS_PER_REQUEST, MAX_SERVES_PER_CARD},
+    meet::{LazyRendezvous, Meeting, Rendezvous, rendezvous, rendezvous_at, rendezvous_at_lazy},
     root::{MAX_PES, Refusal, RootServer, RootStats},
     store::CardSource,
 };

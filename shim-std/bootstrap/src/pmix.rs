@@ -42,9 +42,9 @@ pub(crate) use self::{
 };
 use crate::{
     auth::{JobSecret, SecretOrigin},
-    client::Meeting,
     env::{PmixIdentity, RankInfo},
     error::BootstrapError,
+    meet::Meeting,
     root::RootServer,
 };
 

@@ -23,10 +23,11 @@ use std::time::Duration;
 use super::{Handle, KEY_CARD, KEY_LOCALITY, failed, key_name, keys, sys, timeout_s};
 use crate::{
     card::Card,
-    client::{Bootstrap, Joined, LazyRendezvous, Meeting, Rendezvous, host_and_join},
+    client::Bootstrap,
     env::RankInfo,
     error::BootstrapError,
     lazy::{CardRefusal, Cards, Localities, Locality},
+    meet::{Joined, LazyRendezvous, Meeting, Rendezvous, host_and_join},
     store::{
         Expected, StoredLocality, check_stored, encode_locality, localities_from, locality_only,
     },
