@@ -1,6 +1,8 @@
 //! The TCP driver under failure, over loopback (127.0.0.1 and 127.0.0.2 give
 //! two rails). Every wait has a deadline; nothing asserts a duration.
 
+mod common;
+
 use std::{
     io::{Read, Write},
     net::TcpStream,
@@ -12,6 +14,7 @@ use std::{
     time::Duration,
 };
 
+use common::heap_u64;
 use switchyard_core::{
     route::{ContextId, LoadWatermark},
     transport::{AtomicOp, AtomicWidth, ErrorKind, Instant, LinkState, Transport, TransportError},
@@ -172,15 +175,6 @@ fn up_rail(d: &mut SocketDriver, limit: Duration) -> usize {
         assert!(std::time::Instant::now() < end, "no rail came up");
         d.progress(now());
     }
-}
-
-fn heap_u64(d: &SocketDriver, off: u64) -> u64 {
-    let (p, len) = d.local_heap();
-    assert!(off + 8 <= len);
-    let mut b = [0u8; 8];
-    // SAFETY: in bounds of the driver's own heap; its thread has stopped.
-    unsafe { core::ptr::copy_nonoverlapping(p.add(off as usize), b.as_mut_ptr(), 8) };
-    u64::from_le_bytes(b)
 }
 
 /// Puts `i + 1` into word `i` of PE 1's heap for `i` in `0..n`, with no

@@ -2,8 +2,11 @@
 //! loopback: three drivers progressed in turn on one thread, no peer
 //! declared up front. Every wait has a deadline; nothing asserts a duration.
 
+mod common;
+
 use std::{sync::OnceLock, time::Duration};
 
+use common::heap_u64;
 use switchyard_core::{
     route::ContextId,
     transport::{Instant, LinkState, Transport},
@@ -52,15 +55,6 @@ fn until(ds: &mut [SocketDriver], what: &str, mut done: impl FnMut(&mut [SocketD
         assert!(std::time::Instant::now() < end, "timed out: {what}");
         std::thread::sleep(Duration::from_micros(200));
     }
-}
-
-fn heap_u64(d: &SocketDriver, off: u64) -> u64 {
-    let (p, len) = d.local_heap();
-    assert!(off + 8 <= len);
-    let mut b = [0u8; 8];
-    // SAFETY: in bounds of the driver's own heap, on this thread.
-    unsafe { core::ptr::copy_nonoverlapping(p.add(off as usize), b.as_mut_ptr(), 8) };
-    u64::from_le_bytes(b)
 }
 
 /// Puts `v` at `off` from `ds[from]` to PE `to`, then quiets.
