@@ -60,6 +60,12 @@ use crate::{
 /// Handshakes in progress on the accepting side from strangers (sources
 /// that are no configured peer's rail address), at most.
 const MAX_PENDING: usize = 32;
+/// How long a stranger's accepted connection keeps its handshake slot
+/// against newer strangers when their budget ([`MAX_PENDING`]) is spent:
+/// time to answer the challenge (a PE answers at its next progress step,
+/// within a round trip). Past it, the oldest is closed for a newcomer
+/// (`connection.rs`, `slot_for`).
+const HELLO_GRACE: Duration = Duration::from_millis(20);
 /// Handshake slots only connections from a lower-ranked peer's rail address
 /// (where its connects and reconnects come from) may take, beyond what is
 /// free of [`MAX_PENDING`]: a flood from other hosts cannot fill them.
@@ -290,6 +296,7 @@ impl SocketDriver {
         for (rail, &ip) in cfg.listen.iter().enumerate().take(MAX_RAILS) {
             let l = TcpListener::bind(SocketAddr::new(ip, cfg.listen_port))
                 .and_then(|l| l.set_nonblocking(true).map(|_| l))
+                .and_then(|l| sys::raise_backlog(&l).map(|_| l))
                 .and_then(|l| l.local_addr().map(|a| (l, a)))
                 .map_err(|source| SocketError::Listen {
                     rail,

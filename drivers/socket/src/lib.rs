@@ -527,6 +527,22 @@ pub struct SocketStats {
     /// Connect-on-first-use: peers this PE started connecting to at its
     /// first operation toward them ([`SocketDriver::connect_on_first_use`]).
     pub first_use_connects: u64,
+    /// Accepting side: connections left from a peer's earlier connect
+    /// attempt that failed part-way (another of its connections was closed
+    /// for overload, or timed out), found closed by the peer when a newer
+    /// attempt's connection arrived, and dropped rather than counted
+    /// toward the rail's set.
+    pub stale_conns: u64,
+    /// Accepting side, handshake budget spent: handshakes closed to make
+    /// room for a newer connection (a stranger's only after it had
+    /// 20 ms to answer its challenge); counted in
+    /// [`RefuseReason::Overload`] too.
+    pub handshakes_evicted: u64,
+    /// Accepting side: new strangers closed at once because every
+    /// stranger's handshake slot was taken by one still within its time to
+    /// answer; counted in [`RefuseReason::Overload`] too. Such a PE
+    /// retries after its backoff delay.
+    pub handshakes_turned_away: u64,
 }
 
 /// Counters of one (peer, rail) ([`SocketDriver::peer_stats`]): the part of

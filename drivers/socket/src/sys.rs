@@ -82,6 +82,23 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (ss, len as libc::socklen_t)
 }
 
+/// Connections a listener's kernel queue holds before they are accepted
+/// (the kernel caps it at `net.core.somaxconn`). `std` listens with 128: a
+/// crowd of PEs connecting at once to one (connect-on-first-use, two or
+/// more connections each) overflows that, and a dropped SYN is sent again
+/// only after a second.
+pub(crate) const LISTEN_BACKLOG: i32 = 4096;
+
+/// Raises `l`'s accept queue to [`LISTEN_BACKLOG`] (`listen` again on a
+/// listening socket sets its backlog).
+///
+/// # Errors
+/// The `listen` call's.
+pub(crate) fn raise_backlog(l: &std::net::TcpListener) -> io::Result<()> {
+    // SAFETY: `l` owns a valid listening socket for the call.
+    cvt(unsafe { libc::listen(l.as_raw_fd(), LISTEN_BACKLOG) }).map(|_| ())
+}
+
 /// Starts a non-blocking TCP connection to `to` from the local address `from`
 /// (port 0: the interface of a rail), with TCP_NODELAY set. The connection
 /// completes later: see [`connect_result`].
@@ -256,6 +273,32 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
             Some(libc::EAGAIN) => return Ok(None),
             Some(libc::EINTR) => continue,
             _ => return Err(e),
+        }
+    }
+}
+
+/// Whether the peer closed (or reset) the connection on `fd` and nothing
+/// is left to read before the end: a one-byte `MSG_PEEK`, which consumes
+/// nothing. Cold path (a handshake completing a rail).
+pub(crate) fn hung_up(fd: RawFd) -> bool {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: `b` is valid for writes of its length.
+        let r = unsafe {
+            libc::recv(
+                fd,
+                b.as_mut_ptr().cast(),
+                b.len(),
+                libc::MSG_DONTWAIT | libc::MSG_PEEK,
+            )
+        };
+        if r >= 0 {
+            return r == 0;
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) => return false,
+            Some(libc::EINTR) => continue,
+            _ => return true,
         }
     }
 }

@@ -22,7 +22,7 @@
 //!   refusing twice after it had been connected, is dead ([`peer_dead`]).
 
 use std::{
-    net::{SocketAddr, TcpStream},
+    net::{SocketAddr, TcpListener, TcpStream},
     ops::ControlFlow,
     os::fd::AsRawFd,
     time::Duration,
@@ -35,7 +35,7 @@ use switchyard_core::{
 };
 
 use super::{
-    ATOMIC_CACHE, CONTROL_PAYLOAD, Ctx, MAX_PENDING, SocketDriver,
+    ATOMIC_CACHE, CONTROL_PAYLOAD, Ctx, HELLO_GRACE, MAX_PENDING, SocketDriver,
     progress::SLOW_EVERY,
     recovery::{self, RAMP_START},
     send::{OutBuf, Resume, flush_conn, kick},
@@ -439,9 +439,9 @@ impl SocketDriver {
 
     pub(super) fn accept(&mut self) -> bool {
         let mut busy = false;
-        for (rail, l) in self.listeners.iter().enumerate() {
-            let Some(l) = l else { continue };
-            while let Ok((s, addr)) = l.accept() {
+        let mut drained = false;
+        for rail in 0..self.listeners.len() {
+            while let Some(Ok((s, addr))) = self.listeners[rail].as_ref().map(TcpListener::accept) {
                 busy = true;
                 if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
                     continue;
@@ -450,6 +450,13 @@ impl SocketDriver {
                     .known_sources
                     .get(rail)
                     .is_some_and(|k| k.binary_search(&addr.ip()).is_ok());
+                if !drained && !has_room(&self.pending, known) {
+                    // Before a handshake is closed to make room: the
+                    // `Hello`s that arrived are verified (and their
+                    // connections installed, or refused), once per pass.
+                    drained = true;
+                    self.handshakes();
+                }
                 let Some(slot) = slot_for(&mut self.pending, &mut self.ctx, known, addr) else {
                     continue;
                 };
@@ -605,45 +612,70 @@ fn crossed(ctx: &Ctx, p: &Peer, rail: usize) -> bool {
     ctx.me < p.st.pe && (rl.connecting || (rl.state == LinkState::Up && p.st.active))
 }
 
+/// Whether a connection from a `known` source (or a stranger) finds a
+/// free handshake slot within its budget ([`slot_for`]).
+fn has_room(pending: &[Pending], known: bool) -> bool {
+    let strangers = pending
+        .iter()
+        .filter(|p| p.sock.is_some() && !p.known)
+        .count();
+    pending.iter().any(|p| p.sock.is_none()) && (known || strangers < MAX_PENDING)
+}
+
 /// A handshake slot for a connection accepted from `addr`, `known` when
-/// that is a lower-ranked peer's address on the rail. Two budgets:
-/// strangers hold at most [`MAX_PENDING`] slots, and a stranger with its
-/// budget spent closes the oldest stranger's connection; a known source
-/// takes any free slot, else closes the oldest known source's. A flood
-/// from other hosts thus never closes a peer's reconnect, nor keeps it
-/// from a slot (a flood from a peer's own address, as from loopback
-/// when all PEs share it, competes with it, oldest closed first, and a
-/// peer answers its challenge at once). `None`: no slot (the new
-/// connection is refused). Closed connections count as overload.
+/// that is a lower-ranked peer's address on the rail (or, with
+/// connect-on-first-use, any declared peer's). Two budgets:
+///
+/// * strangers hold at most [`MAX_PENDING`] slots. With its budget spent,
+///   a stranger closes the oldest stranger's handshake that has had
+///   [`HELLO_GRACE`] to answer its challenge; while every one is
+///   younger, the newcomer is closed instead. A crowd of real strangers
+///   (PEs connecting on first use at once, more than the budget) is thus
+///   admitted a budget at a time, each answering within the grace, rather
+///   than its newest connections closing the older ones before their
+///   answers are read, the closed ones retrying and closing the next (a
+///   churn that grows with the crowd). An idle flood holds a slot at most
+///   the grace, so a stranger retrying with backoff gets one;
+/// * a known source takes any free slot, else closes the oldest known
+///   source's handshake (a peer answers its challenge at once). A flood
+///   from other hosts thus never closes a peer's reconnect, nor keeps it
+///   from a slot (a flood from a peer's own address, as from loopback
+///   when all PEs share it, competes with it, oldest closed first).
+///
+/// The caller has read the `Hello`s that arrived first (`accept`): no
+/// handshake whose answer is here is closed. `None`: no slot (the new
+/// connection is refused). Closed connections count as overload, the
+/// closed handshakes in [`crate::SocketStats::handshakes_evicted`], the
+/// newcomers closed in [`crate::SocketStats::handshakes_turned_away`].
 fn slot_for(
     pending: &mut [Pending],
     ctx: &mut Ctx,
     known: bool,
     addr: SocketAddr,
 ) -> Option<usize> {
-    let strangers = pending
-        .iter()
-        .filter(|p| p.sock.is_some() && !p.known)
-        .count();
-    let free = pending.iter().position(|p| p.sock.is_none());
-    if let Some(i) = free
-        && (known || strangers < MAX_PENDING)
-    {
-        return Some(i);
+    if has_room(pending, known) {
+        return pending.iter().position(|p| p.sock.is_none());
     }
-    // Close the oldest connection of the same budget.
+    // A stranger's handshake is closed only once its grace is over: it was
+    // accepted `HELLO_GRACE` ago or earlier, its deadline (acceptance plus
+    // the handshake timeout) is `fresh` or earlier.
+    let keep = ctx.handshake_timeout.saturating_sub(HELLO_GRACE);
+    let fresh = ctx.now.nanos.saturating_add(keep.as_nanos() as u64);
     let oldest = pending
         .iter()
         .enumerate()
         .filter(|(_, p)| p.sock.is_some() && p.known == known)
+        .filter(|(_, p)| known || p.deadline.nanos <= fresh)
         .min_by_key(|(_, p)| p.deadline.nanos)
         .map(|(i, _)| i);
     let Some(i) = oldest else {
+        ctx.stats.handshakes_turned_away += 1;
         count_refusal(ctx, addr, RefuseReason::Overload);
         return None;
     };
     let pd = &mut pending[i];
     pd.sock = None;
+    ctx.stats.handshakes_evicted += 1;
     if let Some(old) = pd.addr.take() {
         count_refusal(ctx, old, RefuseReason::Overload);
     }
@@ -674,7 +706,11 @@ fn start_connect(ctx: &mut Ctx, p: &mut Peer, rail: usize) {
     let from = ctx.cfg.listen[rail];
     rl.connecting = true;
     rl.next_attempt = None;
-    rl.deadline = ctx.later(ctx.handshake_timeout);
+    // An attempt lasts the handshake deadline, but never more than a third
+    // of `give_up`: a peer unreachable for a moment (its SYN dropped by a
+    // full accept queue, its connection closed here for overload) gets at
+    // least three attempts before it is given up on.
+    rl.deadline = ctx.later(ctx.handshake_timeout.min(ctx.cfg.give_up / 3));
     let mut refused = None;
     for c in &mut rl.conns {
         close_conn(c);
@@ -832,6 +868,28 @@ fn install(
     } else {
         p.st.heap_len
     };
+    if rl.conns.iter().all(|c| c.phase == Phase::Up) {
+        // The rail's other connections may be left from an earlier attempt
+        // of the peer's that failed part-way (one of its connections was
+        // closed here for overload, or timed out): the peer closed them
+        // before trying again, so this one is of a newer attempt, whose
+        // other connections are still to come. Bringing the rail up with
+        // the old ones would have the newer ones' arrival taken for a
+        // reconnect (the rail down, and up again with the next leftover,
+        // for ever). The peer's end is seen here, its FIN having left
+        // before the newer attempt's first packet.
+        for (i, other) in rl.conns.iter_mut().enumerate() {
+            if i != c
+                && other
+                    .sock
+                    .as_ref()
+                    .is_none_or(|s| sys::hung_up(s.as_raw_fd()))
+            {
+                close_conn(other);
+                ctx.stats.stale_conns += 1;
+            }
+        }
+    }
     if rl.conns.iter().all(|c| c.phase == Phase::Up) {
         rail_up(ctx, p, rail);
     } else {
