@@ -137,6 +137,33 @@ fn lazy_cards_fetch_and_connect_only_the_off_node_peer_a_pe_talks_to() {
     assert_ok(&out);
 }
 
+const SIX_NODES: &str = r#"
+[[switch]]
+name = "leaf0"
+nodes = "node[0-5]"
+"#;
+
+/// `cards = lazy` across nodes, many to one (6 nodes, 1 PE each): PEs 1
+/// to 5 connect on first use to PE 0 at once, each puts and fetch-adds
+/// there and gets its word back, and PE 0 answers each over the connection
+/// it made; every add lands exactly once (`sy_pe lazy-fan-in`). The
+/// bootstrap root is off loopback (checked by every PE): on the sim's
+/// management network, which each node reaches over its own veth.
+#[test]
+fn lazy_cards_several_nodes_connect_on_first_use_to_one_pe_exactly_once() {
+    need_sim!();
+    let (g, _file) = sim("mnf", SIX_NODES, 1, 1);
+    let args = vec!["lazy-fan-in".to_string()];
+    let env = [
+        ("SY_ROOT_OFF_LOOPBACK", "1"),
+        ("SWITCHYARD_CARDS", "lazy"),
+        ("SWITCHYARD_HEARTBEAT", "2s"),
+        ("SWITCHYARD_GIVE_UP", "20s"),
+    ];
+    let out = launch::launch(&opts(&g, 6, &args, &env)).expect("launch");
+    assert_ok(&out);
+}
+
 /// A link made at first use (`cards = lazy`) is cut and restored mid
 /// stream: the side that connected reconnects, and every put and add lands
 /// exactly once.

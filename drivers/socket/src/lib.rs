@@ -19,10 +19,17 @@
 //! first operation toward the peer ([`SocketDriver::connect_on_first_use`]),
 //! and reconnects after a failure; the other accepts a peer it never
 //! declared once the handshake proved the key; when both connect at once
-//! the lower rank's connection is kept. Every frame is the core wire format
-//! ([`switchyard_core::wire`]): a checked 64-byte header, CRC32C always over
-//! the header and over the payload per [`CrcPolicy`]; except small puts
-//! (1 to 255 bytes) to a peer whose `Hello` offered it
+//! the lower rank's connection is kept. Such a "stranger" (its address was
+//! never announced here) takes a handshake slot from a budget of 32 that
+//! declared peers' reconnects never share, so a crowd of strangers or a
+//! flood cannot starve failover; a crowd larger than the budget is
+//! admitted a budget at a time (a stranger's handshake is closed for a
+//! newer one only after 20 ms to answer, else the newer one is turned away
+//! and retries after its backoff delay), and 200 PEs connecting to one at
+//! once all get through (`tests/strangers.rs`). Every frame is the core
+//! wire format ([`switchyard_core::wire`]): a checked 64-byte header,
+//! CRC32C always over the header and over the payload per [`CrcPolicy`];
+//! except small puts (1 to 255 bytes) to a peer whose `Hello` offered it
 //! ([`TcpConfig::compact_puts`]): a 40-byte [`compact`] header, CRC32C over
 //! header and payload, the same sequence, ack and replay rules. The
 //! receiving side is [`decode::StreamDecoder`], which never panics on bad

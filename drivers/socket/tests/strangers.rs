@@ -262,8 +262,34 @@ fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
     }
 }
 
+/// Raises this process's descriptor limit to `need` (the hard limit
+/// allowing): each driver holds an epoll and a listener, each stranger two
+/// connections at both ends.
+fn ensure_fds(need: u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is valid for the call to write.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut r) };
+    assert_eq!(rc, 0);
+    if r.rlim_cur >= need {
+        return;
+    }
+    r.rlim_cur = need.min(r.rlim_max);
+    // SAFETY: `r` is valid for the call to read.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const r) };
+    assert_eq!(rc, 0);
+    assert!(
+        r.rlim_cur >= need,
+        "this test needs {need} file descriptors; the hard limit is {}",
+        r.rlim_max
+    );
+}
+
 fn crowd(strangers: u32) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    ensure_fds(u64::from(strangers) * 8 + 256);
     let mut c = Crowd::new(strangers);
     let took = c.run(Duration::from_secs(30), |_| {});
     c.check_words();
@@ -295,6 +321,7 @@ fn two_hundred_strangers_at_once_all_get_through() {
 #[test]
 fn strangers_and_an_idle_flood_do_not_keep_out_a_peers_reconnect() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    ensure_fds(64 * 8 + 160 * 2 + 256);
     let mut c = Crowd::new(64);
     // PE 1 is declared at the target (its address is where its connects
     // come from), connects first and is up.

@@ -27,6 +27,18 @@
 //!   over the connection its partner made), the initiator connected to
 //!   exactly one peer and the responder to none. Prints `lazy-pairs PE p:
 //!   fetched F, connected C, tcp peers T`.
+//! * `lazy-fan-in` (2 to 8 PEs, run with `SWITCHYARD_CARDS=lazy` and every
+//!   pair over TCP): every PE but 0 connects on first use to PE 0 at once
+//!   (several strangers to one responder): it puts a stamp into its own
+//!   slot there, fetch-adds `1 << 8 * me` to PE 0's counter and gets its
+//!   stamp back; PE 0 waits (at most 30 s) for the counter to hold every
+//!   add exactly once, checks every stamp, and answers each PE over the
+//!   connection it made (PE 0 fetched no card, connected to no one), which
+//!   each waits for. Each initiator fetched one card and connected to one
+//!   peer. After a barrier PE 0's counter still holds each add once (no
+//!   late duplicate). Prints `lazy-fan-in PE p: fetched F, connected C,
+//!   tcp peers T, root ADDR`; with `SY_ROOT_OFF_LOOPBACK` set, fails when
+//!   `SWITCHYARD_ROOT` is a loopback address.
 //! * `classes [TOPOLOGY PPN]`: every PE does put, get and fetch-add with
 //!   every other PE, checks the values, and checks from its route trace ring
 //!   that each peer was reached over the transport its class calls for (shm
@@ -256,6 +268,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             return Ok(());
         }
         "lazy-pairs" => lazy_pairs(&mut ctx)?,
+        "lazy-fan-in" => lazy_fan_in(&mut ctx)?,
         "classes" => {
             let block = ctx.alloc::<u64>(n as usize)?;
             let counter = ctx.alloc::<u64>(1)?;
@@ -630,6 +643,84 @@ fn lazy_pairs(ctx: &mut Context) -> Result<(), Box<dyn std::error::Error>> {
     }
     // The barrier (and finalize's) connects whatever else it needs.
     ctx.barrier_all()?;
+    Ok(())
+}
+
+/// `lazy-fan-in` (module docs).
+fn lazy_fan_in(ctx: &mut Context) -> Result<(), Box<dyn std::error::Error>> {
+    let me = ctx.my_pe();
+    let n = ctx.n_pes();
+    if !(2..=8).contains(&n) {
+        return Err("lazy-fan-in needs 2 to 8 PEs".into());
+    }
+    // Not `alloc` (it ends with a barrier, which talks to more peers): the
+    // heap's last words, zero and symmetric on every PE. Slot p (1..n) is
+    // PE p's stamp at PE 0, then PE 0's counter, then each PE's answer.
+    let (_, heap_len) = ctx.local_heap();
+    let slots = ctx.sym_at::<u64>(heap_len - 128, 16)?;
+    let (counter, answer) = (8, 9);
+    let limit = std::time::Duration::from_secs(30);
+    let stamp = |p: u32| 0x5F00_0000 | u64::from(p);
+    let reply = |p: u32| 0x0A00_0000 | u64::from(p);
+    let all: u64 = (1..n).map(|p| 1u64 << (8 * p)).sum();
+    let want_fetched = if me == 0 {
+        let got = ctx.wait_until_for(&slots, counter, Cmp::Eq, all, limit)?;
+        if got != all {
+            return Err(format!("PE 0: counter {got:#x}, expected {all:#x}").into());
+        }
+        for p in 1..n {
+            let mut v = [0u64];
+            ctx.get(&slots, p as usize, &mut v, 0)?;
+            if v[0] != stamp(p) {
+                return Err(format!("PE 0: slot of PE {p} holds {:#x}", v[0]).into());
+            }
+            ctx.put(&slots, answer, &[reply(p)], p)?;
+        }
+        ctx.quiet()?;
+        0
+    } else {
+        ctx.put(&slots, me as usize, &[stamp(me)], 0)?;
+        ctx.fetch_add(&slots, counter, 1u64 << (8 * me), 0)?;
+        let mut got = [0u64];
+        ctx.get(&slots, me as usize, &mut got, 0)?;
+        if got[0] != stamp(me) {
+            return Err(format!("PE {me}: got {:#x} back from PE 0", got[0]).into());
+        }
+        let a = ctx.wait_until_for(&slots, answer, Cmp::Ne, 0, limit)?;
+        if a != reply(me) {
+            return Err(format!("PE {me}: answer {a:#x} from PE 0").into());
+        }
+        1
+    };
+    let fetched = ctx.lazy_cards_fetched();
+    let connects = ctx.tcp_stats().map_or(0, |s| s.first_use_connects);
+    let peers = ctx.tcp_peer_count();
+    let root = std::env::var("SWITCHYARD_ROOT").unwrap_or_default();
+    println!(
+        "lazy-fan-in PE {me}: fetched {fetched:?}, connected {connects}, tcp peers {peers}, root {root}"
+    );
+    if std::env::var_os("SY_ROOT_OFF_LOOPBACK").is_some()
+        && root
+            .parse::<std::net::SocketAddr>()
+            .map_or(true, |a| a.ip().is_loopback())
+    {
+        return Err(format!("PE {me}: the root is at {root:?}, expected off loopback").into());
+    }
+    let min_peers = if me == 0 { n as usize - 1 } else { 1 };
+    if fetched != Some(want_fetched) || connects != want_fetched || peers < min_peers {
+        return Err(format!(
+            "PE {me}: fetched {fetched:?} cards, connected to {connects} peers, holds {peers} TCP peers; expected Some({want_fetched}), {want_fetched}, at least {min_peers}"
+        )
+        .into());
+    }
+    ctx.barrier_all()?;
+    if me == 0 {
+        let mut v = [0u64];
+        ctx.get(&slots, counter, &mut v, 0)?;
+        if v[0] != all {
+            return Err(format!("PE 0: counter {:#x} after the barrier", v[0]).into());
+        }
+    }
     Ok(())
 }
 

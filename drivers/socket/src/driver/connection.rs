@@ -11,7 +11,10 @@
 //!   ([`SocketDriver::set_connect_on_first_use`]) the side that needs the
 //!   peer first connects ([`SocketDriver::connect_on_first_use`]), a peer
 //!   never declared is accepted once authenticated, and crossed connects
-//!   keep the lower rank's ([`crossed`], [`install`]);
+//!   keep the lower rank's ([`crossed`], [`install`]); handshake slots
+//!   come from two budgets, strangers' and declared peers' ([`slot_for`]),
+//!   and a rail completes only with connections of the peer's latest
+//!   attempt ([`install`]);
 //! * a rail is Up once every connection is ([`rail_up`]) and Down on a
 //!   failure, a malformed frame, silence or the peer's `Close`
 //!   ([`rail_down`]); its frames move on ([`super::recovery`]);
