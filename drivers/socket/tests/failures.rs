@@ -1423,3 +1423,77 @@ fn overdue_timers_are_due_and_a_run_sends_heartbeats() {
     assert!(a.timers_due(Instant::from_nanos(t.nanos + half)));
     drop(pe1.finish());
 }
+
+/// A raw PE 0's connection `c` of rail 0 to `b`, its `Hello` sent.
+fn raw_conn(b: &mut SocketDriver, c: u8) -> TcpStream {
+    let mut s = TcpStream::connect(b.local_addrs()[0]).expect("connect");
+    let challenge = read_challenge(&mut s, b);
+    let h = Hello {
+        nonce: [c + 1; 16],
+        src: 0,
+        dst: 1,
+        rail: 0,
+        conn: c,
+        n_conns: 2,
+        features: 0,
+        heap_len: 4096,
+        ..Hello::default()
+    }
+    .seal(&KEY, Role::Connect, JOB, &challenge);
+    s.write_all(&h.frame()).expect("hello");
+    s
+}
+
+/// A connect attempt that failed part-way (its control connection closed
+/// for overload, say) left its data connection installed at the accepting
+/// side, which does not read the connections of a peer it has no address
+/// for (connect-on-first-use: a stranger) while its rail is down; the
+/// peer closed it and tries again. The newer attempt's control
+/// connection does not bring the rail up with the leftover (which would
+/// have its own data connection taken for a reconnect: the rail down, and
+/// up again with the next leftover, for ever): the leftover is dropped, and
+/// the rail comes up with the newer attempt's two connections, and stays.
+#[test]
+fn a_rail_never_comes_up_with_a_connection_of_an_earlier_attempt() {
+    let mut b = SocketDriver::with_owned_heap(config(1, 1), 4096).expect("driver 1");
+    b.set_connect_on_first_use(true);
+    // Attempt 1: only its data connection got through, then it failed.
+    let old = raw_conn(&mut b, 1);
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while b.stats().bytes_received == 0 {
+        assert!(std::time::Instant::now() < end, "the Hello read");
+        b.run_timers(now());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(b.rail(0).state(0), LinkState::Down);
+    drop(old);
+    // Attempt 2: control, then data.
+    let _control = raw_conn(&mut b, 0);
+    for _ in 0..20 {
+        b.run_timers(now());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    // Not up with the leftover, not even for a moment.
+    let mut links = Vec::new();
+    while let Some(e) = b.poll_event() {
+        if let Event::Link { state, .. } = e {
+            links.push(state);
+        }
+    }
+    assert_eq!(links, [], "no link transition yet");
+    assert_eq!(b.rail(0).state(0), LinkState::Down);
+    assert_eq!(b.stats().stale_conns, 1);
+    let _data = raw_conn(&mut b, 1);
+    pump_until(&mut b, |b| b.rail(0).state(0) == LinkState::Up);
+    for _ in 0..20 {
+        b.run_timers(now());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(b.rail(0).state(0), LinkState::Up);
+    while let Some(e) = b.poll_event() {
+        if let Event::Link { state, .. } = e {
+            links.push(state);
+        }
+    }
+    assert_eq!(links, [LinkState::Up], "up once, no flap");
+}
