@@ -423,6 +423,12 @@ impl VerbsDriver {
         (self.peers.len() as u32, self.peers.capacity() as u32)
     }
 
+    /// Whether this driver was created with lazy peers
+    /// ([`VerbsConfig::lazy_peers`]; never a QP set).
+    pub fn lazy(&self) -> bool {
+        self.cfg.lazy_peers.is_some() && self.set_peer.is_none()
+    }
+
     /// Whether this driver has QPs toward `peer` (created eagerly, or added
     /// by [`VerbsDriver::add_peer`]).
     pub fn has_peer(&self, peer: u32) -> bool {
