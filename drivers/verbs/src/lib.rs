@@ -461,6 +461,11 @@ pub struct VerbsStats {
     /// `LAST_WQE_REACHED` events ignored: of a QP the driver had not moved
     /// to ERROR since its last rebuild (an earlier incarnation's, late).
     pub stale_async_events: u64,
+    /// Peers added after creation ([`VerbsDriver::add_peer`]).
+    pub peers_added: u64,
+    /// Peers refused by [`VerbsDriver::add_peer`]: the budget of lazily
+    /// added peers was spent ([`VerbsError::NoPeerLeft`]).
+    pub peers_refused: u64,
 }
 
 /// Errors of the verbs transport.
@@ -636,6 +641,16 @@ pub enum VerbsError {
         /// The budget.
         max: u32,
     },
+    /// The driver's budget of lazily added peers is spent
+    /// ([`VerbsDriver::add_peer`], [`VerbsConfig::lazy_peers`](params::VerbsConfig::lazy_peers)):
+    /// keep that peer on the other transports.
+    #[error("no verbs QPs toward PE {peer}: the budget of {max} lazily added peers is spent")]
+    NoPeerLeft {
+        /// The PE.
+        peer: u32,
+        /// The budget.
+        max: u32,
+    },
     /// The driver was closed.
     #[error("the verbs driver is closed")]
     Closed {
@@ -669,7 +684,8 @@ impl TransportError for VerbsError {
             VerbsError::Misaligned { .. } => ErrorKind::Misaligned,
             VerbsError::NoAtomics { .. }
             | VerbsError::TooLong { .. }
-            | VerbsError::NoSetLeft { .. } => ErrorKind::Unsupported,
+            | VerbsError::NoSetLeft { .. }
+            | VerbsError::NoPeerLeft { .. } => ErrorKind::Unsupported,
         }
     }
 
@@ -688,6 +704,7 @@ impl TransportError for VerbsError {
             | VerbsError::NoAtomics { peer }
             | VerbsError::TooLong { peer, .. }
             | VerbsError::NoSetLeft { peer, .. }
+            | VerbsError::NoPeerLeft { peer, .. }
             | VerbsError::StaleTicket { peer, .. }
             | VerbsError::BadReceipts { peer, .. }
             | VerbsError::ReplayLost { peer, .. } => Some(*peer),

@@ -237,7 +237,29 @@ pub struct VerbsConfig {
     /// timeout, seconds). A caller whose `now` never advances (a constant
     /// `Instant`) never reaches it.
     pub collect_timeout_ms: u32,
+    /// `None` (the default): the driver creates its QPs toward every other
+    /// PE at creation. `Some(k)`: *lazy* peers: it creates none, and QPs
+    /// toward a peer are created when it is added
+    /// ([`crate::VerbsDriver::add_peer`], e.g. at the first operation
+    /// toward it), for up to `k` peers (1 to 65536; more than the job's
+    /// other PEs counts as that many). The staging pool, the CQ, the shared
+    /// receive queue's receipts table, the event ring and the peer table
+    /// are sized for `k` peers at creation (so adding one never grows a
+    /// table on the data path), and are O(k), not O(PEs in the job): see
+    /// [`DEFAULT_LAZY_PEERS`] for what a slot costs. Past `k` peers
+    /// `add_peer` refuses ([`crate::VerbsError::NoPeerLeft`]) and the
+    /// caller keeps that peer on its other transports.
+    pub lazy_peers: Option<u32>,
 }
+
+/// The budget of lazily added peers the shim uses when it creates a driver
+/// with lazy cards (`cards = lazy`, [`VerbsConfig::lazy_peers`]) and
+/// `verbs_lazy_peers` is not set: 32. Each slot costs
+/// `(1 + data_qps)` QPs, each with its send-queue records (`sq_depth` ×
+/// 40 bytes) and a staging ring of `staging_bytes / (32 × (1 + data_qps))`
+/// bytes, at least 128 KiB (two 64 KiB blocks), registered once at
+/// creation.
+pub const DEFAULT_LAZY_PEERS: u32 = 32;
 
 impl Default for VerbsConfig {
     fn default() -> Self {
@@ -263,6 +285,7 @@ impl Default for VerbsConfig {
             get_slots: 64,
             get_slot_bytes: 64 << 10,
             collect_timeout_ms: 300,
+            lazy_peers: None,
         }
     }
 }
@@ -475,6 +498,11 @@ pub fn derive(cfg: &VerbsConfig, limits: &DeviceLimits) -> Result<QpParams, Para
     }
     if u64::from(cfg.staging_bytes) < u64::from(max_inline.max(4096)) {
         return bad("staging_bytes", cfg.staging_bytes, "at least 4096 bytes");
+    }
+    if let Some(k) = cfg.lazy_peers
+        && !(1..=65_536).contains(&k)
+    {
+        return bad("lazy_peers", k, "1 to 65536 peers");
     }
     if !(1..=60_000).contains(&cfg.collect_timeout_ms) {
         return bad(

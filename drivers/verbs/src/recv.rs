@@ -101,18 +101,37 @@ const fn qpn_slot(qpn: u32, len: usize) -> usize {
 }
 
 /// Builds the QPN table of `(qpn, value)` pairs (QPNs non-zero, distinct),
-/// at most half full.
-pub(crate) fn qpn_table(entries: &[(u32, u32)]) -> Box<[(u32, u32)]> {
-    let len = (entries.len() * 2).next_power_of_two().max(2);
+/// with room for `cap` entries (at least `entries.len()`) at most half full.
+pub(crate) fn qpn_table(entries: &[(u32, u32)], cap: usize) -> Box<[(u32, u32)]> {
+    let len = (cap.max(entries.len()) * 2).next_power_of_two().max(2);
     let mut t = vec![(0u32, 0u32); len].into_boxed_slice();
     for &(qpn, v) in entries {
-        let mut i = qpn_slot(qpn, len);
-        while t[i].0 != 0 {
-            i = (i + 1) & (len - 1);
-        }
-        t[i] = (qpn, v);
+        qpn_insert(&mut t, qpn, v);
     }
     t
+}
+
+/// Adds `(qpn, value)` to a table from [`qpn_table`] (`qpn` non-zero);
+/// `false` when that would leave it more than half full (nothing added),
+/// or when `qpn` is 0. A QPN already there gets the new value.
+pub(crate) fn qpn_insert(t: &mut [(u32, u32)], qpn: u32, v: u32) -> bool {
+    let len = t.len();
+    if qpn == 0 || len == 0 {
+        return false;
+    }
+    let used = t.iter().filter(|e| e.0 != 0).count();
+    let mut i = qpn_slot(qpn, len);
+    loop {
+        debug_assert!(i < len);
+        match t[i].0 {
+            0 if (used + 1) * 2 > len => return false,
+            0 => break,
+            q if q == qpn => break,
+            _ => i = (i + 1) & (len - 1),
+        }
+    }
+    t[i] = (qpn, v);
+    true
 }
 
 /// The value of `qpn` in a table from [`qpn_table`] (at most half full, so
@@ -134,7 +153,9 @@ pub(crate) fn qpn_lookup(t: &[(u32, u32)], qpn: u32) -> Option<u32> {
 
 impl RecvSide {
     /// Wraps a fully posted SRQ of `depth` WQEs; `qpns` maps each data QP's
-    /// number to its index in a table of `n_seen` receipts.
+    /// number to its index in a table of `n_seen` receipts (one per data
+    /// QP the driver may ever have: more are added by
+    /// [`RecvSide::add_qpns`] up to `n_seen`).
     pub(crate) fn new(srq: sys::Srq, depth: u32, qpns: &[(u32, u32)], n_seen: usize) -> RecvSide {
         RecvSide {
             inner: Arc::new(Shared {
@@ -148,7 +169,7 @@ impl RecvSide {
                     owed: 0,
                     batch: (depth / 4).clamp(1, RECV_BATCH as u32),
                     depth,
-                    table: qpn_table(qpns),
+                    table: qpn_table(qpns, n_seen),
                     seen: vec![0; n_seen].into_boxed_slice(),
                 }),
             }),
@@ -287,6 +308,38 @@ impl RecvSide {
         if let Some(s) = g.state().seen.get_mut(range) {
             s.fill(0);
         }
+    }
+
+    /// Runs `f` on the SRQ (to create a QP on it: a peer added after
+    /// creation); `None` once released. Control path: waits for the other
+    /// side's batch.
+    pub(crate) fn with_srq<R>(&self, f: impl FnOnce(&sys::Srq) -> R) -> Option<R> {
+        let mut g = self.take();
+        g.state().srq.as_ref().map(f)
+    }
+
+    /// Adds data QPs `(qpn, index into the receipts)` (a peer added after
+    /// creation: [`crate::VerbsDriver::add_peer`]), their receipts at 0.
+    /// `false` when one does not fit (an index past the table sized at
+    /// creation, or a full QPN table): none is added then.
+    pub(crate) fn add_qpns(&self, qpns: &[(u32, u32)]) -> bool {
+        let mut g = self.take();
+        let st = g.state();
+        if qpns
+            .iter()
+            .any(|&(q, i)| q == 0 || i as usize >= st.seen.len())
+        {
+            return false;
+        }
+        let used = st.table.iter().filter(|e| e.0 != 0).count();
+        if (used + qpns.len()) * 2 > st.table.len() {
+            return false;
+        }
+        for &(q, i) in qpns {
+            qpn_insert(&mut st.table, q, i);
+            st.seen[i as usize] = 0;
+        }
+        true
     }
 
     /// Whether a poll or a re-post failed (the device is unusable).

@@ -14,6 +14,8 @@ struct Counting;
 thread_local! {
     /// `Some(n)`: this thread counts, `n` so far.
     static COUNT: Cell<Option<u64>> = const { Cell::new(None) };
+    /// While counting: bytes allocated minus bytes freed by this thread.
+    static BYTES: Cell<i64> = const { Cell::new(0) };
 }
 
 fn count() {
@@ -24,25 +26,37 @@ fn count() {
     });
 }
 
+/// Adds `delta` bytes to this thread's balance while it counts.
+fn weigh(delta: i64) {
+    let counting = COUNT.try_with(|c| c.get().is_some()).unwrap_or(false);
+    if counting {
+        let _ = BYTES.try_with(|b| b.set(b.get() + delta));
+    }
+}
+
 // SAFETY: forwards every call to the system allocator unchanged; only
 // counts allocations and reallocations.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         count();
+        weigh(l.size() as i64);
         // SAFETY: the caller's contract, passed on.
         unsafe { System.alloc(l) }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         count();
+        weigh(l.size() as i64);
         // SAFETY: the caller's contract, passed on.
         unsafe { System.alloc_zeroed(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        weigh(-(l.size() as i64));
         // SAFETY: the caller's contract, passed on.
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         count();
+        weigh(n as i64 - l.size() as i64);
         // SAFETY: the caller's contract, passed on.
         unsafe { System.realloc(p, l, n) }
     }
@@ -58,6 +72,24 @@ pub(crate) fn counting<R>(f: impl FnOnce() -> R) -> (R, u64) {
     let r = f();
     let n = COUNT.with(|c| c.replace(None)).unwrap_or(0);
     (r, n)
+}
+
+/// Runs `f` on this thread and returns its result and the heap bytes it
+/// left allocated (allocated minus freed, by this thread, while in `f`):
+/// what the value it returns holds, when it frees nothing older.
+pub(crate) fn held_bytes<R>(f: impl FnOnce() -> R) -> (R, i64) {
+    BYTES.with(|b| b.set(0));
+    let (r, _) = counting(f);
+    (r, BYTES.with(|b| b.replace(0)))
+}
+
+#[test]
+fn held_bytes_are_what_the_result_keeps() {
+    let (v, b) = held_bytes(|| {
+        drop(vec![0u8; 4096]);
+        Vec::<u8>::with_capacity(1000)
+    });
+    assert_eq!((v.capacity(), b), (1000, 1000));
 }
 
 #[test]

@@ -36,6 +36,10 @@
 //! put for replay until the peer's receipts say whether it landed.
 //!
 //! **Storage.** Every table is sized once, at creation, and never grows.
+//! The peers' state sits in a table of slots ([`table`]) sized for every
+//! other PE, or, with lazy peers ([`VerbsConfig::lazy_peers`]), for that
+//! many peers added later by [`VerbsDriver::add_peer`]: O(peers), not
+//! O(PEs in the job), with a lookup of one hash probe.
 //! Most sizes come from the device and the configuration at run time
 //! (send-queue records and replay lists from `sq_depth`, the pending
 //! doorbell list and the event ring from the number of PEs, tickets from
@@ -57,6 +61,7 @@ mod open;
 mod post;
 mod progress;
 mod recovery;
+mod table;
 mod transport;
 
 use std::sync::Arc;
@@ -405,7 +410,10 @@ pub struct VerbsDriver {
     scratch_ptr: *mut u8,
     get_off: usize,
     atomic_off: usize,
-    peers: Vec<Option<Peer>>,
+    /// The peers with QPs: every other PE from creation, or (created with
+    /// [`VerbsConfig::lazy_peers`]) those added by
+    /// [`VerbsDriver::add_peer`], up to that many ([`table`]).
+    peers: table::Peers,
     tickets: Box<[TicketSlot]>,
     free_list: FreeList,
     reposts: u32,
@@ -497,16 +505,14 @@ impl VerbsDriver {
     fn peer_ref(&self, peer: u32) -> Result<&Peer> {
         let n_pes = self.n_pes;
         self.peers
-            .get(peer as usize)
-            .and_then(Option::as_ref)
+            .get(peer)
             .ok_or(VerbsError::InvalidPe { peer, n_pes })
     }
 
     fn peer_mut(&mut self, peer: u32) -> Result<&mut Peer> {
         let n_pes = self.n_pes;
         self.peers
-            .get_mut(peer as usize)
-            .and_then(Option::as_mut)
+            .get_mut(peer)
             .ok_or(VerbsError::InvalidPe { peer, n_pes })
     }
 

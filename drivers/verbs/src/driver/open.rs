@@ -4,7 +4,11 @@
 //! one CQ, the shared receive queue with its receive CQ, and per peer a
 //! control QP and the data QPs, with every table, ring and work-request
 //! array sized once, so that the data path never allocates); `close`
-//! releases them in the order libibverbs needs.
+//! releases them in the order libibverbs needs. A driver created with lazy
+//! peers ([`VerbsConfig::lazy_peers`]) creates no QP at first: its pools
+//! (staging, CQ, receipts, events, peer table) are sized for that many
+//! peers, and [`VerbsDriver::add_peer`] creates one peer's QPs in the next
+//! slot (control path).
 
 use std::sync::Arc;
 
@@ -334,6 +338,111 @@ impl VerbsDriver {
         self.set_peer
     }
 
+    /// Creates the QPs toward `peer` in a driver created with lazy peers
+    /// ([`VerbsConfig::lazy_peers`]): a control QP and `data_qps` data QPs
+    /// on this driver's CQ and shared receive queue, in RESET (Down) until
+    /// [`VerbsDriver::set_peer_card`] and
+    /// [`Transport::connect`](switchyard_core::transport::Transport::connect),
+    /// with the next slot of the staging pool, the receipts table and the
+    /// peer table, all sized at creation (the CQ too: for every slot). So
+    /// nothing grows on the data path; this call is the control path (it
+    /// allocates the peer's send-queue records, batch and replay list).
+    /// Adding a peer that has QPs already (added before, or any peer of a
+    /// driver created eagerly) does nothing: both sides may add each other
+    /// at once.
+    ///
+    /// # Errors
+    ///
+    /// [`VerbsError::NoPeerLeft`] when the budget of lazily added peers is
+    /// spent (counted in [`VerbsStats::peers_refused`]): keep the peer on
+    /// the other transports; [`VerbsError::InvalidPe`] for this PE, one
+    /// outside the job, or another than a QP set's peer;
+    /// [`VerbsError::Closed`] once closed; [`VerbsError::Resource`] when a
+    /// QP cannot be created (nothing is added then).
+    pub fn add_peer(&mut self, peer: u32) -> Result<()> {
+        if self.closed {
+            return Err(VerbsError::Closed { peer: Some(peer) });
+        }
+        let n_pes = self.n_pes;
+        if peer == self.me || peer >= n_pes || self.set_peer.is_some_and(|s| s != peer) {
+            return Err(VerbsError::InvalidPe { peer, n_pes });
+        }
+        if self.peers.slot_of(peer).is_some() {
+            return Ok(());
+        }
+        let slot = self.peers.len();
+        if slot == self.peers.capacity() {
+            self.stats.peers_refused += 1;
+            return Err(VerbsError::NoPeerLeft {
+                peer,
+                max: self.peers.capacity() as u32,
+            });
+        }
+        let backend = match (&self.ctx, &self.pd) {
+            (Some(c), Some(p)) => Some(sys::Backend::Real(c, p)),
+            #[cfg(any(test, feature = "fake-hca"))]
+            _ => self.fabric.as_ref().map(sys::Backend::Fake),
+            #[cfg(not(any(test, feature = "fake-hca")))]
+            _ => None,
+        };
+        let closed = || VerbsError::Closed { peer: Some(peer) };
+        let (Some(backend), Some(cq), Some(recv)) = (backend, self.cq.as_ref(), self.recv.as_ref())
+        else {
+            return Err(closed());
+        };
+        let (p, stage_per_qp) = (self.p, self.stage_per_qp);
+        let (made, qpns) = recv
+            .with_srq(|srq| {
+                new_peer(
+                    &backend,
+                    cq,
+                    srq,
+                    &p,
+                    slot,
+                    |qi| (peer as usize) << 8 | usize::from(qi),
+                    stage_per_qp,
+                )
+            })
+            .ok_or_else(closed)??;
+        if !recv.add_qpns(&qpns) || self.peers.push(peer, made).is_err() {
+            // Sized for every slot at creation: not expected.
+            self.stats.peers_refused += 1;
+            return Err(VerbsError::NoPeerLeft {
+                peer,
+                max: self.peers.capacity() as u32,
+            });
+        }
+        self.stats.peers_added += 1;
+        Ok(())
+    }
+
+    /// Peers this driver has QPs toward, and how many it may have: every
+    /// other PE (or a set's one peer) for a driver created eagerly; those
+    /// added so far and [`VerbsConfig::lazy_peers`] for a lazy one.
+    pub fn peer_count(&self) -> (u32, u32) {
+        (self.peers.len() as u32, self.peers.capacity() as u32)
+    }
+
+    /// Whether this driver was created with lazy peers
+    /// ([`VerbsConfig::lazy_peers`]; never a QP set).
+    pub fn lazy(&self) -> bool {
+        self.cfg.lazy_peers.is_some() && self.set_peer.is_none()
+    }
+
+    /// Whether this driver has QPs toward `peer` (created eagerly, or added
+    /// by [`VerbsDriver::add_peer`]).
+    pub fn has_peer(&self, peer: u32) -> bool {
+        self.peers.slot_of(peer).is_some()
+    }
+
+    /// Heap bytes of the peer table (its capacity: slots, their PEs and the
+    /// index), without what each peer's QPs hold (records, batches,
+    /// replays): what a driver holds per PE of the job before any peer is
+    /// added.
+    pub fn peer_table_bytes(&self) -> usize {
+        self.peers.heap_bytes()
+    }
+
     /// Registers the heap and the scratch, creates the CQ and the QPs.
     ///
     /// # Safety
@@ -362,10 +471,15 @@ impl VerbsDriver {
                 Some(*stage_per_qp),
             ),
         };
-        let n_peers = if only.is_some() {
-            1
-        } else {
-            u64::from(n_pes - 1)
+        // A lazy driver: no peer now, room for `lazy_peers` added later.
+        let lazy = cfg
+            .lazy_peers
+            .filter(|_| only.is_none())
+            .map(|k| k.min(n_pes - 1).max(1));
+        let n_peers = match (only, lazy) {
+            (Some(_), _) => 1,
+            (None, Some(k)) => u64::from(k),
+            (None, None) => u64::from(n_pes - 1),
         };
         let qps_per_peer = 1 + u64::from(p.data_qps);
         if n_peers * qps_per_peer > u64::from(limits.max_qp) {
@@ -417,80 +531,31 @@ impl VerbsDriver {
         // Receipts: one SRQ for every peer's data QPs, fully posted.
         let srq = backend.srq(p.srq_depth).map_err(res("ibv_create_srq"))?;
         let mut qpns = Vec::with_capacity((n_peers * u64::from(p.data_qps)) as usize);
-        let mut peers = Vec::with_capacity(n_pes as usize);
-        let mut stage_off = 0usize;
-        for pe in 0..n_pes {
-            if pe == me || only.is_some_and(|o| o != pe) {
-                peers.push(None);
-                continue;
-            }
-            let mut qps = Vec::with_capacity(qps_per_peer as usize);
-            for qi in 0..qps_per_peer as u8 {
-                // A set's: its mailbox slot; the PE driver's: the peer.
-                let tag = if only.is_some() {
-                    tag_bits | usize::from(qi)
-                } else {
-                    (pe as usize) << 8 | usize::from(qi)
-                };
-                let qp = backend
-                    .qp(&cq, (qi > 0).then_some(&srq), p.sq_depth, p.max_inline, tag)
-                    .map_err(res("ibv_create_qp"))?;
-                if qi > 0 {
-                    qpns.push((qp.qpn(), pe * u32::from(p.data_qps) + u32::from(qi) - 1));
+        let mut peers = super::table::Peers::with_capacity(n_peers as usize);
+        if lazy.is_none() {
+            for pe in 0..n_pes {
+                if pe == me || only.is_some_and(|o| o != pe) {
+                    continue;
                 }
-                let inline_cap = qp.cap.max_inline_data.min(p.max_inline);
-                let mut batch = vec![sys::empty_wr(); BATCH].into_boxed_slice();
-                for w in batch.iter_mut() {
-                    w.num_sge = 1;
+                let slot = peers.len();
+                let (peer, q) = new_peer(
+                    backend,
+                    &cq,
+                    &srq,
+                    &p,
+                    slot,
+                    |qi| match only {
+                        // A set's: its mailbox slot; the PE driver's: the peer.
+                        Some(_) => tag_bits | usize::from(qi),
+                        None => (pe as usize) << 8 | usize::from(qi),
+                    },
+                    stage_per_qp,
+                )?;
+                qpns.extend_from_slice(&q);
+                if peers.push(pe, peer).is_err() {
+                    unreachable!("the table has room for every peer");
                 }
-                qps.push(QpSlot {
-                    qp,
-                    state: QpState::Reset,
-                    sq: SendQueue::new(p.sq_depth, p.signal_every),
-                    to_hw: 0,
-                    sig_in_flight: 0,
-                    records: vec![EMPTY; p.sq_depth as usize].into_boxed_slice(),
-                    stage_off,
-                    stage: StageRing::new(stage_per_qp),
-                    batch,
-                    sges: vec![
-                        Sge {
-                            addr: 0,
-                            length: 0,
-                            lkey: 0
-                        };
-                        BATCH
-                    ]
-                    .into_boxed_slice(),
-                    n_batch: 0,
-                    inline_cap,
-                    rcpt_next: 1,
-                    wqe: Wqe::Idle,
-                    listed: false,
-                });
-                stage_off += stage_per_qp as usize;
             }
-            let replay_cap = (qps_per_peer * u64::from(p.sq_depth)) as usize;
-            peers.push(Some(Peer {
-                qps: qps.into_boxed_slice(),
-                remote: None,
-                state: LinkState::Down,
-                incarnation: 0,
-                generation: 0,
-                next_seq: 1,
-                settle: SettleWindow::new(),
-                load: Load::default(),
-                fence: false,
-                fence_qp: None,
-                replays: vec![None; replay_cap].into_boxed_slice(),
-                n_replays: 0,
-                unreported: None,
-                lost: 0,
-                await_receipts: false,
-                collect: false,
-                receipts: None,
-                collect_until: None,
-            }));
         }
         let scratch_ptr = scratch.ptr();
         Ok(VerbsDriver {
@@ -531,7 +596,7 @@ impl VerbsDriver {
             },
             reposts: 0,
             batched: 0,
-            pending: vec![0; n_pes as usize * qps_per_peer as usize].into_boxed_slice(),
+            pending: vec![0; (n_peers as usize + 1) * qps_per_peer as usize].into_boxed_slice(),
             n_pending: 0,
             cqes: vec![sys::Cqe::default(); POLL_BATCH].into_boxed_slice(),
             credits: CqCredits::new(p.cq_depth),
@@ -540,7 +605,7 @@ impl VerbsDriver {
             // device's: a device or port failure reports every peer at
             // once, and the shim holds a peer's newer operations (and asks
             // for its receipts) on its link event, so none may be dropped.
-            events: vec![None; EVENT_RING.max(5 * n_pes as usize + 8)].into_boxed_slice(),
+            events: vec![None; EVENT_RING.max(5 * n_peers as usize + 8)].into_boxed_slice(),
             ev_head: 0,
             ev_len: 0,
             steps: 0,
@@ -553,7 +618,7 @@ impl VerbsDriver {
                 srq,
                 p.srq_depth,
                 &qpns,
-                n_pes as usize * usize::from(p.data_qps),
+                n_peers as usize * usize::from(p.data_qps),
             )),
             collecting: 0,
             now: Instant::default(),
@@ -593,7 +658,7 @@ impl VerbsDriver {
             b.give_back(slot);
         }
         // QPs before the CQ, MRs and QPs before the PD, all before the context.
-        for p in self.peers.iter_mut().flatten() {
+        for p in self.peers.iter_mut() {
             p.qps = Box::new([]);
         }
         // The SRQ after its QPs (its receive CQ with it), taken out of the
@@ -619,7 +684,7 @@ impl VerbsDriver {
             return Ok(());
         }
         self.closed = true;
-        for pe in self.peers.iter_mut().flatten() {
+        for pe in self.peers.iter_mut() {
             for q in pe.qps.iter_mut() {
                 let _ = q.qp.modify(&crate::qp_plan::Step::Reset);
                 q.state = QpState::Reset;
@@ -629,6 +694,98 @@ impl VerbsDriver {
         self.release();
         Ok(())
     }
+}
+
+/// A peer's state and QPs (`1 + data_qps`, on `cq`, the data QPs on
+/// `srq`), in `slot` of the peer table: its staging is the slot's part of
+/// the scratch, its receipts the slot's part of the receive side's table
+/// (the `(qpn, index)` pairs returned). `tag` is each QP's `qp_context`.
+#[allow(clippy::too_many_arguments)]
+fn new_peer(
+    backend: &sys::Backend<'_>,
+    cq: &sys::Cq,
+    srq: &sys::Srq,
+    p: &crate::params::QpParams,
+    slot: usize,
+    tag: impl Fn(u8) -> usize,
+    stage_per_qp: u64,
+) -> Result<(Peer, Vec<(u32, u32)>)> {
+    let qps_per_peer = 1 + usize::from(p.data_qps);
+    let mut qps = Vec::with_capacity(qps_per_peer);
+    let mut qpns = Vec::with_capacity(usize::from(p.data_qps));
+    let mut stage_off = slot * qps_per_peer * stage_per_qp as usize;
+    for qi in 0..qps_per_peer as u8 {
+        let qp = backend
+            .qp(
+                cq,
+                (qi > 0).then_some(srq),
+                p.sq_depth,
+                p.max_inline,
+                tag(qi),
+            )
+            .map_err(res("ibv_create_qp"))?;
+        if qi > 0 {
+            qpns.push((
+                qp.qpn(),
+                (slot * usize::from(p.data_qps)) as u32 + u32::from(qi) - 1,
+            ));
+        }
+        let inline_cap = qp.cap.max_inline_data.min(p.max_inline);
+        let mut batch = vec![sys::empty_wr(); BATCH].into_boxed_slice();
+        for w in batch.iter_mut() {
+            w.num_sge = 1;
+        }
+        qps.push(QpSlot {
+            qp,
+            state: QpState::Reset,
+            sq: SendQueue::new(p.sq_depth, p.signal_every),
+            to_hw: 0,
+            sig_in_flight: 0,
+            records: vec![EMPTY; p.sq_depth as usize].into_boxed_slice(),
+            stage_off,
+            stage: StageRing::new(stage_per_qp),
+            batch,
+            sges: vec![
+                Sge {
+                    addr: 0,
+                    length: 0,
+                    lkey: 0
+                };
+                BATCH
+            ]
+            .into_boxed_slice(),
+            n_batch: 0,
+            inline_cap,
+            rcpt_next: 1,
+            wqe: Wqe::Idle,
+            listed: false,
+        });
+        stage_off += stage_per_qp as usize;
+    }
+    let replay_cap = qps_per_peer * p.sq_depth as usize;
+    Ok((
+        Peer {
+            qps: qps.into_boxed_slice(),
+            remote: None,
+            state: LinkState::Down,
+            incarnation: 0,
+            generation: 0,
+            next_seq: 1,
+            settle: SettleWindow::new(),
+            load: Load::default(),
+            fence: false,
+            fence_qp: None,
+            replays: vec![None; replay_cap].into_boxed_slice(),
+            n_replays: 0,
+            unreported: None,
+            lost: 0,
+            await_receipts: false,
+            collect: false,
+            receipts: None,
+            collect_until: None,
+        },
+        qpns,
+    ))
 }
 
 /// What [`VerbsDriver::assemble`] builds.

@@ -75,7 +75,7 @@ impl VerbsDriver {
     }
 
     pub(super) fn fence_done(&mut self, peer: u32) {
-        if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+        if let Some(pe) = self.peers.get_mut(peer) {
             pe.fence = false;
         }
     }
@@ -127,7 +127,7 @@ impl VerbsDriver {
         let slot;
         {
             let n_pes = self.n_pes;
-            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            let Some(pe) = self.peers.get_mut(peer) else {
                 return Err(VerbsError::InvalidPe { peer, n_pes });
             };
             pe_inc = pe.incarnation;
@@ -226,7 +226,7 @@ impl VerbsDriver {
             self.n_pending -= 1;
             let code = self.pending[self.n_pending];
             let (peer, qi) = (code >> 4, (code & 0xf) as usize);
-            let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
+            let Some(p) = self.peers.get_mut(peer) else {
                 continue;
             };
             let Some(q) = p.qps.get_mut(qi) else {
@@ -243,7 +243,7 @@ impl VerbsDriver {
 
     /// Posts QP `qi`'s batch with one doorbell. A failed post fails the peer.
     pub(super) fn flush_qp(&mut self, peer: u32, qi: usize) {
-        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+        let Some(pe) = self.peers.get_mut(peer) else {
             return;
         };
         let q = &mut pe.qps[qi];

@@ -43,7 +43,7 @@ impl VerbsDriver {
     fn on_completion(&mut self, c: sys::Cqe) {
         let (peer, qi, inc, low) = split_wr_id(c.wr_id);
         let ok = c.ok;
-        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+        let Some(pe) = self.peers.get_mut(peer) else {
             self.stats.stale_completions += 1;
             return;
         };
@@ -89,7 +89,7 @@ impl VerbsDriver {
         let mut deferred: Option<u32> = None;
         let mut i = from;
         while i <= to {
-            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            let Some(pe) = self.peers.get_mut(peer) else {
                 return;
             };
             let q = &mut pe.qps[qi];
@@ -140,7 +140,7 @@ impl VerbsDriver {
             Next::Done(v) => {
                 t.state = TState::Done(v);
                 let (peer, seq, internal) = (t.peer, t.seq, t.internal);
-                if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+                if let Some(pe) = self.peers.get_mut(peer) {
                     let _ = pe.settle.settle(seq);
                 }
                 if internal {
@@ -169,7 +169,7 @@ impl VerbsDriver {
             Err(_) => {}
         }
         let t = self.tickets[idx as usize];
-        if let Some(Some(pe)) = self.peers.get_mut(t.peer as usize)
+        if let Some(pe) = self.peers.get_mut(t.peer)
             && pe.settle.settle(t.seq) == Settle::New
         {
             if t.internal && pe.n_replays < pe.replays.len() {
@@ -230,8 +230,8 @@ impl VerbsDriver {
             return;
         }
         self.fatal = true;
-        for peer in 0..self.n_pes {
-            self.fail_peer(peer);
+        for slot in 0..self.peers.len() {
+            self.fail_peer(self.peers.id(slot));
         }
         self.push_event(Event::DeviceFatal);
     }
@@ -284,7 +284,7 @@ impl VerbsDriver {
 
     /// A data QP's last WQE reached (ignored unless awaited).
     fn last_wqe(&mut self, peer: u32, qi: usize) {
-        if let Some(Some(pe)) = self.peers.get_mut(peer as usize)
+        if let Some(pe) = self.peers.get_mut(peer)
             && let Some(q) = pe.qps.get_mut(qi)
         {
             if q.wqe == Wqe::Awaiting {
@@ -365,8 +365,8 @@ impl VerbsDriver {
                     }
                 }
                 PORT_ERR => {
-                    for peer in 0..self.n_pes {
-                        self.fail_peer(peer);
+                    for slot in 0..self.peers.len() {
+                        self.fail_peer(self.peers.id(slot));
                     }
                     self.push_event(Event::PortDown {
                         port: ev.port.unwrap_or(self.port),

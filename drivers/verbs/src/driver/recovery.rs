@@ -17,7 +17,7 @@ impl VerbsDriver {
     /// Takes `peer` to Error: resets its QPs, settles every outstanding
     /// operation once (replay, fail, or unknown), reports the events.
     pub(super) fn fail_peer(&mut self, peer: u32) {
-        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+        let Some(pe) = self.peers.get_mut(peer) else {
             return;
         };
         if pe.state == LinkState::Error || pe.remote.is_none() {
@@ -138,9 +138,7 @@ impl VerbsDriver {
         // Atomics whose next compare-swap was waiting for room never
         // applied it: replay the non-fetching ones, fail the others (safe to
         // retry elsewhere).
-        let pe = self.peers[peer as usize]
-            .as_mut()
-            .expect("peer checked above");
+        let pe = self.peers.get_mut(peer).expect("peer checked above");
         for idx in 0..self.tickets.len() {
             let t = self.tickets[idx];
             if t.peer != peer || t.repost.is_none() || t.state != TState::Pending {
@@ -174,10 +172,7 @@ impl VerbsDriver {
                 release_ticket(&mut self.tickets, &mut self.free_list, idx as u32);
             }
         }
-        let generation = self.peers[peer as usize]
-            .as_ref()
-            .map_or(0, |p| p.generation)
-            + 1;
+        let generation = self.peers.get(peer).map_or(0, |p| p.generation) + 1;
         self.push_event(Event::Link {
             peer,
             state: LinkState::Error,
@@ -196,7 +191,10 @@ impl VerbsDriver {
     /// Where `peer`'s receipts are in the receive side's table.
     pub(super) fn seen_range(&self, peer: u32) -> core::ops::Range<usize> {
         let d = usize::from(self.p.data_qps);
-        peer as usize * d..(peer as usize + 1) * d
+        match self.peers.slot_of(peer) {
+            Some(s) => s * d..(s + 1) * d,
+            None => 0..0,
+        }
     }
 
     /// Finishes the receipt collection of every failed peer whose data QPs
@@ -215,8 +213,9 @@ impl VerbsDriver {
         self.async_events();
         let now = self.now.nanos;
         let patience = u64::from(self.cfg.collect_timeout_ms) * 1_000_000;
-        for peer in 0..self.n_pes {
-            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+        for slot in 0..self.peers.len() {
+            let peer = self.peers.id(slot);
+            let Some(pe) = self.peers.get_mut(peer) else {
                 continue;
             };
             if !pe.collect {
@@ -252,7 +251,7 @@ impl VerbsDriver {
             if let Some(r) = &self.recv {
                 r.drain_and_read(range, &mut applied.seq);
             }
-            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+            let Some(pe) = self.peers.get_mut(peer) else {
                 continue;
             };
             let generation = pe.generation + 1;
@@ -367,12 +366,10 @@ impl VerbsDriver {
     /// shared a QP, so their order is kept.
     pub fn drain_replays(&mut self, mut f: impl FnMut(Replay<'_>)) {
         let scratch = self.scratch_ptr;
-        for (pe_idx, slot) in self.peers.iter_mut().enumerate() {
-            let Some(pe) = slot else { continue };
+        for (peer, pe) in self.peers.iter_ids_mut() {
             if pe.n_replays == 0 || pe.await_receipts {
                 continue;
             }
-            let peer = pe_idx as u32;
             for r in pe.replays.iter_mut().take(pe.n_replays) {
                 let Some(r) = r.take() else { continue };
                 let replay = match (r.what, r.atomic) {
@@ -450,7 +447,7 @@ impl VerbsDriver {
         seq: u64,
         stage_end: u64,
     ) {
-        let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+        let Some(pe) = self.peers.get_mut(peer) else {
             return;
         };
         pe.qps[qi].stage.commit(stage_end);

@@ -266,7 +266,7 @@ impl Transport for VerbsDriver {
             end,
         ) {
             // Checked above; settle the number so the window moves on.
-            if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+            if let Some(pe) = self.peers.get_mut(peer) {
                 let _ = pe.settle.settle(seq);
             }
             self.free_ticket(idx);
@@ -388,7 +388,7 @@ impl Transport for VerbsDriver {
         if let Err(e) = self.post_atomic(idx, plan.first(), true) {
             // Nothing reached the device: settle the number and give the
             // ticket back.
-            if let Some(Some(pe)) = self.peers.get_mut(peer as usize) {
+            if let Some(pe) = self.peers.get_mut(peer) {
                 let _ = pe.settle.settle(seq);
             }
             self.free_ticket(idx);
@@ -437,7 +437,7 @@ impl Transport for VerbsDriver {
         if self.closed {
             return Err(VerbsError::Closed { peer: None });
         }
-        for pe in self.peers.iter_mut().flatten() {
+        for pe in self.peers.iter_mut() {
             if pe.state == LinkState::Up && pe.qps.iter().any(|q| q.outstanding() > 0) {
                 pe.fence = true;
             }
@@ -451,25 +451,22 @@ impl Transport for VerbsDriver {
         }
         // Operations lost or of unknown outcome first, also after the
         // device died (it fails every peer, which may lose some).
-        for (peer, pe) in self.peers.iter_mut().enumerate() {
-            let Some(pe) = pe else { continue };
+        for (peer, pe) in self.peers.iter_ids_mut() {
             if let Some(e) = pe.unreported.take() {
                 return Err(e);
             }
             if pe.lost > 0 {
                 let ops = core::mem::take(&mut pe.lost);
-                return Err(VerbsError::ReplayLost {
-                    peer: peer as u32,
-                    ops,
-                });
+                return Err(VerbsError::ReplayLost { peer, ops });
             }
         }
         if self.fatal {
             return Err(VerbsError::DeviceFatal);
         }
         let mut done = true;
-        for peer in 0..self.n_pes {
-            let Some(Some(pe)) = self.peers.get_mut(peer as usize) else {
+        for slot in 0..self.peers.len() {
+            let peer = self.peers.id(slot);
+            let Some(pe) = self.peers.get_mut(peer) else {
                 continue;
             };
             if pe.n_replays > 0 {
@@ -480,8 +477,9 @@ impl Transport for VerbsDriver {
                 // The marker joins the batch: one doorbell for both.
                 let _ = self.marker(peer, qi);
                 self.flush_qp(peer, qi);
-                if self.peers[peer as usize]
-                    .as_ref()
+                if self
+                    .peers
+                    .get(peer)
                     .is_some_and(|p| p.qps[qi].outstanding() > 0)
                 {
                     done = false;

@@ -58,6 +58,9 @@ struct Fetched {
     boot: Option<Bootstrap>,
     /// Per peer fetched, its TCP addresses: O(peers this PE talks to).
     addrs: BTreeMap<u32, Vec<SocketAddr>>,
+    /// Per peer fetched that has one, its verbs PE card (for a lazy verbs
+    /// driver: `Context::verbs_first_use`).
+    verbs: BTreeMap<u32, Vec<u8>>,
 }
 
 impl LazyCards {
@@ -76,11 +79,32 @@ impl LazyCards {
         self.fetched.load(Ordering::Relaxed)
     }
 
-    /// `pe`'s addresses, known already (its card fetched at init, with a
-    /// verbs driver; or tests without a rendezvous root): its first use
-    /// finds them here (not counted as fetched).
+    /// `pe`'s addresses, known already (tests without a rendezvous root):
+    /// its first use finds them here (not counted as fetched).
+    #[cfg(test)]
     pub(super) fn preload(&self, pe: u32, addrs: Vec<SocketAddr>) {
         lock(&self.inner).addrs.insert(pe, addrs);
+    }
+
+    /// As [`LazyCards::preload`], with `pe`'s verbs PE card.
+    #[cfg(all(test, feature = "verbs"))]
+    pub(super) fn preload_verbs(&self, pe: u32, addrs: Vec<SocketAddr>, verbs: Option<Vec<u8>>) {
+        let mut f = lock(&self.inner);
+        f.addrs.insert(pe, addrs);
+        if let Some(v) = verbs {
+            f.verbs.insert(pe, v);
+        }
+    }
+
+    /// Whether `pe`'s card (addresses) is held: fetched, or preloaded.
+    #[cfg(all(test, feature = "verbs"))]
+    pub(super) fn holds(&self, pe: u32) -> bool {
+        lock(&self.inner).addrs.contains_key(&pe)
+    }
+
+    /// `pe`'s verbs PE card, when its fetched card has one.
+    fn verbs_of(&self, pe: u32) -> Option<Vec<u8>> {
+        lock(&self.inner).verbs.get(&pe).cloned()
     }
 
     /// `pe`'s TCP addresses: fetched now from the root, or as an earlier
@@ -93,6 +117,9 @@ impl LazyCards {
         let boot = f.boot.as_mut().ok_or(BootstrapError::Unusable)?;
         let cards = boot.fetch_cards(&[pe])?;
         let addrs = cards.get(pe).map(|c| c.tcp.clone()).unwrap_or_default();
+        if let Some(v) = cards.get(pe).and_then(|c| c.verbs.clone()) {
+            f.verbs.insert(pe, v);
+        }
         self.fetched.fetch_add(1, Ordering::Relaxed);
         f.addrs.insert(pe, addrs.clone());
         Ok(addrs)
@@ -133,6 +160,13 @@ impl Context {
             for r in 0..rails {
                 self.topo.set_health(tcp_rail(r), pe, true);
             }
+        } else {
+            // A lazy verbs driver pairs with `pe` now (its records go over
+            // the TCP connection being made); traffic stays on TCP until
+            // the link is up at both ends and a quiet raised its bit.
+            let card = lazy.verbs_of(pe);
+            self.verbs_first_use(pe, card.as_deref());
+            self.leave();
         }
         connected
     }

@@ -152,11 +152,12 @@ impl Context {
             let k = s.derive_key(info.job_id, PURPOSE_VERBS_PSN);
             u64::from_le_bytes([k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7]])
         });
+        let lazy = cfg.cards == config::CardsMode::Lazy;
         let (verbs_drv, verbs_why) = super::verbs::create_driver(
             cfg,
             &info,
             verbs_seed,
-            tcp.is_some(),
+            (tcp.is_some(), lazy),
             own_heap,
             own_heap_len,
         );
@@ -185,8 +186,7 @@ impl Context {
             return Ok(ctx);
         };
         let host_root = info.hosts_root();
-        let lazy = cfg.cards == config::CardsMode::Lazy;
-        let (mut boot, mut peers, verbs_cards, root) = match cfg.cards {
+        let (mut boot, peers, verbs_cards, root) = match cfg.cards {
             config::CardsMode::All => {
                 let rv = bootstrap::rendezvous_at(
                     &info,
@@ -200,12 +200,9 @@ impl Context {
                     rv.cards.iter().map(|c| c.verbs.clone()).collect();
                 (rv.bootstrap, peers, verbs, rv.root)
             }
-            config::CardsMode::Lazy => {
-                // TCP connects on first use; verbs still pairs with every
-                // off-node peer at init, so it needs every card now.
-                let needs_remote = tcp.is_some() && verbs_drv.is_some();
-                lazy_rendezvous(&info, meeting, card, cfg, host_root, needs_remote)?
-            }
+            // TCP connects on first use, and verbs (a lazy driver) pairs
+            // with a peer then too: only same-node cards now.
+            config::CardsMode::Lazy => lazy_rendezvous(&info, meeting, card, cfg, host_root)?,
         };
         // Where the peers' cards came from: the root, or (under PMIx) its
         // store; `.ci/launchers.sh` looks for this event.
@@ -216,21 +213,7 @@ impl Context {
             "cards from {}",
             boot.card_source()
         );
-        // With lazy cards and verbs here, every card was fetched, but TCP
-        // connects at init only to the peers verbs pairs with (those with a
-        // verbs card: verbs PEs, which connect at init too, so both sides
-        // progress); the others keep their addresses for their first use.
-        let kept = if lazy && verbs_drv.is_some() {
-            keep_for_first_use(&mut peers, &verbs_cards, info.rank, cfg.transports.shm)
-        } else {
-            Vec::new()
-        };
         let mut ctx = Context::from_parts_with(setup, own, &peers, tcp, lazy)?;
-        if let Some(l) = ctx.pe.lazy.as_ref() {
-            for (pe, addrs) in kept {
-                l.preload(pe, addrs);
-            }
-        }
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
         match verbs_drv {
@@ -302,19 +285,18 @@ type Joined = (
 
 /// The rendezvous with `cards = lazy`: every rank's locality, then the
 /// cards this PE needs at init fetched from the root: its node's other
-/// PEs' (for shared memory, when `transports` allows it) and, with
-/// `needs_remote` (a verbs driver here: verbs pairs with every off-node
-/// peer at init), every other PE's. A peer whose card is not fetched is
-/// known by its locality alone (no shm object, no TCP address, no verbs
-/// card): the TCP driver fetches its card and connects at the first
-/// operation toward it (connect-on-first-use, `first_use.rs`).
+/// PEs' (for shared memory, when `transports` allows it; else none). A
+/// peer whose card is not fetched is known by its locality alone (no shm
+/// object, no TCP address, no verbs card): the TCP driver fetches its card
+/// and connects at the first operation toward it (connect-on-first-use,
+/// `first_use.rs`), and a verbs driver (created with lazy peers) pairs
+/// with it then.
 fn lazy_rendezvous(
     info: &RankInfo,
     meeting: bootstrap::Meeting,
     card: Card,
     cfg: &Config,
     host_root: bool,
-    needs_remote: bool,
 ) -> Result<Joined> {
     let me = info.rank;
     let own_peer = peer_of(&card);
@@ -325,15 +307,8 @@ fn lazy_rendezvous(
     let my_node = locs.get(me).map_or(own_peer.node, |l| l.node_id);
     let wanted: Vec<u32> = (0..info.size)
         .filter(|&r| r != me)
-        .filter(|&r| {
-            let same_node = locs.get(r).is_some_and(|l| l.node_id == my_node);
-            if same_node && cfg.transports.shm {
-                true
-            } else {
-                // Without shm a same-node peer is reached over TCP too.
-                needs_remote
-            }
-        })
+        // Without shm a same-node peer is reached over TCP: at first use.
+        .filter(|&r| cfg.transports.shm && locs.get(r).is_some_and(|l| l.node_id == my_node))
         .collect();
     let fetched = if wanted.is_empty() {
         bootstrap::Cards::default()
@@ -372,31 +347,6 @@ fn lazy_rendezvous(
         }
     }
     Ok((rv.bootstrap, peers, verbs, rv.root))
-}
-
-/// With lazy cards and a verbs driver (every card fetched at init): takes
-/// the TCP addresses out of the [`PeerInfo`] of every peer reached over
-/// TCP (off-node, or any without shared memory) that has no verbs card,
-/// so that TCP connects to it at its first use, not at init; returns them
-/// (by rank) for the first use to find.
-fn keep_for_first_use(
-    peers: &mut [PeerInfo],
-    verbs_cards: &[Option<Vec<u8>>],
-    me: u32,
-    shm: bool,
-) -> Vec<(u32, Vec<SocketAddr>)> {
-    let my_node = peers.get(me as usize).map(|p| p.node);
-    peers
-        .iter_mut()
-        .enumerate()
-        .filter(|&(r, ref p)| {
-            r != me as usize
-                && !(shm && Some(p.node) == my_node)
-                && verbs_cards.get(r).is_some_and(Option::is_none)
-        })
-        .map(|(r, p)| (r as u32, std::mem::take(&mut p.tcp)))
-        .filter(|(_, a)| !a.is_empty())
-        .collect()
 }
 
 /// The purpose of the key from which the verbs PSN seed is taken.
@@ -524,44 +474,5 @@ impl InitOptions {
     pub fn symmetric_data(mut self, alias: switchyard_shm::Alias) -> InitOptions {
         self.symmetric_data = Some(alias);
         self
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn peer(node: u64, port: u16) -> PeerInfo {
-        PeerInfo {
-            node,
-            switch: NO_SWITCH,
-            tree: NO_SWITCH,
-            shm: None,
-            tcp: vec![SocketAddr::from(([127, 0, 0, 1], port))],
-        }
-    }
-
-    #[test]
-    fn with_verbs_tcp_connects_at_init_only_to_verbs_peers() {
-        // PE 0 (node 1, verbs); PE 1 on its node; PE 2 off-node with verbs;
-        // PE 3 off-node without.
-        let mut peers = vec![peer(1, 10), peer(1, 11), peer(2, 12), peer(3, 13)];
-        let verbs = vec![Some(vec![1]), None, Some(vec![2]), None];
-        let kept = keep_for_first_use(&mut peers, &verbs, 0, true);
-        assert_eq!(
-            kept,
-            vec![(3, vec![SocketAddr::from(([127, 0, 0, 1], 13))])]
-        );
-        assert!(peers[3].tcp.is_empty(), "PE 3 connects at first use");
-        // Its own, the same-node one (shared memory) and the verbs peer's
-        // addresses stay: TCP connects to PE 2 at init.
-        assert!(!peers[0].tcp.is_empty() && !peers[1].tcp.is_empty());
-        assert!(!peers[2].tcp.is_empty());
-        // Without shared memory the same-node peer without verbs is a TCP
-        // peer like the off-node ones.
-        let mut peers = vec![peer(1, 10), peer(1, 11), peer(2, 12), peer(3, 13)];
-        let kept = keep_for_first_use(&mut peers, &verbs, 0, false);
-        let ranks: Vec<u32> = kept.iter().map(|k| k.0).collect();
-        assert_eq!(ranks, vec![1, 3]);
     }
 }

@@ -195,7 +195,7 @@ pub(super) fn create_driver(
     _: &Config,
     _: &RankInfo,
     _seed: u64,
-    _has_tcp: bool,
+    _has_tcp_lazy: (bool, bool),
     _heap: *mut u8,
     _heap_len: u64,
 ) -> (Option<VerbsDriver>, Option<String>) {
@@ -259,6 +259,8 @@ impl Context {
     pub(super) fn verbs_record(&mut self, _from: u32, _: &[u8; 32]) {}
 
     pub(super) fn verbs_tcp_up(&mut self, _pe: u32) {}
+
+    pub(super) fn verbs_first_use(&mut self, _pe: u32, _card: Option<&[u8]>) {}
 
     pub(super) fn verbs_quiet_poll(&mut self) -> super::Result<bool> {
         Ok(true)

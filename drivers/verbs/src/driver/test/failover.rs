@@ -221,8 +221,8 @@ fn a_post_refused_mid_put_replays_every_piece() {
         a.progress(Instant::default());
     }
     assert!(
-        a.peers[1]
-            .as_ref()
+        a.peers
+            .get(1)
             .unwrap()
             .qps
             .iter()

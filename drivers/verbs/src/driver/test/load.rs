@@ -11,7 +11,7 @@ use super::*;
 /// What the data QPs' send queues of `peer` hold, recounted from the
 /// records (the slow way the backlog's counters stand for).
 fn recount(d: &VerbsDriver, peer: u32) -> (u32, u64) {
-    let pe = d.peers[peer as usize].as_ref().unwrap();
+    let pe = d.peers.get(peer).unwrap();
     let (mut wrs, mut bytes) = (0u32, 0u64);
     for q in pe.qps.iter().skip(1) {
         let depth = q.records.len() as u64;

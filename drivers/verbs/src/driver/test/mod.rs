@@ -7,6 +7,7 @@
 
 mod data_path;
 mod failover;
+mod lazy;
 mod load;
 mod receipts;
 mod sets;
@@ -61,7 +62,7 @@ fn the_qpn_table_finds_every_data_qp() {
     let entries: Vec<(u32, u32)> = (0..300u32)
         .map(|i| ((i * 7919 + 0x11) & 0xFF_FFFF, i << 8 | (i % 8 + 1)))
         .collect();
-    let t = qpn_table(&entries);
+    let t = qpn_table(&entries, entries.len());
     assert!(t.len() >= 2 * entries.len());
     for &(qpn, tag) in &entries {
         assert_eq!(qpn_lookup(&t, qpn), Some(tag));

@@ -15,12 +15,16 @@ use crate::{
 };
 
 /// The verbs driver over the own heap, or why there is none; `seed` seeds
-/// the initial PSNs (the same on every PE of the job).
+/// the initial PSNs (the same on every PE of the job). With `lazy` (lazy
+/// cards) the driver creates no QPs at creation: a peer's are created at
+/// its first use, within a budget of
+/// [`DEFAULT_LAZY_PEERS`](switchyard_verbs::params::DEFAULT_LAZY_PEERS)
+/// peers (`first_use.rs`, [`Context::verbs_first_use`]).
 pub(in crate::context) fn create_driver(
     cfg: &Config,
     info: &RankInfo,
     seed: u64,
-    has_tcp: bool,
+    (has_tcp, lazy): (bool, bool),
     heap: *mut u8,
     heap_len: u64,
 ) -> (Option<VerbsDriver>, Option<String>) {
@@ -52,7 +56,10 @@ pub(in crate::context) fn create_driver(
     // dropped, before `shm`).
     let d = unsafe {
         VerbsDriver::new(
-            verbs_config(cfg),
+            switchyard_verbs::params::VerbsConfig {
+                lazy_peers: lazy.then_some(switchyard_verbs::params::DEFAULT_LAZY_PEERS),
+                ..verbs_config(cfg)
+            },
             info.rank,
             info.size,
             seed,
@@ -156,6 +163,9 @@ impl Context {
             max_get: self.verbs_max_get,
         });
         self.verbs = Some(Box::new(Verbs {
+            lazy: drv.lazy(),
+            cards_in: std::collections::BTreeMap::new(),
+            lazy_refused: 0,
             drv,
             seed,
             peers,
@@ -194,29 +204,132 @@ impl Context {
     /// Sends our QP numbers to every wanted peer that has not had them.
     pub(super) fn verbs_send_qpns(&mut self) {
         self.verbs_in();
+        let n = self.verbs.as_ref().map_or(0, |v| v.peers.len() as u32);
+        for pe in 0..n {
+            self.verbs_send_qpns_to(pe);
+        }
+    }
+
+    /// Sends our QP numbers to `pe` if it is wanted and has not had them;
+    /// with lazy peers, our PE card first ([`Record::CardPiece`]: `pe` may
+    /// not have it).
+    pub(super) fn verbs_send_qpns_to(&mut self, pe: u32) {
         let (Some(v), Some(t)) = (self.verbs.as_mut(), self.tcp.as_mut()) else {
             return;
         };
         let t = t.get();
-        for pe in 0..v.peers.len() as u32 {
-            let p = &v.peers[pe as usize];
-            if !p.wanted || p.qpns_sent {
-                continue;
+        let Some(p) = v.peers.get(pe as usize) else {
+            return;
+        };
+        if !p.wanted || p.qpns_sent {
+            return;
+        }
+        let Ok(card) = v.drv.card_for(pe) else {
+            return;
+        };
+        if v.lazy {
+            let pieces = v
+                .drv
+                .pe_card()
+                .to_vec()
+                .ok()
+                .and_then(|b| Record::card_pieces(&b));
+            let Some(pieces) = pieces else { return };
+            for r in pieces {
+                if t.send_link_state(pe, r.encode()).is_err() {
+                    return; // sent again when TCP to `pe` is up
+                }
             }
-            let Ok(card) = v.drv.card_for(pe) else {
-                continue;
-            };
-            let mut qpns = [0u32; MAX_QPS];
-            for (q, a) in qpns.iter_mut().zip(card.qps()) {
-                *q = a.qpn;
+        }
+        let mut qpns = [0u32; MAX_QPS];
+        for (q, a) in qpns.iter_mut().zip(card.qps()) {
+            *q = a.qpn;
+        }
+        let rec = Record::Qpns {
+            n: card.n_qps,
+            qpns,
+        };
+        if t.send_link_state(pe, rec.encode()).is_ok() {
+            v.peers[pe as usize].qpns_sent = true;
+        }
+    }
+
+    /// Whether this PE routes to `pe` over verbs by its class (NEAR; ROUTED
+    /// unless `verbs_routed = off`).
+    pub(super) fn verbs_class_wants(&mut self, pe: u32) -> bool {
+        match self.class(pe) {
+            Some(PathClass::Near) => true,
+            Some(PathClass::Routed) => self.verbs_routed,
+            _ => false,
+        }
+    }
+
+    /// Lazy peers: takes `pe` on as a verbs peer with PE card `bytes` (its
+    /// card fetched at first use, or received in [`Record::CardPiece`]s):
+    /// checks the card, the class, adds the peer's QPs to the driver.
+    /// Returns whether `pe` is now wanted; when not, says why in a warning
+    /// (a bad card, the budget spent: `pe` stays on TCP). Control path.
+    pub(super) fn verbs_take_peer(&mut self, pe: u32, bytes: &[u8]) -> bool {
+        if !self.verbs_class_wants(pe) {
+            return false;
+        }
+        let nic = !self.cpu_atomics_rule;
+        let Some(v) = self.verbs.as_mut() else {
+            return false;
+        };
+        let Some(p) = v.peers.get_mut(pe as usize) else {
+            return false;
+        };
+        if p.wanted {
+            return true;
+        }
+        let card = match parse_pe_card(bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                self.warnings.push(format!(
+                    "PE {pe}'s verbs card is refused ({e}): it stays on TCP"
+                ));
+                return false;
             }
-            let rec = Record::Qpns {
-                n: card.n_qps,
-                qpns,
-            };
-            if t.send_link_state(pe, rec.encode()).is_ok() {
-                v.peers[pe as usize].qpns_sent = true;
-            }
+        };
+        if nic && !card.atomics {
+            // The policy sends atomics to verbs peers over the NIC, which
+            // this peer's device cannot do.
+            self.warnings.push(format!(
+                "PE {pe}'s device does no RDMA atomics while this PE's atomics use the NIC: it stays on TCP"
+            ));
+            return false;
+        }
+        if let Err(e) = v.drv.add_peer(pe) {
+            v.lazy_refused += 1;
+            tracing::warn!(pe = self.me, peer = pe, transport = "verbs", "{e}");
+            self.warnings.push(format!(
+                "verbs to PE {pe} not paired ({e}): it stays on TCP"
+            ));
+            return false;
+        }
+        p.card = Some(card);
+        p.wanted = true;
+        p.backoff = MIN_BACKOFF_NS;
+        true
+    }
+
+    /// Lazy peers, at the first use of `pe` (after its card was fetched
+    /// and TCP to it started: `first_use.rs`): when its card has a verbs
+    /// PE card and its class wants verbs, adds its QPs and sends it our
+    /// card and QP numbers (now, or when TCP to it is up). The link comes
+    /// up as at init (QPNs both ways, [`Record::Rts`]), and its health bit
+    /// at the end of a quiet; until then its traffic goes over TCP.
+    pub(in crate::context) fn verbs_first_use(&mut self, pe: u32, card: Option<&[u8]>) {
+        if !self.verbs_in() {
+            return;
+        }
+        if !self.verbs.as_ref().is_some_and(|v| v.lazy && !v.fatal) {
+            return;
+        }
+        let Some(bytes) = card else { return };
+        if self.verbs_take_peer(pe, bytes) {
+            self.verbs_send_qpns_to(pe);
         }
     }
 

@@ -425,8 +425,40 @@ impl Context {
                 return;
             }
         };
-        let Some(p) = v.peers.get_mut(from as usize) else {
+        if from as usize >= v.peers.len() {
             v.bad_records += 1;
+            return;
+        }
+        if v.lazy {
+            match rec {
+                // Lazy peers: the sender's card, for a pairing it starts.
+                Record::CardPiece { piece, bytes } => {
+                    if !v.peers[from as usize].wanted {
+                        v.cards_in.entry(from).or_default().put(piece, &bytes);
+                    }
+                    return;
+                }
+                Record::Qpns { .. } if !v.peers[from as usize].wanted && !v.fatal => {
+                    // The sender pairs with us at its first use of us:
+                    // take it on with the card it sent, and answer with
+                    // ours and our QPNs (below, once connected).
+                    let Some(card) = v.cards_in.remove(&from).and_then(|c| c.card().copied())
+                    else {
+                        v.bad_records += 1;
+                        self.warnings.push(format!(
+                            "PE {from} sent its verbs QPNs without its card: it stays on TCP"
+                        ));
+                        return;
+                    };
+                    if !self.verbs_take_peer(from, &card) {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(v) = self.verbs.as_mut() else { return };
+        let Some(p) = v.peers.get_mut(from as usize) else {
             return;
         };
         if !p.wanted {
@@ -447,6 +479,11 @@ impl Context {
                     Ok(()) => {
                         p.connected = true;
                         p.generation = 0;
+                        // Lazy peers: the sender may not have our QPNs
+                        // yet (it started the pairing); before our RTS.
+                        if !p.qpns_sent {
+                            self.verbs_send_qpns_to(from);
+                        }
                         self.verbs_send(from, Record::Rts { generation: 0 });
                     }
                     Err(e) => {
@@ -484,6 +521,7 @@ impl Context {
                 }
                 self.verbs_events();
             }
+            Record::CardPiece { .. } => {}
             Record::Withheld { generation } => {
                 // Only for the failure this PE holds for (a late answer to
                 // an older one changes nothing).
@@ -546,7 +584,7 @@ impl Context {
         }
         let (connected, g, up, rebuild) = (p.connected, p.generation, p.local_up, p.rebuild_to);
         if !p.qpns_sent {
-            self.verbs_send_qpns();
+            self.verbs_send_qpns_to(pe);
         }
         if let Some(g) = rebuild {
             self.verbs_send(pe, Record::Failed { generation: g });

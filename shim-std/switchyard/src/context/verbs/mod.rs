@@ -37,6 +37,21 @@
 //!   RTS ([`Record::Rts`]), and sets the verbs health bit: NEAR traffic then
 //!   goes over verbs, and ROUTED messages of `short_threshold` bytes and
 //!   more (the route policy's rule 3; shorter ones take TCP).
+//! * **Lazy cards** (`cards = lazy`). The driver is created with lazy
+//!   peers (no QPs; `VerbsConfig::lazy_peers`) and init fetches no
+//!   off-node card, so no peer is paired at init. At the first use of a
+//!   peer (`first_use.rs`, after its card was fetched and TCP to it
+//!   started) `Context::verbs_first_use` adds it to the driver
+//!   (`VerbsDriver::add_peer`) when its card has a verbs PE card and its
+//!   class wants verbs, and sends it our PE card in two
+//!   [`Record::CardPiece`]s before our [`Record::Qpns`]: the responder
+//!   served us as a stranger and holds no card of ours. It takes us on
+//!   ([`CardPieces`], [`parse_pe_card`]), connects, and answers with its
+//!   card, QPNs and [`Record::Rts`]; the rest is as above (the health bit
+//!   at the end of a quiet). A budget spent
+//!   ([`VerbsError::NoPeerLeft`]) or a bad card leaves the peer on TCP
+//!   with a warning. Both sides pairing at once converge: adding a peer
+//!   twice does nothing, and each side connects once.
 //! * **Atomics** ([`nic_atomics`], `verbs_atomics = auto | nic | cpu`). RDMA
 //!   atomics of a device whose `atomic_cap` is `IBV_ATOMIC_HCA` are atomic
 //!   only among that HCA's own atomics, while same-node atomics (shared
@@ -203,7 +218,7 @@ mod test;
 
 pub(super) use attach::create_driver;
 pub use common::{NO_VERBS, VerbsStatus};
-pub use record::{Record, RecordError};
+pub use record::{CardPieces, Record, RecordError};
 use switchyard_core::route::LoadWatermark;
 use switchyard_verbs::{
     Event,
@@ -404,6 +419,14 @@ struct PeerV {
 /// contexts (in the TCP handle's cell, checked out by one context at a
 /// time: `context/pe.rs`).
 pub(super) struct Verbs {
+    /// The driver was created with lazy peers (lazy cards): a peer's QPs
+    /// are added at its first use, or when it sends us its card and QPNs.
+    lazy: bool,
+    /// Lazy peers: the PE cards being received in pieces
+    /// ([`Record::CardPiece`]), by sender; O(peers pairing now).
+    cards_in: std::collections::BTreeMap<u32, CardPieces>,
+    /// Lazy peers refused (the driver's budget spent, a bad card).
+    pub(super) lazy_refused: u64,
     /// The driver (its own heap registration, QPs, CQ).
     pub(super) drv: VerbsDriver,
     seed: u64,

@@ -2,7 +2,7 @@
 //! failure, receipts), in the TCP driver's 32-byte link-state records:
 //! encoded and decoded, every bad byte a typed error.
 
-use switchyard_verbs::card::{MAX_24, MAX_QPS};
+use switchyard_verbs::card::{HEADER_LEN, MAX_24, MAX_QPS};
 
 use super::common::RECORD_MAGIC as MAGIC;
 
@@ -24,6 +24,12 @@ use super::common::RECORD_MAGIC as MAGIC;
 ///   their last WQE in time, or could not be moved to the error state), so
 ///   the reader reports its puts in doubt lost now instead of waiting for
 ///   receipts until its op timeout;
+/// * kind 6, card piece: piece `u8` (0 or 1), then that piece of the
+///   sender's 44-byte PE card: bytes 0 to 25 (piece 0, 26 bytes) or 26 to
+///   43 (piece 1, 18 bytes). With lazy cards the reader may not have the
+///   sender's card (it was served as a stranger): both pieces come before
+///   the sender's [`Record::Qpns`] ([`CardPieces`] puts them together; the
+///   card is then checked as a bootstrap card is);
 ///
 /// and zeros to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +70,73 @@ pub enum Record {
         /// The generation of the failure.
         generation: u32,
     },
+    /// A piece of the sender's PE card (lazy cards: the reader may not
+    /// have it).
+    CardPiece {
+        /// 0 (bytes 0 to 25) or 1 (bytes 26 to 43).
+        piece: u8,
+        /// The piece's bytes; piece 1 uses the first 18 (the rest 0).
+        bytes: [u8; CARD_PIECE],
+    },
+}
+
+/// Bytes of a PE card in piece 0 of [`Record::CardPiece`] (piece 1 holds
+/// the rest: 18).
+pub const CARD_PIECE: usize = 26;
+/// A PE card's length (the verbs card header, no QPs).
+pub const PE_CARD_LEN: usize = HEADER_LEN;
+const _: () = assert!(PE_CARD_LEN > CARD_PIECE && PE_CARD_LEN <= 2 * CARD_PIECE);
+
+impl Record {
+    /// The two [`Record::CardPiece`]s of a PE card (`None` for a card of
+    /// another length than `PE_CARD_LEN`, 44).
+    pub fn card_pieces(card: &[u8]) -> Option<[Record; 2]> {
+        if card.len() != PE_CARD_LEN {
+            return None;
+        }
+        let mut a = [0u8; CARD_PIECE];
+        let mut b = [0u8; CARD_PIECE];
+        a.copy_from_slice(&card[..CARD_PIECE]);
+        b[..PE_CARD_LEN - CARD_PIECE].copy_from_slice(&card[CARD_PIECE..]);
+        Some([
+            Record::CardPiece { piece: 0, bytes: a },
+            Record::CardPiece { piece: 1, bytes: b },
+        ])
+    }
+}
+
+/// A PE card received in [`Record::CardPiece`]s: complete once both
+/// pieces came (a piece sent again replaces the earlier one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CardPieces {
+    bytes: [u8; PE_CARD_LEN],
+    got: u8,
+}
+
+impl Default for CardPieces {
+    fn default() -> Self {
+        CardPieces {
+            bytes: [0; PE_CARD_LEN],
+            got: 0,
+        }
+    }
+}
+
+impl CardPieces {
+    /// Takes piece `piece` (0 or 1; another is ignored).
+    pub fn put(&mut self, piece: u8, bytes: &[u8; CARD_PIECE]) {
+        match piece {
+            0 => self.bytes[..CARD_PIECE].copy_from_slice(bytes),
+            1 => self.bytes[CARD_PIECE..].copy_from_slice(&bytes[..PE_CARD_LEN - CARD_PIECE]),
+            _ => return,
+        }
+        self.got |= 1 << piece;
+    }
+
+    /// The card's bytes once both pieces came.
+    pub fn card(&self) -> Option<&[u8; PE_CARD_LEN]> {
+        (self.got == 3).then_some(&self.bytes)
+    }
 }
 
 /// Why a verbs control record was refused.
@@ -78,7 +151,7 @@ pub enum RecordError {
     },
     /// An unknown kind.
     #[error(
-        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied) or 5 (withheld)"
+        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied), 5 (withheld) or 6 (card piece)"
     )]
     Kind {
         /// The kind byte.
@@ -103,6 +176,12 @@ pub enum RecordError {
     Qpn {
         /// Its index.
         index: u8,
+    },
+    /// A card piece other than 0 or 1.
+    #[error("verbs record card piece {piece}, expected 0 or 1")]
+    CardPiece {
+        /// The piece.
+        piece: u8,
     },
     /// Non-zero bytes after the fields.
     #[error("verbs record has non-zero bytes after its fields, at byte {at}")]
@@ -154,6 +233,16 @@ impl Record {
             Record::Withheld { generation } => {
                 b[3] = 5;
                 b[4..8].copy_from_slice(&generation.to_le_bytes());
+            }
+            Record::CardPiece { piece, bytes } => {
+                b[3] = 6;
+                b[4] = piece;
+                let n = if piece == 0 {
+                    CARD_PIECE
+                } else {
+                    PE_CARD_LEN - CARD_PIECE
+                };
+                b[5..5 + n].copy_from_slice(&bytes[..n]);
             }
         }
         b
@@ -222,6 +311,17 @@ impl Record {
                 },
                 8,
             ),
+            6 => {
+                let piece = b[4];
+                let n = match piece {
+                    0 => CARD_PIECE,
+                    1 => PE_CARD_LEN - CARD_PIECE,
+                    _ => return Err(RecordError::CardPiece { piece }),
+                };
+                let mut bytes = [0u8; CARD_PIECE];
+                bytes[..n].copy_from_slice(&b[5..5 + n]);
+                (Record::CardPiece { piece, bytes }, 5 + n)
+            }
             kind => return Err(RecordError::Kind { kind }),
         };
         if let Some(at) = (end..32).find(|&i| b[i] != 0) {

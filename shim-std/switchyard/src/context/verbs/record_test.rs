@@ -69,7 +69,7 @@ fn bad_records_are_named() {
             got: [b'X', b'Y', b'V']
         }
     );
-    assert_eq!(bad(&|b| b[3] = 6), RecordError::Kind { kind: 6 });
+    assert_eq!(bad(&|b| b[3] = 7), RecordError::Kind { kind: 7 });
     let mut w = Record::Withheld { generation: 2 }.encode();
     w[8] = 1;
     assert_eq!(Record::decode(&w), Err(RecordError::Trailing { at: 8 }));
@@ -114,6 +114,41 @@ fn bad_records_are_named() {
         bad_applied(&|b| b[18] = 1),
         RecordError::Trailing { at: 18 }
     );
+}
+
+#[test]
+fn a_pe_card_travels_in_two_pieces_checked_like_any_record() {
+    let bytes = pe_card().to_vec().unwrap();
+    let [a, b] = Record::card_pieces(&bytes).unwrap();
+    let (ea, eb) = (a.encode(), b.encode());
+    assert_eq!(Record::decode(&ea), Ok(a));
+    assert_eq!(Record::decode(&eb), Ok(b));
+    // Put together in either order, a piece sent again replacing the
+    // earlier one; the card then parses as a bootstrap card.
+    let mut got = CardPieces::default();
+    let Record::CardPiece { piece, bytes: pb } = b else {
+        unreachable!()
+    };
+    got.put(piece, &pb);
+    assert_eq!(got.card(), None, "one piece is not a card");
+    got.put(piece, &pb);
+    let Record::CardPiece { piece, bytes: pa } = a else {
+        unreachable!()
+    };
+    got.put(piece, &pa);
+    assert_eq!(parse_pe_card(got.card().unwrap()), Ok(pe_card()));
+    // Typed errors: a piece other than 0 or 1, bytes past piece 1's 18.
+    let mut bad = eb;
+    bad[4] = 2;
+    assert_eq!(
+        Record::decode(&bad),
+        Err(RecordError::CardPiece { piece: 2 })
+    );
+    let mut bad = eb;
+    bad[5 + 18] = 1;
+    assert_eq!(Record::decode(&bad), Err(RecordError::Trailing { at: 23 }));
+    // A card of another length has no pieces.
+    assert_eq!(Record::card_pieces(&bytes[..40]), None);
 }
 
 #[test]

@@ -30,6 +30,7 @@ use crate::context::{
     tcp_pair_test::{self, WAIT},
 };
 
+mod lazy;
 mod load;
 mod routing;
 mod threads;
