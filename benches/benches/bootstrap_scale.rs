@@ -2,9 +2,14 @@
 //! PE a thread of a second process, for N = 64, 256, 1,024 and 4,096
 //! (`cargo bench -p switchyard-benches --bench bootstrap_scale`; 16 only in
 //! test mode, `cargo test --benches`), each size with every card to every
-//! PE (`all`, [`Bootstrap::join`]) and with lazy cards (`lazy`,
+//! PE (`all`, [`Bootstrap::join`]), with lazy cards (`lazy`,
 //! [`Bootstrap::join_lazy`]: localities to every PE, then each PE fetches
-//! the cards of its node's other PEs, as a context does for shm).
+//! the cards of its node's other PEs, as a context does for shm) and with
+//! lazy cards and only the node's localities (`node`,
+//! [`Bootstrap::join_lazy_node`]: each PE gets its node's runs, then
+//! fetches the same cards). `BOOTSTRAP_SCALE_MODE` runs one mode only;
+//! `BOOTSTRAP_SCALE_PER_NODE` sets the PEs per node (64; 1 is a node per
+//! PE, the worst case for `lazy`).
 //!
 //! Each size runs as two child processes of this binary, so that the root's
 //! memory is its own: the root (`BOOTSTRAP_SCALE_ROLE=root`: binds, prints
@@ -21,11 +26,12 @@
 //!   per PE;
 //! * the bytes of cards (and localities) one PE holds (`all`: every card,
 //!   N² in all through the root; `lazy`: the runs, 20 bytes per node, and
+//!   the cards of its node; `node`: its node's runs, 16 bytes each, and
 //!   the cards of its node) and the PEs' process peak;
 //! * an extrapolation to 1,000,000 PEs of the root's bytes and time per PE:
 //!   a straight line through the two largest sizes, never below the largest
 //!   size's figure (per PE, `all` grows with N; `lazy` only by the runs, 20
-//!   bytes per 64 PEs). One root serves the PEs one after another, so the
+//!   bytes per 64 PEs; `node` not at all). One root serves the PEs one after another, so the
 //!   time in all is N times the time per PE.
 //!
 //! A benchmark, not a test: nothing is asserted about the figures.
@@ -38,10 +44,17 @@ use std::{
 };
 
 use switchyard_benches::measuring;
-use switchyard_bootstrap::{Bootstrap, Card, JobSecret, RootServer};
+use switchyard_bootstrap::{Bootstrap, Card, JobSecret, Localities, RootServer};
 
-/// PEs per simulated node (the cards' node ids).
-const PER_NODE: u32 = 64;
+/// PEs per simulated node (the cards' node ids): `BOOTSTRAP_SCALE_PER_NODE`
+/// (1 is the worst case for the localities: a node per PE), else 64.
+fn per_node() -> u32 {
+    std::env::var("BOOTSTRAP_SCALE_PER_NODE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(64)
+}
 
 /// The job's secret (this benchmark's own).
 const SECRET: &str = "b005b005b005b005b005b005b005b005b005b005b005b005b005b005b005b005";
@@ -56,7 +69,7 @@ fn secret() -> JobSecret {
 /// PE `rank`'s card: what a PE on a node with shm, two TCP rails and verbs
 /// announces.
 fn card(job: u64, rank: u32) -> Card {
-    let mut c = Card::new(job, rank, 1000 + u64::from(rank / PER_NODE));
+    let mut c = Card::new(job, rank, 1000 + u64::from(rank / per_node()));
     c.shm = Some(format!("/switchyard-{job:016x}-{rank}"));
     let port = 20_000 + (rank % 40_000) as u16;
     c.tcp = vec![
@@ -95,14 +108,14 @@ fn root(n: u32, job: u64) {
 /// The PEs' process: `n` threads join at `addr` (lazily: and fetch their
 /// node's cards), pass one barrier and say goodbye; prints `cards <bytes
 /// rank 0 holds> <VmHWM KiB>`.
-fn pes(n: u32, job: u64, addr: SocketAddr, lazy: bool) {
+fn pes(n: u32, job: u64, addr: SocketAddr, mode: Mode) {
     let threads: Vec<_> = (0..n)
         .map(|rank| {
             std::thread::Builder::new()
                 .stack_size(256 << 10)
                 .spawn(move || {
-                    if lazy {
-                        return lazy_pe(n, job, addr, rank);
+                    if mode != Mode::All {
+                        return lazy_pe(n, job, addr, rank, mode == Mode::Node);
                     }
                     let (mut b, cards) =
                         Bootstrap::join(addr, rank, n, job, card(job, rank), TIMEOUT, &secret())
@@ -128,12 +141,17 @@ fn pes(n: u32, job: u64, addr: SocketAddr, lazy: bool) {
     println!("cards {bytes} {}", status_kib("VmHWM:"));
 }
 
-/// A lazy PE: joins, fetches the cards of the other PEs of its node,
-/// passes a barrier, says goodbye; returns what it holds (rank 0 only).
-fn lazy_pe(n: u32, job: u64, addr: SocketAddr, rank: u32) -> usize {
-    let (mut b, locs) =
-        Bootstrap::join_lazy(addr, rank, n, job, card(job, rank), TIMEOUT, &secret())
-            .expect("lazy join");
+/// A lazy PE (`node`: asking for its node's localities only): joins,
+/// fetches the cards of the other PEs of its node, passes a barrier, says
+/// goodbye; returns what it holds (rank 0 only).
+fn lazy_pe(n: u32, job: u64, addr: SocketAddr, rank: u32, node_only: bool) -> usize {
+    let join = if node_only {
+        Bootstrap::join_lazy_node
+    } else {
+        Bootstrap::join_lazy
+    };
+    let (mut b, locs): (Bootstrap, Localities) =
+        join(addr, rank, n, job, card(job, rank), TIMEOUT, &secret()).expect("lazy join");
     let node = locs.get(rank).expect("my locality").node_id;
     let peers: Vec<u32> = locs
         .ranks_on(node)
@@ -147,7 +165,7 @@ fn lazy_pe(n: u32, job: u64, addr: SocketAddr, rank: u32) -> usize {
     };
     assert_eq!(cards.len(), peers.len());
     let bytes = if rank == 0 {
-        locs.run_count() * 20
+        locs.run_count() * if node_only { 16 } else { 20 }
             + cards
                 .iter()
                 .map(|c| c.encode().map_or(0, |e| e.len()))
@@ -160,6 +178,35 @@ fn lazy_pe(n: u32, job: u64, addr: SocketAddr, rank: u32) -> usize {
     bytes
 }
 
+/// How the PEs join.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every card.
+    All,
+    /// Lazy cards, every locality.
+    Lazy,
+    /// Lazy cards, the node's localities.
+    Node,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::All => "all",
+            Mode::Lazy => "lazy",
+            Mode::Node => "node",
+        }
+    }
+
+    fn of(name: &str) -> Mode {
+        match name {
+            "lazy" => Mode::Lazy,
+            "node" => Mode::Node,
+            _ => Mode::All,
+        }
+    }
+}
+
 /// One size's figures: PEs, seconds per PE, root bytes sent per PE.
 struct Figures {
     n: u32,
@@ -168,7 +215,7 @@ struct Figures {
 }
 
 /// One size: the two processes, and the figures.
-fn run(n: u32, lazy: bool) -> Figures {
+fn run(n: u32, mode: Mode) -> Figures {
     let job = 0x5CA1E_u64 << 32 ^ u64::from(n);
     let me = std::env::current_exe().expect("this binary");
     let mut root = Command::new(&me)
@@ -190,7 +237,7 @@ fn run(n: u32, lazy: bool) -> Figures {
         .env("BOOTSTRAP_SCALE_N", n.to_string())
         .env("BOOTSTRAP_SCALE_JOB", job.to_string())
         .env("BOOTSTRAP_SCALE_ADDR", &addr)
-        .env("BOOTSTRAP_SCALE_MODE", if lazy { "lazy" } else { "all" })
+        .env("BOOTSTRAP_SCALE_MODE", mode.name())
         .output()
         .expect("the PEs' process");
     let mut rest = String::new();
@@ -212,7 +259,7 @@ fn run(n: u32, lazy: bool) -> Figures {
     let sent_per_pe = sent as f64 / f64::from(n);
     println!(
         "{n:>7} {:>5} {secs:>9.3} {:>10.1} {:>10.1} {:>12.2} {:>12.2} {:>10.1} {:>9.1}",
-        if lazy { "lazy" } else { "all" },
+        mode.name(),
         secs * 1e6 / f64::from(n),
         grown as f64 / 1024.0,
         grown as f64 / f64::from(n),
@@ -271,7 +318,7 @@ fn main() {
                     n,
                     job,
                     addr,
-                    env("BOOTSTRAP_SCALE_MODE").as_deref() == Some("lazy"),
+                    Mode::of(env("BOOTSTRAP_SCALE_MODE").as_deref().unwrap_or("all")),
                 );
             }
         }
@@ -302,8 +349,13 @@ fn main() {
         "held KiB",
         "PEs MiB"
     );
-    for (mode, lazy) in [("all", false), ("lazy", true)] {
-        let figures: Vec<Figures> = sizes.iter().map(|&n| run(n, lazy)).collect();
-        extrapolate(mode, &figures);
+    // `BOOTSTRAP_SCALE_MODE=all`, `lazy` or `node` runs only that mode.
+    let only = env("BOOTSTRAP_SCALE_MODE");
+    for mode in [Mode::All, Mode::Lazy, Mode::Node] {
+        if only.as_deref().is_some_and(|m| m != mode.name()) {
+            continue;
+        }
+        let figures: Vec<Figures> = sizes.iter().map(|&n| run(n, mode)).collect();
+        extrapolate(mode.name(), &figures);
     }
 }

@@ -14,11 +14,11 @@ use crate::{
     env::fnv1a,
     error::BootstrapError,
     frame::{
-        AllCards, FLAG_LAZY, FLAG_STORE, Handshake, KIND_ALL_CARDS, KIND_BARRIER, KIND_BYE,
-        KIND_CARD_ANSWER, KIND_CARD_REFUSAL, KIND_CARD_REQUEST, KIND_CHALLENGE, KIND_ERROR,
-        KIND_JOINED, KIND_LOCALITIES, KIND_RELEASE, KIND_WELCOME, MAX_FRAME_LEN, PROTOCOL_VERSION,
-        all_cards_cap, decode_challenge, decode_error_frame, decode_joined, frame, kind_name,
-        u64_payload,
+        AllCards, FLAG_LAZY, FLAG_NODE, FLAG_STORE, Handshake, KIND_ALL_CARDS, KIND_BARRIER,
+        KIND_BYE, KIND_CARD_ANSWER, KIND_CARD_REFUSAL, KIND_CARD_REQUEST, KIND_CHALLENGE,
+        KIND_ERROR, KIND_JOINED, KIND_LOCALITIES, KIND_NODE_LOCALITIES, KIND_RELEASE, KIND_WELCOME,
+        MAX_FRAME_LEN, PROTOCOL_VERSION, all_cards_cap, decode_challenge, decode_error_frame,
+        decode_joined, frame, kind_name, u64_payload,
     },
     lazy::{self, CardRefusal, Cards, Localities, MAX_CARDS_PER_REQUEST},
     root::{check_size, check_timeout},
@@ -47,6 +47,11 @@ pub struct Bootstrap {
     class: u8,
     /// Where the cards come from.
     cards_from: CardSource,
+    /// This PE's locality (its card's).
+    me_at: crate::lazy::Locality,
+    /// The localities the root sent (lazy PEs): every fetched card's
+    /// locality is checked against them.
+    locs: Option<Localities>,
     /// Under PMIx: the store the cards come from instead of the root, while
     /// cards may still be fetched (lazy cards).
     #[cfg(feature = "pmix")]
@@ -140,6 +145,38 @@ impl Bootstrap {
         match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, 0)? {
             (boot, Gathered::All(cards)) => Ok((boot, cards)),
             (boot, Gathered::Lazy(_)) => Err(boot.unexpected(KIND_LOCALITIES, "allgather")),
+            (boot, Gathered::Store) => Err(boot.unexpected(KIND_JOINED, "allgather")),
+        }
+    }
+
+    /// [`Bootstrap::join_lazy`] that asks only for this PE's node's
+    /// localities (the hello's node flag, covered by its proof): once all
+    /// PEs are in, the root sends this PE the node localities frame (the
+    /// job size, the class encoding version and the runs of the ranks on
+    /// its node: O(1) + O(its node's runs) bytes, whatever the job's size
+    /// or number of nodes). The returned [`Localities`] has gaps for the
+    /// ranks of other nodes ([`Localities::get`] is `None` there); an
+    /// off-node rank's locality comes with its card
+    /// ([`Bootstrap::fetch_cards`]), which is checked to be off this
+    /// node.
+    ///
+    /// # Errors
+    /// As [`Bootstrap::join`], with [`BootstrapError::Protocol`] for a
+    /// node localities frame that does not decode, names another size, or
+    /// does not place this PE where its card says.
+    pub fn join_lazy_node(
+        root: SocketAddr,
+        rank: u32,
+        size: u32,
+        job_id: u64,
+        my_card: Card,
+        timeout: Duration,
+        secret: &JobSecret,
+    ) -> Result<(Bootstrap, Localities), BootstrapError> {
+        let flags = FLAG_LAZY | FLAG_NODE;
+        match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)? {
+            (boot, Gathered::Lazy(locs)) => Ok((boot, locs)),
+            (boot, Gathered::All(_)) => Err(boot.unexpected(KIND_ALL_CARDS, "allgather")),
             (boot, Gathered::Store) => Err(boot.unexpected(KIND_JOINED, "allgather")),
         }
     }
@@ -250,6 +287,8 @@ impl Bootstrap {
             broken: false,
             class: my_card.class_encoding_version,
             cards_from: CardSource::Root,
+            me_at: crate::lazy::Locality::of(&my_card),
+            locs: None,
             #[cfg(feature = "pmix")]
             store: None,
         };
@@ -264,8 +303,11 @@ impl Bootstrap {
                 KIND_ALL_CARDS if flags & FLAG_LAZY == 0 => boot
                     .check_cards(&body, my_card.class_encoding_version)
                     .map(Gathered::All),
-                KIND_LOCALITIES if flags & FLAG_LAZY != 0 && flags & FLAG_STORE == 0 => {
-                    boot.check_localities(&body).map(Gathered::Lazy)
+                KIND_LOCALITIES if flags & (FLAG_LAZY | FLAG_STORE | FLAG_NODE) == FLAG_LAZY => {
+                    boot.check_localities(&body, false).map(Gathered::Lazy)
+                }
+                KIND_NODE_LOCALITIES if flags & FLAG_NODE != 0 => {
+                    boot.check_localities(&body, true).map(Gathered::Lazy)
                 }
                 KIND_JOINED if flags & FLAG_STORE != 0 => {
                     boot.check_joined(&body).map(|()| Gathered::Store)
@@ -508,12 +550,19 @@ impl Bootstrap {
         Ok(())
     }
 
-    fn check_localities(&self, body: &[u8]) -> Result<Localities, BootstrapError> {
+    /// Checks the localities frame (or, `node`, the node localities
+    /// frame) and keeps what it says for the fetched cards' checks.
+    fn check_localities(&mut self, body: &[u8], node: bool) -> Result<Localities, BootstrapError> {
         let proto = |reason: String| BootstrapError::Protocol {
             peer: format!("the root at {}", self.root),
             reason,
         };
-        let locs = Localities::decode(body).map_err(|e| proto(e.to_string()))?;
+        let locs = if node {
+            Localities::decode_node(body)
+        } else {
+            Localities::decode(body)
+        }
+        .map_err(|e| proto(e.to_string()))?;
         if locs.len() != self.size {
             return Err(proto(format!(
                 "sent {} localities for a job of {} PEs",
@@ -529,7 +578,29 @@ impl Bootstrap {
                 expected: self.class,
             });
         }
+        if locs.get(self.rank) != Some(self.me_at) {
+            return Err(proto(format!(
+                "placed rank {} at {:?}, its card says {:?}",
+                self.rank,
+                locs.get(self.rank),
+                self.me_at
+            )));
+        }
+        self.locs = Some(locs.clone());
         Ok(locs)
+    }
+
+    /// Whether `card`'s locality agrees with the localities the root sent:
+    /// the same where they name the rank; off this PE's node in a gap
+    /// (the node localities frame names every rank of this node).
+    fn locality_fits(&self, card: &Card) -> bool {
+        let Some(locs) = &self.locs else {
+            return true;
+        };
+        match locs.get(card.rank) {
+            Some(l) => l == crate::lazy::Locality::of(card),
+            None => card.node_id != self.me_at.node_id,
+        }
     }
 
     /// Fetches the cards of `ranks` (after a lazy join, see
@@ -664,6 +735,12 @@ impl Bootstrap {
                     reference: self.rank,
                     expected: self.class,
                 });
+            }
+            if !self.locality_fits(&card) {
+                return Err(proto(format!(
+                    "answered a card of rank {rank} at node {:#x} switch {} tree {}, not where the localities it sent place it",
+                    card.node_id, card.switch_id, card.tree_id
+                )));
             }
             card.job_id = self.job_id;
             out.insert(card);
@@ -853,6 +930,11 @@ mod test {
         All,
         Lazy,
         Store,
+        /// Lazily, its node's localities only.
+        Node,
+        /// As `Node`, then fetches the card of an off-node rank and of a
+        /// node mate, and checks their localities.
+        NodeFetch,
     }
 
     /// A job of `modes.len()` PEs, each joining as its mode says, each on
@@ -894,6 +976,30 @@ mod test {
                                 Bootstrap::join_store(addr, rank, size, JOB, card, T, &secret)?;
                             b
                         }
+                        Mode::Node | Mode::NodeFetch => {
+                            let (mut b, locs) =
+                                Bootstrap::join_lazy_node(addr, rank, size, JOB, card, T, &secret)?;
+                            let mine = node(rank);
+                            for r in 0..size {
+                                let want = (node(r) == mine).then_some(mine);
+                                assert_eq!(locs.get(r).map(|l| l.node_id), want, "rank {r}");
+                            }
+                            assert_eq!(locs.len(), size);
+                            let one_node = (0..size).all(|r| node(r) == mine);
+                            assert_eq!(locs.is_complete(), one_node);
+                            if mode == Mode::NodeFetch {
+                                let other = (0..size).find(|&r| node(r) != mine);
+                                let mate = (0..size).find(|&r| r != rank && node(r) == mine);
+                                let asked: Vec<u32> = other.into_iter().chain(mate).collect();
+                                if !asked.is_empty() {
+                                    let got = b.fetch_cards(&asked)?;
+                                    for r in asked {
+                                        assert_eq!(got.get(r).map(|c| c.node_id), Some(node(r)));
+                                    }
+                                }
+                            }
+                            b
+                        }
                     };
                     boot.barrier(T)?;
                     boot.finish()
@@ -926,7 +1032,168 @@ mod test {
 
     #[test]
     fn store_lazy_and_eager_pes_share_a_job() {
-        use Mode::{All, Lazy, Store};
-        job(&[Store, Lazy, All, Store, All, Lazy], u64::from);
+        use Mode::{All, Lazy, Node, NodeFetch, Store};
+        job(
+            &[Store, Lazy, All, Store, All, Lazy, Node, NodeFetch],
+            u64::from,
+        );
+        job(&[NodeFetch, Lazy, NodeFetch, All, Node, NodeFetch], |r| {
+            u64::from(r / 2)
+        });
+    }
+
+    /// The node localities frame of `runs` runs: its header (size, class
+    /// version, node, run count) and 16 bytes per run, framed.
+    fn node_frame_bytes(runs: u64) -> u64 {
+        5 + 4 + 1 + 8 + 4 + 16 * runs
+    }
+
+    #[test]
+    fn a_node_pe_gets_bytes_independent_of_the_job_and_its_nodes() {
+        // Challenge, welcome, one release, and the node frame of one run
+        // (ranks placed by blocks): the same bytes at 2, 16 and 64 PEs, on
+        // one node, four PEs a node or a node per PE.
+        let per_pe = 26 + 37 + 13 + node_frame_bytes(1);
+        assert_eq!(per_pe, 114);
+        for n in [2usize, 16, 64] {
+            let node = vec![Mode::Node; n];
+            let layouts: [fn(u32) -> u64; 3] = [|_| 7, |r| u64::from(r / 4), u64::from];
+            for layout in layouts {
+                assert_eq!(job(&node, layout), n as u64 * per_pe, "{n} PEs");
+            }
+        }
+        // Ranks dealt round-robin over four nodes: a run per rank of the
+        // node, so O(the node's PEs), still not O(job) per PE's node count.
+        let n = 16u64;
+        assert_eq!(
+            job(&[Mode::Node; 16], |r| u64::from(r % 4)),
+            n * (26 + 37 + 13 + node_frame_bytes(n / 4))
+        );
+        // The lazy PEs of the same jobs get every node's runs.
+        assert!(job(&[Mode::Lazy; 64], u64::from) > 64 * 20 * 64);
+    }
+
+    /// A root that proves the secret, then answers the hello with `after`
+    /// (raw frames, in turn: one after the hello, then one per frame the
+    /// PE sends). The PE's result.
+    fn against_fake_root(
+        node_of_pe: u64,
+        after: Vec<Vec<u8>>,
+        then: impl FnOnce(&mut Bootstrap) -> Result<(), BootstrapError>,
+    ) -> Result<(), BootstrapError> {
+        use std::net::TcpListener;
+        let secret = JobSecret::generate().expect("secret");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let key = secret.derive_key(JOB, PURPOSE_BOOTSTRAP);
+        let fake = thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let deadline = Some(Instant::now() + T);
+            let root_nonce = [9; crate::auth::NONCE_LEN];
+            write_frame(&mut s, &crate::frame::challenge_frame(&root_nonce), T).expect("send");
+            let Ok((_, body)) = read_frame(&mut s, deadline, MAX_FRAME_LEN) else {
+                panic!("no hello");
+            };
+            let hello = crate::frame::Hello::decode(&body).expect("a hello");
+            let hs = Handshake {
+                key: &key,
+                job_id: JOB,
+                root_nonce,
+            };
+            write_frame(&mut s, &hs.welcome_frame(&hello), T).expect("send");
+            for (i, f) in after.iter().enumerate() {
+                if i > 0 && read_frame(&mut s, deadline, MAX_FRAME_LEN).is_err() {
+                    return;
+                }
+                if write_frame(&mut s, f, T).is_err() {
+                    return;
+                }
+            }
+            // Holds the connection until the PE is done.
+            let _ = read_frame(&mut s, deadline, MAX_FRAME_LEN);
+        });
+        let card = Card::new(JOB, 1, node_of_pe);
+        let r = Bootstrap::join_lazy_node(addr, 1, 4, JOB, card, T, &secret)
+            .and_then(|(mut b, _)| then(&mut b));
+        fake.join().expect("the fake root");
+        r
+    }
+
+    fn node_frame(size: u32, node: u64, runs: &[(u32, u32)]) -> Vec<u8> {
+        let runs: Vec<lazy::NodeRun> = runs
+            .iter()
+            .map(|&(first, len)| lazy::NodeRun {
+                first,
+                len,
+                switch_id: crate::SWITCH_UNKNOWN,
+                tree_id: crate::SWITCH_UNKNOWN,
+            })
+            .collect();
+        let class = switchyard_core_class();
+        frame(
+            KIND_NODE_LOCALITIES,
+            &Localities::encode_node(size, class, node, &runs),
+        )
+    }
+
+    /// The class encoding version `Card::new` announces.
+    fn switchyard_core_class() -> u8 {
+        Card::new(0, 0, 0).class_encoding_version
+    }
+
+    #[test]
+    fn a_node_pe_refuses_node_frames_and_cards_that_do_not_fit() {
+        let is_protocol = |r: Result<(), BootstrapError>, what: &str| match r {
+            Err(BootstrapError::Protocol { reason, .. }) => {
+                assert!(reason.contains(what), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        };
+        // Well formed, this PE (rank 1 of 4, node 5) on its node with rank
+        // 0: joins; rank 2's card (another node) fits; rank 3's card
+        // claiming node 5, in a gap of the frame, does not.
+        let good = node_frame(4, 5, &[(0, 2)]);
+        let answer = |rank: u32, node: u64| {
+            let c = Card::new(0, rank, node).encode().expect("a card");
+            frame(
+                KIND_CARD_ANSWER,
+                &lazy::encode_answer([c.as_slice()].into_iter()),
+            )
+        };
+        against_fake_root(5, vec![good.clone(), answer(2, 6)], |b| {
+            let got = b.fetch_cards(&[2])?;
+            assert_eq!(got.get(2).map(|c| c.node_id), Some(6));
+            Ok(())
+        })
+        .expect("a card that fits");
+        is_protocol(
+            against_fake_root(5, vec![good.clone(), answer(3, 5)], |b| {
+                b.fetch_cards(&[3]).map(drop)
+            }),
+            "not where the localities",
+        );
+        // A node mate's card with another node.
+        is_protocol(
+            against_fake_root(5, vec![good, answer(0, 6)], |b| {
+                b.fetch_cards(&[0]).map(drop)
+            }),
+            "not where the localities",
+        );
+        // Frames that do not place this PE where its card says, or do not
+        // add up.
+        for (bad, what) in [
+            (node_frame(4, 6, &[(0, 2)]), "placed rank 1"),
+            (node_frame(4, 5, &[(2, 2)]), "placed rank 1"),
+            (node_frame(4, 5, &[(0, 5)]), "past the job size"),
+            (node_frame(4, 5, &[(0, 2), (1, 1)]), "overlaps"),
+            (node_frame(4, 5, &[]), "no run"),
+            (node_frame(3, 5, &[(0, 2)]), "3 localities"),
+            (
+                frame(KIND_LOCALITIES, &Localities::from_cards(&[], 0).encode()),
+                "localities frame",
+            ),
+        ] {
+            is_protocol(against_fake_root(5, vec![bad], |_| Ok(())), what);
+        }
     }
 }

@@ -18,13 +18,14 @@ pub(crate) const MAX_HELLO_FRAME_LEN: usize =
     4 + 1 + 4 + 1 + 1 + 4 + 4 + NONCE_LEN + MAC_LEN + 2 + Card::MAX_ENCODED_LEN;
 
 /// Version of the bootstrap protocol carried in the challenge and the hello
-/// (4: the store flag and the joined frame, for PEs whose cards and
+/// (5: the node flag and the node localities frame, for lazy PEs that get
+/// only their node's localities; 4: the store flag and the joined frame, for PEs whose cards and
 /// localities come from a key-value store; 3: a flags byte in the hello,
 /// lazy cards; 2: authenticated, every card
 /// to every PE; version 1 carried the job id in clear). Other versions are
 /// refused ([`BootstrapError::ProtocolVersion`] at a PE, an error frame and
 /// [`Refusal::Malformed`](crate::Refusal::Malformed) at the root).
-pub const PROTOCOL_VERSION: u8 = 4;
+pub const PROTOCOL_VERSION: u8 = 5;
 
 /// The hello's flag bit asking for lazy cards: localities after the
 /// allgather, cards on request.
@@ -35,6 +36,13 @@ pub(crate) const FLAG_LAZY: u8 = 1;
 /// the joined frame ([`KIND_JOINED`], O(1) bytes), not the localities.
 /// Only with [`FLAG_LAZY`].
 pub(crate) const FLAG_STORE: u8 = 2;
+
+/// The hello's flag bit asking for only this PE's node's localities:
+/// after the allgather the root sends it the node localities frame
+/// ([`KIND_NODE_LOCALITIES`], O(its node's runs) bytes), not every
+/// rank's; an off-node peer's locality comes with its card. Only with
+/// [`FLAG_LAZY`], not with [`FLAG_STORE`].
+pub(crate) const FLAG_NODE: u8 = 4;
 
 const HELLO_MAGIC: [u8; 4] = *b"SYBS";
 const MAX_ERROR_RANKS: usize = 1024;
@@ -53,6 +61,7 @@ pub(crate) const KIND_CARD_REQUEST: u8 = 10;
 pub(crate) const KIND_CARD_ANSWER: u8 = 11;
 pub(crate) const KIND_CARD_REFUSAL: u8 = 12;
 pub(crate) const KIND_JOINED: u8 = 13;
+pub(crate) const KIND_NODE_LOCALITIES: u8 = 14;
 
 pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -69,6 +78,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_CARD_ANSWER => "card answer",
         KIND_CARD_REFUSAL => "card refusal",
         KIND_JOINED => "joined",
+        KIND_NODE_LOCALITIES => "node localities",
         _ => "unknown",
     }
 }
@@ -286,10 +296,16 @@ impl Hello {
         }
         let mut inner = || -> Result<Hello, CardError> {
             let flags = c.u8("hello flags")?;
-            if flags & !(FLAG_LAZY | FLAG_STORE) != 0 {
+            if flags & !(FLAG_LAZY | FLAG_STORE | FLAG_NODE) != 0 {
                 return Err(CardError::Inconsistent {
                     field: "hello flags",
-                    reason: "unknown flag bits (known: 0x01, lazy; 0x02, store)",
+                    reason: "unknown flag bits (known: 0x01, lazy; 0x02, store; 0x04, node)",
+                });
+            }
+            if flags & FLAG_NODE != 0 && flags & (FLAG_LAZY | FLAG_STORE) != FLAG_LAZY {
+                return Err(CardError::Inconsistent {
+                    field: "hello flags",
+                    reason: "the node flag (0x04) without the lazy flag (0x01), or with the store flag (0x02)",
                 });
             }
             if flags & FLAG_STORE != 0 && flags & FLAG_LAZY == 0 {
@@ -525,7 +541,17 @@ mod test {
                 .unwrap_err()
                 .contains("not a switchyard")
         );
-        for old in [1, 2, 3] {
+        // The node flag: with the lazy flag alone, covered by the proof.
+        let node = hs.hello(1, 2, [2; NONCE_LEN], h.card.clone(), FLAG_LAZY | FLAG_NODE);
+        let back = Hello::decode(&node.encode()[5..]).unwrap();
+        assert_eq!(back.flags, FLAG_LAZY | FLAG_NODE);
+        assert!(hs.hello_is_authentic(&back));
+        for bad in [FLAG_NODE, FLAG_NODE | FLAG_STORE | FLAG_LAZY, 0x08] {
+            let mut v = node.encode()[5..].to_vec();
+            v[5] = bad;
+            assert!(Hello::decode(&v).unwrap_err().contains("flag"), "{bad:#x}");
+        }
+        for old in [1, 2, 3, 4] {
             let mut v = bytes[5..].to_vec();
             v[4] = old;
             assert!(

@@ -44,16 +44,26 @@ impl Locality {
     }
 }
 
+/// Bytes of one run in the node localities frame: first rank `u32`,
+/// length `u32`, switch `u32`, tree `u32`.
+pub(crate) const NODE_RUN_LEN: usize = 4 + 4 + 4 + 4;
+
 /// Every rank's [`Locality`], as runs of consecutive ranks that share one
 /// (a job placed by blocks has one run per node): memory O(runs), lookup
-/// O(log runs).
+/// O(log runs). From the node localities frame
+/// ([`Bootstrap::join_lazy_node`](crate::Bootstrap::join_lazy_node)) it
+/// holds only the ranks of this PE's node: the others are gaps, whose
+/// [`get`](Localities::get) is `None` ([`Localities::is_complete`] is
+/// false); their locality comes with their card.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Localities {
     size: u32,
     class_encoding_version: u8,
     /// The first rank after each run, increasing; the last is `size`.
     ends: Vec<u32>,
-    runs: Vec<Locality>,
+    /// Each run's locality; `None` for a gap (ranks off this PE's node,
+    /// from the node localities frame).
+    runs: Vec<Option<Locality>>,
 }
 
 impl Localities {
@@ -75,12 +85,18 @@ impl Localities {
     pub(crate) fn push(&mut self, loc: Locality) {
         self.size += 1;
         match (self.runs.last(), self.ends.last_mut()) {
-            (Some(last), Some(end)) if *last == loc => *end = self.size,
+            (Some(Some(last)), Some(end)) if *last == loc => *end = self.size,
             _ => {
-                self.runs.push(loc);
+                self.runs.push(Some(loc));
                 self.ends.push(self.size);
             }
         }
+    }
+
+    /// Whether every rank's locality is known (false for the node
+    /// localities frame, unless the job is one node).
+    pub fn is_complete(&self) -> bool {
+        self.runs.iter().all(Option::is_some)
     }
 
     /// The job size.
@@ -98,25 +114,30 @@ impl Localities {
         self.class_encoding_version
     }
 
-    /// How many runs it holds.
+    /// How many runs of known localities it holds (gaps not counted).
     pub fn run_count(&self) -> usize {
-        self.runs.len()
+        self.runs.iter().flatten().count()
     }
 
-    /// Each run: its first rank, its length and its locality.
+    /// Each run of known localities: its first rank, its length and its
+    /// locality (gaps skipped).
     pub fn runs(&self) -> impl Iterator<Item = (u32, u32, Locality)> + '_ {
         let mut start = 0;
-        self.ends.iter().zip(&self.runs).map(move |(&end, &loc)| {
-            let run = (start, end - start, loc);
-            start = end;
-            run
-        })
+        self.ends
+            .iter()
+            .zip(&self.runs)
+            .filter_map(move |(&end, &loc)| {
+                let run = (start, end - start, loc);
+                start = end;
+                Some((run.0, run.1, run.2?))
+            })
     }
 
-    /// Where `rank` is, or `None` for a rank not below the size.
+    /// Where `rank` is, or `None` for a rank not below the size or in a
+    /// gap (not on this PE's node, from the node localities frame).
     pub fn get(&self, rank: u32) -> Option<Locality> {
         let i = self.ends.partition_point(|&end| end <= rank);
-        self.runs.get(i).copied()
+        self.runs.get(i).copied().flatten()
     }
 
     /// The ranks on `node_id`, in order.
@@ -134,7 +155,7 @@ impl Localities {
         let mut p = Vec::with_capacity(9 + RUN_LEN * self.runs.len());
         p.extend_from_slice(&self.size.to_le_bytes());
         p.push(self.class_encoding_version);
-        p.extend_from_slice(&u32::try_from(self.runs.len()).unwrap_or(0).to_le_bytes());
+        p.extend_from_slice(&u32::try_from(self.run_count()).unwrap_or(0).to_le_bytes());
         for (_, len, loc) in self.runs() {
             p.extend_from_slice(&len.to_le_bytes());
             p.extend_from_slice(&loc.node_id.to_le_bytes());
@@ -182,7 +203,7 @@ impl Localities {
             };
             l.size = end;
             l.ends.push(end);
-            l.runs.push(loc);
+            l.runs.push(Some(loc));
         }
         if l.size != size {
             return Err(CardError::Inconsistent {
@@ -193,6 +214,144 @@ impl Localities {
         c.end()?;
         Ok(l)
     }
+
+    /// The node localities frame's payload (the root's answer to a PE
+    /// that joined with [`Bootstrap::join_lazy_node`](crate::Bootstrap::join_lazy_node)):
+    /// size `u32`, class encoding version `u8`, node `u64`, run count
+    /// `u32`, then each run of that node's ranks, in rank order: first
+    /// rank `u32`, length `u32`, switch `u32`, tree `u32`. Its bytes grow
+    /// with the node's runs, not with the job.
+    pub(crate) fn encode_node(
+        size: u32,
+        class_encoding_version: u8,
+        node_id: u64,
+        runs: &[NodeRun],
+    ) -> Vec<u8> {
+        let mut p = Vec::with_capacity(17 + NODE_RUN_LEN * runs.len());
+        p.extend_from_slice(&size.to_le_bytes());
+        p.push(class_encoding_version);
+        p.extend_from_slice(&node_id.to_le_bytes());
+        p.extend_from_slice(&u32::try_from(runs.len()).unwrap_or(0).to_le_bytes());
+        for r in runs {
+            for v in [r.first, r.len, r.switch_id, r.tree_id] {
+                p.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        p
+    }
+
+    /// Decodes a node localities payload into localities with gaps (the
+    /// ranks of other nodes). Runs are at least one rank long, in
+    /// increasing rank order without overlap, and below the size; at
+    /// least one (the PE's own); nothing is allocated beyond what the
+    /// bytes hold.
+    pub(crate) fn decode_node(body: &[u8]) -> Result<Localities, CardError> {
+        let mut c = Cursor::new(body);
+        let size = c.u32("node localities size")?;
+        let class_encoding_version = c.u8("node localities class version")?;
+        let node_id = c.u64("node localities node")?;
+        let n = c.u32("node localities run count")? as usize;
+        let room = body.len().saturating_sub(17) / NODE_RUN_LEN;
+        if n > room || n > size as usize {
+            return Err(CardError::Overlong {
+                field: "node localities runs",
+                len: n,
+                max: room.min(size as usize),
+            });
+        }
+        if n == 0 {
+            return Err(CardError::Inconsistent {
+                field: "node localities runs",
+                reason: "no run (the PE's own rank is on its node)",
+            });
+        }
+        // A gap before each run at most, and one after the last.
+        let mut l = Localities {
+            size: 0,
+            class_encoding_version,
+            ends: Vec::with_capacity(2 * n + 1),
+            runs: Vec::with_capacity(2 * n + 1),
+        };
+        for _ in 0..n {
+            let first = c.u32("node run first rank")?;
+            let len = c.u32("node run length")?;
+            let loc = Locality {
+                node_id,
+                switch_id: c.u32("node run switch")?,
+                tree_id: c.u32("node run tree")?,
+            };
+            let end = first.checked_add(len).filter(|&e| len > 0 && e <= size);
+            let Some(end) = end.filter(|_| first >= l.size) else {
+                return Err(CardError::Inconsistent {
+                    field: "node run",
+                    reason: "a run is empty, overlaps or precedes the one before, or goes past the job size",
+                });
+            };
+            if first > l.size {
+                l.ends.push(first);
+                l.runs.push(None);
+            }
+            l.size = end;
+            l.ends.push(end);
+            l.runs.push(Some(loc));
+        }
+        if l.size < size {
+            l.ends.push(size);
+            l.runs.push(None);
+            l.size = size;
+        }
+        c.end()?;
+        Ok(l)
+    }
+}
+
+impl Localities {
+    /// The node localities payload of what [`Localities::decode_node`]
+    /// gave (its known runs, all on one node), for the fuzz round trip.
+    #[cfg(any(test, feature = "fuzz"))]
+    pub(crate) fn encode_node_of(&self) -> Vec<u8> {
+        let runs: Vec<NodeRun> = self
+            .runs()
+            .map(|(first, len, l)| NodeRun {
+                first,
+                len,
+                switch_id: l.switch_id,
+                tree_id: l.tree_id,
+            })
+            .collect();
+        let node = self.runs().next().map_or(0, |(_, _, l)| l.node_id);
+        Localities::encode_node(self.size, self.class_encoding_version, node, &runs)
+    }
+}
+
+/// One run of a node's ranks in the node localities frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeRun {
+    pub(crate) first: u32,
+    pub(crate) len: u32,
+    pub(crate) switch_id: u32,
+    pub(crate) tree_id: u32,
+}
+
+/// Each node's runs of ranks (consecutive ranks with the same locality),
+/// from every rank's locality in rank order: O(runs) memory, what the
+/// root sends a PE that joined with the node flag.
+pub(crate) fn node_runs(locs: &[Locality]) -> std::collections::HashMap<u64, Vec<NodeRun>> {
+    let mut by_node: std::collections::HashMap<u64, Vec<NodeRun>> =
+        std::collections::HashMap::new();
+    let mut start = 0usize;
+    while start < locs.len() {
+        let loc = locs[start];
+        let len = locs[start..].iter().take_while(|&&l| l == loc).count();
+        by_node.entry(loc.node_id).or_default().push(NodeRun {
+            first: start as u32,
+            len: len as u32,
+            switch_id: loc.switch_id,
+            tree_id: loc.tree_id,
+        });
+        start += len;
+    }
+    by_node
 }
 
 /// Cards fetched from the root ([`Bootstrap::fetch_cards`](crate::Bootstrap::fetch_cards)),
@@ -411,6 +570,73 @@ mod test {
     }
 
     #[test]
+    fn node_localities_have_gaps_for_other_nodes() {
+        // Ranks 0..10, four a node; node 1's frame: ranks 4..8, as one run.
+        let cards: Vec<Card> = (0..10u32)
+            .map(|r| Card::new(0, r, u64::from(r / 4)))
+            .collect();
+        let locs: Vec<Locality> = cards.iter().map(Locality::of).collect();
+        let runs = node_runs(&locs);
+        assert_eq!(runs.len(), 3);
+        let mine = &runs[&1];
+        assert_eq!(mine.len(), 1);
+        let bytes = Localities::encode_node(10, 1, 1, mine);
+        assert_eq!(bytes.len(), 17 + NODE_RUN_LEN);
+        let l = Localities::decode_node(&bytes).unwrap();
+        assert_eq!((l.len(), l.run_count(), l.is_complete()), (10, 1, false));
+        assert_eq!(l.get(3), None);
+        assert_eq!(l.get(4).map(|x| x.node_id), Some(1));
+        assert_eq!(l.get(7).map(|x| x.node_id), Some(1));
+        assert_eq!(l.get(8), None);
+        assert_eq!(l.get(10), None);
+        assert_eq!(l.ranks_on(1), vec![4, 5, 6, 7]);
+        assert_eq!(l.encode_node_of(), bytes);
+        // Round-robin: node 1 of 3 holds ranks 1, 4, 7: three runs.
+        let rr: Vec<Locality> = (0..9u32)
+            .map(|r| Locality::of(&Card::new(0, r, u64::from(r % 3))))
+            .collect();
+        let l = Localities::decode_node(&Localities::encode_node(9, 1, 1, &node_runs(&rr)[&1]))
+            .unwrap();
+        assert_eq!(l.ranks_on(1), vec![1, 4, 7]);
+        assert_eq!((l.get(0), l.get(8)), (None, None));
+        // One node: complete.
+        let one: Vec<Locality> = (0..4u32)
+            .map(|r| Locality::of(&Card::new(0, r, 7)))
+            .collect();
+        let l = Localities::decode_node(&Localities::encode_node(4, 1, 7, &node_runs(&one)[&7]))
+            .unwrap();
+        assert!(l.is_complete());
+        // Empty, overlapping, out of order, past the size, truncated,
+        // trailing bytes: typed errors.
+        let run = |first, len| NodeRun {
+            first,
+            len,
+            switch_id: 0,
+            tree_id: 0,
+        };
+        for bad in [
+            Localities::encode_node(4, 1, 7, &[]),
+            Localities::encode_node(4, 1, 7, &[run(0, 0)]),
+            Localities::encode_node(4, 1, 7, &[run(0, 2), run(1, 1)]),
+            Localities::encode_node(4, 1, 7, &[run(2, 1), run(0, 1)]),
+            Localities::encode_node(4, 1, 7, &[run(3, 2)]),
+            Localities::encode_node(4, 1, 7, &[run(u32::MAX, 2)]),
+            Localities::encode_node(4, 1, 7, &[run(0, 1)])[..20].to_vec(),
+            [Localities::encode_node(4, 1, 7, &[run(0, 1)]), vec![0]].concat(),
+        ] {
+            assert!(Localities::decode_node(&bad).is_err(), "{bad:?}");
+        }
+        // A run count beyond the bytes is refused before anything is
+        // allocated for it.
+        let mut huge = Localities::encode_node(u32::MAX, 1, 7, &[run(0, 1)]);
+        huge[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            Localities::decode_node(&huge),
+            Err(CardError::Overlong { .. })
+        ));
+    }
+
+    #[test]
     fn requests_answers_refusals() {
         assert_eq!(
             decode_request(&encode_request(&[3, 1])).unwrap(),
@@ -447,6 +673,9 @@ mod test {
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
             let _ = Localities::decode(&bytes);
+            if let Ok(l) = Localities::decode_node(&bytes) {
+                prop_assert_eq!(l.encode_node_of(), bytes.clone());
+            }
             let _ = decode_request(&bytes);
             let _ = decode_answer(&bytes);
             let _ = CardRefusal::decode(&bytes);

@@ -317,7 +317,10 @@ pub use crate::{
     error::BootstrapError,
     frame::{MAX_FRAME_LEN, PROTOCOL_VERSION},
     lazy::{CardRefusal, Cards, Localities, Locality, MAX_CARDS_PER_REQUEST, MAX_SERVES_PER_CARD},
-    meet::{LazyRendezvous, Meeting, Rendezvous, rendezvous, rendezvous_at, rendezvous_at_lazy},
+    meet::{
+        LazyRendezvous, Meeting, Rendezvous, rendezvous, rendezvous_at, rendezvous_at_lazy,
+        rendezvous_at_lazy_node,
+    },
     root::{MAX_PES, Refusal, RootServer, RootStats},
     store::CardSource,
 };

@@ -163,7 +163,8 @@ pub struct LazyRendezvous {
     /// This PE's connection to the root, for card fetches, barriers and
     /// the goodbye.
     pub bootstrap: Bootstrap,
-    /// Every rank's locality (runs).
+    /// Every rank's locality (runs); with [`rendezvous_at_lazy_node`]
+    /// under the own root, only this PE's node's (the others are gaps).
     pub localities: Localities,
     /// The root's thread when this PE hosts it (as [`Rendezvous::root`]).
     pub root: Option<JoinHandle<Result<(), BootstrapError>>>,
@@ -200,6 +201,42 @@ pub fn rendezvous_at_lazy(
         timeout,
         host_root,
         Bootstrap::join_lazy,
+    )?;
+    Ok(LazyRendezvous {
+        bootstrap: j.bootstrap,
+        localities: j.got,
+        root: j.root,
+        root_stats: j.root_stats,
+    })
+}
+
+/// [`rendezvous_at_lazy`] that asks the root only for this PE's node's
+/// localities ([`Bootstrap::join_lazy_node`]): the returned
+/// [`LazyRendezvous::localities`] has gaps for the other nodes' ranks,
+/// whose localities come with their cards. Under PMIx, as
+/// [`rendezvous_at_lazy`] (every locality, from the store; the root sends
+/// none there).
+///
+/// # Errors
+/// As [`rendezvous_at`].
+pub fn rendezvous_at_lazy_node(
+    info: &RankInfo,
+    meeting: Meeting,
+    card: Card,
+    timeout: Duration,
+    host_root: bool,
+) -> Result<LazyRendezvous, BootstrapError> {
+    #[cfg(feature = "pmix")]
+    if let Some(store) = crate::pmix::store_of(info) {
+        return crate::pmix::rendezvous_lazy(store, info, meeting, card, timeout, host_root);
+    }
+    let j = host_and_join(
+        info,
+        meeting,
+        card,
+        timeout,
+        host_root,
+        Bootstrap::join_lazy_node,
     )?;
     Ok(LazyRendezvous {
         bootstrap: j.bootstrap,

@@ -24,10 +24,10 @@ use crate::{
     card::Card,
     error::{BootstrapError, RankList},
     frame::{
-        FLAG_LAZY, FLAG_STORE, Handshake, Hello, KIND_BARRIER, KIND_BYE, KIND_CARD_ANSWER,
-        KIND_CARD_REFUSAL, KIND_CARD_REQUEST, KIND_HELLO, KIND_JOINED, KIND_LOCALITIES,
-        KIND_RELEASE, all_cards_frame, challenge_frame, error_frame, frame, joined_payload,
-        kind_name, u64_payload,
+        FLAG_LAZY, FLAG_NODE, FLAG_STORE, Handshake, Hello, KIND_BARRIER, KIND_BYE,
+        KIND_CARD_ANSWER, KIND_CARD_REFUSAL, KIND_CARD_REQUEST, KIND_HELLO, KIND_JOINED,
+        KIND_LOCALITIES, KIND_NODE_LOCALITIES, KIND_RELEASE, all_cards_frame, challenge_frame,
+        error_frame, frame, joined_payload, kind_name, u64_payload,
     },
     lazy::{self, CardRefusal, Localities, Locality, MAX_SERVES_PER_CARD},
     root::conn::{Conn, Input, READ_CHUNK, State, poll, pollfd},
@@ -120,7 +120,7 @@ struct Root {
     /// rank → connection id.
     by_rank: Vec<Option<u64>>,
     cards: Vec<Vec<u8>>,
-    /// Every rank's locality (for the localities frame).
+    /// Every rank's locality (for the localities frames).
     locs: Vec<Locality>,
     arrived: u32,
     /// The first card's rank and class encoding version.

@@ -1,6 +1,6 @@
 //! The handshake's decoders as the root and a PE run them on a peer's
 //! bytes, for fuzzing (the `fuzz` feature; `fuzz/fuzz_targets/
-//! bootstrap_hello.rs`), the lazy cards' frames (localities, card
+//! bootstrap_hello.rs`), the lazy cards' frames (localities, node localities, card
 //! request, answer and refusal; `fuzz/fuzz_targets/bootstrap_cards.rs`),
 //! and what a PE under PMIx reads (the joined frame, stored localities and
 //! cards; `fuzz/fuzz_targets/bootstrap_store.rs`). Bytes in, verdicts out: the hello's fields stay
@@ -135,6 +135,23 @@ pub fn decode_localities(payload: &[u8]) -> Result<Localities, String> {
 /// A localities payload, as the root encodes it.
 pub fn encode_localities(l: &Localities) -> Vec<u8> {
     l.encode()
+}
+
+/// Decodes a node localities payload, as a PE that joined with
+/// [`Bootstrap::join_lazy_node`](crate::Bootstrap::join_lazy_node) does: its
+/// node's runs, gaps for the other ranks.
+///
+/// # Errors
+///
+/// Why the bytes are not a node localities frame (runs empty, out of
+/// order, overlapping or past the size included).
+pub fn decode_node_localities(payload: &[u8]) -> Result<Localities, String> {
+    Localities::decode_node(payload).map_err(|e| e.to_string())
+}
+
+/// The node localities payload of what [`decode_node_localities`] gave.
+pub fn encode_node_localities(l: &Localities) -> Vec<u8> {
+    l.encode_node_of()
 }
 
 /// Decodes a card request payload, as the root does: the ranks, or the

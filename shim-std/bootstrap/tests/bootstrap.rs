@@ -328,7 +328,11 @@ fn a_wrong_id_hello_learns_nothing_and_an_impostor_is_refused() {
     let r = Bootstrap::join(addr, 1, 2, job, card(job, 1), T, &other);
     expect_reported(r, &[], "does not prove the job's secret");
     // A hello whose proof is zeros: the same.
-    let mut forged = b"SYBS\x04\x00".to_vec();
+    let mut forged = [
+        b"SYBS".as_slice(),
+        &[switchyard_bootstrap::PROTOCOL_VERSION, 0],
+    ]
+    .concat();
     forged.extend_from_slice(&1u32.to_le_bytes());
     forged.extend_from_slice(&2u32.to_le_bytes());
     forged.extend_from_slice(&[0; 16 + 32]);
@@ -364,7 +368,11 @@ fn a_root_without_the_secret_is_not_believed() {
     let fake = thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         s.set_read_timeout(Some(T)).unwrap();
-        let mut challenge = b"SYBS\x04".to_vec();
+        let mut challenge = [
+            b"SYBS".as_slice(),
+            &[switchyard_bootstrap::PROTOCOL_VERSION],
+        ]
+        .concat();
         challenge.extend_from_slice(&[9; 16]);
         s.write_all(&raw_frame(7, &challenge)).unwrap();
         let mut head = [0u8; 4];

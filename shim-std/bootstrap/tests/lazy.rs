@@ -170,17 +170,17 @@ fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
 
 #[test]
 fn a_hello_of_an_older_version_is_refused() {
-    assert_eq!(PROTOCOL_VERSION, 4);
+    assert_eq!(PROTOCOL_VERSION, 5);
     let job = 0x1a5_u64;
     let (addr, root, stats) = start_root(job, 1);
-    // A version-2 hello (no flags byte) and a version-3 one (lazy flag):
-    // each refused with an error frame that names the version, counted as
-    // malformed; the job goes on.
-    for (version, flags) in [(2u8, None), (3, Some(1u8))] {
+    // A version-2 hello (no flags byte), a version-3 one (lazy flag) and
+    // a version-4 one (lazy and store flags): each refused with an error
+    // frame that names the version, counted as malformed; the job goes on.
+    for (version, flags) in [(2u8, None), (3, Some(1u8)), (4, Some(3))] {
         let mut s = TcpStream::connect(addr).unwrap();
         let (kind, challenge) = read_frame(&mut s);
         assert_eq!(kind, 7);
-        assert_eq!(challenge[4], 4, "the root announces version 4");
+        assert_eq!(challenge[4], 5, "the root announces version 5");
         let mut hello = b"SYBS".to_vec();
         hello.push(version);
         hello.extend(flags);
@@ -203,7 +203,7 @@ fn a_hello_of_an_older_version_is_refused() {
     let (b, _) = Bootstrap::join_lazy(addr, 0, 1, job, card(job, 0), T, &secret()).unwrap();
     b.finish().unwrap();
     root.join().unwrap().unwrap();
-    assert_eq!(stats.count_of(Refusal::Malformed), 2);
+    assert_eq!(stats.count_of(Refusal::Malformed), 3);
 }
 
 #[test]

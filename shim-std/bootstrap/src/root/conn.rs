@@ -52,6 +52,9 @@ pub(super) struct Conn {
     /// Its hello said it takes cards and localities from a store: it gets
     /// the joined frame, not the localities.
     pub(super) store: bool,
+    /// Its hello asked for its node's localities only: it gets the node
+    /// localities frame, not every rank's.
+    pub(super) node: bool,
     /// How often each card was served on this connection (only the cards
     /// it asked for: O(requests), not O(job)).
     pub(super) served: HashMap<u32, u8>,
@@ -86,6 +89,7 @@ impl Conn {
             state: State::AwaitHello { deadline },
             lazy: false,
             store: false,
+            node: false,
             served: HashMap::new(),
             inbuf: Vec::new(),
             out: VecDeque::new(),

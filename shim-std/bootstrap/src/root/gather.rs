@@ -1,7 +1,7 @@
 //! The root's gather phase: admitting each rank's hello, then sending
-//! every PE all cards (or, to a lazy PE, the localities; to a PE whose
-//! cards and localities are in a store, only the joined frame), and serving
-//! lazy PEs' card requests.
+//! every PE all cards (or, to a lazy PE, the localities, or only its
+//! node's; to a PE whose cards and localities are in a store, only the
+//! joined frame), and serving lazy PEs' card requests.
 
 use super::*;
 
@@ -15,6 +15,9 @@ pub(super) enum How {
     Lazy,
     /// From a store: the joined frame only.
     Store,
+    /// Lazily, its node's localities only: the node localities frame,
+    /// cards (with their localities) on request.
+    Node,
 }
 
 impl Root {
@@ -153,6 +156,7 @@ impl Root {
             c.rank = Some(h.rank);
             c.lazy = h.flags & FLAG_LAZY != 0;
             c.store = h.flags & FLAG_STORE != 0;
+            c.node = h.flags & FLAG_NODE != 0;
             if let Err(e) = c.send(welcome.into(), Instant::now()) {
                 // Reported as the connection's end.
                 self.end(conn, &e.to_string());
@@ -192,6 +196,7 @@ impl Root {
     pub(super) fn joined_how(&self, rank: u32) -> How {
         match self.by_rank[rank as usize].and_then(|id| self.conns.get(&id)) {
             Some(c) if c.store => How::Store,
+            Some(c) if c.node => How::Node,
             Some(c) if c.lazy => How::Lazy,
             _ => How::All,
         }
@@ -200,8 +205,9 @@ impl Root {
     /// Ends the allgather: every card to each PE that joined with all
     /// cards, the localities (as runs) to each that joined lazily, the
     /// joined frame (size and class version: O(1) bytes) to each that
-    /// takes cards and localities from a store. The cards are kept only
-    /// while a lazy PE may ask for them.
+    /// takes cards and localities from a store, its node's runs to each
+    /// that asked for them (one frame per node, shared by its PEs). The
+    /// cards are kept only while a lazy PE may ask for them.
     pub(super) fn send_cards(&mut self) -> Result<(), BootstrapError> {
         let how: Vec<How> = (0..self.size).map(|r| self.joined_how(r)).collect();
         let class = self.class_ref.map_or(0, |(_, v)| v);
@@ -226,7 +232,24 @@ impl Root {
             for rank in (0..self.size).filter(|&r| how[r as usize] == How::Lazy) {
                 self.send_to_rank(rank, &bytes, "allgather")?;
             }
-        } else {
+        }
+        if how.contains(&How::Node) {
+            let (size, runs) = (self.size, lazy::node_runs(&self.locs));
+            let mut frames: HashMap<u64, Rc<[u8]>> = HashMap::new();
+            for rank in (0..self.size).filter(|&r| how[r as usize] == How::Node) {
+                let node = self.locs[rank as usize].node_id;
+                let bytes = frames
+                    .entry(node)
+                    .or_insert_with(|| {
+                        let mine = runs.get(&node).map_or(&[][..], Vec::as_slice);
+                        let p = Localities::encode_node(size, class, node, mine);
+                        frame(KIND_NODE_LOCALITIES, &p).into()
+                    })
+                    .clone();
+                self.send_to_rank(rank, &bytes, "allgather")?;
+            }
+        }
+        if !how.contains(&How::Lazy) && !how.contains(&How::Node) {
             self.cards = Vec::new();
         }
         self.locs = Vec::new();
