@@ -138,7 +138,9 @@ fn assert_nothing_held(ctx: &mut Context) {
     assert_eq!(ctx.tcp_peer_count(), 0);
     let v = ctx.verbs_mut();
     assert_eq!(v.drv.peer_count(), (0, K), "no QPs toward anyone");
-    assert!(v.peers.iter().all(|p| p.card.is_none() && !p.wanted));
+    assert!(v.peers.is_empty(), "no per-peer verbs state");
+    // Sized for the driver's budget, not the job (O(peers), not O(PEs)).
+    assert_eq!(v.losses.inflight.len(), K as usize);
     ctx.leave();
     assert!(!lazy_of(ctx).holds(2), "PE {me} holds PE 2's card");
     assert_eq!(ctx.verbs_status().peers_up, 0);
@@ -151,8 +153,13 @@ fn assert_paired_with_the_other_only(ctx: &mut Context) {
     assert_eq!(v.drv.peer_count(), (1, K));
     assert!(v.drv.has_peer(1 - me) && !v.drv.has_peer(2));
     assert_eq!(v.drv.stats().peers_added, 1, "one pairing");
-    assert!(v.peers[(1 - me) as usize].card.is_some());
-    assert!(v.peers[2].card.is_none() && !v.peers[2].wanted);
+    assert!(v.peer(1 - me).is_some_and(|p| p.card.is_some() && p.wanted));
+    assert!(v.peer(2).is_none());
+    assert_eq!(
+        v.peers.len(),
+        1,
+        "per-peer verbs state for the other PE only"
+    );
     ctx.leave();
     assert!(!lazy_of(ctx).holds(2));
     assert_eq!(ctx.tcp_peer_count(), 1, "TCP to the other PE only");
@@ -307,7 +314,7 @@ fn budget_spent(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
         let v = ctx.verbs_mut();
         assert_eq!(v.lazy_refused, 1);
         assert_eq!(v.drv.stats().peers_refused, 1);
-        assert!(!v.drv.has_peer(1) && !v.peers[1].wanted);
+        assert!(!v.drv.has_peer(1) && v.peer(1).is_none());
         ctx.leave();
         step.store(1, Ordering::SeqCst);
     } else {
