@@ -187,6 +187,8 @@ impl Context {
             bad_records: 0,
             #[cfg(test)]
             drop_applied: 0,
+            #[cfg(test)]
+            reorder: false,
         }));
         self.verbs_why = None;
         // Into the PE's cell (under the TCP driver's entry lock), shared by
@@ -238,6 +240,7 @@ impl Context {
         let Ok(card) = v.drv.card_for(pe) else {
             return;
         };
+        let mut recs = Vec::with_capacity(3);
         if v.lazy {
             let pieces = v
                 .drv
@@ -246,23 +249,27 @@ impl Context {
                 .ok()
                 .and_then(|b| Record::card_pieces(&b));
             let Some(pieces) = pieces else { return };
-            for r in pieces {
-                if t.send_link_state(pe, r.encode()).is_err() {
-                    return; // sent again when TCP to `pe` is up
-                }
-            }
+            recs.extend(pieces);
         }
         let mut qpns = [0u32; MAX_QPS];
         for (q, a) in qpns.iter_mut().zip(card.qps()) {
             *q = a.qpn;
         }
-        let rec = Record::Qpns {
+        recs.push(Record::Qpns {
             n: card.n_qps,
             qpns,
-        };
-        if t.send_link_state(pe, rec.encode()).is_ok() {
-            v.peers[slot].qpns_sent = true;
+        });
+        #[cfg(test)]
+        if v.reorder {
+            // Tests: as if the records took rails that reorder them.
+            recs.reverse();
         }
+        for r in recs {
+            if t.send_link_state(pe, r.encode()).is_err() {
+                return; // sent again when TCP to `pe` is up
+            }
+        }
+        v.peers[slot].qpns_sent = true;
     }
 
     /// Whether this PE routes to `pe` over verbs by its class (NEAR; ROUTED

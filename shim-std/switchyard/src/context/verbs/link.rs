@@ -432,8 +432,16 @@ impl Context {
             match rec {
                 // Lazy peers: the sender's card, for a pairing it starts.
                 Record::CardPiece { piece, bytes } => {
-                    if !wanted {
-                        v.cards_in.entry(from).or_default().put(piece, &bytes);
+                    if wanted {
+                        return;
+                    }
+                    let inc = v.cards_in.entry(from).or_default();
+                    inc.card.put(piece, &bytes);
+                    // QPNs that came first are applied now.
+                    if inc.card.card().is_some()
+                        && let Some(q) = inc.qpns.take()
+                    {
+                        self.verbs_record(from, &q);
                     }
                     return;
                 }
@@ -441,14 +449,13 @@ impl Context {
                     // The sender pairs with us at its first use of us:
                     // take it on with the card it sent, and answer with
                     // ours and our QPNs (below, once connected).
-                    let Some(card) = v.cards_in.remove(&from).and_then(|c| c.card().copied())
-                    else {
-                        v.bad_records += 1;
-                        self.warnings.push(format!(
-                            "PE {from} sent its verbs QPNs without its card: it stays on TCP"
-                        ));
+                    let inc = v.cards_in.entry(from).or_default();
+                    let Some(card) = inc.card.card().copied() else {
+                        // Its card's pieces may still come (another rail).
+                        inc.qpns = Some(*bytes);
                         return;
                     };
+                    v.cards_in.remove(&from);
                     if !self.verbs_take_peer(from, &card) {
                         return;
                     }

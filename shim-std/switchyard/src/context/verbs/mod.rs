@@ -419,6 +419,16 @@ struct PeerV {
     withheld: Option<u32>,
 }
 
+/// Lazy peers: what a peer that starts a pairing sent so far.
+#[derive(Debug, Default)]
+struct Incoming {
+    /// Its PE card, in pieces.
+    card: CardPieces,
+    /// Its [`Record::Qpns`] (encoded), when it came before the card was
+    /// complete (records may take different TCP rails): applied once it is.
+    qpns: Option<[u8; 32]>,
+}
+
 /// The PE's verbs driver and the per-peer link bookkeeping, shared by its
 /// contexts (in the TCP handle's cell, checked out by one context at a
 /// time: `context/pe.rs`).
@@ -428,7 +438,7 @@ pub(super) struct Verbs {
     lazy: bool,
     /// Lazy peers: the PE cards being received in pieces
     /// ([`Record::CardPiece`]), by sender; O(peers pairing now).
-    cards_in: std::collections::BTreeMap<u32, CardPieces>,
+    cards_in: std::collections::BTreeMap<u32, Incoming>,
     /// Lazy peers refused (the driver's budget spent, a bad card).
     pub(super) lazy_refused: u64,
     /// The driver (its own heap registration, QPs, CQ).
@@ -458,6 +468,9 @@ pub(super) struct Verbs {
     /// control record lost).
     #[cfg(test)]
     drop_applied: u32,
+    /// Tests: send our card pieces and QPNs in reverse order.
+    #[cfg(test)]
+    reorder: bool,
 }
 
 impl core::fmt::Debug for Verbs {

@@ -245,6 +245,26 @@ fn with_lazy_cards_verbs_pairs_at_the_first_put_with_that_peer_only() {
     );
 }
 
+/// As [`first_put_pairs`], PE 0's QPNs reaching PE 1 before its card's
+/// pieces (the pieces in reverse order too): PE 1 keeps the QPNs until
+/// the card is complete.
+fn reordered(mut ctx: Context, f: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    if ctx.my_pe() == 0 {
+        ctx.verbs_mut().reorder = true;
+        ctx.leave();
+    }
+    first_put_pairs(ctx, f, done, step)
+}
+
+#[test]
+fn qpns_before_the_card_pieces_still_pair() {
+    run_lazy_pair(
+        0x1a05,
+        [(lazy_cfg(K), true), (lazy_cfg(K), false)],
+        reordered,
+    );
+}
+
 fn both_at_once(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     let me = ctx.my_pe();
     let w = words(&ctx, 2 * N as usize);
