@@ -115,12 +115,19 @@ fn run_lazy_pair(tag: u64, pes: [(VerbsConfig, bool); 2], script: Script) {
     let (tx1, rx0) = channel();
     let done = Arc::new(AtomicU32::new(0));
     let step = Arc::new(AtomicU32::new(0));
+    // Both inited before either talks (init's bootstrap barrier).
+    let inited = Arc::new(AtomicU32::new(0));
     let kept = Arc::new(Mutex::new(None));
     let [p0, p1] = pes;
     let pe = |me: u32, chan: Chan, (vcfg, preload): (VerbsConfig, bool)| -> PeScript {
         let (done, step, kept, f) = (done.clone(), step.clone(), kept.clone(), fabric.clone());
+        let inited = inited.clone();
         Box::new(move || {
-            let ctx = lazy_context(job, me, &f, &chan, vcfg, preload);
+            let mut ctx = lazy_context(job, me, &f, &chan, vcfg, preload);
+            // After init, before the other PE may talk to this one.
+            assert_nothing_held(&mut ctx);
+            inited.fetch_add(1, Ordering::SeqCst);
+            wait_for_step(&inited, 2);
             let ctx = script(ctx, &f, &done, &step);
             if me == 0 {
                 *kept.lock().unwrap() = Some(ctx);
@@ -137,10 +144,12 @@ fn assert_nothing_held(ctx: &mut Context) {
     let me = ctx.my_pe();
     assert_eq!(ctx.tcp_peer_count(), 0);
     let v = ctx.verbs_mut();
-    assert_eq!(v.drv.peer_count(), (0, K), "no QPs toward anyone");
+    let (added, cap) = v.drv.peer_count();
+    assert_eq!(added, 0, "no QPs toward anyone");
+    assert!((1..=K).contains(&cap), "{cap}");
     assert!(v.peers.is_empty(), "no per-peer verbs state");
     // Sized for the driver's budget, not the job (O(peers), not O(PEs)).
-    assert_eq!(v.losses.inflight.len(), K as usize);
+    assert_eq!(v.losses.inflight.len(), cap as usize);
     ctx.leave();
     assert!(!lazy_of(ctx).holds(2), "PE {me} holds PE 2's card");
     assert_eq!(ctx.verbs_status().peers_up, 0);
@@ -201,7 +210,6 @@ fn expect_words(ctx: &mut Context, w: &Sym<u64>, base: u64) {
 fn first_put_pairs(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     let me = ctx.my_pe();
     let w = words(&ctx, N as usize);
-    assert_nothing_held(&mut ctx);
     if me == 0 {
         // The first put: over TCP (connect on first use), and verbs pairs.
         ctx.put(&w, 0, &[7], 1).unwrap();
@@ -268,7 +276,6 @@ fn qpns_before_the_card_pieces_still_pair() {
 fn both_at_once(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     let me = ctx.my_pe();
     let w = words(&ctx, 2 * N as usize);
-    assert_nothing_held(&mut ctx);
     // Both first-use the other at the same moment.
     step.fetch_add(1, Ordering::SeqCst);
     wait_for_step(step, 2);
