@@ -429,6 +429,16 @@ impl VerbsDriver {
         self.cfg.lazy_peers.is_some() && self.set_peer.is_none()
     }
 
+    /// `peer`'s slot in this driver's peer table: dense from 0, in the
+    /// order the peers were created or added, stable for the driver's
+    /// life, below [`VerbsDriver::peer_count`]'s second figure; `None` for
+    /// a peer without QPs. One hash probe, no allocation: a caller may key
+    /// its own per-peer state by it, O(peers) rather than O(PEs).
+    #[inline]
+    pub fn peer_slot(&self, peer: u32) -> Option<usize> {
+        self.peers.slot_of(peer)
+    }
+
     /// Whether this driver has QPs toward `peer` (created eagerly, or added
     /// by [`VerbsDriver::add_peer`]).
     pub fn has_peer(&self, peer: u32) -> bool {

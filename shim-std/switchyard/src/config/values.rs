@@ -349,9 +349,9 @@ pub enum CardsMode {
     /// Every PE's locality (node, switch, tree: runs of ranks) to every
     /// PE; the cards a PE needs it fetches from the root: same-node peers'
     /// at init (shared memory), an off-node peer's at the first operation
-    /// toward it, when TCP connects to it (connect-on-first-use; every
-    /// card at init when a verbs driver is attached). Over TCP every PE of
-    /// the job must use the same mode.
+    /// toward it, when TCP connects to it (connect-on-first-use; with a
+    /// verbs driver attached, verbs pairs with that peer then too, up to
+    /// 32 peers). Over TCP every PE of the job must use the same mode.
     Lazy,
 }
 

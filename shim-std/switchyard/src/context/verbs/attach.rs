@@ -100,15 +100,22 @@ impl Context {
             );
             return;
         }
-        let mut peers = vec![PeerV::default(); self.n_pes as usize];
-        for (pe, p) in peers.iter_mut().enumerate() {
+        // One entry per peer the driver has QPs toward, at its slot: every
+        // other PE (eager), none yet (lazy: added at first use, up to the
+        // driver's budget).
+        let (added, cap) = drv.peer_count();
+        let mut peers = Vec::with_capacity(cap as usize);
+        peers.resize(added as usize, PeerV::default());
+        for (pe, bytes) in cards.iter().enumerate() {
             let pe = pe as u32;
-            let Some(Some(bytes)) = cards.get(pe as usize) else {
+            let Some(slot) = drv.peer_slot(pe).filter(|&s| s < peers.len()) else {
                 continue;
             };
-            if pe == self.me {
+            let p = &mut peers[slot];
+            p.pe = pe;
+            let Some(bytes) = bytes else {
                 continue;
-            }
+            };
             match parse_pe_card(bytes) {
                 Ok(c) => p.card = Some(c),
                 Err(e) => {
@@ -150,7 +157,7 @@ impl Context {
             self.cpu_atomics_rule = !nic;
         }
         self.verbs_atomics_why = why;
-        let n = peers.len();
+        let n = cap as usize;
         self.verbs_pe = true;
         self.verbs_max_get = switchyard_core::transport::Transport::max_get_len(&drv);
         // What later contexts of the PE copy (`Pe::context`).
@@ -180,6 +187,8 @@ impl Context {
             bad_records: 0,
             #[cfg(test)]
             drop_applied: 0,
+            #[cfg(test)]
+            reorder: false,
         }));
         self.verbs_why = None;
         // Into the PE's cell (under the TCP driver's entry lock), shared by
@@ -204,8 +213,11 @@ impl Context {
     /// Sends our QP numbers to every wanted peer that has not had them.
     pub(super) fn verbs_send_qpns(&mut self) {
         self.verbs_in();
-        let n = self.verbs.as_ref().map_or(0, |v| v.peers.len() as u32);
-        for pe in 0..n {
+        let pes: Vec<u32> = self
+            .verbs
+            .as_ref()
+            .map_or_else(Vec::new, |v| v.peers.iter().map(|p| p.pe).collect());
+        for pe in pes {
             self.verbs_send_qpns_to(pe);
         }
     }
@@ -218,15 +230,17 @@ impl Context {
             return;
         };
         let t = t.get();
-        let Some(p) = v.peers.get(pe as usize) else {
+        let Some(slot) = v.slot(pe) else {
             return;
         };
+        let p = &v.peers[slot];
         if !p.wanted || p.qpns_sent {
             return;
         }
         let Ok(card) = v.drv.card_for(pe) else {
             return;
         };
+        let mut recs = Vec::with_capacity(3);
         if v.lazy {
             let pieces = v
                 .drv
@@ -235,23 +249,27 @@ impl Context {
                 .ok()
                 .and_then(|b| Record::card_pieces(&b));
             let Some(pieces) = pieces else { return };
-            for r in pieces {
-                if t.send_link_state(pe, r.encode()).is_err() {
-                    return; // sent again when TCP to `pe` is up
-                }
-            }
+            recs.extend(pieces);
         }
         let mut qpns = [0u32; MAX_QPS];
         for (q, a) in qpns.iter_mut().zip(card.qps()) {
             *q = a.qpn;
         }
-        let rec = Record::Qpns {
+        recs.push(Record::Qpns {
             n: card.n_qps,
             qpns,
-        };
-        if t.send_link_state(pe, rec.encode()).is_ok() {
-            v.peers[pe as usize].qpns_sent = true;
+        });
+        #[cfg(test)]
+        if v.reorder {
+            // Tests: as if the records took rails that reorder them.
+            recs.reverse();
         }
+        for r in recs {
+            if t.send_link_state(pe, r.encode()).is_err() {
+                return; // sent again when TCP to `pe` is up
+            }
+        }
+        v.peers[slot].qpns_sent = true;
     }
 
     /// Whether this PE routes to `pe` over verbs by its class (NEAR; ROUTED
@@ -277,10 +295,10 @@ impl Context {
         let Some(v) = self.verbs.as_mut() else {
             return false;
         };
-        let Some(p) = v.peers.get_mut(pe as usize) else {
+        if pe == self.me || pe >= self.n_pes {
             return false;
-        };
-        if p.wanted {
+        }
+        if v.peer(pe).is_some_and(|p| p.wanted) {
             return true;
         }
         let card = match parse_pe_card(bytes) {
@@ -308,6 +326,19 @@ impl Context {
             ));
             return false;
         }
+        // Its entry at its driver slot (slots a caller added directly, as
+        // tests do, get an entry too).
+        let Some(slot) = v.drv.peer_slot(pe) else {
+            return false;
+        };
+        let cap = v.peers.capacity();
+        while v.peers.len() <= slot && v.peers.len() < cap {
+            v.peers.push(PeerV::default());
+        }
+        let Some(p) = v.peers.get_mut(slot) else {
+            return false;
+        };
+        p.pe = pe;
         p.card = Some(card);
         p.wanted = true;
         p.backoff = MIN_BACKOFF_NS;
@@ -373,8 +404,10 @@ impl Context {
         call.verbs_in();
         let up = call.verbs.as_deref().map_or(0, Verbs::peers_up);
         let missing: Vec<u32> = call.verbs.as_ref().map_or_else(Vec::new, |v| {
-            (0..v.peers.len() as u32)
-                .filter(|&pe| v.peers[pe as usize].wanted && !v.peers[pe as usize].bit)
+            v.peers
+                .iter()
+                .filter(|p| p.wanted && !p.bit)
+                .map(|p| p.pe)
                 .collect()
         });
         if !missing.is_empty() {

@@ -83,9 +83,9 @@ impl Context {
             return;
         }
         v.raise_due = false;
-        for (pe, p) in v.peers.iter_mut().enumerate() {
+        for p in &mut v.peers {
             if p.wanted && !p.bit && p.local_up && p.peer_rts == Some(p.generation) {
-                self.topo.set_health(VERBS, pe as u32, true);
+                self.topo.set_health(VERBS, p.pe, true);
                 p.bit = true;
             }
         }
@@ -107,8 +107,9 @@ impl Context {
         }
         let now_ns = now.nanos;
         v.rebuild_due = false;
-        for pe in 0..v.peers.len() as u32 {
-            let p = &mut v.peers[pe as usize];
+        for slot in 0..v.peers.len() {
+            let p = &mut v.peers[slot];
+            let pe = p.pe;
             let Some(g) = p.rebuild_to else { continue };
             if now_ns < p.rebuild_at {
                 v.rebuild_due = true;
@@ -139,10 +140,11 @@ impl Context {
     /// by the next `quiet` ([`Error::ReplayLost`]),
     /// never replayed blindly nor dropped silently.
     fn verbs_hold_deadlines(&mut self, now: u64) {
-        let n = self.verbs.as_ref().map_or(0, |v| v.peers.len() as u32);
-        for pe in 0..n {
+        let n = self.verbs.as_ref().map_or(0, |v| v.peers.len());
+        for slot in 0..n {
             let Some(v) = self.verbs.as_ref() else { return };
-            let p = &v.peers[pe as usize];
+            let p = &v.peers[slot];
+            let pe = p.pe;
             if !p.hold {
                 continue;
             }
@@ -152,7 +154,7 @@ impl Context {
                 if ask {
                     // No (complete) answer yet: ask again.
                     let Some(v) = self.verbs.as_mut() else { return };
-                    let p = &mut v.peers[pe as usize];
+                    let p = &mut v.peers[slot];
                     p.ask_every = (p.ask_every * 2).min(MAX_BACKOFF_NS);
                     p.ask_at = now + p.ask_every;
                     self.verbs_send(pe, Record::Failed { generation });
@@ -169,9 +171,8 @@ impl Context {
     /// longer wait.
     fn verbs_abandon(&mut self, pe: u32, why: &str) {
         let Some(v) = self.verbs.as_mut() else { return };
-        let Some(p) = v.peers.get_mut(pe as usize) else {
-            return;
-        };
+        let Some(slot) = v.slot(pe) else { return };
+        let p = &mut v.peers[slot];
         if !p.hold {
             return;
         }
@@ -181,7 +182,7 @@ impl Context {
         let lost = v.drv.abandon_receipts(pe);
         v.drain_due = true;
         if lost > 0 {
-            v.losses.record(pe, lost, self.lane);
+            v.losses.record(slot, lost, self.lane);
         }
         self.warnings.push(format!(
             "PE {pe} sent no verbs receipts ({why}): {lost} puts in doubt reported lost"
@@ -208,7 +209,7 @@ impl Context {
     #[cold]
     #[inline(never)]
     fn verbs_holds_slow(&self, pe: u32) -> bool {
-        self.with_verbs(|v| v.peers.get(pe as usize).is_some_and(|p| p.hold))
+        self.with_verbs(|v| v.peer(pe).is_some_and(|p| p.hold))
             .unwrap_or(false)
     }
 
@@ -250,9 +251,8 @@ impl Context {
         let Some(v) = self.verbs.as_mut() else { return };
         match ev {
             Event::Link { peer, state } => {
-                let Some(p) = v.peers.get_mut(peer as usize) else {
-                    return;
-                };
+                let Some(slot) = v.slot(peer) else { return };
+                let p = &mut v.peers[slot];
                 self.stats.link_transitions += 1;
                 if state == LinkState::Up {
                     p.local_up = true;
@@ -286,9 +286,8 @@ impl Context {
                 self.topo.apply_link_state(VERBS, peer, LinkState::Error);
             }
             Event::RebuildNeeded { peer, generation } => {
-                let Some(p) = v.peers.get_mut(peer as usize) else {
-                    return;
-                };
+                let Some(slot) = v.slot(peer) else { return };
+                let p = &mut v.peers[slot];
                 p.rebuild_to = Some(p.rebuild_to.map_or(generation, |g| g.max(generation)));
                 p.rebuild_at = now + p.backoff;
                 v.drain_due = true;
@@ -297,9 +296,8 @@ impl Context {
                 self.verbs_send(peer, Record::Failed { generation });
             }
             Event::Rebuilt { peer, generation } => {
-                let Some(p) = v.peers.get_mut(peer as usize) else {
-                    return;
-                };
+                let Some(slot) = v.slot(peer) else { return };
+                let p = &mut v.peers[slot];
                 p.generation = generation;
                 let peer_ready = p.peer_rts == Some(generation);
                 if peer_ready {
@@ -310,9 +308,9 @@ impl Context {
             Event::DeviceFatal => {
                 v.fatal = true;
                 v.drain_due = true;
-                for pe in 0..v.peers.len() as u32 {
-                    v.peers[pe as usize].bit = false;
-                    self.topo.apply_link_state(VERBS, pe, LinkState::Error);
+                for p in &mut v.peers {
+                    p.bit = false;
+                    self.topo.apply_link_state(VERBS, p.pe, LinkState::Error);
                 }
                 self.warnings
                     .push("the RDMA device failed: this PE uses TCP from now on".into());
@@ -327,8 +325,8 @@ impl Context {
                 generation,
                 reason,
             } => {
-                if let Some(p) = v.peers.get_mut(peer as usize) {
-                    p.withheld = Some(generation);
+                if let Some(slot) = v.slot(peer) {
+                    v.peers[slot].withheld = Some(generation);
                 }
                 self.warnings.push(format!(
                     "verbs receipts of PE {peer}'s puts withheld for generation {generation} ({reason}): PE {peer} is told and reports its puts in doubt lost"
@@ -395,8 +393,8 @@ impl Context {
             let _ = t.fence();
         }
         v.replays += n;
-        if let Some(pe) = first {
-            v.losses.record(pe, lost, self.lane);
+        if let Some(slot) = first.and_then(|pe| v.slot(pe)) {
+            v.losses.record(slot, lost, self.lane);
         }
         for mut rec in moved {
             rec.class = self
@@ -425,31 +423,39 @@ impl Context {
                 return;
             }
         };
-        if from as usize >= v.peers.len() {
+        if from >= self.n_pes || from == me {
             v.bad_records += 1;
             return;
         }
+        let wanted = v.peer(from).is_some_and(|p| p.wanted);
         if v.lazy {
             match rec {
                 // Lazy peers: the sender's card, for a pairing it starts.
                 Record::CardPiece { piece, bytes } => {
-                    if !v.peers[from as usize].wanted {
-                        v.cards_in.entry(from).or_default().put(piece, &bytes);
+                    if wanted {
+                        return;
+                    }
+                    let inc = v.cards_in.entry(from).or_default();
+                    inc.card.put(piece, &bytes);
+                    // QPNs that came first are applied now.
+                    if inc.card.card().is_some()
+                        && let Some(q) = inc.qpns.take()
+                    {
+                        self.verbs_record(from, &q);
                     }
                     return;
                 }
-                Record::Qpns { .. } if !v.peers[from as usize].wanted && !v.fatal => {
+                Record::Qpns { .. } if !wanted && !v.fatal => {
                     // The sender pairs with us at its first use of us:
                     // take it on with the card it sent, and answer with
                     // ours and our QPNs (below, once connected).
-                    let Some(card) = v.cards_in.remove(&from).and_then(|c| c.card().copied())
-                    else {
-                        v.bad_records += 1;
-                        self.warnings.push(format!(
-                            "PE {from} sent its verbs QPNs without its card: it stays on TCP"
-                        ));
+                    let inc = v.cards_in.entry(from).or_default();
+                    let Some(card) = inc.card.card().copied() else {
+                        // Its card's pieces may still come (another rail).
+                        inc.qpns = Some(*bytes);
                         return;
                     };
+                    v.cards_in.remove(&from);
                     if !self.verbs_take_peer(from, &card) {
                         return;
                     }
@@ -458,9 +464,8 @@ impl Context {
             }
         }
         let Some(v) = self.verbs.as_mut() else { return };
-        let Some(p) = v.peers.get_mut(from as usize) else {
-            return;
-        };
+        let Some(slot) = v.slot(from) else { return };
+        let p = &mut v.peers[slot];
         if !p.wanted {
             return;
         }
@@ -576,9 +581,8 @@ impl Context {
     pub(in crate::context) fn verbs_tcp_up(&mut self, pe: u32) {
         self.verbs_in();
         let Some(v) = self.verbs.as_mut() else { return };
-        let Some(p) = v.peers.get_mut(pe as usize) else {
-            return;
-        };
+        let Some(slot) = v.slot(pe) else { return };
+        let p = &mut v.peers[slot];
         if !p.wanted {
             return;
         }
@@ -609,7 +613,8 @@ impl Context {
         let Some(v) = self.verbs.as_mut() else {
             return Ok(true);
         };
-        if let Some((pe, ops)) = v.losses.take(lane) {
+        if let Some((slot, ops)) = v.losses.take(lane) {
+            let pe = v.peers.get(slot).map_or(u32::MAX, |p| p.pe);
             return Err(Error::ReplayLost { pe, ops });
         }
         if v.fatal && v.holding > 0 {
@@ -633,9 +638,14 @@ impl Context {
             Err(VerbsError::ReplayLost { peer, ops }) => {
                 // Reported by the driver once, to whichever context polls:
                 // kept for each context it concerns.
-                v.losses.record(peer, ops, lane);
+                if let Some(slot) = v.slot(peer) {
+                    v.losses.record(slot, ops, lane);
+                }
                 match v.losses.take(lane) {
-                    Some((pe, ops)) => Err(Error::ReplayLost { pe, ops }),
+                    Some((slot, ops)) => Err(Error::ReplayLost {
+                        pe: v.peers.get(slot).map_or(u32::MAX, |p| p.pe),
+                        ops,
+                    }),
                     None => Ok(false),
                 }
             }

@@ -374,9 +374,13 @@ pub fn health_change(e: &Event) -> Option<(u32, bool)> {
     }
 }
 
-/// What the context knows of one peer's verbs link.
+/// What the context knows of one peer's verbs link (one per peer the
+/// driver has QPs toward, at the driver's slot for it:
+/// [`VerbsDriver::peer_slot`]).
 #[derive(Debug, Clone, Default)]
 struct PeerV {
+    /// The PE.
+    pe: u32,
     /// Its PE card (from the bootstrap): `None` when it has no verbs.
     card: Option<VerbsCard>,
     /// Whether this PE routes to it over verbs (NEAR, with a card).
@@ -415,6 +419,16 @@ struct PeerV {
     withheld: Option<u32>,
 }
 
+/// Lazy peers: what a peer that starts a pairing sent so far.
+#[derive(Debug, Default)]
+struct Incoming {
+    /// Its PE card, in pieces.
+    card: CardPieces,
+    /// Its [`Record::Qpns`] (encoded), when it came before the card was
+    /// complete (records may take different TCP rails): applied once it is.
+    qpns: Option<[u8; 32]>,
+}
+
 /// The PE's verbs driver and the per-peer link bookkeeping, shared by its
 /// contexts (in the TCP handle's cell, checked out by one context at a
 /// time: `context/pe.rs`).
@@ -424,12 +438,15 @@ pub(super) struct Verbs {
     lazy: bool,
     /// Lazy peers: the PE cards being received in pieces
     /// ([`Record::CardPiece`]), by sender; O(peers pairing now).
-    cards_in: std::collections::BTreeMap<u32, CardPieces>,
+    cards_in: std::collections::BTreeMap<u32, Incoming>,
     /// Lazy peers refused (the driver's budget spent, a bad card).
     pub(super) lazy_refused: u64,
     /// The driver (its own heap registration, QPs, CQ).
     pub(super) drv: VerbsDriver,
     seed: u64,
+    /// Per peer the driver has QPs toward, at its slot
+    /// ([`VerbsDriver::peer_slot`]): every other PE with eager cards, the
+    /// peers paired so far with lazy ones (O(peers), not O(PEs)).
     peers: Vec<PeerV>,
     /// The device failed: verbs is never used again by this context.
     fatal: bool,
@@ -451,6 +468,9 @@ pub(super) struct Verbs {
     /// control record lost).
     #[cfg(test)]
     drop_applied: u32,
+    /// Tests: send our card pieces and QPNs in reverse order.
+    #[cfg(test)]
+    reorder: bool,
 }
 
 impl core::fmt::Debug for Verbs {
@@ -464,6 +484,18 @@ impl core::fmt::Debug for Verbs {
 }
 
 impl Verbs {
+    /// `pe`'s slot in `peers` (one hash probe in the driver's table).
+    #[inline]
+    fn slot(&self, pe: u32) -> Option<usize> {
+        self.drv.peer_slot(pe).filter(|&s| s < self.peers.len())
+    }
+
+    /// `pe`'s link bookkeeping.
+    #[inline]
+    fn peer(&self, pe: u32) -> Option<&PeerV> {
+        self.slot(pe).map(|s| &self.peers[s])
+    }
+
     /// Peers whose health bit is set.
     fn peers_up(&self) -> u32 {
         self.peers.iter().filter(|p| p.bit).count() as u32
@@ -486,15 +518,17 @@ impl Context {
     #[inline]
     pub(super) fn verbs_issued(&mut self, pe: u32) {
         let lane = self.lane;
-        if let Some(v) = self.verbs.as_mut() {
-            v.losses.issued(pe, lane);
+        if let Some(v) = self.verbs.as_mut()
+            && let Some(s) = v.drv.peer_slot(pe)
+        {
+            v.losses.issued(s, lane);
         }
     }
 
     /// Whether `pe`'s verbs health bit is set (no driver: no).
     #[inline]
     pub(super) fn verbs_up(&self, pe: u32) -> bool {
-        self.with_verbs(|v| v.peers.get(pe as usize).is_some_and(|p| p.bit))
+        self.with_verbs(|v| v.peer(pe).is_some_and(|p| p.bit))
             .unwrap_or(false)
     }
 
@@ -573,8 +607,10 @@ impl Context {
 
 /// The operations lost in failovers on the PE's shared verbs driver, and
 /// which contexts are to be told: contexts are named by their lane (a bit,
-/// `Context::lane`); per peer it keeps the lanes with verbs operations in
-/// flight, and the losses not yet reported to each.
+/// `Context::lane`); per peer (by its driver slot,
+/// [`VerbsDriver::peer_slot`]: O(peers the driver may have)) it keeps the
+/// lanes with verbs operations in flight, and the losses not yet reported
+/// to each.
 #[derive(Debug, Default)]
 pub(super) struct LossBook {
     /// Per peer: the lanes still to be told, and the count.
@@ -587,30 +623,30 @@ pub(super) struct LossBook {
 }
 
 impl LossBook {
-    /// A book for `n_pes` peers.
-    pub(super) fn new(n_pes: usize) -> LossBook {
+    /// A book for `n` peer slots.
+    pub(super) fn new(n: usize) -> LossBook {
         LossBook {
-            lost: vec![(0, 0); n_pes],
+            lost: vec![(0, 0); n],
             lanes: 0,
-            inflight: vec![0; n_pes],
+            inflight: vec![0; n],
         }
     }
 
-    /// `lane`'s context issued a verbs operation to `pe`.
+    /// `lane`'s context issued a verbs operation to the peer in `slot`.
     #[inline]
-    pub(super) fn issued(&mut self, pe: u32, lane: u64) {
-        if let Some(f) = self.inflight.get_mut(pe as usize) {
+    pub(super) fn issued(&mut self, slot: usize, lane: u64) {
+        if let Some(f) = self.inflight.get_mut(slot) {
             *f |= lane;
         }
     }
 
-    /// Records `ops` operations toward `pe` lost (neither in flight nor
-    /// replayed), for each context with verbs operations to `pe` in flight
-    /// (their next `quiet` reports it), or for `lane`'s (the context that
-    /// found it) when none is known: every loss is reported, once per
-    /// context it may concern, and not to the contexts it cannot.
-    pub(super) fn record(&mut self, pe: u32, ops: u64, lane: u64) {
-        let i = pe as usize;
+    /// Records `ops` operations toward the peer in `slot` lost (neither in
+    /// flight nor replayed), for each context with verbs operations to it
+    /// in flight (their next `quiet` reports it), or for `lane`'s (the
+    /// context that found it) when none is known: every loss is reported,
+    /// once per context it may concern, and not to the contexts it cannot.
+    pub(super) fn record(&mut self, slot: usize, ops: u64, lane: u64) {
+        let i = slot;
         let (Some(l), Some(&f)) = (self.lost.get_mut(i), self.inflight.get(i)) else {
             return;
         };
@@ -620,9 +656,10 @@ impl LossBook {
         self.lanes |= owed;
     }
 
-    /// The next loss to report to `lane`'s context, once: (peer, count).
+    /// The next loss to report to `lane`'s context, once: (peer slot,
+    /// count).
     #[inline]
-    pub(super) fn take(&mut self, lane: u64) -> Option<(u32, u64)> {
+    pub(super) fn take(&mut self, lane: u64) -> Option<(usize, u64)> {
         if self.lanes & lane == 0 {
             return None;
         }
@@ -631,13 +668,13 @@ impl LossBook {
 
     #[cold]
     #[inline(never)]
-    fn take_slow(&mut self, lane: u64) -> Option<(u32, u64)> {
+    fn take_slow(&mut self, lane: u64) -> Option<(usize, u64)> {
         let mut found = None;
         let mut lanes = 0;
-        for (pe, l) in self.lost.iter_mut().enumerate() {
+        for (slot, l) in self.lost.iter_mut().enumerate() {
             if found.is_none() && l.0 & lane != 0 {
                 l.0 &= !lane;
-                found = Some((pe as u32, l.1));
+                found = Some((slot, l.1));
                 if l.0 == 0 {
                     l.1 = 0;
                 }

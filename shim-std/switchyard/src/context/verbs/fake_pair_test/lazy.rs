@@ -115,12 +115,19 @@ fn run_lazy_pair(tag: u64, pes: [(VerbsConfig, bool); 2], script: Script) {
     let (tx1, rx0) = channel();
     let done = Arc::new(AtomicU32::new(0));
     let step = Arc::new(AtomicU32::new(0));
+    // Both inited before either talks (init's bootstrap barrier).
+    let inited = Arc::new(AtomicU32::new(0));
     let kept = Arc::new(Mutex::new(None));
     let [p0, p1] = pes;
     let pe = |me: u32, chan: Chan, (vcfg, preload): (VerbsConfig, bool)| -> PeScript {
         let (done, step, kept, f) = (done.clone(), step.clone(), kept.clone(), fabric.clone());
+        let inited = inited.clone();
         Box::new(move || {
-            let ctx = lazy_context(job, me, &f, &chan, vcfg, preload);
+            let mut ctx = lazy_context(job, me, &f, &chan, vcfg, preload);
+            // After init, before the other PE may talk to this one.
+            assert_nothing_held(&mut ctx);
+            inited.fetch_add(1, Ordering::SeqCst);
+            wait_for_step(&inited, 2);
             let ctx = script(ctx, &f, &done, &step);
             if me == 0 {
                 *kept.lock().unwrap() = Some(ctx);
@@ -137,8 +144,12 @@ fn assert_nothing_held(ctx: &mut Context) {
     let me = ctx.my_pe();
     assert_eq!(ctx.tcp_peer_count(), 0);
     let v = ctx.verbs_mut();
-    assert_eq!(v.drv.peer_count(), (0, K), "no QPs toward anyone");
-    assert!(v.peers.iter().all(|p| p.card.is_none() && !p.wanted));
+    let (added, cap) = v.drv.peer_count();
+    assert_eq!(added, 0, "no QPs toward anyone");
+    assert!((1..=K).contains(&cap), "{cap}");
+    assert!(v.peers.is_empty(), "no per-peer verbs state");
+    // Sized for the driver's budget, not the job (O(peers), not O(PEs)).
+    assert_eq!(v.losses.inflight.len(), cap as usize);
     ctx.leave();
     assert!(!lazy_of(ctx).holds(2), "PE {me} holds PE 2's card");
     assert_eq!(ctx.verbs_status().peers_up, 0);
@@ -151,8 +162,13 @@ fn assert_paired_with_the_other_only(ctx: &mut Context) {
     assert_eq!(v.drv.peer_count(), (1, K));
     assert!(v.drv.has_peer(1 - me) && !v.drv.has_peer(2));
     assert_eq!(v.drv.stats().peers_added, 1, "one pairing");
-    assert!(v.peers[(1 - me) as usize].card.is_some());
-    assert!(v.peers[2].card.is_none() && !v.peers[2].wanted);
+    assert!(v.peer(1 - me).is_some_and(|p| p.card.is_some() && p.wanted));
+    assert!(v.peer(2).is_none());
+    assert_eq!(
+        v.peers.len(),
+        1,
+        "per-peer verbs state for the other PE only"
+    );
     ctx.leave();
     assert!(!lazy_of(ctx).holds(2));
     assert_eq!(ctx.tcp_peer_count(), 1, "TCP to the other PE only");
@@ -194,7 +210,6 @@ fn expect_words(ctx: &mut Context, w: &Sym<u64>, base: u64) {
 fn first_put_pairs(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     let me = ctx.my_pe();
     let w = words(&ctx, N as usize);
-    assert_nothing_held(&mut ctx);
     if me == 0 {
         // The first put: over TCP (connect on first use), and verbs pairs.
         ctx.put(&w, 0, &[7], 1).unwrap();
@@ -238,10 +253,29 @@ fn with_lazy_cards_verbs_pairs_at_the_first_put_with_that_peer_only() {
     );
 }
 
+/// As [`first_put_pairs`], PE 0's QPNs reaching PE 1 before its card's
+/// pieces (the pieces in reverse order too): PE 1 keeps the QPNs until
+/// the card is complete.
+fn reordered(mut ctx: Context, f: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    if ctx.my_pe() == 0 {
+        ctx.verbs_mut().reorder = true;
+        ctx.leave();
+    }
+    first_put_pairs(ctx, f, done, step)
+}
+
+#[test]
+fn qpns_before_the_card_pieces_still_pair() {
+    run_lazy_pair(
+        0x1a05,
+        [(lazy_cfg(K), true), (lazy_cfg(K), false)],
+        reordered,
+    );
+}
+
 fn both_at_once(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     let me = ctx.my_pe();
     let w = words(&ctx, 2 * N as usize);
-    assert_nothing_held(&mut ctx);
     // Both first-use the other at the same moment.
     step.fetch_add(1, Ordering::SeqCst);
     wait_for_step(step, 2);
@@ -307,7 +341,7 @@ fn budget_spent(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
         let v = ctx.verbs_mut();
         assert_eq!(v.lazy_refused, 1);
         assert_eq!(v.drv.stats().peers_refused, 1);
-        assert!(!v.drv.has_peer(1) && !v.peers[1].wanted);
+        assert!(!v.drv.has_peer(1) && v.peer(1).is_none());
         ctx.leave();
         step.store(1, Ordering::SeqCst);
     } else {
