@@ -58,7 +58,9 @@ fn driver(me: u32, n: u32, ip: Ipv4Addr) -> SocketDriver {
         detection_window: Duration::from_secs(1),
         ..TcpConfig::default()
     };
-    let mut d = SocketDriver::with_owned_heap(cfg, HEAP).expect("driver");
+    // A word per PE.
+    let heap = (8 * u64::from(n)).next_multiple_of(HEAP);
+    let mut d = SocketDriver::with_owned_heap(cfg, heap).expect("driver");
     d.set_connect_on_first_use(true);
     d
 }
@@ -401,4 +403,17 @@ fn strangers_and_an_idle_flood_do_not_keep_out_a_peers_reconnect() {
         show(&s)
     );
     drop(flood);
+}
+
+/// A larger crowd, by hand: `SY_STRANGERS=1000 cargo test -p
+/// switchyard-socket --test strangers -- --ignored --nocapture` (default
+/// 500).
+#[test]
+#[ignore = "minutes of one thread; run by hand with SY_STRANGERS"]
+fn a_crowd_of_strangers_given_by_hand() {
+    let n = std::env::var("SY_STRANGERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    crowd(n);
 }
