@@ -186,7 +186,7 @@ impl Crowd {
                 self.left(),
             );
             self.round();
-            if std::env::var_os("SY_TRACE").is_some() && self.rounds % 50 == 0 {
+            if std::env::var_os("SY_TRACE").is_some() && self.rounds.is_multiple_of(50) {
                 let s = self.ds[0].stats();
                 println!(
                     "{:?} round {} done {} peers {} {}",
