@@ -880,13 +880,13 @@ fn install(
         // the old ones would have the newer ones' arrival taken for a
         // reconnect (the rail down, and up again with the next leftover,
         // for ever). The peer's end is seen here, its FIN having left
-        // before the newer attempt's first packet.
-        for (i, other) in rl.conns.iter_mut().enumerate() {
-            if i != c
-                && other
-                    .sock
-                    .as_ref()
-                    .is_none_or(|s| sys::hung_up(s.as_raw_fd()))
+        // before the newer attempt's first packet. This one too may be such
+        // a leftover, its `Hello` read after the peer closed it.
+        for other in &mut rl.conns {
+            if other
+                .sock
+                .as_ref()
+                .is_none_or(|s| sys::hung_up(s.as_raw_fd()))
             {
                 close_conn(other);
                 ctx.stats.stale_conns += 1;
