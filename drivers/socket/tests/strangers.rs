@@ -443,3 +443,54 @@ fn a_crowd_of_strangers_given_by_hand() {
         .map_or(GIVE_UP, Duration::from_secs);
     crowd(n, give_up);
 }
+
+/// Out of file descriptors (a PE serving hundreds of peers under the
+/// common 1,024 limit), the target cannot accept: the failure is counted
+/// (`accept_failures`), the connection stays queued, and it is accepted
+/// (its challenge sent) once descriptors are free again.
+#[test]
+fn out_of_descriptors_an_accept_fails_counted_and_recovers() {
+    use std::io::Read;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = driver(0, 2, TARGET, GIVE_UP);
+    let mut client = connect_from(FLOOD, t.local_addrs()[0]);
+    client.set_nonblocking(true).expect("nonblocking");
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is valid for the call to write.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut r) };
+    assert_eq!(rc, 0);
+    let saved = r;
+    // The lowest free descriptor number: the limit, so that no new one fits.
+    let lowest = std::fs::File::open("/dev/null").expect("/dev/null");
+    r.rlim_cur = std::os::fd::AsRawFd::as_raw_fd(&lowest) as u64;
+    drop(lowest);
+    // SAFETY: `r` is valid for the call to read.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const r) };
+    assert_eq!(rc, 0);
+    for _ in 0..4 {
+        t.run_timers(now());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let failures = t.stats().accept_failures;
+    // SAFETY: `saved` is valid for the call to read.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const saved) };
+    assert_eq!(rc, 0);
+    assert!(failures > 0, "{:?}", t.stats());
+    assert_eq!(t.stats().refused, 0);
+    // Descriptors again: accepted, and the challenge comes.
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let mut b = [0u8; 1];
+    loop {
+        assert!(std::time::Instant::now() < end, "the challenge");
+        t.run_timers(now());
+        match client.read(&mut b) {
+            Ok(1) => break,
+            Ok(n) => panic!("read {n}: closed"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}

@@ -444,7 +444,20 @@ impl SocketDriver {
         let mut busy = false;
         let mut drained = false;
         for rail in 0..self.listeners.len() {
-            while let Some(Ok((s, addr))) = self.listeners[rail].as_ref().map(TcpListener::accept) {
+            loop {
+                let (s, addr) = match self.listeners[rail].as_ref().map(TcpListener::accept) {
+                    Some(Ok(c)) => c,
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Some(Err(_)) => {
+                        // Out of descriptors (EMFILE, ENFILE) or memory:
+                        // the connection waits in the queue, and its PE
+                        // retries when its attempt times out.
+                        self.ctx.stats.accept_failures += 1;
+                        break;
+                    }
+                    None => break,
+                };
                 busy = true;
                 if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
                     continue;
