@@ -26,6 +26,19 @@
 //! can deadlock with it; two contexts that need the same card get it from
 //! the PE's record of fetched addresses (the root serves a card at most
 //! twice per connection).
+//!
+//! Under the own root (no PMIx) a lazy PE knows at init only its node's
+//! localities (bootstrap protocol 5, the node localities frame): an
+//! off-node peer's class is [`PathClass::Unreachable`] until its first
+//! use. The first operation toward it fails to select a route
+//! (no link), and out of line, before anything is traced or returned,
+//! [`Context::locate`] fetches the peer's card, whose locality gives its
+//! class, and puts that class in the PE's topology row (once, under the
+//! topology's writer, so a later `mark_dead` is never undone); the
+//! operation then selects again, and TCP's first use follows as above. A
+//! peer whose card says it is unreachable (no switch, another tree)
+//! fails as it would have at init. Until then `Context::class` and the
+//! statistics show such a peer as unreachable.
 
 use std::{
     collections::BTreeMap,
@@ -33,8 +46,9 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use switchyard_bootstrap::{Bootstrap, BootstrapError};
+use switchyard_bootstrap::{Bootstrap, BootstrapError, Localities};
 use switchyard_core::{
+    class::PathClass,
     sync::atomic::{AtomicU64, Ordering},
     topology::LinkState,
 };
@@ -58,6 +72,36 @@ struct Fetched {
     boot: Option<Bootstrap>,
     /// Per peer fetched, its TCP addresses: O(peers this PE talks to).
     addrs: BTreeMap<u32, Vec<SocketAddr>>,
+    /// With only the node's localities at init: the off-node peers
+    /// located at their first use.
+    unlocated: Option<Unlocated>,
+}
+
+/// What the first use of an off-node peer whose locality was not sent at
+/// init needs (`cards = lazy` under the own root).
+#[derive(Debug)]
+struct Unlocated {
+    me: u32,
+    /// This PE's node, switch and tree ids.
+    my: (u64, u32, u32),
+    /// This node's localities: a rank they do not hold (a gap) was not
+    /// located at init.
+    node: Localities,
+    /// Per peer located since init: its class, and whether the topology
+    /// has it (set once, by the first context to get there). O(peers
+    /// this PE talks to).
+    located: BTreeMap<u32, (PathClass, bool)>,
+}
+
+/// What [`Context::locate`] did.
+pub(super) enum Located {
+    /// The peer's class is in the topology: select again.
+    Applied,
+    /// The topology's writer is busy (another context, or a reader on
+    /// the old version): wait a step and try again.
+    Busy,
+    /// The peer's card says it is unreachable from here.
+    Unreachable,
 }
 
 impl LazyCards {
@@ -69,6 +113,67 @@ impl LazyCards {
     /// Takes the bootstrap connection back (`finalize`).
     pub(super) fn take_boot(&self) -> Option<Bootstrap> {
         lock(&self.inner).boot.take()
+    }
+
+    /// Off-node peers are located at their first use: `node` holds only
+    /// this node's localities (`me` at `my`: node, switch and tree ids).
+    pub(super) fn locate_on_first_use(&self, me: u32, my: (u64, u32, u32), node: Localities) {
+        lock(&self.inner).unlocated = Some(Unlocated {
+            me,
+            my,
+            node,
+            located: BTreeMap::new(),
+        });
+    }
+
+    /// Whether `pe` is an off-node peer whose class is not in the
+    /// topology yet (its locality was not sent at init).
+    pub(super) fn pending(&self, pe: u32) -> bool {
+        lock(&self.inner).unlocated.as_ref().is_some_and(|u| {
+            pe != u.me
+                && pe < u.node.len()
+                && u.node.get(pe).is_none()
+                && !u.located.get(&pe).is_some_and(|&(_, applied)| applied)
+        })
+    }
+
+    /// `pe`'s class from its card's locality: fetched now from the root
+    /// (its addresses kept for TCP's first use), or as an earlier fetch
+    /// found it.
+    fn class_of(&self, pe: u32) -> std::result::Result<PathClass, BootstrapError> {
+        let mut f = lock(&self.inner);
+        let Fetched {
+            boot,
+            addrs,
+            unlocated,
+        } = &mut *f;
+        let Some(u) = unlocated.as_mut() else {
+            return Ok(PathClass::Unreachable);
+        };
+        if let Some(&(class, _)) = u.located.get(&pe) {
+            return Ok(class);
+        }
+        let boot = boot.as_mut().ok_or(BootstrapError::Unusable)?;
+        let cards = boot.fetch_cards(&[pe])?;
+        let Some(card) = cards.get(pe) else {
+            return Err(BootstrapError::Unusable);
+        };
+        let at = (card.node_id, card.switch_id, card.tree_id);
+        let class = super::parts::class_from(u.me, u.my, pe, at);
+        self.fetched.fetch_add(1, Ordering::Relaxed);
+        addrs.insert(pe, card.tcp.clone());
+        u.located.insert(pe, (class, false));
+        Ok(class)
+    }
+
+    /// Whether `pe`'s class is in the topology; `set` records that it is.
+    fn applied(&self, pe: u32, set: bool) -> bool {
+        let mut f = lock(&self.inner);
+        let Some(entry) = f.unlocated.as_mut().and_then(|u| u.located.get_mut(&pe)) else {
+            return false;
+        };
+        entry.1 |= set;
+        entry.1
     }
 
     /// Cards fetched after init.
@@ -100,6 +205,56 @@ impl LazyCards {
 }
 
 impl Context {
+    /// Whether `pe` is an off-node peer located at its first use whose
+    /// class is not in the topology yet (see the module docs).
+    pub(super) fn locates_later(&mut self, pe: u32) -> bool {
+        !self.is_dead(pe) && self.pe.lazy.as_ref().is_some_and(|l| l.pending(pe))
+    }
+
+    /// The first operation toward `pe`, an off-node peer whose locality
+    /// was not sent at init, found no route (see the module docs): fetches
+    /// its card and puts its class in the topology, once.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn locate(&mut self, pe: u32) -> Result<Located> {
+        let pe_inner = Arc::clone(&self.pe);
+        let Some(lazy) = pe_inner.lazy.as_ref() else {
+            return Ok(Located::Unreachable);
+        };
+        // Nothing of the driver is held while the root answers.
+        self.leave();
+        let class = lazy.class_of(pe)?;
+        if class == PathClass::Unreachable {
+            lazy.applied(pe, true);
+            return Ok(Located::Unreachable);
+        }
+        // The versioned update; leave the held version first so the
+        // writer may reuse its slot. Under the writer, so that a peer
+        // marked dead since is not given its class back.
+        self.sel.unpin();
+        let Some(mut w) = self.topo.writer() else {
+            return Ok(Located::Busy);
+        };
+        if lazy.applied(pe, false) {
+            return Ok(Located::Applied);
+        }
+        let Ok(mut u) = w.try_update() else {
+            return Ok(Located::Busy);
+        };
+        if u.class(pe) == Some(PathClass::Unreachable) {
+            u.set_class(pe, class);
+        }
+        u.publish();
+        lazy.applied(pe, true);
+        tracing::debug!(
+            pe = self.me,
+            peer = pe,
+            class = class.name(),
+            "lazy cards: located an off-node peer on first use"
+        );
+        Ok(Located::Applied)
+    }
+
     /// The first operation toward `pe` found the TCP driver without it
     /// (`cards = lazy`; see the module docs): fetches its card and starts
     /// connecting; the caller's routed loop then waits for the link.

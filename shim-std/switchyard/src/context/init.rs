@@ -186,6 +186,8 @@ impl Context {
         };
         let host_root = info.hosts_root();
         let lazy = cfg.cards == config::CardsMode::Lazy;
+        // Under the own root with lazy cards: this node's localities only.
+        let mut unlocated = None;
         let (mut boot, mut peers, verbs_cards, root) = match cfg.cards {
             config::CardsMode::All => {
                 let rv = bootstrap::rendezvous_at(
@@ -204,7 +206,10 @@ impl Context {
                 // TCP connects on first use; verbs still pairs with every
                 // off-node peer at init, so it needs every card now.
                 let needs_remote = tcp.is_some() && verbs_drv.is_some();
-                lazy_rendezvous(&info, meeting, card, cfg, host_root, needs_remote)?
+                let (joined, node) =
+                    lazy_rendezvous(&info, meeting, card, cfg, host_root, needs_remote)?;
+                unlocated = node;
+                joined
             }
         };
         // Where the peers' cards came from: the root, or (under PMIx) its
@@ -229,6 +234,9 @@ impl Context {
         if let Some(l) = ctx.pe.lazy.as_ref() {
             for (pe, addrs) in kept {
                 l.preload(pe, addrs);
+            }
+            if let (Some(node), Some(me)) = (unlocated, peers.get(info.rank as usize)) {
+                l.locate_on_first_use(info.rank, (me.node, me.switch, me.tree), node);
             }
         }
         // Before anything polls the TCP driver: the peers' verbs records
@@ -300,14 +308,18 @@ type Joined = (
     Option<std::thread::JoinHandle<std::result::Result<(), bootstrap::BootstrapError>>>,
 );
 
-/// The rendezvous with `cards = lazy`: every rank's locality, then the
-/// cards this PE needs at init fetched from the root: its node's other
-/// PEs' (for shared memory, when `transports` allows it) and, with
-/// `needs_remote` (a verbs driver here: verbs pairs with every off-node
-/// peer at init), every other PE's. A peer whose card is not fetched is
-/// known by its locality alone (no shm object, no TCP address, no verbs
-/// card): the TCP driver fetches its card and connects at the first
-/// operation toward it (connect-on-first-use, `first_use.rs`).
+/// The rendezvous with `cards = lazy`: this node's localities from the
+/// own root (every rank's under PMIx), then the cards this PE needs at
+/// init fetched from the root: its node's other PEs' (for shared memory,
+/// when `transports` allows it) and, with `needs_remote` (a verbs driver
+/// here: verbs pairs with every off-node peer at init), every other PE's.
+/// A peer whose card is not fetched has no shm object, no TCP address and
+/// no verbs card: the TCP driver fetches its card and connects at the
+/// first operation toward it (connect-on-first-use, `first_use.rs`). One
+/// whose locality is not known either (off this node, under the own
+/// root) is unreachable until then, and its class comes with its card:
+/// the node's localities are returned for that (`None` when every
+/// locality is known).
 fn lazy_rendezvous(
     info: &RankInfo,
     meeting: bootstrap::Meeting,
@@ -315,12 +327,12 @@ fn lazy_rendezvous(
     cfg: &Config,
     host_root: bool,
     needs_remote: bool,
-) -> Result<Joined> {
+) -> Result<(Joined, Option<bootstrap::Localities>)> {
     let me = info.rank;
     let own_peer = peer_of(&card);
     let own_verbs = card.verbs.clone();
     let mut rv =
-        bootstrap::rendezvous_at_lazy(info, meeting, card, cfg.bootstrap_timeout, host_root)?;
+        bootstrap::rendezvous_at_lazy_node(info, meeting, card, cfg.bootstrap_timeout, host_root)?;
     let locs = &rv.localities;
     let my_node = locs.get(me).map_or(own_peer.node, |l| l.node_id);
     let wanted: Vec<u32> = (0..info.size)
@@ -356,8 +368,10 @@ fn lazy_rendezvous(
             peers.push(peer_of(c));
             verbs.push(c.verbs.clone());
         } else {
+            // Not located yet: another node than this one, no switch, so
+            // unreachable until its first use.
             let l = locs.get(r).unwrap_or(bootstrap::Locality {
-                node_id: u64::MAX,
+                node_id: !my_node,
                 switch_id: NO_SWITCH,
                 tree_id: NO_SWITCH,
             });
@@ -371,7 +385,8 @@ fn lazy_rendezvous(
             verbs.push(None);
         }
     }
-    Ok((rv.bootstrap, peers, verbs, rv.root))
+    let node = (!needs_remote && !rv.localities.is_complete()).then_some(rv.localities);
+    Ok(((rv.bootstrap, peers, verbs, rv.root), node))
 }
 
 /// With lazy cards and a verbs driver (every card fetched at init): takes

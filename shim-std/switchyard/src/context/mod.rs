@@ -149,6 +149,8 @@ mod first_use_test;
 mod heap;
 mod init;
 mod load;
+#[cfg(test)]
+mod locate_test;
 mod order;
 mod parts;
 mod pe;
