@@ -33,12 +33,16 @@
 //! use. The first operation toward it fails to select a route
 //! (no link), and out of line, before anything is traced or returned,
 //! [`Context::locate`] fetches the peer's card, whose locality gives its
-//! class, and puts that class in the PE's topology row (once, under the
-//! topology's writer, so a later `mark_dead` is never undone); the
-//! operation then selects again, and TCP's first use follows as above. A
-//! peer whose card says it is unreachable (no switch, another tree)
-//! fails as it would have at init. Until then `Context::class` and the
-//! statistics show such a peer as unreachable.
+//! class, and puts that class in the PE's topology row, once, in place
+//! (`TopologyWriter::set_class_in_place`: no new version, so a context
+//! idle with a sticky pin on an old one does not hold it up; readers of
+//! every version see it); the operation then selects again (once per
+//! operation), and TCP's first use follows as above. Another context
+//! whose select failed before the class was there finds it located and
+//! selects again. A peer whose card says it is unreachable (no switch,
+//! another tree) fails as it would have at init, without another fetch.
+//! Until its first use `Context::class` and the statistics show such a
+//! peer as unreachable.
 
 use std::{
     collections::BTreeMap,
@@ -87,8 +91,8 @@ struct Unlocated {
     /// This node's localities: a rank they do not hold (a gap) was not
     /// located at init.
     node: Localities,
-    /// Per peer located since init: its class, and whether the topology
-    /// has it (set once, by the first context to get there). O(peers
+    /// Per peer located since init: its class, and whether it was put in
+    /// the topology (once, by the first context to get there). O(peers
     /// this PE talks to).
     located: BTreeMap<u32, (PathClass, bool)>,
 }
@@ -97,8 +101,8 @@ struct Unlocated {
 pub(super) enum Located {
     /// The peer's class is in the topology: select again.
     Applied,
-    /// The topology's writer is busy (another context, or a reader on
-    /// the old version): wait a step and try again.
+    /// The topology's writer is claimed (another context's update, for
+    /// a moment): wait a step and try again.
     Busy,
     /// The peer's card says it is unreachable from here.
     Unreachable,
@@ -126,14 +130,29 @@ impl LazyCards {
         });
     }
 
-    /// Whether `pe` is an off-node peer whose class is not in the
-    /// topology yet (its locality was not sent at init).
+    /// Whether `pe` is an off-node peer whose locality was not sent at
+    /// init, not known to be unreachable: not located yet, or located
+    /// with a class a select may not have seen yet.
     pub(super) fn pending(&self, pe: u32) -> bool {
+        self.unlocated(pe, |class| {
+            class.is_none_or(|c| c != PathClass::Unreachable)
+        })
+    }
+
+    /// Whether `pe` is an off-node peer whose locality was not sent at
+    /// init and that no context located yet.
+    pub(super) fn fresh(&self, pe: u32) -> bool {
+        self.unlocated(pe, |class| class.is_none())
+    }
+
+    /// Whether `pe` is an off-node peer whose locality was not sent at
+    /// init and `located` (its class, if located) says so.
+    fn unlocated(&self, pe: u32, located: impl Fn(Option<PathClass>) -> bool) -> bool {
         lock(&self.inner).unlocated.as_ref().is_some_and(|u| {
             pe != u.me
                 && pe < u.node.len()
                 && u.node.get(pe).is_none()
-                && !u.located.get(&pe).is_some_and(|&(_, applied)| applied)
+                && located(u.located.get(&pe).map(|&(class, _)| class))
         })
     }
 
@@ -205,15 +224,22 @@ impl LazyCards {
 }
 
 impl Context {
-    /// Whether `pe` is an off-node peer located at its first use whose
-    /// class is not in the topology yet (see the module docs).
+    /// Whether `pe` is an off-node peer located at its first use (see the
+    /// module docs) and not known dead or unreachable.
     pub(super) fn locates_later(&mut self, pe: u32) -> bool {
         !self.is_dead(pe) && self.pe.lazy.as_ref().is_some_and(|l| l.pending(pe))
     }
 
+    /// Whether no context located `pe` yet, an off-node peer whose
+    /// locality was not sent at init: its failed select is not a failure
+    /// yet (not traced).
+    pub(super) fn located_by_none(&mut self, pe: u32) -> bool {
+        !self.is_dead(pe) && self.pe.lazy.as_ref().is_some_and(|l| l.fresh(pe))
+    }
+
     /// The first operation toward `pe`, an off-node peer whose locality
     /// was not sent at init, found no route (see the module docs): fetches
-    /// its card and puts its class in the topology, once.
+    /// its card (once per PE) and puts its class in the topology (once).
     #[cold]
     #[inline(never)]
     pub(super) fn locate(&mut self, pe: u32) -> Result<Located> {
@@ -228,24 +254,19 @@ impl Context {
             lazy.applied(pe, true);
             return Ok(Located::Unreachable);
         }
-        // The versioned update; leave the held version first so the
-        // writer may reuse its slot. Under the writer, so that a peer
-        // marked dead since is not given its class back.
-        self.sel.unpin();
+        // In place, from `Unreachable`, once: under the writer, which
+        // `mark_dead` claims too.
         let Some(mut w) = self.topo.writer() else {
             return Ok(Located::Busy);
         };
         if lazy.applied(pe, false) {
             return Ok(Located::Applied);
         }
-        let Ok(mut u) = w.try_update() else {
-            return Ok(Located::Busy);
-        };
-        if u.class(pe) == Some(PathClass::Unreachable) {
-            u.set_class(pe, class);
-        }
-        u.publish();
+        w.set_class_in_place(pe, PathClass::Unreachable, class);
+        // After the store: a context that sees it applied (under the
+        // mutex) reads the class next.
         lazy.applied(pe, true);
+        drop(w);
         tracing::debug!(
             pe = self.me,
             peer = pe,

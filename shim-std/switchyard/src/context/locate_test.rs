@@ -6,7 +6,9 @@
 //! the peer that was connected to fetches the card at its own first put
 //! (for the locality), connects nothing, and nothing of the provisional
 //! failure is traced. A peer whose card says it has no switch stays
-//! unreachable, and its card is fetched once. Every wait is bounded.
+//! unreachable, and its card is fetched once. A context idle with a
+//! sticky pin does not hold up another's locating of several peers (the
+//! class goes in place, no new version). Every wait is bounded.
 
 use std::{
     sync::mpsc::{Sender, channel},
@@ -27,25 +29,28 @@ use super::{
     tcp_pair_test::{WAIT, job, setup},
 };
 
-/// PE `me`'s context of a 2-PE lazy job on node `2000 + me`, behind
+/// PE `me`'s context of an `n`-PE lazy job on node `2000 + me`, behind
 /// `switch` (its card's, and what it thinks of its own), joined at the
-/// root at `root` with the node flag: the other PE is unknown but for its
-/// rank.
+/// root at `root` with the node flag: the other PEs are unknown but for
+/// their ranks.
 fn located_context(
     job: u64,
-    me: u32,
+    (me, n): (u32, u32),
     switch: u32,
     root: std::net::SocketAddr,
     secret: &JobSecret,
 ) -> Context {
-    let setup = setup(job, me, PolicyConfig::default());
+    let setup = super::Setup {
+        n_pes: n,
+        ..setup(job, me, PolicyConfig::default())
+    };
     let seg = Context::create_segment(&setup).expect("segment");
     let (heap, len) = (seg.mapped().heap_ptr(), seg.mapped().heap_len());
     let tcfg = TcpConfig {
         job_id: job,
         key: switchyard_socket::JobKey(*b"located-pair-of-PEs-located-pair"),
         me,
-        n_pes: 2,
+        n_pes: n,
         detection_window: std::time::Duration::from_secs(2),
         ..TcpConfig::default()
     };
@@ -58,9 +63,9 @@ fn located_context(
     card.switch_id = switch;
     card.tcp = tcp.local_addrs().to_vec();
     let (boot, locs) =
-        Bootstrap::join_lazy_node(root, me, 2, job, card.clone(), WAIT, secret).expect("join");
+        Bootstrap::join_lazy_node(root, me, n, job, card.clone(), WAIT, secret).expect("join");
     // Only this node's locality came.
-    assert_eq!(locs.get(1 - me), None);
+    assert!((0..n).all(|r| (r == me) == locs.get(r).is_some()));
     assert!(!locs.is_complete());
     let mine = PeerInfo {
         node,
@@ -76,11 +81,9 @@ fn located_context(
         shm: None,
         tcp: Vec::new(),
     };
-    let peers = if me == 0 {
-        [mine, other]
-    } else {
-        [other, mine]
-    };
+    let peers: Vec<PeerInfo> = (0..n)
+        .map(|r| if r == me { mine.clone() } else { other.clone() })
+        .collect();
     let mut ctx = Context::from_parts_with(setup, seg, &peers, Some(tcp), true).expect("context");
     ctx.pe
         .lazy
@@ -91,24 +94,25 @@ fn located_context(
     ctx
 }
 
-/// Runs `script` as PE 0 and PE 1 of a located pair behind `switch`
+/// Runs `script` as PEs 0 to `n - 1` of a located job behind `switch`
 /// against a root of its own; the root's result.
 fn run_located(
     tag: u64,
+    n: u32,
     switch: u32,
     script: impl Fn(Context) + Send + Clone + 'static,
 ) -> Result<(), switchyard_bootstrap::BootstrapError> {
     let job = job(tag);
     let secret = JobSecret::generate().expect("secret");
     let root =
-        RootServer::bind("127.0.0.1:0".parse().unwrap(), job, 2, WAIT, &secret).expect("root");
+        RootServer::bind("127.0.0.1:0".parse().unwrap(), job, n, WAIT, &secret).expect("root");
     let addr = root.local_addr();
     let served = root.spawn().expect("root thread");
     let pe = |me: u32| -> PeScript {
         let (script, secret) = (script.clone(), secret.clone());
-        Box::new(move || script(located_context(job, me, switch, addr, &secret)))
+        Box::new(move || script(located_context(job, (me, n), switch, addr, &secret)))
     };
-    run_pes(vec![pe(0), pe(1)]);
+    run_pes((0..n).map(pe).collect());
     served.join().expect("the root's thread")
 }
 
@@ -180,7 +184,7 @@ fn an_off_node_peer_is_located_and_connected_at_its_first_use() {
         ctx.leave();
         ctx.finalize().unwrap();
     };
-    run_located(0x10C, 5, script).expect("the root");
+    run_located(0x10C, 2, 5, script).expect("the root");
 }
 
 #[test]
@@ -222,6 +226,40 @@ fn a_peer_whose_card_has_no_switch_stays_unreachable_and_is_fetched_once() {
         boot.finish().unwrap();
         drop(ctx);
     };
-    run_located(0x10D, NO_SWITCH, script).expect("the root");
+    run_located(0x10D, 2, NO_SWITCH, script).expect("the root");
     thread::yield_now();
+}
+
+#[test]
+fn a_context_idle_with_a_pin_does_not_hold_up_locating_peers() {
+    // PE 0's second context locates PE 1 and stays pinned; PE 0's first
+    // then locates PEs 2 and 3 (a new version for each would need the
+    // slot the idle one holds).
+    let script = |mut ctx: Context| {
+        let me = ctx.my_pe();
+        let w = words(&ctx);
+        if me == 0 {
+            let mut idle = ctx.pe().context().expect("a second context");
+            idle.put(&w, 0, &[0xA1], 1).unwrap();
+            idle.quiet().unwrap();
+            assert_eq!(idle.class(1), Some(PathClass::Near));
+            for pe in [2, 3] {
+                ctx.put(&w, 0, &[0xA0 | u64::from(pe)], pe).unwrap();
+                ctx.quiet().unwrap();
+                assert_eq!(ctx.class(pe), Some(PathClass::Near));
+            }
+            assert_eq!(ctx.lazy_cards_fetched(), Some(3));
+            assert_eq!(idle.class(3), Some(PathClass::Near));
+            drop(idle);
+        } else {
+            let want = if me == 1 { 0xA1 } else { 0xA0 | u64::from(me) };
+            assert_eq!(
+                ctx.wait_until_for(&w, 0, Cmp::Eq, want, WAIT).unwrap(),
+                want
+            );
+        }
+        ctx.leave();
+        ctx.finalize().unwrap();
+    };
+    run_located(0x10E, 4, 5, script).expect("the root");
 }

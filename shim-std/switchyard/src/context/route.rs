@@ -83,7 +83,7 @@ impl Context {
                 reason: UnreachableReason::NoLink,
                 ..
             }
-        ) && self.locates_later(pe)
+        ) && self.located_by_none(pe)
         {
             return e;
         }
@@ -253,6 +253,9 @@ impl Context {
         // Set on the first WouldBlock: the wait for the window to open.
         let mut blocked_since: Option<Instant> = None;
         let mut spins = 0u32;
+        // An off-node peer not located at init is located once per
+        // operation at most (`first_use.rs`).
+        let mut locate = true;
         loop {
             let sel = match first.take() {
                 Some(sel) => sel,
@@ -281,9 +284,9 @@ impl Context {
                         reason: UnreachableReason::NoLink,
                         ..
                     },
-                )) if self.locates_later(pe) => {
+                )) if locate && self.locates_later(pe) => {
                     match self.locate(pe)? {
-                        Located::Applied => {}
+                        Located::Applied => locate = false,
                         Located::Busy => {
                             let start = *blocked_since.get_or_insert_with(Instant::now);
                             let what = "the topology to take a peer's class";
