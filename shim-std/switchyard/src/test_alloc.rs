@@ -1,28 +1,29 @@
 //! The unit tests' global allocator: the system allocator, counting the
 //! allocations of threads that enrolled ([`count_here`]), so a test can
 //! assert that a data path allocates nothing on its PE threads while the
-//! other tests of the binary allocate freely. Forwarding adds nothing
+//! other tests of the binary allocate freely. Each thread has its own
+//! count ([`allocations`] reads the caller's), so two tests counting at
+//! once cannot see each other's allocations. Forwarding adds nothing
 //! else.
 #![allow(unsafe_code)]
 
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     cell::Cell,
-    sync::atomic::{AtomicU64, Ordering},
 };
 
 struct Counting;
 
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
 thread_local! {
     /// Set on the threads whose allocations count.
     static COUNTED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's allocations while it was enrolled.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
 }
 
 fn count() {
     if COUNTED.try_with(Cell::get).unwrap_or(false) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
     }
 }
 
@@ -58,7 +59,7 @@ pub(crate) fn count_here(on: bool) {
     COUNTED.with(|c| c.set(on));
 }
 
-/// Allocations counted so far (every enrolled thread).
+/// Allocations counted so far on this thread.
 pub(crate) fn allocations() -> u64 {
-    ALLOCS.load(Ordering::Relaxed)
+    ALLOCS.try_with(Cell::get).unwrap_or(0)
 }
