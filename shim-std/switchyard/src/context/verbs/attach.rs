@@ -17,9 +17,8 @@ use crate::{
 /// The verbs driver over the own heap, or why there is none; `seed` seeds
 /// the initial PSNs (the same on every PE of the job). With `lazy` (lazy
 /// cards) the driver creates no QPs at creation: a peer's are created at
-/// its first use, within a budget of
-/// [`DEFAULT_LAZY_PEERS`](switchyard_verbs::params::DEFAULT_LAZY_PEERS)
-/// peers (`first_use.rs`, [`Context::verbs_first_use`]).
+/// its first use, within a budget of `verbs_lazy_peers` peers
+/// ([`driver_config`]; `first_use.rs`, [`Context::verbs_first_use`]).
 pub(in crate::context) fn create_driver(
     cfg: &Config,
     info: &RankInfo,
@@ -56,10 +55,7 @@ pub(in crate::context) fn create_driver(
     // dropped, before `shm`).
     let d = unsafe {
         VerbsDriver::new(
-            switchyard_verbs::params::VerbsConfig {
-                lazy_peers: lazy.then_some(switchyard_verbs::params::DEFAULT_LAZY_PEERS),
-                ..verbs_config(cfg)
-            },
+            driver_config(cfg, lazy),
             info.rank,
             info.size,
             seed,
@@ -76,6 +72,18 @@ pub(in crate::context) fn create_driver(
                 Some(format!("the verbs driver could not be created: {e}")),
             )
         }
+    }
+}
+
+/// The driver's settings from the configuration ([`verbs_config`]); with
+/// `lazy` (lazy cards), lazy peers with a budget of `verbs_lazy_peers`.
+pub(in crate::context) fn driver_config(
+    cfg: &Config,
+    lazy: bool,
+) -> switchyard_verbs::params::VerbsConfig {
+    switchyard_verbs::params::VerbsConfig {
+        lazy_peers: lazy.then_some(cfg.verbs_lazy_peers),
+        ..verbs_config(cfg)
     }
 }
 
@@ -321,8 +329,13 @@ impl Context {
         if let Err(e) = v.drv.add_peer(pe) {
             v.lazy_refused += 1;
             tracing::warn!(pe = self.me, peer = pe, transport = "verbs", "{e}");
+            let hint = if matches!(e, switchyard_verbs::VerbsError::NoPeerLeft { .. }) {
+                " (the budget is verbs_lazy_peers)"
+            } else {
+                ""
+            };
             self.warnings.push(format!(
-                "verbs to PE {pe} not paired ({e}): it stays on TCP"
+                "verbs to PE {pe} not paired ({e}): it stays on TCP{hint}"
             ));
             return false;
         }

@@ -334,7 +334,9 @@ fn budget_spent(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
         assert!(
             ctx.warnings()
                 .iter()
-                .any(|w| w.contains("verbs to PE 1 not paired") && w.contains("budget")),
+                .any(|w| w.contains("verbs to PE 1 not paired")
+                    && w.contains("budget")
+                    && w.contains("verbs_lazy_peers")),
             "{:?}",
             ctx.warnings()
         );
@@ -362,6 +364,45 @@ fn the_lazy_peer_budget_spent_keeps_the_peer_on_tcp_with_a_warning() {
         [(lazy_cfg(1), true), (lazy_cfg(K), false)],
         budget_spent,
     );
+}
+
+/// PE 0's driver settings from a configuration with `vars` set, as init
+/// makes them with lazy cards (`attach::driver_config`), the staging pool
+/// made smaller for the test.
+fn from_config(vars: &[(&str, &str)]) -> VerbsConfig {
+    let cfg = Config::load_from(|k: &str| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_string())
+    })
+    .unwrap();
+    VerbsConfig {
+        staging_bytes: 1 << 20,
+        ..crate::context::verbs::attach::driver_config(&cfg, true)
+    }
+}
+
+#[test]
+fn the_lazy_peer_budget_is_the_verbs_lazy_peers_setting() {
+    use switchyard_verbs::params::DEFAULT_LAZY_PEERS;
+    let default = Config::default();
+    let drv = |cfg: &Config, lazy| crate::context::verbs::attach::driver_config(cfg, lazy);
+    assert_eq!(drv(&default, true).lazy_peers, Some(DEFAULT_LAZY_PEERS));
+    assert_eq!(
+        drv(&default, false).lazy_peers,
+        None,
+        "eager with cards = all"
+    );
+    assert_eq!(
+        from_config(&[("SWITCHYARD_VERBS_LAZY_PEERS", "7")]).lazy_peers,
+        Some(7)
+    );
+    // A budget of 1 from the configuration: the slot goes to PE 2 (as if
+    // paired first) and PE 1, the second lazily paired peer, stays on TCP
+    // with the warning.
+    let one = from_config(&[("SWITCHYARD_VERBS_LAZY_PEERS", "1")]);
+    assert_eq!(one.lazy_peers, Some(1));
+    run_lazy_pair(0x1a06, [(one, true), (lazy_cfg(K), false)], budget_spent);
 }
 
 fn wait_for_step_polling(ctx: &mut Context, step: &AtomicU32, want: u32) {
