@@ -181,7 +181,9 @@
 //!   `1 + data_qps` queue pairs and their send-queue records, and the
 //!   staging pool is shared among the slots. A peer met after the budget is
 //!   spent stays on TCP, with a context warning (`verbs to PE N not paired
-//!   (... budget ...): it stays on TCP`). With `cards = all` every peer's
+//!   (... budget ...): it stays on TCP`), counted in
+//!   `VerbsStatus::refused_here`; when the peer asked, it is told, and
+//!   keeps this PE on TCP too (`Context::verbs_refusal`). With `cards = all` every peer's
 //!   queue pairs are created at init and the key is not used.
 //!
 //! # Value syntax
