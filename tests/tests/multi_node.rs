@@ -103,9 +103,10 @@ fn every_pair_is_routed_by_its_class_2_switches_x_2_nodes_x_2_pes() {
     classes_on_the_example_topology("mnc", &[]);
 }
 
-/// The same job with `cards = lazy`: each PE gets every rank's locality,
-/// fetches its node's peer's card (shared memory) and the off-node PEs'
-/// cards (TCP) from the root, and every pair is still routed by its class.
+/// The same job with `cards = lazy`: each PE gets its node's localities,
+/// fetches its node's peer's card (shared memory) and, at their first use,
+/// the off-node PEs' cards (TCP, and their localities) from the root, and
+/// every pair is still routed by its class.
 #[test]
 fn lazy_cards_route_every_pair_by_its_class_across_nodes() {
     need_sim!();
@@ -120,8 +121,9 @@ nodes = "node[0-3]"
 
 /// `cards = lazy` across nodes (4 nodes, 1 PE each): PE 2k talks to PE
 /// 2k+1 only, on another node. The initiator fetched exactly one card and
-/// connected to one peer, the responder fetched none and connected to
-/// none (it answers over its partner's connection); the data arrives
+/// connected to one peer, the responder fetched at most one (its
+/// partner's, for the locality the root no longer sends it) and connected
+/// to none (it answers over its partner's connection); the data arrives
 /// (`sy_pe lazy-pairs`).
 #[test]
 fn lazy_cards_fetch_and_connect_only_the_off_node_peer_a_pe_talks_to() {

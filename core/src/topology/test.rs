@@ -110,6 +110,53 @@ fn writer_waits_for_readers_on_old_version() {
 }
 
 #[test]
+fn a_class_set_in_place_is_seen_by_readers_of_every_version() {
+    let shape = small_shape();
+    let store = TopologyBox::new(shape, 2);
+    let topo = Topology::new(store.mem(), shape, |p| {
+        if p == 3 {
+            PathClass::Unreachable
+        } else {
+            PathClass::Near
+        }
+    })
+    .unwrap();
+    let mut old = topo.reader().unwrap();
+    let mut new = topo.reader().unwrap();
+    let mut w = topo.writer().unwrap();
+    let g_old = old.pin_sticky();
+    assert_eq!(g_old.version(), 1);
+    let mut u = w.try_update().unwrap();
+    u.set_class(2, PathClass::Routed);
+    assert_eq!(u.publish(), 2);
+    let g_new = new.pin_sticky();
+    assert_eq!(g_new.version(), 2);
+    // A new version would reuse the slot the old reader holds: refused;
+    // the class in place is not.
+    assert!(w.try_update().is_err());
+    assert!(w.set_class_in_place(3, PathClass::Unreachable, PathClass::Near));
+    assert_eq!(g_old.class(3), Some(PathClass::Near));
+    assert_eq!(g_new.class(3), Some(PathClass::Near));
+    // Nothing else moved: the old reader still sees its version's row.
+    assert_eq!((g_old.version(), topo.version()), (1, 2));
+    assert_eq!(g_old.class(2), Some(PathClass::Near));
+    assert_eq!(g_new.class(2), Some(PathClass::Routed));
+    // Only from `from`, never the owner nor past the job.
+    assert!(!w.set_class_in_place(3, PathClass::Unreachable, PathClass::Routed));
+    assert!(!w.set_class_in_place(2, PathClass::Unreachable, PathClass::Near));
+    assert!(!w.set_class_in_place(shape.me, PathClass::Shm, PathClass::Near));
+    assert!(!w.set_class_in_place(shape.n_pes, PathClass::Unreachable, PathClass::Near));
+    assert_eq!(g_new.class(3), Some(PathClass::Near));
+    // A later version copies it.
+    drop((g_old, g_new));
+    old.unpin();
+    let mut u = w.try_update().unwrap();
+    u.set_class(4, PathClass::Routed);
+    assert_eq!(u.publish(), 3);
+    assert_eq!(new.pin_sticky().class(3), Some(PathClass::Near));
+}
+
+#[test]
 fn sticky_pin_holds_its_version_until_unpinned() {
     let shape = small_shape();
     let store = TopologyBox::new(shape, 2);

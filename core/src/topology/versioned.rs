@@ -419,6 +419,45 @@ pub struct TopologyWriter<'a> {
 }
 
 impl<'a> TopologyWriter<'a> {
+    /// Gives `peer`, whose class is `from` in both slots, the class `to` in
+    /// place: no new version, so no reader holds it up, whatever version
+    /// a reader (a sticky pin of an idle context included) holds. Each
+    /// slot's word changes with one atomic store by this, the only
+    /// writer, so a reader sees `from` or `to` for `peer`, never a torn
+    /// word, and every other peer as it was. Meant for a class a peer
+    /// gains once, from `Unreachable` (which no selector memoizes, so its
+    /// next select of `peer` reads `to`): an off-node peer located at its
+    /// first use. A [`try_update`](Self::try_update) later copies it like
+    /// any class. `false`, nothing written, when `peer` is out of range,
+    /// is the owner, or does not have `from` in both slots.
+    pub fn set_class_in_place(&mut self, peer: u32, from: PathClass, to: PathClass) -> bool {
+        let s = self.topo.shape;
+        if peer >= s.n_pes || peer == s.me {
+            return false;
+        }
+        let slots = self.topo.mem.slots;
+        if slots
+            .iter()
+            .any(|slot| row_code(slot, peer) != from.row_code())
+        {
+            return false;
+        }
+        let p = peer as usize;
+        let shift = (p % PEERS_PER_WORD) * 2;
+        for slot in slots {
+            let w = &slot[p / PEERS_PER_WORD];
+            let v = w.load(Ordering::Relaxed);
+            // SYNC POINT with the Acquire loads a caller's own lock gives
+            // another thread that learns of the change (e.g. the PE's
+            // lazy-card mutex): its next read of the word sees `to`.
+            w.store(
+                (v & !(3 << shift)) | (to.row_code() << shift),
+                Ordering::Release,
+            );
+        }
+        true
+    }
+
     /// Starts an update: checks that no reader is left on the unpublished slot,
     /// then copies the published row into it.
     ///

@@ -550,6 +550,13 @@ pub struct SocketStats {
     /// answer; counted in [`RefuseReason::Overload`] too. Such a PE
     /// retries after its backoff delay.
     pub handshakes_turned_away: u64,
+    /// `accept` calls on a listener that failed other than for want of a
+    /// connection: out of file descriptors (`EMFILE`: each peer holds one
+    /// per connection, 2 per rail by default, so a PE with the common
+    /// 1,024 limit serves about 500 peers on one rail), or of memory. The
+    /// connection stays queued, and its PE retries after its attempt's
+    /// deadline.
+    pub accept_failures: u64,
 }
 
 /// Counters of one (peer, rail) ([`SocketDriver::peer_stats`]): the part of

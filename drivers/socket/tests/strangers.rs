@@ -44,7 +44,7 @@ fn now() -> Instant {
 /// A lazy driver for PE `me` of `n` on `ip`, with small buffers (hundreds
 /// of them live at once) and a silence window that one thread stepping them
 /// all keeps.
-fn driver(me: u32, n: u32, ip: Ipv4Addr) -> SocketDriver {
+fn driver(me: u32, n: u32, ip: Ipv4Addr, give_up: Duration) -> SocketDriver {
     let cfg = TcpConfig {
         job_id: 0x5757,
         key: KEY,
@@ -56,9 +56,12 @@ fn driver(me: u32, n: u32, ip: Ipv4Addr) -> SocketDriver {
         get_buffer: 16 << 10,
         heartbeat_interval: Duration::from_millis(100),
         detection_window: Duration::from_secs(1),
+        give_up,
         ..TcpConfig::default()
     };
-    let mut d = SocketDriver::with_owned_heap(cfg, HEAP).expect("driver");
+    // A word per PE.
+    let heap = (8 * u64::from(n)).next_multiple_of(HEAP);
+    let mut d = SocketDriver::with_owned_heap(cfg, heap).expect("driver");
     d.set_connect_on_first_use(true);
     d
 }
@@ -88,12 +91,13 @@ struct Crowd {
     steps: Vec<Step>,
     tickets: Vec<Option<Ticket>>,
     target: Vec<SocketAddr>,
+    rounds: u64,
 }
 
 impl Crowd {
     /// The target (PE 0), a declared peer (PE 1, on [`KNOWN`]) and
     /// `strangers` PEs (2 and up, on [`STRANGERS`]).
-    fn new(strangers: u32) -> Crowd {
+    fn new(strangers: u32, give_up: Duration) -> Crowd {
         let n = strangers + 2;
         let ds: Vec<SocketDriver> = (0..n)
             .map(|me| {
@@ -102,7 +106,7 @@ impl Crowd {
                     1 => KNOWN,
                     _ => STRANGERS,
                 };
-                driver(me, n, ip)
+                driver(me, n, ip, give_up)
             })
             .collect();
         let target = ds[0].local_addrs().to_vec();
@@ -111,6 +115,7 @@ impl Crowd {
             tickets: (0..n).map(|_| None).collect(),
             ds,
             target,
+            rounds: 0,
         }
     }
 
@@ -181,6 +186,18 @@ impl Crowd {
                 self.left(),
             );
             self.round();
+            if std::env::var_os("SY_TRACE").is_some() && self.rounds.is_multiple_of(50) {
+                let s = self.ds[0].stats();
+                println!(
+                    "{:?} round {} done {} peers {} {}",
+                    t0.elapsed(),
+                    self.rounds,
+                    self.done(),
+                    self.ds[0].peer_count(),
+                    show(&s)
+                );
+            }
+            self.rounds += 1;
             each(self);
             std::thread::sleep(Duration::from_micros(100));
         }
@@ -287,11 +304,14 @@ fn ensure_fds(need: u64) {
     );
 }
 
-fn crowd(strangers: u32) {
+/// The library's default `give_up`.
+const GIVE_UP: Duration = Duration::from_secs(5);
+
+fn crowd(strangers: u32, give_up: Duration) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     ensure_fds(u64::from(strangers) * 8 + 256);
-    let mut c = Crowd::new(strangers);
-    let took = c.run(Duration::from_secs(30), |_| {});
+    let mut c = Crowd::new(strangers, give_up);
+    let took = c.run(Duration::from_secs(30).max(give_up * 2), |_| {});
     c.check_words();
     let s = c.ds[0].stats();
     println!(
@@ -306,12 +326,12 @@ fn crowd(strangers: u32) {
 
 #[test]
 fn sixty_four_strangers_at_once_all_get_through() {
-    crowd(64);
+    crowd(64, GIVE_UP);
 }
 
 #[test]
 fn two_hundred_strangers_at_once_all_get_through() {
-    crowd(200);
+    crowd(200, GIVE_UP);
 }
 
 /// Strangers at once, an idle flood from another host through all of it,
@@ -322,7 +342,7 @@ fn two_hundred_strangers_at_once_all_get_through() {
 fn strangers_and_an_idle_flood_do_not_keep_out_a_peers_reconnect() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     ensure_fds(64 * 8 + 160 * 2 + 256);
-    let mut c = Crowd::new(64);
+    let mut c = Crowd::new(64, GIVE_UP);
     // PE 1 is declared at the target (its address is where its connects
     // come from), connects first and is up.
     let a1 = c.ds[1].local_addrs().to_vec();
@@ -401,4 +421,76 @@ fn strangers_and_an_idle_flood_do_not_keep_out_a_peers_reconnect() {
         show(&s)
     );
     drop(flood);
+}
+
+/// A larger crowd, by hand: `SY_STRANGERS=1000 cargo test -p
+/// switchyard-socket --test strangers -- --ignored --nocapture` (default
+/// 500; `SY_GIVE_UP` in seconds, default 5; `SY_TRACE` prints the target's
+/// counters every 50 rounds). One thread steps every driver in turn, so a
+/// stranger answers its challenge a round after it is admitted: the
+/// target admits a budget (16 strangers of two connections) per round,
+/// and a round of 1,000 drivers takes about 0.1 s here.
+#[test]
+#[ignore = "minutes of one thread; run by hand with SY_STRANGERS"]
+fn a_crowd_of_strangers_given_by_hand() {
+    let n = std::env::var("SY_STRANGERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let give_up = std::env::var("SY_GIVE_UP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(GIVE_UP, Duration::from_secs);
+    crowd(n, give_up);
+}
+
+/// Out of file descriptors (a PE serving hundreds of peers under the
+/// common 1,024 limit), the target cannot accept: the failure is counted
+/// (`accept_failures`), the connection stays queued, and it is accepted
+/// (its challenge sent) once descriptors are free again.
+#[test]
+fn out_of_descriptors_an_accept_fails_counted_and_recovers() {
+    use std::io::Read;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = driver(0, 2, TARGET, GIVE_UP);
+    let mut client = connect_from(FLOOD, t.local_addrs()[0]);
+    client.set_nonblocking(true).expect("nonblocking");
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is valid for the call to write.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut r) };
+    assert_eq!(rc, 0);
+    let saved = r;
+    // The lowest free descriptor number: the limit, so that no new one fits.
+    let lowest = std::fs::File::open("/dev/null").expect("/dev/null");
+    r.rlim_cur = std::os::fd::AsRawFd::as_raw_fd(&lowest) as u64;
+    drop(lowest);
+    // SAFETY: `r` is valid for the call to read.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const r) };
+    assert_eq!(rc, 0);
+    for _ in 0..4 {
+        t.run_timers(now());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let failures = t.stats().accept_failures;
+    // SAFETY: `saved` is valid for the call to read.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const saved) };
+    assert_eq!(rc, 0);
+    assert!(failures > 0, "{:?}", t.stats());
+    assert_eq!(t.stats().refused, 0);
+    // Descriptors again: accepted, and the challenge comes.
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let mut b = [0u8; 1];
+    loop {
+        assert!(std::time::Instant::now() < end, "the challenge");
+        t.run_timers(now());
+        match client.read(&mut b) {
+            Ok(1) => break,
+            Ok(n) => panic!("read {n}: closed"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }

@@ -60,6 +60,17 @@
 //! [`CardRefusal`], and the connection stays usable. The root's bytes per
 //! lazy PE are O(runs + cards fetched), not O(size).
 //!
+//! A lazy PE that joins with [`Bootstrap::join_lazy_node`] (the hello's
+//! node flag; [`rendezvous_at_lazy_node`], what a context with
+//! `cards = lazy` uses) gets only its node's localities (the node
+//! localities frame: the runs of the ranks on its node), a
+//! [`Localities`] with gaps for the other ranks; an off-node rank's
+//! locality comes with its card, which is checked against the frame (a
+//! card in a gap must be off this node, one in a run must match it). The
+//! root's bytes per such PE are O(1) + O(its node's runs) (38 bytes of
+//! frame for a node placed by blocks, whatever the job's size or number
+//! of nodes) plus the cards it fetches; the root's total is O(N).
+//!
 //! Where the PEs meet is [`RankInfo::meeting`]: `SWITCHYARD_ROOT` and the
 //! secret from the environment, or, under PMIx, what rank 0 published:
 //! it makes the secret (256 bits from the OS generator, unless the
@@ -119,9 +130,14 @@
 //! process finalizes it at exit if it is still open then (Open MPI's
 //! `mpirun` fails a job whose process exits with PMIx initialized).
 //!
-//! Without PMIx (`switchyard run`'s root, or PMI variables), lazy PEs get
-//! the localities frame from the root as before: O(runs) bytes per PE
-//! (O(nodes) for a job placed by blocks), so O(N · nodes) at the root.
+//! Without PMIx (`switchyard run`'s root, or PMI variables), a lazy PE
+//! that joined with [`Bootstrap::join_lazy`] gets the localities frame:
+//! O(runs) bytes per PE (O(nodes) for a job placed by blocks), so
+//! O(N · nodes) at the root; one that joined with
+//! [`Bootstrap::join_lazy_node`] gets the node localities frame: O(1) +
+//! O(its node's runs) bytes per PE, O(N) at the root. Under PMIx
+//! [`rendezvous_at_lazy_node`] is [`rendezvous_at_lazy`] (every locality
+//! from the store, the joined frame from the root).
 //!
 //! ## Frames
 //!
@@ -132,8 +148,8 @@
 //!
 //! | kind | frame | payload |
 //! |---|---|---|
-//! | 7 | challenge (root → PE, first on every connection) | `"SYBS"`, protocol version `u8` (4), root nonce (16 bytes) |
-//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, flags `u8` (bit 0: lazy; bit 1: store, only with lazy), rank `u32`, size `u32`, PE nonce (16), proof (32), card length `u16`, card |
+//! | 7 | challenge (root → PE, first on every connection) | `"SYBS"`, protocol version `u8` (5), root nonce (16 bytes) |
+//! | 1 | hello (PE → root) | `"SYBS"`, protocol version `u8`, flags `u8` (bit 0: lazy; bit 1: store, only with lazy; bit 2: node, only with lazy, not with store), rank `u32`, size `u32`, PE nonce (16), proof (32), card length `u16`, card |
 //! | 8 | welcome (root → PE) | the root's proof (32) |
 //! | 2 | all cards (root → PE) | count `u32`, then per rank: length `u16`, card |
 //! | 3 | barrier (PE → root) | barrier number `u64` (1, 2, ...) |
@@ -145,8 +161,10 @@
 //! | 11 | card answer (root → PE) | count `u16`, per card in the request's order: length `u16`, card |
 //! | 12 | card refusal (root → PE) | reason `u8` (1 unknown rank, 2 too many, 3 asked twice, 4 not now), rank or count `u32` |
 //! | 13 | joined (root → store PE, instead of the localities) | size `u32`, class encoding version `u8` |
+//! | 14 | node localities (root → node PE, instead of the localities) | size `u32`, class encoding version `u8`, node `u64`, run count `u32` (at least 1), per run of the node's ranks, increasing, not overlapping: first rank `u32`, length `u32`, switch `u32`, tree `u32` |
 //!
-//! Protocol 4 added the store flag and the joined frame (3: lazy cards).
+//! Protocol 5 added the node flag and the node localities frame (4: the
+//! store flag and the joined frame; 3: lazy cards).
 //! Another protocol version is refused: the root answers an older hello
 //! with an error frame naming its version (counted as
 //! [`Refusal::Malformed`]); a PE facing a root of another version fails with
@@ -174,7 +192,7 @@
 //! derived from the secret for the bootstrap and this job
 //! ([`JobSecret::derive_key`]), of the job id, rank, size, the flags, the
 //! root's nonce, the PE's nonce and the card (the welcome's covers the
-//! flags too). Localities and card requests, answers and refusals travel
+//! flags too). Localities (both frames) and card requests, answers and refusals travel
 //! only on a connection whose hello and welcome proved the secret. The root's welcome proves the same
 //! back (another label, no card), and the PE checks it before it trusts the
 //! cards. Proofs are compared in constant time. Neither the secret nor the

@@ -444,7 +444,20 @@ impl SocketDriver {
         let mut busy = false;
         let mut drained = false;
         for rail in 0..self.listeners.len() {
-            while let Some(Ok((s, addr))) = self.listeners[rail].as_ref().map(TcpListener::accept) {
+            loop {
+                let (s, addr) = match self.listeners[rail].as_ref().map(TcpListener::accept) {
+                    Some(Ok(c)) => c,
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Some(Err(_)) => {
+                        // Out of descriptors (EMFILE, ENFILE) or memory:
+                        // the connection waits in the queue, and its PE
+                        // retries when its attempt times out.
+                        self.ctx.stats.accept_failures += 1;
+                        break;
+                    }
+                    None => break,
+                };
                 busy = true;
                 if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
                     continue;
@@ -880,13 +893,13 @@ fn install(
         // the old ones would have the newer ones' arrival taken for a
         // reconnect (the rail down, and up again with the next leftover,
         // for ever). The peer's end is seen here, its FIN having left
-        // before the newer attempt's first packet.
-        for (i, other) in rl.conns.iter_mut().enumerate() {
-            if i != c
-                && other
-                    .sock
-                    .as_ref()
-                    .is_none_or(|s| sys::hung_up(s.as_raw_fd()))
+        // before the newer attempt's first packet. This one too may be such
+        // a leftover, its `Hello` read after the peer closed it.
+        for other in &mut rl.conns {
+            if other
+                .sock
+                .as_ref()
+                .is_none_or(|s| sys::hung_up(s.as_raw_fd()))
             {
                 close_conn(other);
                 ctx.stats.stale_conns += 1;

@@ -26,6 +26,23 @@
 //! can deadlock with it; two contexts that need the same card get it from
 //! the PE's record of fetched addresses (the root serves a card at most
 //! twice per connection).
+//!
+//! Under the own root (no PMIx) a lazy PE knows at init only its node's
+//! localities (bootstrap protocol 5, the node localities frame): an
+//! off-node peer's class is [`PathClass::Unreachable`] until its first
+//! use. The first operation toward it fails to select a route
+//! (no link), and out of line, before anything is traced or returned,
+//! [`Context::locate`] fetches the peer's card, whose locality gives its
+//! class, and puts that class in the PE's topology row, once, in place
+//! (`TopologyWriter::set_class_in_place`: no new version, so a context
+//! idle with a sticky pin on an old one does not hold it up; readers of
+//! every version see it); the operation then selects again (once per
+//! operation), and TCP's first use follows as above. Another context
+//! whose select failed before the class was there finds it located and
+//! selects again. A peer whose card says it is unreachable (no switch,
+//! another tree) fails as it would have at init, without another fetch.
+//! Until its first use `Context::class` and the statistics show such a
+//! peer as unreachable.
 
 use std::{
     collections::BTreeMap,
@@ -33,8 +50,9 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use switchyard_bootstrap::{Bootstrap, BootstrapError};
+use switchyard_bootstrap::{Bootstrap, BootstrapError, Localities};
 use switchyard_core::{
+    class::PathClass,
     sync::atomic::{AtomicU64, Ordering},
     topology::LinkState,
 };
@@ -61,6 +79,36 @@ struct Fetched {
     /// Per peer fetched that has one, its verbs PE card (for a lazy verbs
     /// driver: `Context::verbs_first_use`).
     verbs: BTreeMap<u32, Vec<u8>>,
+    /// With only the node's localities at init: the off-node peers
+    /// located at their first use.
+    unlocated: Option<Unlocated>,
+}
+
+/// What the first use of an off-node peer whose locality was not sent at
+/// init needs (`cards = lazy` under the own root).
+#[derive(Debug)]
+struct Unlocated {
+    me: u32,
+    /// This PE's node, switch and tree ids.
+    my: (u64, u32, u32),
+    /// This node's localities: a rank they do not hold (a gap) was not
+    /// located at init.
+    node: Localities,
+    /// Per peer located since init: its class, and whether it was put in
+    /// the topology (once, by the first context to get there). O(peers
+    /// this PE talks to).
+    located: BTreeMap<u32, (PathClass, bool)>,
+}
+
+/// What [`Context::locate`] did.
+pub(super) enum Located {
+    /// The peer's class is in the topology: select again.
+    Applied,
+    /// The topology's writer is claimed (another context's update, for
+    /// a moment): wait a step and try again.
+    Busy,
+    /// The peer's card says it is unreachable from here.
+    Unreachable,
 }
 
 impl LazyCards {
@@ -72,6 +120,88 @@ impl LazyCards {
     /// Takes the bootstrap connection back (`finalize`).
     pub(super) fn take_boot(&self) -> Option<Bootstrap> {
         lock(&self.inner).boot.take()
+    }
+
+    /// Off-node peers are located at their first use: `node` holds only
+    /// this node's localities (`me` at `my`: node, switch and tree ids).
+    pub(super) fn locate_on_first_use(&self, me: u32, my: (u64, u32, u32), node: Localities) {
+        lock(&self.inner).unlocated = Some(Unlocated {
+            me,
+            my,
+            node,
+            located: BTreeMap::new(),
+        });
+    }
+
+    /// Whether `pe` is an off-node peer whose locality was not sent at
+    /// init, not known to be unreachable: not located yet, or located
+    /// with a class a select may not have seen yet.
+    pub(super) fn pending(&self, pe: u32) -> bool {
+        self.unlocated(pe, |class| {
+            class.is_none_or(|c| c != PathClass::Unreachable)
+        })
+    }
+
+    /// Whether `pe` is an off-node peer whose locality was not sent at
+    /// init and that no context located yet.
+    pub(super) fn fresh(&self, pe: u32) -> bool {
+        self.unlocated(pe, |class| class.is_none())
+    }
+
+    /// Whether `pe` is an off-node peer whose locality was not sent at
+    /// init and `located` (its class, if located) says so.
+    fn unlocated(&self, pe: u32, located: impl Fn(Option<PathClass>) -> bool) -> bool {
+        lock(&self.inner).unlocated.as_ref().is_some_and(|u| {
+            pe != u.me
+                && pe < u.node.len()
+                && u.node.get(pe).is_none()
+                && located(u.located.get(&pe).map(|&(class, _)| class))
+        })
+    }
+
+    /// `pe`'s class from its card's locality: fetched now from the root
+    /// (its addresses kept for TCP's first use), or as an earlier fetch
+    /// found it.
+    fn class_of(&self, pe: u32) -> std::result::Result<PathClass, BootstrapError> {
+        let mut f = lock(&self.inner);
+        let Fetched {
+            boot,
+            addrs,
+            verbs,
+            unlocated,
+        } = &mut *f;
+        let Some(u) = unlocated.as_mut() else {
+            return Ok(PathClass::Unreachable);
+        };
+        if let Some(&(class, _)) = u.located.get(&pe) {
+            return Ok(class);
+        }
+        let boot = boot.as_mut().ok_or(BootstrapError::Unusable)?;
+        let cards = boot.fetch_cards(&[pe])?;
+        let Some(card) = cards.get(pe) else {
+            return Err(BootstrapError::Unusable);
+        };
+        let at = (card.node_id, card.switch_id, card.tree_id);
+        let class = super::parts::class_from(u.me, u.my, pe, at);
+        self.fetched.fetch_add(1, Ordering::Relaxed);
+        addrs.insert(pe, card.tcp.clone());
+        // Its verbs PE card too: the first use finds the card here and
+        // does not fetch it again (`Context::verbs_first_use`).
+        if let Some(v) = card.verbs.clone() {
+            verbs.insert(pe, v);
+        }
+        u.located.insert(pe, (class, false));
+        Ok(class)
+    }
+
+    /// Whether `pe`'s class is in the topology; `set` records that it is.
+    fn applied(&self, pe: u32, set: bool) -> bool {
+        let mut f = lock(&self.inner);
+        let Some(entry) = f.unlocated.as_mut().and_then(|u| u.located.get_mut(&pe)) else {
+            return false;
+        };
+        entry.1 |= set;
+        entry.1
     }
 
     /// Cards fetched after init.
@@ -127,6 +257,58 @@ impl LazyCards {
 }
 
 impl Context {
+    /// Whether `pe` is an off-node peer located at its first use (see the
+    /// module docs) and not known dead or unreachable.
+    pub(super) fn locates_later(&mut self, pe: u32) -> bool {
+        !self.is_dead(pe) && self.pe.lazy.as_ref().is_some_and(|l| l.pending(pe))
+    }
+
+    /// Whether no context located `pe` yet, an off-node peer whose
+    /// locality was not sent at init: its failed select is not a failure
+    /// yet (not traced).
+    pub(super) fn located_by_none(&mut self, pe: u32) -> bool {
+        !self.is_dead(pe) && self.pe.lazy.as_ref().is_some_and(|l| l.fresh(pe))
+    }
+
+    /// The first operation toward `pe`, an off-node peer whose locality
+    /// was not sent at init, found no route (see the module docs): fetches
+    /// its card (once per PE) and puts its class in the topology (once).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn locate(&mut self, pe: u32) -> Result<Located> {
+        let pe_inner = Arc::clone(&self.pe);
+        let Some(lazy) = pe_inner.lazy.as_ref() else {
+            return Ok(Located::Unreachable);
+        };
+        // Nothing of the driver is held while the root answers.
+        self.leave();
+        let class = lazy.class_of(pe)?;
+        if class == PathClass::Unreachable {
+            lazy.applied(pe, true);
+            return Ok(Located::Unreachable);
+        }
+        // In place, from `Unreachable`, once: under the writer, which
+        // `mark_dead` claims too.
+        let Some(mut w) = self.topo.writer() else {
+            return Ok(Located::Busy);
+        };
+        if lazy.applied(pe, false) {
+            return Ok(Located::Applied);
+        }
+        w.set_class_in_place(pe, PathClass::Unreachable, class);
+        // After the store: a context that sees it applied (under the
+        // mutex) reads the class next.
+        lazy.applied(pe, true);
+        drop(w);
+        tracing::debug!(
+            pe = self.me,
+            peer = pe,
+            class = class.name(),
+            "lazy cards: located an off-node peer on first use"
+        );
+        Ok(Located::Applied)
+    }
+
     /// The first operation toward `pe` found the TCP driver without it
     /// (`cards = lazy`; see the module docs): fetches its card and starts
     /// connecting; the caller's routed loop then waits for the link.

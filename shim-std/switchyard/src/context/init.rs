@@ -186,6 +186,8 @@ impl Context {
             return Ok(ctx);
         };
         let host_root = info.hosts_root();
+        // Under the own root with lazy cards: this node's localities only.
+        let mut unlocated = None;
         let (mut boot, peers, verbs_cards, root) = match cfg.cards {
             config::CardsMode::All => {
                 let rv = bootstrap::rendezvous_at(
@@ -202,7 +204,11 @@ impl Context {
             }
             // TCP connects on first use, and verbs (a lazy driver) pairs
             // with a peer then too: only same-node cards now.
-            config::CardsMode::Lazy => lazy_rendezvous(&info, meeting, card, cfg, host_root)?,
+            config::CardsMode::Lazy => {
+                let (joined, node) = lazy_rendezvous(&info, meeting, card, cfg, host_root)?;
+                unlocated = node;
+                joined
+            }
         };
         // Where the peers' cards came from: the root, or (under PMIx) its
         // store; `.ci/launchers.sh` looks for this event.
@@ -214,6 +220,13 @@ impl Context {
             boot.card_source()
         );
         let mut ctx = Context::from_parts_with(setup, own, &peers, tcp, lazy)?;
+        if let (Some(l), Some(node), Some(me)) = (
+            ctx.pe.lazy.as_ref(),
+            unlocated,
+            peers.get(info.rank as usize),
+        ) {
+            l.locate_on_first_use(info.rank, (me.node, me.switch, me.tree), node);
+        }
         // Before anything polls the TCP driver: the peers' verbs records
         // wait in its event queue until the driver is attached.
         match verbs_drv {
@@ -283,26 +296,29 @@ type Joined = (
     Option<std::thread::JoinHandle<std::result::Result<(), bootstrap::BootstrapError>>>,
 );
 
-/// The rendezvous with `cards = lazy`: every rank's locality, then the
-/// cards this PE needs at init fetched from the root: its node's other
-/// PEs' (for shared memory, when `transports` allows it; else none). A
-/// peer whose card is not fetched is known by its locality alone (no shm
-/// object, no TCP address, no verbs card): the TCP driver fetches its card
-/// and connects at the first operation toward it (connect-on-first-use,
-/// `first_use.rs`), and a verbs driver (created with lazy peers) pairs
-/// with it then.
+/// The rendezvous with `cards = lazy`: this node's localities from the
+/// own root (every rank's under PMIx), then the cards this PE needs at
+/// init fetched from the root: its node's other PEs' (for shared memory,
+/// when `transports` allows it; else none). A peer whose card is not
+/// fetched has no shm object, no TCP address and no verbs card: the TCP
+/// driver fetches its card and connects at the first operation toward it
+/// (connect-on-first-use, `first_use.rs`), and a verbs driver (created
+/// with lazy peers) pairs with it then. One whose locality is not known
+/// either (off this node, under the own root) is unreachable until then,
+/// and its class comes with its card: the node's localities are returned
+/// for that (`None` when every locality is known).
 fn lazy_rendezvous(
     info: &RankInfo,
     meeting: bootstrap::Meeting,
     card: Card,
     cfg: &Config,
     host_root: bool,
-) -> Result<Joined> {
+) -> Result<(Joined, Option<bootstrap::Localities>)> {
     let me = info.rank;
     let own_peer = peer_of(&card);
     let own_verbs = card.verbs.clone();
     let mut rv =
-        bootstrap::rendezvous_at_lazy(info, meeting, card, cfg.bootstrap_timeout, host_root)?;
+        bootstrap::rendezvous_at_lazy_node(info, meeting, card, cfg.bootstrap_timeout, host_root)?;
     let locs = &rv.localities;
     let my_node = locs.get(me).map_or(own_peer.node, |l| l.node_id);
     let wanted: Vec<u32> = (0..info.size)
@@ -331,8 +347,10 @@ fn lazy_rendezvous(
             peers.push(peer_of(c));
             verbs.push(c.verbs.clone());
         } else {
+            // Not located yet: another node than this one, no switch, so
+            // unreachable until its first use.
             let l = locs.get(r).unwrap_or(bootstrap::Locality {
-                node_id: u64::MAX,
+                node_id: !my_node,
                 switch_id: NO_SWITCH,
                 tree_id: NO_SWITCH,
             });
@@ -346,7 +364,8 @@ fn lazy_rendezvous(
             verbs.push(None);
         }
     }
-    Ok((rv.bootstrap, peers, verbs, rv.root))
+    let node = (!rv.localities.is_complete()).then_some(rv.localities);
+    Ok(((rv.bootstrap, peers, verbs, rv.root), node))
 }
 
 /// The purpose of the key from which the verbs PSN seed is taken.

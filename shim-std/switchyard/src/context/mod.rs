@@ -149,6 +149,8 @@ mod first_use_test;
 mod heap;
 mod init;
 mod load;
+#[cfg(test)]
+mod locate_test;
 mod order;
 mod parts;
 mod pe;
@@ -405,12 +407,17 @@ impl Context {
     ///
     /// # Errors
     ///
-    /// [`Error::Route`] when nothing reaches `pe`.
+    /// [`Error::Route`] when nothing reaches `pe` (also, with
+    /// `cards = lazy` under the own root, for an off-node peer not yet
+    /// used: see [`Context::class`]).
     pub fn route(&mut self, pe: u32, len: u32, op: Op) -> Result<Route> {
         self.sel.select(pe, len, op).map_err(Error::Route)
     }
 
-    /// The path class toward `pe`.
+    /// The path class toward `pe`. With `cards = lazy` under the own root
+    /// (no PMIx), an off-node peer's locality comes with its card at the
+    /// first operation toward it: until then its class is
+    /// [`PathClass::Unreachable`] (so is its state in the statistics).
     pub fn class(&mut self, pe: u32) -> Option<PathClass> {
         self.sel.pin().class(pe)
     }

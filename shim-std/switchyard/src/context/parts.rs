@@ -25,6 +25,32 @@ use super::{
     heap::SymAllocator, pe::PeInner, progress, tcp_rail, trace,
 };
 
+/// The class of `pe` at `their` (node, switch and tree ids) seen from
+/// `me` at `my`: the locality rule ([`class_between`]), and no route
+/// between leaves of different known trees. At init for every peer, and
+/// at the first use of an off-node peer whose locality came with its card
+/// (`first_use.rs`).
+pub(super) fn class_from(
+    me: u32,
+    my: (u64, u32, u32),
+    pe: u32,
+    their: (u64, u32, u32),
+) -> PathClass {
+    // Only whether the nodes are equal matters: the topology's small node
+    // ids are 0 for this node, 1 for any other.
+    let at = |(node, switch, _): (u64, u32, u32)| Locality {
+        node: u32::from(node != my.0),
+        switch,
+    };
+    let c = class_between(me, at(my), pe, at(their), InterSwitch::Routed);
+    // Leaves of different trees have no router between them.
+    if c == PathClass::Routed && my.2 != NO_SWITCH && their.2 != NO_SWITCH && their.2 != my.2 {
+        PathClass::Unreachable
+    } else {
+        c
+    }
+}
+
 /// Where a peer is and how to reach it, from its bootstrap card.
 #[derive(Debug, Clone)]
 pub struct PeerInfo {
@@ -164,18 +190,9 @@ impl Context {
         };
         let mut shm = ShmTransport::new(own, setup.job_id, me, n)?;
         let my = peers.get(me as usize).map(|p| (p.node, p.switch));
-        // Node ids are 64-bit hashes; the topology wants small ids.
-        let mut nodes: Vec<u64> = peers.iter().map(|p| p.node).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        let locality = |p: &PeerInfo| Locality {
-            node: nodes.binary_search(&p.node).unwrap_or(0) as u32,
-            switch: p.switch,
-        };
-        let my_loc = peers.get(me as usize).map(locality).unwrap_or(Locality {
-            node: 0,
-            switch: NO_SWITCH,
-        });
+        let my_at = peers
+            .get(me as usize)
+            .map_or((0, NO_SWITCH, NO_SWITCH), |p| (p.node, p.switch, p.tree));
         let shape = Shape {
             me,
             n_pes: n,
@@ -185,20 +202,9 @@ impl Context {
         };
         let store: &'static TopologyBox =
             Box::leak(Box::new(TopologyBox::new(shape, super::MAX_CONTEXTS + 1)));
-        let my_tree = peers.get(me as usize).map_or(NO_SWITCH, |p| p.tree);
         let topo = Topology::new(store.mem(), shape, |pe| {
             peers.get(pe as usize).map_or(PathClass::Unreachable, |p| {
-                let c = class_between(me, my_loc, pe, locality(p), InterSwitch::Routed);
-                // Leaves of different trees have no router between them.
-                if c == PathClass::Routed
-                    && my_tree != NO_SWITCH
-                    && p.tree != NO_SWITCH
-                    && p.tree != my_tree
-                {
-                    PathClass::Unreachable
-                } else {
-                    c
-                }
+                class_from(me, my_at, pe, (p.node, p.switch, p.tree))
             })
         })
         .map_err(|e| {

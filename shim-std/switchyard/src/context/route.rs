@@ -38,6 +38,7 @@ use switchyard_socket::SocketError;
 use super::{
     Context, Error, Result, SHM, VERBS,
     drv::{Drv, DrvError},
+    first_use::Located,
     order, progress, rail_of,
     wait::Watch,
 };
@@ -74,6 +75,18 @@ impl Context {
         frame: FrameOp,
         e: SelectError,
     ) -> SelectError {
+        // Not a failure yet: the peer is located at this first use
+        // (`first_use.rs`), and traced then if it is unreachable.
+        if matches!(
+            e,
+            SelectError::Unreachable {
+                reason: UnreachableReason::NoLink,
+                ..
+            }
+        ) && self.located_by_none(pe)
+        {
+            return e;
+        }
         let class = match e {
             SelectError::Unreachable { class, .. }
             | SelectError::DowngradeForbidden { class, .. } => class.to_wire(),
@@ -240,6 +253,9 @@ impl Context {
         // Set on the first WouldBlock: the wait for the window to open.
         let mut blocked_since: Option<Instant> = None;
         let mut spins = 0u32;
+        // An off-node peer not located at init is located once per
+        // operation at most (`first_use.rs`).
+        let mut locate = true;
         loop {
             let sel = match first.take() {
                 Some(sel) => sel,
@@ -258,6 +274,29 @@ impl Context {
                 })) if self.tcp.is_some() && !self.is_dead(pe) => {
                     let start = *blocked_since.get_or_insert_with(Instant::now);
                     self.pause(&mut spins, start, "a link to come back", Watch::Peer(pe))?;
+                    continue;
+                }
+                // `cards = lazy` under the own root: an off-node peer whose
+                // locality comes with its card, at this first operation
+                // toward it (`first_use.rs`).
+                Err(Error::Route(
+                    e @ SelectError::Unreachable {
+                        reason: UnreachableReason::NoLink,
+                        ..
+                    },
+                )) if locate && self.locates_later(pe) => {
+                    match self.locate(pe)? {
+                        Located::Applied => locate = false,
+                        Located::Busy => {
+                            let start = *blocked_since.get_or_insert_with(Instant::now);
+                            let what = "the topology to take a peer's class";
+                            self.pause(&mut spins, start, what, Watch::Peer(pe))?;
+                        }
+                        Located::Unreachable => {
+                            let len32 = u32::try_from(len).unwrap_or(u32::MAX);
+                            return Err(Error::Route(self.select_failed(pe, len32, frame, e)));
+                        }
+                    }
                     continue;
                 }
                 Err(e) => return Err(e),
