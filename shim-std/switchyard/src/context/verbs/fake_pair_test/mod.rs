@@ -807,7 +807,7 @@ fn an_eager_peer_that_refused_our_card_says_so() {
         corrupt_at: Some(1),
         ..Opts::default()
     };
-    run_pair(0x7a, o, VerbsConfig::default(), |mut ctx, _, done, _| {
+    run_pair(0x5e, o, VerbsConfig::default(), |mut ctx, _, done, _| {
         let me = ctx.my_pe();
         let w = ctx.warnings().join("\n");
         assert!(!w.contains("did not come up"), "PE {me}: {w}");
