@@ -58,6 +58,7 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::VerbsDevice => ("\"mlx5_0\"", "rxe0"),
         Key::VerbsGidIndex => ("3", "1"),
         Key::Cards => ("\"lazy\"", "ALL"),
+        Key::VerbsLazyPeers => ("8", "2"),
         _ => unreachable!("a key without test values"),
     }
 }

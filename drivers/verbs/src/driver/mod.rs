@@ -39,7 +39,9 @@
 //! The peers' state sits in a table of slots ([`table`]) sized for every
 //! other PE, or, with lazy peers ([`VerbsConfig::lazy_peers`]), for that
 //! many peers added later by [`VerbsDriver::add_peer`]: O(peers), not
-//! O(PEs in the job), with a lookup of one hash probe.
+//! O(PEs in the job). Every operation finds its peer's slot through one
+//! lookup whose layout is fixed at creation: arithmetic for an eager
+//! driver (PE order, this PE skipped), one hash probe for a lazy one.
 //! Most sizes come from the device and the configuration at run time
 //! (send-queue records and replay lists from `sq_depth`, the pending
 //! doorbell list and the event ring from the number of PEs, tickets from

@@ -432,8 +432,10 @@ impl VerbsDriver {
     /// `peer`'s slot in this driver's peer table: dense from 0, in the
     /// order the peers were created or added, stable for the driver's
     /// life, below [`VerbsDriver::peer_count`]'s second figure; `None` for
-    /// a peer without QPs. One hash probe, no allocation: a caller may key
-    /// its own per-peer state by it, O(peers) rather than O(PEs).
+    /// a peer without QPs. No allocation: arithmetic for a driver created
+    /// eagerly (PE order, this PE skipped), one hash probe for a lazy one.
+    /// A caller may key its own per-peer state by it, O(peers) rather than
+    /// O(PEs).
     #[inline]
     pub fn peer_slot(&self, peer: u32) -> Option<usize> {
         self.peers.slot_of(peer)
@@ -541,7 +543,11 @@ impl VerbsDriver {
         // Receipts: one SRQ for every peer's data QPs, fully posted.
         let srq = backend.srq(p.srq_depth).map_err(res("ibv_create_srq"))?;
         let mut qpns = Vec::with_capacity((n_peers * u64::from(p.data_qps)) as usize);
-        let mut peers = super::table::Peers::with_capacity(n_peers as usize);
+        let mut peers = match (only, lazy) {
+            (Some(peer), _) => super::table::Peers::one(peer),
+            (None, Some(_)) => super::table::Peers::hashed(n_peers as usize),
+            (None, None) => super::table::Peers::every(me, n_pes),
+        };
         if lazy.is_none() {
             for pe in 0..n_pes {
                 if pe == me || only.is_some_and(|o| o != pe) {

@@ -95,6 +95,7 @@ impl Config {
             Key::Transports => self.transports.to_string(),
             Key::VerbsAtomics => self.verbs_atomics.name().into(),
             Key::Cards => self.cards.name().into(),
+            Key::VerbsLazyPeers => self.verbs_lazy_peers.to_string(),
             Key::VerbsRouted => if self.verbs_routed { "on" } else { "off" }.into(),
             Key::VerbsDevice => self.verbs_device.as_deref().unwrap_or("auto").into(),
             Key::VerbsGidIndex => self

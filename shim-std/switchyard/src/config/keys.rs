@@ -21,6 +21,9 @@ const TRACE_RECORDS_MIN: u64 = 16;
 /// Most records `trace_records` takes (2^20).
 const TRACE_RECORDS_MAX: u64 = 1 << 20;
 
+/// Most peers `verbs_lazy_peers` takes (the driver's own bound).
+const VERBS_LAZY_PEERS_MAX: u64 = 65_536;
+
 /// What the template key takes.
 pub(super) const TEMPLATE_EXPECTED: &str = "a template name: trading, storage or ai";
 
@@ -96,11 +99,15 @@ pub enum Key {
     /// `cards`: which peers' cards a PE gets at the bootstrap (`all`, or
     /// `lazy`: localities to all, cards fetched when needed).
     Cards,
+    /// `verbs_lazy_peers`: with `cards = lazy`, how many off-node peers the
+    /// verbs driver may pair with (their queue pairs created at first
+    /// use); past it a peer stays on TCP.
+    VerbsLazyPeers,
 }
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 28;
+    pub const COUNT: usize = 29;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -132,6 +139,7 @@ impl Key {
         Key::VerbsDevice,
         Key::VerbsGidIndex,
         Key::Cards,
+        Key::VerbsLazyPeers,
     ];
 
     /// The key as written in the TOML file: `heap_size`.
@@ -165,6 +173,7 @@ impl Key {
             Key::VerbsDevice => "verbs_device",
             Key::VerbsGidIndex => "verbs_gid_index",
             Key::Cards => "cards",
+            Key::VerbsLazyPeers => "verbs_lazy_peers",
         }
     }
 
@@ -199,6 +208,7 @@ impl Key {
             Key::VerbsDevice => "SWITCHYARD_VERBS_DEVICE",
             Key::VerbsGidIndex => "SWITCHYARD_VERBS_GID_INDEX",
             Key::Cards => "SWITCHYARD_CARDS",
+            Key::VerbsLazyPeers => "SWITCHYARD_VERBS_LAZY_PEERS",
         }
     }
 
@@ -246,6 +256,7 @@ impl Key {
             }
             Key::VerbsGidIndex => "auto or a GID table index from 0 to 255",
             Key::Cards => "all or lazy",
+            Key::VerbsLazyPeers => "a whole number of peers from 1 to 65536, such as 32",
         }
     }
 
@@ -505,6 +516,12 @@ impl Config {
             Key::Transports => put(&mut self.transports, Transports::parse(s)),
             Key::VerbsAtomics => put(&mut self.verbs_atomics, VerbsAtomics::parse(s)),
             Key::Cards => put(&mut self.cards, CardsMode::parse(s)),
+            Key::VerbsLazyPeers => put(
+                &mut self.verbs_lazy_peers,
+                parse_count(s)
+                    .and_then(|v| in_range(v, 1, VERBS_LAZY_PEERS_MAX))
+                    .and_then(|v| u32::try_from(v).ok()),
+            ),
             Key::VerbsRouted => put(&mut self.verbs_routed, parse_on_off(s)),
             Key::VerbsDevice => put(&mut self.verbs_device, parse_device(s)),
             Key::VerbsGidIndex => put(

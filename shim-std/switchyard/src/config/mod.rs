@@ -55,6 +55,7 @@
 //! | `verbs_device` | device name | `auto` | `auto`, or a device name (`mlx5_0`, `rxe0`) |
 //! | `verbs_gid_index` | index | `auto` | `auto`, or 0 to 255 |
 //! | `cards` | [`CardsMode`] | `all` | `all`, `lazy` |
+//! | `verbs_lazy_peers` | count | `32` | 1 to 65536 (with `cards = lazy`) |
 //!
 //! Enumerated values are case-insensitive.
 //!
@@ -171,6 +172,19 @@
 //! * `verbs_gid_index`: the GID (port address) table index (`auto`: an
 //!   IPv4-mapped RoCE v2 GID when there is one, else index 0). An index the
 //!   port does not have makes verbs unavailable, with the reason.
+//! * `verbs_lazy_peers`: with `cards = lazy`, the verbs driver creates no
+//!   queue pairs at init and pairs with an off-node peer at its first use;
+//!   this is how many such peers it may pair with (default
+//!   [`DEFAULT_VERBS_LAZY_PEERS`], 32; more than the job's other PEs counts
+//!   as that many). Its staging pool, completion queue and peer tables are
+//!   sized for that many at init, whatever the job's size: each slot costs
+//!   `1 + data_qps` queue pairs and their send-queue records, and the
+//!   staging pool is shared among the slots. A peer met after the budget is
+//!   spent stays on TCP, with a context warning (`verbs to PE N not paired
+//!   (... budget ...): it stays on TCP`), counted in
+//!   `VerbsStatus::refused_here`; when the peer asked, it is told, and
+//!   keeps this PE on TCP too (`Context::verbs_refusal`). With `cards = all` every peer's
+//!   queue pairs are created at init and the key is not used.
 //!
 //! # Value syntax
 //!
@@ -423,6 +437,9 @@ pub struct Config {
     /// Which peers' cards a PE gets at the bootstrap. Default
     /// [`CardsMode::All`].
     pub cards: CardsMode,
+    /// With `cards = lazy`, how many off-node peers the verbs driver may
+    /// pair with (1 to 65536). Default [`DEFAULT_VERBS_LAZY_PEERS`].
+    pub verbs_lazy_peers: u32,
     template: Option<(Template, Source)>,
     file: Option<PathBuf>,
     sources: [Source; Key::COUNT],
@@ -460,6 +477,7 @@ impl Default for Config {
             verbs_device: None,
             verbs_gid_index: None,
             cards: CardsMode::All,
+            verbs_lazy_peers: DEFAULT_VERBS_LAZY_PEERS,
             template: None,
             file: None,
             sources: std::array::from_fn(|_| Source::Default),
@@ -469,6 +487,10 @@ impl Default for Config {
 }
 
 static DEFAULT_SOURCE: Source = Source::Default;
+
+/// The default of `verbs_lazy_peers`: 32 peers, the verbs driver's own
+/// default budget (`switchyard_verbs::params::DEFAULT_LAZY_PEERS`).
+pub const DEFAULT_VERBS_LAZY_PEERS: u32 = 32;
 
 impl Config {
     /// Loads from the process environment (and the file and template it names),

@@ -259,6 +259,10 @@ fn every_key_names_key_value_and_expectation() {
         ),
         (Key::VerbsGidIndex, &["-1", "256", "1.5", "first", "0x1"]),
         (Key::Cards, &["some", "eager", "lazy,all", "1", "on"]),
+        (
+            Key::VerbsLazyPeers,
+            &["0", "65537", "-1", "1.5", "32K", "many", "4294967297"],
+        ),
     ];
     assert_eq!(bad.len(), Key::COUNT);
     for &(key, values) in bad {
@@ -804,4 +808,46 @@ fn cards_is_all_by_default_and_lazy_from_the_environment() {
     assert_eq!(Key::from_name("cards"), Some(Key::Cards));
     let cfg = Config::load_from(lookup(&[("SWITCHYARD_CARDS", "all")])).unwrap();
     assert_eq!(cfg.cards, CardsMode::All);
+}
+
+#[test]
+fn verbs_lazy_peers_is_32_by_default_and_1_to_65536_from_the_file_or_the_environment() {
+    let cfg = Config::load_from(lookup(&[])).unwrap();
+    assert_eq!(cfg.verbs_lazy_peers, DEFAULT_VERBS_LAZY_PEERS);
+    assert_eq!(cfg.verbs_lazy_peers, 32);
+    assert_eq!(cfg.value(Key::VerbsLazyPeers), "32");
+    assert_eq!(
+        Key::from_env("SWITCHYARD_VERBS_LAZY_PEERS"),
+        Some(Key::VerbsLazyPeers)
+    );
+    assert_eq!(
+        Key::from_name("verbs_lazy_peers"),
+        Some(Key::VerbsLazyPeers)
+    );
+    for (raw, want) in [("1", 1), (" 7 ", 7), ("65536", 65_536)] {
+        let cfg = Config::load_from(lookup(&[("SWITCHYARD_VERBS_LAZY_PEERS", raw)])).unwrap();
+        assert_eq!(cfg.verbs_lazy_peers, want, "{raw}");
+        assert_eq!(
+            cfg.source(Key::VerbsLazyPeers),
+            &Source::Env("SWITCHYARD_VERBS_LAZY_PEERS")
+        );
+    }
+    let err = Config::load_from(lookup(&[("SWITCHYARD_VERBS_LAZY_PEERS", "0")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "SWITCHYARD_VERBS_LAZY_PEERS=0: expected a whole number of peers from 1 to 65536, such as 32"
+    );
+    assert!(matches!(
+        err,
+        ConfigError::BadValue {
+            key: "verbs_lazy_peers",
+            ..
+        }
+    ));
+    // Listed among the settings (`switchyard info`), not an unknown key.
+    assert!(
+        Config::default()
+            .entries()
+            .any(|e| e.key == "verbs_lazy_peers" && e.value == "32")
+    );
 }

@@ -28,7 +28,7 @@ use crate::config::Config;
 #[path = "verbs/common.rs"]
 mod common;
 
-pub use common::{NO_VERBS, VerbsStatus};
+pub use common::{NO_VERBS, Refusal, VerbsStatus};
 
 /// Stands in for the verbs driver: never created.
 #[derive(Debug)]
@@ -218,7 +218,15 @@ impl Context {
             peers_up: 0,
             why_not: Some(self.verbs_why.as_deref().unwrap_or(NO_VERBS).into()),
             nic_atomics: false,
+            refused_here: 0,
+            refused_by_peers: 0,
         }
+    }
+
+    /// Why `pe` refused to pair over verbs: never, as this build has no
+    /// verbs support.
+    pub fn verbs_refusal(&self, _pe: u32) -> Option<Refusal> {
+        None
     }
 
     #[inline]

@@ -31,6 +31,8 @@ fn script(mut ctx: Context, routed: bool) {
             peers_up: 0,
             why_not: Some(NO_VERBS.into()),
             nic_atomics: false,
+            refused_here: 0,
+            refused_by_peers: 0,
         }
     );
     assert_eq!(ctx.verbs_atomics_reason(), "");

@@ -165,3 +165,74 @@ fn a_lazy_driver_holds_the_same_bytes_for_any_job_size() {
     );
     assert!(bytes > 20 * small, "eager {bytes} B vs lazy {small} B");
 }
+
+/// An eager driver keeps every other PE in PE order, this PE skipped, so
+/// the lookup is arithmetic: each peer's slot, none for this PE or one
+/// past the job, no index held; a QP set's driver has its one peer in
+/// slot 0; a lazy one's slots follow the order peers were added.
+#[test]
+fn each_layout_finds_its_peers_and_no_other() {
+    /// A slot's bytes: the peer's state and its PE.
+    const SLOT: usize = size_of::<Peer>() + 4;
+    let f = Fabric::new();
+    let n_pes = 5;
+    for me in [0, 2, 4] {
+        let d = VerbsDriver::fake_with_owned_heap(VerbsConfig::default(), me, n_pes, 7, 4096, &f)
+            .unwrap();
+        assert!(!d.lazy());
+        assert_eq!(d.peer_count(), (4, 4));
+        let slots: Vec<Option<usize>> = (0..n_pes + 1)
+            .chain([u32::MAX])
+            .map(|pe| d.peer_slot(pe))
+            .collect();
+        let mut want: Vec<Option<usize>> = (0..n_pes)
+            .filter(|&pe| pe != me)
+            .enumerate()
+            .map(|(s, _)| Some(s))
+            .collect();
+        want.insert(me as usize, None);
+        want.extend([None, None]);
+        assert_eq!(slots, want, "me = {me}");
+        assert!(!d.has_peer(me) && d.has_peer((me + 1) % n_pes));
+        assert!(matches!(
+            d.card_for(me),
+            Err(VerbsError::InvalidPe { peer, .. }) if peer == me
+        ));
+        // Each peer's own QPs behind its slot: the cards' QPNs are distinct.
+        let mut qpns: Vec<u32> = (0..n_pes)
+            .filter(|&pe| pe != me)
+            .flat_map(|pe| {
+                d.card_for(pe)
+                    .unwrap()
+                    .qps()
+                    .iter()
+                    .map(|q| q.qpn)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let n = qpns.len();
+        qpns.sort_unstable();
+        qpns.dedup();
+        assert_eq!(qpns.len(), n);
+        // Slots and their PEs, no index.
+        assert_eq!(d.peer_table_bytes(), 4 * SLOT);
+    }
+    let a =
+        VerbsDriver::fake_with_owned_heap(VerbsConfig::default(), 0, n_pes, 7, 4096, &f).unwrap();
+    let set = a.open_set(3, 11, &crate::sets::SetBudget::new(1)).unwrap();
+    assert_eq!(set.peer_count(), (1, 1));
+    assert_eq!(
+        (0..n_pes).map(|pe| set.peer_slot(pe)).collect::<Vec<_>>(),
+        [None, None, None, Some(0), None]
+    );
+    let mut l = VerbsDriver::fake_with_owned_heap(lazy(3), 2, n_pes, 7, 4096, &f).unwrap();
+    for pe in [4, 0, 3] {
+        l.add_peer(pe).unwrap();
+    }
+    assert_eq!(
+        (0..n_pes).map(|pe| l.peer_slot(pe)).collect::<Vec<_>>(),
+        [Some(1), None, None, Some(2), Some(0)]
+    );
+    // Slots, their PEs and an index of 8 entries (at most half full).
+    assert_eq!(l.peer_table_bytes(), 3 * SLOT + 8 * 8);
+}

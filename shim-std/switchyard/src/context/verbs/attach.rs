@@ -8,7 +8,9 @@ use switchyard_bootstrap::RankInfo;
 use switchyard_core::class::PathClass;
 use switchyard_verbs::{VerbsDriver, card::MAX_QPS};
 
-use super::{MIN_BACKOFF_NS, PeerV, Record, Verbs, nic_atomics, parse_pe_card, verbs_config};
+use super::{
+    MIN_BACKOFF_NS, PeerV, Record, Refusal, Verbs, nic_atomics, parse_pe_card, verbs_config,
+};
 use crate::{
     config::Config,
     context::{Context, progress},
@@ -17,9 +19,8 @@ use crate::{
 /// The verbs driver over the own heap, or why there is none; `seed` seeds
 /// the initial PSNs (the same on every PE of the job). With `lazy` (lazy
 /// cards) the driver creates no QPs at creation: a peer's are created at
-/// its first use, within a budget of
-/// [`DEFAULT_LAZY_PEERS`](switchyard_verbs::params::DEFAULT_LAZY_PEERS)
-/// peers (`first_use.rs`, [`Context::verbs_first_use`]).
+/// its first use, within a budget of `verbs_lazy_peers` peers
+/// ([`driver_config`]; `first_use.rs`, [`Context::verbs_first_use`]).
 pub(in crate::context) fn create_driver(
     cfg: &Config,
     info: &RankInfo,
@@ -56,10 +57,7 @@ pub(in crate::context) fn create_driver(
     // dropped, before `shm`).
     let d = unsafe {
         VerbsDriver::new(
-            switchyard_verbs::params::VerbsConfig {
-                lazy_peers: lazy.then_some(switchyard_verbs::params::DEFAULT_LAZY_PEERS),
-                ..verbs_config(cfg)
-            },
+            driver_config(cfg, lazy),
             info.rank,
             info.size,
             seed,
@@ -76,6 +74,18 @@ pub(in crate::context) fn create_driver(
                 Some(format!("the verbs driver could not be created: {e}")),
             )
         }
+    }
+}
+
+/// The driver's settings from the configuration ([`verbs_config`]); with
+/// `lazy` (lazy cards), lazy peers with a budget of `verbs_lazy_peers`.
+pub(in crate::context) fn driver_config(
+    cfg: &Config,
+    lazy: bool,
+) -> switchyard_verbs::params::VerbsConfig {
+    switchyard_verbs::params::VerbsConfig {
+        lazy_peers: lazy.then_some(cfg.verbs_lazy_peers),
+        ..verbs_config(cfg)
     }
 }
 
@@ -173,6 +183,7 @@ impl Context {
             lazy: drv.lazy(),
             cards_in: std::collections::BTreeMap::new(),
             lazy_refused: 0,
+            refused_by_peers: 0,
             drv,
             seed,
             peers,
@@ -285,21 +296,27 @@ impl Context {
     /// Lazy peers: takes `pe` on as a verbs peer with PE card `bytes` (its
     /// card fetched at first use, or received in [`Record::CardPiece`]s):
     /// checks the card, the class, adds the peer's QPs to the driver.
-    /// Returns whether `pe` is now wanted; when not, says why in a warning
-    /// (a bad card, the budget spent: `pe` stays on TCP). Control path.
-    pub(super) fn verbs_take_peer(&mut self, pe: u32, bytes: &[u8]) -> bool {
+    /// `Ok` when `pe` is now wanted; else why not ([`Refusal`], which the
+    /// caller may send `pe`), with a warning where it is this PE's news (a
+    /// bad card, the budget spent: `pe` stays on TCP). A peer that refused
+    /// us before ([`Record::Refused`]) is not asked again. Control path.
+    pub(super) fn verbs_take_peer(&mut self, pe: u32, bytes: &[u8]) -> Result<(), Refusal> {
         if !self.verbs_class_wants(pe) {
-            return false;
+            return Err(Refusal::NotWanted);
         }
         let nic = !self.cpu_atomics_rule;
         let Some(v) = self.verbs.as_mut() else {
-            return false;
+            return Err(Refusal::Device);
         };
         if pe == self.me || pe >= self.n_pes {
-            return false;
+            return Err(Refusal::NotWanted);
         }
-        if v.peer(pe).is_some_and(|p| p.wanted) {
-            return true;
+        match v.peer(pe) {
+            Some(p) if p.wanted => return Ok(()),
+            Some(PeerV {
+                refused: Some(why), ..
+            }) => return Err(*why),
+            _ => {}
         }
         let card = match parse_pe_card(bytes) {
             Ok(c) => c,
@@ -307,7 +324,7 @@ impl Context {
                 self.warnings.push(format!(
                     "PE {pe}'s verbs card is refused ({e}): it stays on TCP"
                 ));
-                return false;
+                return Err(Refusal::BadCard);
             }
         };
         if nic && !card.atomics {
@@ -316,33 +333,38 @@ impl Context {
             self.warnings.push(format!(
                 "PE {pe}'s device does no RDMA atomics while this PE's atomics use the NIC: it stays on TCP"
             ));
-            return false;
+            return Err(Refusal::NoAtomics);
         }
         if let Err(e) = v.drv.add_peer(pe) {
             v.lazy_refused += 1;
             tracing::warn!(pe = self.me, peer = pe, transport = "verbs", "{e}");
+            let (hint, why) = if matches!(e, switchyard_verbs::VerbsError::NoPeerLeft { .. }) {
+                (" (the budget is verbs_lazy_peers)", Refusal::Budget)
+            } else {
+                ("", Refusal::Driver)
+            };
             self.warnings.push(format!(
-                "verbs to PE {pe} not paired ({e}): it stays on TCP"
+                "verbs to PE {pe} not paired ({e}): it stays on TCP{hint}"
             ));
-            return false;
+            return Err(why);
         }
         // Its entry at its driver slot (slots a caller added directly, as
         // tests do, get an entry too).
         let Some(slot) = v.drv.peer_slot(pe) else {
-            return false;
+            return Err(Refusal::Driver);
         };
         let cap = v.peers.capacity();
         while v.peers.len() <= slot && v.peers.len() < cap {
             v.peers.push(PeerV::default());
         }
         let Some(p) = v.peers.get_mut(slot) else {
-            return false;
+            return Err(Refusal::Driver);
         };
         p.pe = pe;
         p.card = Some(card);
         p.wanted = true;
         p.backoff = MIN_BACKOFF_NS;
-        true
+        Ok(())
     }
 
     /// Lazy peers, at the first use of `pe` (after its card was fetched
@@ -359,7 +381,7 @@ impl Context {
             return;
         }
         let Some(bytes) = card else { return };
-        if self.verbs_take_peer(pe, bytes) {
+        if self.verbs_take_peer(pe, bytes).is_ok() {
             self.verbs_send_qpns_to(pe);
         }
     }

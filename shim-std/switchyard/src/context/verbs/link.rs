@@ -16,7 +16,9 @@ use switchyard_core::{
 use switchyard_socket::SocketDriver;
 use switchyard_verbs::{Event, Receipts, Replay, VerbsError, card::MAX_QPS};
 
-use super::{ASK_AGAIN_NS, BACKOFF_RESET_NS, MAX_BACKOFF_NS, MIN_BACKOFF_NS, Record, pair_card};
+use super::{
+    ASK_AGAIN_NS, BACKOFF_RESET_NS, MAX_BACKOFF_NS, MIN_BACKOFF_NS, Record, Refusal, pair_card,
+};
 use crate::context::{Context, Error, Result, TCP, VERBS, progress};
 
 /// Replays one operation over TCP rail 0, making progress while the TCP
@@ -445,10 +447,22 @@ impl Context {
                     }
                     return;
                 }
-                Record::Qpns { .. } if !wanted && !v.fatal => {
+                Record::Qpns { .. } if !wanted && v.fatal => {
+                    // The sender waits for our QPNs: they will not come.
+                    v.cards_in.remove(&from);
+                    self.verbs_send(
+                        from,
+                        Record::Refused {
+                            reason: Refusal::Device,
+                        },
+                    );
+                    return;
+                }
+                Record::Qpns { .. } if !wanted => {
                     // The sender pairs with us at its first use of us:
                     // take it on with the card it sent, and answer with
-                    // ours and our QPNs (below, once connected).
+                    // ours and our QPNs (below, once connected), or tell
+                    // it why not (it would wait for our QPNs otherwise).
                     let inc = v.cards_in.entry(from).or_default();
                     let Some(card) = inc.card.card().copied() else {
                         // Its card's pieces may still come (another rail).
@@ -456,7 +470,8 @@ impl Context {
                         return;
                     };
                     v.cards_in.remove(&from);
-                    if !self.verbs_take_peer(from, &card) {
+                    if let Err(reason) = self.verbs_take_peer(from, &card) {
+                        self.verbs_send(from, Record::Refused { reason });
                         return;
                     }
                 }
@@ -467,6 +482,17 @@ impl Context {
         let Some(slot) = v.slot(from) else { return };
         let p = &mut v.peers[slot];
         if !p.wanted {
+            // The sender waits for our QPNs and RTS: tell it we will not
+            // pair (its class here, its card refused, a connect that
+            // failed), once per QPNs it sends.
+            if matches!(rec, Record::Qpns { .. }) {
+                let reason = p.refused.unwrap_or(if v.fatal {
+                    Refusal::Device
+                } else {
+                    Refusal::NotWanted
+                });
+                self.verbs_send(from, Record::Refused { reason });
+            }
             return;
         }
         match rec {
@@ -496,6 +522,12 @@ impl Context {
                         self.warnings.push(format!(
                             "verbs to PE {from} not connected ({e}): it stays on TCP"
                         ));
+                        self.verbs_send(
+                            from,
+                            Record::Refused {
+                                reason: Refusal::Driver,
+                            },
+                        );
                     }
                 }
             }
@@ -527,6 +559,28 @@ impl Context {
                 self.verbs_events();
             }
             Record::CardPiece { .. } => {}
+            Record::Refused { reason } => {
+                // We asked (our QPNs) and the peer will not pair: stop
+                // waiting for its QPNs and RTS, keep it on TCP, and say
+                // why. A refusal of a link that is up is not believed
+                // (it can only be a stray record).
+                if p.bit {
+                    v.bad_records += 1;
+                    return;
+                }
+                p.wanted = false;
+                p.refused = Some(reason);
+                v.refused_by_peers += 1;
+                tracing::warn!(
+                    pe = me,
+                    peer = from,
+                    transport = "verbs",
+                    "PE {from} refused to pair over verbs: {reason}"
+                );
+                self.warnings.push(format!(
+                    "verbs to PE {from} refused by that PE ({reason}): it stays on TCP"
+                ));
+            }
             Record::Withheld { generation } => {
                 // Only for the failure this PE holds for (a late answer to
                 // an older one changes nothing).

@@ -49,9 +49,13 @@
 //!   ([`CardPieces`], [`parse_pe_card`]), connects, and answers with its
 //!   card, QPNs and [`Record::Rts`]; the rest is as above (the health bit
 //!   at the end of a quiet). A budget spent
-//!   ([`VerbsError::NoPeerLeft`]) or a bad card leaves the peer on TCP
-//!   with a warning. Both sides pairing at once converge: adding a peer
-//!   twice does nothing, and each side connects once.
+//!   ([`VerbsError::NoPeerLeft`]; the budget is `verbs_lazy_peers`) or a
+//!   bad card leaves the peer on TCP with a warning; the responder says
+//!   so to the initiator ([`Record::Refused`], with a [`Refusal`]), which
+//!   stops waiting for the link and keeps the peer on TCP
+//!   ([`Context::verbs_refusal`], [`VerbsStatus::refused_by_peers`]).
+//!   Both sides pairing at once converge: adding a peer twice does
+//!   nothing, and each side connects once.
 //! * **Atomics** ([`nic_atomics`], `verbs_atomics = auto | nic | cpu`). RDMA
 //!   atomics of a device whose `atomic_cap` is `IBV_ATOMIC_HCA` are atomic
 //!   only among that HCA's own atomics, while same-node atomics (shared
@@ -217,7 +221,7 @@ mod record_test;
 mod test;
 
 pub(super) use attach::create_driver;
-pub use common::{NO_VERBS, VerbsStatus};
+pub use common::{NO_VERBS, Refusal, VerbsStatus};
 pub use record::{CardPieces, Record, RecordError};
 use switchyard_core::route::LoadWatermark;
 use switchyard_verbs::{
@@ -291,6 +295,8 @@ pub fn status_without_driver(why: &str) -> VerbsStatus {
             peers_up: 0,
             why_not: Some(u.to_string()),
             nic_atomics: false,
+            refused_here: 0,
+            refused_by_peers: 0,
         },
         None => VerbsStatus {
             device_usable: true,
@@ -298,6 +304,8 @@ pub fn status_without_driver(why: &str) -> VerbsStatus {
             peers_up: 0,
             why_not: Some(why.into()),
             nic_atomics: false,
+            refused_here: 0,
+            refused_by_peers: 0,
         },
     }
 }
@@ -417,6 +425,10 @@ struct PeerV {
     /// The failure (generation) whose receipts of the peer's puts this PE
     /// withheld: a repeated question gets [`Record::Withheld`] again.
     withheld: Option<u32>,
+    /// The peer refused to pair ([`Record::Refused`]), and why: not
+    /// wanted from then on, it stays on TCP, and is not asked again (its
+    /// QPs here stay unconnected in their slot).
+    refused: Option<Refusal>,
 }
 
 /// Lazy peers: what a peer that starts a pairing sent so far.
@@ -441,6 +453,8 @@ pub(super) struct Verbs {
     cards_in: std::collections::BTreeMap<u32, Incoming>,
     /// Lazy peers refused (the driver's budget spent, a bad card).
     pub(super) lazy_refused: u64,
+    /// Peers that refused to pair with this PE ([`Record::Refused`]).
+    pub(super) refused_by_peers: u64,
     /// The driver (its own heap registration, QPs, CQ).
     pub(super) drv: VerbsDriver,
     seed: u64,
@@ -564,19 +578,28 @@ impl Context {
         ])
     }
 
-    /// Whether this context routes over RDMA verbs, and why not.
+    /// Whether this context routes over RDMA verbs, and why not; how many
+    /// peers stay on TCP because a pairing was refused (here, or by them).
     pub fn verbs_status(&self) -> VerbsStatus {
         // The PE's driver, shared by its contexts.
-        let v = self.with_verbs(|v| (v.fatal, v.peers_up(), v.peers.iter().any(|p| p.wanted)));
+        let v = self.with_verbs(|v| {
+            let refused = v.peers.iter().find_map(|p| p.refused.map(|r| (p.pe, r)));
+            (
+                (v.fatal, v.peers_up(), v.peers.iter().any(|p| p.wanted)),
+                (v.lazy_refused, v.refused_by_peers, refused),
+            )
+        });
         match v {
-            Some((true, _, _)) => VerbsStatus {
+            Some(((true, _, _), (here, by_peers, _))) => VerbsStatus {
                 device_usable: false,
                 in_use: false,
                 peers_up: 0,
                 why_not: Some("the RDMA device failed: every peer uses TCP".into()),
                 nic_atomics: false,
+                refused_here: here,
+                refused_by_peers: by_peers,
             },
-            Some((false, up, wanted)) => {
+            Some(((false, up, wanted), (here, by_peers, refused))) => {
                 VerbsStatus {
                     device_usable: true,
                     in_use: up > 0,
@@ -585,6 +608,8 @@ impl Context {
                         if wanted {
                             "no verbs link is up now (connecting or rebuilding): NEAR uses TCP"
                                 .into()
+                        } else if let Some((pe, why)) = refused {
+                            format!("PE {pe} refused to pair over verbs ({why}): it uses TCP")
                         } else if self.verbs_routed {
                             "no NEAR or ROUTED peer with a verbs card: nothing to route over verbs"
                                 .into()
@@ -594,6 +619,8 @@ impl Context {
                         }
                     }),
                     nic_atomics: !self.cpu_atomics_rule,
+                    refused_here: here,
+                    refused_by_peers: by_peers,
                 }
             }
             None => status_without_driver(
@@ -602,6 +629,14 @@ impl Context {
                     .unwrap_or("the context does not drive a verbs driver"),
             ),
         }
+    }
+
+    /// Why `pe` stays on TCP after it refused to pair with this PE over
+    /// verbs (its answer to our QP numbers: its budget of lazily paired
+    /// peers spent, our card refused, ...); `None` when it did not.
+    pub fn verbs_refusal(&self, pe: u32) -> Option<Refusal> {
+        self.with_verbs(|v| v.peer(pe).and_then(|p| p.refused))
+            .flatten()
     }
 }
 

@@ -1,10 +1,10 @@
 //! The verbs control records two PEs exchange over TCP (QP numbers, RTS,
-//! failure, receipts), in the TCP driver's 32-byte link-state records:
-//! encoded and decoded, every bad byte a typed error.
+//! failure, receipts, card pieces, refusals), in the TCP driver's 32-byte
+//! link-state records: encoded and decoded, every bad byte a typed error.
 
 use switchyard_verbs::card::{HEADER_LEN, MAX_24, MAX_QPS};
 
-use super::common::RECORD_MAGIC as MAGIC;
+use super::common::{RECORD_MAGIC as MAGIC, Refusal};
 
 /// A verbs control record between two PEs, carried in the TCP driver's
 /// 32-byte link-state records. Layout: `"SYV"`, kind `u8`, then
@@ -30,6 +30,10 @@ use super::common::RECORD_MAGIC as MAGIC;
 ///   sender's card (it was served as a stranger): both pieces come before
 ///   the sender's [`Record::Qpns`] ([`CardPieces`] puts them together; the
 ///   card is then checked as a bootstrap card is);
+/// * kind 7, refused: reason `u8` ([`Refusal`], 1 to 6): the sender will not
+///   pair with the reader over verbs (an answer to the reader's
+///   [`Record::Qpns`]): the reader stops waiting for the link and keeps the
+///   sender on TCP;
 ///
 /// and zeros to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +81,12 @@ pub enum Record {
         piece: u8,
         /// The piece's bytes; piece 1 uses the first 18 (the rest 0).
         bytes: [u8; CARD_PIECE],
+    },
+    /// The sender will not pair with the reader over verbs, and why: the
+    /// reader keeps it on TCP.
+    Refused {
+        /// Why.
+        reason: Refusal,
     },
 }
 
@@ -151,7 +161,7 @@ pub enum RecordError {
     },
     /// An unknown kind.
     #[error(
-        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied), 5 (withheld) or 6 (card piece)"
+        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied), 5 (withheld), 6 (card piece) or 7 (refused)"
     )]
     Kind {
         /// The kind byte.
@@ -182,6 +192,12 @@ pub enum RecordError {
     CardPiece {
         /// The piece.
         piece: u8,
+    },
+    /// A refusal code other than 1 to 6.
+    #[error("verbs record refusal {code}, expected 1 to 6")]
+    Refusal {
+        /// The code.
+        code: u8,
     },
     /// Non-zero bytes after the fields.
     #[error("verbs record has non-zero bytes after its fields, at byte {at}")]
@@ -243,6 +259,10 @@ impl Record {
                     PE_CARD_LEN - CARD_PIECE
                 };
                 b[5..5 + n].copy_from_slice(&bytes[..n]);
+            }
+            Record::Refused { reason } => {
+                b[3] = 7;
+                b[4] = reason.code();
             }
         }
         b
@@ -322,6 +342,10 @@ impl Record {
                 bytes[..n].copy_from_slice(&b[5..5 + n]);
                 (Record::CardPiece { piece, bytes }, 5 + n)
             }
+            7 => match Refusal::from_code(b[4]) {
+                Some(reason) => (Record::Refused { reason }, 5),
+                None => return Err(RecordError::Refusal { code: b[4] }),
+            },
             kind => return Err(RecordError::Kind { kind }),
         };
         if let Some(at) = (end..32).find(|&i| b[i] != 0) {

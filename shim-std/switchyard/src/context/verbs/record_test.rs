@@ -69,7 +69,8 @@ fn bad_records_are_named() {
             got: [b'X', b'Y', b'V']
         }
     );
-    assert_eq!(bad(&|b| b[3] = 7), RecordError::Kind { kind: 7 });
+    assert_eq!(bad(&|b| b[3] = 8), RecordError::Kind { kind: 8 });
+    assert_eq!(bad(&|b| b[3] = 0), RecordError::Kind { kind: 0 });
     let mut w = Record::Withheld { generation: 2 }.encode();
     w[8] = 1;
     assert_eq!(Record::decode(&w), Err(RecordError::Trailing { at: 8 }));
@@ -149,6 +150,35 @@ fn a_pe_card_travels_in_two_pieces_checked_like_any_record() {
     assert_eq!(Record::decode(&bad), Err(RecordError::Trailing { at: 23 }));
     // A card of another length has no pieces.
     assert_eq!(Record::card_pieces(&bytes[..40]), None);
+}
+
+#[test]
+fn a_refusal_carries_its_reason_checked() {
+    for code in 1..=6u8 {
+        let reason = Refusal::from_code(code).unwrap();
+        assert_eq!(reason.code(), code);
+        let b = Record::Refused { reason }.encode();
+        assert_eq!(&b[..5], &[b'S', b'Y', b'V', 7, code]);
+        assert_eq!(Record::decode(&b), Ok(Record::Refused { reason }));
+        assert!(!reason.to_string().is_empty());
+    }
+    assert!(
+        Refusal::Budget.to_string().contains("verbs_lazy_peers"),
+        "the budget's refusal names its setting"
+    );
+    let good = Record::Refused {
+        reason: Refusal::Budget,
+    }
+    .encode();
+    for code in [0u8, 7, 255] {
+        let mut b = good;
+        b[4] = code;
+        assert_eq!(Record::decode(&b), Err(RecordError::Refusal { code }));
+        assert_eq!(Refusal::from_code(code), None);
+    }
+    let mut b = good;
+    b[5] = 1;
+    assert_eq!(Record::decode(&b), Err(RecordError::Trailing { at: 5 }));
 }
 
 #[test]

@@ -334,7 +334,9 @@ fn budget_spent(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
         assert!(
             ctx.warnings()
                 .iter()
-                .any(|w| w.contains("verbs to PE 1 not paired") && w.contains("budget")),
+                .any(|w| w.contains("verbs to PE 1 not paired")
+                    && w.contains("budget")
+                    && w.contains("verbs_lazy_peers")),
             "{:?}",
             ctx.warnings()
         );
@@ -361,6 +363,150 @@ fn the_lazy_peer_budget_spent_keeps_the_peer_on_tcp_with_a_warning() {
         0x1a03,
         [(lazy_cfg(1), true), (lazy_cfg(K), false)],
         budget_spent,
+    );
+}
+
+/// PE 0's driver settings from a configuration with `vars` set, as init
+/// makes them with lazy cards (`attach::driver_config`), the staging pool
+/// made smaller for the test.
+fn from_config(vars: &[(&str, &str)]) -> VerbsConfig {
+    let cfg = Config::load_from(|k: &str| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_string())
+    })
+    .unwrap();
+    VerbsConfig {
+        staging_bytes: 1 << 20,
+        ..crate::context::verbs::attach::driver_config(&cfg, true)
+    }
+}
+
+#[test]
+fn the_lazy_peer_budget_is_the_verbs_lazy_peers_setting() {
+    use switchyard_verbs::params::DEFAULT_LAZY_PEERS;
+    let default = Config::default();
+    let drv = |cfg: &Config, lazy| crate::context::verbs::attach::driver_config(cfg, lazy);
+    assert_eq!(drv(&default, true).lazy_peers, Some(DEFAULT_LAZY_PEERS));
+    assert_eq!(
+        drv(&default, false).lazy_peers,
+        None,
+        "eager with cards = all"
+    );
+    assert_eq!(
+        from_config(&[("SWITCHYARD_VERBS_LAZY_PEERS", "7")]).lazy_peers,
+        Some(7)
+    );
+    // A budget of 1 from the configuration: the slot goes to PE 2 (as if
+    // paired first) and PE 1, the second lazily paired peer, stays on TCP
+    // with the warning.
+    let one = from_config(&[("SWITCHYARD_VERBS_LAZY_PEERS", "1")]);
+    assert_eq!(one.lazy_peers, Some(1));
+    run_lazy_pair(0x1a06, [(one, true), (lazy_cfg(K), false)], budget_spent);
+}
+
+/// PE 1's budget is spent (its one slot went to PE 2, as if paired
+/// first) when PE 0 asks to pair: PE 1 answers [`Record::Refused`], and PE
+/// 0 stops waiting: PE 1 is on TCP with the reason, counted, not shown as
+/// connecting, not asked again.
+fn refused_by_the_responder(
+    mut ctx: Context,
+    _: &Fabric,
+    done: &AtomicU32,
+    step: &AtomicU32,
+) -> Context {
+    let me = ctx.my_pe();
+    let w = words(&ctx, N as usize);
+    if me == 0 {
+        wait_for_step(step, 1);
+        for i in 0..N {
+            ctx.put(&w, i as usize, &[300 + i], 1).unwrap();
+        }
+        ctx.quiet().unwrap();
+        let start = Instant::now();
+        while ctx.verbs_refusal(1).is_none() {
+            assert!(start.elapsed() < WAIT, "PE 1's refusal");
+            ctx.poll_once();
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        assert_eq!(ctx.verbs_refusal(1), Some(Refusal::Budget));
+        assert_eq!(ctx.verbs_refusal(2), None);
+        let st = ctx.verbs_status();
+        assert_eq!((st.refused_by_peers, st.refused_here), (1, 0), "{st:?}");
+        assert_eq!(st.peers_up, 0);
+        let why = st.why_not.unwrap_or_default();
+        assert!(
+            why.contains("PE 1 refused to pair over verbs")
+                && why.contains("verbs_lazy_peers")
+                && !why.contains("connecting"),
+            "{why}"
+        );
+        assert!(
+            ctx.warnings()
+                .iter()
+                .any(|w| w.contains("verbs to PE 1 refused by that PE")),
+            "{:?}",
+            ctx.warnings()
+        );
+        // Not waited for: nothing is wanted, so a connect wait ends
+        // without a peer that "did not come up".
+        assert_eq!(ctx.verbs_connect(Duration::from_secs(2)), 0);
+        assert!(
+            !ctx.warnings().iter().any(|w| w.contains("did not come up")),
+            "{:?}",
+            ctx.warnings()
+        );
+        // Its slot is kept (QPs unconnected), marked, not asked again.
+        let v = ctx.verbs_mut();
+        assert!(v.drv.has_peer(1));
+        assert!(
+            v.peer(1)
+                .is_some_and(|p| !p.wanted && p.refused == Some(Refusal::Budget))
+        );
+        assert_eq!(v.refused_by_peers, 1);
+        ctx.leave();
+        for i in 0..N {
+            ctx.put(&w, i as usize, &[400 + i], 1).unwrap();
+        }
+        ctx.quiet().unwrap();
+        for _ in 0..20 {
+            ctx.poll_once();
+        }
+        let s = ctx.stats();
+        assert_eq!(s.ops[VERBS.index()], 0, "{s:?}");
+        assert!(s.ops[TCP.index()] >= 2 * N, "{s:?}");
+        assert_eq!(ctx.verbs_status().refused_by_peers, 1, "counted once");
+        step.store(2, Ordering::SeqCst);
+    } else {
+        // The one slot goes to PE 2 before PE 0 asks.
+        ctx.verbs_mut().drv.add_peer(2).unwrap();
+        ctx.leave();
+        step.store(1, Ordering::SeqCst);
+        wait_for_step_polling(&mut ctx, step, 2);
+        expect_words(&mut ctx, &w, 400);
+        let st = ctx.verbs_status();
+        assert_eq!((st.refused_here, st.refused_by_peers), (1, 0), "{st:?}");
+        assert!(
+            ctx.warnings()
+                .iter()
+                .any(|w| w.contains("verbs to PE 0 not paired") && w.contains("verbs_lazy_peers")),
+            "{:?}",
+            ctx.warnings()
+        );
+        let v = ctx.verbs_mut();
+        assert!(!v.drv.has_peer(0) && v.peer(0).is_none());
+        ctx.leave();
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn a_responder_with_its_budget_spent_says_so_and_the_initiator_keeps_it_on_tcp() {
+    run_lazy_pair(
+        0x1a07,
+        [(lazy_cfg(K), true), (lazy_cfg(1), false)],
+        refused_by_the_responder,
     );
 }
 

@@ -48,6 +48,9 @@ struct Opts {
     /// Flip a byte of the card received from the other PE before it is
     /// attached.
     corrupt: bool,
+    /// As `corrupt`, at this PE only: the other PE wants it, and is
+    /// refused ([`Record::Refused`]).
+    corrupt_at: Option<u32>,
     /// The two PEs are on different switches (ROUTED), not NEAR.
     routed: bool,
     /// `verbs_atomics`.
@@ -79,7 +82,7 @@ fn context_with(
     opts: Opts,
     vcfg: VerbsConfig,
 ) -> Context {
-    let corrupt = opts.corrupt;
+    let corrupt = opts.corrupt || opts.corrupt_at == Some(me);
     let wait = WAIT;
     let policy = PolicyConfig {
         downgrade: [Downgrade::AllowAndCount; 5],
@@ -153,7 +156,8 @@ fn context_with(
     cards[me as usize] = pe_card_bytes(Some(&drv));
     ctx.attach_verbs(drv, job, &cards);
     let up = ctx.verbs_connect(wait);
-    let want = !(corrupt || (opts.routed && opts.no_routed));
+    // A PE whose peer refused its card is refused in turn.
+    let want = !(corrupt || opts.corrupt_at.is_some() || (opts.routed && opts.no_routed));
     assert_eq!(up, u32::from(want), "verbs links up at init");
     ctx
 }
@@ -791,4 +795,45 @@ fn a_bad_verbs_card_leaves_the_peer_on_tcp() {
         Box::new(move || run(context(job, 0, &fabric, (&tx0, &rx0), o), &done)),
         Box::new(move || run(context(job, 1, &f1, (&tx1, &rx1), o), &done1)),
     ]);
+}
+
+/// Eager cards: PE 1 refuses PE 0's card, PE 0 does not know (it takes
+/// PE 1's). PE 1 answers PE 0's QPNs with [`Record::Refused`]: PE 0's init
+/// stops waiting for the link (no "did not come up"), and PE 1 stays on
+/// TCP with the reason.
+#[test]
+fn an_eager_peer_that_refused_our_card_says_so() {
+    let o = Opts {
+        corrupt_at: Some(1),
+        ..Opts::default()
+    };
+    run_pair(0x5e, o, VerbsConfig::default(), |mut ctx, _, done, _| {
+        let me = ctx.my_pe();
+        let w = ctx.warnings().join("\n");
+        assert!(!w.contains("did not come up"), "PE {me}: {w}");
+        if me == 0 {
+            assert_eq!(ctx.verbs_refusal(1), Some(Refusal::NotWanted));
+            let st = ctx.verbs_status();
+            assert_eq!((st.peers_up, st.refused_by_peers), (0, 1), "{st:?}");
+            assert!(
+                st.why_not
+                    .as_deref()
+                    .is_some_and(|w| w.contains("PE 1 refused to pair over verbs")),
+                "{st:?}"
+            );
+            assert!(w.contains("verbs to PE 1 refused by that PE"), "{w}");
+        } else {
+            assert!(w.contains("verbs card is refused"), "{w}");
+            assert_eq!(ctx.verbs_refusal(0), None);
+        }
+        let sym: Sym<u64> = ctx.alloc(4).expect("alloc");
+        ctx.put(&sym, 0, &[u64::from(me) + 1], 1 - me).unwrap();
+        ctx.barrier_all().unwrap();
+        let mut v = [0u64];
+        ctx.read_local(&sym, 0, &mut v).unwrap();
+        assert_eq!(v[0], u64::from(1 - me) + 1);
+        assert_eq!(ctx.stats().ops[VERBS.index()], 0);
+        close_together(&mut ctx, done);
+        ctx
+    });
 }
