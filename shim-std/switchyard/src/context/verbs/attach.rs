@@ -293,15 +293,29 @@ impl Context {
         }
     }
 
+    /// Whether `pe`'s class is not in the topology yet: an off-node peer
+    /// not located here (node localities, `first_use.rs`), which pairs
+    /// with this PE before this PE's first use of it. The responder then
+    /// takes it on as its initiator found it (the locality rule is the
+    /// same both ways: the initiator's class of this PE wanted verbs); its
+    /// own first use of it locates it as usual. Only for a class
+    /// `Unreachable`: then it may wait on the PE's card mutex (not held
+    /// with the TCP driver taken, so no deadlock), on this control path.
+    fn verbs_locates_later(&mut self, pe: u32) -> bool {
+        self.class(pe) == Some(PathClass::Unreachable) && self.locates_later(pe)
+    }
+
     /// Lazy peers: takes `pe` on as a verbs peer with PE card `bytes` (its
     /// card fetched at first use, or received in [`Record::CardPiece`]s):
-    /// checks the card, the class, adds the peer's QPs to the driver.
-    /// `Ok` when `pe` is now wanted; else why not ([`Refusal`], which the
-    /// caller may send `pe`), with a warning where it is this PE's news (a
-    /// bad card, the budget spent: `pe` stays on TCP). A peer that refused
-    /// us before ([`Record::Refused`]) is not asked again. Control path.
+    /// checks the card, the class (one not located here yet as its
+    /// initiator found it: [`Context::verbs_locates_later`]), adds the
+    /// peer's QPs to the driver. `Ok` when `pe` is now wanted; else why not
+    /// ([`Refusal`], which the caller may send `pe`), with a warning where
+    /// it is this PE's news (a bad card, the budget spent: `pe` stays on
+    /// TCP). A peer that refused us before ([`Record::Refused`]) is not
+    /// asked again. Control path.
     pub(super) fn verbs_take_peer(&mut self, pe: u32, bytes: &[u8]) -> Result<(), Refusal> {
-        if !self.verbs_class_wants(pe) {
+        if !self.verbs_class_wants(pe) && !self.verbs_locates_later(pe) {
             return Err(Refusal::NotWanted);
         }
         let nic = !self.cpu_atomics_rule;

@@ -32,6 +32,7 @@ use crate::context::{
 
 mod lazy;
 mod load;
+mod located;
 mod routing;
 mod threads;
 
