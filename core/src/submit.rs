@@ -216,7 +216,9 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
         while let Some(e) = c.peek() {
             match issue(&e) {
                 Issue::Done => {
-                    let _ = c.pop();
+                    // Evicting: the producer's next write to the entry's
+                    // line then does not wait on this core's copy.
+                    let _ = c.pop_evict();
                     n += 1;
                 }
                 Issue::Busy => break,

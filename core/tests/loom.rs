@@ -140,6 +140,8 @@ fn ring_delivers_in_order_through_a_full_ring() {
             for v in 0..3 {
                 let mut v = v;
                 loop {
+                    // A hint only: no state changes (a no-op under loom).
+                    p.prefetch(1);
                     match p.push(v) {
                         Ok(()) => break,
                         Err(e) => {
@@ -153,7 +155,14 @@ fn ring_delivers_in_order_through_a_full_ring() {
         let consumer = thread::spawn(move || {
             let mut next = 0;
             while next < 3 {
-                match c.pop() {
+                // `pop_evict` keeps `pop`'s protocol (the eviction is a
+                // cache hint, not modelled).
+                let got = if next % 2 == 0 {
+                    c.pop()
+                } else {
+                    c.pop_evict()
+                };
+                match got {
                     Ok(v) => {
                         assert_eq!(v, next);
                         next += 1;
