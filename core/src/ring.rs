@@ -344,6 +344,21 @@ impl<T: Copy, const N: usize> Producer<'_, T, N> {
         Ok(())
     }
 
+    /// Pushes all of `src` with one index publish, or nothing when fewer
+    /// slots are free: the consumer sees none of them or all.
+    ///
+    /// # Errors
+    /// [`PushError::Full`] with `src`, nothing pushed.
+    #[inline]
+    pub fn push_all<'s>(&mut self, src: &'s [T]) -> Result<(), PushError<&'s [T]>> {
+        if self.free(src.len()) < src.len() {
+            return Err(PushError::Full(src));
+        }
+        let n = self.push_slice(src);
+        debug_assert_eq!(n, src.len());
+        Ok(())
+    }
+
     /// Pushes as many values of `src` as fit, with one index publish; returns how
     /// many were pushed.
     #[inline]
@@ -431,6 +446,23 @@ impl<T: Copy, const N: usize> Consumer<'_, T, N> {
         Some(
             self.ring
                 .slot(self.head)
+                .with(|p| unsafe { (*p).assume_init() }),
+        )
+    }
+
+    /// A copy of the element `i` places after the oldest (`peek_at(0)` is
+    /// [`peek`](Self::peek)), without removing anything; `None` when fewer
+    /// than `i + 1` are ready.
+    #[inline]
+    pub fn peek_at(&self, i: usize) -> Option<T> {
+        if self.available(i.saturating_add(1)) <= i {
+            return None;
+        }
+        // SAFETY: as in `peek`: slot `head + i` is below the published tail
+        // (`available` is at most `N`, so `i < N`).
+        Some(
+            self.ring
+                .slot(self.head.wrapping_add(i))
                 .with(|p| unsafe { (*p).assume_init() }),
         )
     }
