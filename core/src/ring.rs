@@ -497,10 +497,10 @@ impl<T: Copy, const N: usize> Consumer<'_, T, N> {
     /// a cache-to-cache round trip on the producer's path (stores commit in
     /// order, so each push waits for it; a `prefetchw` does not help, the
     /// line being present in the producer's own cache). A line evicted here
-    /// is in no cache: the producer's write misses, and its hardware
-    /// prefetchers fetch the next lines ahead. The consumer pays the
-    /// eviction (a write-back of the line). Measured in benches/ring.rs
-    /// (`xcore`) and the `context_tcp` bench.
+    /// is in no cache: the producer's write misses, and its prefetches
+    /// ([`Producer::prefetch`]) fetch the next lines ahead. The consumer
+    /// pays the eviction (a write-back of the line). Measured by the
+    /// `ring_xcore` and `context_tcp` benches (switchyard-benches).
     ///
     /// # Errors
     /// [`PopError::Empty`].
