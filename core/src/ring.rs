@@ -298,6 +298,32 @@ impl<T: Copy, const N: usize> Producer<'_, T, N> {
         self.free(N)
     }
 
+    /// Asks for the line of the slot `ahead` pushes from now in a writable
+    /// state (x86_64 `prefetchw`; nothing elsewhere, under Miri or loom), so
+    /// that the push then does not wait for it. A hint: it changes no
+    /// state, and the slot may still be the consumer's.
+    ///
+    /// Worth it when the consumer evicts the lines it read
+    /// ([`Consumer::pop_evict`]): the line is then in no cache and the
+    /// prefetch fetches it early. Without that it is in this core's cache
+    /// (shared), where a prefetch does nothing.
+    #[inline(always)]
+    pub fn prefetch(&self, ahead: usize) {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        {
+            let p = self
+                .ring
+                .slot(self.tail.wrapping_add(ahead))
+                .with_mut(|p| p.cast::<i8>().cast_const());
+            // SAFETY: a prefetch (3DNow!/SSE `prefetchw`, a no-op on a CPU
+            // without it) only moves a line between caches, never changes
+            // memory; `p` points into the slot array.
+            unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>(p) };
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        let _ = ahead;
+    }
+
     /// Pushes one value, or hands it back when the ring is full.
     ///
     /// # Errors
@@ -315,6 +341,21 @@ impl<T: Copy, const N: usize> Producer<'_, T, N> {
         self.tail = self.tail.wrapping_add(1);
         // SYNC POINT with the Acquire load of `tail` in `Consumer::available`.
         self.ring.tail.store(self.tail, Ordering::Release);
+        Ok(())
+    }
+
+    /// Pushes all of `src` with one index publish, or nothing when fewer
+    /// slots are free: the consumer sees none of them or all.
+    ///
+    /// # Errors
+    /// [`PushError::Full`] with `src`, nothing pushed.
+    #[inline]
+    pub fn push_all<'s>(&mut self, src: &'s [T]) -> Result<(), PushError<&'s [T]>> {
+        if self.free(src.len()) < src.len() {
+            return Err(PushError::Full(src));
+        }
+        let n = self.push_slice(src);
+        debug_assert_eq!(n, src.len());
         Ok(())
     }
 
@@ -409,6 +450,23 @@ impl<T: Copy, const N: usize> Consumer<'_, T, N> {
         )
     }
 
+    /// A copy of the element `i` places after the oldest (`peek_at(0)` is
+    /// [`peek`](Self::peek)), without removing anything; `None` when fewer
+    /// than `i + 1` are ready.
+    #[inline]
+    pub fn peek_at(&self, i: usize) -> Option<T> {
+        if self.available(i.saturating_add(1)) <= i {
+            return None;
+        }
+        // SAFETY: as in `peek`: slot `head + i` is below the published tail
+        // (`available` is at most `N`, so `i < N`).
+        Some(
+            self.ring
+                .slot(self.head.wrapping_add(i))
+                .with(|p| unsafe { (*p).assume_init() }),
+        )
+    }
+
     /// Removes the oldest element.
     ///
     /// # Errors
@@ -427,6 +485,62 @@ impl<T: Copy, const N: usize> Consumer<'_, T, N> {
         // SYNC POINT with the Acquire load of `head` in `Producer::free`.
         self.ring.head.store(self.head, Ordering::Release);
         Ok(v)
+    }
+
+    /// Removes the oldest element, as [`pop`](Self::pop), first evicting from
+    /// every cache the cache lines that its slot completes (x86_64 `clflush`;
+    /// nothing on other targets, under Miri or loom).
+    ///
+    /// For a consumer on another core than the producer: the producer's next
+    /// write to a line this consumer read still finds it shared with this
+    /// core's cache and must invalidate that copy before the write completes,
+    /// a cache-to-cache round trip on the producer's path (stores commit in
+    /// order, so each push waits for it; a `prefetchw` does not help, the
+    /// line being present in the producer's own cache). A line evicted here
+    /// is in no cache: the producer's write misses, and its prefetches
+    /// ([`Producer::prefetch`]) fetch the next lines ahead. The consumer
+    /// pays the eviction (a write-back of the line). Measured by the
+    /// `ring_xcore` and `context_tcp` benches (switchyard-benches).
+    ///
+    /// # Errors
+    /// [`PopError::Empty`].
+    #[inline]
+    pub fn pop_evict(&mut self) -> Result<T, PopError> {
+        if self.available(1) == 0 {
+            return Err(PopError::Empty);
+        }
+        // SAFETY: as in `peek`.
+        let v = self
+            .ring
+            .slot(self.head)
+            .with(|p| unsafe { (*p).assume_init() });
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        self.evict(self.head);
+        self.head = self.head.wrapping_add(1);
+        // SYNC POINT with the Acquire load of `head` in `Producer::free`.
+        self.ring.head.store(self.head, Ordering::Release);
+        Ok(v)
+    }
+
+    /// Flushes the lines of slot `index` whose end lies within the slot: the
+    /// lines it completes (all of a slot of 64 bytes or more; one line in
+    /// every `64 / size` slots for smaller ones).
+    #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+    #[inline]
+    fn evict(&self, index: usize) {
+        const LINE: usize = 64;
+        let size = core::mem::size_of::<T>();
+        let start = self.ring.slot(index).with(|p| p as usize);
+        let end = start + size;
+        let mut line = start & !(LINE - 1);
+        while line + LINE <= end {
+            // SAFETY: `clflush` (SSE2, in every x86_64 CPU) only changes where
+            // a line is cached, never its contents or coherence; `line` lies
+            // in the ring's slot array (it starts at or before the slot, which
+            // it overlaps, and ends within it), so the address is mapped.
+            unsafe { core::arch::x86_64::_mm_clflush(line as *const u8) };
+            line += LINE;
+        }
     }
 
     /// Pops up to `dst.len()` elements into `dst` with one index publish; returns
@@ -558,6 +672,48 @@ mod test {
             }
         });
         assert!(ring.is_empty());
+    }
+
+    /// `pop_evict` and `prefetch` are `pop` and nothing, as far as the
+    /// contents go: every element comes out once, in order, across many
+    /// wraps, for elements of a whole line and of a quarter line (evicted
+    /// once in four pops).
+    #[test]
+    fn pop_evict_and_prefetch_keep_the_order() {
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[repr(C, align(64))]
+        struct Line([u64; 8]);
+        const STEPS: u64 = if cfg!(miri) { 100 } else { 10_000 };
+        let mut big = Box::new(Ring::<Line, 8>::new());
+        let mut small = Box::new(Ring::<[u32; 4], 16>::new());
+        let (mut p, mut c) = big.split();
+        let (mut ps, mut cs) = small.split();
+        let mut out = 0;
+        for i in 0..STEPS {
+            p.prefetch(3);
+            ps.prefetch(5);
+            p.push(Line([i; 8])).unwrap();
+            ps.push([i as u32; 4]).unwrap();
+            if i % 3 != 0 {
+                assert_eq!(c.pop_evict(), Ok(Line([out; 8])));
+                assert_eq!(cs.pop_evict(), Ok([out as u32; 4]));
+                out += 1;
+            }
+            if p.slots() == 0 {
+                while out <= i {
+                    assert_eq!(c.pop_evict(), Ok(Line([out; 8])));
+                    assert_eq!(cs.pop(), Ok([out as u32; 4]));
+                    out += 1;
+                }
+            }
+        }
+        while out < STEPS {
+            assert_eq!(c.pop_evict(), Ok(Line([out; 8])));
+            assert_eq!(cs.pop_evict(), Ok([out as u32; 4]));
+            out += 1;
+        }
+        assert_eq!(c.pop_evict(), Err(PopError::Empty));
+        assert_eq!(cs.pop_evict(), Err(PopError::Empty));
     }
 
     #[test]

@@ -29,6 +29,16 @@
 //!
 //! # Guarantees
 //!
+//! # Entries of several slots
+//!
+//! An entry may take up to [`MAX_SPAN`] consecutive slots: the span
+//! function given to [`SubmitRing::with_span`] reads it from the entry's
+//! first slot ([`SubmitRing::new`]: one slot each). The producer pushes an
+//! entry's slots with one publish (`Producer::push_all`), so the consumer
+//! sees all of them or none; a drain issues them together
+//! ([`SubmitRing::drain`] hands them to the issue as one slice) and pops
+//! them together, and the hand-back returns them together ([`Taken`]).
+//!
 //! * One consumer end at a time: a drain takes `consuming` only when it is
 //!   clear and the ring is not stalled (a compare-exchange, the stall bit
 //!   read again under it), and skips the
@@ -61,6 +71,29 @@ const HINT_SHIFT: u32 = 8;
 /// The bits below the hint.
 const FLAGS: u32 = (1 << HINT_SHIFT) - 1;
 
+/// The most slots one entry may take.
+pub const MAX_SPAN: usize = 2;
+
+/// An entry taken back from a stalled ring ([`SubmitRing::take_stalled`]):
+/// its slots, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken<T> {
+    slots: [T; MAX_SPAN],
+    len: usize,
+}
+
+impl<T> Taken<T> {
+    /// The entry's slots (one to [`MAX_SPAN`]).
+    pub fn slots(&self) -> &[T] {
+        &self.slots[..self.len]
+    }
+
+    /// The entry's first slot.
+    pub fn first(&self) -> &T {
+        &self.slots[0]
+    }
+}
+
 /// What issuing one entry did ([`SubmitRing::drain`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Issue<E> {
@@ -83,6 +116,8 @@ pub struct SubmitRing<T, E, const N: usize> {
     /// The error the ring stalled at; accessed only by the holder of
     /// `consuming`.
     error: UnsafeCell<Option<E>>,
+    /// How many slots the entry starting at a slot takes (module docs).
+    span: fn(&T) -> usize,
 }
 
 // SAFETY: the ring is shared as `Ring` is (its producer and consumer ends
@@ -107,14 +142,46 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> Default for SubmitRing<T,
 }
 
 impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
-    /// An empty ring, not stalled, hint 0.
+    /// An empty ring, not stalled, hint 0, of entries of one slot each.
     pub fn new() -> Self {
+        Self::with_span(|_| 1)
+    }
+
+    /// An empty ring whose entries take `span(first slot)` slots each
+    /// (clamped to `1..=MAX_SPAN`; module docs).
+    pub fn with_span(span: fn(&T) -> usize) -> Self {
         SubmitRing {
             ring: Ring::new(),
             state: CachePadded::new(AtomicU32::new(0)),
             consuming: CachePadded::new(AtomicU32::new(0)),
             error: UnsafeCell::new(None),
+            span,
         }
+    }
+
+    /// The head entry's slots, when all of them are published (`whole`),
+    /// or as many of them as are (never fewer than one: `None` when the
+    /// ring is empty).
+    #[inline]
+    fn peek_entry(&self, c: &Consumer<'_, T, N>, whole: bool) -> Option<Taken<T>> {
+        let first = c.peek()?;
+        let len = (self.span)(&first).clamp(1, MAX_SPAN);
+        let mut t = Taken {
+            slots: [T::new_zeroed(); MAX_SPAN],
+            len,
+        };
+        t.slots[0] = first;
+        for i in 1..len {
+            match c.peek_at(i) {
+                Some(s) => t.slots[i] = s,
+                None if whole => return None,
+                None => {
+                    t.len = i;
+                    break;
+                }
+            }
+        }
+        Some(t)
     }
 
     /// The producer end.
@@ -201,11 +268,12 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
         self.consuming.store(0, Ordering::Release);
     }
 
-    /// Issues the entries in order with `issue` until the ring is empty,
-    /// an entry is [`Issue::Busy`], or one [`Issue::Failed`] (the ring then
-    /// stalls with its error). Skips (returns 0) a stalled ring and one
-    /// another consumer holds. Returns how many were issued.
-    pub fn drain(&self, mut issue: impl FnMut(&T) -> Issue<E>) -> usize {
+    /// Issues the entries in order with `issue` (given each entry's slots)
+    /// until the ring is empty, an entry is [`Issue::Busy`], or one
+    /// [`Issue::Failed`] (the ring then stalls with its error). Skips
+    /// (returns 0) a stalled ring and one another consumer holds. Returns
+    /// how many entries were issued.
+    pub fn drain(&self, mut issue: impl FnMut(&[T]) -> Issue<E>) -> usize {
         if self.ring.is_empty() {
             return 0;
         }
@@ -213,10 +281,15 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
             return 0;
         };
         let mut n = 0;
-        while let Some(e) = c.peek() {
-            match issue(&e) {
+        while let Some(e) = self.peek_entry(&c, true) {
+            match issue(e.slots()) {
                 Issue::Done => {
-                    let _ = c.pop();
+                    for _ in 0..e.len {
+                        // Evicting: the producer's next write to the
+                        // entry's line then does not wait on this core's
+                        // copy.
+                        let _ = c.pop_evict();
+                    }
                     n += 1;
                 }
                 Issue::Busy => break,
@@ -234,8 +307,8 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
         n
     }
 
-    /// The head entry, when the ring is not empty and no other consumer
-    /// holds it now.
+    /// The head entry's first slot, when the ring is not empty and no
+    /// other consumer holds it now.
     pub fn head(&self) -> Option<T> {
         let c = self.try_consume(true)?;
         let e = c.peek();
@@ -270,20 +343,23 @@ impl<T: Copy + zerocopy::FromBytes, E, const N: usize> SubmitRing<T, E, N> {
     /// the error) each later entry; `None` when the ring is empty, which
     /// un-stalls it. Each entry is returned once, and never also issued by
     /// a drain (which skips a stalled ring).
-    pub fn take_stalled(&self) -> Option<(T, Option<E>)> {
+    pub fn take_stalled(&self) -> Option<(Taken<T>, Option<E>)> {
         let mut c = self.consume_spinning();
-        match c.pop() {
-            Ok(e) => {
-                // SAFETY: `consuming` is held (`consume_spinning`).
-                let err = self.error.with_mut(|p| unsafe { (*p).take() });
-                self.release(false);
-                Some((e, err))
+        // The producer (the caller) published each entry whole; an entry
+        // cut short (its span misread) is taken as far as it goes, so the
+        // ring still empties.
+        if let Some(e) = self.peek_entry(&c, false) {
+            for _ in 0..e.len {
+                let _ = c.pop();
             }
-            Err(_) => {
-                // Release: the head is visible to the next drain.
-                self.release(true);
-                None
-            }
+            // SAFETY: `consuming` is held (`consume_spinning`).
+            let err = self.error.with_mut(|p| unsafe { (*p).take() });
+            self.release(false);
+            Some((e, err))
+        } else {
+            // Release: the head is visible to the next drain.
+            self.release(true);
+            None
         }
     }
 }
@@ -309,11 +385,11 @@ mod tests {
         let r = filled(5);
         let mut seen = [0u64; 5];
         let mut k = 0;
-        let n = r.drain(|&e| {
-            if e == 3 {
+        let n = r.drain(|e| {
+            if e[0] == 3 {
                 return Issue::Busy;
             }
-            seen[k] = e;
+            seen[k] = e[0];
             k += 1;
             Issue::Done
         });
@@ -325,7 +401,7 @@ mod tests {
     fn a_failure_stalls_and_the_hand_back_takes_each_once() {
         let r = filled(4);
         assert_eq!(
-            r.drain(|&e| if e == 1 {
+            r.drain(|e| if e[0] == 1 {
                 Issue::Failed("no")
             } else {
                 Issue::Done
@@ -335,12 +411,52 @@ mod tests {
         assert!(r.stalled());
         // Nothing more is drained while stalled.
         assert_eq!(r.drain(|_| Issue::Done), 0);
-        assert_eq!(r.take_stalled(), Some((1, Some("no"))));
-        assert_eq!(r.take_stalled(), Some((2, None)));
-        assert_eq!(r.take_stalled(), Some((3, None)));
+        let first =
+            |t: Option<(Taken<u64>, Option<&'static str>)>| t.map(|(e, err)| (*e.first(), err));
+        assert_eq!(first(r.take_stalled()), Some((1, Some("no"))));
+        assert_eq!(first(r.take_stalled()), Some((2, None)));
+        assert_eq!(first(r.take_stalled()), Some((3, None)));
         assert!(r.stalled(), "stalled until taken back to empty");
         assert_eq!(r.take_stalled(), None);
         assert!(!r.stalled() && r.is_empty());
+    }
+
+    /// Entries of two slots (here: odd values) are issued and taken back
+    /// whole, beside entries of one.
+    #[test]
+    fn entries_of_two_slots_go_together() {
+        let r = SubmitRing::<u64, &'static str, 8>::with_span(|v| if v % 2 == 1 { 2 } else { 1 });
+        // SAFETY: the one producer end.
+        let mut p = unsafe { r.producer() };
+        assert!(p.push(0).is_ok());
+        assert!(p.push_all(&[1, 100]).is_ok());
+        assert!(p.push(2).is_ok());
+        assert!(p.push_all(&[3, 300]).is_ok());
+        assert!(p.push(4).is_ok());
+        let mut seen = [[0u64; 2]; 4];
+        let mut k = 0;
+        let n = r.drain(|e| {
+            if e[0] == 3 {
+                return Issue::Failed("no");
+            }
+            seen[k][..e.len()].copy_from_slice(e);
+            k += 1;
+            Issue::Done
+        });
+        assert_eq!(n, 3);
+        assert_eq!(seen[..3], [[0, 0], [1, 100], [2, 0]]);
+        let (e, err) = r.take_stalled().expect("the failed entry");
+        assert_eq!((e.slots(), err), (&[3, 300][..], Some("no")));
+        let (e, err) = r.take_stalled().expect("the last entry");
+        assert_eq!((e.slots(), err), (&[4][..], None));
+        assert!(r.take_stalled().is_none());
+        assert!(r.is_empty() && !r.stalled());
+        // Two slots do not fit in one: nothing is pushed.
+        for i in 0..7 {
+            assert!(p.push(i * 2).is_ok());
+        }
+        assert!(p.push_all(&[5, 500]).is_err());
+        assert_eq!(r.len(), 7);
     }
 
     #[test]

@@ -94,22 +94,28 @@ use zerocopy::FromBytes;
 
 use super::{Context, Result, drv::DrvError, order, progress::RingState, rail_of};
 
-/// The longest put that goes through a submission ring, in bytes: what fits
-/// beside the entry's header in one cache line (an 8-byte put costs the
-/// producer one line).
+/// The longest put that goes through a submission ring, in bytes: what
+/// fits in two slots beside the entry's header ([`Slot`]: 8 bytes in the
+/// first, 32 in the second).
 pub const INLINE: usize = 40;
 /// The longest `put_signal` payload that goes through a submission ring,
 /// in bytes: the entry's data holds the payload, then the signal word's
 /// offset and value (8 bytes each).
 pub const SIGNAL_INLINE: usize = INLINE - 16;
-/// Entries per context's ring.
-pub(super) const DEPTH: usize = 256;
+/// Slots per context's ring (16 KiB: 512 puts of at most 8 bytes, 256
+/// longer ones).
+pub(super) const DEPTH: usize = 512;
+/// How many slots ahead a push prefetches its line for writing
+/// ([`Producer::prefetch`]): 8 lines.
+const PREFETCH: usize = 16;
+/// The bytes of a put the first slot holds.
+const FIRST: usize = 8;
 
 /// One put or `put_signal`, as pushed: where it goes and its bytes (copied:
 /// the source may be reused once the put returns); for a `put_signal`, the
-/// signal word's offset and value follow the payload in `data`.
-#[derive(Debug, Clone, Copy, FromBytes)]
-#[repr(C, align(64))]
+/// signal word's offset and value follow the payload in `data`. In the ring
+/// it takes one [`Slot`] or two ([`Entry::slots`]).
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Entry {
     /// Offset in the target's heap.
     pub(super) off: u64,
@@ -129,7 +135,45 @@ pub(super) struct Entry {
     pub(super) data: [u8; INLINE],
 }
 
-const _: () = assert!(core::mem::size_of::<Entry>() == 64);
+/// A slot of a context's ring: half a cache line. The first slot of an
+/// entry holds its header and the first [`FIRST`] bytes of its data: `off`,
+/// `ctx_seq`, then `pe | len << 32 | rail << 40 | retry << 48 | op << 56`,
+/// then the data (little-endian words); a second slot, for a put over
+/// [`FIRST`] bytes or a `put_signal`, holds the rest of the data. So a put
+/// of at most 8 bytes writes half a line, and the progress thread's core
+/// gives up one line every two such puts.
+#[derive(Debug, Clone, Copy, FromBytes)]
+#[repr(C, align(32))]
+pub(super) struct Slot([u64; 4]);
+
+const _: () = assert!(core::mem::size_of::<Slot>() == 32);
+
+/// Little-endian word `k` of `data`.
+#[inline(always)]
+fn word(data: &[u8; INLINE], k: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&data[k * 8..k * 8 + 8]);
+    u64::from_le_bytes(b)
+}
+
+impl Slot {
+    /// Slots the entry starting with this one takes (the ring's span
+    /// function).
+    fn span(&self) -> usize {
+        let meta = self.0[2];
+        let (len, op) = ((meta >> 32) as u8, (meta >> 56) as u8);
+        if op == PUT && usize::from(len) <= FIRST {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The target PE of the entry starting with this slot.
+    fn pe(&self) -> u32 {
+        self.0[2] as u32
+    }
+}
 
 /// [`Entry::op`]: a put.
 const PUT: u8 = 0;
@@ -230,6 +274,50 @@ impl Entry {
     pub(super) fn transport(&self) -> TransportId {
         super::tcp_rail(usize::from(self.rail))
     }
+
+    /// The entry as the ring holds it: its first slot, and a second one
+    /// when it takes two ([`Slot::span`]).
+    #[inline(always)]
+    pub(super) fn slots(&self) -> (Slot, Option<Slot>) {
+        let meta = u64::from(self.pe)
+            | u64::from(self.len) << 32
+            | u64::from(self.rail) << 40
+            | u64::from(self.retry) << 48
+            | u64::from(self.op) << 56;
+        let first = Slot([self.off, self.ctx_seq, meta, word(&self.data, 0)]);
+        if first.span() == 1 {
+            return (first, None);
+        }
+        let d = &self.data;
+        (
+            first,
+            Some(Slot([word(d, 1), word(d, 2), word(d, 3), word(d, 4)])),
+        )
+    }
+
+    /// The entry the slots `s` hold (one or two, as [`Entry::slots`] made
+    /// them; at least one).
+    #[inline]
+    pub(super) fn from_slots(s: &[Slot]) -> Entry {
+        let h = s[0].0;
+        let mut data = [0u8; INLINE];
+        data[..FIRST].copy_from_slice(&h[3].to_le_bytes());
+        if let Some(rest) = s.get(1) {
+            for (k, w) in rest.0.iter().enumerate() {
+                data[FIRST + k * 8..FIRST + k * 8 + 8].copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        Entry {
+            off: h[0],
+            ctx_seq: h[1],
+            pe: h[2] as u32,
+            len: (h[2] >> 32) as u8,
+            rail: (h[2] >> 40) as u8,
+            retry: (h[2] >> 48) as u8,
+            op: (h[2] >> 56) as u8,
+            data,
+        }
+    }
 }
 
 /// One context's ring, shared by the context (producer) and the progress
@@ -237,7 +325,7 @@ impl Entry {
 /// thread is gone): the core's [`SubmitRing`], whose state words say who
 /// consumes and whether the ring stalled (loom-checked in switchyard-core).
 pub(super) struct SubRing {
-    ring: SubmitRing<Entry, SocketError, DEPTH>,
+    ring: SubmitRing<Slot, SocketError, DEPTH>,
     /// The PE the context's route decisions are made on.
     me: u32,
     /// The context's load rule: the watermark over which a rail's backlog
@@ -265,7 +353,7 @@ pub(super) fn hint_pair(h: u32) -> Option<(u32, usize)> {
 impl SubRing {
     fn new(me: u32, load: Option<(LoadWatermark, Backlog)>) -> Arc<SubRing> {
         Arc::new(SubRing {
-            ring: SubmitRing::new(),
+            ring: SubmitRing::with_span(Slot::span),
             me,
             load,
         })
@@ -300,7 +388,8 @@ impl SubRing {
     /// (one backlog read per drain), none when it is not.
     pub(super) fn drain(&self, d: &mut SocketDriver) -> usize {
         let mut last = None;
-        let n = self.ring.drain(|e| {
+        let n = self.ring.drain(|s| {
+            let e = &Entry::from_slots(s);
             let rail = usize::from(e.rail);
             let r = if rail >= d.rails() {
                 Err(SocketError::RailDown { peer: e.pe, rail })
@@ -329,7 +418,7 @@ impl SubRing {
     /// The peer of the head entry, when the ring is not empty and no other
     /// consumer (the thread, in a burst) holds it now.
     pub(super) fn head_pe(&self) -> Option<u32> {
-        self.ring.head().map(|e| e.pe)
+        self.ring.head().map(|s| s.pe())
     }
 
     /// Tests: stalls the ring as an error at its head would, with `err`.
@@ -342,14 +431,16 @@ impl SubRing {
     /// with `None` for the error, the next later entry; `None` when the
     /// ring is empty (and then un-stalls it). Only the context calls it.
     pub(super) fn take_stalled(&self) -> Option<(Entry, Option<SocketError>)> {
-        self.ring.take_stalled()
+        self.ring
+            .take_stalled()
+            .map(|(t, err)| (Entry::from_slots(t.slots()), err))
     }
 }
 
 /// The producing end a context holds, with its ring.
 pub(super) struct Submit {
     /// Declared before `ring`: it borrows it.
-    tx: Producer<'static, Entry, DEPTH>,
+    tx: Producer<'static, Slot, DEPTH>,
     ring: Arc<SubRing>,
 }
 
@@ -377,7 +468,7 @@ impl Submit {
         // ring's only producer end, ever.
         let tx = unsafe { (*Arc::as_ptr(&ring)).ring.producer() };
         // SAFETY: as above: the borrow is valid for as long as `tx` lives.
-        let tx: Producer<'static, Entry, DEPTH> = unsafe { core::mem::transmute(tx) };
+        let tx: Producer<'static, Slot, DEPTH> = unsafe { core::mem::transmute(tx) };
         Submit { tx, ring }
     }
 
@@ -386,10 +477,15 @@ impl Submit {
         &self.ring
     }
 
-    /// Pushes one entry; false when the ring is full.
+    /// Pushes one entry (its one or two slots, with one publish); false
+    /// when the ring has no room for it.
     #[inline(always)]
     pub(super) fn push(&mut self, e: Entry) -> bool {
-        self.tx.push(e).is_ok()
+        self.tx.prefetch(PREFETCH);
+        match e.slots() {
+            (first, None) => self.tx.push(first).is_ok(),
+            (first, Some(second)) => self.tx.push_all(&[first, second]).is_ok(),
+        }
     }
 }
 
@@ -688,5 +784,46 @@ mod tests {
             assert!(s.push(Entry::new(1, 0, &[0; 8], 0, true, ctx())));
         }
         assert!(!s.push(Entry::new(1, 0, &[0; 8], 0, true, ctx())));
+        // Longer puts take two slots each.
+        let mut s = Submit::new(0, None);
+        for _ in 0..DEPTH / 2 {
+            assert!(s.push(Entry::new(1, 0, &[0; 9], 0, true, ctx())));
+        }
+        assert!(!s.push(Entry::new(1, 0, &[0; 9], 0, true, ctx())));
+        assert!(!s.push(Entry::new(1, 0, &[0; 1], 0, true, ctx())));
+    }
+
+    /// Every length of put, and `put_signal`s, through their slots and
+    /// back: one slot up to 8 bytes, two above and for a signal.
+    #[test]
+    fn entries_survive_their_slots() {
+        let bytes: [u8; INLINE] = core::array::from_fn(|i| i as u8 + 1);
+        for len in 0..=INLINE {
+            let e = Entry::new(7, 4096 + len as u64, &bytes[..len], 2, len % 2 == 0, ctx());
+            let (first, second) = e.slots();
+            assert_eq!(second.is_some(), len > 8, "len {len}");
+            assert_eq!(first.span(), if len > 8 { 2 } else { 1 });
+            assert_eq!(first.pe(), 7);
+            let s: Vec<Slot> = core::iter::once(first).chain(second).collect();
+            let back = Entry::from_slots(&s);
+            assert_eq!(back.bytes(), &bytes[..len]);
+            assert_eq!(
+                (back.pe, back.off, back.rail, back.retry, back.op),
+                (7, 4096 + len as u64, 2, u8::from(len % 2 == 0), PUT)
+            );
+            assert_eq!(back.ctx(0), ctx());
+            assert!(back.signal_of().is_none());
+        }
+        let sig = FrameSignal {
+            offset: 0x1122_3344,
+            value: u64::MAX - 5,
+            kind: AtomicKind::FetchAdd,
+        };
+        let e = Entry::signal(3, 64, &bytes[..3], sig, 1, true, ctx());
+        let (first, second) = e.slots();
+        assert_eq!(first.span(), 2);
+        let back = Entry::from_slots(&[first, second.expect("two slots")]);
+        assert_eq!(back.bytes(), &bytes[..3]);
+        assert_eq!(back.signal_of(), Some(sig));
     }
 }
