@@ -94,6 +94,11 @@ struct Ctx {
     now: Instant,
     /// When the slow pass next looks at the listeners.
     next_accept: Instant,
+    /// An `accept` failed (out of descriptors or memory): the listeners
+    /// are out of the epoll set until `next_accept`, so that a parked
+    /// waiter is not woken at once, again and again, by a connection it
+    /// cannot take (level-triggered readiness). Put back at the next look.
+    accept_paused: bool,
     /// Progress steps taken (the slow pass runs every
     /// [`progress::SLOW_EVERY`]).
     steps: u32,
@@ -343,6 +348,7 @@ impl SocketDriver {
             epoll,
             now: Instant::default(),
             next_accept: Instant::default(),
+            accept_paused: false,
             last_slow: Instant::default(),
             steps: 0,
             closed: false,

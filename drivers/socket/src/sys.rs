@@ -327,6 +327,20 @@ impl Epoll {
             .map(|_| ())
     }
 
+    /// Stops watching `fd` (no error when it was not watched).
+    pub(crate) fn remove(&self, fd: RawFd) {
+        // SAFETY: valid epoll and socket descriptors; a null event is
+        // allowed for EPOLL_CTL_DEL (Linux 2.6.9 and later).
+        let _ = unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                core::ptr::null_mut(),
+            )
+        };
+    }
+
     /// Another descriptor for the same epoll instance (its own lifetime).
     pub(crate) fn try_clone(&self) -> io::Result<Epoll> {
         Ok(Epoll(self.0.try_clone()?))

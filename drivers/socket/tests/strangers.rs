@@ -446,8 +446,9 @@ fn a_crowd_of_strangers_given_by_hand() {
 
 /// Out of file descriptors (a PE serving hundreds of peers under the
 /// common 1,024 limit), the target cannot accept: the failure is counted
-/// (`accept_failures`), the connection stays queued, and it is accepted
-/// (its challenge sent) once descriptors are free again.
+/// (`accept_failures`), the listener leaves the epoll set for a while (a
+/// parked waiter is not woken by it), the connection stays queued, and it
+/// is accepted (its challenge sent) once descriptors are free again.
 #[test]
 fn out_of_descriptors_an_accept_fails_counted_and_recovers() {
     use std::io::Read;
@@ -475,10 +476,20 @@ fn out_of_descriptors_an_accept_fails_counted_and_recovers() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let failures = t.stats().accept_failures;
+    // A parked waiter is not woken by the connection it cannot take (the
+    // listener stays readable: level-triggered, it would return at once,
+    // and a parked progress thread would spin): it sleeps its timeout out.
+    let parked = std::time::Instant::now();
+    t.wait(Duration::from_millis(40));
+    let slept = parked.elapsed();
     // SAFETY: `saved` is valid for the call to read.
     let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const saved) };
     assert_eq!(rc, 0);
     assert!(failures > 0, "{:?}", t.stats());
+    assert!(
+        slept >= Duration::from_millis(30),
+        "a parked wait returned after {slept:?}: woken by the listener it cannot accept from"
+    );
     assert_eq!(t.stats().refused, 0);
     // Descriptors again: accepted, and the challenge comes.
     let end = std::time::Instant::now() + Duration::from_secs(10);

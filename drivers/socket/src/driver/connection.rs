@@ -440,6 +440,29 @@ impl SocketDriver {
         }
     }
 
+    /// Takes every listener out of the epoll set (after a failed `accept`:
+    /// [`SocketDriver::accept`]) until [`SocketDriver::resume_accepting`].
+    fn pause_accepting(&mut self) {
+        if self.ctx.accept_paused {
+            return;
+        }
+        self.ctx.accept_paused = true;
+        for l in self.listeners.iter().flatten() {
+            self.ctx.epoll.remove(l.as_raw_fd());
+        }
+    }
+
+    /// Puts the listeners back in the epoll set after a pause. A listener
+    /// that cannot be put back (no descriptor for the epoll's own
+    /// bookkeeping) is still looked at by the slow pass, every
+    /// `ACCEPT_EVERY`; only parked waiters miss its wake-up.
+    pub(super) fn resume_accepting(&mut self) {
+        self.ctx.accept_paused = false;
+        for l in self.listeners.iter().flatten() {
+            let _ = self.ctx.epoll.add(l.as_raw_fd());
+        }
+    }
+
     pub(super) fn accept(&mut self) -> bool {
         let mut busy = false;
         let mut drained = false;
@@ -452,8 +475,11 @@ impl SocketDriver {
                     Some(Err(_)) => {
                         // Out of descriptors (EMFILE, ENFILE) or memory:
                         // the connection waits in the queue, and its PE
-                        // retries when its attempt times out.
+                        // retries when its attempt times out. The
+                        // listeners leave the epoll set for a while, else
+                        // a parked waiter would wake at once, for ever.
                         self.ctx.stats.accept_failures += 1;
+                        self.pause_accepting();
                         break;
                     }
                     None => break,

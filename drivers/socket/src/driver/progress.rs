@@ -30,6 +30,10 @@ use crate::{Result, SocketError, sys};
 pub(super) const SLOW_EVERY: u32 = 16;
 /// Longest wait between looks at the listeners (new and re-made connections).
 const ACCEPT_EVERY: Duration = Duration::from_micros(200);
+/// After a failed `accept` (out of descriptors): how long the listeners
+/// stay out of the epoll set before the next try. The connection waits in
+/// the listener's queue meanwhile; its PE's attempt lasts far longer.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(10);
 
 impl SocketDriver {
     /// One step on every rail: accept, handshake, read and apply frames,
@@ -50,9 +54,14 @@ impl SocketDriver {
             // ACCEPT_EVERY (a refused `accept` is a system call on the
             // waiting path), but at once again after one arrived.
             if self.ctx.now >= self.ctx.next_accept {
+                if self.ctx.accept_paused {
+                    self.resume_accepting();
+                }
                 let got = self.accept();
                 busy |= got;
-                let wait = if got {
+                let wait = if self.ctx.accept_paused {
+                    ACCEPT_PAUSE.as_nanos() as u64
+                } else if got {
                     0
                 } else {
                     ACCEPT_EVERY.as_nanos() as u64
