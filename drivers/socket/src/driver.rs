@@ -22,6 +22,7 @@
 //! * [`receive`]: the wire in: reading a connection into its stream decoder,
 //!   and the target applying each frame (puts, gets, atomics, replies, acks).
 
+mod accept;
 mod connection;
 mod operations;
 mod progress;
