@@ -391,14 +391,26 @@ impl TraceObject {
             path: path.to_path_buf(),
             source,
         };
-        let mut f = OpenOptions::new()
+        // Written whole under a temporary name beside it, then linked to
+        // `path`: a process killed while it writes (a launcher stopping
+        // the job's other ranks) leaves no half dump under a `.sytrace`
+        // name, and the link, like `create_new`, refuses a second dump of
+        // one name.
+        let mut part = path.as_os_str().to_owned();
+        part.push(format!(".{}.part", std::process::id()));
+        let part = std::path::PathBuf::from(part);
+        let written = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(path)
-            .map_err(create)?;
-        f.write_all(copy.bytes()).map_err(create)?;
-        f.sync_all().map_err(create)
+            .open(&part)
+            .and_then(|mut f| {
+                f.write_all(copy.bytes())?;
+                f.sync_all()
+            })
+            .and_then(|()| fs::hard_link(&part, path));
+        let _ = fs::remove_file(&part);
+        written.map_err(create)
     }
 
     /// Removes the shared-memory object this process created (readers that

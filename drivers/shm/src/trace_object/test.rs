@@ -105,6 +105,13 @@ fn a_dump_reads_back() {
     );
     assert!(r.snapshot(TARGET, 1000).is_empty());
     assert!(obj.dump(&path, 10).is_err(), "never overwrites");
+    // Written under a temporary name and linked: nothing else is left
+    // beside the dump, after a dump or a refused one.
+    let names: Vec<_> = std::fs::read_dir(&d.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["dump"], "{names:?}");
 }
 
 /// Whatever is not a trace object of this layout is refused with a reason.

@@ -168,13 +168,21 @@ fn a_peer_gone_during_a_wait_ends_it_with_peer_dead() {
         },
     };
     pair.run(|mut ctx| {
-        let flag = ctx.alloc::<u64>(1).unwrap();
+        let flag = ctx.alloc::<u64>(2).unwrap();
         ctx.barrier_all().unwrap();
         if ctx.my_pe() == 1 {
+            // Not before PE 0 is out of the barrier (a peer gone while
+            // PE 0 still waits for its barrier message is dead there, and
+            // its close may reset the connection under that message): PE
+            // 0's word 1, put and quieted once it is out.
+            ctx.wait_until_for(&flag, 1, Cmp::Ne, 0, Duration::from_secs(60))
+                .unwrap();
             // Gone without a word: sockets and listener closed.
             drop(ctx);
             return;
         }
+        ctx.put(&flag, 1, &[1], 1).unwrap();
+        ctx.quiet().unwrap();
         // The deadline only keeps a broken build from hanging the test: the
         // wait must end by the peer's death, long before it.
         let e = ctx
