@@ -32,7 +32,8 @@
 //!   [`Record::SetClosed`] when its budget is spent, its link to us is not
 //!   up or the connect failed: the opener closes its set). The sets a PE
 //!   answers are the PE's, progressed at every `poll_once` of any of its
-//!   contexts (not by the progress thread); a context's own sets are
+//!   contexts, their receive sides also by the progress thread; a
+//!   context's own sets are
 //!   progressed at its own `poll_once`, and closed when it drops, telling
 //!   the peer, which closes its matching set. Contexts open sets only in
 //!   tests for now (`fake_pair_test/sets.rs`): routing, ordering and
@@ -199,8 +200,7 @@
 //!   but no operation goes over one: every context's operations take the
 //!   PE's driver behind the entry lock. Missing: routing onto a set,
 //!   `quiet` and ordering per set, a set's failure (its receipts
-//!   handshake, replays over TCP, rebuilds) and the progress thread
-//!   polling the answered sets' receive side (docs/ARCHITECTURE.md,
+//!   handshake, replays over TCP, rebuilds) (docs/ARCHITECTURE.md,
 //!   "Per-context QP sets").
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then

@@ -172,6 +172,11 @@ impl core::fmt::Debug for Sets {
     }
 }
 
+/// The progress thread's key of the set `id` opened by `from`.
+fn recv_key(from: u32, id: SetId) -> u64 {
+    u64::from(from) << 32 | u64::from(id.context) << 8 | u64::from(id.set)
+}
+
 /// The QPNs of `drv`'s QPs toward `pe`.
 fn qpns_of(drv: &VerbsDriver, pe: u32) -> Result<([u32; MAX_QPS], usize), VerbsError> {
     let card = drv.card_for(pe)?;
@@ -365,8 +370,13 @@ impl Context {
                 }
             }
             Record::SetClosed { id, answer: false } => {
-                // The opener closed its set: ours goes too.
-                v.sets.answering.remove(&(from, id));
+                // The opener closed its set: ours goes too (and the
+                // progress thread stops polling its receive side).
+                if v.sets.answering.remove(&(from, id)).is_some()
+                    && let Some(t) = self.tcp.as_ref()
+                {
+                    t.drop_set_recv(recv_key(from, id));
+                }
             }
             Record::SetQpns {
                 id, answer: false, ..
@@ -401,6 +411,11 @@ impl Context {
                     });
                 let reply = match opened {
                     Ok((d, ours, k)) => {
+                        // The progress thread keeps its receives posted
+                        // while the application computes.
+                        if let (Some(r), Some(t)) = (d.recv_side(), self.tcp.as_ref()) {
+                            t.add_set_recv(recv_key(from, id), r);
+                        }
                         v.sets.answering.insert(key, Answering::Open(Box::new(d)));
                         v.sets.answered += 1;
                         Record::set_qpns(id, true, &ours[..k])

@@ -198,3 +198,93 @@ fn budget_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU3
 fn a_budget_spent_at_either_end_leaves_the_context_on_the_shared_driver() {
     run_pair(0xA2, Opts::default(), VerbsConfig::default(), budget_script);
 }
+
+/// PE 1 (receive queue of 16) answers a set of PE 0's, starts its
+/// progress thread and computes outside the library while PE 0 posts 200
+/// puts on its set: the thread re-posts the set's receives, so the set's
+/// quiet completes (without it the puts would wait on RNR for ever).
+fn idle_answerer_script(
+    mut ctx: Context,
+    _: &Fabric,
+    done: &AtomicU32,
+    step: &AtomicU32,
+) -> Context {
+    const N_PUTS: usize = 200;
+    let me = ctx.my_pe();
+    let clock = ctx.clock;
+    ctx.tcp
+        .as_mut()
+        .expect("tcp")
+        .start(
+            progress::ThreadMode::Adaptive {
+                tick: Duration::from_millis(1),
+            },
+            clock,
+            None,
+            me,
+        )
+        .expect("progress thread");
+    let data: Sym<u64> = ctx.alloc(N_PUTS).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let pe = ctx.pe();
+        let mut c = pe.context().expect("a second context");
+        c.verbs_open_set(1).expect("a set");
+        until(&mut c, "the set up", |c| c.verbs_set_up(1));
+        step.store(1, Ordering::SeqCst);
+        let base = data.offset();
+        let cid = switchyard_core::route::ContextId { pe: 0, seq: 1 };
+        let start = Instant::now();
+        let s = c.verbs_set_drv(1).expect("the set");
+        for i in 0..N_PUTS {
+            loop {
+                assert!(start.elapsed() < Duration::from_secs(15), "put {i}");
+                match s.put(1, base + (i * 8) as u64, &(i as u64 + 1).to_le_bytes(), cid) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        s.progress(CoreInstant::from_nanos(0));
+                    }
+                    Err(e) => panic!("put {i}: {e}"),
+                }
+            }
+        }
+        while !s.quiet_poll().expect("the set's quiet") {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "the set's quiet while PE 1 computes"
+            );
+            s.progress(CoreInstant::from_nanos(0));
+        }
+        step.store(2, Ordering::SeqCst);
+        drop(c);
+    } else {
+        until(&mut ctx, "PE 0's set answered", |c| {
+            c.verbs_sets_answered() == (1, 0)
+        });
+        // Outside the library until PE 0's puts are complete.
+        wait_for_step(step, 2);
+        let mut got = vec![0u64; N_PUTS];
+        ctx.read_local(&data, 0, &mut got).unwrap();
+        for (i, x) in got.iter().enumerate() {
+            assert_eq!(*x, i as u64 + 1, "put {i}");
+        }
+        until(&mut ctx, "the set closed", |c| {
+            c.verbs_sets_open() == (0, 0)
+        });
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn the_progress_thread_reposts_an_answered_sets_receives_while_the_target_computes() {
+    let cfg = VerbsConfig {
+        srq_depth: Some(16),
+        ..VerbsConfig::default()
+    };
+    let fabric = run_pair(0xA3, Opts::default(), cfg, idle_answerer_script);
+    assert!(
+        fabric.rnr_naks() > 0,
+        "the set's receive queue ran dry at times"
+    );
+}
