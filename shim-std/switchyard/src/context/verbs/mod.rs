@@ -30,7 +30,8 @@
 //!   pieces above 7 QPs); the peer opens the matching set with the same
 //!   PSN seed ([`set_seed`]), connects it, and answers with its QPNs (or
 //!   [`Record::SetClosed`] when its budget is spent, its link to us is not
-//!   up or the connect failed: the opener closes its set). The sets a PE
+//!   up or the connect failed: the opener closes its set; so does an
+//!   opening not answered within the op timeout). The sets a PE
 //!   answers are the PE's, progressed at every `poll_once` of any of its
 //!   contexts, their receive sides also by the progress thread; a
 //!   context's own sets are

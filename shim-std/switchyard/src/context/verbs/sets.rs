@@ -156,12 +156,19 @@ struct Own {
     id: SetId,
     drv: VerbsDriver,
     up: bool,
+    /// Closed if the peer has not answered by then (ns, context clock):
+    /// a peer that ignores set records (an older build) or lost them.
+    deadline: u64,
 }
 
 /// A context's own QP sets (one per peer at most).
 #[derive(Default)]
 pub(in crate::context) struct Sets {
     own: Vec<Own>,
+    /// Tests: how long an opening waits for its answer (else the op
+    /// timeout).
+    #[cfg(test)]
+    open_wait: Option<std::time::Duration>,
 }
 
 impl core::fmt::Debug for Sets {
@@ -233,14 +240,21 @@ impl Context {
         if v.fatal || !v.peer(pe).is_some_and(|p| p.bit) {
             return Err(SetError::NotUp { pe });
         }
-        let id = SetId {
+        // A number no live set of ours toward `pe` has (the numbers wrap).
+        let mut id = SetId {
             context: lane.trailing_zeros() as u16,
             set: v.sets.next,
         };
+        for _ in 0..=u8::MAX {
+            if !v.sets.answers.contains_key(&(pe, id)) {
+                break;
+            }
+            id.set = id.set.wrapping_add(1);
+        }
         let drv = v
             .drv
             .open_set(pe, set_seed(v.seed, me, pe, id), &v.sets.budget)?;
-        v.sets.next = v.sets.next.wrapping_add(1);
+        v.sets.next = id.set.wrapping_add(1);
         let (q, n) = qpns_of(&drv, pe)?;
         let Some((recs, k)) = Record::set_qpns(id, false, &q[..n]) else {
             return Err(SetError::NotUp { pe });
@@ -248,11 +262,16 @@ impl Context {
         v.sets
             .answers
             .insert((pe, id), Answer::Pieces(SetQpnPieces::default()));
+        let wait = self.op_timeout;
+        #[cfg(test)]
+        let wait = self.vsets.open_wait.unwrap_or(wait);
+        let deadline = self.now().nanos.saturating_add(wait.as_nanos() as u64);
         self.vsets.own.push(Own {
             peer: pe,
             id,
             drv,
             up: false,
+            deadline,
         });
         for r in &recs[..k] {
             self.verbs_send(pe, *r);
@@ -305,7 +324,8 @@ impl Context {
                         }
                         o.up
                     }
-                    _ => true,
+                    // Not answered yet: wait until the deadline.
+                    _ => now.nanos < o.deadline,
                 },
                 Some(Answer::Closed) | None => false,
             };
@@ -382,6 +402,20 @@ impl Context {
                 id, answer: false, ..
             } => {
                 let key = (from, id);
+                // Openings whose pieces are still coming are at most the
+                // budget's size: a peer cannot grow the map without bound.
+                if !v.sets.answering.contains_key(&key)
+                    && v.sets
+                        .answering
+                        .values()
+                        .filter(|a| matches!(a, Answering::Pieces(_)))
+                        .count()
+                        >= v.sets.budget.max() as usize
+                {
+                    v.sets.refused_here += 1;
+                    self.verbs_send(from, Record::SetClosed { id, answer: true });
+                    return;
+                }
                 let e = v
                     .sets
                     .answering
@@ -460,6 +494,23 @@ impl Context {
             assert_eq!(v.sets.budget.in_use(), 0, "no set open yet");
             v.sets.budget = SetBudget::new(max);
         }
+    }
+
+    /// Tests: how long this context's openings wait for their answer.
+    pub(in crate::context) fn verbs_set_open_wait(&mut self, d: std::time::Duration) {
+        self.vsets.open_wait = Some(d);
+    }
+
+    /// Tests: openings whose pieces are still coming here.
+    pub(in crate::context) fn verbs_sets_pending(&self) -> usize {
+        self.with_verbs(|v| {
+            v.sets
+                .answering
+                .values()
+                .filter(|a| matches!(a, Answering::Pieces(_)))
+                .count()
+        })
+        .unwrap_or(0)
     }
 
     /// Tests: sets this PE answers for its peers, and sets open on the PE's

@@ -9,7 +9,10 @@ use std::thread;
 use switchyard_core::transport::{ErrorKind, TransportError};
 
 use super::*;
-use crate::context::{Cmp, verbs::SetError};
+use crate::context::{
+    Cmp,
+    verbs::{Record, SetError, SetId},
+};
 
 /// Puts per thread, posted on the thread's own set (fewer than the
 /// target set's receive queue holds).
@@ -287,4 +290,84 @@ fn the_progress_thread_reposts_an_answered_sets_receives_while_the_target_comput
         fabric.rnr_naks() > 0,
         "the set's receive queue ran dry at times"
     );
+}
+
+/// PE 1 sleeps outside the library while PE 0's context opens a set: the
+/// opening is not answered within its wait, so PE 0 closes its set (its
+/// unit back) and tells PE 1, which, once it runs again, closes the set
+/// it opened late.
+fn unanswered_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let pe = ctx.pe();
+        let mut c = pe.context().expect("a second context");
+        c.verbs_set_open_wait(Duration::from_millis(200));
+        wait_for_step(step, 1);
+        c.verbs_open_set(1).expect("a set");
+        assert_eq!(c.verbs_sets_open().1, 1);
+        until(&mut c, "the unanswered set closed", |c| {
+            c.verbs_set_drv(1).is_none()
+        });
+        assert!(!c.verbs_set_up(1));
+        assert_eq!(c.verbs_sets_open().1, 0, "its unit back");
+        step.store(2, Ordering::SeqCst);
+        drop(c);
+    } else {
+        step.store(1, Ordering::SeqCst);
+        wait_for_step(step, 2);
+        until(&mut ctx, "the late opening answered, then closed", |c| {
+            c.verbs_sets_answered().0 == 1 && c.verbs_sets_open() == (0, 0)
+        });
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn an_unanswered_opening_closes_its_set_at_its_deadline() {
+    run_pair(
+        0xA4,
+        Opts::default(),
+        VerbsConfig::default(),
+        unanswered_script,
+    );
+}
+
+/// Openings a peer never completes (piece 0 of 9-QP sets) are bounded by
+/// the budget's size; past it they are refused. A set record with a bad
+/// byte is counted, not applied.
+fn junk_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    ctx.barrier_all().unwrap();
+    if me == 1 {
+        ctx.verbs_set_budget(8);
+        let nine: Vec<u32> = (1..=9).collect();
+        let mut call = ctx.call();
+        for k in 0..100u16 {
+            let id = SetId { context: k, set: 0 };
+            let (recs, _) = Record::set_qpns(id, false, &nine).unwrap();
+            call.verbs_record(0, &recs[0].encode());
+        }
+        let bad0 = call.verbs_mut().bad_records;
+        let mut b = Record::SetClosed {
+            id: SetId::default(),
+            answer: false,
+        }
+        .encode();
+        b[7] = 2;
+        call.verbs_record(0, &b);
+        assert_eq!(call.verbs_mut().bad_records, bad0 + 1);
+        drop(call);
+        assert_eq!(ctx.verbs_sets_pending(), 8, "pending openings bounded");
+        assert_eq!(ctx.verbs_sets_answered(), (0, 92), "the rest refused");
+        assert_eq!(ctx.verbs_sets_open(), (0, 0), "no set opened");
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn openings_never_completed_are_bounded_and_bad_set_records_counted() {
+    run_pair(0xA5, Opts::default(), VerbsConfig::default(), junk_script);
 }
