@@ -36,7 +36,8 @@
 //!   contexts, their receive sides also by the progress thread; a
 //!   context's own sets are
 //!   progressed at its own `poll_once`, and closed when it drops, telling
-//!   the peer, which closes its matching set. Contexts open sets only in
+//!   the peer, which closes its matching set; a peer found dead closes
+//!   every set toward it at this end. Contexts open sets only in
 //!   tests for now (`fake_pair_test/sets.rs`): routing, ordering and
 //!   failover over a set are missing (docs/ARCHITECTURE.md, "Per-context
 //!   QP sets"), so no setting turns them on.

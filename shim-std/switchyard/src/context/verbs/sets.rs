@@ -371,6 +371,35 @@ impl Context {
         }
     }
 
+    /// `pe` is dead: the sets this PE answers for its contexts close (and
+    /// leave the progress thread), and the answers to this PE's contexts'
+    /// sets toward it say closed, so each owner closes its set at its next
+    /// step.
+    pub(in crate::context) fn verbs_sets_peer_dead(&mut self, pe: u32) {
+        if !self.verbs_in() {
+            return;
+        }
+        let Some(v) = self.verbs.as_mut() else { return };
+        let gone: Vec<(u32, SetId)> = v
+            .sets
+            .answering
+            .keys()
+            .filter(|k| k.0 == pe)
+            .copied()
+            .collect();
+        for k in gone {
+            v.sets.answering.remove(&k);
+            if let Some(t) = self.tcp.as_ref() {
+                t.drop_set_recv(recv_key(k.0, k.1));
+            }
+        }
+        for (k, a) in &mut v.sets.answers {
+            if k.0 == pe {
+                *a = Answer::Closed;
+            }
+        }
+    }
+
     /// A set record from `from` (kinds 8 and 9; `from` checked).
     pub(super) fn verbs_set_record(&mut self, from: u32, rec: Record) {
         let me = self.me;

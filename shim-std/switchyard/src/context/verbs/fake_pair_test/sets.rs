@@ -371,3 +371,39 @@ fn junk_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
 fn openings_never_completed_are_bounded_and_bad_set_records_counted() {
     run_pair(0xA5, Opts::default(), VerbsConfig::default(), junk_script);
 }
+
+/// PE 0 is found dead at PE 1 with a set of its context's answered
+/// there: PE 1 closes it (its unit back), as PE 0's context closes its own
+/// once told its peer is dead.
+fn dead_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let pe = ctx.pe();
+        let mut c = pe.context().expect("a second context");
+        c.verbs_open_set(1).expect("a set");
+        until(&mut c, "the set up", |c| c.verbs_set_up(1));
+        wait_for_step(step, 1);
+        // As if PE 1 were found dead here: the context's set closes at its
+        // next step.
+        c.call().verbs_sets_peer_dead(1);
+        until(&mut c, "the set closed", |c| c.verbs_set_drv(1).is_none());
+        assert_eq!(c.verbs_sets_open().1, 0);
+        step.store(2, Ordering::SeqCst);
+    } else {
+        until(&mut ctx, "the set answered", |c| {
+            c.verbs_sets_open() == (1, 1)
+        });
+        ctx.call().verbs_sets_peer_dead(0);
+        assert_eq!(ctx.verbs_sets_open(), (0, 0), "closed when PE 0 died");
+        step.store(1, Ordering::SeqCst);
+        wait_for_step(step, 2);
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn a_dead_peer_closes_the_sets_toward_it() {
+    run_pair(0xA6, Opts::default(), VerbsConfig::default(), dead_script);
+}
