@@ -277,6 +277,12 @@ pub struct Context {
     /// holding the TCP driver meanwhile: `pe.rs`); in the PE's cell
     /// otherwise.
     verbs: Option<Box<verbs::Verbs>>,
+    /// This context's own verbs QP sets (`verbs/sets.rs`).
+    #[cfg_attr(
+        not(feature = "verbs"),
+        allow(dead_code, reason = "read by the verbs glue")
+    )]
+    vsets: verbs::Sets,
     /// Why there is no verbs driver, when init decided not to create one.
     verbs_why: Option<String>,
     /// `verbs_atomics` as configured.

@@ -298,6 +298,7 @@ impl Context {
             owner: pe.owner,
             tcp: pe.tcp.as_ref().map(progress::Tcp::handle),
             verbs: None,
+            vsets: super::verbs::Sets::default(),
             verbs_why: None,
             verbs_atomics: crate::config::VerbsAtomics::Auto,
             verbs_routed: false,
@@ -424,6 +425,8 @@ impl Drop for Context {
         self.pe.give_ring(self.trace_ring.obj);
         // This context's lane is free again: the shared verbs state
         // forgets it (its unreported losses go with it).
+        // Its QP sets close, at both ends.
+        self.verbs_close_sets();
         if self.verbs_in()
             && let Some(v) = self.verbs.as_mut()
         {

@@ -200,6 +200,8 @@ impl Context {
             u.set_class(pe, PathClass::Unreachable);
             u.publish();
         }
+        // The verbs QP sets toward it close.
+        self.verbs_sets_peer_dead(pe);
     }
 
     /// Whether a wait step may take the entry lock now: always when this

@@ -63,7 +63,10 @@
 //! the shared receive queue re-posted), so peers putting to this PE over
 //! verbs do not stall on RNR while the application computes. It has its own
 //! try-lock ([`switchyard_core::lock::TryLock`]: the application's progress
-//! skips a poll the thread is doing).
+//! skips a poll the thread is doing). So does each verbs QP set this PE
+//! answers for a peer's context (`verbs/sets.rs`): their receive sides are
+//! in a list the set's opening and closing change under a mutex, which the
+//! thread takes with `try_lock` (a burst that finds it taken skips them).
 //! The thread wakes on TCP input or its tick, not on verbs completions: a
 //! target outside the library re-posts at least every tick, so it takes up
 //! to `srq_depth` puts per tick without RNR. The rest of verbs (the send
@@ -155,6 +158,11 @@ struct Shared {
     verbs: UnsafeCell<Option<Box<Verbs>>>,
     /// The verbs driver's receive side, polled in each burst too.
     verbs_recv: std::sync::OnceLock<RecvSide>,
+    /// The receive sides of the verbs QP sets this PE answers for its
+    /// peers' contexts (`verbs/sets.rs`), by key, polled in each burst too
+    /// (taken with `try_lock`: a set opening or closing skips a burst's
+    /// poll of them, never waits).
+    set_recvs: std::sync::Mutex<Vec<(u64, RecvSide)>>,
     /// The stats segment's publisher, run in each burst (when due).
     publisher: std::sync::OnceLock<std::sync::Mutex<super::statseg::Publisher>>,
     /// Contexts spinning to take the driver (see [`Tcp::contended`]).
@@ -259,6 +267,7 @@ impl Tcp {
                 driver: UnsafeCell::new(driver),
                 verbs: UnsafeCell::new(None),
                 verbs_recv: std::sync::OnceLock::new(),
+                set_recvs: std::sync::Mutex::new(Vec::new()),
                 publisher: std::sync::OnceLock::new(),
                 waiting: AtomicU32::new(0),
                 worker: std::sync::Mutex::new(None),
@@ -753,6 +762,35 @@ impl Tcp {
     )]
     pub(super) fn set_verbs_recv(&self, r: RecvSide) {
         let _ = self.shared.verbs_recv.set(r);
+    }
+
+    /// Lets the progress thread also poll the receive side of a verbs QP
+    /// set this PE answers (`key` names it for [`Tcp::drop_set_recv`]).
+    #[cfg_attr(
+        not(feature = "verbs"),
+        expect(dead_code, reason = "the verbs glue calls it")
+    )]
+    pub(super) fn add_set_recv(&self, key: u64, r: RecvSide) {
+        let mut v = self
+            .shared
+            .set_recvs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        v.retain(|(k, _)| *k != key);
+        v.push((key, r));
+    }
+
+    /// The set `key` closed: the progress thread stops polling it.
+    #[cfg_attr(
+        not(feature = "verbs"),
+        expect(dead_code, reason = "the verbs glue calls it")
+    )]
+    pub(super) fn drop_set_recv(&self, key: u64) {
+        self.shared
+            .set_recvs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(k, _)| *k != key);
     }
 
     /// Lets the progress thread also publish the stats segment's shared

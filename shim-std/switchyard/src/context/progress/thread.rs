@@ -163,6 +163,16 @@ fn burst(shared: &Shared, clock: Instant, woke: bool) -> bool {
             }
         }
     }
+    // The QP sets this PE answers: each its own receive queue.
+    if let Ok(sets) = shared.set_recvs.try_lock() {
+        for r in sets.iter().map(|(_, r)| r) {
+            for _ in 0..BURST {
+                if r.poll() == PollResult::Idle {
+                    break;
+                }
+            }
+        }
+    }
     if let Some(p) = shared.publisher.get() {
         let now = clock.elapsed().as_nanos() as u64;
         p.lock()

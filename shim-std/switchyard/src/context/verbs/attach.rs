@@ -189,6 +189,7 @@ impl Context {
             peers,
             fatal: false,
             losses: super::LossBook::new(n),
+            sets: super::sets::PeSets::new(super::sets::SETS_PER_PE),
             drain_due: false,
             rebuild_due: false,
             raise_due: false,

@@ -99,6 +99,7 @@ impl Context {
         self.verbs_in();
         let Some(v) = self.verbs.as_mut() else { return };
         v.drv.progress(now);
+        self.verbs_sets_step(now);
         self.verbs_events();
         if self.verbs.as_ref().is_some_and(|v| v.holding > 0) {
             self.verbs_hold_deadlines(now.nanos);
@@ -429,6 +430,10 @@ impl Context {
             v.bad_records += 1;
             return;
         }
+        if matches!(rec, Record::SetQpns { .. } | Record::SetClosed { .. }) {
+            self.verbs_set_record(from, rec);
+            return;
+        }
         let wanted = v.peer(from).is_some_and(|p| p.wanted);
         if v.lazy {
             match rec {
@@ -558,7 +563,8 @@ impl Context {
                 }
                 self.verbs_events();
             }
-            Record::CardPiece { .. } => {}
+            // Set records went to `verbs_set_record` above.
+            Record::CardPiece { .. } | Record::SetQpns { .. } | Record::SetClosed { .. } => {}
             Record::Refused { reason } => {
                 // We asked (our QPNs) and the peer will not pair: stop
                 // waiting for its QPNs and RTS, keep it on TCP, and say

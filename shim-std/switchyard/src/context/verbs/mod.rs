@@ -19,8 +19,28 @@
 //!   other contexts' verbs operations too, and a lost operation is reported
 //!   once to each context with verbs operations in flight to its PE
 //!   (`LossBook`). The driver can open QP sets of their own toward one
-//!   peer each (`VerbsDriver::open_set`), but contexts do not use them
-//!   yet (what is missing: docs/ARCHITECTURE.md, "Per-context QP sets").
+//!   peer each (`VerbsDriver::open_set`); the handshake that opens a
+//!   context's set at both ends and closes it is wired (below, "QP
+//!   sets"), but no operation is routed over a set yet.
+//! * **QP sets** (`sets.rs`). A context opens a set toward a peer whose
+//!   link is up ([`SetBudget`](switchyard_verbs::SetBudget) of
+//!   `SETS_PER_PE`, 64, per PE; spent: [`SetError`], the context keeps the
+//!   shared driver) and sends its QPNs ([`Record::SetQpns`], with the
+//!   set's [`SetId`]: the context's lane and a per-PE number, in two
+//!   pieces above 7 QPs); the peer opens the matching set with the same
+//!   PSN seed ([`set_seed`]), connects it, and answers with its QPNs (or
+//!   [`Record::SetClosed`] when its budget is spent, its link to us is not
+//!   up or the connect failed: the opener closes its set; so does an
+//!   opening not answered within the op timeout). The sets a PE
+//!   answers are the PE's, progressed at every `poll_once` of any of its
+//!   contexts, their receive sides also by the progress thread; a
+//!   context's own sets are
+//!   progressed at its own `poll_once`, and closed when it drops, telling
+//!   the peer, which closes its matching set; a peer found dead closes
+//!   every set toward it at this end. Contexts open sets only in
+//!   tests for now (`fake_pair_test/sets.rs`): routing, ordering and
+//!   failover over a set are missing (docs/ARCHITECTURE.md, "Per-context
+//!   QP sets"), so no setting turns them on.
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
 //!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
@@ -178,12 +198,12 @@
 //!
 //! # What is not wired
 //!
-//! * **Per-context QP sets.** The driver opens QP sets of their own toward
-//!   one peer each (`VerbsDriver::open_set`, within a per-PE `SetBudget`),
-//!   but contexts do not use them yet: every context shares the PE's
-//!   driver behind the entry lock. Missing: the control records that
-//!   exchange a set's QPNs, the target's side, routing, ordering and
-//!   failover per set (docs/ARCHITECTURE.md, "Per-context QP sets").
+//! * **Per-context QP sets.** Sets are opened, answered and closed (above),
+//!   but no operation goes over one: every context's operations take the
+//!   PE's driver behind the entry lock. Missing: routing onto a set,
+//!   `quiet` and ordering per set, a set's failure (its receipts
+//!   handshake, replays over TCP, rebuilds) (docs/ARCHITECTURE.md,
+//!   "Per-context QP sets").
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
@@ -217,12 +237,15 @@ mod link;
 mod record;
 #[cfg(test)]
 mod record_test;
+mod sets;
 #[cfg(test)]
 mod test;
 
 pub(super) use attach::create_driver;
 pub use common::{NO_VERBS, Refusal, VerbsStatus};
-pub use record::{CardPieces, Record, RecordError};
+pub use record::{CardPieces, Record, RecordError, SetId, SetQpnPieces};
+pub(super) use sets::Sets;
+pub use sets::{SetError, set_seed};
 use switchyard_core::route::LoadWatermark;
 use switchyard_verbs::{
     Event,
@@ -466,6 +489,9 @@ pub(super) struct Verbs {
     fatal: bool,
     /// Which context is told of which lost operations.
     pub(super) losses: LossBook,
+    /// QP sets: the PE's budget, the sets it answers for its peers'
+    /// contexts, the answers to its own contexts' (`sets.rs`).
+    sets: sets::PeSets,
     /// Whether replays may be waiting in the driver.
     drain_due: bool,
     /// Whether a peer may have a rebuild to start (else `poll_once` skips

@@ -1,5 +1,5 @@
 //! The verbs control records two PEs exchange over TCP (QP numbers, RTS,
-//! failure, receipts, card pieces, refusals), in the TCP driver's 32-byte
+//! failure, receipts, card pieces, refusals, a context's QP sets), in the TCP driver's 32-byte
 //! link-state records: encoded and decoded, every bad byte a typed error.
 
 use switchyard_verbs::card::{HEADER_LEN, MAX_24, MAX_QPS};
@@ -34,6 +34,19 @@ use super::common::{RECORD_MAGIC as MAGIC, Refusal};
 ///   pair with the reader over verbs (an answer to the reader's
 ///   [`Record::Qpns`]): the reader stops waiting for the link and keeps the
 ///   sender on TCP;
+/// * kind 8, set QPNs: context `u16` LE, set `u8` (the [`SetId`]), answer
+///   `u8` (0: from the set's opener, 1: the reader's answer), piece
+///   `u8` (0 or 1), count `u8` (2 to 9: the set's control + data QPs),
+///   then the piece's QPNs in 3 bytes LE each (non-zero): QPs 0 to 6 in
+///   piece 0, QPs 7 and 8 in piece 1, which exists only for more than 7
+///   QPs ([`SetQpnPieces`] puts them together). The QPs of the sender's
+///   QP set `id` toward the reader (`VerbsDriver::open_set`): from the
+///   opener, the reader opens the matching set and answers with its own
+///   (sent once its QPs are at RTS);
+/// * kind 9, set closed: context `u16` LE, set `u8`, answer `u8` (as in
+///   kind 8): the sender closed its set `id` toward the reader (or, as
+///   an answer, would not open it), and the reader closes its matching
+///   set;
 ///
 /// and zeros to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +101,109 @@ pub enum Record {
         /// Why.
         reason: Refusal,
     },
+    /// A piece of the QP numbers of the sender's QP set `id` toward the
+    /// reader.
+    SetQpns {
+        /// The set.
+        id: SetId,
+        /// Whether the sender answers the reader's opening (else it opens).
+        answer: bool,
+        /// 0 (QPs 0 to 6) or 1 (QPs 7 and 8; only when `n` is over 7).
+        piece: u8,
+        /// The set's QPs in all (2 to 9: control + data).
+        n: u8,
+        /// This piece's QPNs (the first `min(n, 7)` of piece 0, the first
+        /// `n - 7` of piece 1; the rest 0).
+        qpns: [u32; SET_PIECE_QPS],
+    },
+    /// The sender closed its QP set `id` toward the reader.
+    SetClosed {
+        /// The set.
+        id: SetId,
+        /// Whether the sender is the answering end (else the opener).
+        answer: bool,
+    },
+}
+
+/// A QP set's id between two PEs: the opening context's id at the sender
+/// and the set's number within that context (one set per (context,
+/// peer) is what a context opens, but the id leaves room for more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct SetId {
+    /// The sender's context.
+    pub context: u16,
+    /// The set within the context.
+    pub set: u8,
+}
+
+/// QPNs in one [`Record::SetQpns`] piece.
+pub const SET_PIECE_QPS: usize = 7;
+const _: () = assert!(10 + 3 * SET_PIECE_QPS <= 32 && 2 * SET_PIECE_QPS >= MAX_QPS);
+
+impl Record {
+    /// The [`Record::SetQpns`] pieces of set `id`'s QPNs (one for up to 7
+    /// QPs, two above); `None` for a count outside 2 to 9 or a zero QPN.
+    pub fn set_qpns(id: SetId, answer: bool, qpns: &[u32]) -> Option<([Record; 2], usize)> {
+        let n = qpns.len();
+        if !(2..=MAX_QPS).contains(&n) || qpns.iter().any(|&q| q == 0 || q > MAX_24) {
+            return None;
+        }
+        let mut out = [Record::SetClosed { id, answer }; 2];
+        let pieces = n.div_ceil(SET_PIECE_QPS);
+        for (piece, chunk) in qpns.chunks(SET_PIECE_QPS).enumerate() {
+            let mut q = [0u32; SET_PIECE_QPS];
+            q[..chunk.len()].copy_from_slice(chunk);
+            out[piece] = Record::SetQpns {
+                id,
+                answer,
+                piece: piece as u8,
+                n: n as u8,
+                qpns: q,
+            };
+        }
+        Some((out, pieces))
+    }
+}
+
+/// A set's QPNs received in [`Record::SetQpns`] pieces: complete once
+/// every piece its count needs came with that count (a piece sent again
+/// replaces the earlier one; a piece with another count starts over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SetQpnPieces {
+    qpns: [u32; MAX_QPS],
+    n: u8,
+    got: u8,
+}
+
+impl SetQpnPieces {
+    /// Takes a piece (anything but a [`Record::SetQpns`] is ignored).
+    pub fn put(&mut self, rec: &Record) {
+        let Record::SetQpns { piece, n, qpns, .. } = *rec else {
+            return;
+        };
+        if n != self.n {
+            *self = SetQpnPieces {
+                n,
+                ..SetQpnPieces::default()
+            };
+        }
+        let at = usize::from(piece) * SET_PIECE_QPS;
+        let k = usize::from(n).saturating_sub(at).min(SET_PIECE_QPS);
+        if let Some(dst) = self.qpns.get_mut(at..at + k) {
+            dst.copy_from_slice(&qpns[..k]);
+            self.got |= 1 << piece;
+        }
+    }
+
+    /// The set's QPNs once every piece came.
+    pub fn qpns(&self) -> Option<&[u32]> {
+        let need = if usize::from(self.n) > SET_PIECE_QPS {
+            3
+        } else {
+            1
+        };
+        (self.n >= 2 && self.got == need).then(|| &self.qpns[..usize::from(self.n)])
+    }
 }
 
 /// Bytes of a PE card in piece 0 of [`Record::CardPiece`] (piece 1 holds
@@ -161,7 +277,7 @@ pub enum RecordError {
     },
     /// An unknown kind.
     #[error(
-        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied), 5 (withheld), 6 (card piece) or 7 (refused)"
+        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied), 5 (withheld), 6 (card piece), 7 (refused), 8 (set QPNs) or 9 (set closed)"
     )]
     Kind {
         /// The kind byte.
@@ -198,6 +314,20 @@ pub enum RecordError {
     Refusal {
         /// The code.
         code: u8,
+    },
+    /// A set QPNs piece other than 0, or 1 for a set of more than 7 QPs.
+    #[error("verbs set QPNs piece {piece} of a set of {n} QPs, expected 0, or 1 above 7 QPs")]
+    SetPiece {
+        /// The piece.
+        piece: u8,
+        /// The set's QP count.
+        n: u8,
+    },
+    /// A set record's answer byte other than 0 or 1.
+    #[error("verbs set record answer byte {role}, expected 0 (opener) or 1 (answer)")]
+    SetRole {
+        /// The byte.
+        role: u8,
     },
     /// Non-zero bytes after the fields.
     #[error("verbs record has non-zero bytes after its fields, at byte {at}")]
@@ -263,6 +393,29 @@ impl Record {
             Record::Refused { reason } => {
                 b[3] = 7;
                 b[4] = reason.code();
+            }
+            Record::SetQpns {
+                id,
+                answer,
+                piece,
+                n,
+                qpns,
+            } => {
+                b[3] = 8;
+                put_id(&mut b, id, answer);
+                b[8] = piece;
+                let n = n.min(MAX_QPS as u8);
+                b[9] = n;
+                let k = usize::from(n)
+                    .saturating_sub(usize::from(piece) * SET_PIECE_QPS)
+                    .min(SET_PIECE_QPS);
+                for (i, q) in qpns.iter().take(k).enumerate() {
+                    b[10 + 3 * i..13 + 3 * i].copy_from_slice(&(q & MAX_24).to_le_bytes()[..3]);
+                }
+            }
+            Record::SetClosed { id, answer } => {
+                b[3] = 9;
+                put_id(&mut b, id, answer);
             }
         }
         b
@@ -346,11 +499,74 @@ impl Record {
                 Some(reason) => (Record::Refused { reason }, 5),
                 None => return Err(RecordError::Refusal { code: b[4] }),
             },
+            8 => {
+                let answer = answer_at(b)?;
+                let (piece, n) = (b[8], b[9]);
+                if !(2..=MAX_QPS as u8).contains(&n) {
+                    return Err(RecordError::QpCount { n });
+                }
+                let k = match piece {
+                    0 => usize::from(n).min(SET_PIECE_QPS),
+                    1 if usize::from(n) > SET_PIECE_QPS => usize::from(n) - SET_PIECE_QPS,
+                    _ => return Err(RecordError::SetPiece { piece, n }),
+                };
+                let mut qpns = [0u32; SET_PIECE_QPS];
+                for (i, q) in qpns.iter_mut().take(k).enumerate() {
+                    let at = 10 + 3 * i;
+                    *q = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], 0]);
+                    if *q == 0 {
+                        return Err(RecordError::Qpn {
+                            index: (usize::from(piece) * SET_PIECE_QPS + i) as u8,
+                        });
+                    }
+                }
+                (
+                    Record::SetQpns {
+                        id: id_at(b),
+                        answer,
+                        piece,
+                        n,
+                        qpns,
+                    },
+                    10 + 3 * k,
+                )
+            }
+            9 => (
+                Record::SetClosed {
+                    id: id_at(b),
+                    answer: answer_at(b)?,
+                },
+                8,
+            ),
             kind => return Err(RecordError::Kind { kind }),
         };
         if let Some(at) = (end..32).find(|&i| b[i] != 0) {
             return Err(RecordError::Trailing { at });
         }
         Ok(rec)
+    }
+}
+
+/// Writes a set id at bytes 4 to 6, and whether it is an answer at 7.
+fn put_id(b: &mut [u8; 32], id: SetId, answer: bool) {
+    b[4..6].copy_from_slice(&id.context.to_le_bytes());
+    b[6] = id.set;
+    b[7] = u8::from(answer);
+}
+
+/// Whether a set record is an answer (byte 7).
+fn answer_at(b: &[u8; 32]) -> Result<bool, RecordError> {
+    match b[7] {
+        0 => Ok(false),
+        1 => Ok(true),
+        role => Err(RecordError::SetRole { role }),
+    }
+}
+
+/// The set id at bytes 4 to 6.
+fn id_at(b: &[u8; 32]) -> SetId {
+    SetId {
+        context: u16::from_le_bytes([b[4], b[5]]),
+        set: b[6],
     }
 }

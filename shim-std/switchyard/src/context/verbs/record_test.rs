@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use switchyard_verbs::{card::LinkLayer, params::Mtu};
 
-use super::*;
+use super::{record::SET_PIECE_QPS, *};
 
 fn pe_card() -> VerbsCard {
     VerbsCard {
@@ -69,7 +69,7 @@ fn bad_records_are_named() {
             got: [b'X', b'Y', b'V']
         }
     );
-    assert_eq!(bad(&|b| b[3] = 8), RecordError::Kind { kind: 8 });
+    assert_eq!(bad(&|b| b[3] = 10), RecordError::Kind { kind: 10 });
     assert_eq!(bad(&|b| b[3] = 0), RecordError::Kind { kind: 0 });
     let mut w = Record::Withheld { generation: 2 }.encode();
     w[8] = 1;
@@ -215,6 +215,116 @@ proptest! {
         b[3..].copy_from_slice(&tail);
         if let Ok(r) = Record::decode(&b) {
             prop_assert_eq!(r.encode(), b);
+        }
+    }
+}
+
+#[test]
+fn set_records_round_trip_in_one_or_two_pieces() {
+    let id = SetId {
+        context: 0xBEEF,
+        set: 7,
+    };
+    for n in 2..=MAX_QPS {
+        let qpns: Vec<u32> = (0..n as u32).map(|i| 0xFF_FF00 + i + 1).collect();
+        for answer in [false, true] {
+            let (recs, k) = Record::set_qpns(id, answer, &qpns).expect("pieces");
+            assert_eq!(k, if n > SET_PIECE_QPS { 2 } else { 1 }, "{n} QPs");
+            let mut got = SetQpnPieces::default();
+            for (j, r) in recs[..k].iter().enumerate() {
+                let b = r.encode();
+                assert!(Record::is_verbs(&b));
+                let d = Record::decode(&b).expect("decodes");
+                assert_eq!(d, *r);
+                if j + 1 < k {
+                    got.put(&d);
+                    assert_eq!(got.qpns(), None, "complete after piece {j} of {k}");
+                } else {
+                    got.put(&d);
+                }
+            }
+            assert_eq!(got.qpns(), Some(&qpns[..]), "{n} QPs");
+            // The pieces in reverse order put together the same.
+            let mut rev = SetQpnPieces::default();
+            for r in recs[..k].iter().rev() {
+                rev.put(r);
+            }
+            assert_eq!(rev.qpns(), Some(&qpns[..]));
+        }
+    }
+    for answer in [false, true] {
+        let r = Record::SetClosed { id, answer };
+        assert_eq!(Record::decode(&r.encode()), Ok(r));
+    }
+    // Counts and QPNs a record cannot carry.
+    assert!(Record::set_qpns(id, false, &[1]).is_none());
+    assert!(Record::set_qpns(id, false, &[1; MAX_QPS + 1]).is_none());
+    assert!(Record::set_qpns(id, false, &[1, 0]).is_none());
+    assert!(Record::set_qpns(id, false, &[1, 1 << 24]).is_none());
+}
+
+#[test]
+fn a_piece_with_another_count_starts_over() {
+    let id = SetId::default();
+    let nine: Vec<u32> = (1..=9).collect();
+    let (recs, _) = Record::set_qpns(id, false, &nine).unwrap();
+    let mut p = SetQpnPieces::default();
+    p.put(&recs[0]);
+    // A piece of a 3-QP set (another count): the 9-QP piece is dropped.
+    let (three, _) = Record::set_qpns(id, false, &[4, 5, 6]).unwrap();
+    p.put(&three[0]);
+    assert_eq!(p.qpns(), Some(&[4, 5, 6][..]));
+    p.put(&recs[1]);
+    assert_eq!(p.qpns(), None, "piece 1 alone of the 9-QP set");
+    // Other records are ignored.
+    p.put(&Record::Rts { generation: 1 });
+    assert_eq!(p.qpns(), None);
+}
+
+#[test]
+fn bad_set_records_are_named() {
+    let id = SetId { context: 1, set: 2 };
+    let (recs, _) = Record::set_qpns(id, false, &[9, 8, 7]).unwrap();
+    let good = recs[0].encode();
+    let bad = |at: usize, v: u8| {
+        let mut b = good;
+        b[at] = v;
+        Record::decode(&b)
+    };
+    assert_eq!(bad(7, 2), Err(RecordError::SetRole { role: 2 }));
+    assert_eq!(bad(8, 1), Err(RecordError::SetPiece { piece: 1, n: 3 }));
+    assert_eq!(bad(8, 2), Err(RecordError::SetPiece { piece: 2, n: 3 }));
+    assert_eq!(bad(9, 1), Err(RecordError::QpCount { n: 1 }));
+    assert_eq!(bad(9, 10), Err(RecordError::QpCount { n: 10 }));
+    // A zero QPN (the second), and bytes after the three.
+    let mut b = good;
+    b[13..16].fill(0);
+    assert_eq!(Record::decode(&b), Err(RecordError::Qpn { index: 1 }));
+    assert_eq!(bad(19, 1), Err(RecordError::Trailing { at: 19 }));
+    // Piece 1 of a 9-QP set: its QPN indexes are 7 and 8.
+    let nine: Vec<u32> = (1..=9).collect();
+    let (r9, _) = Record::set_qpns(id, false, &nine).unwrap();
+    let mut b = r9[1].encode();
+    b[13..16].fill(0);
+    assert_eq!(Record::decode(&b), Err(RecordError::Qpn { index: 8 }));
+    // A closed record: its answer byte, and nothing after it.
+    let closed = Record::SetClosed { id, answer: true }.encode();
+    let mut b = closed;
+    b[7] = 9;
+    assert_eq!(Record::decode(&b), Err(RecordError::SetRole { role: 9 }));
+    let mut b = closed;
+    b[8] = 1;
+    assert_eq!(Record::decode(&b), Err(RecordError::Trailing { at: 8 }));
+}
+
+proptest! {
+    #[test]
+    fn set_record_decode_never_panics(bytes in proptest::array::uniform32(any::<u8>()), kind in 8u8..=9) {
+        let mut b = bytes;
+        b[..3].copy_from_slice(b"SYV");
+        b[3] = kind;
+        if let Ok(r) = Record::decode(&b) {
+            prop_assert_eq!(Record::decode(&r.encode()), Ok(r));
         }
     }
 }

@@ -34,6 +34,7 @@ mod lazy;
 mod load;
 mod located;
 mod routing;
+mod sets;
 mod threads;
 
 const N: u64 = 64;

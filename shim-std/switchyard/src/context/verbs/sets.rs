@@ -1,0 +1,557 @@
+//! Per-context QP sets, the shim's half so far: a context opens a QP set
+//! of its own toward a peer ([`VerbsDriver::open_set`]), the peer opens the
+//! matching set, the two connect, and the set is closed at both ends when
+//! the context drops. Nothing is routed over a set yet: every operation
+//! still takes the PE's shared driver (docs/ARCHITECTURE.md, "Per-context
+//! QP sets").
+//!
+//! The exchange, over the TCP control records ([`Record::SetQpns`],
+//! [`Record::SetClosed`]):
+//!
+//! 1. The opener (context `c` of PE A, with A's verbs link to B up) opens
+//!    a set toward B within the PE's [`SetBudget`] (spent: the context
+//!    keeps the shared driver) with the seed [`set_seed`]`(job seed, A,
+//!    B, id)`, and sends its QPNs with the set's [`SetId`] (`c`'s lane
+//!    index, a per-PE number).
+//! 2. B, in any context's step, collects the pieces, opens the matching
+//!    set with the same seed (its budget spent, B's link to A not up, or
+//!    the connect failing: it answers [`Record::SetClosed`]), connects it
+//!    with A's QPNs (the PSNs both derive from the seed) and answers with
+//!    its QPNs once its QPs are at RTS. B's sets are the PE's, progressed
+//!    at every `poll_once` of any of its contexts.
+//! 3. A's context, at its next verbs step, connects its set with B's QPNs:
+//!    both ends are at RTS. A refusal closes A's set (its unit goes back
+//!    to the budget) and the context keeps the shared driver.
+//! 4. When the context drops, it tells B ([`Record::SetClosed`]), which
+//!    closes its matching set; its own set closes with it.
+
+use std::collections::BTreeMap;
+
+use switchyard_core::transport::{Instant as CoreInstant, Transport};
+use switchyard_verbs::{SetBudget, VerbsDriver, VerbsError, card::MAX_QPS};
+
+use super::{Record, SetId, SetQpnPieces, pair_card};
+use crate::context::Context;
+
+/// QP sets a PE may have open at once (its own contexts' and the ones it
+/// answers for its peers'), by default.
+pub(super) const SETS_PER_PE: u32 = 64;
+
+/// The PSN seed of set `id` opened by `opener` toward `answerer`, from the
+/// job's seed: both ends derive it.
+pub fn set_seed(seed: u64, opener: u32, answerer: u32, id: SetId) -> u64 {
+    let mut x = seed
+        ^ (u64::from(opener) << 32 | u64::from(answerer)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (u64::from(id.context) << 8 | u64::from(id.set)).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    // splitmix64's finaliser: nearby ids give unrelated seeds.
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Why a context could not open a QP set toward a peer (it keeps the
+/// PE's shared driver).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetError {
+    /// The PE has no verbs driver.
+    #[error("the PE has no verbs driver")]
+    NoVerbs,
+    /// The verbs link to the peer is not up at both ends.
+    #[error("the verbs link to PE {pe} is not up")]
+    NotUp {
+        /// The peer.
+        pe: u32,
+    },
+    /// The driver refused ([`VerbsError::NoSetLeft`]: the budget spent).
+    #[error(transparent)]
+    Driver(#[from] VerbsError),
+}
+
+/// An answer to one of this PE's contexts' sets, as far as it came.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(test),
+    allow(
+        dead_code,
+        reason = "contexts open sets once puts are routed over them; tests open them now"
+    )
+)]
+enum Answer {
+    /// The peer's QPNs, in pieces.
+    Pieces(SetQpnPieces),
+    /// Connected at both ends.
+    Up,
+    /// The peer refused or closed its end.
+    Closed,
+}
+
+/// The PE's side of the QP sets, in its shared verbs state.
+pub(super) struct PeSets {
+    /// The PE's budget (every set of the PE counts here).
+    pub(super) budget: SetBudget,
+    /// The next set number (wraps; with the opener's lane it names a set).
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "contexts open sets once puts are routed over them; tests open them now"
+        )
+    )]
+    next: u8,
+    /// Sets of peers' contexts toward this PE: their QPNs in pieces, then
+    /// the matching set, by (peer, id).
+    answering: BTreeMap<(u32, SetId), Answering>,
+    /// Answers to this PE's contexts' sets, by (peer, id), while the set
+    /// lives.
+    answers: BTreeMap<(u32, SetId), Answer>,
+    /// Openings refused here (budget, link, connect).
+    pub(super) refused_here: u64,
+    /// Openings answered here (sets opened for peers).
+    pub(super) answered: u64,
+}
+
+enum Answering {
+    Pieces(SetQpnPieces),
+    Open(Box<VerbsDriver>),
+}
+
+impl PeSets {
+    pub(super) fn new(max: u32) -> PeSets {
+        PeSets {
+            budget: SetBudget::new(max),
+            next: 0,
+            answering: BTreeMap::new(),
+            answers: BTreeMap::new(),
+            refused_here: 0,
+            answered: 0,
+        }
+    }
+
+    /// Sets this PE answers for its peers' contexts (open now).
+    #[cfg(test)]
+    pub(super) fn answering(&self) -> usize {
+        self.answering
+            .values()
+            .filter(|a| matches!(a, Answering::Open(_)))
+            .count()
+    }
+
+    /// One progress step of every set this PE answers for.
+    fn progress(&mut self, now: CoreInstant) {
+        for a in self.answering.values_mut() {
+            if let Answering::Open(d) = a {
+                d.progress(now);
+                // Nothing is posted on a set yet: its events (its link
+                // state) change nothing here.
+                while d.poll_event().is_some() {}
+            }
+        }
+    }
+}
+
+/// One set of a context's own.
+struct Own {
+    peer: u32,
+    id: SetId,
+    drv: VerbsDriver,
+    up: bool,
+    /// Closed if the peer has not answered by then (ns, context clock):
+    /// a peer that ignores set records (an older build) or lost them.
+    deadline: u64,
+}
+
+/// A context's own QP sets (one per peer at most).
+#[derive(Default)]
+pub(in crate::context) struct Sets {
+    own: Vec<Own>,
+    /// Tests: how long an opening waits for its answer (else the op
+    /// timeout).
+    #[cfg(test)]
+    open_wait: Option<std::time::Duration>,
+}
+
+impl core::fmt::Debug for Sets {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Sets")
+            .field("own", &self.own.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The progress thread's key of the set `id` opened by `from`.
+fn recv_key(from: u32, id: SetId) -> u64 {
+    u64::from(from) << 32 | u64::from(id.context) << 8 | u64::from(id.set)
+}
+
+/// The QPNs of `drv`'s QPs toward `pe`.
+fn qpns_of(drv: &VerbsDriver, pe: u32) -> Result<([u32; MAX_QPS], usize), VerbsError> {
+    let card = drv.card_for(pe)?;
+    let mut q = [0u32; MAX_QPS];
+    let qps = card.qps();
+    for (d, s) in q.iter_mut().zip(qps) {
+        *d = s.qpn;
+    }
+    Ok((q, qps.len()))
+}
+
+impl Context {
+    /// Opens a QP set of this context's own toward `pe` and sends the
+    /// peer its QPNs; it is connected once the peer answers (at a later
+    /// verbs step of this context: [`Context::verbs_set_up`]). A second
+    /// call for the same peer returns the set it has.
+    ///
+    /// # Errors
+    ///
+    /// [`SetError`]: no verbs, the link to `pe` not up, the PE's budget of
+    /// sets spent ([`VerbsError::NoSetLeft`]) or the driver's error; the
+    /// context keeps the PE's shared driver.
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "contexts open sets once puts are routed over them; tests open them now"
+        )
+    )]
+    pub(in crate::context) fn verbs_open_set(&mut self, pe: u32) -> Result<SetId, SetError> {
+        // A call: the TCP driver and the PE's verbs state go back at its end.
+        self.call().open_set_in(pe)
+    }
+
+    /// [`Context::verbs_open_set`], in a call.
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "contexts open sets once puts are routed over them; tests open them now"
+        )
+    )]
+    fn open_set_in(&mut self, pe: u32) -> Result<SetId, SetError> {
+        if let Some(o) = self.vsets.own.iter().find(|o| o.peer == pe) {
+            return Ok(o.id);
+        }
+        if !self.verbs_in() {
+            return Err(SetError::NoVerbs);
+        }
+        let (me, lane) = (self.me, self.lane);
+        let Some(v) = self.verbs.as_mut() else {
+            return Err(SetError::NoVerbs);
+        };
+        if v.fatal || !v.peer(pe).is_some_and(|p| p.bit) {
+            return Err(SetError::NotUp { pe });
+        }
+        // A number no live set of ours toward `pe` has (the numbers wrap).
+        let mut id = SetId {
+            context: lane.trailing_zeros() as u16,
+            set: v.sets.next,
+        };
+        for _ in 0..=u8::MAX {
+            if !v.sets.answers.contains_key(&(pe, id)) {
+                break;
+            }
+            id.set = id.set.wrapping_add(1);
+        }
+        let drv = v
+            .drv
+            .open_set(pe, set_seed(v.seed, me, pe, id), &v.sets.budget)?;
+        v.sets.next = id.set.wrapping_add(1);
+        let (q, n) = qpns_of(&drv, pe)?;
+        let Some((recs, k)) = Record::set_qpns(id, false, &q[..n]) else {
+            return Err(SetError::NotUp { pe });
+        };
+        v.sets
+            .answers
+            .insert((pe, id), Answer::Pieces(SetQpnPieces::default()));
+        let wait = self.op_timeout;
+        #[cfg(test)]
+        let wait = self.vsets.open_wait.unwrap_or(wait);
+        let deadline = self.now().nanos.saturating_add(wait.as_nanos() as u64);
+        self.vsets.own.push(Own {
+            peer: pe,
+            id,
+            drv,
+            up: false,
+            deadline,
+        });
+        for r in &recs[..k] {
+            self.verbs_send(pe, *r);
+        }
+        Ok(id)
+    }
+
+    /// Whether this context's set toward `pe` is connected at both ends.
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "contexts open sets once puts are routed over them; tests open them now"
+        )
+    )]
+    pub(in crate::context) fn verbs_set_up(&self, pe: u32) -> bool {
+        self.vsets.own.iter().any(|o| o.peer == pe && o.up)
+    }
+
+    /// The sets' step of `poll_once` (the PE's verbs state checked out):
+    /// the sets this PE answers for progress; this context's own sets
+    /// progress, and connect (or close) on their peer's answer.
+    pub(super) fn verbs_sets_step(&mut self, now: CoreInstant) {
+        let me = self.me;
+        let Some(v) = self.verbs.as_mut() else { return };
+        v.sets.progress(now);
+        if self.vsets.own.is_empty() {
+            return;
+        }
+        let seed = v.seed;
+        let mut i = 0;
+        while i < self.vsets.own.len() {
+            let o = &mut self.vsets.own[i];
+            o.drv.progress(now);
+            while o.drv.poll_event().is_some() {}
+            let key = (o.peer, o.id);
+            let keep = match v.sets.answers.get(&key).copied() {
+                Some(Answer::Up) => true,
+                Some(Answer::Pieces(p)) => match (p.qpns(), v.peer(o.peer).and_then(|p| p.card)) {
+                    (Some(q), Some(pe_card)) => {
+                        let card =
+                            pair_card(&pe_card, q, set_seed(seed, me, o.peer, o.id), o.peer, me);
+                        let r = o
+                            .drv
+                            .set_peer_card(o.peer, card)
+                            .and_then(|()| o.drv.connect(o.peer));
+                        o.up = r.is_ok();
+                        if o.up {
+                            v.sets.answers.insert(key, Answer::Up);
+                        }
+                        o.up
+                    }
+                    // Not answered yet: wait until the deadline.
+                    _ => now.nanos < o.deadline,
+                },
+                Some(Answer::Closed) | None => false,
+            };
+            if keep {
+                i += 1;
+                continue;
+            }
+            // Refused or closed by the peer, or a connect that failed:
+            // the set goes (its unit back to the budget), the context
+            // keeps the shared driver.
+            let o = self.vsets.own.swap_remove(i);
+            v.sets.answers.remove(&key);
+            if let Some(t) = self.tcp.as_mut() {
+                let _ = t.get().send_link_state(
+                    o.peer,
+                    Record::SetClosed {
+                        id: o.id,
+                        answer: false,
+                    }
+                    .encode(),
+                );
+            }
+        }
+    }
+
+    /// Closes this context's sets (it drops): each peer is told and closes
+    /// its matching set.
+    pub(in crate::context) fn verbs_close_sets(&mut self) {
+        if self.vsets.own.is_empty() || !self.verbs_in() {
+            return;
+        }
+        for o in std::mem::take(&mut self.vsets.own) {
+            if let Some(v) = self.verbs.as_mut() {
+                v.sets.answers.remove(&(o.peer, o.id));
+            }
+            self.verbs_send(
+                o.peer,
+                Record::SetClosed {
+                    id: o.id,
+                    answer: false,
+                },
+            );
+        }
+    }
+
+    /// `pe` is dead: the sets this PE answers for its contexts close (and
+    /// leave the progress thread), and the answers to this PE's contexts'
+    /// sets toward it say closed, so each owner closes its set at its next
+    /// step.
+    pub(in crate::context) fn verbs_sets_peer_dead(&mut self, pe: u32) {
+        if !self.verbs_in() {
+            return;
+        }
+        let Some(v) = self.verbs.as_mut() else { return };
+        let gone: Vec<(u32, SetId)> = v
+            .sets
+            .answering
+            .keys()
+            .filter(|k| k.0 == pe)
+            .copied()
+            .collect();
+        for k in gone {
+            v.sets.answering.remove(&k);
+            if let Some(t) = self.tcp.as_ref() {
+                t.drop_set_recv(recv_key(k.0, k.1));
+            }
+        }
+        for (k, a) in &mut v.sets.answers {
+            if k.0 == pe {
+                *a = Answer::Closed;
+            }
+        }
+    }
+
+    /// A set record from `from` (kinds 8 and 9; `from` checked).
+    pub(super) fn verbs_set_record(&mut self, from: u32, rec: Record) {
+        let me = self.me;
+        let Some(v) = self.verbs.as_mut() else { return };
+        match rec {
+            Record::SetQpns {
+                id, answer: true, ..
+            } => {
+                // An answer to one of our contexts' sets (if it lives).
+                if let Some(Answer::Pieces(p)) = v.sets.answers.get_mut(&(from, id)) {
+                    p.put(&rec);
+                }
+            }
+            Record::SetClosed { id, answer: true } => {
+                if let Some(a) = v.sets.answers.get_mut(&(from, id)) {
+                    *a = Answer::Closed;
+                }
+            }
+            Record::SetClosed { id, answer: false } => {
+                // The opener closed its set: ours goes too (and the
+                // progress thread stops polling its receive side).
+                if v.sets.answering.remove(&(from, id)).is_some()
+                    && let Some(t) = self.tcp.as_ref()
+                {
+                    t.drop_set_recv(recv_key(from, id));
+                }
+            }
+            Record::SetQpns {
+                id, answer: false, ..
+            } => {
+                let key = (from, id);
+                // Openings whose pieces are still coming are at most the
+                // budget's size: a peer cannot grow the map without bound.
+                if !v.sets.answering.contains_key(&key)
+                    && v.sets
+                        .answering
+                        .values()
+                        .filter(|a| matches!(a, Answering::Pieces(_)))
+                        .count()
+                        >= v.sets.budget.max() as usize
+                {
+                    v.sets.refused_here += 1;
+                    self.verbs_send(from, Record::SetClosed { id, answer: true });
+                    return;
+                }
+                let e = v
+                    .sets
+                    .answering
+                    .entry(key)
+                    .or_insert_with(|| Answering::Pieces(SetQpnPieces::default()));
+                let Answering::Pieces(p) = e else {
+                    return; // open already: a repeat
+                };
+                p.put(&rec);
+                let Some(q) = p.qpns() else { return };
+                let mut qpns = [0u32; MAX_QPS];
+                qpns[..q.len()].copy_from_slice(q);
+                let n = q.len();
+                let sseed = set_seed(v.seed, from, me, id);
+                let card = v
+                    .peer(from)
+                    .filter(|p| p.bit && !v.fatal)
+                    .and_then(|p| p.card);
+                let opened = card
+                    .ok_or(VerbsError::Closed { peer: Some(from) })
+                    .and_then(|c| {
+                        let mut d = v.drv.open_set(from, sseed, &v.sets.budget)?;
+                        d.set_peer_card(from, pair_card(&c, &qpns[..n], sseed, from, me))?;
+                        d.connect(from)?;
+                        let (ours, k) = qpns_of(&d, from)?;
+                        Ok((d, ours, k))
+                    });
+                let reply = match opened {
+                    Ok((d, ours, k)) => {
+                        // The progress thread keeps its receives posted
+                        // while the application computes.
+                        if let (Some(r), Some(t)) = (d.recv_side(), self.tcp.as_ref()) {
+                            t.add_set_recv(recv_key(from, id), r);
+                        }
+                        v.sets.answering.insert(key, Answering::Open(Box::new(d)));
+                        v.sets.answered += 1;
+                        Record::set_qpns(id, true, &ours[..k])
+                    }
+                    Err(_) => {
+                        v.sets.answering.remove(&key);
+                        v.sets.refused_here += 1;
+                        None
+                    }
+                };
+                match reply {
+                    Some((recs, k)) => {
+                        for r in &recs[..k] {
+                            self.verbs_send(from, *r);
+                        }
+                    }
+                    None => self.verbs_send(from, Record::SetClosed { id, answer: true }),
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+impl Context {
+    /// Tests: this context's set toward `pe` (to post on it directly).
+    pub(in crate::context) fn verbs_set_drv(&mut self, pe: u32) -> Option<&mut VerbsDriver> {
+        self.vsets
+            .own
+            .iter_mut()
+            .find(|o| o.peer == pe)
+            .map(|o| &mut o.drv)
+    }
+
+    /// Tests: replaces the PE's budget of sets by one of `max` (before any
+    /// set is open).
+    pub(in crate::context) fn verbs_set_budget(&mut self, max: u32) {
+        let mut call = self.call();
+        assert!(call.verbs_in(), "the PE has verbs");
+        if let Some(v) = call.verbs.as_mut() {
+            assert_eq!(v.sets.budget.in_use(), 0, "no set open yet");
+            v.sets.budget = SetBudget::new(max);
+        }
+    }
+
+    /// Tests: how long this context's openings wait for their answer.
+    pub(in crate::context) fn verbs_set_open_wait(&mut self, d: std::time::Duration) {
+        self.vsets.open_wait = Some(d);
+    }
+
+    /// Tests: openings whose pieces are still coming here.
+    pub(in crate::context) fn verbs_sets_pending(&self) -> usize {
+        self.with_verbs(|v| {
+            v.sets
+                .answering
+                .values()
+                .filter(|a| matches!(a, Answering::Pieces(_)))
+                .count()
+        })
+        .unwrap_or(0)
+    }
+
+    /// Tests: sets this PE answers for its peers, and sets open on the PE's
+    /// budget.
+    pub(in crate::context) fn verbs_sets_open(&self) -> (usize, u32) {
+        self.with_verbs(|v| (v.sets.answering(), v.sets.budget.in_use()))
+            .unwrap_or((0, 0))
+    }
+
+    /// Tests: openings answered and refused by this PE so far.
+    pub(in crate::context) fn verbs_sets_answered(&self) -> (u64, u64) {
+        self.with_verbs(|v| (v.sets.answered, v.sets.refused_here))
+            .unwrap_or((0, 0))
+    }
+}
