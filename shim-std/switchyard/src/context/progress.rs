@@ -163,6 +163,10 @@ struct Shared {
     /// (taken with `try_lock`: a set opening or closing skips a burst's
     /// poll of them, never waits).
     set_recvs: std::sync::Mutex<Vec<(u64, RecvSide)>>,
+    /// Whether `set_recvs` holds any (written under its mutex): a burst
+    /// looks at the mutex only then, so a PE answering no set pays one
+    /// load, not a `try_lock`, per burst.
+    has_set_recvs: AtomicBool,
     /// The stats segment's publisher, run in each burst (when due).
     publisher: std::sync::OnceLock<std::sync::Mutex<super::statseg::Publisher>>,
     /// Contexts spinning to take the driver (see [`Tcp::contended`]).
@@ -268,6 +272,7 @@ impl Tcp {
                 verbs: UnsafeCell::new(None),
                 verbs_recv: std::sync::OnceLock::new(),
                 set_recvs: std::sync::Mutex::new(Vec::new()),
+                has_set_recvs: AtomicBool::new(false),
                 publisher: std::sync::OnceLock::new(),
                 waiting: AtomicU32::new(0),
                 worker: std::sync::Mutex::new(None),
@@ -778,6 +783,7 @@ impl Tcp {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         v.retain(|(k, _)| *k != key);
         v.push((key, r));
+        self.shared.has_set_recvs.store(true, Ordering::Release);
     }
 
     /// The set `key` closed: the progress thread stops polling it.
@@ -786,11 +792,15 @@ impl Tcp {
         expect(dead_code, reason = "the verbs glue calls it")
     )]
     pub(super) fn drop_set_recv(&self, key: u64) {
-        self.shared
+        let mut v = self
+            .shared
             .set_recvs
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|(k, _)| *k != key);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        v.retain(|(k, _)| *k != key);
+        self.shared
+            .has_set_recvs
+            .store(!v.is_empty(), Ordering::Release);
     }
 
     /// Lets the progress thread also publish the stats segment's shared

@@ -164,7 +164,9 @@ fn burst(shared: &Shared, clock: Instant, woke: bool) -> bool {
         }
     }
     // The QP sets this PE answers: each its own receive queue.
-    if let Ok(sets) = shared.set_recvs.try_lock() {
+    if shared.has_set_recvs.load(Ordering::Acquire)
+        && let Ok(sets) = shared.set_recvs.try_lock()
+    {
         for r in sets.iter().map(|(_, r)| r) {
             for _ in 0..BURST {
                 if r.poll() == PollResult::Idle {
