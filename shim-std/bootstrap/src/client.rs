@@ -174,10 +174,20 @@ impl Bootstrap {
         secret: &JobSecret,
     ) -> Result<(Bootstrap, Localities), BootstrapError> {
         let flags = FLAG_LAZY | FLAG_NODE;
-        match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)? {
-            (boot, Gathered::Lazy(locs)) => Ok((boot, locs)),
-            (boot, Gathered::All(_)) => Err(boot.unexpected(KIND_ALL_CARDS, "allgather")),
-            (boot, Gathered::Store) => Err(boot.unexpected(KIND_JOINED, "allgather")),
+        Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)
+            .and_then(Bootstrap::localities_of)
+    }
+
+    /// What a lazy join ([`Bootstrap::join_lazy`],
+    /// [`Bootstrap::join_lazy_node`]) expects: localities, not every card
+    /// nor the store's joined frame.
+    fn localities_of(
+        (boot, got): (Bootstrap, Gathered),
+    ) -> Result<(Bootstrap, Localities), BootstrapError> {
+        match got {
+            Gathered::Lazy(locs) => Ok((boot, locs)),
+            Gathered::All(_) => Err(boot.unexpected(KIND_ALL_CARDS, "allgather")),
+            Gathered::Store => Err(boot.unexpected(KIND_JOINED, "allgather")),
         }
     }
 
@@ -201,11 +211,8 @@ impl Bootstrap {
         secret: &JobSecret,
     ) -> Result<(Bootstrap, Localities), BootstrapError> {
         let flags = FLAG_LAZY;
-        match Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)? {
-            (boot, Gathered::Lazy(locs)) => Ok((boot, locs)),
-            (boot, Gathered::All(_)) => Err(boot.unexpected(KIND_ALL_CARDS, "allgather")),
-            (boot, Gathered::Store) => Err(boot.unexpected(KIND_JOINED, "allgather")),
-        }
+        Bootstrap::join_with(root, (rank, size, job_id), my_card, timeout, secret, flags)
+            .and_then(Bootstrap::localities_of)
     }
 
     /// [`Bootstrap::join_lazy`] for a PE whose cards and localities come

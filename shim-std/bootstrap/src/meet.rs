@@ -190,24 +190,14 @@ pub fn rendezvous_at_lazy(
     timeout: Duration,
     host_root: bool,
 ) -> Result<LazyRendezvous, BootstrapError> {
-    #[cfg(feature = "pmix")]
-    if let Some(store) = crate::pmix::store_of(info) {
-        return crate::pmix::rendezvous_lazy(store, info, meeting, card, timeout, host_root);
-    }
-    let j = host_and_join(
+    lazy_with(
         info,
         meeting,
         card,
         timeout,
         host_root,
         Bootstrap::join_lazy,
-    )?;
-    Ok(LazyRendezvous {
-        bootstrap: j.bootstrap,
-        localities: j.got,
-        root: j.root,
-        root_stats: j.root_stats,
-    })
+    )
 }
 
 /// [`rendezvous_at_lazy`] that asks the root only for this PE's node's
@@ -226,18 +216,31 @@ pub fn rendezvous_at_lazy_node(
     timeout: Duration,
     host_root: bool,
 ) -> Result<LazyRendezvous, BootstrapError> {
-    #[cfg(feature = "pmix")]
-    if let Some(store) = crate::pmix::store_of(info) {
-        return crate::pmix::rendezvous_lazy(store, info, meeting, card, timeout, host_root);
-    }
-    let j = host_and_join(
+    lazy_with(
         info,
         meeting,
         card,
         timeout,
         host_root,
         Bootstrap::join_lazy_node,
-    )?;
+    )
+}
+
+/// Both lazy rendezvous: PMIx's store when there is one, else the root,
+/// joined with `join`.
+fn lazy_with(
+    info: &RankInfo,
+    meeting: Meeting,
+    card: Card,
+    timeout: Duration,
+    host_root: bool,
+    join: JoinFn<Localities>,
+) -> Result<LazyRendezvous, BootstrapError> {
+    #[cfg(feature = "pmix")]
+    if let Some(store) = crate::pmix::store_of(info) {
+        return crate::pmix::rendezvous_lazy(store, info, meeting, card, timeout, host_root);
+    }
+    let j = host_and_join(info, meeting, card, timeout, host_root, join)?;
     Ok(LazyRendezvous {
         bootstrap: j.bootstrap,
         localities: j.got,

@@ -14,7 +14,7 @@ use std::{
 };
 
 use super::*;
-use crate::context::{Cmp, first_use::LazyCards};
+use crate::context::first_use::LazyCards;
 
 /// The lazy peers' budget of these tests' drivers: every other PE of the
 /// job (a budget is at most that).
@@ -178,33 +178,6 @@ fn assert_paired_with_the_other_only(ctx: &mut Context) {
 fn words(ctx: &Context, n: usize) -> Sym<u64> {
     let (_, len) = ctx.local_heap();
     ctx.sym_at::<u64>(len - 8 * n as u64 - 64, n).unwrap()
-}
-
-/// PE 0 puts `N` words to PE 1 and checks they went over verbs.
-fn puts_over_verbs(ctx: &mut Context, w: &Sym<u64>, base: u64) {
-    let (v0, t0) = (verbs_ops(ctx), ctx.stats().ops[TCP.index()]);
-    for i in 0..N {
-        ctx.put(w, i as usize, &[base + i], 1 - ctx.my_pe())
-            .unwrap();
-    }
-    ctx.quiet().unwrap();
-    let s = ctx.stats();
-    assert_eq!(verbs_ops(ctx) - v0, N, "{s:?}");
-    assert_eq!(s.ops[TCP.index()], t0, "nothing over TCP: {s:?}");
-}
-
-/// Waits (bounded, progressing) until `w[0..N]` holds `base + i`.
-fn expect_words(ctx: &mut Context, w: &Sym<u64>, base: u64) {
-    assert_eq!(
-        ctx.wait_until_for(w, N as usize - 1, Cmp::Eq, base + N - 1, WAIT)
-            .unwrap(),
-        base + N - 1
-    );
-    let mut v = [0u64; N as usize];
-    ctx.read_local(w, 0, &mut v).unwrap();
-    for (i, x) in v.iter().enumerate() {
-        assert_eq!(*x, base + i as u64, "slot {i}");
-    }
 }
 
 fn first_put_pairs(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use switchyard_bootstrap::{Bootstrap, Card, JobSecret, RootServer};
 
 use super::*;
-use crate::context::{Cmp, first_use::LazyCards};
+use crate::context::first_use::LazyCards;
 
 /// The PEs of the job (PE 2 only joins the root).
 const PES: u32 = 3;
@@ -176,34 +176,6 @@ fn half(ctx: &Context, half: u32) -> Sym<u64> {
     let w = words(ctx, 2 * N as usize);
     let off = w.offset() + 8 * N * u64::from(half);
     ctx.sym_at::<u64>(off, N as usize).unwrap()
-}
-
-/// Puts `N` words (`base + i`) to the other PE and checks they all went
-/// over verbs.
-fn puts_over_verbs(ctx: &mut Context, w: &Sym<u64>, base: u64) {
-    let other = 1 - ctx.my_pe();
-    let (v0, t0) = (verbs_ops(ctx), ctx.stats().ops[TCP.index()]);
-    for i in 0..N {
-        ctx.put(w, i as usize, &[base + i], other).unwrap();
-    }
-    ctx.quiet().unwrap();
-    let s = ctx.stats();
-    assert_eq!(verbs_ops(ctx) - v0, N, "{s:?}");
-    assert_eq!(s.ops[TCP.index()], t0, "nothing over TCP: {s:?}");
-}
-
-/// Waits (bounded, progressing) until `w[0..N]` holds `base + i`.
-fn expect_words(ctx: &mut Context, w: &Sym<u64>, base: u64) {
-    assert_eq!(
-        ctx.wait_until_for(w, N as usize - 1, Cmp::Eq, base + N - 1, WAIT)
-            .unwrap(),
-        base + N - 1
-    );
-    let mut v = [0u64; N as usize];
-    ctx.read_local(w, 0, &mut v).unwrap();
-    for (i, x) in v.iter().enumerate() {
-        assert_eq!(*x, base + i as u64, "slot {i}");
-    }
 }
 
 /// Waits (bounded, progressing) until this PE's verbs driver counted

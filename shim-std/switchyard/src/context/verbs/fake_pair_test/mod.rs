@@ -24,7 +24,7 @@ use switchyard_verbs::fake::Fabric;
 
 use super::*;
 use crate::context::{
-    PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS,
+    Cmp, PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS,
     pes_test::{PeScript, run_pes},
     progress,
     tcp_pair_test::{self, WAIT},
@@ -210,6 +210,34 @@ fn run_pair(tag: u64, opts: Opts, vcfg: VerbsConfig, script: Script) -> Fabric {
 
 fn verbs_ops(ctx: &Context) -> u64 {
     ctx.stats().ops[VERBS.index()]
+}
+
+/// Puts `N` words (`base + i`) to the other PE of a pair and checks they
+/// all went over verbs (the lazy tests').
+fn puts_over_verbs(ctx: &mut Context, w: &Sym<u64>, base: u64) {
+    let other = 1 - ctx.my_pe();
+    let (v0, t0) = (verbs_ops(ctx), ctx.stats().ops[TCP.index()]);
+    for i in 0..N {
+        ctx.put(w, i as usize, &[base + i], other).unwrap();
+    }
+    ctx.quiet().unwrap();
+    let s = ctx.stats();
+    assert_eq!(verbs_ops(ctx) - v0, N, "{s:?}");
+    assert_eq!(s.ops[TCP.index()], t0, "nothing over TCP: {s:?}");
+}
+
+/// Waits (bounded, progressing) until `w[0..N]` holds `base + i`.
+fn expect_words(ctx: &mut Context, w: &Sym<u64>, base: u64) {
+    assert_eq!(
+        ctx.wait_until_for(w, N as usize - 1, Cmp::Eq, base + N - 1, WAIT)
+            .unwrap(),
+        base + N - 1
+    );
+    let mut v = [0u64; N as usize];
+    ctx.read_local(w, 0, &mut v).unwrap();
+    for (i, x) in v.iter().enumerate() {
+        assert_eq!(*x, base + i as u64, "slot {i}");
+    }
 }
 
 /// Waits (bounded) until this PE's verbs link to the other is up again,
