@@ -414,11 +414,18 @@ fn render_text(transports: &[TransportInfo], m: &Machine, config: &Config) -> St
             let n = t.devices.len();
             let used = match &t.not_used {
                 Some(why) => format!(", not used: {why}"),
-                None if t.name == "verbs" && config.verbs_routed => {
-                    ", used for NEAR peers and long messages to ROUTED peers".to_string()
-                }
                 None if t.name == "verbs" => {
-                    ", used for NEAR peers (verbs_routed = off)".to_string()
+                    let peers = if config.verbs_routed {
+                        ", used for NEAR peers and long messages to ROUTED peers"
+                    } else {
+                        ", used for NEAR peers (verbs_routed = off)"
+                    };
+                    let sets = if config.verbs_context_sets {
+                        "; each context on QP sets of its own (verbs_context_sets = on)"
+                    } else {
+                        ""
+                    };
+                    format!("{peers}{sets}")
                 }
                 None => String::new(),
             };
@@ -839,6 +846,44 @@ mod test {
         shm.atomics = None;
         shm.decide_use(&load("auto"));
         assert!(shm.atomics.is_none());
+    }
+
+    /// `verbs_context_sets`: listed among the settings, and said on the
+    /// verbs line when verbs is used.
+    #[test]
+    fn verbs_context_sets_is_shown() {
+        let load = |v: &str| {
+            Config::load_from_vars([("SWITCHYARD_VERBS_CONTEXT_SETS".to_string(), v.to_string())])
+                .unwrap()
+        };
+        let t = TransportInfo {
+            name: "verbs",
+            available: true,
+            why_not: None,
+            in_use: true,
+            not_used: None,
+            devices: Vec::new(),
+            atomics: None,
+            atomic_cap: None,
+            cap: None,
+        };
+        let on = render_text(std::slice::from_ref(&t), &Machine::read(), &load("on"));
+        assert!(
+            on.lines()
+                .any(|l| l.trim_start().starts_with("verbs_context_sets") && l.contains(" on ")),
+            "{on}"
+        );
+        assert!(
+            on.contains("QP sets of its own (verbs_context_sets = on)"),
+            "{on}"
+        );
+        let off = render_text(&[t], &Machine::read(), &load("off"));
+        assert!(
+            off.lines()
+                .any(|l| l.trim_start().starts_with("verbs_context_sets") && l.contains(" off ")),
+            "{off}"
+        );
+        assert!(!off.contains("QP sets of its own"), "{off}");
     }
 
     #[test]

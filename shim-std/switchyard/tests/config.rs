@@ -59,6 +59,7 @@ fn alternatives(key: Key) -> (&'static str, &'static str) {
         Key::VerbsGidIndex => ("3", "1"),
         Key::Cards => ("\"lazy\"", "ALL"),
         Key::VerbsLazyPeers => ("8", "2"),
+        Key::VerbsContextSets => ("true", "off"),
         _ => unreachable!("a key without test values"),
     }
 }
@@ -784,6 +785,34 @@ fn a_file_s_bind_to_is_read_as_progress_cpu_with_a_warning() {
     assert!(
         e.to_string()
             .contains(": bind_to = \"socket\": expected core, none, or cpu:N"),
+        "{e}"
+    );
+}
+
+#[test]
+fn verbs_context_sets_from_the_file_a_boolean_or_a_string() {
+    assert!(!Config::default().verbs_context_sets);
+    for (text, want) in [
+        ("verbs_context_sets = true\n", true),
+        ("verbs_context_sets = \"on\"\n", true),
+        ("verbs_context_sets = false\n", false),
+    ] {
+        let file = scratch("verbs-context-sets.toml", text);
+        let cfg = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap();
+        assert_eq!(cfg.verbs_context_sets, want, "{text}");
+        assert_eq!(
+            cfg.source(Key::VerbsContextSets),
+            &Source::File {
+                path: file.clone(),
+                line: 1
+            }
+        );
+    }
+    let file = scratch("verbs-context-sets-bad.toml", "verbs_context_sets = 2\n");
+    let e = load(&[(ENV_CONFIG, file.to_str().unwrap())]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("verbs_context_sets = 2: expected on or off"),
         "{e}"
     );
 }

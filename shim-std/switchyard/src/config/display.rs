@@ -97,6 +97,7 @@ impl Config {
             Key::Cards => self.cards.name().into(),
             Key::VerbsLazyPeers => self.verbs_lazy_peers.to_string(),
             Key::VerbsRouted => if self.verbs_routed { "on" } else { "off" }.into(),
+            Key::VerbsContextSets => if self.verbs_context_sets { "on" } else { "off" }.into(),
             Key::VerbsDevice => self.verbs_device.as_deref().unwrap_or("auto").into(),
             Key::VerbsGidIndex => self
                 .verbs_gid_index

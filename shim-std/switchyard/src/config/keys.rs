@@ -103,11 +103,14 @@ pub enum Key {
     /// verbs driver may pair with (their queue pairs created at first
     /// use); past it a peer stays on TCP.
     VerbsLazyPeers,
+    /// `verbs_context_sets`: whether each context opens verbs queue pairs
+    /// of its own toward the peers it uses (per-context QP sets).
+    VerbsContextSets,
 }
 
 impl Key {
     /// Number of keys.
-    pub const COUNT: usize = 29;
+    pub const COUNT: usize = 30;
 
     /// Every key, in the order [`Config::entries`] lists them.
     pub const ALL: [Key; Key::COUNT] = [
@@ -140,6 +143,7 @@ impl Key {
         Key::VerbsGidIndex,
         Key::Cards,
         Key::VerbsLazyPeers,
+        Key::VerbsContextSets,
     ];
 
     /// The key as written in the TOML file: `heap_size`.
@@ -174,6 +178,7 @@ impl Key {
             Key::VerbsGidIndex => "verbs_gid_index",
             Key::Cards => "cards",
             Key::VerbsLazyPeers => "verbs_lazy_peers",
+            Key::VerbsContextSets => "verbs_context_sets",
         }
     }
 
@@ -209,6 +214,7 @@ impl Key {
             Key::VerbsGidIndex => "SWITCHYARD_VERBS_GID_INDEX",
             Key::Cards => "SWITCHYARD_CARDS",
             Key::VerbsLazyPeers => "SWITCHYARD_VERBS_LAZY_PEERS",
+            Key::VerbsContextSets => "SWITCHYARD_VERBS_CONTEXT_SETS",
         }
     }
 
@@ -250,7 +256,7 @@ impl Key {
                 "all, or a comma-separated list of shm, tcp and verbs, such as shm,tcp or tcp"
             }
             Key::VerbsAtomics => "auto, nic or cpu",
-            Key::VerbsRouted => "on or off",
+            Key::VerbsRouted | Key::VerbsContextSets => "on or off",
             Key::VerbsDevice => {
                 "auto or an RDMA device name such as mlx5_0 or rxe0 (letters, digits, '_', '-', '.'; at most 63 characters)"
             }
@@ -523,6 +529,7 @@ impl Config {
                     .and_then(|v| u32::try_from(v).ok()),
             ),
             Key::VerbsRouted => put(&mut self.verbs_routed, parse_on_off(s)),
+            Key::VerbsContextSets => put(&mut self.verbs_context_sets, parse_on_off(s)),
             Key::VerbsDevice => put(&mut self.verbs_device, parse_device(s)),
             Key::VerbsGidIndex => put(
                 &mut self.verbs_gid_index,

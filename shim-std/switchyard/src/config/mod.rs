@@ -56,6 +56,7 @@
 //! | `verbs_gid_index` | index | `auto` | `auto`, or 0 to 255 |
 //! | `cards` | [`CardsMode`] | `all` | `all`, `lazy` |
 //! | `verbs_lazy_peers` | count | `32` | 1 to 65536 (with `cards = lazy`) |
+//! | `verbs_context_sets` | on/off | `off` | `on`, `off` (`true`/`false` too) |
 //!
 //! Enumerated values are case-insensitive.
 //!
@@ -185,6 +186,17 @@
 //!   `VerbsStatus::refused_here`; when the peer asked, it is told, and
 //!   keeps this PE on TCP too (`Context::verbs_refusal`). With `cards = all` every peer's
 //!   queue pairs are created at init and the key is not used.
+//! * `verbs_context_sets`: `on` gives each context (each thread's
+//!   `Context` of a PE) verbs queue pairs of its own toward each peer it
+//!   uses over verbs, a *QP set*, opened at its first verbs operation to
+//!   that peer, within a budget of 64 sets per PE: once the set is up at
+//!   both ends and the context's earlier verbs writes to the peer are
+//!   known complete (its next `quiet`), its puts, gets and atomics to that
+//!   peer go on its set without the PE's entry lock, and its `quiet` polls
+//!   its sets. A set refused (the budget spent here or at the peer) leaves
+//!   the context on the PE's shared driver for that peer. `off` (the
+//!   default): every context posts on the PE's one shared driver, behind
+//!   the entry lock.
 //!
 //! # Value syntax
 //!
@@ -440,6 +452,10 @@ pub struct Config {
     /// With `cards = lazy`, how many off-node peers the verbs driver may
     /// pair with (1 to 65536). Default [`DEFAULT_VERBS_LAZY_PEERS`].
     pub verbs_lazy_peers: u32,
+    /// Whether each context opens verbs queue pairs of its own toward the
+    /// peers it uses (per-context QP sets; `verbs_context_sets`). Default
+    /// off.
+    pub verbs_context_sets: bool,
     template: Option<(Template, Source)>,
     file: Option<PathBuf>,
     sources: [Source; Key::COUNT],
@@ -478,6 +494,7 @@ impl Default for Config {
             verbs_gid_index: None,
             cards: CardsMode::All,
             verbs_lazy_peers: DEFAULT_VERBS_LAZY_PEERS,
+            verbs_context_sets: false,
             template: None,
             file: None,
             sources: std::array::from_fn(|_| Source::Default),

@@ -263,6 +263,10 @@ fn every_key_names_key_value_and_expectation() {
             Key::VerbsLazyPeers,
             &["0", "65537", "-1", "1.5", "32K", "many", "4294967297"],
         ),
+        (
+            Key::VerbsContextSets,
+            &["auto", "1", "yes", "per-context", "of"],
+        ),
     ];
     assert_eq!(bad.len(), Key::COUNT);
     for &(key, values) in bad {
@@ -849,5 +853,50 @@ fn verbs_lazy_peers_is_32_by_default_and_1_to_65536_from_the_file_or_the_environ
         Config::default()
             .entries()
             .any(|e| e.key == "verbs_lazy_peers" && e.value == "32")
+    );
+}
+
+#[test]
+fn verbs_context_sets_is_off_by_default_and_on_or_off_from_the_file_or_the_environment() {
+    let cfg = Config::load_from(lookup(&[])).unwrap();
+    assert!(!cfg.verbs_context_sets);
+    assert_eq!(cfg.value(Key::VerbsContextSets), "off");
+    assert_eq!(
+        Key::from_env("SWITCHYARD_VERBS_CONTEXT_SETS"),
+        Some(Key::VerbsContextSets)
+    );
+    assert_eq!(
+        Key::from_name("verbs_context_sets"),
+        Some(Key::VerbsContextSets)
+    );
+    for (raw, want) in [("on", true), (" ON ", true), ("true", true), ("off", false)] {
+        let cfg = Config::load_from(lookup(&[("SWITCHYARD_VERBS_CONTEXT_SETS", raw)])).unwrap();
+        assert_eq!(cfg.verbs_context_sets, want, "{raw}");
+        assert_eq!(
+            cfg.value(Key::VerbsContextSets),
+            if want { "on" } else { "off" }
+        );
+        assert_eq!(
+            cfg.source(Key::VerbsContextSets),
+            &Source::Env("SWITCHYARD_VERBS_CONTEXT_SETS")
+        );
+    }
+    let err = Config::load_from(lookup(&[("SWITCHYARD_VERBS_CONTEXT_SETS", "auto")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "SWITCHYARD_VERBS_CONTEXT_SETS=auto: expected on or off"
+    );
+    assert!(matches!(
+        err,
+        ConfigError::BadValue {
+            key: "verbs_context_sets",
+            ..
+        }
+    ));
+    // Listed among the settings (`switchyard info`).
+    assert!(
+        Config::default()
+            .entries()
+            .any(|e| e.key == "verbs_context_sets" && e.value == "off")
     );
 }
