@@ -93,6 +93,7 @@ fn setup(job: u64, me: u32, stats: bool) -> Setup {
         symmetric_data: None,
         verbs_atomics: Default::default(),
         verbs_routed: true,
+        verbs_context_sets: false,
         trace_records: 4096,
         stats,
         trace,

@@ -55,6 +55,7 @@ fn setup(job: u64, me: u32) -> Setup {
         symmetric_data: None,
         verbs_atomics: Default::default(),
         verbs_routed: true,
+        verbs_context_sets: false,
         trace_records: 4096,
         stats: true,
         trace: switchyard::config::TraceMode::DEFAULT,

@@ -40,6 +40,7 @@ fn setup(job: u64, me: u32, progress: Progress) -> Setup {
         symmetric_data: None,
         verbs_atomics: VerbsAtomics::Auto,
         verbs_routed: true,
+        verbs_context_sets: false,
         trace_records: 64,
         trace: TraceMode::DEFAULT,
         stats: false,

@@ -97,6 +97,7 @@ impl Context {
             symmetric_data: opts.symmetric_data,
             verbs_atomics: cfg.verbs_atomics,
             verbs_routed: cfg.verbs_routed,
+            verbs_context_sets: cfg.verbs_context_sets,
             trace_records: cfg.trace_records as usize,
             trace: cfg.trace,
             stats: cfg.stats,

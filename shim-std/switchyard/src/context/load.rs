@@ -210,6 +210,21 @@ impl Context {
         }
     }
 
+    /// After an operation went on this context's own verbs QP set (no
+    /// load bit is set from a set's backlog): counts and flags a load
+    /// yield, as [`Context::load_after`] does.
+    #[inline]
+    #[cfg_attr(
+        not(feature = "verbs"),
+        allow(dead_code, reason = "only verbs has per-context QP sets")
+    )]
+    pub(super) fn load_yielded(&mut self, yielded: bool) {
+        if yielded && self.load.rule.is_some() {
+            self.stats.load_yields += 1;
+            self.next_flags |= TraceRecord::LOAD;
+        }
+    }
+
     /// A load hint of this context's submission ring (`submit.rs`): the
     /// progress thread read the named pair's backlog over the watermark
     /// right after issuing a ring entry on it, as `load_after` does after a

@@ -297,6 +297,14 @@ pub struct Context {
         allow(dead_code, reason = "read by the verbs glue")
     )]
     verbs_routed: bool,
+    /// `verbs_context_sets` as configured: the context opens QP sets of
+    /// its own and routes its verbs operations over them
+    /// (`verbs/sets.rs`).
+    #[cfg_attr(
+        not(feature = "verbs"),
+        allow(dead_code, reason = "read by the verbs glue")
+    )]
+    verbs_sets_on: bool,
     /// Atomics leave RDMA out (the policy's atomic band is in use): the
     /// device's atomics are not atomic with respect to the CPU's.
     cpu_atomics_rule: bool,

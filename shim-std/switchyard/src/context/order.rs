@@ -126,6 +126,8 @@ impl Context {
         {
             v.drv.fence()?;
         }
+        // This context's own QP sets count as its verbs.
+        self.verbs_sets_fence()?;
         if let Some(t) = self.tcp.as_mut() {
             t.enter().fence()?;
         }
@@ -148,7 +150,9 @@ impl Context {
         let mut spins = 0u32;
         loop {
             let shm = self.shm.quiet_poll()?;
-            let verbs = self.verbs_quiet_poll()?;
+            // The shared driver and this context's own QP sets (no entry
+            // lock for those).
+            let verbs = self.verbs_quiet_poll()? & self.verbs_sets_quiet_poll()?;
             let tcp = match self.tcp.as_mut().map(progress::Tcp::get) {
                 Some(t) => t.quiet_poll()?,
                 None => true,
@@ -234,7 +238,9 @@ impl Context {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            let verbs = kinds & V == 0 || self.verbs_quiet_poll()?;
+            // Verbs: the shared driver and this context's own QP sets.
+            let verbs =
+                kinds & V == 0 || (self.verbs_quiet_poll()? & self.verbs_sets_quiet_poll()?);
             let tcp = kinds & T == 0
                 || match self.tcp.as_mut().map(progress::Tcp::get) {
                     Some(t) => t.quiet_poll()?,

@@ -102,6 +102,9 @@ pub struct Setup {
     pub verbs_atomics: crate::config::VerbsAtomics,
     /// Whether ROUTED peers use verbs for long messages (`verbs_routed`).
     pub verbs_routed: bool,
+    /// Whether each context opens verbs QP sets of its own toward the
+    /// peers it uses (`verbs_context_sets`; off by default).
+    pub verbs_context_sets: bool,
     /// Records the route trace ring keeps, the newest ones (`trace_records`;
     /// [`TRACE_RECORDS`](super::TRACE_RECORDS) by default): a power of two, at most
     /// [`TraceRingBox::MAX_CAPACITY`](switchyard_core::trace::TraceRingBox::MAX_CAPACITY),
@@ -363,6 +366,7 @@ impl Context {
         ctx.sx.owner = true;
         ctx.verbs_atomics = setup.verbs_atomics;
         ctx.verbs_routed = setup.verbs_routed;
+        ctx.verbs_sets_on = setup.verbs_context_sets;
         Ok(ctx)
     }
 }

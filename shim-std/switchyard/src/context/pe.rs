@@ -96,6 +96,8 @@ pub(super) struct VerbsShape {
     /// `verbs_atomics` and `verbs_routed` as configured.
     pub(super) atomics: crate::config::VerbsAtomics,
     pub(super) routed: bool,
+    /// `verbs_context_sets` as configured.
+    pub(super) context_sets: bool,
     /// The driver's longest get.
     pub(super) max_get: u32,
 }
@@ -302,6 +304,7 @@ impl Context {
             verbs_why: None,
             verbs_atomics: crate::config::VerbsAtomics::Auto,
             verbs_routed: false,
+            verbs_sets_on: false,
             cpu_atomics_rule: false,
             verbs_atomics_why: "",
             order: order::Order::default(),
@@ -344,6 +347,7 @@ impl Context {
             ctx.verbs_atomics_why = v.why;
             ctx.verbs_atomics = v.atomics;
             ctx.verbs_routed = v.routed;
+            ctx.verbs_sets_on = v.context_sets;
             ctx.verbs_max_get = v.max_get;
             ctx.verbs_pe = true;
             ctx.order.enable(pe.n_pes);

@@ -236,6 +236,8 @@ impl Context {
         if let Some(v) = self.verbs.as_mut() {
             v.drv.post_batches();
         }
+        // And those on this context's own QP sets.
+        self.verbs_sets_post();
         self.verbs_back();
         if self.tcp.as_ref().is_some_and(progress::Tcp::held) {
             // A call that used the TCP driver runs its timers when they are

@@ -152,13 +152,18 @@ impl Context {
         Some(Error::from(e))
     }
 
-    /// The driver behind transport id `t`, borrowed for one call.
+    /// The driver behind transport id `t`, borrowed for one call; for
+    /// verbs with `on_set`, this context's own QP set toward `pe`
+    /// ([`Context::verbs_set_route`]), without the entry lock.
     #[inline]
-    fn drv(&mut self, t: TransportId) -> Option<Drv<'_>> {
+    fn drv(&mut self, t: TransportId, pe: u32, on_set: bool) -> Option<Drv<'_>> {
         if t == SHM {
             return Some(Drv::Shm(&mut self.shm));
         }
         if t == VERBS {
+            if on_set {
+                return self.verbs_set_for(pe).map(Drv::Verbs);
+            }
             self.verbs_in();
             return self.verbs.as_mut().map(|v| Drv::Verbs(&mut v.drv));
         }
@@ -213,7 +218,9 @@ impl Context {
         frame: FrameOp,
         run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
     ) -> Result<(R, Route)> {
-        self.call().routed_with_in(first, pe, len, op, frame, run)
+        self.call()
+            .routed_with_in(first, pe, len, op, frame, run)
+            .map(|(r, route, _)| (r, route))
     }
 
     /// Whether the shm leg may run an operation routed `r` toward `pe`:
@@ -238,6 +245,9 @@ impl Context {
         self.trace_route(pe, len, frame, route, false);
     }
 
+    /// The generic loop; also returns the route taken and whether the
+    /// operation went on this context's own QP set (its ticket is polled
+    /// there).
     #[inline]
     fn routed_with_in<R>(
         &mut self,
@@ -247,7 +257,7 @@ impl Context {
         op: Op,
         frame: FrameOp,
         run: &mut impl FnMut(&mut Drv<'_>, &Route) -> std::result::Result<R, DrvError>,
-    ) -> Result<(R, Route)> {
+    ) -> Result<(R, Route, bool)> {
         // What this context submitted through its ring goes first.
         self.ring_sync()?;
         // Set on the first WouldBlock: the wait for the window to open.
@@ -320,7 +330,10 @@ impl Context {
             if let Some(r) = rail_of(route.transport) {
                 self.order_rails(pe, r, op)?;
             }
-            let Some(mut d) = self.drv(route.transport) else {
+            // Verbs: this context's own QP set toward `pe` once it routes
+            // there (`verbs_context_sets`), else the PE's shared driver.
+            let on_set = route.transport == VERBS && self.verbs_set_route(pe);
+            let Some(mut d) = self.drv(route.transport, pe, on_set) else {
                 return Err(Error::TransportUnavailable {
                     transport: route.transport,
                     pe,
@@ -328,7 +341,9 @@ impl Context {
             };
             match run(&mut d, &route) {
                 Ok(r) => {
-                    if route.transport == VERBS {
+                    if on_set {
+                        self.stats.verbs_set_ops += 1;
+                    } else if route.transport == VERBS {
                         // In flight on the shared driver for this context
                         // (its loss reports).
                         self.verbs_issued(pe);
@@ -345,14 +360,24 @@ impl Context {
                     if !self.tcp.as_ref().is_some_and(progress::Tcp::redoing) {
                         self.sx_done(pe, len, &route);
                     }
-                    self.load_after(pe, &route, yielded);
+                    if on_set {
+                        // The set's backlog is this context's own: it
+                        // sets no load bit (the PE's contexts share them).
+                        self.load_yielded(yielded);
+                    } else {
+                        self.load_after(pe, &route, yielded);
+                    }
                     self.trace_route(pe, len, frame, &route, false);
-                    return Ok((r, route));
+                    return Ok((r, route, on_set));
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     // Flow control: the target pushes back. Progress, and
                     // give up only at the op timeout or when it dies.
                     self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Retries);
+                    if on_set {
+                        // Its completions free room (no entry lock).
+                        self.verbs_set_progress(pe);
+                    }
                     let start = *blocked_since.get_or_insert_with(Instant::now);
                     self.pause(&mut spins, start, "a send window to open", Watch::Peer(pe))?;
                 }
@@ -361,6 +386,16 @@ impl Context {
                 // it, connect, and wait for the link (`first_use.rs`).
                 Err(DrvError::Tcp(e @ SocketError::PeerUnknown { .. })) => {
                     self.first_use(pe, e)?;
+                }
+                Err(e) if on_set && e.kind() == ErrorKind::PeerDown => {
+                    // The set's link is not up: the driver refused the
+                    // operation before posting any of it, so it goes on
+                    // the shared driver (selected again), and the set
+                    // takes nothing more until its failure is settled.
+                    // The shared driver's link is not concerned.
+                    self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);
+                    self.verbs_set_unusable(pe);
+                    self.stats.reroutes += 1;
                 }
                 Err(e) => {
                     self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);
@@ -415,14 +450,14 @@ impl Context {
         mut poll: impl FnMut(&mut Drv<'_>, &Ticket) -> std::result::Result<Option<R>, DrvError>,
     ) -> Result<R> {
         loop {
-            let (ticket, route) =
+            let (ticket, route, on_set) =
                 self.routed_with_in(first.take(), pe, len, op, frame, &mut start)?;
             // The clock is read only if the first poll does not complete
             // (shared memory always does): no clock read per operation.
             let mut t0: Option<Instant> = None;
             let mut spins = 0u32;
             loop {
-                let Some(mut d) = self.drv(route.transport) else {
+                let Some(mut d) = self.drv(route.transport, pe, on_set) else {
                     return Err(Error::TransportUnavailable {
                         transport: route.transport,
                         pe,
@@ -436,6 +471,16 @@ impl Context {
                     Ok(None) => {
                         let since = *t0.get_or_insert_with(Instant::now);
                         self.pause(&mut spins, since, what, Watch::Peer(pe))?;
+                    }
+                    Err(e) if on_set && e.kind() == ErrorKind::PeerDown => {
+                        // The set's link failed under a get, or an atomic
+                        // that never reached the device (one that may
+                        // have run is `OutcomeUnknown`, below): issued
+                        // again on the shared driver.
+                        self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);
+                        self.verbs_set_unusable(pe);
+                        self.stats.reroutes += 1;
+                        break;
                     }
                     Err(e) => {
                         self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);

@@ -40,6 +40,15 @@ pub struct Stats {
     /// Operations the verbs driver handed back after a failure and were
     /// replayed over TCP: the PE's, whichever context replayed them.
     pub verbs_replays: u64,
+    /// Verbs operations (puts, gets, atomics) this context posted on its
+    /// own QP sets (`verbs_context_sets = on`), not on the PE's shared
+    /// driver.
+    pub verbs_set_ops: u64,
+    /// Openings of this context's QP sets refused (the budget spent here
+    /// or at the peer, the peer refusing or not answering in time): the
+    /// context keeps the shared driver toward that peer for good (as it
+    /// does toward a peer that closed its set).
+    pub verbs_sets_refused: u64,
     /// Atomics that would have gone over verbs (a NEAR peer, or a ROUTED one
     /// at `short_threshold` and up, whose verbs link was up) but went over
     /// TCP, run by the target's CPU, because the NIC's atomics are not

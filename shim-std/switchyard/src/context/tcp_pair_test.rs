@@ -136,6 +136,7 @@ pub(super) fn setup(job: u64, me: u32, policy: PolicyConfig) -> Setup {
         symmetric_data: None,
         verbs_atomics: crate::config::VerbsAtomics::Auto,
         verbs_routed: true,
+        verbs_context_sets: false,
         trace_records: TRACE_RECORDS,
         stats: true,
         trace: crate::config::TraceMode::All,

@@ -289,4 +289,36 @@ impl Context {
 
     /// Nothing to close: there are no QP sets.
     pub(super) fn verbs_sets_peer_dead(&mut self, _: u32) {}
+
+    /// No QP set to route over.
+    #[inline]
+    pub(super) fn verbs_set_route(&mut self, _: u32) -> bool {
+        false
+    }
+
+    /// No QP set.
+    #[inline]
+    pub(super) fn verbs_set_for(&mut self, _: u32) -> Option<&mut VerbsDriver> {
+        None
+    }
+
+    /// No QP set.
+    pub(super) fn verbs_set_unusable(&mut self, _: u32) {}
+
+    /// No QP set.
+    pub(super) fn verbs_set_progress(&mut self, _: u32) {}
+
+    /// Nothing batched: there are no QP sets.
+    #[inline]
+    pub(super) fn verbs_sets_post(&mut self) {}
+
+    /// Nothing to fence: there are no QP sets.
+    pub(super) fn verbs_sets_fence(&mut self) -> super::Result<()> {
+        Ok(())
+    }
+
+    /// Nothing in flight: there are no QP sets.
+    pub(super) fn verbs_sets_quiet_poll(&mut self) -> super::Result<bool> {
+        Ok(true)
+    }
 }

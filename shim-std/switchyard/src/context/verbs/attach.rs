@@ -177,6 +177,7 @@ impl Context {
             why,
             atomics: self.verbs_atomics,
             routed: self.verbs_routed,
+            context_sets: self.verbs_sets_on,
             max_get: self.verbs_max_get,
         });
         self.verbs = Some(Box::new(Verbs {

@@ -27,7 +27,10 @@
 
 use std::collections::BTreeMap;
 
-use switchyard_core::transport::{Instant as CoreInstant, Transport};
+use switchyard_core::{
+    topology::LinkState,
+    transport::{Instant as CoreInstant, Transport},
+};
 use switchyard_verbs::{SetBudget, VerbsDriver, VerbsError, card::MAX_QPS};
 
 use super::{Record, SetId, SetQpnPieces, pair_card};
@@ -70,13 +73,6 @@ pub enum SetError {
 
 /// An answer to one of this PE's contexts' sets, as far as it came.
 #[derive(Debug, Clone, Copy)]
-#[cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        reason = "contexts open sets once puts are routed over them; tests open them now"
-    )
-)]
 enum Answer {
     /// The peer's QPNs, in pieces.
     Pieces(SetQpnPieces),
@@ -91,13 +87,6 @@ pub(super) struct PeSets {
     /// The PE's budget (every set of the PE counts here).
     pub(super) budget: SetBudget,
     /// The next set number (wraps; with the opener's lane it names a set).
-    #[cfg_attr(
-        not(test),
-        allow(
-            dead_code,
-            reason = "contexts open sets once puts are routed over them; tests open them now"
-        )
-    )]
     next: u8,
     /// Sets of peers' contexts toward this PE: their QPNs in pieces, then
     /// the matching set, by (peer, id).
@@ -159,12 +148,20 @@ struct Own {
     /// Closed if the peer has not answered by then (ns, context clock):
     /// a peer that ignores set records (an older build) or lost them.
     deadline: u64,
+    /// Whether the context's verbs operations to `peer` go here.
+    route: SetRoute,
+    /// Something was posted on it since its last complete quiet.
+    posted: bool,
 }
 
 /// A context's own QP sets (one per peer at most).
 #[derive(Default)]
 pub(in crate::context) struct Sets {
     own: Vec<Own>,
+    /// Peers whose set was refused or closed (`verbs_context_sets`): the
+    /// context stays on the shared driver toward them for good, no
+    /// opening again (no retry storm). O(peers met).
+    refused: Vec<u32>,
     /// Tests: how long an opening waits for its answer (else the op
     /// timeout).
     #[cfg(test)]
@@ -206,26 +203,14 @@ impl Context {
     /// [`SetError`]: no verbs, the link to `pe` not up, the PE's budget of
     /// sets spent ([`VerbsError::NoSetLeft`]) or the driver's error; the
     /// context keeps the PE's shared driver.
-    #[cfg_attr(
-        not(test),
-        allow(
-            dead_code,
-            reason = "contexts open sets once puts are routed over them; tests open them now"
-        )
-    )]
+    #[cfg(test)]
     pub(in crate::context) fn verbs_open_set(&mut self, pe: u32) -> Result<SetId, SetError> {
         // A call: the TCP driver and the PE's verbs state go back at its end.
         self.call().open_set_in(pe)
     }
 
-    /// [`Context::verbs_open_set`], in a call.
-    #[cfg_attr(
-        not(test),
-        allow(
-            dead_code,
-            reason = "contexts open sets once puts are routed over them; tests open them now"
-        )
-    )]
+    /// [`Context::verbs_open_set`], in a call (route selection calls it at
+    /// a context's first verbs operation to `pe`: [`Context::verbs_set_route`]).
     fn open_set_in(&mut self, pe: u32) -> Result<SetId, SetError> {
         if let Some(o) = self.vsets.own.iter().find(|o| o.peer == pe) {
             return Ok(o.id);
@@ -272,6 +257,8 @@ impl Context {
             drv,
             up: false,
             deadline,
+            route: SetRoute::Waiting,
+            posted: false,
         });
         for r in &recs[..k] {
             self.verbs_send(pe, *r);
@@ -280,13 +267,7 @@ impl Context {
     }
 
     /// Whether this context's set toward `pe` is connected at both ends.
-    #[cfg_attr(
-        not(test),
-        allow(
-            dead_code,
-            reason = "contexts open sets once puts are routed over them; tests open them now"
-        )
-    )]
+    #[cfg(test)]
     pub(in crate::context) fn verbs_set_up(&self, pe: u32) -> bool {
         self.vsets.own.iter().any(|o| o.peer == pe && o.up)
     }
@@ -338,6 +319,9 @@ impl Context {
             // keeps the shared driver.
             let o = self.vsets.own.swap_remove(i);
             v.sets.answers.remove(&key);
+            // No opening again toward that peer (a refusal is counted).
+            self.vsets.gone(o.peer);
+            self.stats.verbs_sets_refused += u64::from(!o.up);
             if let Some(t) = self.tcp.as_mut() {
                 let _ = t.get().send_link_state(
                     o.peer,
@@ -553,5 +537,202 @@ impl Context {
     pub(in crate::context) fn verbs_sets_answered(&self) -> (u64, u64) {
         self.with_verbs(|v| (v.sets.answered, v.sets.refused_here))
             .unwrap_or((0, 0))
+    }
+}
+
+/// Whether a context's verbs operations to a set's peer go on the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SetRoute {
+    /// Not yet: the set is not up at both ends, or this context's verbs
+    /// writes to the peer over the shared driver may not be complete.
+    Waiting,
+    /// They go here, without the entry lock.
+    On,
+    /// Not usable (its link failed, or it is being settled): they take the
+    /// shared driver until [`Context::verbs_set_usable`].
+    Off,
+}
+
+impl Sets {
+    /// The set toward `peer` closed, or its opening was refused: the
+    /// context keeps the shared driver toward it for good.
+    fn gone(&mut self, peer: u32) {
+        if !self.refused.contains(&peer) {
+            self.refused.push(peer);
+        }
+    }
+}
+
+/// Routing a context's verbs operations over its own sets
+/// (`verbs_context_sets = on`).
+impl Context {
+    /// Whether this context's verbs operation to `pe` goes on its own QP
+    /// set (`verbs_context_sets = on`), else on the PE's shared driver.
+    /// Its first verbs operation to `pe` opens the set (asynchronously:
+    /// the shared driver meanwhile); the operations switch to it once it
+    /// is up at both ends and this context's verbs writes to `pe` over the
+    /// shared driver are known complete (its order bit clear: after its
+    /// next `quiet`, or an ordering wait), so nothing of the context's
+    /// overtakes them. A refused opening keeps the shared driver for good.
+    /// Once switched: one scan of the context's sets, no lock, no
+    /// allocation.
+    #[inline]
+    pub(in crate::context) fn verbs_set_route(&mut self, pe: u32) -> bool {
+        if !self.verbs_sets_on {
+            return false;
+        }
+        if let Some(o) = self
+            .vsets
+            .own
+            .iter_mut()
+            .find(|o| o.peer == pe && o.route == SetRoute::On)
+        {
+            o.posted = true;
+            return true;
+        }
+        self.verbs_set_route_slow(pe)
+    }
+
+    /// [`Context::verbs_set_route`] before the switch: open the set, or
+    /// switch to it once it may take the operations.
+    #[cold]
+    #[inline(never)]
+    fn verbs_set_route_slow(&mut self, pe: u32) -> bool {
+        let order_v = self.order.get(pe) & crate::context::order::V;
+        if let Some(o) = self.vsets.own.iter_mut().find(|o| o.peer == pe) {
+            if o.route == SetRoute::Waiting
+                && o.up
+                && order_v == 0
+                && o.drv.state(pe) == LinkState::Up
+            {
+                o.route = SetRoute::On;
+                o.posted = true;
+                return true;
+            }
+            return false;
+        }
+        if self.vsets.refused.contains(&pe) {
+            return false;
+        }
+        // The first verbs operation to `pe`: open a set (it goes on the
+        // shared driver meanwhile).
+        match self.open_set_in(pe) {
+            Ok(_) | Err(SetError::NotUp { .. }) => {}
+            Err(_) => {
+                self.vsets.gone(pe);
+                self.stats.verbs_sets_refused += 1;
+            }
+        }
+        false
+    }
+
+    /// The driver of this context's set toward `pe`, whatever its route
+    /// (an operation started on it is polled on it).
+    #[inline]
+    pub(in crate::context) fn verbs_set_for(&mut self, pe: u32) -> Option<&mut VerbsDriver> {
+        self.vsets
+            .own
+            .iter_mut()
+            .find(|o| o.peer == pe)
+            .map(|o| &mut o.drv)
+    }
+
+    /// Stops routing this context's verbs operations to `pe` over its set
+    /// (its link failed, or it is being settled: the failure code calls
+    /// it): they take the shared driver until [`Context::verbs_set_usable`].
+    pub(in crate::context) fn verbs_set_unusable(&mut self, pe: u32) {
+        if let Some(o) = self.vsets.own.iter_mut().find(|o| o.peer == pe) {
+            o.route = SetRoute::Off;
+        }
+    }
+
+    /// Lets the set toward `pe` take this context's verbs operations again
+    /// (after its failure settled): they switch back under the same
+    /// condition as the first time ([`Context::verbs_set_route`]).
+    #[allow(
+        dead_code,
+        reason = "for the set failure handshake, which rebuilds a set"
+    )]
+    pub(in crate::context) fn verbs_set_usable(&mut self, pe: u32) {
+        if let Some(o) = self
+            .vsets
+            .own
+            .iter_mut()
+            .find(|o| o.peer == pe && o.route == SetRoute::Off)
+        {
+            o.route = SetRoute::Waiting;
+        }
+    }
+
+    /// One progress step of this context's set toward `pe` (a full send
+    /// queue on it: completions free room), without the entry lock.
+    #[cold]
+    pub(in crate::context) fn verbs_set_progress(&mut self, pe: u32) {
+        let now = self.now();
+        if let Some(d) = self.verbs_set_for(pe) {
+            d.progress(now);
+        }
+    }
+
+    /// Rings the doorbells of what this context batched on its sets in
+    /// the call (at the call's end, as for the shared driver).
+    #[inline]
+    pub(in crate::context) fn verbs_sets_post(&mut self) {
+        for o in &mut self.vsets.own {
+            if o.posted {
+                o.drv.post_batches();
+            }
+        }
+    }
+
+    /// A `fence` on this context's sets: each orders its earlier puts
+    /// before its later ones (as the shared driver's fence does).
+    ///
+    /// # Errors
+    ///
+    /// The driver's (a set closed).
+    pub(in crate::context) fn verbs_sets_fence(&mut self) -> crate::context::Result<()> {
+        for o in &mut self.vsets.own {
+            if o.posted {
+                o.drv.fence()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this context's sets have nothing in flight (`Ok(true)`),
+    /// for `quiet` and the ordering waits: each set posted on since its
+    /// last complete quiet is polled (its completions), without the entry
+    /// lock; the caller bounds the wait by the op timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReplayLost`](crate::context::Error::ReplayLost) for
+    /// operations a set lost, or the driver's error.
+    pub(in crate::context) fn verbs_sets_quiet_poll(&mut self) -> crate::context::Result<bool> {
+        let mut done = true;
+        for o in &mut self.vsets.own {
+            if !o.posted {
+                continue;
+            }
+            match o.drv.quiet_poll() {
+                Ok(true) => o.posted = false,
+                Ok(false) => done = false,
+                Err(VerbsError::ReplayLost { peer, ops }) => {
+                    return Err(crate::context::Error::ReplayLost { pe: peer, ops });
+                }
+                Err(VerbsError::PeerDown { .. }) => {
+                    // The set's link failed with operations in flight: it
+                    // takes nothing more. TODO(set failure handshake): its
+                    // receipts settle them and its replays go over TCP;
+                    // until that code drains them, this quiet waits (and
+                    // times out at the op timeout).
+                    o.route = SetRoute::Off;
+                    done = false;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(done)
     }
 }
