@@ -33,6 +33,7 @@ use crate::context::{
 mod lazy;
 mod load;
 mod located;
+mod routed_sets;
 mod routing;
 mod sets;
 mod threads;
@@ -59,6 +60,8 @@ struct Opts {
     atomics: VerbsAtomics,
     /// `verbs_routed = off`.
     no_routed: bool,
+    /// `verbs_context_sets = on`.
+    context_sets: bool,
     /// Clear the atomics flag of the card received from the other PE
     /// (its device does no RDMA atomics).
     peer_without_atomics: bool,
@@ -93,6 +96,7 @@ fn context_with(
     let setup = Setup {
         verbs_atomics: opts.atomics,
         verbs_routed: !opts.no_routed,
+        verbs_context_sets: opts.context_sets,
         ..tcp_pair_test::setup(job, me, policy)
     };
     let seg = Context::create_segment(&setup).expect("segment");

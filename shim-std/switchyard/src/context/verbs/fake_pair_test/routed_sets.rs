@@ -1,0 +1,385 @@
+//! Operations routed over per-context QP sets (`verbs_context_sets = on`)
+//! through the normal `Context` API, on the fake HCA: two contexts of PE 0
+//! in two threads put (stamped values, each followed by a fence and a flag
+//! put), get and fetch-add to PE 1; their first operation opens their set,
+//! they stay on the shared driver while their earlier writes may be
+//! pending, switch after a quiet, and then post nothing on the shared
+//! driver; PE 1 never sees a flag before its data, across the switch too.
+//! With the setting off everything stays on the shared driver.
+
+use std::{sync::Barrier, thread};
+
+use super::*;
+use crate::{
+    config::VerbsAtomics,
+    context::{Cmp, Pe},
+};
+
+/// Threads (contexts) of PE 0.
+const THREADS: usize = 2;
+/// Operations per thread: `PRE` before its set is up, `PRE` more after
+/// (still on the shared driver: its writes there are pending), the rest
+/// after its quiet, on its set.
+const OPS: usize = 160;
+const PRE: usize = 20;
+
+/// The value thread `t` puts as its `i`-th.
+fn stamp(t: usize, i: usize) -> u64 {
+    ((t as u64 + 3) << 40) | (i as u64 + 1)
+}
+
+/// Polls `c` until `f(c)` (bounded: 15 s).
+fn until(c: &mut Context, what: &str, mut f: impl FnMut(&mut Context) -> bool) {
+    let start = Instant::now();
+    while !f(c) {
+        assert!(start.elapsed() < Duration::from_secs(15), "{what}");
+        c.call().poll_once();
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// Work requests posted on PE 0's shared verbs driver so far.
+fn shared_wrs(c: &Context) -> u64 {
+    c.with_verbs(|v| v.drv.stats().wrs).expect("verbs")
+}
+
+struct Blocks {
+    data: Sym<u64>,
+    flags: Sym<u64>,
+    counter: Sym<u64>,
+    done: Sym<u64>,
+}
+
+/// Thread `t`'s `i`-th step: its stamp, a fence, its flag; and a
+/// fetch-add (returned).
+fn step(c: &mut Context, b: &Blocks, t: usize, i: usize) -> u64 {
+    c.put(&b.data, t * OPS + i, &[stamp(t, i)], 1).unwrap();
+    c.fence().unwrap();
+    c.put(&b.flags, t, &[stamp(t, i)], 1).unwrap();
+    c.fetch_add(&b.counter, 0, 1, 1).unwrap()
+}
+
+/// PE 0's thread `t` on a context of its own; with the setting `on`, the
+/// switch checked. Returns its fetch-add results.
+fn thread_run(pe: &Pe, b: &Blocks, t: usize, on: bool, both: &Barrier) -> Vec<u64> {
+    let mut c = pe.context().expect("a context per thread");
+    let mut olds = Vec::with_capacity(OPS);
+    // Before the set is up: on the shared driver (the first operation
+    // opens the set).
+    for i in 0..PRE {
+        olds.push(step(&mut c, b, t, i));
+    }
+    if on {
+        until(&mut c, "the set up at both ends", |c| c.verbs_set_up(1));
+    }
+    // Up, but this context's puts over the shared driver may be pending:
+    // still the shared driver (a fence-ordered flag there must not
+    // overtake its data).
+    for i in PRE..2 * PRE {
+        olds.push(step(&mut c, b, t, i));
+    }
+    assert_eq!(c.stats().verbs_set_ops, 0, "thread {t}: no switch yet");
+    c.quiet().unwrap();
+    // The switch: at the next operation, with the setting on.
+    olds.push(step(&mut c, b, t, 2 * PRE));
+    let switched = c.stats().verbs_set_ops;
+    assert_eq!(
+        switched,
+        if on { 3 } else { 0 },
+        "thread {t}: {:?}",
+        c.stats()
+    );
+    both.wait();
+    let wrs = shared_wrs(&c);
+    both.wait();
+    for i in 2 * PRE + 1..OPS {
+        olds.push(step(&mut c, b, t, i));
+        if i % 40 == 0 {
+            // Quiet completes this context's set; a get (on the set)
+            // reads the put back.
+            c.quiet().unwrap();
+            let mut g = [0u64];
+            c.get(&b.data, t * OPS + i, &mut g, 1).unwrap();
+            assert_eq!(g[0], stamp(t, i), "thread {t}: put {i} after quiet");
+        }
+    }
+    c.quiet().unwrap();
+    both.wait();
+    let s = c.stats();
+    if on {
+        // Puts, fetch-adds and gets after the switch: all on the set, and
+        // neither thread posted on the shared driver meanwhile.
+        let gets = (2 * PRE + 1..OPS).filter(|i| i % 40 == 0).count() as u64;
+        let after = (OPS - 2 * PRE) as u64 * 3 + gets;
+        assert_eq!(s.verbs_set_ops, after, "thread {t}: {s:?}");
+        assert_eq!(
+            shared_wrs(&c),
+            wrs,
+            "thread {t}: posted on the shared driver"
+        );
+        assert_eq!(s.verbs_sets_refused, 0);
+    } else {
+        assert_eq!(s.verbs_set_ops, 0, "{s:?}");
+        assert!(shared_wrs(&c) > wrs, "the shared driver carries everything");
+    }
+    both.wait();
+    c.add(&b.done, 0, 1, 1).unwrap();
+    c.quiet().unwrap();
+    olds
+}
+
+fn sets_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    let on = ctx.verbs_sets_on;
+    // The PEs' first contexts keep the shared driver (their barriers would
+    // open sets too): only the threads' contexts open sets.
+    ctx.verbs_sets_on = false;
+    let b = Blocks {
+        data: ctx.alloc(THREADS * OPS).expect("alloc"),
+        flags: ctx.alloc(THREADS).expect("alloc"),
+        counter: ctx.alloc(1).expect("alloc"),
+        done: ctx.alloc(1).expect("alloc"),
+    };
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let pe = ctx.pe();
+        let both = Barrier::new(THREADS);
+        let mut olds: Vec<u64> = thread::scope(|s| {
+            let hs: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (pe, b, both) = (&pe, &b, &both);
+                    s.spawn(move || thread_run(pe, b, t, on, both))
+                })
+                .collect();
+            hs.into_iter()
+                .flat_map(|h| h.join().expect("a thread"))
+                .collect()
+        });
+        // Every fetch-add saw a distinct old value: none lost, none twice.
+        olds.sort_unstable();
+        assert!(olds.iter().enumerate().all(|(i, &o)| o == i as u64));
+        // The threads' contexts dropped: their sets closed.
+        until(&mut ctx, "PE 0's sets closed", |c| {
+            c.verbs_sets_open() == (0, 0)
+        });
+    } else {
+        // Watching the flags while PE 0's threads run: a flag is never
+        // seen before the data put before it (fence), over the shared
+        // driver, over a set, or across the switch.
+        let start = Instant::now();
+        let mut seen = [0u64; THREADS];
+        loop {
+            assert!(start.elapsed() < Duration::from_secs(60), "PE 0's threads");
+            ctx.poll_once();
+            let mut f = [0u64; THREADS];
+            ctx.read_local(&b.flags, 0, &mut f).unwrap();
+            std::sync::atomic::fence(Ordering::Acquire);
+            for (t, &flag) in f.iter().enumerate() {
+                if flag == 0 || flag == seen[t] {
+                    continue;
+                }
+                let i = (flag & 0xFF_FFFF_FFFF) as usize - 1;
+                assert!(i < OPS && flag == stamp(t, i), "thread {t}: flag {flag:#x}");
+                let mut d = [0u64];
+                ctx.read_local(&b.data, t * OPS + i, &mut d).unwrap();
+                assert_eq!(d[0], stamp(t, i), "thread {t}: flag {i} before its data");
+                seen[t] = flag;
+            }
+            let mut n = [0u64];
+            ctx.read_local(&b.done, 0, &mut n).unwrap();
+            if n[0] == THREADS as u64 {
+                break;
+            }
+        }
+        let mut got = vec![0u64; THREADS * OPS];
+        ctx.read_local(&b.data, 0, &mut got).unwrap();
+        for t in 0..THREADS {
+            for i in 0..OPS {
+                assert_eq!(got[t * OPS + i], stamp(t, i), "thread {t}, put {i}");
+            }
+        }
+        let total = (THREADS * OPS) as u64;
+        assert_eq!(
+            ctx.wait_until(&b.counter, 0, Cmp::Eq, total).unwrap(),
+            total
+        );
+        // The sets PE 1 answered (one per thread with the setting on)
+        // closed when the threads' contexts dropped.
+        let want = if on { THREADS as u64 } else { 0 };
+        assert_eq!(ctx.verbs_sets_answered(), (want, 0));
+        until(&mut ctx, "PE 1's sets closed", |c| {
+            c.verbs_sets_open() == (0, 0)
+        });
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn contexts_switch_to_their_own_sets_and_post_nothing_more_on_the_shared_driver() {
+    let opts = Opts {
+        context_sets: true,
+        atomics: VerbsAtomics::Nic,
+        ..Opts::default()
+    };
+    run_pair(0xB1, opts, VerbsConfig::default(), sets_script);
+}
+
+#[test]
+fn with_the_setting_off_everything_stays_on_the_shared_driver() {
+    let opts = Opts {
+        atomics: VerbsAtomics::Nic,
+        ..Opts::default()
+    };
+    run_pair(0xB2, opts, VerbsConfig::default(), sets_script);
+}
+
+/// PE 1 answers one set: the first context of PE 0 gets it; the second
+/// is refused, counted, and stays on the shared driver for good (its
+/// later operations open nothing more).
+fn refused_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    ctx.verbs_sets_on = false;
+    ctx.verbs_set_budget(if me == 0 { 8 } else { 1 });
+    let data: Sym<u64> = ctx.alloc(64).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let pe = ctx.pe();
+        let mut a = pe.context().expect("context a");
+        let mut b = pe.context().expect("context b");
+        a.put(&data, 0, &[1], 1).unwrap();
+        until(&mut a, "a's set up", |a| a.verbs_set_up(1));
+        a.quiet().unwrap();
+        b.put(&data, 1, &[2], 1).unwrap();
+        until(&mut b, "b's opening refused", |b| {
+            b.stats().verbs_sets_refused == 1
+        });
+        b.quiet().unwrap();
+        for i in 2..64 {
+            b.put(&data, i, &[i as u64 + 1], 1).unwrap();
+            b.quiet().unwrap();
+        }
+        a.put(&data, 0, &[1], 1).unwrap();
+        a.quiet().unwrap();
+        let (sa, sb) = (a.stats(), b.stats());
+        assert_eq!(sa.verbs_set_ops, 1, "a on its set: {sa:?}");
+        assert_eq!((sb.verbs_set_ops, sb.verbs_sets_refused), (0, 1), "{sb:?}");
+        drop((a, b));
+        step.store(1, Ordering::SeqCst);
+    } else {
+        until(&mut ctx, "PE 0 done", |_| step.load(Ordering::SeqCst) == 1);
+        // One opening answered, one refused: b did not ask again.
+        assert_eq!(ctx.verbs_sets_answered(), (1, 1));
+        let mut got = [0u64; 64];
+        ctx.read_local(&data, 0, &mut got).unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            assert_eq!(g, i as u64 + 1, "put {i}");
+        }
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn a_refused_set_leaves_the_context_on_the_shared_driver_for_good() {
+    let opts = Opts {
+        context_sets: true,
+        ..Opts::default()
+    };
+    run_pair(0xB3, opts, VerbsConfig::default(), refused_script);
+}
+
+/// Words of a long put (8 KiB: `short_threshold`, so it takes verbs to a
+/// ROUTED peer; an 8-byte put takes TCP).
+const LONG: usize = 1024;
+/// Rounds of the ordering test.
+const ROUNDS: u64 = 40;
+
+/// A ROUTED pair: PE 0's second context puts long blocks over verbs (on
+/// its set, once switched) and short words over TCP, fenced in both
+/// orders; PE 1 never sees the later write without the earlier one.
+fn cross_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    ctx.verbs_sets_on = false;
+    // `a` then `flag_a`: set, fence, TCP. `b` then `blk_b`: TCP, fence, set.
+    let a: Sym<u64> = ctx.alloc(LONG).expect("alloc");
+    let flag_a: Sym<u64> = ctx.alloc(1).expect("alloc");
+    let b: Sym<u64> = ctx.alloc(1).expect("alloc");
+    let blk_b: Sym<u64> = ctx.alloc(LONG).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let pe = ctx.pe();
+        let mut c = pe.context().expect("a second context");
+        // Open the set (the first long put, on the shared driver), then
+        // switch after a quiet.
+        c.put(&a, 0, &[0u64; LONG], 1).unwrap();
+        until(&mut c, "the set up", |c| c.verbs_set_up(1));
+        c.quiet().unwrap();
+        c.put(&a, 0, &[0u64; LONG], 1).unwrap();
+        assert_eq!(c.stats().verbs_set_ops, 1, "switched: {:?}", c.stats());
+        let tcp0 = c.stats().ops[TCP.index()];
+        step.store(1, Ordering::SeqCst);
+        for r in 1..=ROUNDS {
+            c.put(&a, 0, &[r; LONG], 1).unwrap();
+            c.fence().unwrap();
+            c.put(&flag_a, 0, &[r], 1).unwrap();
+            c.put(&b, 0, &[r], 1).unwrap();
+            c.fence().unwrap();
+            c.put(&blk_b, 0, &[r; LONG], 1).unwrap();
+        }
+        c.quiet().unwrap();
+        let s = c.stats();
+        assert_eq!(
+            s.verbs_set_ops,
+            1 + 2 * ROUNDS,
+            "long puts on the set: {s:?}"
+        );
+        assert_eq!(
+            s.ops[TCP.index()] - tcp0,
+            2 * ROUNDS,
+            "short ones over TCP: {s:?}"
+        );
+        assert!(s.ordering_waits >= ROUNDS, "the fences waited: {s:?}");
+        drop(c);
+        step.store(2, Ordering::SeqCst);
+    } else {
+        let start = Instant::now();
+        let mut blk = vec![0u64; LONG];
+        loop {
+            assert!(start.elapsed() < Duration::from_secs(60), "PE 0");
+            ctx.poll_once();
+            let fin = step.load(Ordering::SeqCst) == 2;
+            let mut f = [0u64];
+            ctx.read_local(&flag_a, 0, &mut f).unwrap();
+            std::sync::atomic::fence(Ordering::Acquire);
+            ctx.read_local(&a, 0, &mut blk).unwrap();
+            assert!(
+                blk.iter().all(|&w| w >= f[0]),
+                "flag {} (TCP) before its block (set)",
+                f[0]
+            );
+            ctx.read_local(&blk_b, 0, &mut blk).unwrap();
+            std::sync::atomic::fence(Ordering::Acquire);
+            let newest = blk.iter().copied().max().unwrap_or(0);
+            let mut w = [0u64];
+            ctx.read_local(&b, 0, &mut w).unwrap();
+            assert!(w[0] >= newest, "block {newest} (set) before its word (TCP)");
+            if fin {
+                assert_eq!((f[0], w[0], newest), (ROUNDS, ROUNDS, ROUNDS));
+                break;
+            }
+        }
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn a_fence_orders_a_sets_writes_and_tcps_both_ways() {
+    let opts = Opts {
+        routed: true,
+        context_sets: true,
+        ..Opts::default()
+    };
+    run_pair(0xB4, opts, VerbsConfig::default(), cross_script);
+}
