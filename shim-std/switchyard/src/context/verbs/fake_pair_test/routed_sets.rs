@@ -323,6 +323,9 @@ fn cross_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
             c.put(&a, 0, &[r; LONG], 1).unwrap();
             c.fence().unwrap();
             c.put(&flag_a, 0, &[r], 1).unwrap();
+            // The TCP put after the fence first completed the set's.
+            let on_set = c.verbs_set_for(1).and_then(|d| d.backlog(1));
+            assert_eq!(on_set.map(|b| b.wrs), Some(0), "round {r}");
             c.put(&b, 0, &[r], 1).unwrap();
             c.fence().unwrap();
             c.put(&blk_b, 0, &[r; LONG], 1).unwrap();
@@ -382,4 +385,64 @@ fn a_fence_orders_a_sets_writes_and_tcps_both_ways() {
         ..Opts::default()
     };
     run_pair(0xB4, opts, VerbsConfig::default(), cross_script);
+}
+
+/// Puts of the lock test.
+const UNLOCKED: usize = 64;
+
+/// Once switched, a context's puts on its set take no entry lock: they
+/// complete while another context of the PE holds the PE's verbs state
+/// (and so the TCP entry lock) checked out.
+fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    ctx.verbs_sets_on = false;
+    let data: Sym<u64> = ctx.alloc(UNLOCKED).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let mut c = ctx.pe().context().expect("a second context");
+        c.put(&data, 0, &[1], 1).unwrap();
+        until(&mut c, "the set up", |c| c.verbs_set_up(1));
+        c.quiet().unwrap();
+        c.put(&data, 0, &[1], 1).unwrap();
+        assert_eq!(c.stats().verbs_set_ops, 1, "switched");
+        // The first context takes the entry lock and keeps it.
+        let _ = ctx.verbs_mut();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            for i in 1..UNLOCKED {
+                c.put(&data, i, &[i as u64 + 1], 1).unwrap();
+            }
+            tx.send(()).unwrap();
+            c
+        });
+        let r = rx.recv_timeout(Duration::from_secs(10));
+        // Given back (whatever happened), so a blocked thread could go on.
+        drop(ctx.call());
+        assert!(r.is_ok(), "the puts on the set waited for the entry lock");
+        let mut c = h.join().expect("the thread");
+        c.quiet().unwrap();
+        assert_eq!(c.stats().verbs_set_ops, UNLOCKED as u64, "{:?}", c.stats());
+        drop(c);
+        step.store(1, Ordering::SeqCst);
+    } else {
+        until(&mut ctx, "PE 0's puts", |_| {
+            step.load(Ordering::SeqCst) == 1
+        });
+        let mut got = [0u64; UNLOCKED];
+        ctx.read_local(&data, 0, &mut got).unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            assert_eq!(g, i as u64 + 1, "put {i}");
+        }
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn puts_on_a_set_take_no_entry_lock() {
+    let opts = Opts {
+        context_sets: true,
+        ..Opts::default()
+    };
+    run_pair(0xB5, opts, VerbsConfig::default(), unlocked_script);
 }
