@@ -237,13 +237,14 @@ mod link;
 mod record;
 #[cfg(test)]
 mod record_test;
+mod set_link;
 mod sets;
 #[cfg(test)]
 mod test;
 
 pub(super) use attach::create_driver;
 pub use common::{NO_VERBS, Refusal, VerbsStatus};
-pub use record::{CardPieces, Record, RecordError, SetId, SetQpnPieces};
+pub use record::{CardPieces, Record, RecordError, SetId, SetLink, SetQpnPieces};
 pub(super) use sets::Sets;
 pub use sets::{SetError, set_seed};
 use switchyard_core::route::LoadWatermark;

@@ -35,6 +35,7 @@ mod load;
 mod located;
 mod routing;
 mod sets;
+mod sets_fail;
 mod threads;
 
 const N: u64 = 64;
