@@ -36,6 +36,15 @@ pub(super) struct SetState {
     /// When to ask again ([`SetLink::Failed`]) while holding.
     ask_at: u64,
     ask_every: u64,
+    /// When to send our `Rts` again while rebuilt and the peer's has not
+    /// come (a control record the TCP driver could not queue is not sent
+    /// again by it), and the delay after that.
+    rts_at: u64,
+    rts_every: u64,
+    /// A repeat of the peer's `Rts` was answered with ours in this
+    /// generation (once: two ends both up never answer each other for
+    /// ever).
+    rts_answered: bool,
     /// Receipts received so far for `applied_gen`, per data QP.
     applied: [Option<u64>; MAX_QPS],
     applied_gen: u32,
@@ -69,6 +78,9 @@ impl SetState {
             hold_until: 0,
             ask_at: 0,
             ask_every: ASK_AGAIN_NS,
+            rts_at: 0,
+            rts_every: ASK_AGAIN_NS,
+            rts_answered: false,
             applied: [None; MAX_QPS],
             applied_gen: 0,
             withheld: None,
@@ -120,6 +132,19 @@ impl SetState {
                     generation: self.failing_to(),
                 });
             }
+        }
+        if self.generation > 0
+            && self.rebuild_to.is_none()
+            && self.peer_rts != Some(self.generation)
+            && now >= self.rts_at
+        {
+            // Rebuilt, the peer's RTS not here: ours may have been lost
+            // (the peer answers a repeat with its own).
+            self.rts_every = (self.rts_every * 2).min(MAX_BACKOFF_NS);
+            self.rts_at = now + self.rts_every;
+            out.push(SetLink::Rts {
+                generation: self.generation,
+            });
         }
         if let Some(g) = self.rebuild_to
             && now >= self.rebuild_at
@@ -203,6 +228,9 @@ impl SetState {
             }
             Event::Rebuilt { generation, .. } => {
                 self.generation = generation;
+                self.rts_every = ASK_AGAIN_NS;
+                self.rts_at = now + ASK_AGAIN_NS;
+                self.rts_answered = false;
                 if self.peer_rts == Some(generation) {
                     let _ = drv.peer_rebuilt(peer, generation);
                 }
@@ -245,6 +273,18 @@ impl SetState {
     ) -> bool {
         match link {
             SetLink::Rts { generation } => {
+                if generation > 0
+                    && generation == self.generation
+                    && self.peer_rts == Some(generation)
+                    && self.local_up
+                {
+                    // A repeat: the peer may not have ours (answered once).
+                    if !self.rts_answered {
+                        self.rts_answered = true;
+                        out.push(SetLink::Rts { generation });
+                    }
+                    return false;
+                }
                 self.peer_rts = Some(generation);
                 if generation > 0 && generation == self.generation {
                     let _ = drv.peer_rebuilt(peer, generation);

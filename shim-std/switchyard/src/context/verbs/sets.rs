@@ -1,9 +1,10 @@
 //! Per-context QP sets, the shim's half so far: a context opens a QP set
 //! of its own toward a peer ([`VerbsDriver::open_set`]), the peer opens the
-//! matching set, the two connect, and the set is closed at both ends when
-//! the context drops. Nothing is routed over a set yet: every operation
-//! still takes the PE's shared driver (docs/ARCHITECTURE.md, "Per-context
-//! QP sets").
+//! matching set, the two connect, a failure of the set fails over and
+//! rebuilds at both ends (`set_link.rs`, below), and the set is closed at
+//! both ends when the context drops. Nothing is routed over a set yet:
+//! every operation still takes the PE's shared driver (docs/ARCHITECTURE.md,
+//! "Per-context QP sets").
 //!
 //! The exchange, over the TCP control records ([`Record::SetQpns`],
 //! [`Record::SetClosed`]):
@@ -23,7 +24,31 @@
 //!    both ends are at RTS. A refusal closes A's set (its unit goes back
 //!    to the budget) and the context keeps the shared driver.
 //! 4. When the context drops, it tells B ([`Record::SetClosed`]), which
-//!    closes its matching set; its own set closes with it.
+//!    closes its matching set; its own set closes with it. A close that
+//!    overtakes its opening (records take different TCP rails) is
+//!    remembered at B (at most 64, for the op timeout) and the opening's
+//!    pieces that come later are dropped; an opening whose pieces do not
+//!    all come within the op timeout is dropped too.
+//!
+//! A set's failure ([`Record::SetLink`], `set_link.rs`), as the shared
+//! driver's (`link.rs`) with the set's own generations and receipts:
+//!
+//! * A's context takes its set's events at its step. A link error with
+//!   puts in doubt holds the context's operations to B
+//!   ([`Context::verbs_set_holds`], bounded by the op timeout) and sends
+//!   the set's `Failed`.
+//! * B (the PE's sets, in any context's step) takes its set's QPs to the
+//!   error state, collects its receipts and answers `Applied` per data QP
+//!   (or `Withheld`). B's answers reach A's context through a mailbox per
+//!   set in the PE's verbs state; A asks again while it holds.
+//! * A settles ([`VerbsDriver::settle_receipts`]), replays the rest over
+//!   TCP exactly once, fenced, before anything newer from the context,
+//!   then stops holding. Withheld, no receipts by the op timeout, or the
+//!   set closed meanwhile: the in-doubt puts are reported lost to this
+//!   context only, by its next `quiet` ([`Error::ReplayLost`](crate::context::Error::ReplayLost)).
+//! * Both rebuild to the next generation and exchange the set's `Rts`;
+//!   the set is usable again ([`Context::verbs_set_usable`]) once Up at
+//!   both ends and after the context's next successful `quiet`.
 
 use std::collections::{BTreeMap, VecDeque};
 

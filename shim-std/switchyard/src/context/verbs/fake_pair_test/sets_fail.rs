@@ -360,3 +360,71 @@ fn late_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
 fn a_close_that_overtakes_its_opening_and_half_openings_leave_nothing_open() {
     run_pair(0xB3, Opts::default(), VerbsConfig::default(), late_script);
 }
+
+/// PE 1's RTS for the rebuilt set is lost on the way: PE 0's context
+/// sends its own again, PE 1 answers the repeat with its RTS, and the set
+/// is usable again.
+fn lost_rts_script(
+    mut ctx: Context,
+    fabric: &Fabric,
+    done: &AtomicU32,
+    step: &AtomicU32,
+) -> Context {
+    let me = ctx.my_pe();
+    let data: Sym<u64> = ctx.alloc(4).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let pe = ctx.pe();
+        let mut a = pe.context().expect("context a");
+        a.verbs_open_set(1).expect("a's set");
+        until_usable(&mut a, "a's set usable");
+        wait_for_step(step, 1);
+        let qpns: Vec<u32> = a
+            .verbs_set_drv(1)
+            .unwrap()
+            .card_for(1)
+            .unwrap()
+            .qps()
+            .iter()
+            .map(|q| q.qpn)
+            .collect();
+        fabric.break_qps(&qpns);
+        let r = set_put(a.verbs_set_drv(1).unwrap(), data.offset(), stamp(0, 0));
+        if r.is_err() {
+            a.put(&data, 0, &[stamp(0, 0)], 1).unwrap();
+        }
+        until(&mut a, "a's set failed", |c| {
+            c.verbs_set_link(1).unwrap().0 == 1
+        });
+        fabric.heal();
+        until_usable(&mut a, "a's set up again, PE 1's first RTS lost");
+        assert_eq!(a.verbs_set_link(1).unwrap().2, 1);
+        stream_on_set(&mut a, &data, 0, 1, 1);
+        a.quiet().unwrap();
+        drop(a);
+        step.store(2, Ordering::SeqCst);
+    } else {
+        until(&mut ctx, "the set answered", |c| {
+            c.verbs_sets_answered() == (1, 0)
+        });
+        ctx.verbs_mut().drop_set_rts = 1;
+        step.store(1, Ordering::SeqCst);
+        until(&mut ctx, "PE 0 done", |_| step.load(Ordering::SeqCst) == 2);
+        assert_eq!(ctx.verbs_mut().drop_set_rts, 0, "the RTS was dropped");
+        let mut got = [0u64; 2];
+        ctx.read_local(&data, 0, &mut got).unwrap();
+        assert_eq!(got, [stamp(0, 0), stamp(0, 1)]);
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn a_lost_rts_of_a_rebuilt_set_is_sent_again() {
+    run_pair(
+        0xB4,
+        Opts::default(),
+        VerbsConfig::default(),
+        lost_rts_script,
+    );
+}
