@@ -281,9 +281,10 @@ pub(in crate::context) struct Sets {
     /// Own sets holding their context's operations to their peer
     /// (in-doubt puts waiting for receipts): read on every operation.
     holding: u32,
-    /// In-doubt puts of this context's sets lost (their receipts withheld
-    /// or not come in time, or no room on TCP for a replay), per peer,
-    /// not yet reported by a `quiet`.
+    /// Operations of this context's sets lost (in-doubt puts whose
+    /// receipts were withheld or did not come in time, replays TCP did
+    /// not take), not yet reported by a `quiet`: the first such peer, and
+    /// the count over all of them.
     lost: Option<(u32, u64)>,
     /// Tests: how long an opening waits for its answer (else the op
     /// timeout).

@@ -132,15 +132,17 @@ fn broken_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, step: &Ato
                         failed_at = Some(i);
                         fabric.heal();
                         // What an operation that met the set's failure
-                        // runs: the set's events (it holds now).
-                        a.call().poll_once();
+                        // runs: the set's events. It holds now: puts in
+                        // doubt (their receipts cannot have come within
+                        // the step that sent the question).
+                        until(&mut a, "a's set holds", |c| c.verbs_set_holds(1));
                         continue;
                     }
                     Err(e) => {
                         assert_eq!(e.kind(), ErrorKind::PeerDown, "{e}");
                         failed_at = Some(i);
                         fabric.heal();
-                        a.call().poll_once();
+                        until(&mut a, "a's set holds", |c| c.verbs_set_holds(1));
                     }
                 }
             }
