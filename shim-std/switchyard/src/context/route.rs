@@ -312,9 +312,10 @@ impl Context {
                 Err(e) => return Err(e),
             };
             let yielded = self.load_yield(pe, len, op, &mut route);
-            if route.transport != VERBS && self.verbs_holds(pe) {
-                // The verbs link to `pe` failed with puts in doubt: nothing
-                // newer may overtake their replay (or their receipts).
+            if (route.transport != VERBS && self.verbs_holds(pe)) || self.verbs_set_holds(pe) {
+                // The verbs link to `pe` (the PE's, or this context's QP
+                // set's) failed with puts in doubt: nothing newer may
+                // overtake their replay (or their receipts).
                 let start = *blocked_since.get_or_insert_with(Instant::now);
                 self.pause(&mut spins, start, "verbs receipts", Watch::Peer(pe))?;
                 continue;

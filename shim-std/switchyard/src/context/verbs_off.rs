@@ -257,6 +257,11 @@ impl Context {
     }
 
     #[inline]
+    pub(super) fn verbs_set_holds(&self, _pe: u32) -> bool {
+        false
+    }
+
+    #[inline]
     pub(super) fn verbs_issued(&mut self, _pe: u32) {}
 
     #[inline]

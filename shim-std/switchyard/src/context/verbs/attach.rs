@@ -201,6 +201,8 @@ impl Context {
             #[cfg(test)]
             drop_applied: 0,
             #[cfg(test)]
+            drop_set_rts: 0,
+            #[cfg(test)]
             reorder: false,
         }));
         self.verbs_why = None;
@@ -410,6 +412,19 @@ impl Context {
             && v.drop_applied > 0
         {
             v.drop_applied -= 1;
+            return;
+        }
+        #[cfg(test)]
+        if let (
+            Some(v),
+            Record::SetLink {
+                link: super::SetLink::Rts { .. },
+                ..
+            },
+        ) = (self.verbs.as_mut(), rec)
+            && v.drop_set_rts > 0
+        {
+            v.drop_set_rts -= 1;
             return;
         }
         if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {

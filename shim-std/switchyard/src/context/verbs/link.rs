@@ -14,7 +14,7 @@ use switchyard_core::{
     wire::FrameOp,
 };
 use switchyard_socket::SocketDriver;
-use switchyard_verbs::{Event, Receipts, Replay, VerbsError, card::MAX_QPS};
+use switchyard_verbs::{Event, Receipts, Replay, VerbsDriver, VerbsError, card::MAX_QPS};
 
 use super::{
     ASK_AGAIN_NS, BACKOFF_RESET_NS, MAX_BACKOFF_NS, MIN_BACKOFF_NS, Record, Refusal, pair_card,
@@ -74,12 +74,82 @@ fn replay_one(
     }
 }
 
+/// What [`drain_over_tcp`] did.
+pub(super) struct Drained {
+    /// Operations offered for replay (taken by TCP or lost).
+    pub(super) offered: u64,
+    /// Operations it did not take (lost).
+    pub(super) lost: u64,
+    /// The peer of the first lost one.
+    pub(super) first_lost: Option<u32>,
+}
+
+/// Sends every operation `drv` offers for replay over TCP rail 0, each
+/// once, in the order given, then fences TCP when any went (the replays
+/// stand for operations issued before anything that follows, and TCP
+/// orders its rails only at a fence). `moved` gets the replays' trace
+/// records (a failover: the operation left the failed verbs link for
+/// TCP). `who`: this PE, the context's clock, the op timeout.
+pub(super) fn drain_over_tcp(
+    drv: &mut VerbsDriver,
+    mut tcp: Option<&mut SocketDriver>,
+    who: (u32, std::time::Instant, Duration),
+    moved: &mut Vec<TraceRecord>,
+) -> Drained {
+    let (me, clock, patience) = who;
+    let mut d = Drained {
+        offered: 0,
+        lost: 0,
+        first_lost: None,
+    };
+    let mut n = 0u64;
+    drv.drain_replays(|r| {
+        n += 1;
+        let (peer, seq, len, op) = match r {
+            Replay::Put {
+                peer, seq, bytes, ..
+            } => (peer, seq, bytes.len() as u64, FrameOp::Put),
+            Replay::PutFromHeap { peer, seq, len, .. } => (peer, seq, u64::from(len), FrameOp::Put),
+            Replay::GetIntoHeap { peer, seq, len, .. } => (peer, seq, u64::from(len), FrameOp::Get),
+            Replay::Atomic { peer, seq, .. } => (peer, seq, 8, FrameOp::Atomic),
+        };
+        let ok = tcp
+            .as_deref_mut()
+            .is_some_and(|t| replay_one(t, r, me, clock, patience));
+        if ok {
+            moved.push(TraceRecord {
+                seq,
+                src: me,
+                dst: peer,
+                len: u32::try_from(len).unwrap_or(u32::MAX),
+                class: TraceRecord::NO_CLASS,
+                transport: TCP.index() as u8,
+                op: op as u8,
+                flags: TraceRecord::FAILOVER | TraceRecord::RETRIED,
+                timestamp: 0,
+            });
+        } else {
+            d.lost += 1;
+            d.first_lost.get_or_insert(peer);
+        }
+    });
+    if n > d.lost
+        && let Some(t) = tcp
+    {
+        // A later operation may take another rail than the replays'.
+        let _ = t.fence();
+    }
+    d.offered = n;
+    d
+}
+
 impl Context {
     /// Sets the health bit of every peer whose link is Up at both ends (at
     /// the end of a successful quiet: nothing sent over TCP before can be
     /// overtaken by what goes over verbs from now on).
     pub(in crate::context) fn verbs_raise(&mut self) {
         self.verbs_in();
+        self.verbs_sets_raise();
         let Some(v) = self.verbs.as_mut() else { return };
         if v.fatal || !v.raise_due {
             return;
@@ -204,9 +274,10 @@ impl Context {
         // SYNC POINT with the Release stores of `verbs_holding` in
         // `verbs_event` and `verbs_abandon`: set before the failed link's
         // health bit is cleared.
-        self.verbs_pe
-            && self.pe.verbs_holding.load(Ordering::Acquire) > 0
-            && self.verbs_holds_slow(pe)
+        self.verbs_set_holds(pe)
+            || (self.verbs_pe
+                && self.pe.verbs_holding.load(Ordering::Acquire) > 0
+                && self.verbs_holds_slow(pe))
     }
 
     #[cold]
@@ -346,59 +417,19 @@ impl Context {
         let (me, clock, patience) = (self.me, self.clock, self.op_timeout);
         let Some(v) = self.verbs.as_mut() else { return };
         v.drain_due = false;
-        let mut tcp = self.tcp.as_mut().map(progress::Tcp::get);
-        let (mut n, mut lost, mut first) = (0u64, 0u64, None);
-        // The replays' trace records (a failover: the operation left the
-        // failed verbs link for TCP), written after the drain.
+        let tcp = self.tcp.as_mut().map(progress::Tcp::get);
         let mut moved = Vec::new();
-        v.drv.drain_replays(|r| {
-            n += 1;
-            let (peer, seq, len, op) = match r {
-                Replay::Put {
-                    peer, seq, bytes, ..
-                } => (peer, seq, bytes.len() as u64, FrameOp::Put),
-                Replay::PutFromHeap { peer, seq, len, .. } => {
-                    (peer, seq, u64::from(len), FrameOp::Put)
-                }
-                Replay::GetIntoHeap { peer, seq, len, .. } => {
-                    (peer, seq, u64::from(len), FrameOp::Get)
-                }
-                Replay::Atomic { peer, seq, .. } => (peer, seq, 8, FrameOp::Atomic),
-            };
-            let ok = tcp
-                .as_deref_mut()
-                .is_some_and(|t| replay_one(t, r, me, clock, patience));
-            if ok {
-                moved.push(TraceRecord {
-                    seq,
-                    src: me,
-                    dst: peer,
-                    len: u32::try_from(len).unwrap_or(u32::MAX),
-                    class: TraceRecord::NO_CLASS,
-                    transport: TCP.index() as u8,
-                    op: op as u8,
-                    flags: TraceRecord::FAILOVER | TraceRecord::RETRIED,
-                    timestamp: 0,
-                });
-            } else {
-                lost += 1;
-                first.get_or_insert(peer);
-            }
-        });
-        if n > lost
-            && let Some(t) = tcp
-        {
-            // The replays went over rail 0; a later operation may take
-            // another rail, and TCP orders its rails only at a fence. The
-            // replays stand for operations issued before anything that
-            // follows, so they are fenced off from it (a fence that
-            // follows them in the application's order needs it).
-            let _ = t.fence();
+        let d = drain_over_tcp(&mut v.drv, tcp, (me, clock, patience), &mut moved);
+        v.replays += d.offered;
+        if let Some(slot) = d.first_lost.and_then(|pe| v.slot(pe)) {
+            v.losses.record(slot, d.lost, self.lane);
         }
-        v.replays += n;
-        if let Some(slot) = first.and_then(|pe| v.slot(pe)) {
-            v.losses.record(slot, lost, self.lane);
-        }
+        self.trace_moved(moved);
+    }
+
+    /// Writes the trace records of operations replayed over TCP (with
+    /// their peer's class).
+    pub(super) fn trace_moved(&mut self, moved: Vec<TraceRecord>) {
         for mut rec in moved {
             rec.class = self
                 .sel
@@ -430,7 +461,10 @@ impl Context {
             v.bad_records += 1;
             return;
         }
-        if matches!(rec, Record::SetQpns { .. } | Record::SetClosed { .. }) {
+        if matches!(
+            rec,
+            Record::SetQpns { .. } | Record::SetClosed { .. } | Record::SetLink { .. }
+        ) {
             self.verbs_set_record(from, rec);
             return;
         }
@@ -564,7 +598,10 @@ impl Context {
                 self.verbs_events();
             }
             // Set records went to `verbs_set_record` above.
-            Record::CardPiece { .. } | Record::SetQpns { .. } | Record::SetClosed { .. } => {}
+            Record::CardPiece { .. }
+            | Record::SetQpns { .. }
+            | Record::SetClosed { .. }
+            | Record::SetLink { .. } => {}
             Record::Refused { reason } => {
                 // We asked (our QPNs) and the peer will not pair: stop
                 // waiting for its QPNs and RTS, keep it on TCP, and say
@@ -670,9 +707,17 @@ impl Context {
             return Ok(true);
         }
         let lane = self.lane;
+        // This context's own sets: their losses are its alone.
+        let (lost, busy) = self.verbs_sets_quiet();
+        if let Some((pe, ops)) = lost {
+            return Err(Error::ReplayLost { pe, ops });
+        }
         let Some(v) = self.verbs.as_mut() else {
             return Ok(true);
         };
+        if busy {
+            return Ok(false);
+        }
         if let Some((slot, ops)) = v.losses.take(lane) {
             let pe = v.peers.get(slot).map_or(u32::MAX, |p| p.pe);
             return Err(Error::ReplayLost { pe, ops });

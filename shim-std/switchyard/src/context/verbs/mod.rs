@@ -37,9 +37,13 @@
 //!   context's own sets are
 //!   progressed at its own `poll_once`, and closed when it drops, telling
 //!   the peer, which closes its matching set; a peer found dead closes
-//!   every set toward it at this end. Contexts open sets only in
-//!   tests for now (`fake_pair_test/sets.rs`): routing, ordering and
-//!   failover over a set are missing (docs/ARCHITECTURE.md, "Per-context
+//!   every set toward it at this end. A set's failure is failed over
+//!   per set (`set_link.rs`, [`Record::SetLink`]): the same receipts
+//!   handshake as below ("Failure", "Exactly once"), its replays over TCP
+//!   before anything newer from its context, its losses reported to that
+//!   context only, its rebuild and RTS. Contexts open sets only in tests
+//!   for now (`fake_pair_test/sets.rs`, `sets_fail.rs`): routing and
+//!   ordering over a set are missing (docs/ARCHITECTURE.md, "Per-context
 //!   QP sets"), so no setting turns them on.
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
@@ -200,10 +204,9 @@
 //!
 //! * **Per-context QP sets.** Sets are opened, answered and closed (above),
 //!   but no operation goes over one: every context's operations take the
-//!   PE's driver behind the entry lock. Missing: routing onto a set,
-//!   `quiet` and ordering per set, a set's failure (its receipts
-//!   handshake, replays over TCP, rebuilds) (docs/ARCHITECTURE.md,
-//!   "Per-context QP sets").
+//!   PE's driver behind the entry lock. Missing: routing onto a set
+//!   (what it reads is there: `Context::verbs_set_usable`), `quiet` and
+//!   ordering per set (docs/ARCHITECTURE.md, "Per-context QP sets").
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
@@ -237,13 +240,14 @@ mod link;
 mod record;
 #[cfg(test)]
 mod record_test;
+mod set_link;
 mod sets;
 #[cfg(test)]
 mod test;
 
 pub(super) use attach::create_driver;
 pub use common::{NO_VERBS, Refusal, VerbsStatus};
-pub use record::{CardPieces, Record, RecordError, SetId, SetQpnPieces};
+pub use record::{CardPieces, Record, RecordError, SetId, SetLink, SetQpnPieces};
 pub(super) use sets::Sets;
 pub use sets::{SetError, set_seed};
 use switchyard_core::route::LoadWatermark;
@@ -508,6 +512,10 @@ pub(super) struct Verbs {
     /// control record lost).
     #[cfg(test)]
     drop_applied: u32,
+    /// Tests: a QP set's [`SetLink::Rts`] records to drop instead of
+    /// sending.
+    #[cfg(test)]
+    drop_set_rts: u32,
     /// Tests: send our card pieces and QPNs in reverse order.
     #[cfg(test)]
     reorder: bool,

@@ -1,6 +1,6 @@
 //! The verbs control records two PEs exchange over TCP (QP numbers, RTS,
-//! failure, receipts, card pieces, refusals, a context's QP sets), in the TCP driver's 32-byte
-//! link-state records: encoded and decoded, every bad byte a typed error.
+//! failure, receipts, card pieces, refusals, a context's QP sets and their
+//! failures), in the TCP driver's 32-byte link-state records: encoded and decoded, every bad byte a typed error.
 
 use switchyard_verbs::card::{HEADER_LEN, MAX_24, MAX_QPS};
 
@@ -47,6 +47,12 @@ use super::common::{RECORD_MAGIC as MAGIC, Refusal};
 ///   kind 8): the sender closed its set `id` toward the reader (or, as
 ///   an answer, would not open it), and the reader closes its matching
 ///   set;
+/// * kind 10, set link: context `u16` LE, set `u8`, answer `u8` (as in
+///   kind 8), sub-type `u8` ([`SetLink`]: 1 failed, 2 applied, 3 withheld,
+///   4 RTS), generation `u32` LE, and for applied only data QP `u8`, `of`
+///   `u8` and receipt `u64` LE: kinds 3, 4, 5 and 2 for the QP set `id`
+///   between the sender and the reader (its own generations and receipts,
+///   as a set is a driver of its own: `sets.rs`);
 ///
 /// and zeros to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +129,62 @@ pub enum Record {
         /// Whether the sender is the answering end (else the opener).
         answer: bool,
     },
+    /// The link of the sender's QP set `id` toward the reader: its
+    /// failure, receipts and rebuild.
+    SetLink {
+        /// The set.
+        id: SetId,
+        /// Whether the sender is the answering end (else the opener).
+        answer: bool,
+        /// What it says.
+        link: SetLink,
+    },
+}
+
+/// What a [`Record::SetLink`] says of a QP set's link: the set's
+/// [`Record::Failed`], [`Record::Applied`], [`Record::Withheld`] and
+/// [`Record::Rts`], with the set's own generations and receipts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetLink {
+    /// The sender's end of the set failed; it rebuilds to `generation`.
+    Failed {
+        /// The generation.
+        generation: u32,
+    },
+    /// The reader's puts on the set's data QP `qp` that landed at the
+    /// sender, up to receipt `seq` (as [`Record::Applied`]).
+    Applied {
+        /// The generation of the failure.
+        generation: u32,
+        /// The data QP (1 to `of`).
+        qp: u8,
+        /// The set's data QPs.
+        of: u8,
+        /// The highest receipt seen (0: none).
+        seq: u64,
+    },
+    /// The sender cannot tell which of the reader's puts on the set landed.
+    Withheld {
+        /// The generation of the failure.
+        generation: u32,
+    },
+    /// The sender's end of the set is at RTS for `generation`.
+    Rts {
+        /// The generation.
+        generation: u32,
+    },
+}
+
+impl SetLink {
+    /// The generation it names.
+    pub fn generation(&self) -> u32 {
+        match *self {
+            SetLink::Failed { generation }
+            | SetLink::Applied { generation, .. }
+            | SetLink::Withheld { generation }
+            | SetLink::Rts { generation } => generation,
+        }
+    }
 }
 
 /// A QP set's id between two PEs: the opening context's id at the sender
@@ -277,7 +339,7 @@ pub enum RecordError {
     },
     /// An unknown kind.
     #[error(
-        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied), 5 (withheld), 6 (card piece), 7 (refused), 8 (set QPNs) or 9 (set closed)"
+        "verbs record kind {kind}, expected 1 (QPNs), 2 (RTS), 3 (failed), 4 (applied), 5 (withheld), 6 (card piece), 7 (refused), 8 (set QPNs), 9 (set closed) or 10 (set link)"
     )]
     Kind {
         /// The kind byte.
@@ -328,6 +390,14 @@ pub enum RecordError {
     SetRole {
         /// The byte.
         role: u8,
+    },
+    /// A set link record's sub-type other than 1 to 4.
+    #[error(
+        "verbs set link record sub-type {sub}, expected 1 (failed), 2 (applied), 3 (withheld) or 4 (RTS)"
+    )]
+    SetLink {
+        /// The byte.
+        sub: u8,
     },
     /// Non-zero bytes after the fields.
     #[error("verbs record has non-zero bytes after its fields, at byte {at}")]
@@ -416,6 +486,22 @@ impl Record {
             Record::SetClosed { id, answer } => {
                 b[3] = 9;
                 put_id(&mut b, id, answer);
+            }
+            Record::SetLink { id, answer, link } => {
+                b[3] = 10;
+                put_id(&mut b, id, answer);
+                b[8] = match link {
+                    SetLink::Failed { .. } => 1,
+                    SetLink::Applied { .. } => 2,
+                    SetLink::Withheld { .. } => 3,
+                    SetLink::Rts { .. } => 4,
+                };
+                b[9..13].copy_from_slice(&link.generation().to_le_bytes());
+                if let SetLink::Applied { qp, of, seq, .. } = link {
+                    b[13] = qp;
+                    b[14] = of;
+                    b[15..23].copy_from_slice(&seq.to_le_bytes());
+                }
             }
         }
         b
@@ -538,6 +624,42 @@ impl Record {
                 },
                 8,
             ),
+            10 => {
+                let answer = answer_at(b)?;
+                let generation = u32::from_le_bytes([b[9], b[10], b[11], b[12]]);
+                let (link, end) = match b[8] {
+                    1 => (SetLink::Failed { generation }, 13),
+                    2 => {
+                        let (qp, of) = (b[13], b[14]);
+                        if !(1..=MAX_QPS as u8 - 1).contains(&of) || !(1..=of).contains(&qp) {
+                            return Err(RecordError::DataQp { qp, of });
+                        }
+                        let mut seq = [0u8; 8];
+                        seq.copy_from_slice(&b[15..23]);
+                        let seq = u64::from_le_bytes(seq);
+                        (
+                            SetLink::Applied {
+                                generation,
+                                qp,
+                                of,
+                                seq,
+                            },
+                            23,
+                        )
+                    }
+                    3 => (SetLink::Withheld { generation }, 13),
+                    4 => (SetLink::Rts { generation }, 13),
+                    sub => return Err(RecordError::SetLink { sub }),
+                };
+                (
+                    Record::SetLink {
+                        id: id_at(b),
+                        answer,
+                        link,
+                    },
+                    end,
+                )
+            }
             kind => return Err(RecordError::Kind { kind }),
         };
         if let Some(at) = (end..32).find(|&i| b[i] != 0) {

@@ -69,7 +69,7 @@ fn bad_records_are_named() {
             got: [b'X', b'Y', b'V']
         }
     );
-    assert_eq!(bad(&|b| b[3] = 10), RecordError::Kind { kind: 10 });
+    assert_eq!(bad(&|b| b[3] = 11), RecordError::Kind { kind: 11 });
     assert_eq!(bad(&|b| b[3] = 0), RecordError::Kind { kind: 0 });
     let mut w = Record::Withheld { generation: 2 }.encode();
     w[8] = 1;
@@ -319,7 +319,7 @@ fn bad_set_records_are_named() {
 
 proptest! {
     #[test]
-    fn set_record_decode_never_panics(bytes in proptest::array::uniform32(any::<u8>()), kind in 8u8..=9) {
+    fn set_record_decode_never_panics(bytes in proptest::array::uniform32(any::<u8>()), kind in 8u8..=10) {
         let mut b = bytes;
         b[..3].copy_from_slice(b"SYV");
         b[3] = kind;
@@ -327,4 +327,111 @@ proptest! {
             prop_assert_eq!(Record::decode(&r.encode()), Ok(r));
         }
     }
+}
+
+#[test]
+fn set_link_records_round_trip() {
+    let id = SetId {
+        context: 0x1234,
+        set: 0xFE,
+    };
+    for answer in [false, true] {
+        for link in [
+            SetLink::Failed { generation: 1 },
+            SetLink::Failed {
+                generation: u32::MAX,
+            },
+            SetLink::Applied {
+                generation: 2,
+                qp: 1,
+                of: 1,
+                seq: 0,
+            },
+            SetLink::Applied {
+                generation: 7,
+                qp: 8,
+                of: 8,
+                seq: u64::MAX,
+            },
+            SetLink::Withheld { generation: 3 },
+            SetLink::Rts { generation: 0 },
+            SetLink::Rts { generation: 9 },
+        ] {
+            let r = Record::SetLink { id, answer, link };
+            let b = r.encode();
+            assert_eq!(&b[..4], b"SYV\x0a");
+            assert_eq!(b[7], u8::from(answer));
+            assert_eq!(Record::decode(&b), Ok(r), "{r:?}");
+        }
+    }
+}
+
+#[test]
+fn bad_set_link_records_are_named() {
+    let id = SetId { context: 3, set: 4 };
+    let failed = Record::SetLink {
+        id,
+        answer: false,
+        link: SetLink::Failed { generation: 5 },
+    }
+    .encode();
+    let applied = Record::SetLink {
+        id,
+        answer: true,
+        link: SetLink::Applied {
+            generation: 5,
+            qp: 2,
+            of: 4,
+            seq: u64::MAX - 1,
+        },
+    }
+    .encode();
+    let bad = |good: [u8; 32], at: usize, v: u8| {
+        let mut b = good;
+        b[at] = v;
+        Record::decode(&b)
+    };
+    assert_eq!(bad(failed, 7, 2), Err(RecordError::SetRole { role: 2 }));
+    assert_eq!(bad(failed, 8, 0), Err(RecordError::SetLink { sub: 0 }));
+    assert_eq!(bad(failed, 8, 5), Err(RecordError::SetLink { sub: 5 }));
+    assert_eq!(bad(failed, 13, 1), Err(RecordError::Trailing { at: 13 }));
+    assert_eq!(bad(failed, 31, 1), Err(RecordError::Trailing { at: 31 }));
+    // Withheld and RTS end at the generation too.
+    assert_eq!(
+        bad(failed, 8, 3),
+        Ok(Record::SetLink {
+            id,
+            answer: false,
+            link: SetLink::Withheld { generation: 5 }
+        })
+    );
+    assert_eq!(
+        bad(failed, 8, 4),
+        Ok(Record::SetLink {
+            id,
+            answer: false,
+            link: SetLink::Rts { generation: 5 }
+        })
+    );
+    // Receipts: the data QP within 1..=of, of within 1..=8, nothing after.
+    assert_eq!(
+        bad(applied, 13, 0),
+        Err(RecordError::DataQp { qp: 0, of: 4 })
+    );
+    assert_eq!(
+        bad(applied, 13, 5),
+        Err(RecordError::DataQp { qp: 5, of: 4 })
+    );
+    assert_eq!(
+        bad(applied, 14, 0),
+        Err(RecordError::DataQp { qp: 2, of: 0 })
+    );
+    assert_eq!(
+        bad(applied, 14, 9),
+        Err(RecordError::DataQp { qp: 2, of: 9 })
+    );
+    assert_eq!(bad(applied, 23, 1), Err(RecordError::Trailing { at: 23 }));
+    assert_eq!(bad(applied, 7, 7), Err(RecordError::SetRole { role: 7 }));
+    // A failed record read as applied: its zero data QP is named.
+    assert_eq!(bad(failed, 8, 2), Err(RecordError::DataQp { qp: 0, of: 0 }));
 }

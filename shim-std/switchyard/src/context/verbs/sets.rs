@@ -1,9 +1,10 @@
 //! Per-context QP sets, the shim's half so far: a context opens a QP set
 //! of its own toward a peer ([`VerbsDriver::open_set`]), the peer opens the
-//! matching set, the two connect, and the set is closed at both ends when
-//! the context drops. Nothing is routed over a set yet: every operation
-//! still takes the PE's shared driver (docs/ARCHITECTURE.md, "Per-context
-//! QP sets").
+//! matching set, the two connect, a failure of the set fails over and
+//! rebuilds at both ends (`set_link.rs`, below), and the set is closed at
+//! both ends when the context drops. Nothing is routed over a set yet:
+//! every operation still takes the PE's shared driver (docs/ARCHITECTURE.md,
+//! "Per-context QP sets").
 //!
 //! The exchange, over the TCP control records ([`Record::SetQpns`],
 //! [`Record::SetClosed`]):
@@ -23,18 +24,47 @@
 //!    both ends are at RTS. A refusal closes A's set (its unit goes back
 //!    to the budget) and the context keeps the shared driver.
 //! 4. When the context drops, it tells B ([`Record::SetClosed`]), which
-//!    closes its matching set; its own set closes with it.
+//!    closes its matching set; its own set closes with it. A close that
+//!    overtakes its opening (records take different TCP rails) is
+//!    remembered at B (at most 64, for the op timeout) and the opening's
+//!    pieces that come later are dropped; an opening whose pieces do not
+//!    all come within the op timeout is dropped too.
+//!
+//! A set's failure ([`Record::SetLink`], `set_link.rs`), as the shared
+//! driver's (`link.rs`) with the set's own generations and receipts:
+//!
+//! * A's context takes its set's events at its step. A link error with
+//!   puts in doubt holds the context's operations to B
+//!   ([`Context::verbs_set_holds`], bounded by the op timeout) and sends
+//!   the set's `Failed`.
+//! * B (the PE's sets, in any context's step) takes its set's QPs to the
+//!   error state, collects its receipts and answers `Applied` per data QP
+//!   (or `Withheld`). B's answers reach A's context through a mailbox per
+//!   set in the PE's verbs state; A asks again while it holds.
+//! * A settles ([`VerbsDriver::settle_receipts`]), replays the rest over
+//!   TCP exactly once, fenced, before anything newer from the context,
+//!   then stops holding. Withheld, no receipts by the op timeout, or the
+//!   set closed meanwhile: the in-doubt puts are reported lost to this
+//!   context only, by its next `quiet` ([`Error::ReplayLost`](crate::context::Error::ReplayLost)).
+//! * Both rebuild to the next generation and exchange the set's `Rts`;
+//!   the set is usable again ([`Context::verbs_set_usable`]) once Up at
+//!   both ends and after the context's next successful `quiet`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use switchyard_core::{
     topology::LinkState,
+    trace::TraceRecord,
     transport::{Instant as CoreInstant, Transport},
+    wire::FrameOp,
 };
 use switchyard_verbs::{SetBudget, VerbsDriver, VerbsError, card::MAX_QPS};
 
-use super::{Record, SetId, SetQpnPieces, pair_card};
-use crate::context::Context;
+use super::{
+    Record, SetId, SetLink, SetQpnPieces, Verbs, link::drain_over_tcp, pair_card,
+    set_link::SetState,
+};
+use crate::context::{Context, progress};
 
 /// QP sets a PE may have open at once (its own contexts' and the ones it
 /// answers for its peers'), by default.
@@ -94,15 +124,42 @@ pub(super) struct PeSets {
     /// Answers to this PE's contexts' sets, by (peer, id), while the set
     /// lives.
     answers: BTreeMap<(u32, SetId), Answer>,
+    /// The answering ends' [`Record::SetLink`]s for this PE's contexts'
+    /// sets, by (peer, id), while the set lives (its context takes them
+    /// at its next step; a few per failure, bounded).
+    mail: BTreeMap<(u32, SetId), heapless::Vec<SetLink, MAIL>>,
+    /// Openings closed by their opener before they were open here
+    /// (records take different TCP rails: a close can overtake its
+    /// opening), with when they are forgotten (ns): an opening that
+    /// arrives later is dropped. At most [`TOMBSTONES`].
+    closed: VecDeque<((u32, SetId), u64)>,
+    /// Openings dropped: pieces not complete within the op timeout, or
+    /// overtaken by their close.
+    pub(super) dropped: u64,
+    /// Tests: how long an opening's pieces may take (else the op timeout).
+    #[cfg(test)]
+    pieces_wait: Option<u64>,
     /// Openings refused here (budget, link, connect).
     pub(super) refused_here: u64,
     /// Openings answered here (sets opened for peers).
     pub(super) answered: u64,
 }
 
+/// [`SetLink`]s held for one of this PE's contexts' sets.
+const MAIL: usize = 24;
+/// Closed openings remembered ([`PeSets::closed`]).
+const TOMBSTONES: usize = 64;
+
 enum Answering {
-    Pieces(SetQpnPieces),
-    Open(Box<VerbsDriver>),
+    /// The opener's QPNs, in pieces, until the deadline (ns).
+    Pieces(SetQpnPieces, u64),
+    Open(Box<Answered>),
+}
+
+/// A set this PE answers: its driver and its link.
+struct Answered {
+    drv: VerbsDriver,
+    link: SetState,
 }
 
 impl PeSets {
@@ -112,6 +169,11 @@ impl PeSets {
             next: 0,
             answering: BTreeMap::new(),
             answers: BTreeMap::new(),
+            mail: BTreeMap::new(),
+            closed: VecDeque::new(),
+            dropped: 0,
+            #[cfg(test)]
+            pieces_wait: None,
             refused_here: 0,
             answered: 0,
         }
@@ -126,16 +188,60 @@ impl PeSets {
             .count()
     }
 
-    /// One progress step of every set this PE answers for.
-    fn progress(&mut self, now: CoreInstant) {
-        for a in self.answering.values_mut() {
-            if let Answering::Open(d) = a {
-                d.progress(now);
-                // Nothing is posted on a set yet: its events (its link
-                // state) change nothing here.
-                while d.poll_event().is_some() {}
+    /// One progress step of every set this PE answers for: its link
+    /// (the opener's failure: receipts collected and answered, the
+    /// rebuild, `out` gets the records to send); openings whose pieces did
+    /// not all come in time, and closes remembered long enough, go.
+    fn progress(
+        &mut self,
+        now: CoreInstant,
+        hold_ns: u64,
+        out: &mut Vec<(u32, Record)>,
+        warn: &mut Vec<String>,
+    ) {
+        let mut links = Vec::new();
+        let mut expired = 0u64;
+        self.answering.retain(|&(peer, id), a| match a {
+            Answering::Open(a) => {
+                a.drv.progress(now);
+                a.link
+                    .step(&mut a.drv, peer, now.nanos, hold_ns, &mut links, warn);
+                if a.link.drain_due {
+                    // The answering end posts nothing: no replays (a
+                    // rebuild waits for none).
+                    a.link.drain_due = false;
+                    a.drv.drain_replays(|_| {});
+                }
+                for link in links.drain(..) {
+                    out.push((
+                        peer,
+                        Record::SetLink {
+                            id,
+                            answer: true,
+                            link,
+                        },
+                    ));
+                }
+                true
             }
+            Answering::Pieces(_, until) => {
+                let keep = now.nanos < *until;
+                expired += u64::from(!keep);
+                keep
+            }
+        });
+        self.dropped += expired;
+        while self.closed.front().is_some_and(|c| c.1 <= now.nanos) {
+            self.closed.pop_front();
         }
+    }
+
+    /// Remembers that the opener closed `key` before it was open here.
+    fn tombstone(&mut self, key: (u32, SetId), until: u64) {
+        if self.closed.len() >= TOMBSTONES {
+            self.closed.pop_front();
+        }
+        self.closed.push_back((key, until));
     }
 }
 
@@ -145,6 +251,12 @@ struct Own {
     id: SetId,
     drv: VerbsDriver,
     up: bool,
+    /// Its link: failure, receipts, rebuild (`set_link.rs`).
+    link: SetState,
+    /// Usable again after a failure only from the end of the context's
+    /// next successful `quiet` (as the shared driver's health bit): its
+    /// replays over TCP cannot be overtaken by the set then.
+    raised: bool,
     /// Closed if the peer has not answered by then (ns, context clock):
     /// a peer that ignores set records (an older build) or lost them.
     deadline: u64,
@@ -162,6 +274,14 @@ pub(in crate::context) struct Sets {
     /// context stays on the shared driver toward them for good, no
     /// opening again (no retry storm). O(peers met).
     refused: Vec<u32>,
+    /// Own sets holding their context's operations to their peer
+    /// (in-doubt puts waiting for receipts): read on every operation.
+    holding: u32,
+    /// Operations of this context's sets lost (in-doubt puts whose
+    /// receipts were withheld or did not come in time, replays TCP did
+    /// not take), not yet reported by a `quiet`: the first such peer, and
+    /// the count over all of them.
+    lost: Option<(u32, u64)>,
     /// Tests: how long an opening waits for its answer (else the op
     /// timeout).
     #[cfg(test)]
@@ -190,6 +310,59 @@ fn qpns_of(drv: &VerbsDriver, pe: u32) -> Result<([u32; MAX_QPS], usize), VerbsE
         *d = s.qpn;
     }
     Ok((q, qps.len()))
+}
+
+/// One step of a context's own set's link (in
+/// [`Context::verbs_sets_step`], after its `progress`): the answering
+/// end's [`Record::SetLink`]s from the PE's mailbox, the set's events,
+/// its receipts' deadline and rebuild, its replays over TCP (exactly once,
+/// fenced, before anything newer from this context: its operations to the
+/// peer wait while the set holds), and the records to the peer. Returns
+/// the peer and the in-doubt puts given up on this step.
+fn own_link_step(
+    o: &mut Own,
+    v: &mut Verbs,
+    mut tcp: Option<&mut switchyard_socket::SocketDriver>,
+    warn: &mut Vec<String>,
+    moved: &mut Vec<TraceRecord>,
+    now: u64,
+    who: (u32, std::time::Instant, std::time::Duration),
+) -> (u32, u64) {
+    let hold_ns = who.2.as_nanos() as u64;
+    let failovers = o.link.failovers;
+    let mut out = Vec::new();
+    if let Some(m) = v.sets.mail.get_mut(&(o.peer, o.id))
+        && !m.is_empty()
+    {
+        for link in std::mem::take(m) {
+            if o.link.record(&mut o.drv, o.peer, link, &mut out, warn) {
+                v.bad_records += 1;
+            }
+        }
+    }
+    o.link
+        .step(&mut o.drv, o.peer, now, hold_ns, &mut out, warn);
+    if o.link.failovers != failovers {
+        // Failed: usable again from the end of a quiet after its rebuild.
+        o.raised = false;
+    }
+    if o.link.drain_due {
+        o.link.drain_due = false;
+        let d = drain_over_tcp(&mut o.drv, tcp.as_deref_mut(), who, moved);
+        o.link.replays += d.offered - d.lost;
+        o.link.lost += d.lost;
+    }
+    if let Some(t) = tcp {
+        for link in out {
+            let r = Record::SetLink {
+                id: o.id,
+                answer: false,
+                link,
+            };
+            let _ = t.send_link_state(o.peer, r.encode());
+        }
+    }
+    (o.peer, std::mem::take(&mut o.link.lost))
 }
 
 impl Context {
@@ -256,6 +429,8 @@ impl Context {
             id,
             drv,
             up: false,
+            link: SetState::new(),
+            raised: true,
             deadline,
             route: SetRoute::Waiting,
             posted: false,
@@ -272,22 +447,83 @@ impl Context {
         self.vsets.own.iter().any(|o| o.peer == pe && o.up)
     }
 
+    /// Whether this context's set toward `pe` can take its operations:
+    /// connected, Up at both ends for the same generation, and, after a
+    /// failure, rebuilt with its replays over TCP and a `quiet` since (so
+    /// nothing it carries can overtake them). What routing onto the set
+    /// reads; false while it fails over (the context's operations to `pe`
+    /// then wait, [`Context::verbs_set_holds`], or take the shared driver).
+    pub(in crate::context) fn verbs_set_usable(&self, pe: u32) -> bool {
+        self.vsets
+            .own
+            .iter()
+            .any(|o| o.peer == pe && o.up && o.raised && o.link.usable())
+    }
+
+    /// Whether this context's operations to `pe` must wait: its set toward
+    /// `pe` failed with puts in doubt whose receipts have not come (they
+    /// are replayed, or known landed, before anything newer goes to `pe`;
+    /// bounded by the op timeout). One field read when no set holds.
+    #[inline]
+    pub(in crate::context) fn verbs_set_holds(&self, pe: u32) -> bool {
+        self.vsets.holding != 0 && self.verbs_set_holds_slow(pe)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn verbs_set_holds_slow(&self, pe: u32) -> bool {
+        self.vsets.own.iter().any(|o| o.peer == pe && o.link.hold)
+    }
+
+    /// At the end of a successful `quiet`: this context's sets that are Up
+    /// again after a failure may take operations (nothing sent over TCP
+    /// meanwhile is still in flight).
+    pub(super) fn verbs_sets_raise(&mut self) {
+        for o in &mut self.vsets.own {
+            if !o.raised && o.link.usable() {
+                o.raised = true;
+            }
+        }
+    }
+
+    /// For `quiet`: the in-doubt puts of this context's sets lost since
+    /// the last report (peer, count), once; and whether a set still waits
+    /// for receipts or replays (not quiet yet).
+    pub(super) fn verbs_sets_quiet(&mut self) -> (Option<(u32, u64)>, bool) {
+        let busy = self.vsets.holding > 0 || self.vsets.own.iter().any(|o| o.link.drain_due);
+        (self.vsets.lost.take(), busy)
+    }
+
     /// The sets' step of `poll_once` (the PE's verbs state checked out):
     /// the sets this PE answers for progress; this context's own sets
     /// progress, and connect (or close) on their peer's answer.
     pub(super) fn verbs_sets_step(&mut self, now: CoreInstant) {
         let me = self.me;
+        let hold_ns = self.op_timeout.as_nanos() as u64;
         let Some(v) = self.verbs.as_mut() else { return };
-        v.sets.progress(now);
+        let mut out = Vec::new();
+        v.sets.progress(now, hold_ns, &mut out, &mut self.warnings);
+        for (pe, r) in out {
+            self.verbs_send(pe, r);
+        }
         if self.vsets.own.is_empty() {
             return;
         }
+        let Some(v) = self.verbs.as_mut() else { return };
+        let who = (me, self.clock, self.op_timeout);
+        let mut moved = Vec::new();
         let seed = v.seed;
         let mut i = 0;
         while i < self.vsets.own.len() {
             let o = &mut self.vsets.own[i];
             o.drv.progress(now);
-            while o.drv.poll_event().is_some() {}
+            let tcp = self.tcp.as_mut().map(progress::Tcp::get);
+            let sent = own_link_step(o, v, tcp, &mut self.warnings, &mut moved, now.nanos, who);
+            if sent.1 > 0 {
+                let l = self.vsets.lost.get_or_insert((sent.0, 0));
+                l.1 += sent.1;
+            }
+            let o = &mut self.vsets.own[i];
             let key = (o.peer, o.id);
             let keep = match v.sets.answers.get(&key).copied() {
                 Some(Answer::Up) => true,
@@ -301,6 +537,9 @@ impl Context {
                             .and_then(|()| o.drv.connect(o.peer));
                         o.up = r.is_ok();
                         if o.up {
+                            // The answer came once the peer's end was at
+                            // RTS.
+                            o.link.peer_rts = Some(0);
                             v.sets.answers.insert(key, Answer::Up);
                         }
                         o.up
@@ -317,11 +556,23 @@ impl Context {
             // Refused or closed by the peer, or a connect that failed:
             // the set goes (its unit back to the budget), the context
             // keeps the shared driver.
-            let o = self.vsets.own.swap_remove(i);
+            let mut o = self.vsets.own.swap_remove(i);
             v.sets.answers.remove(&key);
             // No opening again toward that peer (a refusal is counted).
             self.vsets.gone(o.peer);
             self.stats.verbs_sets_refused += u64::from(!o.up);
+            v.sets.mail.remove(&key);
+            // Puts in doubt on it: their receipts will not come; what
+            // waits for replay goes over TCP before the set does.
+            o.link
+                .abandon(&mut o.drv, o.peer, "its set closed", &mut self.warnings);
+            let tcp = self.tcp.as_mut().map(progress::Tcp::get);
+            let d = drain_over_tcp(&mut o.drv, tcp, who, &mut moved);
+            let lost = o.link.lost + d.lost;
+            if lost > 0 {
+                let l = self.vsets.lost.get_or_insert((o.peer, 0));
+                l.1 += lost;
+            }
             if let Some(t) = self.tcp.as_mut() {
                 let _ = t.get().send_link_state(
                     o.peer,
@@ -332,6 +583,18 @@ impl Context {
                     .encode(),
                 );
             }
+        }
+        self.vsets.holding = self.vsets.own.iter().filter(|o| o.link.hold).count() as u32;
+        if !moved.is_empty() {
+            // The replays went over TCP: a write over verbs (the shared
+            // driver's, or the set's again) after a fence waits for them.
+            for r in &moved {
+                if r.op != FrameOp::Get as u8 {
+                    let code = self.order.get(r.dst);
+                    self.order.set(r.dst, code | crate::context::order::T);
+                }
+            }
+            self.trace_moved(moved);
         }
     }
 
@@ -344,6 +607,7 @@ impl Context {
         for o in std::mem::take(&mut self.vsets.own) {
             if let Some(v) = self.verbs.as_mut() {
                 v.sets.answers.remove(&(o.peer, o.id));
+                v.sets.mail.remove(&(o.peer, o.id));
             }
             self.verbs_send(
                 o.peer,
@@ -387,8 +651,49 @@ impl Context {
     /// A set record from `from` (kinds 8 and 9; `from` checked).
     pub(super) fn verbs_set_record(&mut self, from: u32, rec: Record) {
         let me = self.me;
+        let now = self.now().nanos;
+        let wait = self.op_timeout.as_nanos() as u64;
         let Some(v) = self.verbs.as_mut() else { return };
         match rec {
+            // For one of our contexts' sets (if it lives): it takes it at
+            // its next step. A full mailbox drops it (the owner asks again
+            // while it holds).
+            Record::SetLink {
+                id,
+                answer: true,
+                link,
+            } if v.sets.answers.contains_key(&(from, id)) => {
+                let _ = v.sets.mail.entry((from, id)).or_default().push(link);
+            }
+            Record::SetLink {
+                id,
+                answer: false,
+                link,
+            } => {
+                // For a set we answer: its opener failed, asks for our
+                // receipts, or rebuilt.
+                let Some(Answering::Open(a)) = v.sets.answering.get_mut(&(from, id)) else {
+                    return;
+                };
+                let mut out = Vec::new();
+                if a.link
+                    .record(&mut a.drv, from, link, &mut out, &mut self.warnings)
+                {
+                    v.bad_records += 1;
+                }
+                a.link
+                    .events(&mut a.drv, from, now, wait, &mut out, &mut self.warnings);
+                for link in out {
+                    self.verbs_send(
+                        from,
+                        Record::SetLink {
+                            id,
+                            answer: true,
+                            link,
+                        },
+                    );
+                }
+            }
             Record::SetQpns {
                 id, answer: true, ..
             } => {
@@ -405,23 +710,38 @@ impl Context {
             Record::SetClosed { id, answer: false } => {
                 // The opener closed its set: ours goes too (and the
                 // progress thread stops polling its receive side).
-                if v.sets.answering.remove(&(from, id)).is_some()
-                    && let Some(t) = self.tcp.as_ref()
-                {
-                    t.drop_set_recv(recv_key(from, id));
+                match v.sets.answering.remove(&(from, id)) {
+                    Some(Answering::Open(_)) => {
+                        if let Some(t) = self.tcp.as_ref() {
+                            t.drop_set_recv(recv_key(from, id));
+                        }
+                    }
+                    // Not open here yet: the close overtook its opening
+                    // (another TCP rail), whose pieces are dropped when
+                    // they come.
+                    _ => {
+                        #[cfg(test)]
+                        let wait = v.sets.pieces_wait.unwrap_or(wait);
+                        v.sets.tombstone((from, id), now.saturating_add(wait));
+                    }
                 }
             }
             Record::SetQpns {
                 id, answer: false, ..
             } => {
                 let key = (from, id);
+                if v.sets.closed.iter().any(|c| c.0 == key) {
+                    // Its opener closed it already.
+                    v.sets.dropped += 1;
+                    return;
+                }
                 // Openings whose pieces are still coming are at most the
                 // budget's size: a peer cannot grow the map without bound.
                 if !v.sets.answering.contains_key(&key)
                     && v.sets
                         .answering
                         .values()
-                        .filter(|a| matches!(a, Answering::Pieces(_)))
+                        .filter(|a| matches!(a, Answering::Pieces(..)))
                         .count()
                         >= v.sets.budget.max() as usize
                 {
@@ -429,12 +749,12 @@ impl Context {
                     self.verbs_send(from, Record::SetClosed { id, answer: true });
                     return;
                 }
-                let e = v
-                    .sets
-                    .answering
-                    .entry(key)
-                    .or_insert_with(|| Answering::Pieces(SetQpnPieces::default()));
-                let Answering::Pieces(p) = e else {
+                #[cfg(test)]
+                let wait = v.sets.pieces_wait.unwrap_or(wait);
+                let e = v.sets.answering.entry(key).or_insert_with(|| {
+                    Answering::Pieces(SetQpnPieces::default(), now.saturating_add(wait))
+                });
+                let Answering::Pieces(p, _) = e else {
                     return; // open already: a repeat
                 };
                 p.put(&rec);
@@ -463,7 +783,13 @@ impl Context {
                         if let (Some(r), Some(t)) = (d.recv_side(), self.tcp.as_ref()) {
                             t.add_set_recv(recv_key(from, id), r);
                         }
-                        v.sets.answering.insert(key, Answering::Open(Box::new(d)));
+                        let mut link = SetState::new();
+                        // Our QPs are at RTS; the opener's are once it has
+                        // our answer (it posts, we do not).
+                        link.peer_rts = Some(0);
+                        v.sets
+                            .answering
+                            .insert(key, Answering::Open(Box::new(Answered { drv: d, link })));
                         v.sets.answered += 1;
                         Record::set_qpns(id, true, &ours[..k])
                     }
@@ -520,7 +846,7 @@ impl Context {
             v.sets
                 .answering
                 .values()
-                .filter(|a| matches!(a, Answering::Pieces(_)))
+                .filter(|a| matches!(a, Answering::Pieces(..)))
                 .count()
         })
         .unwrap_or(0)
@@ -531,6 +857,49 @@ impl Context {
     pub(in crate::context) fn verbs_sets_open(&self) -> (usize, u32) {
         self.with_verbs(|v| (v.sets.answering(), v.sets.budget.in_use()))
             .unwrap_or((0, 0))
+    }
+
+    /// Tests: how long an opening's pieces may take here (else the op
+    /// timeout), and how long a close that overtook its opening is
+    /// remembered.
+    pub(in crate::context) fn verbs_sets_pieces_wait(&mut self, d: std::time::Duration) {
+        let mut call = self.call();
+        assert!(call.verbs_in(), "the PE has verbs");
+        if let Some(v) = call.verbs.as_mut() {
+            v.sets.pieces_wait = Some(d.as_nanos() as u64);
+        }
+    }
+
+    /// Tests: openings dropped here (pieces expired, or overtaken by
+    /// their close).
+    pub(in crate::context) fn verbs_sets_dropped(&self) -> u64 {
+        self.with_verbs(|v| v.sets.dropped).unwrap_or(0)
+    }
+
+    /// Tests: this context's set toward `pe`: its failures, the operations
+    /// it replayed over TCP, its generation.
+    pub(in crate::context) fn verbs_set_link(&self, pe: u32) -> Option<(u64, u64, u32)> {
+        self.vsets
+            .own
+            .iter()
+            .find(|o| o.peer == pe)
+            .map(|o| (o.link.failovers, o.link.replays, o.link.generation))
+    }
+
+    /// Tests: receipts taken by the sets this PE answers (puts of its
+    /// peers' contexts that landed over their sets), and their failures.
+    pub(in crate::context) fn verbs_sets_answering_stats(&self) -> (u64, u64) {
+        self.with_verbs(|v| {
+            v.sets
+                .answering
+                .values()
+                .filter_map(|a| match a {
+                    Answering::Open(a) => Some((a.drv.stats().receipts, a.link.failovers)),
+                    Answering::Pieces(..) => None,
+                })
+                .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1))
+        })
+        .unwrap_or((0, 0))
     }
 
     /// Tests: openings answered and refused by this PE so far.
@@ -599,11 +968,11 @@ impl Context {
     #[inline(never)]
     fn verbs_set_route_slow(&mut self, pe: u32) -> bool {
         let order_v = self.order.get(pe) & crate::context::order::V;
+        let usable = self.verbs_set_usable(pe);
         if let Some(o) = self.vsets.own.iter_mut().find(|o| o.peer == pe) {
-            if o.route == SetRoute::Waiting
-                && o.up
-                && order_v == 0
-                && o.drv.state(pe) == LinkState::Up
+            // Waiting, or Off after a failure: back on once it is settled,
+            // rebuilt and raised again ([`Context::verbs_set_usable`]).
+            if o.route != SetRoute::On && usable && order_v == 0 && o.drv.state(pe) == LinkState::Up
             {
                 o.route = SetRoute::On;
                 o.posted = true;
@@ -638,29 +1007,19 @@ impl Context {
     }
 
     /// Stops routing this context's verbs operations to `pe` over its set
-    /// (its link failed, or it is being settled: the failure code calls
-    /// it): they take the shared driver until [`Context::verbs_set_usable`].
+    /// (a post on it found its link down): they take the shared driver
+    /// until [`Context::verbs_set_usable`]. The set's events are taken at
+    /// once (under the entry lock), so its puts in doubt hold this
+    /// context's newer operations to `pe` ([`Context::verbs_set_holds`])
+    /// before any of them is selected again.
+    #[cold]
     pub(in crate::context) fn verbs_set_unusable(&mut self, pe: u32) {
         if let Some(o) = self.vsets.own.iter_mut().find(|o| o.peer == pe) {
             o.route = SetRoute::Off;
         }
-    }
-
-    /// Lets the set toward `pe` take this context's verbs operations again
-    /// (after its failure settled): they switch back under the same
-    /// condition as the first time ([`Context::verbs_set_route`]).
-    #[allow(
-        dead_code,
-        reason = "for the set failure handshake, which rebuilds a set"
-    )]
-    pub(in crate::context) fn verbs_set_usable(&mut self, pe: u32) {
-        if let Some(o) = self
-            .vsets
-            .own
-            .iter_mut()
-            .find(|o| o.peer == pe && o.route == SetRoute::Off)
-        {
-            o.route = SetRoute::Waiting;
+        if self.verbs_in() {
+            let now = self.now();
+            self.verbs_sets_step(now);
         }
     }
 
@@ -723,10 +1082,10 @@ impl Context {
                 }
                 Err(VerbsError::PeerDown { .. }) => {
                     // The set's link failed with operations in flight: it
-                    // takes nothing more. TODO(set failure handshake): its
-                    // receipts settle them and its replays go over TCP;
-                    // until that code drains them, this quiet waits (and
-                    // times out at the op timeout).
+                    // takes nothing more until its failure is settled (its
+                    // receipts, then its replays over TCP, at the sets'
+                    // step of `poll_once`; `verbs_quiet_poll` waits for
+                    // that), rebuilt and raised again.
                     o.route = SetRoute::Off;
                     done = false;
                 }

@@ -36,6 +36,7 @@ mod located;
 mod routed_sets;
 mod routing;
 mod sets;
+mod sets_fail;
 mod threads;
 
 const N: u64 = 64;

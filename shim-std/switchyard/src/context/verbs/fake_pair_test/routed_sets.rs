@@ -70,7 +70,9 @@ fn thread_run(pe: &Pe, b: &Blocks, t: usize, on: bool, both: &Barrier) -> Vec<u6
         olds.push(step(&mut c, b, t, i));
     }
     if on {
-        until(&mut c, "the set up at both ends", |c| c.verbs_set_up(1));
+        until(&mut c, "the set usable at both ends", |c| {
+            c.verbs_set_usable(1)
+        });
     }
     // Up, but this context's puts over the shared driver may be pending:
     // still the shared driver (a fence-ordered flag there must not
@@ -248,7 +250,7 @@ fn refused_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU
         let mut a = pe.context().expect("context a");
         let mut b = pe.context().expect("context b");
         a.put(&data, 0, &[1], 1).unwrap();
-        until(&mut a, "a's set up", |a| a.verbs_set_up(1));
+        until(&mut a, "a's set usable", |a| a.verbs_set_usable(1));
         a.quiet().unwrap();
         b.put(&data, 1, &[2], 1).unwrap();
         until(&mut b, "b's opening refused", |b| {
@@ -313,7 +315,7 @@ fn cross_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
         // Open the set (the first long put, on the shared driver), then
         // switch after a quiet.
         c.put(&a, 0, &[0u64; LONG], 1).unwrap();
-        until(&mut c, "the set up", |c| c.verbs_set_up(1));
+        until(&mut c, "the set usable", |c| c.verbs_set_usable(1));
         c.quiet().unwrap();
         c.put(&a, 0, &[0u64; LONG], 1).unwrap();
         assert_eq!(c.stats().verbs_set_ops, 1, "switched: {:?}", c.stats());
@@ -401,7 +403,7 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
     if me == 0 {
         let mut c = ctx.pe().context().expect("a second context");
         c.put(&data, 0, &[1], 1).unwrap();
-        until(&mut c, "the set up", |c| c.verbs_set_up(1));
+        until(&mut c, "the set usable", |c| c.verbs_set_usable(1));
         c.quiet().unwrap();
         c.put(&data, 0, &[1], 1).unwrap();
         assert_eq!(c.stats().verbs_set_ops, 1, "switched");
