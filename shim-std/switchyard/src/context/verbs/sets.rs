@@ -1,9 +1,10 @@
-//! Per-context QP sets, the shim's half so far: a context opens a QP set
-//! of its own toward a peer ([`VerbsDriver::open_set`]), the peer opens the
-//! matching set, the two connect, and the set is closed at both ends when
-//! the context drops. Nothing is routed over a set yet: every operation
-//! still takes the PE's shared driver (docs/ARCHITECTURE.md, "Per-context
-//! QP sets").
+//! Per-context QP sets, the shim's half: a context opens a QP set of its
+//! own toward a peer ([`VerbsDriver::open_set`]), the peer opens the
+//! matching set, the two connect, the context's verbs operations to that
+//! peer are routed over it (`verbs_context_sets = on`), and the set is
+//! closed at both ends when the context drops. A set's failure (its
+//! receipts handshake, replays over TCP, rebuild) is not handled here yet
+//! (docs/ARCHITECTURE.md, "Per-context QP sets").
 //!
 //! The exchange, over the TCP control records ([`Record::SetQpns`],
 //! [`Record::SetClosed`]):
@@ -24,6 +25,35 @@
 //!    to the budget) and the context keeps the shared driver.
 //! 4. When the context drops, it tells B ([`Record::SetClosed`]), which
 //!    closes its matching set; its own set closes with it.
+//!
+//! Routing (`verbs_context_sets = on`; [`Context::verbs_set_route`], called
+//! by route selection for every operation routed to verbs):
+//!
+//! * The context's first verbs operation to B opens the set (step 1); the
+//!   operation, and every one until the switch, goes on the shared driver.
+//!   An opening refused here (the budget spent) or by B, or not answered in
+//!   time, leaves the context on the shared driver toward B for good (no
+//!   opening again; `Stats::verbs_sets_refused`); so does a set B closed.
+//! * The switch: once the set is up at both ends and the context's verbs
+//!   writes to B are known complete (its order bit, `context/order.rs`,
+//!   clear: after its next `quiet`, or an ordering wait), so that nothing it
+//!   sent over the shared driver can be overtaken. From then on its puts,
+//!   gets and atomics to B are posted on the set (`Stats::verbs_set_ops`)
+//!   without the entry lock: one scan of the context's sets, no
+//!   allocation; a get or an atomic is polled on the driver that started
+//!   it. The set's backlog sets no load bit (those are the PE's).
+//! * `quiet` and the ordering waits poll the sets posted on since their
+//!   last complete quiet (their completions, bounded by the op timeout as
+//!   the shared driver's), `fence` fences them, and the call's end rings
+//!   their batched doorbells: in `order.rs` the set is this context's
+//!   verbs (bit `V`), so a fence orders its writes against TCP's both ways.
+//! * A set that is not usable takes nothing: a post it refuses because its
+//!   link is not up (nothing of it sent) marks it so and goes on the shared
+//!   driver; the failure code marks it with [`Context::verbs_set_unusable`]
+//!   while it settles, and [`Context::verbs_set_usable`] lets it switch
+//!   back (under the same condition). Operations in doubt on a failed set
+//!   are the failure handshake's to settle: until it exists, a `quiet` with
+//!   replays waiting on a set times out.
 
 use std::collections::BTreeMap;
 
@@ -209,8 +239,9 @@ impl Context {
         self.call().open_set_in(pe)
     }
 
-    /// [`Context::verbs_open_set`], in a call (route selection calls it at
-    /// a context's first verbs operation to `pe`: [`Context::verbs_set_route`]).
+    /// Opens this context's set toward `pe`, in a call: route selection
+    /// calls it at the context's first verbs operation to `pe`
+    /// ([`Context::verbs_set_route`]), tests through `verbs_open_set`.
     fn open_set_in(&mut self, pe: u32) -> Result<SetId, SetError> {
         if let Some(o) = self.vsets.own.iter().find(|o| o.peer == pe) {
             return Ok(o.id);
