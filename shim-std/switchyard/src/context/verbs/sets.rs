@@ -474,9 +474,14 @@ impl Context {
                 qpns[..q.len()].copy_from_slice(q);
                 let n = q.len();
                 let sseed = set_seed(v.seed, from, me, id);
+                // The link up at both ends: its health bit set, or not yet
+                // (it is set at this PE's next quiet), which must not refuse
+                // an opener for good (it keeps the shared driver then).
                 let card = v
                     .peer(from)
-                    .filter(|p| p.bit && !v.fatal)
+                    .filter(|p| {
+                        (p.bit || (p.local_up && p.peer_rts == Some(p.generation))) && !v.fatal
+                    })
                     .and_then(|p| p.card);
                 let opened = card
                     .ok_or(VerbsError::Closed { peer: Some(from) })

@@ -446,3 +446,41 @@ fn puts_on_a_set_take_no_entry_lock() {
     };
     run_pair(0xB5, opts, VerbsConfig::default(), unlocked_script);
 }
+
+/// The PEs' first contexts, with the setting on, open their sets at their
+/// first barrier (its puts go over verbs), right after init: neither end
+/// refuses (a link up at both ends whose health bit is not set yet is up).
+fn first_use_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) -> Context {
+    let other = 1 - ctx.my_pe();
+    let data: Sym<u64> = ctx.alloc(8).expect("alloc");
+    ctx.barrier_all().unwrap();
+    until(&mut ctx, "the set up", |c| c.verbs_set_up(other));
+    ctx.barrier_all().unwrap();
+    for i in 0..8 {
+        ctx.put(&data, i, &[i as u64 + 1], other).unwrap();
+    }
+    ctx.quiet().unwrap();
+    ctx.barrier_all().unwrap();
+    let s = ctx.stats();
+    assert_eq!(s.verbs_sets_refused, 0, "{s:?}");
+    assert!(s.verbs_set_ops >= 8, "the puts on the set: {s:?}");
+    assert_eq!(
+        ctx.verbs_sets_answered(),
+        (1, 0),
+        "the other's set answered"
+    );
+    let mut got = [0u64; 8];
+    ctx.read_local(&data, 0, &mut got).unwrap();
+    assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn the_first_contexts_open_their_sets_at_their_first_barrier() {
+    let opts = Opts {
+        context_sets: true,
+        ..Opts::default()
+    };
+    run_pair(0xB6, opts, VerbsConfig::default(), first_use_script);
+}
