@@ -13,6 +13,7 @@ use super::*;
 use crate::{
     config::VerbsAtomics,
     context::{Cmp, Pe},
+    test_alloc::{allocations, count_here},
 };
 
 /// Threads (contexts) of PE 0.
@@ -392,7 +393,8 @@ const UNLOCKED: usize = 64;
 
 /// Once switched, a context's puts on its set take no entry lock: they
 /// complete while another context of the PE holds the PE's verbs state
-/// (and so the TCP entry lock) checked out.
+/// (and so the TCP entry lock) checked out; and its operations on the set
+/// allocate nothing.
 fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     let me = ctx.my_pe();
     ctx.verbs_sets_on = false;
@@ -409,9 +411,14 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
         let _ = ctx.verbs_mut();
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {
+            // Nor any allocation.
+            let before = allocations();
+            count_here(true);
             for i in 1..UNLOCKED {
                 c.put(&data, i, &[i as u64 + 1], 1).unwrap();
             }
+            count_here(false);
+            assert_eq!(allocations(), before, "allocations posting on a set");
             tx.send(()).unwrap();
             c
         });
@@ -422,6 +429,29 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
         let mut c = h.join().expect("the thread");
         c.quiet().unwrap();
         assert_eq!(c.stats().verbs_set_ops, UNLOCKED as u64, "{:?}", c.stats());
+        // Puts, a get, fetch-adds, fence and quiet on the set: no
+        // allocation (a pass to warm up, then one counted).
+        let mut g = [0u64];
+        for pass in 0..2 {
+            let before = allocations();
+            count_here(pass == 1);
+            for i in 0..UNLOCKED {
+                c.put(&data, i, &[i as u64 + 1], 1).unwrap();
+                c.fence().unwrap();
+                c.add(&data, UNLOCKED - 1, 0, 1).unwrap();
+                c.fetch_add(&data, 0, 0, 1).unwrap();
+            }
+            c.get(&data, 1, &mut g, 1).unwrap();
+            c.quiet().unwrap();
+            count_here(false);
+            if pass == 1 {
+                assert_eq!(allocations(), before, "allocations on the set's path");
+            }
+        }
+        assert_eq!(g[0], 2);
+        // All of it on the set: the puts, adds, fetch-adds and gets.
+        let s = c.stats();
+        assert_eq!(s.verbs_set_ops, UNLOCKED as u64 * 7 + 2, "{s:?}");
         drop(c);
         step.store(1, Ordering::SeqCst);
     } else {
@@ -439,9 +469,10 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
 }
 
 #[test]
-fn puts_on_a_set_take_no_entry_lock() {
+fn puts_on_a_set_take_no_entry_lock_and_allocate_nothing() {
     let opts = Opts {
         context_sets: true,
+        atomics: VerbsAtomics::Nic,
         ..Opts::default()
     };
     run_pair(0xB5, opts, VerbsConfig::default(), unlocked_script);
