@@ -47,6 +47,8 @@
 //!   the shared driver's), `fence` fences them, and the call's end rings
 //!   their batched doorbells: in `order.rs` the set is this context's
 //!   verbs (bit `V`), so a fence orders its writes against TCP's both ways.
+//!   A context that drops completes what it posted on its sets first
+//!   (bounded by the op timeout), then closes them.
 //! * A set that is not usable takes nothing: a post it refuses because its
 //!   link is not up (nothing of it sent) marks it so and goes on the shared
 //!   driver; the failure code marks it with [`Context::verbs_set_unusable`]
@@ -770,5 +772,32 @@ impl Context {
             }
         }
         Ok(done)
+    }
+}
+
+impl Context {
+    /// Before this context's sets close (it drops): what it batched on
+    /// them goes out and what is in flight completes, polled for at most
+    /// the op timeout (a context's destruction quiets it, as OpenSHMEM's
+    /// `shmem_ctx_destroy` does); a set whose link failed is left to its
+    /// failure handling.
+    pub(in crate::context) fn verbs_sets_finish(&mut self) {
+        if !self.vsets.own.iter().any(|o| o.posted) {
+            return;
+        }
+        self.verbs_sets_post();
+        let start = std::time::Instant::now();
+        while start.elapsed() < self.op_timeout {
+            if !matches!(self.verbs_sets_quiet_poll(), Ok(false))
+                || self
+                    .vsets
+                    .own
+                    .iter()
+                    .all(|o| !o.posted || o.route == SetRoute::Off)
+            {
+                return;
+            }
+            std::thread::yield_now();
+        }
     }
 }
