@@ -429,7 +429,9 @@ impl Drop for Context {
         self.pe.give_ring(self.trace_ring.obj);
         // This context's lane is free again: the shared verbs state
         // forgets it (its unreported losses go with it).
-        // Its QP sets close, at both ends.
+        // Its QP sets close, at both ends, once what it posted on them is
+        // complete.
+        self.verbs_sets_finish();
         self.verbs_close_sets();
         if self.verbs_in()
             && let Some(v) = self.verbs.as_mut()

@@ -326,4 +326,7 @@ impl Context {
     pub(super) fn verbs_sets_quiet_poll(&mut self) -> super::Result<bool> {
         Ok(true)
     }
+
+    /// Nothing to finish: there are no QP sets.
+    pub(super) fn verbs_sets_finish(&mut self) {}
 }

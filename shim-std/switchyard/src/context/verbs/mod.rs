@@ -18,10 +18,10 @@
 //!   TCP driver back. One QP set per PE: a context's `quiet` waits for the
 //!   other contexts' verbs operations too, and a lost operation is reported
 //!   once to each context with verbs operations in flight to its PE
-//!   (`LossBook`). The driver can open QP sets of their own toward one
-//!   peer each (`VerbsDriver::open_set`); the handshake that opens a
-//!   context's set at both ends and closes it is wired (below, "QP
-//!   sets"), but no operation is routed over a set yet.
+//!   (`LossBook`). With `verbs_context_sets = on` a context opens a QP set
+//!   of its own toward each peer it uses over verbs
+//!   (`VerbsDriver::open_set`) and, once switched, posts its operations to
+//!   that peer there, without the entry lock (below, "QP sets").
 //! * **QP sets** (`sets.rs`). A context opens a set toward a peer whose
 //!   link is up ([`SetBudget`](switchyard_verbs::SetBudget) of
 //!   `SETS_PER_PE`, 64, per PE; spent: [`SetError`], the context keeps the
@@ -37,14 +37,21 @@
 //!   context's own sets are
 //!   progressed at its own `poll_once`, and closed when it drops, telling
 //!   the peer, which closes its matching set; a peer found dead closes
-//!   every set toward it at this end. A set's failure is failed over
-//!   per set (`set_link.rs`, [`Record::SetLink`]): the same receipts
-//!   handshake as below ("Failure", "Exactly once"), its replays over TCP
-//!   before anything newer from its context, its losses reported to that
-//!   context only, its rebuild and RTS. Contexts open sets only in tests
-//!   for now (`fake_pair_test/sets.rs`, `sets_fail.rs`): routing and
-//!   ordering over a set are missing (docs/ARCHITECTURE.md, "Per-context
-//!   QP sets"), so no setting turns them on.
+//!   every set toward it at this end. With `verbs_context_sets = on` a
+//!   context's first verbs operation to a peer opens its set; a refused
+//!   opening keeps the shared driver toward that peer for good. Once the
+//!   set is usable at both ends and the context's verbs writes to the peer
+//!   are known complete (its ordering bit clear: after its next `quiet`),
+//!   its puts, gets and atomics to that peer go on the set, without the
+//!   entry lock (`Stats::verbs_set_ops`); its `quiet` polls its sets, its
+//!   `fence` fences them, and the ordering rules below count the set as
+//!   its verbs. A set's failure is failed over per set (`set_link.rs`,
+//!   [`Record::SetLink`]): the same receipts handshake as below
+//!   ("Failure", "Exactly once"), its replays over TCP before anything
+//!   newer from its context, its losses reported to that context only,
+//!   its rebuild and RTS; meanwhile the context's operations to that peer
+//!   take the shared driver. Tested on the fake HCA in
+//!   `fake_pair_test/sets.rs`, `sets_fail.rs` and `routed_sets.rs`.
 //! * **Addressing.** The bootstrap card's `verbs` field carries the *PE
 //!   card* ([`pe_card_bytes`]: port address, heap rkey, base and length,
 //!   44 bytes; the card format is unchanged). The per-pair QP numbers do not
@@ -202,11 +209,11 @@
 //!
 //! # What is not wired
 //!
-//! * **Per-context QP sets.** Sets are opened, answered and closed (above),
-//!   but no operation goes over one: every context's operations take the
-//!   PE's driver behind the entry lock. Missing: routing onto a set
-//!   (what it reads is there: `Context::verbs_set_usable`), `quiet` and
-//!   ordering per set (docs/ARCHITECTURE.md, "Per-context QP sets").
+//! * **Per-context QP sets.** Sets are opened, answered, routed over,
+//!   quieted, failed over and closed (above), off by default
+//!   (`verbs_context_sets`). A context's `quiet` and `fence` still also
+//!   take the entry lock for the PE's shared driver (docs/ARCHITECTURE.md,
+//!   "Per-context QP sets").
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).

@@ -1,10 +1,10 @@
-//! Per-context QP sets, the shim's half so far: a context opens a QP set
-//! of its own toward a peer ([`VerbsDriver::open_set`]), the peer opens the
-//! matching set, the two connect, a failure of the set fails over and
-//! rebuilds at both ends (`set_link.rs`, below), and the set is closed at
-//! both ends when the context drops. Nothing is routed over a set yet:
-//! every operation still takes the PE's shared driver (docs/ARCHITECTURE.md,
-//! "Per-context QP sets").
+//! Per-context QP sets, the shim's half: a context opens a QP set of its
+//! own toward a peer ([`VerbsDriver::open_set`]), the peer opens the
+//! matching set, the two connect, the context's verbs operations to that
+//! peer are routed over it (`verbs_context_sets = on`), a failure of the
+//! set fails over and rebuilds at both ends (`set_link.rs`, below), and
+//! the set is closed at both ends when the context drops
+//! (docs/ARCHITECTURE.md, "Per-context QP sets").
 //!
 //! The exchange, over the TCP control records ([`Record::SetQpns`],
 //! [`Record::SetClosed`]):
@@ -29,6 +29,39 @@
 //!    remembered at B (at most 64, for the op timeout) and the opening's
 //!    pieces that come later are dropped; an opening whose pieces do not
 //!    all come within the op timeout is dropped too.
+//!
+//! Routing (`verbs_context_sets = on`; [`Context::verbs_set_route`], called
+//! by route selection for every operation routed to verbs):
+//!
+//! * The context's first verbs operation to B opens the set (step 1); the
+//!   operation, and every one until the switch, goes on the shared driver.
+//!   An opening refused here (the budget spent) or by B, or not answered in
+//!   time, leaves the context on the shared driver toward B for good (no
+//!   opening again; `Stats::verbs_sets_refused`); so does a set B closed.
+//! * The switch: once the set is up at both ends and the context's verbs
+//!   writes to B are known complete (its order bit, `context/order.rs`,
+//!   clear: after its next `quiet`, or an ordering wait), so that nothing it
+//!   sent over the shared driver can be overtaken. From then on its puts,
+//!   gets and atomics to B are posted on the set (`Stats::verbs_set_ops`)
+//!   without the entry lock: one scan of the context's sets, no
+//!   allocation; a get or an atomic is polled on the driver that started
+//!   it. The set's backlog sets no load bit (those are the PE's).
+//! * `quiet` and the ordering waits poll the sets posted on since their
+//!   last complete quiet (their completions, bounded by the op timeout as
+//!   the shared driver's), `fence` fences them, and the call's end rings
+//!   their batched doorbells: in `order.rs` the set is this context's
+//!   verbs (bit `V`), so a fence orders its writes against TCP's both ways.
+//!   A context that drops completes what it posted on its sets first
+//!   (bounded by the op timeout), then closes them.
+//! * A set that is not usable takes nothing: a post it refuses because its
+//!   link is not up (nothing of it sent) marks it so
+//!   ([`Context::verbs_set_unusable`], which takes the set's events at
+//!   once, so its puts in doubt hold the context's newer operations) and
+//!   goes on the shared driver once the hold ends; the context switches
+//!   back to the set under the same condition as the first time, once
+//!   [`Context::verbs_set_usable`] (settled, rebuilt, and a `quiet` since).
+//!   Replays over TCP set the peer's TCP order bit, so a fence after them
+//!   orders them before the set's or the shared driver's later writes.
 //!
 //! A set's failure ([`Record::SetLink`], `set_link.rs`), as the shared
 //! driver's (`link.rs`) with the set's own generations and receipts:
@@ -382,8 +415,9 @@ impl Context {
         self.call().open_set_in(pe)
     }
 
-    /// [`Context::verbs_open_set`], in a call (route selection calls it at
-    /// a context's first verbs operation to `pe`: [`Context::verbs_set_route`]).
+    /// Opens this context's set toward `pe`, in a call: route selection
+    /// calls it at the context's first verbs operation to `pe`
+    /// ([`Context::verbs_set_route`]), tests through `verbs_open_set`.
     fn open_set_in(&mut self, pe: u32) -> Result<SetId, SetError> {
         if let Some(o) = self.vsets.own.iter().find(|o| o.peer == pe) {
             return Ok(o.id);
@@ -763,9 +797,14 @@ impl Context {
                 qpns[..q.len()].copy_from_slice(q);
                 let n = q.len();
                 let sseed = set_seed(v.seed, from, me, id);
+                // The link up at both ends: its health bit set, or not yet
+                // (it is set at this PE's next quiet), which must not refuse
+                // an opener for good (it keeps the shared driver then).
                 let card = v
                     .peer(from)
-                    .filter(|p| p.bit && !v.fatal)
+                    .filter(|p| {
+                        (p.bit || (p.local_up && p.peer_rts == Some(p.generation))) && !v.fatal
+                    })
                     .and_then(|p| p.card);
                 let opened = card
                     .ok_or(VerbsError::Closed { peer: Some(from) })
@@ -1093,5 +1132,32 @@ impl Context {
             }
         }
         Ok(done)
+    }
+}
+
+impl Context {
+    /// Before this context's sets close (it drops): what it batched on
+    /// them goes out and what is in flight completes, polled for at most
+    /// the op timeout (a context's destruction quiets it, as OpenSHMEM's
+    /// `shmem_ctx_destroy` does); a set whose link failed is left to its
+    /// failure handling.
+    pub(in crate::context) fn verbs_sets_finish(&mut self) {
+        if !self.vsets.own.iter().any(|o| o.posted) {
+            return;
+        }
+        self.verbs_sets_post();
+        let start = std::time::Instant::now();
+        while start.elapsed() < self.op_timeout {
+            if !matches!(self.verbs_sets_quiet_poll(), Ok(false))
+                || self
+                    .vsets
+                    .own
+                    .iter()
+                    .all(|o| !o.posted || o.route == SetRoute::Off)
+            {
+                return;
+            }
+            std::thread::yield_now();
+        }
     }
 }

@@ -13,6 +13,7 @@ use super::*;
 use crate::{
     config::VerbsAtomics,
     context::{Cmp, Pe},
+    test_alloc::{allocations, count_here},
 };
 
 /// Threads (contexts) of PE 0.
@@ -394,7 +395,8 @@ const UNLOCKED: usize = 64;
 
 /// Once switched, a context's puts on its set take no entry lock: they
 /// complete while another context of the PE holds the PE's verbs state
-/// (and so the TCP entry lock) checked out.
+/// (and so the TCP entry lock) checked out; and its operations on the set
+/// allocate nothing.
 fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
     let me = ctx.my_pe();
     ctx.verbs_sets_on = false;
@@ -411,9 +413,14 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
         let _ = ctx.verbs_mut();
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {
+            // Nor any allocation.
+            let before = allocations();
+            count_here(true);
             for i in 1..UNLOCKED {
                 c.put(&data, i, &[i as u64 + 1], 1).unwrap();
             }
+            count_here(false);
+            assert_eq!(allocations(), before, "allocations posting on a set");
             tx.send(()).unwrap();
             c
         });
@@ -424,6 +431,35 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
         let mut c = h.join().expect("the thread");
         c.quiet().unwrap();
         assert_eq!(c.stats().verbs_set_ops, UNLOCKED as u64, "{:?}", c.stats());
+        // Puts, a get, fetch-adds, fence and quiet on the set: no
+        // allocation (a pass to warm up, then one counted).
+        let mut g = [0u64];
+        for pass in 0..2 {
+            let before = allocations();
+            count_here(pass == 1);
+            for i in 0..UNLOCKED {
+                c.put(&data, i, &[i as u64 + 1], 1).unwrap();
+                c.fence().unwrap();
+                c.add(&data, UNLOCKED - 1, 0, 1).unwrap();
+                c.fetch_add(&data, 0, 0, 1).unwrap();
+            }
+            c.get(&data, 1, &mut g, 1).unwrap();
+            c.quiet().unwrap();
+            count_here(false);
+            if pass == 1 {
+                assert_eq!(allocations(), before, "allocations on the set's path");
+            }
+        }
+        assert_eq!(g[0], 2);
+        // All of it on the set: the puts, adds, fetch-adds and gets.
+        let s = c.stats();
+        assert_eq!(s.verbs_set_ops, UNLOCKED as u64 * 7 + 2, "{s:?}");
+        // Puts left in flight when the context drops: its drop completes
+        // them before its set closes (the fake HCA runs a post at once, so
+        // this checks that none is lost, not the wait itself).
+        for i in 0..UNLOCKED {
+            c.put(&data, i, &[i as u64 + 100], 1).unwrap();
+        }
         drop(c);
         step.store(1, Ordering::SeqCst);
     } else {
@@ -433,7 +469,7 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
         let mut got = [0u64; UNLOCKED];
         ctx.read_local(&data, 0, &mut got).unwrap();
         for (i, &g) in got.iter().enumerate() {
-            assert_eq!(g, i as u64 + 1, "put {i}");
+            assert_eq!(g, i as u64 + 100, "put {i}, before the drop");
         }
     }
     close_together(&mut ctx, done);
@@ -441,10 +477,49 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
 }
 
 #[test]
-fn puts_on_a_set_take_no_entry_lock() {
+fn puts_on_a_set_take_no_entry_lock_and_allocate_nothing() {
+    let opts = Opts {
+        context_sets: true,
+        atomics: VerbsAtomics::Nic,
+        ..Opts::default()
+    };
+    run_pair(0xB5, opts, VerbsConfig::default(), unlocked_script);
+}
+
+/// The PEs' first contexts, with the setting on, open their sets at their
+/// first barrier (its puts go over verbs), right after init: neither end
+/// refuses (a link up at both ends whose health bit is not set yet is up).
+fn first_use_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) -> Context {
+    let other = 1 - ctx.my_pe();
+    let data: Sym<u64> = ctx.alloc(8).expect("alloc");
+    ctx.barrier_all().unwrap();
+    until(&mut ctx, "the set up", |c| c.verbs_set_up(other));
+    ctx.barrier_all().unwrap();
+    for i in 0..8 {
+        ctx.put(&data, i, &[i as u64 + 1], other).unwrap();
+    }
+    ctx.quiet().unwrap();
+    ctx.barrier_all().unwrap();
+    let s = ctx.stats();
+    assert_eq!(s.verbs_sets_refused, 0, "{s:?}");
+    assert!(s.verbs_set_ops >= 8, "the puts on the set: {s:?}");
+    assert_eq!(
+        ctx.verbs_sets_answered(),
+        (1, 0),
+        "the other's set answered"
+    );
+    let mut got = [0u64; 8];
+    ctx.read_local(&data, 0, &mut got).unwrap();
+    assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn the_first_contexts_open_their_sets_at_their_first_barrier() {
     let opts = Opts {
         context_sets: true,
         ..Opts::default()
     };
-    run_pair(0xB5, opts, VerbsConfig::default(), unlocked_script);
+    run_pair(0xB6, opts, VerbsConfig::default(), first_use_script);
 }
