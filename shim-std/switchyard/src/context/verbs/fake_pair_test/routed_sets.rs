@@ -5,7 +5,9 @@
 //! they stay on the shared driver while their earlier writes may be
 //! pending, switch after a quiet, and then post nothing on the shared
 //! driver; PE 1 never sees a flag before its data, across the switch too.
-//! With the setting off everything stays on the shared driver.
+//! With the setting off everything stays on the shared driver. A set
+//! broken mid-stream under the API: nothing lost, nothing applied twice,
+//! the context back on its set after the rebuild.
 
 use std::{sync::Barrier, thread};
 
@@ -522,4 +524,144 @@ fn the_first_contexts_open_their_sets_at_their_first_barrier() {
         ..Opts::default()
     };
     run_pair(0xB6, opts, VerbsConfig::default(), first_use_script);
+}
+
+/// Puts of the routed failover test: before the break (a third of the
+/// way in), then after it; and after the set came back.
+const ROUTED_N: usize = 60;
+const ROUTED_AFTER: usize = 16;
+
+/// What PE 0 tells PE 1 (same process): the puts that landed over the set
+/// PE 1 answers, as PE 0 counts them (posted on the set minus replayed).
+static ROUTED_LANDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A context routed over its set (`verbs_context_sets = on`), through
+/// the `Context` API only: its set's QPs break mid-stream. Every put
+/// returns `Ok`; those in doubt on the set are settled by the receipts
+/// and the rest replayed over TCP (never twice: PE 1 counts what landed
+/// over its set); the context's later puts wait for that and take the
+/// shared driver; after its rebuild and a quiet the context is back on
+/// its set.
+fn routed_fail_script(
+    mut ctx: Context,
+    fabric: &Fabric,
+    done: &AtomicU32,
+    step: &AtomicU32,
+) -> Context {
+    let me = ctx.my_pe();
+    // The first contexts keep the shared driver: only `a` opens a set.
+    ctx.verbs_sets_on = false;
+    let data: Sym<u64> = ctx.alloc(ROUTED_N + ROUTED_AFTER).expect("alloc");
+    let flag: Sym<u64> = ctx.alloc(1).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        let mut a = ctx.pe().context().expect("context a");
+        // The first put opens the set (it goes on the shared driver);
+        // the switch comes after a quiet once the set is usable.
+        a.put(&data, 0, &[stamp(0, 0)], 1).unwrap();
+        until(&mut a, "a's set usable", |c| c.verbs_set_usable(1));
+        a.quiet().unwrap();
+        a.put(&data, 1, &[stamp(0, 1)], 1).unwrap();
+        assert_eq!(a.stats().verbs_set_ops, 1, "switched: {:?}", a.stats());
+        let qpns: Vec<u32> = a
+            .verbs_set_drv(1)
+            .unwrap()
+            .card_for(1)
+            .unwrap()
+            .qps()
+            .iter()
+            .map(|q| q.qpn)
+            .collect();
+        let mut healed = false;
+        for i in 2..ROUTED_N {
+            if i == ROUTED_N / 3 {
+                fabric.break_qps(&qpns);
+            }
+            a.put(&data, i, &[stamp(0, i)], 1).unwrap();
+            if i >= ROUTED_N / 3 && !healed && a.verbs_set_link(1).unwrap().0 > 0 {
+                // The set noticed: it may be rebuilt from now on.
+                fabric.heal();
+                healed = true;
+            }
+            if i % 8 == 0 {
+                // Progress: completions (and the set's error) come in.
+                a.call().poll_once();
+            }
+        }
+        a.quiet().expect("nothing lost");
+        if !healed {
+            until(&mut a, "a's set failed", |c| {
+                c.verbs_set_link(1).unwrap().0 > 0
+            });
+            fabric.heal();
+        }
+        let (fails, replays, _) = a.verbs_set_link(1).unwrap();
+        assert_eq!(fails, 1, "a's set failed once");
+        let settled = a.verbs_set_drv(1).unwrap().stats().receipts_settled;
+        // Both kinds of puts in doubt: known landed, and replayed.
+        assert!(settled > 0, "puts in doubt known landed by the receipts");
+        assert!(replays > 0, "puts posted on the broken set were replayed");
+        let on_set = a.stats().verbs_set_ops;
+        assert!(
+            on_set < ROUTED_N as u64,
+            "some puts took the shared driver while the set was down"
+        );
+        assert!(a.verbs_up(1), "the shared link stays up");
+        assert_eq!(
+            a.with_verbs(|v| v.drv.stats().peer_failures).unwrap(),
+            0,
+            "the shared driver never failed"
+        );
+        // Rebuilt, raised by a quiet: the context goes back to its set.
+        until(&mut a, "a's set usable again", |c| {
+            c.quiet().expect("quiet");
+            c.verbs_set_usable(1)
+        });
+        for i in ROUTED_N..ROUTED_N + ROUTED_AFTER {
+            a.put(&data, i, &[stamp(0, i)], 1).unwrap();
+        }
+        a.quiet().unwrap();
+        let s = a.stats();
+        assert_eq!(
+            s.verbs_set_ops,
+            on_set + ROUTED_AFTER as u64,
+            "back on the set: {s:?}"
+        );
+        // The flag goes on the set too (checked below).
+        ROUTED_LANDED.store(s.verbs_set_ops + 1 - replays, Ordering::SeqCst);
+        a.put(&flag, 0, &[1], 1).unwrap();
+        a.quiet().unwrap();
+        assert_eq!(a.stats().verbs_set_ops, s.verbs_set_ops + 1, "the flag");
+        wait_for_step(step, 1);
+        drop(a);
+    } else {
+        assert_eq!(ctx.wait_until_for(&flag, 0, Cmp::Eq, 1, WAIT).unwrap(), 1);
+        let mut got = vec![0u64; ROUTED_N + ROUTED_AFTER];
+        ctx.read_local(&data, 0, &mut got).unwrap();
+        for (i, &x) in got.iter().enumerate() {
+            assert_eq!(x, stamp(0, i), "slot {i}");
+        }
+        // Every put posted on the set landed over it or was replayed: not
+        // both, not neither. The last receive completions may still be
+        // queued here.
+        let landed = ROUTED_LANDED.load(Ordering::SeqCst);
+        until(&mut ctx, "the set's receipts", |c| {
+            c.verbs_sets_answering_stats().0 >= landed
+        });
+        let (receipts, fails) = ctx.verbs_sets_answering_stats();
+        assert_eq!(fails, 1, "the set failed at this end too");
+        assert_eq!(receipts, landed, "landed over the set exactly once");
+        step.store(1, Ordering::SeqCst);
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn a_routed_set_broken_mid_stream_loses_nothing_applies_nothing_twice_and_comes_back() {
+    let opts = Opts {
+        context_sets: true,
+        ..Opts::default()
+    };
+    run_pair(0xB7, opts, VerbsConfig::default(), routed_fail_script);
 }
