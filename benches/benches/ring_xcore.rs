@@ -20,12 +20,13 @@
 //! | `ring_xcore/line64/pop_evict_prefetch` | the same, each push first prefetching the slot [`PREFETCH`] ahead ([`Producer::prefetch`](switchyard_core::ring::Producer::prefetch)): what the context's ring does |
 //! | `ring_xcore/line32/pop` | entries of 32 bytes (two to a line), `pop` |
 //! | `ring_xcore/line32/pop_evict_prefetch` | the same, evicting and prefetching |
+//! | `ring_xcore/line32/pop_evict_prefetch_once` | the same, the consumer looking at the tail once per step: it pops what that look saw, then makes its system call (empty or not), so the tail's line moves once per step, not once per entry the producer adds while it pops |
 //!
 //! One iteration is one push. After criterion, a plain-clock cross-check
-//! runs the four cases in interleaved rounds (the host may move the two
+//! runs the cases in interleaved rounds (the host may move the two
 //! threads between cores close to each other and far apart, every few
 //! minutes; interleaving puts every case in each phase) and prints each
-//! round's median ns per push per case, then every case's p10 / p50 / p90
+//! round's median ns per push per case, then every case's p10 / p50 / p90 / p99
 //! over all bursts and the median over rounds of each case's ratio to
 //! `line64/pop` in the same round.
 
@@ -100,11 +101,13 @@ impl Entry for Line32 {
 }
 
 /// Pops `n` entries, evicting or not, making one system call per look at an
-/// empty ring; whether they were `0..n` in order and whole.
+/// empty ring (`once`: per look, after popping only what that look saw);
+/// whether they were `0..n` in order and whole.
 fn consume<T: Entry, const N: usize>(
     c: &mut Consumer<'_, T, N>,
     n: u64,
     evict: bool,
+    once: bool,
     sock: &UdpSocket,
 ) -> bool {
     let start = Instant::now();
@@ -112,6 +115,21 @@ fn consume<T: Entry, const N: usize>(
     let mut expect = 0;
     let mut ok = true;
     while expect < n {
+        if once {
+            // One look at the tail, then only what it saw (the cached
+            // tail: no more looks), then the step's system call.
+            for _ in 0..c.slots() {
+                let Ok(e) = (if evict { c.pop_evict() } else { c.pop() }) else {
+                    break;
+                };
+                let (seq, whole) = e.check();
+                ok &= whole && seq == expect;
+                expect += 1;
+            }
+            let _ = sock.recv(&mut buf);
+            assert!(start.elapsed() < DEADLINE, "the producer stopped");
+            continue;
+        }
         let got = if evict { c.pop_evict() } else { c.pop() };
         match got {
             Ok(e) => {
@@ -136,6 +154,7 @@ fn consume<T: Entry, const N: usize>(
 fn run<T: Entry, const N: usize>(
     evict: bool,
     prefetch: bool,
+    once: bool,
     bursts: u64,
     sock: &UdpSocket,
     mut each: impl FnMut(Duration),
@@ -148,7 +167,7 @@ fn run<T: Entry, const N: usize>(
     let (total, ok) = thread::scope(|s| {
         let consumer = s.spawn(move || {
             barrier.wait();
-            consume(&mut c, n, evict, sock)
+            consume(&mut c, n, evict, once, sock)
         });
         barrier.wait();
         let mut total = Duration::ZERO;
@@ -182,24 +201,26 @@ fn run<T: Entry, const N: usize>(
     total
 }
 
-/// The cases: (name, evicting, prefetching, 32-byte entries).
-const CASES: [(&str, bool, bool, bool); 5] = [
-    ("line64/pop", false, false, false),
-    ("line64/pop_evict", true, false, false),
-    ("line64/pop_evict_prefetch", true, true, false),
-    ("line32/pop", false, false, true),
-    ("line32/pop_evict_prefetch", true, true, true),
+/// The cases: (name, evicting, prefetching, 32-byte entries, one look per
+/// consumer step).
+const CASES: [(&str, bool, bool, bool, bool); 6] = [
+    ("line64/pop", false, false, false, false),
+    ("line64/pop_evict", true, false, false, false),
+    ("line64/pop_evict_prefetch", true, true, false, false),
+    ("line32/pop", false, false, true, false),
+    ("line32/pop_evict_prefetch", true, true, true, false),
+    ("line32/pop_evict_prefetch_once", true, true, true, true),
 ];
 /// How many pushes ahead the prefetching cases prefetch (as the context's
 /// submission ring does).
 const PREFETCH: usize = 8;
 
 fn case(k: usize, bursts: u64, sock: &UdpSocket, each: impl FnMut(Duration)) -> Duration {
-    let (_, evict, prefetch, small) = CASES[k];
+    let (_, evict, prefetch, small, once) = CASES[k];
     if small {
-        run::<Line32, { RING_BYTES / 32 }>(evict, prefetch, bursts, sock, each)
+        run::<Line32, { RING_BYTES / 32 }>(evict, prefetch, once, bursts, sock, each)
     } else {
-        run::<Line64, { RING_BYTES / 64 }>(evict, prefetch, bursts, sock, each)
+        run::<Line64, { RING_BYTES / 64 }>(evict, prefetch, once, bursts, sock, each)
     }
 }
 
@@ -246,7 +267,7 @@ fn main() {
         "  round {}",
         CASES
             .iter()
-            .map(|c| format!("{:>26}", c.0))
+            .map(|c| format!("{:>32}", c.0))
             .collect::<String>()
     );
     for r in 0..rounds {
@@ -266,22 +287,23 @@ fn main() {
         }
         println!(
             "  {r:>5} {}",
-            med.iter().map(|m| format!("{m:>26.1}")).collect::<String>()
+            med.iter().map(|m| format!("{m:>32.1}")).collect::<String>()
         );
     }
     println!(
-        "per burst (ns per push, p10 / p50 / p90 over every burst), and the median over \
-         rounds of the ratio to line64/pop in the same round:"
+        "per burst (ns per push, p10 / p50 / p90 / p99 over every burst), and the median \
+         over rounds of the ratio to line64/pop in the same round:"
     );
     for (k, (name, ..)) in CASES.iter().enumerate() {
         let mut t = each[k].clone();
         t.sort_by(f64::total_cmp);
         let q = |f: f64| t[((t.len() - 1) as f64 * f) as usize];
         println!(
-            "  {name:<26} {:>8.1} {:>8.1} {:>8.1}   x{:.2}",
+            "  {name:<30} {:>8.1} {:>8.1} {:>8.1} {:>8.1}   x{:.2}",
             q(0.1),
             q(0.5),
             q(0.9),
+            q(0.99),
             p50(ratios[k].clone())
         );
     }

@@ -265,6 +265,13 @@ const NOW_EVERY: u32 = 8;
 static NEXT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// One PE's handle on the job. See the [module docs](self).
+///
+/// Aligned to 128 bytes (two cache lines, the pair the adjacent-line
+/// prefetcher fetches together): contexts side by side (a `Vec` of them,
+/// one per thread) share no line, so one thread's bookkeeping stores (the
+/// trace countdown, the ordering bits) never invalidate a line another
+/// thread's context reads at every operation.
+#[repr(align(128))]
 pub struct Context {
     me: u32,
     n_pes: u32,
