@@ -395,6 +395,7 @@ impl Context {
                     // takes nothing more until its failure is settled.
                     // The shared driver's link is not concerned.
                     self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);
+                    self.trace_route(pe, len, frame, &route, true);
                     self.verbs_set_unusable(pe);
                     self.stats.reroutes += 1;
                 }
@@ -479,6 +480,7 @@ impl Context {
                         // have run is `OutcomeUnknown`, below): issued
                         // again on the shared driver.
                         self.sx_bump(route.transport, pe, crate::statseg::PeerWord::Errors);
+                        self.trace_route(pe, len, frame, &route, true);
                         self.verbs_set_unusable(pe);
                         self.stats.reroutes += 1;
                         break;
