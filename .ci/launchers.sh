@@ -74,12 +74,17 @@ for t in $tests; do
   for n in ${test_pes:-$pes}; do
     for cards in $cards_modes; do
       log=$out/$t.$n.$cards
+      shm_before=$(ls /dev/shm | grep '^switchyard-' || true)
       env SWITCHYARD_CARDS="$cards" SWITCHYARD_LOG="$log_filter" "${envs[@]}" \
         timeout --kill-after=5 60 \
         mpirun -n "$n" --oversubscribe "$out/$t" >"$log.out" 2>"$log.err"
       rc=$?
       bad=""
       [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
+      # No launcher of ours removes the job's shared-memory objects here:
+      # the PEs must (finalize, or shmem_global_exit before the abort).
+      left=$(comm -13 <(printf '%s\n' "$shm_before" | sort) <(ls /dev/shm | grep '^switchyard-' | sort) | grep . || true)
+      [ -n "$left" ] && bad="${bad:+$bad; }$(printf '%s\n' "$left" | wc -l) shared-memory object(s) left behind ($(printf '%s\n' "$left" | head -n 3 | tr '\n' ' '))"
       while IFS= read -r line; do
         [ -n "$line" ] && ! grep -qF -- "$line" "$log.out" && bad="${bad:+$bad; }no '$line' on stdout"
       done < <(sed -n 's#^// expect-stdout: *##p' "$src")

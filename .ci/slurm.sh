@@ -118,6 +118,7 @@ for t in $tests; do
   for n in ${SLURM_PES:-2 4}; do
     for cards in ${SLURM_CARDS:-all lazy}; do
       log=$dir/$t.$n.$cards
+      shm_before=$(ls /dev/shm | grep '^switchyard-' || true)
       t0=$SECONDS
       SWITCHYARD_HEAP_SIZE=8M SWITCHYARD_OP_TIMEOUT=20s SWITCHYARD_CARDS=$cards \
         SWITCHYARD_LOG=warn,switchyard::context::init=debug timeout --kill-after=5 90 \
@@ -126,6 +127,10 @@ for t in $tests; do
       echo "slurm: $t -n $n cards=$cards: exit $rc ($((SECONDS - t0))s)"
       bad=""
       [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
+      # No launcher of ours removes the job's shared-memory objects here:
+      # the PEs must (finalize, or shmem_global_exit before the abort).
+      left=$(comm -13 <(printf '%s\n' "$shm_before" | sort) <(ls /dev/shm | grep '^switchyard-' | sort) | grep . || true)
+      [ -n "$left" ] && bad="${bad:+$bad; }$(printf '%s\n' "$left" | wc -l) shared-memory object(s) left behind ($(printf '%s\n' "$left" | head -n 3 | tr '\n' ' '))"
       grep -q "cards from root" "$log.err" && bad="${bad:+$bad; }cards from the root under PMIx"
       if [ "$want" = 0 ]; then
         from_pmix=$(grep -cE "cards from pmix.*cards=\"?$cards" "$log.err")

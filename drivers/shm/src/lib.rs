@@ -63,7 +63,7 @@ pub use probe::{human_bytes, probe};
 pub use segment::{
     Alias, HEAP_ALIGN, HUGE_DIR, HUGE_PAGE, HugePages, LAYOUT_VERSION, Mapped, OBJECT_READY,
     OBJECT_READY_OFFSET, SHM_DIR, STATS_MAGIC, Segment, SegmentConfig, global_exit_path,
-    heap_align, meminfo, object_name, object_prefix, remove_stale,
+    heap_align, meminfo, object_name, object_prefix, remove_job_objects, remove_stale,
 };
 /// The path-class encoding this driver speaks.
 pub use switchyard_core::class::CLASS_ENCODING_VERSION;

@@ -111,6 +111,44 @@ pub fn object_prefix(job_id: u64) -> String {
     format!("switchyard-{job_id:016x}-")
 }
 
+/// Deletes every object of job `job_id` in `dir` ([`SHM_DIR`], or
+/// [`HUGE_DIR`] for huge-page heaps): every entry whose name starts with
+/// [`object_prefix`]. Returns how many it deleted. A missing `dir` holds
+/// nothing. What the launcher runs when a job ends, and `shmem_global_exit`
+/// under a resource manager (srun, mpirun), which removes no objects
+/// itself. Mappings of a deleted object stay valid in the processes that
+/// hold them.
+///
+/// # Errors
+///
+/// Listing `dir` or deleting an entry failed (an entry that vanished
+/// meanwhile is not an error).
+pub fn remove_job_objects(dir: &Path, job_id: u64) -> io::Result<usize> {
+    let prefix = object_prefix(job_id);
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry?;
+        if !entry
+            .file_name()
+            .as_encoded_bytes()
+            .starts_with(prefix.as_bytes())
+        {
+            continue;
+        }
+        match fs::remove_file(entry.path()) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
 /// Where `shmem_global_exit` leaves its marker for the launcher: a file of the
 /// job in [`SHM_DIR`] (named with [`object_prefix`], so it is removed with the
 /// job's objects) holding `RANK STATUS`. The first PE to create it decides the

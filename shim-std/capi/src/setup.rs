@@ -291,7 +291,10 @@ pub extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
 /// `shmem_global_exit`: ends the whole job with `status`. The launcher
 /// (`switchyard run`) is told through a marker file of the job (see
 /// [`switchyard_shm::global_exit_path`]) and stops the other PEs; under a
-/// PMIx server (srun, mpirun), `PMIx_Abort` asks it to. Then it exits with
+/// PMIx server (srun, mpirun), `PMIx_Abort` asks it to, after this PE
+/// removed the job's shared-memory objects on its node (no launcher of
+/// ours is there to; other nodes' stay until a later job's sweep of
+/// objects whose creator is dead). Then it exits with
 /// `status`. A non-zero status is a fatal end: the route trace is dumped
 /// first (`trace-pe<ME>-global-exit.sytrace` in the job's directory).
 #[unsafe(no_mangle)]
@@ -316,8 +319,18 @@ pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
         }
     } else {
         // Under srun or mpirun (PMIx, in a build with the `pmix` feature):
-        // the resource manager ends the job. Output first, since the abort
-        // may kill this process before it returns.
+        // the resource manager ends the job, and no launcher of ours
+        // removes its shared-memory objects after it. The PEs it kills
+        // cannot: this one removes this node's objects of the job (the
+        // heaps, stats and trace rings; the other PEs' mappings stay
+        // valid until they end), so a node is not left holding them until
+        // a later job's stale sweep. Output first, since the abort may
+        // kill this process before it returns.
+        if let Some(job) = state::job_id() {
+            for dir in [switchyard_shm::SHM_DIR, switchyard_shm::HUGE_DIR] {
+                let _ = switchyard_shm::remove_job_objects(std::path::Path::new(dir), job);
+            }
+        }
         // SAFETY: flushes every C stdio stream.
         unsafe { libc::fflush(core::ptr::null_mut()) };
         let _ = switchyard_bootstrap::pmix_abort(status, &format!("shmem_global_exit({status})"));

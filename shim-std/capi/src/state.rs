@@ -178,6 +178,7 @@ pub fn install(ctx: Context) -> bool {
     GLOBAL.layout.set(Layout::of(&ctx));
     GLOBAL.blocks.forget();
     let _ = DUMPER.set(ctx.trace_dumper());
+    let _ = JOB.set(ctx.job_id());
     *s = Some(ctx);
     guard::own();
     true
@@ -251,6 +252,15 @@ pub fn blocks_changed() {
 /// end dumps the trace into the job's directory (it needs no context, so
 /// it works from inside a call, or a panic, as well).
 static DUMPER: std::sync::OnceLock<TraceDumper> = std::sync::OnceLock::new();
+
+/// The job's id, set by `shmem_init` (read by `shmem_global_exit` without
+/// the context, which another thread may hold).
+static JOB: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// The job's id once `shmem_init` ran.
+pub fn job_id() -> Option<u64> {
+    JOB.get().copied()
+}
 
 /// Dumps the route trace into the job's directory as
 /// `trace-pe<ME>-<why>.sytrace` (once per process; reported by a `tracing`

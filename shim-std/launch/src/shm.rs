@@ -38,27 +38,5 @@ pub fn read_global_exit(job_id: u64) -> Option<(u32, i32)> {
 /// Listing `dir` or deleting an entry failed (an entry that vanished meanwhile
 /// is not an error).
 pub fn remove_shm_objects(dir: &Path, job_id: u64) -> io::Result<usize> {
-    let prefix = shm_object_prefix(job_id);
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
-    };
-    let mut removed = 0;
-    for entry in entries {
-        let entry = entry?;
-        if !entry
-            .file_name()
-            .as_encoded_bytes()
-            .starts_with(prefix.as_bytes())
-        {
-            continue;
-        }
-        match std::fs::remove_file(entry.path()) {
-            Ok(()) => removed += 1,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(removed)
+    switchyard_shm::remove_job_objects(dir, job_id)
 }
