@@ -295,7 +295,8 @@ impl Context {
     /// shared drivers ([`Context::verbs_raise`]). Read without the entry
     /// lock: the state itself when this context has it checked out, else
     /// the copy published when it went back to its cell
-    /// (`PeInner::verbs_attention`, [`Verbs::attention_changed`]).
+    /// (`PeInner::verbs_attention`,
+    /// [`Verbs::attention_changed`](super::Verbs::attention_changed)).
     #[inline]
     pub(in crate::context) fn verbs_attention(&self) -> bool {
         if !self.verbs_pe {
