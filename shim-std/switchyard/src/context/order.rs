@@ -159,11 +159,11 @@ impl Context {
     /// quiet (its `quiet_poll` completes every context's operations on it),
     /// TCP when it used TCP or the shared verbs driver (whose replays go
     /// over TCP). A context that used neither takes no entry lock at all,
-    /// unless the shared verbs state has something for it: a loss to
-    /// report (a failover on the shared driver), or a link that came
-    /// (back) up, whose health bit is set at the end of a quiet that
-    /// completed both shared drivers; so does a failover of one of its
-    /// sets (its settling runs under the lock).
+    /// unless the shared verbs state has something for it (a loss to
+    /// report, from a failover on the shared driver; or a link that came
+    /// back up, whose health bit is set at the end of a quiet that
+    /// completed both shared drivers) or one of its sets fails over (its
+    /// settling runs under the lock).
     ///
     /// # Errors
     ///
@@ -200,7 +200,8 @@ impl Context {
                 // traffic now without overtaking it (only this context's
                 // sets otherwise).
                 self.verbs_raise(need & V != 0);
-                // Every backlog is empty: every load bit clears.
+                // The drivers it waited for are empty: their load bits
+                // clear.
                 self.load_recheck(false);
                 return Ok(());
             }
