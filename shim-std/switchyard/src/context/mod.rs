@@ -527,7 +527,13 @@ impl Context {
         // The barrier's last flags are puts like any other: quiet, so every
         // one is applied at its target before this PE closes its connections
         // (a flag still in flight would be lost with them).
-        let mut r = self.barrier_all().and_then(|()| self.quiet());
+        // The PE's drivers are closed below: this quiet completes both
+        // shared drivers whatever this context used (a context's quiet
+        // waits only for those it used, `order.rs`).
+        let mut r = self.barrier_all().and_then(|()| {
+            self.order.shared = order::V | order::T;
+            self.quiet()
+        });
         // Acks owed for what this PE applied go out now: in the bootstrap
         // barrier below it makes no data-path progress.
         if let Some(t) = self.tcp.as_mut().map(progress::Tcp::get) {

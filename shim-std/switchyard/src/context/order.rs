@@ -47,6 +47,12 @@ pub(super) struct Order {
     pub(super) fenced: bool,
     /// Some bit may be set (else [`Order::clear`] has nothing to do).
     dirty: bool,
+    /// The PE's shared drivers this context used since its last quiet
+    /// ([`V`]: the shared verbs driver; [`T`]: TCP, its submission ring
+    /// included): what its `quiet` and `fence` act on beyond shared memory
+    /// and its own QP sets. Tracked whether or not `enabled`; set on the
+    /// driver's borrow (`Context::drv`), cleared by a successful quiet.
+    pub(super) shared: u8,
 }
 
 impl Order {
@@ -96,10 +102,14 @@ impl Order {
 }
 
 impl Context {
-    /// Orders this PE's earlier puts and non-fetching atomics to each PE
-    /// before its later ones. Each driver orders its own operations; when a
-    /// peer's operations since the last quiet went over both verbs and TCP
-    /// this is a [`quiet`](Context::quiet) (see the ordering rules in the
+    /// Orders this context's earlier puts and non-fetching atomics to each
+    /// PE before its later ones. Each driver orders its own operations, and
+    /// only the drivers this context wrote to since its last quiet are
+    /// fenced: shared memory, its own QP sets, and the PE's shared verbs
+    /// driver and TCP only when it used them (so a context that wrote over
+    /// shared memory and its sets only takes no entry lock). When a peer's
+    /// writes since the last quiet went over both verbs and TCP this is a
+    /// [`quiet`](Context::quiet) (see the ordering rules in the
     /// [`verbs`](super::verbs) module docs).
     ///
     /// # Errors
@@ -121,21 +131,39 @@ impl Context {
         }
         self.order.fence();
         self.shm.fence()?;
-        if self.verbs_in()
+        // The PE's drivers only when this context wrote on them since its
+        // last quiet (nothing of its own to order there otherwise).
+        let used = self.order.shared;
+        if used & V != 0
+            && self.verbs_in()
             && let Some(v) = self.verbs.as_mut()
         {
             v.drv.fence()?;
         }
-        // This context's own QP sets count as its verbs.
+        // This context's own QP sets count as its verbs (no entry lock).
         self.verbs_sets_fence()?;
-        if let Some(t) = self.tcp.as_mut() {
+        if used & T != 0
+            && let Some(t) = self.tcp.as_mut()
+        {
             t.enter().fence()?;
         }
         Ok(())
     }
 
-    /// Waits until every earlier operation of this PE is complete at its
-    /// target (bounded by the op timeout).
+    /// Waits until every earlier operation of this context is complete at
+    /// its target (bounded by the op timeout).
+    ///
+    /// What it waits for: shared memory (complete on return) and this
+    /// context's own QP sets, always, without the entry lock; the PE's
+    /// shared verbs driver only when this context used it since its last
+    /// quiet (its `quiet_poll` completes every context's operations on it),
+    /// TCP when it used TCP or the shared verbs driver (whose replays go
+    /// over TCP). A context that used neither takes no entry lock at all,
+    /// unless the shared verbs state has something for it (a loss to
+    /// report, from a failover on the shared driver; or a link that came
+    /// back up, whose health bit is set at the end of a quiet that
+    /// completed both shared drivers) or one of its sets fails over (its
+    /// settling runs under the lock).
     ///
     /// # Errors
     ///
@@ -148,28 +176,93 @@ impl Context {
         self.ring_sync()?;
         let start = Instant::now();
         let mut spins = 0u32;
+        if self.quiet_local(start, &mut spins)? {
+            return Ok(());
+        }
         loop {
+            let need = self.quiet_needs();
             let shm = self.shm.quiet_poll()?;
-            // The shared driver and this context's own QP sets (no entry
-            // lock for those).
-            let verbs = self.verbs_quiet_poll()? & self.verbs_sets_quiet_poll()?;
-            let tcp = match self.tcp.as_mut().map(progress::Tcp::get) {
-                Some(t) => t.quiet_poll()?,
-                None => true,
-            };
+            // The shared driver when needed, and this context's own QP
+            // sets (no entry lock for those).
+            let verbs = self.verbs_quiet_poll(need & V != 0)? & self.verbs_sets_quiet_poll()?;
+            let tcp = need & T == 0
+                || match self.tcp.as_mut().map(progress::Tcp::get) {
+                    Some(t) => t.quiet_poll()?,
+                    None => true,
+                };
             if shm && verbs && tcp {
-                // Every write is complete: no ordering is owed.
+                // Every write of this context is complete: no ordering is
+                // owed, and nothing of it is on the shared drivers.
                 self.order.clear();
-                // Nothing sent over TCP is still in flight: links that came
-                // (back) up may take traffic now without overtaking it.
-                self.verbs_raise();
-                // Every backlog is empty: every load bit clears.
+                self.order.shared = 0;
+                // With both shared drivers quiet, nothing sent over TCP is
+                // still in flight: links that came (back) up may take
+                // traffic now without overtaking it (only this context's
+                // sets otherwise).
+                self.verbs_raise(need & V != 0);
+                // The drivers it waited for are empty: their load bits
+                // clear.
                 self.load_recheck(false);
                 return Ok(());
             }
             // The drivers report a dead peer with operations pending; one
             // that died with nothing pending does not fail a quiet.
             self.pause(&mut spins, start, "quiet", Watch::Drivers)?;
+        }
+    }
+
+    /// The PE's shared drivers this context's quiet must complete: those
+    /// it used since its last quiet, TCP also after the shared verbs
+    /// driver (its replays go over TCP), and both when the shared verbs
+    /// state has something for this context ([`Context::verbs_attention`]).
+    /// No lock, no allocation.
+    #[inline]
+    fn quiet_needs(&self) -> u8 {
+        let mut k = self.order.shared;
+        if self.verbs_attention() {
+            k |= V;
+        }
+        if k & V != 0 {
+            k |= T;
+        }
+        k
+    }
+
+    /// `quiet` without the entry lock, while this context has nothing on
+    /// the PE's shared drivers (`quiet_needs`) and no QP set failing over:
+    /// shared memory and its own sets, polled until complete (bounded by
+    /// the op timeout). `Ok(false)`: the lock is needed after all (a set's
+    /// link failed meanwhile); the caller goes on with the full quiet.
+    #[inline]
+    fn quiet_local(&mut self, start: Instant, spins: &mut u32) -> Result<bool> {
+        loop {
+            if self.quiet_needs() != 0 || !self.verbs_sets_local() {
+                return Ok(false);
+            }
+            let shm = self.shm.quiet_poll()?;
+            let verbs = self.verbs_quiet_poll(false)? & self.verbs_sets_quiet_poll()?;
+            if shm && verbs {
+                // Every write of this context is complete (it has none on
+                // the shared drivers): no ordering is owed; its own sets
+                // may be raised, the PE's health bits are not.
+                self.order.clear();
+                self.verbs_raise(false);
+                return Ok(true);
+            }
+            *spins = spins.saturating_add(1);
+            if spins.is_multiple_of(64) {
+                let waited = start.elapsed();
+                if waited > self.op_timeout {
+                    return Err(super::Error::Timeout {
+                        what: "quiet",
+                        waited,
+                        pe: None,
+                    });
+                }
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
         }
     }
 
@@ -240,7 +333,7 @@ impl Context {
         loop {
             // Verbs: the shared driver and this context's own QP sets.
             let verbs =
-                kinds & V == 0 || (self.verbs_quiet_poll()? & self.verbs_sets_quiet_poll()?);
+                kinds & V == 0 || (self.verbs_quiet_poll(true)? & self.verbs_sets_quiet_poll()?);
             let tcp = kinds & T == 0
                 || match self.tcp.as_mut().map(progress::Tcp::get) {
                     Some(t) => t.quiet_poll()?,

@@ -335,6 +335,7 @@ impl Context {
             verbs: AtomicBool::new(false),
             verbs_shape: Mutex::new(None),
             verbs_holding: AtomicU32::new(0),
+            verbs_attention: AtomicU64::new(0),
             lanes: AtomicU64::new(0),
             finalized: AtomicBool::new(false),
             // The allocator stops where the aliased global variables start.

@@ -137,6 +137,16 @@ pub(super) struct PeInner {
         allow(dead_code, reason = "read by the verbs glue")
     )]
     pub(super) verbs_holding: AtomicU32,
+    /// The lanes whose next quiet must complete the shared verbs driver
+    /// though they may have nothing on it: a copy of its
+    /// `Verbs::attention`, published when the state goes back to its cell
+    /// (`Context::verbs_back`), read without the lock by every quiet
+    /// (`Context::verbs_attention`).
+    #[cfg_attr(
+        not(feature = "verbs"),
+        allow(dead_code, reason = "read by the verbs glue")
+    )]
+    pub(super) verbs_attention: AtomicU64,
     /// The contexts' lanes in use (bit `i`: lane `i`), each context's bit
     /// naming it in the shared verbs state's loss reports.
     pub(super) lanes: AtomicU64,
@@ -382,7 +392,15 @@ impl Context {
     /// is given back).
     #[inline]
     pub(super) fn verbs_back(&mut self) {
-        if let Some(v) = self.verbs.take() {
+        if let Some(mut v) = self.verbs.take() {
+            // What the contexts' quiets read without the lock, when it
+            // changed (before the state goes back: the lock's release
+            // publishes it with the state).
+            if let Some(a) = v.attention_changed() {
+                // SYNC POINT with the Acquire load in
+                // `Context::verbs_attention`.
+                self.pe.verbs_attention.store(a, Ordering::Release);
+            }
             match self.tcp.as_mut() {
                 Some(t) => t.put_verbs(v),
                 None => self.verbs = Some(v),

@@ -164,10 +164,15 @@ impl Context {
             if on_set {
                 return self.verbs_set_for(pe).map(Drv::Verbs);
             }
+            // The PE's shared driver: this context's quiet and fence wait
+            // for it from now on (`order.rs`).
+            self.order.shared |= order::V;
             self.verbs_in();
             return self.verbs.as_mut().map(|v| Drv::Verbs(&mut v.drv));
         }
         let r = rail_of(t)?;
+        // TCP: likewise.
+        self.order.shared |= order::T;
         let tcp = self.tcp.as_mut().map(progress::Tcp::get)?;
         (r < tcp.rails()).then(|| Drv::Tcp(tcp.rail(r)))
     }

@@ -572,6 +572,9 @@ impl Context {
             return false;
         }
         let hint = t.ring_hint();
+        // On TCP once the thread takes it: this context's quiet and fence
+        // wait for TCP from now on (`order.rs`).
+        self.order.shared |= order::T;
         if self.order.enabled {
             self.order.set(pe, code | order::T);
         }

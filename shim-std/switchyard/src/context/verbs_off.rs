@@ -63,6 +63,13 @@ impl LossBook {
     pub(super) fn forget_lane(&mut self, _: u64) {}
 }
 
+impl Verbs {
+    /// Never called: there is no verbs state.
+    pub(super) fn attention_changed(&mut self) -> Option<u64> {
+        match self.drv {}
+    }
+}
+
 impl Record {
     /// Whether `b` is meant to be a verbs record (its magic): ignored here.
     pub(super) fn is_verbs(b: &[u8; 32]) -> bool {
@@ -246,7 +253,13 @@ impl Context {
         0
     }
 
-    pub(super) fn verbs_raise(&mut self) {}
+    pub(super) fn verbs_raise(&mut self, _shared: bool) {}
+
+    /// Nothing for a quiet: there is no shared verbs state.
+    #[inline]
+    pub(super) fn verbs_attention(&self) -> bool {
+        false
+    }
 
     pub(super) fn verbs_poll(&mut self, _: CoreInstant) {}
 
@@ -275,7 +288,7 @@ impl Context {
 
     pub(super) fn verbs_first_use(&mut self, _pe: u32, _card: Option<&[u8]>) {}
 
-    pub(super) fn verbs_quiet_poll(&mut self) -> super::Result<bool> {
+    pub(super) fn verbs_quiet_poll(&mut self, _shared: bool) -> super::Result<bool> {
         Ok(true)
     }
 }
@@ -320,6 +333,12 @@ impl Context {
     /// Nothing to fence: there are no QP sets.
     pub(super) fn verbs_sets_fence(&mut self) -> super::Result<()> {
         Ok(())
+    }
+
+    /// Nothing fails over: there are no QP sets.
+    #[inline]
+    pub(super) fn verbs_sets_local(&self) -> bool {
+        true
     }
 
     /// Nothing in flight: there are no QP sets.

@@ -184,8 +184,10 @@ impl Context {
         Ok(self.shm.load_acquire(off, w)?)
     }
 
-    /// Waits until every PE has called `barrier_all` (after a `quiet`: every
-    /// PE's earlier operations are complete everywhere). A dissemination
+    /// Waits until every PE has called `barrier_all` (after a `quiet` of
+    /// this context: the earlier operations of every PE's barrier context
+    /// are complete everywhere; other threads' contexts quiet themselves).
+    /// A dissemination
     /// barrier: ⌈log2 n⌉ rounds, each a flag put to one PE and a wait on one
     /// local flag, over whatever transport reaches that PE.
     ///

@@ -194,6 +194,7 @@ impl Context {
             drain_due: false,
             rebuild_due: false,
             raise_due: false,
+            published: 0,
             holding: 0,
             failovers: 0,
             replays: 0,
@@ -453,7 +454,7 @@ impl Context {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        call.verbs_raise();
+        call.verbs_raise(true);
         call.verbs_in();
         let up = call.verbs.as_deref().map_or(0, Verbs::peers_up);
         let missing: Vec<u32> = call.verbs.as_ref().map_or_else(Vec::new, |v| {

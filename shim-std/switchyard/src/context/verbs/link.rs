@@ -145,11 +145,19 @@ pub(super) fn drain_over_tcp(
 
 impl Context {
     /// Sets the health bit of every peer whose link is Up at both ends (at
-    /// the end of a successful quiet: nothing sent over TCP before can be
-    /// overtaken by what goes over verbs from now on).
-    pub(in crate::context) fn verbs_raise(&mut self) {
-        self.verbs_in();
+    /// the end of a successful quiet that completed the shared verbs driver
+    /// and TCP, `shared`: nothing sent over TCP before can be overtaken by
+    /// what goes over verbs from now on); this context's own sets that are
+    /// usable again, always (their replays went over TCP, which such a
+    /// quiet completed when this context used it).
+    pub(in crate::context) fn verbs_raise(&mut self, shared: bool) {
         self.verbs_sets_raise();
+        if !shared {
+            // Not proven safe for the PE's links: this quiet did not wait
+            // for the shared drivers.
+            return;
+        }
+        self.verbs_in();
         let Some(v) = self.verbs.as_mut() else { return };
         if v.fatal || !v.raise_due {
             return;
@@ -278,6 +286,28 @@ impl Context {
             || (self.verbs_pe
                 && self.pe.verbs_holding.load(Ordering::Acquire) > 0
                 && self.verbs_holds_slow(pe))
+    }
+
+    /// Whether the PE's shared verbs state has something for this
+    /// context's next quiet though it may have nothing on the shared
+    /// driver: a loss to report to it ([`LossBook`](super::LossBook)), or a
+    /// link that came (back) up, whose health bit waits for a quiet of both
+    /// shared drivers ([`Context::verbs_raise`]). Read without the entry
+    /// lock: the state itself when this context has it checked out, else
+    /// the copy published when it went back to its cell
+    /// (`PeInner::verbs_attention`,
+    /// [`Verbs::attention_changed`](super::Verbs::attention_changed)).
+    #[inline]
+    pub(in crate::context) fn verbs_attention(&self) -> bool {
+        if !self.verbs_pe {
+            return false;
+        }
+        let a = match self.verbs.as_deref() {
+            Some(v) => v.attention(),
+            // SYNC POINT with the Release store in `Context::verbs_back`.
+            None => self.pe.verbs_attention.load(Ordering::Acquire),
+        };
+        a & self.lane != 0
     }
 
     #[cold]
@@ -698,20 +728,25 @@ impl Context {
     /// for `quiet`. A failed link reports not done until its replays were
     /// drained over TCP (the next progress step does it).
     ///
-    /// The driver is the PE's: this waits for every context's operations
-    /// on it. An operation lost in a failover is reported once to each
-    /// context that had verbs operations in flight to its PE
-    /// ([`LossBook`](super::LossBook)).
-    pub(in crate::context) fn verbs_quiet_poll(&mut self) -> Result<bool> {
-        if !self.verbs_in() {
-            return Ok(true);
-        }
-        let lane = self.lane;
+    /// This context's own sets' losses and failovers always (no entry
+    /// lock); the PE's shared driver only with `shared` (checked out under
+    /// the entry lock). The driver is the PE's: this waits for every
+    /// context's operations on it. An operation lost in a failover is
+    /// reported once to each context that had verbs operations in flight
+    /// to its PE ([`LossBook`](super::LossBook)): a context with none on
+    /// it since its last quiet is owed none, unless it found the loss
+    /// itself with nobody else's in flight ([`Context::verbs_attention`]
+    /// then makes its next quiet take it).
+    pub(in crate::context) fn verbs_quiet_poll(&mut self, shared: bool) -> Result<bool> {
         // This context's own sets: their losses are its alone.
         let (lost, busy) = self.verbs_sets_quiet();
         if let Some((pe, ops)) = lost {
             return Err(Error::ReplayLost { pe, ops });
         }
+        if !shared || !self.verbs_in() {
+            return Ok(!busy);
+        }
+        let lane = self.lane;
         let Some(v) = self.verbs.as_mut() else {
             return Ok(true);
         };

@@ -15,8 +15,10 @@
 //!   a cell of the TCP handle under the TCP entry lock; a context checks
 //!   them out at its first verbs use in a call (taking the TCP driver first:
 //!   the lock order is TCP, then verbs) and puts them back when it gives the
-//!   TCP driver back. One QP set per PE: a context's `quiet` waits for the
-//!   other contexts' verbs operations too, and a lost operation is reported
+//!   TCP driver back. One QP set per PE: a context's `quiet` that used the
+//!   shared driver since its last quiet waits for the other contexts'
+//!   verbs operations too (one that did not skips it, `context/order.rs`),
+//!   and a lost operation is reported
 //!   once to each context with verbs operations in flight to its PE
 //!   (`LossBook`). With `verbs_context_sets = on` a context opens a QP set
 //!   of its own toward each peer it uses over verbs
@@ -211,9 +213,11 @@
 //!
 //! * **Per-context QP sets.** Sets are opened, answered, routed over,
 //!   quieted, failed over and closed (above), off by default
-//!   (`verbs_context_sets`). A context's `quiet` and `fence` still also
-//!   take the entry lock for the PE's shared driver (docs/ARCHITECTURE.md,
-//!   "Per-context QP sets").
+//!   (`verbs_context_sets`). A context's `quiet` and `fence` take the
+//!   entry lock only when it used the PE's shared driver or TCP since its
+//!   last quiet, or the shared state has something for it (a loss, a
+//!   health bit to raise); the ordering waits still complete the whole
+//!   shared driver (docs/ARCHITECTURE.md, "Per-context QP sets").
 //! * **Verbs without TCP** (`transports = shm,verbs`): the pair addresses and
 //!   the rebuild handshake travel over TCP, so verbs is not used then
 //!   ([`Context::verbs_status`](super::Context::verbs_status) says so).
@@ -512,6 +516,8 @@ pub(super) struct Verbs {
     raise_due: bool,
     /// Peers with `hold` set (else nothing checks them).
     pub(super) holding: u32,
+    /// [`Verbs::attention`] as last published for the contexts' quiets.
+    published: u64,
     pub(super) failovers: u64,
     pub(super) replays: u64,
     pub(super) bad_records: u64,
@@ -554,6 +560,32 @@ impl Verbs {
     /// Peers whose health bit is set.
     fn peers_up(&self) -> u32 {
         self.peers.iter().filter(|p| p.bit).count() as u32
+    }
+
+    /// The lanes of the contexts whose next quiet must complete the shared
+    /// driver though they may have nothing on it: those owed a loss, and
+    /// every lane while a link that came (back) up waits for its health
+    /// bit (`Context::verbs_raise`; never once the device failed).
+    #[inline]
+    pub(super) fn attention(&self) -> u64 {
+        let raise = if self.raise_due && !self.fatal {
+            u64::MAX
+        } else {
+            0
+        };
+        self.losses.lanes | raise
+    }
+
+    /// [`Verbs::attention`] when it changed since it was last published
+    /// (`PeInner::verbs_attention`, when the state goes back to its cell):
+    /// two compares, nothing shared touched otherwise.
+    #[inline]
+    pub(in crate::context) fn attention_changed(&mut self) -> Option<u64> {
+        let a = self.attention();
+        (a != self.published).then(|| {
+            self.published = a;
+            a
+        })
     }
 }
 

@@ -520,6 +520,21 @@ impl Context {
         }
     }
 
+    /// Whether this context's sets can be quieted without the entry lock:
+    /// none fails over (holds for receipts, has replays due, or found its
+    /// link failed with operations posted: their settling runs in the
+    /// sets' step, under the lock). One field read and one scan of its
+    /// sets.
+    #[inline]
+    pub(in crate::context) fn verbs_sets_local(&self) -> bool {
+        self.vsets.holding == 0
+            && self
+                .vsets
+                .own
+                .iter()
+                .all(|o| !o.link.drain_due && (o.route != SetRoute::Off || !o.posted))
+    }
+
     /// For `quiet`: the in-doubt puts of this context's sets lost since
     /// the last report (peer, count), once; and whether a set still waits
     /// for receipts or replays (not quiet yet).
@@ -620,8 +635,10 @@ impl Context {
         }
         self.vsets.holding = self.vsets.own.iter().filter(|o| o.link.hold).count() as u32;
         if !moved.is_empty() {
-            // The replays went over TCP: a write over verbs (the shared
-            // driver's, or the set's again) after a fence waits for them.
+            // The replays went over TCP: this context's quiet waits for
+            // TCP, and a write over verbs (the shared driver's, or the
+            // set's again) after a fence waits for them.
+            self.order.shared |= crate::context::order::T;
             for r in &moved {
                 if r.op != FrameOp::Get as u8 {
                     let code = self.order.get(r.dst);

@@ -11,10 +11,12 @@
 
 use std::{sync::Barrier, thread};
 
+use switchyard_core::route::Op;
+
 use super::*;
 use crate::{
     config::VerbsAtomics,
-    context::{Cmp, Pe},
+    context::{Cmp, Pe, SHM},
     test_alloc::{allocations, count_here},
 };
 
@@ -486,6 +488,161 @@ fn puts_on_a_set_take_no_entry_lock_and_allocate_nothing() {
         ..Opts::default()
     };
     run_pair(0xB5, opts, VerbsConfig::default(), unlocked_script);
+}
+
+/// Runs `f` on `c` in a thread while `holder` keeps the PE's verbs state
+/// (and so the TCP entry lock) checked out; gives the lock back after
+/// `held` or once `f` returned, whichever is first. Returns the context,
+/// `f`'s result, and whether `f` returned while the lock was held.
+fn under_lock<R: Send + 'static>(
+    holder: &mut Context,
+    mut c: Context,
+    held: Duration,
+    f: impl FnOnce(&mut Context) -> R + Send + 'static,
+) -> (Context, R, bool) {
+    let _ = holder.verbs_mut();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let r = f(&mut c);
+        let _ = tx.send(());
+        (c, r)
+    });
+    let in_time = rx.recv_timeout(held).is_ok();
+    // Given back (whatever happened), so a blocked thread goes on.
+    drop(holder.call());
+    let (c, r) = h.join().expect("the thread");
+    (c, r, in_time)
+}
+
+/// Words of the quiet tests.
+const QUIETS: usize = 32;
+
+/// A context's `quiet` and `fence` act on what it used: on its set and
+/// over shared memory only, they take no entry lock (they complete while
+/// another context holds it) and allocate nothing; with TCP writes, or
+/// writes on the shared verbs driver, outstanding, its quiet takes the
+/// lock and waits for them (their values are at the target when it
+/// returns).
+fn quiet_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32) -> Context {
+    let me = ctx.my_pe();
+    ctx.verbs_sets_on = false;
+    let data: Sym<u64> = ctx.alloc(QUIETS).expect("alloc");
+    let mine: Sym<u64> = ctx.alloc(1).expect("alloc");
+    let counter: Sym<u64> = ctx.alloc(1).expect("alloc");
+    let shared: Sym<u64> = ctx.alloc(QUIETS).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        // 1. On its set, and to itself over shared memory: no lock.
+        let mut c = ctx.pe().context().expect("a second context");
+        c.put(&data, 0, &[1], 1).unwrap();
+        until(&mut c, "the set usable", |c| c.verbs_set_usable(1));
+        c.quiet().unwrap();
+        c.put(&data, 0, &[1], 1).unwrap();
+        assert_eq!(c.stats().verbs_set_ops, 1, "switched");
+        assert_eq!(c.route(0, 8, Op::Put).unwrap().transport, SHM);
+        // Warm up the paths once (first-use allocations are not counted).
+        c.fence().unwrap();
+        c.put(&mine, 0, &[1], 0).unwrap();
+        c.quiet().unwrap();
+        assert_eq!(c.order.shared, 0, "nothing on the shared drivers");
+        let wrs = shared_wrs(&c);
+        let (mut c, allocs, in_time) = under_lock(&mut ctx, c, Duration::from_secs(10), move |c| {
+            let before = allocations();
+            count_here(true);
+            for i in 1..QUIETS {
+                c.put(&data, i, &[i as u64 + 1], 1).unwrap();
+                c.fence().unwrap();
+                c.put(&mine, 0, &[i as u64 + 1], 0).unwrap();
+                c.fence().unwrap();
+                if i % 4 == 0 {
+                    c.quiet().unwrap();
+                }
+            }
+            c.quiet().unwrap();
+            count_here(false);
+            allocations() - before
+        });
+        assert!(
+            in_time,
+            "the set's quiet or fence waited for the entry lock"
+        );
+        assert_eq!(allocs, 0, "allocations in fence and quiet");
+        assert_eq!(shared_wrs(&c), wrs, "nothing on the shared driver");
+        assert_eq!(c.stats().verbs_set_ops, QUIETS as u64, "{:?}", c.stats());
+        let mut m = [0u64];
+        c.get(&mine, 0, &mut m, 0).unwrap();
+        assert_eq!(m[0], QUIETS as u64);
+        step.store(1, Ordering::SeqCst);
+        wait_for_step(step, 2);
+        // 2. Atomics over TCP (`verbs_atomics = cpu`): its quiet takes the
+        //    lock (it does not return while another context holds it) and
+        //    waits for them.
+        for _ in 0..QUIETS {
+            c.add(&counter, 0, 1, 1).unwrap();
+        }
+        assert_eq!(c.order.shared, crate::context::order::T, "TCP used");
+        let hold = Duration::from_millis(300);
+        let (c, r, in_time) = under_lock(&mut ctx, c, hold, |c| c.quiet());
+        r.unwrap();
+        assert!(!in_time, "a quiet with TCP writes pending took no lock");
+        assert_eq!(c.order.shared, 0);
+        step.store(3, Ordering::SeqCst);
+        wait_for_step(step, 4);
+        drop(c);
+        // 3. A context on the shared verbs driver (no sets): likewise.
+        let mut s = ctx.pe().context().expect("a third context");
+        s.verbs_sets_on = false;
+        for i in 0..QUIETS {
+            s.put(&shared, i, &[i as u64 + 7], 1).unwrap();
+        }
+        assert_ne!(s.order.shared & crate::context::order::V, 0, "shared verbs");
+        let (s, r, in_time) = under_lock(&mut ctx, s, hold, |s| s.quiet());
+        r.unwrap();
+        assert!(
+            !in_time,
+            "a quiet with shared verbs writes pending took no lock"
+        );
+        assert_eq!(s.stats().verbs_set_ops, 0);
+        drop(s);
+        step.store(5, Ordering::SeqCst);
+    } else {
+        until(&mut ctx, "PE 0's set puts", |_| {
+            step.load(Ordering::SeqCst) == 1
+        });
+        let mut got = [0u64; QUIETS];
+        ctx.read_local(&data, 0, &mut got).unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            assert_eq!(g, i as u64 + 1, "put {i} on the set");
+        }
+        step.store(2, Ordering::SeqCst);
+        until(&mut ctx, "PE 0's TCP quiet", |_| {
+            step.load(Ordering::SeqCst) == 3
+        });
+        // Read at once: the quiet returned after they were applied.
+        let mut n = [0u64];
+        ctx.read_local(&counter, 0, &mut n).unwrap();
+        assert_eq!(n[0], QUIETS as u64, "the adds over TCP, after the quiet");
+        step.store(4, Ordering::SeqCst);
+        until(&mut ctx, "PE 0's shared verbs quiet", |_| {
+            step.load(Ordering::SeqCst) == 5
+        });
+        ctx.read_local(&shared, 0, &mut got).unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            assert_eq!(g, i as u64 + 7, "put {i} on the shared driver");
+        }
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn quiet_and_fence_wait_only_for_the_drivers_a_context_used() {
+    let opts = Opts {
+        context_sets: true,
+        atomics: VerbsAtomics::Cpu,
+        ..Opts::default()
+    };
+    run_pair(0xB8, opts, VerbsConfig::default(), quiet_script);
 }
 
 /// The PEs' first contexts, with the setting on, open their sets at their

@@ -1,8 +1,9 @@
 //! Threads of one PE on contexts of their own ([`Pe::context`]), sharing
 //! the PE's verbs driver on the fake HCA: puts and fetch-adds over verbs
 //! from two threads at once, checked at the target; each context's quiet;
-//! a QP failure in the middle of the threaded run; and which context is
-//! told of an operation lost in a failover.
+//! a QP failure in the middle of the threaded run; which context is told
+//! of an operation lost in a failover; and an idle context's quiet
+//! raising a link that came back.
 
 use std::thread;
 
@@ -219,6 +220,62 @@ fn lost_script(mut ctx: Context, fabric: &Fabric, done: &AtomicU32, _: &AtomicU3
 #[test]
 fn a_lost_put_is_reported_to_its_own_context_once() {
     run_pair(0x93, Opts::default(), VerbsConfig::default(), lost_script);
+}
+
+/// A context that used neither shared driver (its quiet takes no entry
+/// lock) still raises a verbs link that came back up: while a health bit
+/// waits, the shared verbs state names every context's lane
+/// (`Context::verbs_attention`), so its quiet completes both shared
+/// drivers and sets the bit.
+fn idle_raise_script(
+    mut ctx: Context,
+    fabric: &Fabric,
+    done: &AtomicU32,
+    _: &AtomicU32,
+) -> Context {
+    let me = ctx.my_pe();
+    let sym: Sym<u64> = ctx.alloc(8).expect("alloc");
+    ctx.barrier_all().unwrap();
+    if me == 0 {
+        fabric.break_links();
+        ctx.put(&sym, 0, &[1], 1).unwrap();
+        ctx.quiet().unwrap();
+        assert_eq!(ctx.verbs_status().peers_up, 0, "the link failed");
+        fabric.heal();
+        let mut idle = ctx.pe().context().expect("an idle context");
+        let start = Instant::now();
+        while idle.verbs_status().peers_up == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "the idle context's quiet did not raise the link: {:?}",
+                idle.verbs_status()
+            );
+            // Progress (the link's events, its RTS) and quiet, nothing
+            // else: the context has nothing on either shared driver.
+            idle.call().poll_once();
+            assert_eq!(idle.order.shared, 0);
+            idle.quiet().expect("quiet");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    ctx.barrier_all().unwrap();
+    if me == 1 {
+        let mut v = [0u64];
+        ctx.read_local(&sym, 0, &mut v).unwrap();
+        assert_eq!(v[0], 1, "the put, replayed over TCP");
+    }
+    close_together(&mut ctx, done);
+    ctx
+}
+
+#[test]
+fn an_idle_contexts_quiet_raises_a_link_that_came_back() {
+    run_pair(
+        0x94,
+        Opts::default(),
+        VerbsConfig::default(),
+        idle_raise_script,
+    );
 }
 
 /// The loss book alone: each context with operations in flight to the
