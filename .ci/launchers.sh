@@ -14,8 +14,9 @@
 #      from the PMIx store, not the root: every PE of a run expected to
 #      succeed logs Context::init's debug event `cards from pmix` (with its
 #      `cards` mode), and no PE of any run `cards from root`;
-#   3. a program that returns without shmem_finalize exits 0 with either
-#      `cards` mode (PMIx is finalized at exit).
+#   3. a program that returns without shmem_finalize exits 0 and leaves no
+#      shared-memory object, with either `cards` mode (PMIx is finalized
+#      and the PE's objects removed at exit).
 #
 # Nothing here skips: without mpirun or libpmix the step fails (CI installs
 # openmpi-bin and libpmix-dev in .ci/setup.sh).
@@ -107,7 +108,8 @@ done
 # 3. A program that returns from main without shmem_finalize: with lazy
 #    cards its PMIx session outlives the bootstrap (cards are fetched as
 #    long as the job runs) and must still be finalized at exit, or mpirun
-#    fails the job ("exiting improperly").
+#    fails the job ("exiting improperly"); and each PE removes its own
+#    shared-memory objects at exit, which no launcher of ours does there.
 cat >"$out/no_finalize.c" <<'EOF'
 #include <shmem.h>
 #include <stdio.h>
@@ -121,14 +123,17 @@ EOF
 if "$bin/switchyard" cc -std=c11 -Wall -Wextra -Werror -O1 "$out/no_finalize.c" -o "$out/no_finalize"; then
   for cards in $cards_modes; do
     log=$out/no_finalize.$cards
+    shm_before=$(ls /dev/shm | grep '^switchyard-' || true)
     SWITCHYARD_CARDS=$cards SWITCHYARD_HEAP_SIZE=8M timeout --kill-after=5 60 \
       mpirun -n 4 --oversubscribe "$out/no_finalize" >"$log.out" 2>"$log.err"
     rc=$?
     lines=$(grep -c "no shmem_finalize" "$log.out")
-    if [ "$rc" = 0 ] && [ "$lines" = 4 ]; then
+    # Each PE removes its own objects at exit (no launcher of ours does).
+    left=$(comm -13 <(printf '%s\n' "$shm_before" | sort) <(ls /dev/shm | grep '^switchyard-' | sort) | grep -c . || true)
+    if [ "$rc" = 0 ] && [ "$lines" = 4 ] && [ "$left" = 0 ]; then
       passed=$((passed + 1))
     else
-      failures+=("no_finalize -n 4 cards=$cards: exit $rc, $lines of 4 PEs printed")
+      failures+=("no_finalize -n 4 cards=$cards: exit $rc, $lines of 4 PEs printed, $left shared-memory object(s) left behind")
       echo "--- no_finalize cards=$cards"; tail -n 20 "$log.out" "$log.err"
     fi
   done

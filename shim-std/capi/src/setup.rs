@@ -326,11 +326,7 @@ pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
         // valid until they end), so a node is not left holding them until
         // a later job's stale sweep. Output first, since the abort may
         // kill this process before it returns.
-        if let Some(job) = state::job_id() {
-            for dir in [switchyard_shm::SHM_DIR, switchyard_shm::HUGE_DIR] {
-                let _ = switchyard_shm::remove_job_objects(std::path::Path::new(dir), job);
-            }
-        }
+        state::remove_node_objects_without_launcher();
         // SAFETY: flushes every C stdio stream.
         unsafe { libc::fflush(core::ptr::null_mut()) };
         let _ = switchyard_bootstrap::pmix_abort(status, &format!("shmem_global_exit({status})"));

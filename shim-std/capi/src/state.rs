@@ -179,6 +179,12 @@ pub fn install(ctx: Context) -> bool {
     GLOBAL.blocks.forget();
     let _ = DUMPER.set(ctx.trace_dumper());
     let _ = JOB.set(ctx.job_id());
+    if ME.set(ctx.my_pe()).is_ok() && std::env::var_os(switchyard_bootstrap::vars::JOB_ID).is_none()
+    {
+        // SAFETY: registers a plain `extern "C" fn()` with no captured
+        // state; it only unlinks files.
+        let _ = unsafe { libc::atexit(remove_own_objects_at_exit) };
+    }
     *s = Some(ctx);
     guard::own();
     true
@@ -257,9 +263,52 @@ static DUMPER: std::sync::OnceLock<TraceDumper> = std::sync::OnceLock::new();
 /// the context, which another thread may hold).
 static JOB: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
 
+/// This PE's number, set by `shmem_init` (for the objects removed at exit).
+static ME: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// At exit under a resource manager (registered by `install` when no
+/// launcher of ours runs the job): a program that returns from `main`
+/// without `shmem_finalize` leaves its context in place, whose objects no
+/// launcher removes after the job. This removes this PE's own (its heap,
+/// stats segment and trace rings; after `shmem_finalize` they are gone
+/// already). Peers' mappings of them stay valid while they run.
+extern "C" fn remove_own_objects_at_exit() {
+    if let (Some(job), Some(&pe)) = (job_id(), ME.get()) {
+        let name = switchyard_shm::object_name(job, pe);
+        let paths = [
+            std::path::Path::new(switchyard_shm::SHM_DIR).join(&name),
+            std::path::Path::new(switchyard_shm::HUGE_DIR).join(&name),
+            switchyard::statseg::path(job, pe),
+            switchyard_shm::trace_object::trace_object_path(job, pe),
+        ];
+        for p in paths {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// The job's id once `shmem_init` ran.
 pub fn job_id() -> Option<u64> {
     JOB.get().copied()
+}
+
+/// Under a resource manager (srun, mpirun: no `switchyard run` launcher,
+/// which removes a job's objects when it ends), removes this node's
+/// shared-memory objects of the job (every local PE's heap, stats and
+/// trace rings) before a fatal end or `shmem_global_exit`: the resource
+/// manager then kills the other PEs, which cannot, and a node would hold
+/// them until a later job's sweep of objects whose creator is dead. The
+/// other PEs' mappings stay valid until they end. Does nothing under our
+/// launcher or before `shmem_init`.
+pub fn remove_node_objects_without_launcher() {
+    if std::env::var_os(switchyard_bootstrap::vars::JOB_ID).is_some() {
+        return;
+    }
+    if let Some(job) = job_id() {
+        for dir in [switchyard_shm::SHM_DIR, switchyard_shm::HUGE_DIR] {
+            let _ = switchyard_shm::remove_job_objects(std::path::Path::new(dir), job);
+        }
+    }
 }
 
 /// Dumps the route trace into the job's directory as
@@ -275,13 +324,15 @@ pub fn dump_trace(why: &str) {
 }
 
 /// Prints `switchyard: CALL: message` on stderr, dumps the route trace
-/// (`trace-pe<ME>-fatal.sytrace` in the job's directory) and ends the
-/// process with status 1 without running `atexit` handlers (they may call
-/// back in).
+/// (`trace-pe<ME>-fatal.sytrace` in the job's directory), under a resource
+/// manager removes the node's objects of the job
+/// ([`remove_node_objects_without_launcher`]), and ends the process with
+/// status 1 without running `atexit` handlers (they may call back in).
 pub fn fatal(call: &str, msg: fmt::Arguments<'_>) -> ! {
     if !DYING.swap(true, Ordering::AcqRel) {
         eprintln!("switchyard: {call}: {msg}");
         dump_trace("fatal");
+        remove_node_objects_without_launcher();
     }
     // SAFETY: fflush(NULL) flushes every C stdio stream; _exit never returns.
     unsafe {
