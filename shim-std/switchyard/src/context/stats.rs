@@ -3,6 +3,16 @@
 use super::Context;
 
 /// Counters of one context.
+///
+/// The PE's stats segment mirrors them, read from outside the process
+/// (`switchyard stat`, `--json` under `pe`, `--prometheus` and `/metrics`
+/// as `switchyard_pe_<name>_total`): each context publishes its counters
+/// into its slot's PE block ([`PeWord`](crate::statseg::PeWord), named as
+/// the fields here; `downgrades` summed over the classes) at init, every
+/// 100 ms of its progress steps, at the end of `barrier_all` and when it
+/// drops, and the readers sum the slots. `ops` is in the per-(peer, transport) blocks,
+/// `tcp_refused` in the TCP driver's block (`refused_connections`), and
+/// `progress_thread` is not there.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Whether a progress thread runs for the TCP driver.
@@ -42,12 +52,14 @@ pub struct Stats {
     pub verbs_replays: u64,
     /// Verbs operations (puts, gets, atomics) this context posted on its
     /// own QP sets (`verbs_context_sets = on`), not on the PE's shared
-    /// driver.
+    /// driver. In the stats segment as `verbs_set_ops` (the PE's contexts
+    /// summed).
     pub verbs_set_ops: u64,
     /// Openings of this context's QP sets refused (the budget spent here
     /// or at the peer, the peer refusing or not answering in time): the
     /// context keeps the shared driver toward that peer for good (as it
-    /// does toward a peer that closed its set).
+    /// does toward a peer that closed its set). In the stats segment as
+    /// `verbs_sets_refused` (the PE's contexts summed).
     pub verbs_sets_refused: u64,
     /// Atomics that would have gone over verbs (a NEAR peer, or a ROUTED one
     /// at `short_threshold` and up, whose verbs link was up) but went over

@@ -19,9 +19,10 @@
 //!
 //! Published every [`PUBLISH_NS`] from the progress step (`poll_once`),
 //! at init and when the context drops: the context's PE block (its
-//! [`Stats`](super::Stats) counters; the PE-wide `progress_bursts`,
-//! `verbs_failovers` and `verbs_replays` only from the first context, so
-//! the sum counts them once); and from the first
+//! [`Stats`](super::Stats) counters, `pe_words`: `verbs_set_ops` and
+//! `verbs_sets_refused` are the context's own, like `cpu_atomics`; the
+//! PE-wide `progress_bursts`, `verbs_failovers` and `verbs_replays` only
+//! from the first context, so the sum counts them once); and from the first
 //! context only, the shared part: the socket and verbs drivers' own
 //! counters, the socket driver's replays, dedup drops and CRC failures per
 //! (peer, rail), and each (peer, transport)'s health, load, route and dead
@@ -43,10 +44,10 @@ use switchyard_core::{
     wire::FrameOp,
 };
 
-use super::{Context, N_TRANSPORTS, progress, tid};
+use super::{Context, N_TRANSPORTS, Stats, progress, tid};
 use crate::statseg::{
-    ChannelEntry, ChannelInfo, PeerWord, STATE_DEAD, STATE_HEALTHY, STATE_LOADED, STATE_ROUTE,
-    ShmCounts, StatsSegment, StatsSlot,
+    ChannelEntry, ChannelInfo, PE_COUNTERS, PeWord, PeerWord, STATE_DEAD, STATE_HEALTHY,
+    STATE_LOADED, STATE_ROUTE, ShmCounts, StatsSegment, StatsSlot,
 };
 
 /// How often the progress path publishes the slow-changing state.
@@ -268,26 +269,7 @@ impl Context {
     /// Publishes this context's PE block (its [`Stats`](super::Stats)).
     pub(super) fn sx_publish_pe(&self) {
         let Some(slot) = &self.sx.seg else { return };
-        let st = self.stats();
-        slot.set_pe(&[
-            st.barriers,
-            st.link_transitions,
-            st.links_lost,
-            st.dead_peers,
-            st.reroutes,
-            // PE-wide (the shared verbs driver's): counted by one slot.
-            if self.sx.owner { st.verbs_failovers } else { 0 },
-            if self.sx.owner { st.verbs_replays } else { 0 },
-            st.cpu_atomics,
-            st.ordering_waits,
-            st.load_transitions,
-            st.load_yields,
-            // PE-wide (the progress thread's): counted by one slot.
-            if self.sx.owner { st.progress_bursts } else { 0 },
-            st.downgrades.iter().sum(),
-            st.link_records_sent,
-            st.link_records_applied,
-        ]);
+        slot.set_pe(&pe_words(&self.stats(), self.sx.owner));
     }
 
     /// Publishes this context's PE block and, from the first context, the
@@ -315,6 +297,66 @@ impl Context {
         });
         seg.published();
     }
+}
+
+/// The words of a context's PE block ([`PeWord`], in `PeWord::ALL`'s
+/// order) from its counters `st`; the PE-wide ones only from the PE's
+/// first context (`owner`), so that the readers' sum counts them once.
+///
+/// Exhaustive both ways: a new [`Stats`] field does not compile until it
+/// is placed here (a word, or a note saying where else it is published),
+/// nor does a new [`PeWord`] until it has its field.
+pub(super) fn pe_words(st: &Stats, owner: bool) -> [u64; PE_COUNTERS] {
+    let Stats {
+        // Not a counter.
+        progress_thread: _,
+        progress_bursts,
+        // Per (peer, transport), in the slot's peer blocks.
+        ops: _,
+        reroutes,
+        barriers,
+        link_transitions,
+        links_lost,
+        link_records_sent,
+        link_records_applied,
+        dead_peers,
+        downgrades,
+        verbs_failovers,
+        verbs_replays,
+        verbs_set_ops,
+        verbs_sets_refused,
+        cpu_atomics,
+        ordering_waits,
+        load_transitions,
+        load_yields,
+        // The socket driver's, in the TCP wide block (`refused_connections`).
+        tcp_refused: _,
+    } = *st;
+    // PE-wide: the shared verbs driver's and the progress thread's.
+    let pe_wide = |v: u64| if owner { v } else { 0 };
+    let mut out = [0u64; PE_COUNTERS];
+    for (o, w) in out.iter_mut().zip(PeWord::ALL) {
+        *o = match w {
+            PeWord::Barriers => barriers,
+            PeWord::LinkTransitions => link_transitions,
+            PeWord::LinksLost => links_lost,
+            PeWord::DeadPeers => dead_peers,
+            PeWord::Reroutes => reroutes,
+            PeWord::VerbsFailovers => pe_wide(verbs_failovers),
+            PeWord::VerbsReplays => pe_wide(verbs_replays),
+            PeWord::CpuAtomics => cpu_atomics,
+            PeWord::OrderingWaits => ordering_waits,
+            PeWord::LoadTransitions => load_transitions,
+            PeWord::LoadYields => load_yields,
+            PeWord::ProgressBursts => pe_wide(progress_bursts),
+            PeWord::Downgrades => downgrades.iter().sum(),
+            PeWord::LinkRecordsSent => link_records_sent,
+            PeWord::LinkRecordsApplied => link_records_applied,
+            PeWord::VerbsSetOps => verbs_set_ops,
+            PeWord::VerbsSetsRefused => verbs_sets_refused,
+        };
+    }
+    out
 }
 
 /// The publisher of the shared part on the TCP progress thread: while the

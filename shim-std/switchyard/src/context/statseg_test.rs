@@ -251,3 +251,76 @@ fn a_cuts_replays_show_under_the_peer_and_rail() {
         ctx.finalize().unwrap();
     });
 }
+
+/// Every counter of [`Stats`](super::Stats) the PE block mirrors reads back
+/// from the segment under its field's name, with its own value: a word
+/// left out, misplaced or named after another field fails. PE-wide ones
+/// come only from the PE's first context.
+#[test]
+fn the_pe_block_mirrors_every_stats_counter_by_name() {
+    use super::{Stats, statseg::pe_words};
+    use crate::statseg::{PE_COUNTERS, PeWord, StatsSegment};
+    // A distinct value per field (no `..`: a new field must be listed).
+    let st = Stats {
+        progress_thread: true,
+        progress_bursts: 1,
+        ops: [2; 8],
+        reroutes: 3,
+        barriers: 4,
+        link_transitions: 5,
+        links_lost: 6,
+        link_records_sent: 7,
+        link_records_applied: 8,
+        dead_peers: 9,
+        downgrades: [10, 11, 12, 13, 14],
+        verbs_failovers: 15,
+        verbs_replays: 16,
+        verbs_set_ops: 17,
+        verbs_sets_refused: 18,
+        cpu_atomics: 19,
+        ordering_waits: 20,
+        load_transitions: 21,
+        load_yields: 22,
+        tcp_refused: [23; switchyard_socket::RefuseReason::ALL.len()],
+    };
+    // (name, value, PE-wide).
+    let want = [
+        ("progress_bursts", st.progress_bursts, true),
+        ("reroutes", st.reroutes, false),
+        ("barriers", st.barriers, false),
+        ("link_transitions", st.link_transitions, false),
+        ("links_lost", st.links_lost, false),
+        ("link_records_sent", st.link_records_sent, false),
+        ("link_records_applied", st.link_records_applied, false),
+        ("dead_peers", st.dead_peers, false),
+        ("downgrades", st.downgrades.iter().sum(), false),
+        ("verbs_failovers", st.verbs_failovers, true),
+        ("verbs_replays", st.verbs_replays, true),
+        ("verbs_set_ops", st.verbs_set_ops, false),
+        ("verbs_sets_refused", st.verbs_sets_refused, false),
+        ("cpu_atomics", st.cpu_atomics, false),
+        ("ordering_waits", st.ordering_waits, false),
+        ("load_transitions", st.load_transitions, false),
+        ("load_yields", st.load_yields, false),
+    ];
+    assert_eq!(want.len(), PE_COUNTERS, "a PE word without a field here");
+    let id = tcp_pair_test::job(0x5E9);
+    let seg = StatsSegment::create(id, 0, 2).expect("a segment");
+    let (first, other) = (seg.slot().expect("a slot"), seg.slot().expect("a slot"));
+    first.set_pe(&pe_words(&st, true));
+    let path = seg.path().to_path_buf();
+    let one = Reader::open(&path).expect("readable").snapshot();
+    other.set_pe(&pe_words(&st, false));
+    let both = Reader::open(&path).expect("readable").snapshot();
+    for (name, v, pe_wide) in want {
+        let w = PeWord::ALL
+            .iter()
+            .find(|w| w.name() == name)
+            .unwrap_or_else(|| panic!("no PE word {name}"));
+        assert_eq!(pe_words(&st, true)[*w as usize - 1], v, "{name}");
+        assert_eq!(one.pe[name], v, "{name} from the first context");
+        let twice = if pe_wide { v } else { 2 * v };
+        assert_eq!(both.pe[name], twice, "{name} summed over two contexts");
+    }
+    drop((first, other));
+}

@@ -22,7 +22,7 @@
 //! | 16..16+16·T | a wide block per transport: the driver-wide counters ([`WideWord`]; TCP's on `tcp0`; verbs' are [`VerbsWord`]s) |
 //! | 512.. | a shared block per (peer, transport), peer-major, [`SHARED_WORDS`] words (one cache line; [`SharedWord`]): 0 sequence; 1 the state word ([`STATE_HEALTHY`], [`STATE_LOADED`], [`STATE_ROUTE`], [`STATE_DEAD`]); 2 replays, 3 dedup drops, 4 CRC failures (the socket driver's, per peer and rail, on `tcp<rail>`) |
 //! | after, page-aligned | the channel table: [`CHANNELS`] entries of [`CHANNEL_WORDS`] words (one cache line), one per live channel end of the PE: 0 the id (0 free; else the role ([`ChannelRole`]) in the low byte, the channel number above); 1 the peer (the other end's PE; a publisher's: its subscribers' count); 2 capacity (low half), message size (high); 3 flags ([`CHANNEL_DIRECT`], [`CHANNEL_DROP`]); 4..8 the counters ([`ChannelCounter`]) |
-//! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PeWord`]), a peer block per (peer, transport), peer-major ([`PeerWord`]), then the dense shared-memory row: [`SHM_ROW_WORDS`] words per peer (the shm leg's ops, and its bytes beyond 8 per op, wrapping: its bytes are 8 ops + that word; readers add both to the (peer, shm) block's), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
+//! | after, page-aligned | [`SLOTS`] context slots, each whole pages: its PE block ([`PE_WORDS`] words: the sequence, then the [`PeWord`]s, the rest zero), a peer block per (peer, transport), peer-major ([`PeerWord`]), then the dense shared-memory row: [`SHM_ROW_WORDS`] words per peer (the shm leg's ops, and its bytes beyond 8 per op, wrapping: its bytes are 8 ops + that word; readers add both to the (peer, shm) block's), then (page-aligned) a histogram per (op, transport), op-major ([`HIST_OPS`]; [`HIST_WORDS`] words each) |
 //!
 //! `T` is [`N_TRANSPORTS`] (shm, verbs, tcp0..tcp3). Every block starts with
 //! a sequence word; a counter block is [`BLOCK_WORDS`] words. A slot's
@@ -104,11 +104,19 @@ pub use text::{HistRow, peer_counter_names, prometheus, summary, ticks_to_ns};
 /// The magic word at offset 0.
 pub const MAGIC: u64 = switchyard_shm::STATS_MAGIC;
 /// The layout version this build writes and reads.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Transports with counters: shm, verbs, tcp0..tcp3 (the context's ids).
 pub const N_TRANSPORTS: usize = crate::context::N_TRANSPORTS as usize;
 /// Words of a counter block (the sequence word first).
 pub const BLOCK_WORDS: usize = 16;
+/// Words of a slot's PE block ([`PeWord`]; the sequence word first): two
+/// counter blocks' worth, so that [`Stats`](crate::context::Stats) can
+/// grow without another layout (version 5's was one block, full).
+pub const PE_WORDS: usize = 2 * BLOCK_WORDS;
+/// The counters of a PE block ([`PeWord::ALL`]): what
+/// [`StatsSlot::set_pe`] publishes.
+pub const PE_COUNTERS: usize = PeWord::ALL.len();
+const _: () = assert!(PE_COUNTERS < PE_WORDS, "the PE block is full");
 /// The operations with a latency histogram, in this order.
 pub const HIST_OPS: [&str; 3] = ["put", "get", "atomic"];
 /// Buckets of a histogram.
@@ -129,7 +137,7 @@ const STATE_OFF: usize = PAGE / 8;
 /// sequence word first).
 pub const SHARED_WORDS: usize = 8;
 /// A slot's peer blocks, after its PE block.
-const SLOT_PEER_REL: usize = BLOCK_WORDS;
+const SLOT_PEER_REL: usize = PE_WORDS;
 /// Words of a slot's dense shared-memory row per peer: ops, and the bytes
 /// beyond 8 per op (wrapping; the bytes are `8 ops + that`), outside any
 /// seqlock: the shm leg's count.
@@ -189,6 +197,18 @@ macro_rules! words {
                 match self { $($name::$v => $n,)* }
             }
         }
+        // `ALL` is in word order with no gap: a block published by position
+        // (`values[i]` into word `ALL[0] + i`) and read by word agree.
+        const _: () = {
+            let mut i = 0;
+            while i < $name::ALL.len() {
+                assert!(
+                    $name::ALL[i] as usize == $name::ALL[0] as usize + i,
+                    concat!(stringify!($name), "'s words are not dense and in order"),
+                );
+                i += 1;
+            }
+        };
     };
 }
 
@@ -273,8 +293,13 @@ words! {
         LinkRecordsSent = 14 => "link_records_sent",
         /// Link-state records applied.
         LinkRecordsApplied = 15 => "link_records_applied",
+        /// Verbs operations posted on the context's own QP sets.
+        VerbsSetOps = 16 => "verbs_set_ops",
+        /// Openings of the context's QP sets refused.
+        VerbsSetsRefused = 17 => "verbs_sets_refused",
     }
 }
+const _: () = assert!(PeWord::ALL[0] as usize == 1, "word 0 is the sequence");
 
 words! {
     /// Words of a wide block: one driver's own counters (published; TCP's
@@ -342,6 +367,9 @@ words! {
         ReceiptsWithheld = 15 => "receipts_withheld",
     }
 }
+
+const _: () = assert!(WideWord::ALL[0] as usize == 1 && VerbsWord::ALL[0] as usize == 1);
+const _: () = assert!(WideWord::ALL.len() < BLOCK_WORDS && VerbsWord::ALL.len() < BLOCK_WORDS);
 
 /// The transport index of verbs, whose wide block holds [`VerbsWord`]s.
 pub const VERBS_INDEX: usize = 1;
@@ -774,9 +802,9 @@ impl StatsSlot {
 
     /// Publishes this context's PE block (`values[i]` is word
     /// `PeWord::ALL[i]`).
-    pub fn set_pe(&self, values: &[u64; 15]) {
+    pub fn set_pe(&self, values: &[u64; PE_COUNTERS]) {
         let w = self.seg.map.words();
-        publish(&w[self.base..self.base + BLOCK_WORDS], values);
+        publish(&w[self.base..self.base + PE_WORDS], values);
     }
 
     /// One sampled latency of `ticks` for operation `op` (an index of

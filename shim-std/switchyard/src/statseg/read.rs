@@ -7,9 +7,10 @@ use switchyard_core::sync::atomic::{AtomicU64, Ordering, fence};
 
 use super::{
     BLOCK_WORDS, CHANNEL_WORDS, CHANNELS, CHANNELS_WORD, ChannelRow, HIST_BUCKETS, HIST_OPS,
-    HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS, PUBLISHES_WORD, PeWord, PeerWord, READY_WORD,
-    SHARED_WORDS, SHM_ROW_WORDS, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD, STATE_HEALTHY,
-    STATE_LOADED, STATE_ROUTE, SharedWord, VERSION, WIDE_OFF, chan::read_channel, shm_row, sys,
+    HIST_WORDS, Header, Layout, MAGIC, N_TRANSPORTS, PE_WORDS, PUBLISHES_WORD, PeWord, PeerWord,
+    READY_WORD, SHARED_WORDS, SHM_ROW_WORDS, SLOTS, SLOTS_USED_WORD, SLOTS_WORD, STATE_DEAD,
+    STATE_HEALTHY, STATE_LOADED, STATE_ROUTE, SharedWord, VERSION, WIDE_OFF, chan::read_channel,
+    shm_row, sys,
 };
 use crate::statseg::HistRow;
 
@@ -189,7 +190,7 @@ impl Reader {
             }
             sum
         };
-        let pe_block = summed(0, BLOCK_WORDS);
+        let pe_block = summed(0, PE_WORDS);
         let pe = named(
             PeWord::ALL
                 .iter()

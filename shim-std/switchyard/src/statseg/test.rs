@@ -85,7 +85,7 @@ fn a_segment_counts_and_reads_back() {
     seg.latency(0, 0, 20);
     seg.latency(0, 0, 1000);
     seg.op(0, 4, 1); // out of range: ignored
-    let mut pe = [0u64; 15];
+    let mut pe = [0u64; PE_COUNTERS];
     pe[0] = 7;
     seg.set_pe(&pe);
     let r = Reader::open(&path).unwrap();
@@ -168,7 +168,7 @@ fn snapshots_of_a_block_are_consistent_under_a_writer() {
         s.spawn(|| {
             // A published block (under its seqlock): every word i * k.
             for i in 1..=n {
-                let mut v = [0u64; 15];
+                let mut v = [0u64; PE_COUNTERS];
                 for (k, w) in v.iter_mut().enumerate() {
                     *w = i * (k as u64 + 1);
                 }
@@ -183,6 +183,9 @@ fn snapshots_of_a_block_are_consistent_under_a_writer() {
             let b = snap.pe["barriers"];
             assert_eq!(snap.pe["links_lost"], 3 * b, "a torn block");
             assert_eq!(snap.pe["progress_bursts"], 12 * b, "a torn block");
+            // The block's second cache line, under the same seqlock.
+            assert_eq!(snap.pe["verbs_set_ops"], 16 * b, "a torn block");
+            assert_eq!(snap.pe["verbs_sets_refused"], 17 * b, "a torn block");
             // Ops and bytes are whole words that only grow; a snapshot
             // may count an operation before its bytes.
             if let Some(p) = snap.peers.first() {
@@ -295,7 +298,7 @@ fn slots_are_summed_and_reused() {
                 }
                 slot.latency(0, 0, bytes);
                 slot.bump(0, 1, PeerWord::Retries);
-                let mut pe = [0u64; 15];
+                let mut pe = [0u64; PE_COUNTERS];
                 pe[0] = 1;
                 slot.set_pe(&pe);
             });
@@ -350,6 +353,8 @@ fn the_channel_table_sits_between_the_state_words_and_the_slots() {
         );
         assert_eq!(l.slots_off, l.chan_off + 2 * page);
         assert_eq!(l.slot(0), l.slots_off);
+        // The PE block, then the peer blocks.
+        assert_eq!(Layout::peer_rel(0, 0), PE_WORDS);
         assert_eq!(l.len, (l.slots_off + SLOTS * l.stride) * 8);
         // The dense shm row between the peer blocks and the histograms.
         assert_eq!(
@@ -471,8 +476,9 @@ fn a_segment_of_another_layout_version_is_refused() {
         .unwrap();
     use std::io::{Seek, SeekFrom, Write};
     // 3: the last layout before the shared (peer, transport) blocks; 4:
-    // the last before the dense shm rows.
-    for old in [3u32, 4] {
+    // the last before the dense shm rows; 5: the last with a one-block
+    // PE block (15 counters, without the QP set counters).
+    for old in [3u32, 4, 5] {
         f.seek(SeekFrom::Start(8)).unwrap();
         f.write_all(&old.to_le_bytes()).unwrap();
         let e = Reader::open(seg.path()).unwrap_err();
@@ -583,4 +589,68 @@ fn prometheus_and_summary_show_the_channels() {
         "{sum}"
     );
     drop((tx, pb));
+}
+
+#[test]
+fn every_pe_word_reads_back_under_its_name_and_in_its_place() {
+    let id = job(12);
+    let whole = StatsSegment::create(id, 0, 2).unwrap();
+    let r = Reader::open(whole.path()).unwrap();
+    let (a, b) = (whole.slot().unwrap(), whole.slot().unwrap());
+    // A distinct value per word, each slot its own (the reader sums them).
+    let va: [u64; PE_COUNTERS] = std::array::from_fn(|i| 1000 + i as u64);
+    let vb: [u64; PE_COUNTERS] = std::array::from_fn(|i| (i as u64 + 1) << 20);
+    a.set_pe(&va);
+    b.set_pe(&vb);
+    // The per-operation words of (PE 0, shm), right after the PE block.
+    a.op(0, 0, 8);
+    let w = whole.map.words();
+    for (i, word) in PeWord::ALL.iter().enumerate() {
+        // Word `i + 1` of the slot: where a reader of this layout looks.
+        assert_eq!(
+            w[a.base + *word as usize].load(Ordering::Relaxed),
+            va[i],
+            "{} at word {}",
+            word.name(),
+            *word as usize
+        );
+    }
+    // Nothing past the counters in the PE block.
+    for k in PE_COUNTERS + 1..PE_WORDS {
+        assert_eq!(
+            w[a.base + k].load(Ordering::Relaxed),
+            0,
+            "PE block word {k}"
+        );
+    }
+    let s = r.snapshot();
+    assert_eq!(s.pe.len(), PE_COUNTERS, "{:?}", s.pe);
+    for (i, word) in PeWord::ALL.iter().enumerate() {
+        assert_eq!(s.pe[word.name()], va[i] + vb[i], "{}", word.name());
+    }
+    assert_eq!(s.total(PeerWord::Ops), 1, "the peer blocks apart");
+    // The QP set counters, named, in every output.
+    let (ops, refused) = (
+        va[PeWord::VerbsSetOps as usize - 1] + vb[PeWord::VerbsSetOps as usize - 1],
+        va[PeWord::VerbsSetsRefused as usize - 1] + vb[PeWord::VerbsSetsRefused as usize - 1],
+    );
+    assert_eq!(
+        (s.pe["verbs_set_ops"], s.pe["verbs_sets_refused"]),
+        (ops, refused)
+    );
+    let text = prometheus(std::slice::from_ref(&s));
+    let job = format!("{id:016x}");
+    for (name, v) in [("verbs_set_ops", ops), ("verbs_sets_refused", refused)] {
+        let f = format!("switchyard_pe_{name}_total");
+        assert!(text.contains(&format!("# TYPE {f} counter\n")), "{text}");
+        let line = format!("{f}{{job_id=\"{job}\",pe=\"0\"}} {v}\n");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    let sum = summary(&s);
+    assert!(sum.contains(&format!("verbs_set_ops {ops}")), "{sum}");
+    assert!(
+        sum.contains(&format!("verbs_sets_refused {refused}")),
+        "{sum}"
+    );
+    drop((a, b));
 }
