@@ -207,6 +207,13 @@ fn stat_json_shows_the_counts_the_job_made_exactly() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     for pe in v["jobs"][0]["pes"].as_array().unwrap() {
         assert!(pe["pe"]["barriers"].as_u64().unwrap() >= 1, "{out}");
+        // The whole PE block, by name: every `Stats` counter it mirrors
+        // (the QP sets' `verbs_set_ops` and `verbs_sets_refused` too).
+        let block = pe["pe"].as_object().unwrap();
+        assert_eq!(block.len(), switchyard::statseg::PE_COUNTERS, "{out}");
+        for w in switchyard::statseg::PeWord::ALL {
+            assert!(block[w.name()].is_u64(), "{} in {out}", w.name());
+        }
         if pe["header"]["rank"] == 0 {
             let shm1 = pe["peers"]
                 .as_array()

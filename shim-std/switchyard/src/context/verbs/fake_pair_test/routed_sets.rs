@@ -16,7 +16,7 @@ use switchyard_core::route::Op;
 use super::*;
 use crate::{
     config::VerbsAtomics,
-    context::{Cmp, Pe, SHM},
+    context::{Cmp, Pe, SHM, Stats},
     test_alloc::{allocations, count_here},
 };
 
@@ -65,8 +65,8 @@ fn step(c: &mut Context, b: &Blocks, t: usize, i: usize) -> u64 {
 }
 
 /// PE 0's thread `t` on a context of its own; with the setting `on`, the
-/// switch checked. Returns its fetch-add results.
-fn thread_run(pe: &Pe, b: &Blocks, t: usize, on: bool, both: &Barrier) -> Vec<u64> {
+/// switch checked. Returns its fetch-add results and its last counters.
+fn thread_run(pe: &Pe, b: &Blocks, t: usize, on: bool, both: &Barrier) -> (Vec<u64>, Stats) {
     let mut c = pe.context().expect("a context per thread");
     let mut olds = Vec::with_capacity(OPS);
     // Before the set is up: on the shared driver (the first operation
@@ -132,7 +132,16 @@ fn thread_run(pe: &Pe, b: &Blocks, t: usize, on: bool, both: &Barrier) -> Vec<u6
     both.wait();
     c.add(&b.done, 0, 1, 1).unwrap();
     c.quiet().unwrap();
-    olds
+    // What the context publishes when it drops.
+    (olds, c.stats())
+}
+
+/// PE `ctx`'s stats segment, read now (from outside, as `switchyard stat`
+/// reads it).
+fn segment(ctx: &Context) -> crate::statseg::Snapshot {
+    crate::statseg::Reader::open(ctx.stats_segment().expect("a stats segment"))
+        .expect("readable")
+        .snapshot()
 }
 
 fn sets_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) -> Context {
@@ -151,17 +160,31 @@ fn sets_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
     if me == 0 {
         let pe = ctx.pe();
         let both = Barrier::new(THREADS);
-        let mut olds: Vec<u64> = thread::scope(|s| {
+        let (mut olds, last): (Vec<u64>, Vec<Stats>) = thread::scope(|s| {
             let hs: Vec<_> = (0..THREADS)
                 .map(|t| {
                     let (pe, b, both) = (&pe, &b, &both);
                     s.spawn(move || thread_run(pe, b, t, on, both))
                 })
                 .collect();
-            hs.into_iter()
-                .flat_map(|h| h.join().expect("a thread"))
-                .collect()
+            let mut olds = Vec::new();
+            let mut last = Vec::new();
+            for h in hs {
+                let (o, s) = h.join().expect("a thread");
+                olds.extend(o);
+                last.push(s);
+            }
+            (olds, last)
         });
+        // The threads' contexts published their counters when they
+        // dropped: the segment sums them (this context posts on no set).
+        let seg = segment(&ctx);
+        let own = ctx.stats();
+        assert_eq!((own.verbs_set_ops, own.verbs_sets_refused), (0, 0));
+        let set_ops: u64 = last.iter().map(|s| s.verbs_set_ops).sum();
+        assert_eq!(set_ops > 0, on, "{last:?}");
+        assert_eq!(seg.pe["verbs_set_ops"], set_ops, "{:?}", seg.pe);
+        assert_eq!(seg.pe["verbs_sets_refused"], 0, "{:?}", seg.pe);
         // Every fetch-add saw a distinct old value: none lost, none twice.
         olds.sort_unstable();
         assert!(olds.iter().enumerate().all(|(i, &o)| o == i as u64));
@@ -272,6 +295,14 @@ fn refused_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU
         assert_eq!(sa.verbs_set_ops, 1, "a on its set: {sa:?}");
         assert_eq!((sb.verbs_set_ops, sb.verbs_sets_refused), (0, 1), "{sb:?}");
         drop((a, b));
+        // Published when they dropped: the segment shows both counters.
+        let seg = segment(&ctx);
+        assert_eq!(
+            (seg.pe["verbs_set_ops"], seg.pe["verbs_sets_refused"]),
+            (1, 1),
+            "{:?}",
+            seg.pe
+        );
         step.store(1, Ordering::SeqCst);
     } else {
         until(&mut ctx, "PE 0 done", |_| step.load(Ordering::SeqCst) == 1);
