@@ -69,6 +69,9 @@ pub(super) struct Hook {
     /// The slot's operation counts per transport when this context took
     /// it (a slot keeps an earlier context's counts).
     ops_base: [u64; N_TRANSPORTS as usize],
+    /// The slot's PE block when this context took it: what the earlier
+    /// contexts of the slot published, to which this one adds its own.
+    pe_base: [u64; PE_COUNTERS],
     /// The trace clock at the start of the operation the trace samples, or 0.
     t0: u64,
     /// Set while a blocking operation waits for its reply: its latency is
@@ -84,6 +87,7 @@ impl Hook {
         let seg = seg.and_then(StatsSegment::slot);
         Hook {
             ops_base: seg.as_ref().map_or([0; _], StatsSlot::ops_by_transport),
+            pe_base: seg.as_ref().map_or([0; _], StatsSlot::pe_counts),
             shm: seg
                 .as_ref()
                 .map_or_else(ShmCounts::default, StatsSlot::shm_counts),
@@ -266,10 +270,15 @@ impl Context {
         }
     }
 
-    /// Publishes this context's PE block (its [`Stats`](super::Stats)).
+    /// Publishes this context's PE block (its [`Stats`](super::Stats),
+    /// added to what the slot's earlier contexts left).
     pub(super) fn sx_publish_pe(&self) {
         let Some(slot) = &self.sx.seg else { return };
-        slot.set_pe(&pe_words(&self.stats(), self.sx.owner));
+        let mut v = pe_words(&self.stats(), self.sx.owner);
+        for (v, b) in v.iter_mut().zip(self.sx.pe_base) {
+            *v = v.wrapping_add(b);
+        }
+        slot.set_pe(&v);
     }
 
     /// Publishes this context's PE block and, from the first context, the

@@ -800,6 +800,15 @@ impl StatsSlot {
         }
     }
 
+    /// The PE block's counters as last published (`[i]` is word
+    /// `PeWord::ALL[i]`): what an earlier context of this slot left, for
+    /// the next to add to (the slot is this handle's alone).
+    pub fn pe_counts(&self) -> [u64; PE_COUNTERS] {
+        let w = self.seg.map.words();
+        let b = &w[self.base + 1..self.base + 1 + PE_COUNTERS];
+        std::array::from_fn(|i| b[i].load(Ordering::Relaxed))
+    }
+
     /// Publishes this context's PE block (`values[i]` is word
     /// `PeWord::ALL[i]`).
     pub fn set_pe(&self, values: &[u64; PE_COUNTERS]) {

@@ -318,6 +318,10 @@ fn slots_are_summed_and_reused() {
     drop(b);
     let c = whole.slot().unwrap();
     assert_eq!(c.index(), 1);
+    // Its PE block as `b` left it, for the next context to add to.
+    let mut left = [0u64; PE_COUNTERS];
+    left[0] = 1;
+    assert_eq!(c.pe_counts(), left);
     c.op(0, 1, 1);
     let s = r.snapshot();
     assert_eq!((s.contexts, s.total(PeerWord::Ops)), (2, 2 * n + 1));

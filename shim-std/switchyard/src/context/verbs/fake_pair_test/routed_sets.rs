@@ -303,6 +303,16 @@ fn refused_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU
             "{:?}",
             seg.pe
         );
+        // A context that takes a's slot adds to its counts (its publish
+        // at drop does not wipe a's).
+        drop(pe.context().expect("context c"));
+        let seg = segment(&ctx);
+        assert_eq!(
+            (seg.pe["verbs_set_ops"], seg.pe["verbs_sets_refused"]),
+            (1, 1),
+            "after c: {:?}",
+            seg.pe
+        );
         step.store(1, Ordering::SeqCst);
     } else {
         until(&mut ctx, "PE 0 done", |_| step.load(Ordering::SeqCst) == 1);
