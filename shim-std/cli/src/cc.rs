@@ -1,7 +1,8 @@
 //! `switchyard cc [--show] [--static] [--pkg-config] [CC ARGS]...`: compiles and links
 //! OpenSHMEM C programs against `libswitchyard_shmem` (an `oshcc`
 //! equivalent). It runs the C compiler (`$SWITCHYARD_CC`, else `$CC`, else
-//! `cc`) with `-I` for `shmem.h`, then the caller's arguments, then `-L`,
+//! `cc`, split at whitespace as make does: `CC="c++ -std=gnu++11"` runs `c++`
+//! with `-std=gnu++11` first; no quoting) with `-I` for `shmem.h`, then the caller's arguments, then `-L`,
 //! an rpath, `-lswitchyard_shmem` and the system libraries the Rust library
 //! needs (`-lpthread -ldl -lm`, and with `--static` `-libverbs` in a build
 //! with the `verbs` feature, `-lpmix` in one with `pmix`: build the C API
@@ -111,15 +112,18 @@ fn clean(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// The compiler command line: compiler, `-I`, `args`, then the link flags
+/// The compiler command line: the words of `compiler` (split at whitespace),
+/// `-I`, `args`, then the link flags
 /// (the static library itself when `static_lib`, else `-L`, an rpath and
 /// `-lswitchyard_shmem`).
 pub fn command(compiler: &str, paths: &Paths, args: &[String], static_lib: bool) -> Vec<String> {
     let lib = paths.lib.display().to_string();
-    let mut v = vec![
-        compiler.to_string(),
-        format!("-I{}", paths.include.display()),
-    ];
+    // `CC="gcc -m32"`: the program, then its own words, as make runs it.
+    let mut v: Vec<String> = compiler.split_whitespace().map(String::from).collect();
+    if v.is_empty() {
+        v.push("cc".into());
+    }
+    v.push(format!("-I{}", paths.include.display()));
     v.extend(args.iter().cloned());
     if static_lib {
         v.push(paths.lib.join(LIB_NAMES[1]).display().to_string());
@@ -156,7 +160,8 @@ Compiles and links an OpenSHMEM C program against libswitchyard_shmem (an oshcc
 equivalent): runs the C compiler with -I for shmem.h, then CC ARGS untouched,
 then the library and the system libraries it needs.
 
-The compiler is $SWITCHYARD_CC, else $CC, else cc. shmem.h and the library are
+The compiler is $SWITCHYARD_CC, else $CC, else cc, split at whitespace as make
+does (CC=\"gcc -m32\" runs gcc with -m32 first). shmem.h and the library are
 found next to this executable (a cargo target directory) or in ../include and
 ../lib (an install prefix); $SWITCHYARD_SHMEM_INCLUDE and $SWITCHYARD_SHMEM_LIB
 override them.";
@@ -245,6 +250,10 @@ mod test {
         let c = command("gcc", &p, &["x.c".into(), "-o".into(), "x".into()], false);
         assert_eq!(c[0], "gcc");
         assert!(c[1].starts_with("-I") && c[2] == "x.c");
+        // A compiler with its own flags, as in `CC="c++ -std=gnu++11"`.
+        let c = command(" c++  -std=gnu++11\t-m64 ", &p, &["x.cpp".into()], false);
+        assert_eq!(c[..3], ["c++", "-std=gnu++11", "-m64"]);
+        assert!(c[3].starts_with("-I") && c[4] == "x.cpp", "{c:?}");
         assert!(c.contains(&"-lswitchyard_shmem".to_string()));
         let s = command("gcc", &p, &["x.c".into()], true);
         assert!(s.iter().any(|a| a.ends_with("/libswitchyard_shmem.a")));

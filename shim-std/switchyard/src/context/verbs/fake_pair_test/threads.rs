@@ -237,9 +237,14 @@ fn idle_raise_script(
     let sym: Sym<u64> = ctx.alloc(8).expect("alloc");
     ctx.barrier_all().unwrap();
     if me == 0 {
+        // The link must be up before it is broken (on a loaded machine the
+        // first health bit may still wait; the put would then go over TCP,
+        // fail nothing, and the quiet raise the link).
+        wait_up(&mut ctx);
         fabric.break_links();
         ctx.put(&sym, 0, &[1], 1).unwrap();
         ctx.quiet().unwrap();
+        assert!(ctx.stats().verbs_failovers >= 1, "{:?}", ctx.stats());
         assert_eq!(ctx.verbs_status().peers_up, 0, "the link failed");
         fabric.heal();
         let mut idle = ctx.pe().context().expect("an idle context");
