@@ -19,7 +19,7 @@
 //!
 //! Published every [`PUBLISH_NS`] from the progress step (`poll_once`),
 //! at init and when the context drops: the context's PE block (its
-//! [`Stats`](super::Stats) counters, `pe_words`: `verbs_set_ops` and
+//! [`Stats`] counters, `pe_words`: `verbs_set_ops` and
 //! `verbs_sets_refused` are the context's own, like `cpu_atomics`; the
 //! PE-wide `progress_bursts`, `verbs_failovers` and `verbs_replays` only
 //! from the first context, so the sum counts them once); and from the first
@@ -270,7 +270,7 @@ impl Context {
         }
     }
 
-    /// Publishes this context's PE block (its [`Stats`](super::Stats),
+    /// Publishes this context's PE block (its [`Stats`],
     /// added to what the slot's earlier contexts left).
     pub(super) fn sx_publish_pe(&self) {
         let Some(slot) = &self.sx.seg else { return };
