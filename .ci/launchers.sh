@@ -28,6 +28,7 @@
 #   LAUNCHER_CARDS   `cards` modes (default "all lazy")
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. .ci/shm-left.sh
 export CARGO_TERM_COLOR=never
 [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 # Open MPI refuses to start as root without these (CI runs as root).
@@ -84,7 +85,7 @@ for t in $tests; do
       [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
       # No launcher of ours removes the job's shared-memory objects here:
       # the PEs must (finalize, or shmem_global_exit before the abort).
-      left=$(comm -13 <(printf '%s\n' "$shm_before" | sort) <(ls /dev/shm | grep '^switchyard-' | sort) | grep . || true)
+      left=$(shm_left "$shm_before")
       [ -n "$left" ] && bad="${bad:+$bad; }$(printf '%s\n' "$left" | wc -l) shared-memory object(s) left behind ($(printf '%s\n' "$left" | head -n 3 | tr '\n' ' '))"
       while IFS= read -r line; do
         [ -n "$line" ] && ! grep -qF -- "$line" "$log.out" && bad="${bad:+$bad; }no '$line' on stdout"
@@ -129,7 +130,7 @@ if "$bin/switchyard" cc -std=c11 -Wall -Wextra -Werror -O1 "$out/no_finalize.c" 
     rc=$?
     lines=$(grep -c "no shmem_finalize" "$log.out")
     # Each PE removes its own objects at exit (no launcher of ours does).
-    left=$(comm -13 <(printf '%s\n' "$shm_before" | sort) <(ls /dev/shm | grep '^switchyard-' | sort) | grep -c . || true)
+    left=$(shm_left "$shm_before" | grep -c . || true)
     if [ "$rc" = 0 ] && [ "$lines" = 4 ] && [ "$left" = 0 ]; then
       passed=$((passed + 1))
     else

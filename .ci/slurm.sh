@@ -16,6 +16,7 @@
 #   SLURM_CARDS   `cards` modes (default "all lazy")
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. .ci/shm-left.sh
 export CARGO_TERM_COLOR=never
 [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 
@@ -129,7 +130,7 @@ for t in $tests; do
       [ "$rc" = "$want" ] || bad="exit $rc, expected $want"
       # No launcher of ours removes the job's shared-memory objects here:
       # the PEs must (finalize, or shmem_global_exit before the abort).
-      left=$(comm -13 <(printf '%s\n' "$shm_before" | sort) <(ls /dev/shm | grep '^switchyard-' | sort) | grep . || true)
+      left=$(shm_left "$shm_before")
       [ -n "$left" ] && bad="${bad:+$bad; }$(printf '%s\n' "$left" | wc -l) shared-memory object(s) left behind ($(printf '%s\n' "$left" | head -n 3 | tr '\n' ' '))"
       grep -q "cards from root" "$log.err" && bad="${bad:+$bad; }cards from the root under PMIx"
       if [ "$want" = 0 ]; then
