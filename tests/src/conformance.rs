@@ -166,6 +166,7 @@ pub fn bounds_are_enforced<H: Harness>() {
             width: AtomicWidth::W64,
             operand: 1,
             compare: 0,
+            fetch: true,
         },
     )
     .expect_err("out-of-bounds atomic");
@@ -206,6 +207,7 @@ pub fn atomics_match_reference<H: Harness>() {
                 width: w,
                 operand,
                 compare,
+                fetch: true,
             };
             let old = atomic(&mut t, off, op).expect("atomic");
             if op.is_fetching() {
@@ -218,6 +220,7 @@ pub fn atomics_match_reference<H: Harness>() {
             width: w,
             operand: 0,
             compare: 0,
+            fetch: true,
         };
         assert_eq!(atomic(&mut t, off, op).expect("fetch"), model);
     }
@@ -226,6 +229,7 @@ pub fn atomics_match_reference<H: Harness>() {
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     let e = atomic(&mut t, 4, op).expect_err("misaligned");
     assert_eq!(e.kind(), ErrorKind::Misaligned);

@@ -149,6 +149,7 @@ fn atomics_in_flight_at_a_cut_are_never_retried_blindly() {
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     // Posted at once (signaled): it reached the device, so its outcome
     // is unknown.
