@@ -90,6 +90,14 @@ impl Context {
             // A non-fetching one answers 0, as the generic loop's poll.
             return Ok(T::from_bits(if op.is_fetching() { old } else { 0 }));
         }
+        // A non-fetching one to a TCP rail under a `dedicated` progress
+        // thread: one push on this context's submission ring.
+        if !op.is_fetching()
+            && let Ok(route) = &sel
+            && self.ring_atomic(pe, off, op, route)
+        {
+            return Ok(T::from_bits(0));
+        }
         self.atomic_slow(sel, pe, off, op).map(T::from_bits)
     }
 
