@@ -597,10 +597,13 @@ impl Context {
     /// TCP rail, through this context's submission ring, as
     /// [`Context::ring_put`]: one entry of one slot, issued by the thread
     /// with `atomic_start`, complete by quiet. False (nothing done) as there,
-    /// or for a fetching atomic.
+    /// for a fetching atomic, or for one on this PE's own heap (the driver
+    /// applies that at once, and the C API's collectives count on it: a
+    /// decrement of their own link word must be seen by their next wait).
     #[inline]
     pub(super) fn ring_atomic(&mut self, pe: u32, off: u64, op: AtomicOp, route: &Route) -> bool {
         !op.is_fetching()
+            && pe != self.me
             && self.ring_push(pe, op.width.bytes(), route, FrameOp::Atomic, |rail| {
                 Entry::atomic(pe, off, op, rail, route.retry_allowed, route.context)
             })
