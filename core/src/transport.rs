@@ -102,13 +102,22 @@ pub struct AtomicOp {
     pub operand: u64,
     /// The value compare-swap compares with; ignored by the others.
     pub compare: u64,
+    /// Whether the caller wants the old value. `false` turns a fetching kind
+    /// (an add, a bitwise op) into a non-fetching atomic: the target still
+    /// applies `kind` (the wire encoding is the same), the initiator keeps
+    /// no per-op state for a result and drops any reply, and the op is
+    /// complete at the target after a quiet, like a put. `Set` never
+    /// returns a value, whatever this says.
+    pub fetch: bool,
 }
 
 impl AtomicOp {
-    /// Whether the op returns a value the caller waits for.
+    /// Whether the op returns a value the caller waits for: not for `Set`,
+    /// nor for any kind with [`fetch`](AtomicOp::fetch) `false` (both are
+    /// complete at the target after a quiet).
     #[inline]
     pub const fn is_fetching(&self) -> bool {
-        !matches!(self.kind, AtomicKind::Set)
+        self.fetch && !matches!(self.kind, AtomicKind::Set)
     }
 
     /// Applies the op to `old` and returns the new value (both truncated to the
@@ -360,7 +369,10 @@ pub trait Transport {
     fn get_poll(&mut self, ticket: &Ticket, dst: &mut [u8]) -> Result<bool, Self::Error>;
 
     /// Starts an atomic at `offset` of `peer`'s heap. A non-fetching op
-    /// (`Set`) completes by `quiet_poll`; a fetching one by `atomic_poll`.
+    /// (`Set`, or any kind with [`AtomicOp::fetch`] `false`) completes by
+    /// `quiet_poll`, and the driver frees whatever it kept for it without an
+    /// `atomic_poll` (nobody polls its ticket); a fetching one completes by
+    /// `atomic_poll`.
     ///
     /// # Errors
     ///
@@ -441,6 +453,7 @@ mod test {
             width,
             operand,
             compare,
+            fetch: true,
         }
     }
 
@@ -463,6 +476,18 @@ mod test {
         assert_eq!(op(FetchXor, W64, 0b110, 0).apply(0b011), 0b101);
         assert!(!op(Set, W64, 0, 0).is_fetching());
         assert!(op(Fetch, W64, 0, 0).is_fetching());
+        // `fetch` false: a non-fetching add, same semantics.
+        let add = AtomicOp {
+            fetch: false,
+            ..op(FetchAdd, W64, 5, 0)
+        };
+        assert!(!add.is_fetching() && op(FetchAdd, W64, 5, 0).is_fetching());
+        assert_eq!(add.apply(7), 12);
+        let set = AtomicOp {
+            fetch: true,
+            ..op(Set, W64, 3, 0)
+        };
+        assert!(!set.is_fetching(), "a set never fetches");
     }
 
     #[cfg(not(loom))]

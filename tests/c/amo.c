@@ -132,6 +132,35 @@ static void generic(int me, int n) {
     shmem_free(x);
 }
 
+/* Many non-fetching AMOs between quiets (they wait for no reply, complete
+ * at quiet): each PE adds, increments and XORs its own bit (an odd number of
+ * times) into PE 0's words; after its quiet a fetch sees at least its own
+ * increments, and after the barrier PE 0 sees exact totals: none lost, none
+ * applied twice (a doubled XOR would clear a bit). */
+static void many_non_fetching(int me, int n) {
+    enum { OPS = 1001 };
+    long *c = shmem_calloc(2, sizeof(long));
+    unsigned long *b = shmem_calloc(1, sizeof(unsigned long));
+    long sum = 0;
+    for (int i = 0; i < OPS; i++) {
+        shmem_long_atomic_add(&c[0], (long)(i % 3 + 1), 0);
+        shmem_long_atomic_inc(&c[1], 0);
+        shmem_ulong_atomic_xor(&b[0], 1UL << (me % 64), 0);
+        sum += i % 3 + 1;
+    }
+    shmem_quiet();
+    CHECK(shmem_long_atomic_fetch(&c[1], 0) >= OPS, "many inc: own after quiet");
+    shmem_barrier_all();
+    if (me == 0) {
+        CHECK(c[0] == sum * n, "many add total");
+        CHECK(c[1] == (long)OPS * n, "many inc total");
+        if (n < 64) CHECK(b[0] == (1UL << n) - 1, "many xor bits");
+    }
+    shmem_barrier_all();
+    shmem_free(b);
+    shmem_free(c);
+}
+
 int main(void) {
     shmem_init();
     int me = shmem_my_pe(), n = shmem_n_pes();
@@ -142,6 +171,7 @@ int main(void) {
     SHMEM_AMO_EXT_TYPES(RUN_EXT)
     SHMEM_AMO_BIT_TYPES(RUN_BIT)
     generic(me, n);
+    many_non_fetching(me, n);
     shmem_finalize();
     if (errors == 0 && me == 0) printf("amo: ok on %d PEs\n", n);
     return errors != 0;

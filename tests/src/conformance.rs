@@ -166,6 +166,7 @@ pub fn bounds_are_enforced<H: Harness>() {
             width: AtomicWidth::W64,
             operand: 1,
             compare: 0,
+            fetch: true,
         },
     )
     .expect_err("out-of-bounds atomic");
@@ -183,7 +184,8 @@ pub fn bounds_are_enforced<H: Harness>() {
     );
 }
 
-/// Every atomic kind and width matches [`AtomicOp::apply`]; misaligned ones fail.
+/// Every atomic kind and width, fetching or not, matches [`AtomicOp::apply`];
+/// misaligned ones fail.
 pub fn atomics_match_reference<H: Harness>() {
     let (mut t, _g) = H::pair(4096);
     let mut rng = Rng(42);
@@ -201,11 +203,15 @@ pub fn atomics_match_reference<H: Harness>() {
             } else {
                 w.truncate(rng.next_u64())
             };
+            // Every third one non-fetching (`fetch: false`, what an add or
+            // bitwise op without a result is): complete by quiet, and the
+            // next fetching one sees it applied once.
             let op = AtomicOp {
                 kind,
                 width: w,
                 operand,
                 compare,
+                fetch: i % 3 != 0,
             };
             let old = atomic(&mut t, off, op).expect("atomic");
             if op.is_fetching() {
@@ -218,6 +224,7 @@ pub fn atomics_match_reference<H: Harness>() {
             width: w,
             operand: 0,
             compare: 0,
+            fetch: true,
         };
         assert_eq!(atomic(&mut t, off, op).expect("fetch"), model);
     }
@@ -226,6 +233,7 @@ pub fn atomics_match_reference<H: Harness>() {
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     let e = atomic(&mut t, 4, op).expect_err("misaligned");
     assert_eq!(e.kind(), ErrorKind::Misaligned);

@@ -105,6 +105,7 @@ fn op(kind: AtomicKind, width: AtomicWidth, operand: u64, compare: u64) -> Atomi
         width,
         operand,
         compare,
+        fetch: true,
     }
 }
 

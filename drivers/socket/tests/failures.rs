@@ -742,6 +742,7 @@ fn backlog_moves_with_the_frames_on_failover() {
                 width: AtomicWidth::W64,
                 operand: 5,
                 compare: 0,
+                fetch: true,
             },
             CX,
         )
@@ -1070,6 +1071,7 @@ fn fetching_atomics_across_cuts_apply_exactly_once() {
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     let mut olds = Vec::with_capacity(N as usize);
     let mut i = 0;
@@ -1109,6 +1111,79 @@ fn fetching_atomics_across_cuts_apply_exactly_once() {
     assert!(st.reconnects > 0, "{st:?}");
     let b = pe1.finish();
     assert_eq!(heap_u64(&b, 512), N);
+}
+
+/// Non-fetching atomics (fetching kinds with `fetch: false`: what
+/// `shmem_atomic_add` and `_xor` become) across cuts: each returns a
+/// ticket with no table slot (answered at once), keeps nothing for the
+/// reply, completes by quiet, and applies exactly once: an add replayed
+/// twice would show in the sum, an XOR of one bit in the XOR word.
+#[test]
+fn non_fetching_atomics_across_cuts_apply_exactly_once() {
+    const N: u64 = 4_000;
+    let (mut a, pe1) = pair(config(0, 1), config(1, 1), 4096);
+    let add = |i: u64| AtomicOp {
+        kind: AtomicKind::FetchAdd,
+        width: AtomicWidth::W64,
+        operand: i % 7 + 1,
+        compare: 0,
+        fetch: false,
+    };
+    let xor = |i: u64| AtomicOp {
+        kind: AtomicKind::FetchXor,
+        width: AtomicWidth::W32,
+        operand: 1 << (i % 32),
+        compare: 0,
+        fetch: false,
+    };
+    assert!(!add(0).is_fetching() && !xor(0).is_fetching());
+    let (mut sum, mut bits) = (0u64, 0u64);
+    for i in 0..N {
+        let t = retry(&mut a, Duration::from_secs(20), |d| {
+            d.rail(0).atomic_start(1, 512, add(i), CX)
+        });
+        // Nothing to wait for: answered at once, no progress step.
+        assert_eq!(a.rail(0).atomic_poll(&t).expect("poll"), Some(0));
+        let t = retry(&mut a, Duration::from_secs(20), |d| {
+            d.rail(0).atomic_start(1, 1024, xor(i), CX)
+        });
+        assert_eq!(a.rail(0).atomic_poll(&t).expect("poll"), Some(0));
+        sum += i % 7 + 1;
+        bits ^= 1 << (i % 32);
+        if i % 500 == 250 {
+            a.debug_cut(1, 0);
+        }
+    }
+    quiet(&mut a, Duration::from_secs(10));
+    let st = a.stats();
+    assert!(st.reconnects > 0, "{st:?}");
+    // The table of fetching atomics is all free: one per slot still fits.
+    let fetch = AtomicOp {
+        kind: AtomicKind::Fetch,
+        width: AtomicWidth::W64,
+        operand: 0,
+        compare: 0,
+        fetch: true,
+    };
+    let t = retry(&mut a, Duration::from_secs(20), |d| {
+        d.rail(0).atomic_start(1, 512, fetch, CX)
+    });
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let got = loop {
+        a.progress(now());
+        if let Some(v) = a.rail(0).atomic_poll(&t).expect("atomic_poll") {
+            break v;
+        }
+        assert!(std::time::Instant::now() < end, "fetch never completed");
+    };
+    assert_eq!(got, sum, "adds lost or applied twice");
+    let b = pe1.finish();
+    assert_eq!(heap_u64(&b, 512), sum);
+    assert_eq!(
+        heap_u64(&b, 1024) & 0xFFFF_FFFF,
+        bits,
+        "an XOR applied twice or lost"
+    );
 }
 
 #[test]

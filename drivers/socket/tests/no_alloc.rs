@@ -105,6 +105,7 @@ fn data_path_does_not_allocate_after_connect() {
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     let mut round = |a: &mut SocketDriver, i: u64| {
         let len = 1 + (i as usize * 37) % src.len();

@@ -227,6 +227,7 @@ mod test {
             width,
             operand,
             compare,
+            fetch: true,
         }
     }
 

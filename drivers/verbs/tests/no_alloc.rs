@@ -84,6 +84,7 @@ fn round(a: &mut VerbsDriver, b: &mut VerbsDriver, buf: &[u8], out: &mut [u8]) {
             width,
             operand: 3,
             compare: 0,
+            fetch: true,
         };
         let t = a.atomic_start(1, 400_000, op, CX).expect("atomic");
         if op.is_fetching() {

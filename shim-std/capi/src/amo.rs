@@ -141,10 +141,17 @@ pub(crate) fn inc<T: Amo>(call: &'static str, dest: *mut T, pe: c_int) {
 }
 
 #[inline]
-fn bitwise<T: Amo>(call: &'static str, dest: *mut T, op: Bitwise, value: T, pe: c_int) -> T {
+fn fetch_bitwise<T: Amo>(call: &'static str, dest: *mut T, op: Bitwise, value: T, pe: c_int) -> T {
     T::from(on(call, "dest", dest.cast_const(), pe, |c, s, pe| {
         c.fetch_bitwise(s, 0, op, value.to(), pe)
     }))
+}
+
+#[inline]
+fn bitwise<T: Amo>(call: &'static str, dest: *mut T, op: Bitwise, value: T, pe: c_int) {
+    on(call, "dest", dest.cast_const(), pe, |c, s, pe| {
+        c.bitwise(s, 0, op, value.to(), pe)
+    })
 }
 
 /// Checks the `fetch` argument of an `_nbi` AMO before the operation runs
@@ -235,7 +242,7 @@ macro_rules! amo_std {
             fetch_inc(stringify!($finc), dest, pe)
         }
 
-        #[doc = concat!("`", stringify!($inc), "`: atomically adds 1.")]
+        #[doc = concat!("`", stringify!($inc), "`: atomically adds 1, complete at `pe` after a quiet.")]
         #[unsafe(no_mangle)]
         pub extern "C" fn $inc(dest: *mut $t, pe: c_int) {
             inc(stringify!($inc), dest, pe)
@@ -247,7 +254,7 @@ macro_rules! amo_std {
             fetch_add(stringify!($fadd), dest, value, pe)
         }
 
-        #[doc = concat!("`", stringify!($add), "`: atomically adds `value`.")]
+        #[doc = concat!("`", stringify!($add), "`: atomically adds `value`, complete at `pe` after a quiet.")]
         #[unsafe(no_mangle)]
         pub extern "C" fn $add(dest: *mut $t, value: $t, pe: c_int) {
             add(stringify!($add), dest, value, pe)
@@ -300,10 +307,10 @@ macro_rules! amo_bit {
         #[doc = concat!("`", stringify!($fop), "`: atomic bitwise ", stringify!($kind), ", returns the old value.")]
         #[unsafe(no_mangle)]
         pub extern "C" fn $fop(dest: *mut $t, value: $t, pe: c_int) -> $t {
-            bitwise(stringify!($fop), dest, Bitwise::$kind, value, pe)
+            fetch_bitwise(stringify!($fop), dest, Bitwise::$kind, value, pe)
         }
 
-        #[doc = concat!("`", stringify!($op), "`: atomic bitwise ", stringify!($kind), ".")]
+        #[doc = concat!("`", stringify!($op), "`: atomic bitwise ", stringify!($kind), ", complete at `pe` after a quiet.")]
         #[unsafe(no_mangle)]
         pub extern "C" fn $op(dest: *mut $t, value: $t, pe: c_int) {
             bitwise(stringify!($op), dest, Bitwise::$kind, value, pe);
@@ -317,7 +324,7 @@ macro_rules! amo_bit {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $fop_nbi(fetch_: *mut $t, dest: *mut $t, value: $t, pe: c_int) {
             check_fetch(stringify!($fop_nbi), fetch_);
-            let v = bitwise(stringify!($fop_nbi), dest, Bitwise::$kind, value, pe);
+            let v = fetch_bitwise(stringify!($fop_nbi), dest, Bitwise::$kind, value, pe);
             // SAFETY: the caller's contract.
             unsafe { deliver(stringify!($fop_nbi), fetch_, v) }
         }

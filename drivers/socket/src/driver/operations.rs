@@ -156,6 +156,7 @@ impl SocketDriver {
                 width: AtomicWidth::W64,
                 operand: signal.value,
                 compare: 0,
+                fetch: true,
             };
             self.ctx.heap.write(offset, src);
             self.ctx.heap.atomic(signal.offset, &op);

@@ -349,6 +349,7 @@ fn handle_frame(
                 width: AtomicWidth::W64,
                 operand: s.value,
                 compare: 0,
+                fetch: true,
             };
             ctx.heap.atomic(s.offset, &op);
         }
@@ -385,6 +386,7 @@ fn handle_frame(
                 },
                 operand: u64::from_le_bytes(p[..8].try_into().unwrap_or([0; 8])),
                 compare: u64::from_le_bytes(p[8..16].try_into().unwrap_or([0; 8])),
+                fetch: true,
             };
             let fetching = op.is_fetching();
             let slot = (seq % ATOMIC_CACHE as u64) as usize;

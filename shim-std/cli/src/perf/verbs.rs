@@ -223,6 +223,7 @@ fn measure(
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     let total = plan.warmup + plan.iters;
     if test == Test::PutBw {

@@ -1,5 +1,8 @@
 //! Atomic operations on symmetric integers: fetch-add, compare-swap, swap,
-//! fetch, add and set, each routed like a get (fetching) or a put.
+//! fetch, add and set, each routed like a get (fetching) or a put. The
+//! non-fetching ones (add, set, and the bitwise ops of
+//! [`Context::bitwise`](super::Context::bitwise)) wait for no reply: they are
+//! complete at the target after [`Context::quiet`](super::Context::quiet).
 
 use switchyard_core::{
     route::Op,
@@ -48,6 +51,10 @@ atomic_int!(u64, AtomicWidth::W64, u64);
 atomic_int!(i64, AtomicWidth::W64, u64);
 
 impl Context {
+    /// The atomic `kind` on element `at` of `pe`'s copy of `sym`. With
+    /// `fetch` false (and for `Set`) it returns 0 once issued, complete at
+    /// `pe` after a quiet ([`AtomicOp::fetch`]); otherwise the old value.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn atomic<T: AtomicInt>(
         &mut self,
         sym: &Sym<T>,
@@ -55,6 +62,7 @@ impl Context {
         kind: AtomicKind,
         operand: T,
         compare: T,
+        fetch: bool,
         pe: u32,
     ) -> Result<T> {
         let off = self.check(sym, at, 1)?;
@@ -63,6 +71,7 @@ impl Context {
             width: T::WIDTH,
             operand: operand.to_bits(),
             compare: compare.to_bits(),
+            fetch,
         };
         let rop = if op.is_fetching() {
             Op::FetchingAtomic
@@ -80,6 +89,14 @@ impl Context {
             self.leg_done(pe, len, FrameOp::Atomic, route);
             // A non-fetching one answers 0, as the generic loop's poll.
             return Ok(T::from_bits(if op.is_fetching() { old } else { 0 }));
+        }
+        // A non-fetching one to a TCP rail under a `dedicated` progress
+        // thread: one push on this context's submission ring.
+        if !op.is_fetching()
+            && let Ok(route) = &sel
+            && self.ring_atomic(pe, off, op, route)
+        {
+            return Ok(T::from_bits(0));
         }
         self.atomic_slow(sel, pe, off, op).map(T::from_bits)
     }
@@ -135,7 +152,7 @@ impl Context {
         value: T,
         pe: u32,
     ) -> Result<T> {
-        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, pe)
+        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, true, pe)
     }
 
     /// Atomically stores `new` if the element equals `expected`; returns the
@@ -152,7 +169,7 @@ impl Context {
         new: T,
         pe: u32,
     ) -> Result<T> {
-        self.atomic(sym, at, AtomicKind::CompareSwap, new, expected, pe)
+        self.atomic(sym, at, AtomicKind::CompareSwap, new, expected, true, pe)
     }
 
     /// Atomically stores `value`, returning the old value.
@@ -161,7 +178,7 @@ impl Context {
     ///
     /// As [`Context::put`].
     pub fn swap<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<T> {
-        self.atomic(sym, at, AtomicKind::Swap, value, value, pe)
+        self.atomic(sym, at, AtomicKind::Swap, value, value, true, pe)
     }
 
     /// Atomically reads the element.
@@ -171,18 +188,20 @@ impl Context {
     /// As [`Context::put`].
     pub fn fetch<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, pe: u32) -> Result<T> {
         let z = T::from_bits(0);
-        self.atomic(sym, at, AtomicKind::Fetch, z, z, pe)
+        self.atomic(sym, at, AtomicKind::Fetch, z, z, true, pe)
     }
 
     /// Atomically adds `value` to element `at` of `pe`'s copy of `sym`
-    /// (OpenSHMEM's `shmem_add`). Today a [`fetch_add`](Context::fetch_add)
-    /// whose old value is dropped: it returns once applied.
+    /// (OpenSHMEM's `shmem_atomic_add`; complete at `pe` after
+    /// [`Context::quiet`]). It waits for no reply: over TCP or RDMA it
+    /// returns once issued, like a put, and a [`Context::fence`] orders it
+    /// with this context's later puts and non-fetching atomics to `pe`.
     ///
     /// # Errors
     ///
     /// As [`Context::put`].
     pub fn add<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<()> {
-        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, pe)
+        self.atomic(sym, at, AtomicKind::FetchAdd, value, value, false, pe)
             .map(|_| ())
     }
 
@@ -192,7 +211,7 @@ impl Context {
     ///
     /// As [`Context::put`].
     pub fn set<T: AtomicInt>(&mut self, sym: &Sym<T>, at: usize, value: T, pe: u32) -> Result<()> {
-        self.atomic(sym, at, AtomicKind::Set, value, value, pe)
+        self.atomic(sym, at, AtomicKind::Set, value, value, false, pe)
             .map(|_| ())
     }
 }

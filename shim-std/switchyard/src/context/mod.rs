@@ -131,6 +131,8 @@
 //! # Ok::<(), switchyard::context::Error>(())
 //! ```
 
+#[cfg(test)]
+mod amo_test;
 mod atomic;
 #[cfg(test)]
 mod broadcast_test;

@@ -12,7 +12,7 @@ use super::{
     wait::{Limit, Watch},
 };
 
-/// A bitwise atomic operation ([`Context::fetch_bitwise`]).
+/// A bitwise atomic operation ([`Context::fetch_bitwise`], [`Context::bitwise`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bitwise {
     /// `old & operand`
@@ -21,6 +21,18 @@ pub enum Bitwise {
     Or,
     /// `old ^ operand`
     Xor,
+}
+
+impl Bitwise {
+    /// The atomic kind (also the wire encoding).
+    #[inline]
+    const fn kind(self) -> AtomicKind {
+        match self {
+            Bitwise::And => AtomicKind::FetchAnd,
+            Bitwise::Or => AtomicKind::FetchOr,
+            Bitwise::Xor => AtomicKind::FetchXor,
+        }
+    }
 }
 
 impl Context {
@@ -83,12 +95,27 @@ impl Context {
         value: T,
         pe: u32,
     ) -> Result<T> {
-        let kind = match op {
-            Bitwise::And => AtomicKind::FetchAnd,
-            Bitwise::Or => AtomicKind::FetchOr,
-            Bitwise::Xor => AtomicKind::FetchXor,
-        };
-        self.atomic(sym, at, kind, value, value, pe)
+        self.atomic(sym, at, op.kind(), value, value, true, pe)
+    }
+
+    /// Atomically applies `op` with `value` to element `at` of `pe`'s copy of
+    /// `sym` (OpenSHMEM's `shmem_atomic_and`, `_or`, `_xor`; complete at `pe`
+    /// after [`Context::quiet`]). It waits for no reply, as
+    /// [`Context::add`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::put`].
+    pub fn bitwise<T: AtomicInt>(
+        &mut self,
+        sym: &Sym<T>,
+        at: usize,
+        op: Bitwise,
+        value: T,
+        pe: u32,
+    ) -> Result<()> {
+        self.atomic(sym, at, op.kind(), value, value, false, pe)
+            .map(|_| ())
     }
 
     /// Collectively allocates `bytes` aligned to `align` (a power of two;

@@ -1,8 +1,9 @@
 //! The submission rings of a `dedicated` progress thread (`submit.rs`):
 //! small puts over TCP go through each context's ring, from several threads
 //! at once, and arrive once, in order, visible to a get that follows; a rail
-//! cut under a stream of them loses and doubles nothing; the ring put path
-//! allocates nothing; an entry taken back after a stall is counted once; a
+//! cut under a stream of them, or of non-fetching atomics, loses and doubles
+//! nothing; the ring put and add path allocates nothing; an entry (a put,
+//! or an atomic) taken back after a stall is counted once, applied once; a
 //! ring the progress thread does not drain fails the next operation with
 //! a timeout naming the peer instead of hanging it.
 
@@ -196,13 +197,15 @@ fn a_rail_cut_under_ring_puts_loses_and_doubles_nothing() {
 }
 
 #[test]
-fn ring_puts_allocate_nothing() {
+fn ring_puts_and_adds_allocate_nothing() {
     const ROUNDS: u64 = 200;
     let pair = Pair::near(job(0x5B03), steady());
     pair.run(|mut ctx| {
         dedicated(&mut ctx);
         let me = ctx.my_pe();
         let a: Sym<u64> = ctx.alloc(8).unwrap();
+        // Word 0 of `c` counts a ring add per round, over both passes.
+        let c: Sym<u64> = ctx.alloc(1).unwrap();
         for pass in 0..2 {
             ctx.barrier_all().unwrap();
             let before = allocations();
@@ -214,6 +217,7 @@ fn ring_puts_allocate_nothing() {
                     for k in 0..8 {
                         ctx.put(&a, k, &[i], 1).unwrap();
                     }
+                    ctx.add(&c, 0, 1, 1).unwrap();
                     if i % 16 == 15 {
                         ctx.quiet().unwrap();
                     }
@@ -223,7 +227,10 @@ fn ring_puts_allocate_nothing() {
             if pass == 1 {
                 count_here(false);
                 let n = allocations() - before;
-                assert_eq!(n, 0, "PE {me}: {n} allocations on the ring put path");
+                assert_eq!(
+                    n, 0,
+                    "PE {me}: {n} allocations on the ring put and add path"
+                );
             }
             ctx.barrier_all().unwrap();
         }
@@ -233,6 +240,9 @@ fn ring_puts_allocate_nothing() {
             let mut v = [0u64; 8];
             ctx.read_local(&a, 0, &mut v).unwrap();
             assert!(v.iter().all(|&x| x == ROUNDS - 1), "{v:?}");
+            let mut n = [0u64];
+            ctx.read_local(&c, 0, &mut n).unwrap();
+            assert_eq!(n, [2 * ROUNDS], "ring adds lost or applied twice");
         }
         ctx.barrier_all().unwrap();
         ctx.finalize().unwrap();
@@ -485,6 +495,131 @@ fn a_context_dropped_with_an_undrained_ring_issues_it_itself() {
             let mut got = [0u64; N];
             ctx.read_local(&data, 0, &mut got).unwrap();
             assert_eq!(got, core::array::from_fn(|i| i as u64 + 1));
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// Non-fetching atomics (`add`, `bitwise`, `set`, 64- and 32-bit) go
+/// through the ring as puts do: with the thread held off they wait in it
+/// (the ring's head names the peer: no put precedes them), counted when
+/// submitted; stalled and taken back by the quiet, each is re-issued
+/// through the routed loop once, counted once, applied once.
+#[test]
+fn ring_atomics_taken_back_after_a_stall_apply_once() {
+    const N: usize = 16;
+    let pair = Pair::near(job(0x5B08), steady());
+    pair.run(|mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let w: Sym<u64> = ctx.alloc(3).unwrap();
+        let h: Sym<u32> = ctx.alloc(2).unwrap();
+        let done: Sym<u64> = ctx.alloc(1).unwrap();
+        ctx.barrier_all().unwrap();
+        let (mut sum, mut bits, mut sum32) = (0u64, 0u64, 0u32);
+        for i in 0..N as u64 {
+            sum += i + 1;
+            bits ^= 1 << (3 * i % 64);
+            sum32 = sum32.wrapping_add(0xFFFF_0001);
+        }
+        if me == 0 {
+            pause(&ctx, true);
+            let before = ops(&ctx);
+            for i in 0..N as u64 {
+                ctx.add(&w, 0, i + 1, 1).unwrap();
+                ctx.bitwise(&w, 1, super::Bitwise::Xor, 1 << (3 * i % 64), 1)
+                    .unwrap();
+                ctx.add(&h, 1, 0xFFFF_0001, 1).unwrap();
+            }
+            ctx.set(&w, 2, 42, 1).unwrap();
+            assert_eq!(
+                ops(&ctx) - before,
+                3 * N as u64 + 1,
+                "counted when submitted"
+            );
+            let ring = ctx
+                .tcp
+                .as_ref()
+                .and_then(progress::Tcp::debug_ring)
+                .expect("the atomics went through a ring");
+            assert_eq!(ring.head_pe(), Some(1));
+            ring.debug_stall(None);
+            pause(&ctx, false);
+            ctx.quiet().unwrap();
+            assert!(ring.is_empty() && !ring.stalled(), "not taken back");
+            assert_eq!(
+                ops(&ctx) - before,
+                3 * N as u64 + 1,
+                "an atomic taken back was counted again when re-issued"
+            );
+            assert_eq!(ctx.fetch(&w, 0, 1).unwrap(), sum);
+            ctx.put(&done, 0, &[1], 1).unwrap();
+            ctx.quiet().unwrap();
+        } else {
+            assert_eq!(ctx.wait_until(&done, 0, Cmp::Eq, 1).unwrap(), 1);
+            let mut got = [0u64; 3];
+            ctx.read_local(&w, 0, &mut got).unwrap();
+            assert_eq!(got, [sum, bits, 42], "lost or applied twice");
+            let mut got32 = [0u32; 2];
+            ctx.read_local(&h, 0, &mut got32).unwrap();
+            assert_eq!(got32, [0, sum32], "32-bit: lost or applied twice");
+        }
+        ctx.barrier_all().unwrap();
+        ctx.finalize().unwrap();
+    });
+}
+
+/// Adds and XORs through the ring across rail cuts (two rails, rail 0 cut
+/// in the middle of each round): after each round's quiet the sum and the
+/// XOR are exact (an add replayed twice, or lost, shows), and the ring was
+/// used.
+#[test]
+fn a_rail_cut_under_ring_adds_loses_and_doubles_nothing() {
+    const ADDS: u64 = 256;
+    const ROUNDS: u64 = 3;
+    let pair = Pair::near(
+        job(0x5B09),
+        TcpConfig {
+            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+            ..TcpConfig::default()
+        },
+    );
+    let step = Arc::new(AtomicU32::new(0));
+    pair.run(move |mut ctx| {
+        dedicated(&mut ctx);
+        let me = ctx.my_pe();
+        let other = 1 - me;
+        let w: Sym<u64> = ctx.alloc(2).unwrap();
+        ctx.barrier_all().unwrap();
+        if me == 1 {
+            wait_for(&mut ctx, &step, 1, true);
+            rail_0_back(&mut ctx, other);
+        } else {
+            let (mut sum, mut bits) = (0u64, 0u64);
+            for r in 0..ROUNDS {
+                for i in 0..ADDS {
+                    if i == ADDS / 2 {
+                        ctx.tcp
+                            .as_mut()
+                            .map(progress::Tcp::get)
+                            .expect("a TCP driver")
+                            .debug_cut(1, 0);
+                        ctx.leave();
+                    }
+                    ctx.add(&w, 0, r + i + 1, 1).unwrap();
+                    ctx.bitwise(&w, 1, super::Bitwise::Xor, 1 << (i % 64), 1)
+                        .unwrap();
+                    sum += r + i + 1;
+                    bits ^= 1 << (i % 64);
+                }
+                ctx.quiet().unwrap();
+                assert_eq!(ctx.fetch(&w, 0, 1).unwrap(), sum, "round {r}: the sum");
+                assert_eq!(ctx.fetch(&w, 1, 1).unwrap(), bits, "round {r}: the XOR");
+                rail_0_back(&mut ctx, other);
+            }
+            assert!(uses_ring(&ctx), "the ring was never used");
+            step.store(1, Ordering::SeqCst);
         }
         ctx.barrier_all().unwrap();
         ctx.finalize().unwrap();

@@ -144,13 +144,10 @@ impl Context {
             width: AtomicWidth::W64,
             operand: sig.value,
             compare: sig.value,
+            // The signal's old value is not wanted: complete by quiet.
+            fetch: false,
         };
-        let rop = if op.is_fetching() {
-            Op::FetchingAtomic
-        } else {
-            Op::Atomic
-        };
-        let sel = self.select(pe, 8, rop, FrameOp::Atomic);
+        let sel = self.select(pe, 8, Op::Atomic, FrameOp::Atomic);
         self.atomic_slow(sel, pe, sig.offset, op).map(|_| ())
     }
 

@@ -19,6 +19,14 @@
 //! it is re-issued as the direct path issues it (one frame where it fits,
 //! otherwise put, fence, signal atomic).
 //!
+//! A non-fetching atomic (`add`, `bitwise`, `set`: complete by quiet, no
+//! reply awaited) routed to a TCP rail is one entry of one slot too: its
+//! kind in [`Entry::op`] (above [`ATOMIC`]), its width in [`Entry::len`],
+//! its operand in the data; the thread issues it with `Rail::atomic_start`
+//! (a non-fetching op keeps no ticket), in order with the ring's other
+//! entries. Taken back after a stall, it is re-issued through the routed
+//! loop as the direct path issues it.
+//!
 //! # Guarantees, by construction
 //!
 //! * **Nothing overtakes a ring entry.** Every other use of the driver by the
@@ -86,7 +94,7 @@ use switchyard_core::{
     ring::Producer,
     route::{ContextId, LoadWatermark, Op, Route},
     submit::{Issue, SubmitRing},
-    transport::{ErrorKind, Transport, TransportError},
+    transport::{AtomicOp, AtomicWidth, ErrorKind, Transport, TransportError},
     wire::{AtomicKind, FrameOp, FrameSignal},
 };
 use switchyard_socket::{Backlog, SocketDriver, SocketError};
@@ -129,7 +137,8 @@ pub(super) struct Entry {
     pub(super) rail: u8,
     /// The route's `retry_allowed`.
     pub(super) retry: u8,
-    /// [`PUT`], [`SIGNAL_SET`] or [`SIGNAL_ADD`].
+    /// [`PUT`], [`SIGNAL_SET`], [`SIGNAL_ADD`], or [`ATOMIC`] plus the
+    /// atomic's kind.
     pub(super) op: u8,
     /// The bytes.
     pub(super) data: [u8; INLINE],
@@ -162,7 +171,7 @@ impl Slot {
     fn span(&self) -> usize {
         let meta = self.0[2];
         let (len, op) = ((meta >> 32) as u8, (meta >> 56) as u8);
-        if op == PUT && usize::from(len) <= FIRST {
+        if (op == PUT && usize::from(len) <= FIRST) || op & ATOMIC != 0 {
             1
         } else {
             2
@@ -181,6 +190,10 @@ const PUT: u8 = 0;
 const SIGNAL_SET: u8 = 1;
 /// [`Entry::op`]: a `put_signal` that adds to the word.
 const SIGNAL_ADD: u8 = 2;
+/// [`Entry::op`]: a non-fetching atomic, of kind `op & 0x0F` (the
+/// [`AtomicKind`] encoding), width [`Entry::len`] bytes, operand in the
+/// first 8 bytes of the data. One slot.
+const ATOMIC: u8 = 0x10;
 
 impl Entry {
     /// An entry for `bytes` (at most [`INLINE`]).
@@ -228,6 +241,43 @@ impl Entry {
             SIGNAL_SET
         };
         e
+    }
+
+    /// An entry for the non-fetching atomic `op` (`op.is_fetching()` false;
+    /// its `compare` is not kept: no non-fetching kind reads it).
+    #[inline(always)]
+    pub(super) fn atomic(
+        pe: u32,
+        off: u64,
+        op: AtomicOp,
+        rail: u8,
+        retry: bool,
+        ctx: ContextId,
+    ) -> Entry {
+        debug_assert!(!op.is_fetching());
+        let mut e = Entry::new(pe, off, &op.operand.to_le_bytes(), rail, retry, ctx);
+        e.len = op.width.bytes() as u8;
+        e.op = ATOMIC | op.kind as u8;
+        e
+    }
+
+    /// The atomic of an atomic entry; `None` for the others.
+    #[inline]
+    pub(super) fn atomic_of(&self) -> Option<AtomicOp> {
+        if self.op & ATOMIC == 0 {
+            return None;
+        }
+        Some(AtomicOp {
+            kind: AtomicKind::from_u8(self.op & 0x0F)?,
+            width: if self.len == 4 {
+                AtomicWidth::W32
+            } else {
+                AtomicWidth::W64
+            },
+            operand: word(&self.data, 0),
+            compare: 0,
+            fetch: false,
+        })
     }
 
     /// The bytes of the put.
@@ -396,6 +446,11 @@ impl SubRing {
             } else if let Some(sig) = e.signal_of() {
                 d.rail(rail)
                     .put_signal(e.pe, e.off, e.bytes(), sig, e.ctx(self.me))
+            } else if let Some(op) = e.atomic_of() {
+                // Non-fetching: no ticket kept, nothing to poll.
+                d.rail(rail)
+                    .atomic_start(e.pe, e.off, op, e.ctx(self.me))
+                    .map(|_| ())
             } else {
                 d.rail(rail).put(e.pe, e.off, e.bytes(), e.ctx(self.me))
             };
@@ -535,6 +590,22 @@ impl Context {
                     route.retry_allowed,
                     route.context,
                 )
+            })
+    }
+
+    /// A non-fetching atomic (`op.is_fetching()` false) routed `route` to a
+    /// TCP rail, through this context's submission ring, as
+    /// [`Context::ring_put`]: one entry of one slot, issued by the thread
+    /// with `atomic_start`, complete by quiet. False (nothing done) as there,
+    /// for a fetching atomic, or for one on this PE's own heap (the driver
+    /// applies that at once, and the C API's collectives count on it: a
+    /// decrement of their own link word must be seen by their next wait).
+    #[inline]
+    pub(super) fn ring_atomic(&mut self, pe: u32, off: u64, op: AtomicOp, route: &Route) -> bool {
+        !op.is_fetching()
+            && pe != self.me
+            && self.ring_push(pe, op.width.bytes(), route, FrameOp::Atomic, |rail| {
+                Entry::atomic(pe, off, op, rail, route.retry_allowed, route.context)
             })
     }
 
@@ -713,6 +784,13 @@ impl Context {
                 }
             }
             let (pe, off, bytes) = (e.pe, e.off, e.bytes());
+            if let Some(op) = e.atomic_of() {
+                let sel = self.select(pe, op.width.bytes() as u64, Op::Atomic, FrameOp::Atomic);
+                if let Err(x) = self.atomic_slow(sel, pe, off, op) {
+                    first.get_or_insert(x);
+                }
+                continue;
+            }
             let r = match e.signal_of() {
                 Some(sig) => self.put_signal_redo(pe, off, bytes, sig),
                 None => self
@@ -751,6 +829,40 @@ mod tests {
         assert_eq!(e.bytes(), &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!((e.pe, e.off, e.rail, e.retry), (3, 64, 1, 1));
         assert_eq!(e.ctx(0), ctx());
+    }
+
+    /// A non-fetching atomic of every kind and width: one slot, and back
+    /// the same op (its `compare` is not kept); the other entries are not
+    /// atomics.
+    #[test]
+    fn an_atomic_entry_is_one_slot_and_keeps_its_op() {
+        use AtomicKind::*;
+        for kind in [FetchAdd, FetchAnd, FetchOr, FetchXor, Set] {
+            for (width, operand) in [
+                (AtomicWidth::W64, u64::MAX - 5),
+                (AtomicWidth::W32, 0xFFFF_FFF0),
+            ] {
+                let op = AtomicOp {
+                    kind,
+                    width,
+                    operand,
+                    compare: 0,
+                    fetch: false,
+                };
+                let e = Entry::atomic(3, 4096, op, 2, false, ctx());
+                let (first, second) = e.slots();
+                assert!(second.is_none(), "{op:?}: one slot");
+                assert_eq!(first.span(), 1);
+                let back = Entry::from_slots(&[first]);
+                assert_eq!(back.atomic_of(), Some(op), "{op:?}");
+                assert_eq!(back.signal_of(), None);
+                assert_eq!((back.pe, back.off, back.rail, back.retry), (3, 4096, 2, 0));
+            }
+        }
+        assert_eq!(
+            Entry::new(1, 0, &[0xFF; 8], 0, true, ctx()).atomic_of(),
+            None
+        );
     }
 
     #[test]

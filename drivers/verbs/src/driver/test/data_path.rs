@@ -49,6 +49,7 @@ fn data_path_on_the_fake_hca() {
         width: AtomicWidth::W32,
         operand: 9,
         compare: 0,
+        fetch: true,
     };
     let t = a.atomic_start(1, 800_004, swap, CTX).unwrap();
     while a.atomic_poll(&t).unwrap().is_none() {}
@@ -66,6 +67,61 @@ fn data_path_on_the_fake_hca() {
     assert_eq!(
         a.put(5, 0, &[1], CTX).unwrap_err().kind(),
         ErrorKind::InvalidPe
+    );
+    assert_eq!(a.stats().completion_errors, 0);
+}
+
+/// Non-fetching atomics of fetching kinds (`fetch: false`: a native 64-bit
+/// add, an emulated 32-bit XOR), far more than the driver has tickets, never
+/// polled: each ticket is freed by the op's completion, `quiet` waits for
+/// them, every one applied once, and every ticket is free afterwards.
+#[test]
+fn non_fetching_atomics_free_their_tickets_by_completion() {
+    let (mut a, _b, _f) = pair(VerbsConfig::default(), 1 << 20);
+    let tickets = a.tickets.len();
+    let n = 4 * tickets as u64 + 3;
+    let add = AtomicOp {
+        kind: AtomicKind::FetchAdd,
+        width: AtomicWidth::W64,
+        operand: 3,
+        compare: 0,
+        fetch: false,
+    };
+    let xor = |i: u64| AtomicOp {
+        kind: AtomicKind::FetchXor,
+        width: AtomicWidth::W32,
+        operand: 1 << (i % 32),
+        compare: 0,
+        fetch: false,
+    };
+    let mut bits = 0u64;
+    for i in 0..2 * n {
+        let (off, op) = if i % 2 == 0 {
+            (800_000, add)
+        } else {
+            bits ^= 1 << (i / 2 % 32);
+            (800_012, xor(i / 2))
+        };
+        let mut tries = 0;
+        loop {
+            match a.atomic_start(1, off, op, CTX) {
+                Ok(_) => break,
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+                    tries += 1;
+                    assert!(tries < 100_000, "no ticket came back");
+                    a.progress(Instant::default());
+                }
+            }
+        }
+    }
+    quiet(&mut a).unwrap();
+    assert_eq!(a.free_list.n, tickets, "a ticket was kept");
+    assert_eq!(fadd(&mut a, 800_000, 0).unwrap(), 3 * n);
+    assert_eq!(
+        get(&mut a, 1, 800_008, 8).unwrap(),
+        (bits << 32).to_le_bytes(),
+        "an XOR lost or applied twice (or its word's other half touched)"
     );
     assert_eq!(a.stats().completion_errors, 0);
 }

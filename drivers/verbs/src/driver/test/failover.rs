@@ -149,6 +149,7 @@ fn atomics_in_flight_at_a_cut_are_never_retried_blindly() {
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     // Posted at once (signaled): it reached the device, so its outcome
     // is unknown.
@@ -181,6 +182,52 @@ fn atomics_in_flight_at_a_cut_are_never_retried_blindly() {
         a.get_start(1, 0, 8, CTX).unwrap_err().kind(),
         ErrorKind::PeerDown
     );
+}
+
+/// A non-fetching add (`fetch: false`, nobody polls it) that reached the
+/// device before a cut may have run: the next quiet reports it as "outcome
+/// unknown", it is not offered for replay (a second add would count twice),
+/// and its ticket is free.
+#[test]
+fn a_non_fetching_add_in_flight_at_a_cut_is_reported_never_replayed() {
+    let (mut a, _b, f) = pair(VerbsConfig::default(), 1 << 16);
+    f.break_links();
+    let op = AtomicOp {
+        kind: AtomicKind::FetchAdd,
+        width: AtomicWidth::W64,
+        operand: 1,
+        compare: 0,
+        fetch: false,
+    };
+    a.atomic_start(1, 64, op, CTX).unwrap();
+    let mut e = None;
+    for _ in 0..10_000 {
+        match a.quiet_poll() {
+            Ok(true) => panic!("quiet completed over a lost add"),
+            Ok(false) => {
+                a.progress(Instant::default());
+            }
+            Err(err) => {
+                e = Some(err);
+                break;
+            }
+        }
+    }
+    let e = e.expect("quiet never reported the add");
+    assert!(
+        matches!(
+            e,
+            VerbsError::OutcomeUnknown {
+                peer: 1,
+                offset: 64
+            }
+        ),
+        "{e}"
+    );
+    let mut n = 0;
+    a.drain_replays(|_| n += 1);
+    assert_eq!(n, 0, "an add that may have run is never replayed");
+    assert_eq!(a.free_list.n, a.tickets.len(), "its ticket was kept");
 }
 
 /// A post refused in the middle of a put (its pieces' batch fills and

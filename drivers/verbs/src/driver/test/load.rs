@@ -72,6 +72,7 @@ fn the_backlog_rises_with_puts_and_gets_and_is_zero_after_quiet() {
         width: AtomicWidth::W64,
         operand: 1,
         compare: 0,
+        fetch: true,
     };
     a.atomic_start(1, 800_000, op, CTX).unwrap();
     assert_eq!(backlog(&a, 1), before);

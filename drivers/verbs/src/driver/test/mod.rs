@@ -130,6 +130,7 @@ fn fadd(a: &mut VerbsDriver, off: u64, n: u64) -> Result<u64> {
         width: AtomicWidth::W64,
         operand: n,
         compare: 0,
+        fetch: true,
     };
     let t = a.atomic_start(1, off, op, CTX)?;
     for _ in 0..10_000 {

@@ -24,7 +24,7 @@ use switchyard_verbs::fake::Fabric;
 
 use super::*;
 use crate::context::{
-    Cmp, PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS,
+    Bitwise, Cmp, PeerInfo, Setup, Sym, TCP, TRACE_RECORDS, VERBS,
     pes_test::{PeScript, run_pes},
     progress,
     tcp_pair_test::{self, WAIT},

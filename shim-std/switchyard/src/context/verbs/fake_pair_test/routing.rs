@@ -140,6 +140,64 @@ fn global_atomics_with_auto_and_cpu_forced() {
     pair(o, AtomicCap::Global, atomics_script(false));
 }
 
+/// Non-fetching atomics on the NIC (`verbs_atomics = nic`): PE 0 adds and
+/// XORs into words of PE 1 many times between quiets, more at once than the
+/// driver has tickets (each is freed by its completion, nobody polls it),
+/// all over verbs. After each quiet a fetch sees exactly the sum and the
+/// XOR: none lost, none applied twice; the 32-bit add runs the driver's
+/// compare-swap emulation.
+#[test]
+fn non_fetching_atomics_on_the_nic_complete_by_quiet() {
+    let o = Opts {
+        atomics: VerbsAtomics::Nic,
+        ..Opts::default()
+    };
+    pair(o, AtomicCap::Hca, |ctx: &mut Context| {
+        const ROUNDS: u64 = 3;
+        const OPS: u64 = 300;
+        let me = ctx.my_pe();
+        let w: Sym<u64> = ctx.alloc(2).expect("alloc");
+        let h: Sym<u32> = ctx.alloc(2).expect("alloc");
+        ctx.barrier_all().unwrap();
+        let (mut sum, mut bits, mut sum32) = (0u64, 0u64, 0u32);
+        for r in 0..ROUNDS {
+            if me == 0 {
+                let v0 = verbs_ops(ctx);
+                for i in 0..OPS {
+                    ctx.add(&w, 0, i % 3 + 1, 1).unwrap();
+                    ctx.bitwise(&w, 1, Bitwise::Xor, 1 << (i % 64), 1).unwrap();
+                    ctx.add(&h, 1, 2, 1).unwrap();
+                    sum += i % 3 + 1;
+                    bits ^= 1 << (i % 64);
+                    sum32 += 2;
+                }
+                let s = ctx.stats();
+                assert_eq!(verbs_ops(ctx) - v0, 3 * OPS, "{s:?}");
+                ctx.quiet().unwrap();
+                assert_eq!(ctx.fetch(&w, 0, 1).unwrap(), sum, "round {r}");
+                assert_eq!(ctx.fetch(&w, 1, 1).unwrap(), bits, "round {r}");
+                assert_eq!(ctx.fetch(&h, 1, 1).unwrap(), sum32, "round {r}");
+            }
+            ctx.barrier_all().unwrap();
+        }
+        if me == 1 {
+            let mut got = [0u64; 2];
+            ctx.read_local(&w, 0, &mut got).unwrap();
+            let mut got32 = [0u32; 2];
+            ctx.read_local(&h, 0, &mut got32).unwrap();
+            let n = ROUNDS * OPS;
+            let want_sum = (0..n).map(|i| i % OPS % 3 + 1).sum::<u64>();
+            assert_eq!(got[0], want_sum, "an add lost or applied twice");
+            assert_eq!(
+                got32,
+                [0, 2 * n as u32],
+                "a 32-bit add lost or applied twice"
+            );
+        }
+        ctx.barrier_all().unwrap();
+    });
+}
+
 /// The decision table of [`nic_atomics`].
 #[test]
 fn nic_atomics_rule() {
