@@ -62,6 +62,14 @@ fn steady() -> TcpConfig {
     }
 }
 
+/// Two rails (on 127.0.0.1 and 127.0.0.2), for the tests that cut one.
+fn two_rails() -> TcpConfig {
+    TcpConfig {
+        listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+        ..TcpConfig::default()
+    }
+}
+
 fn uses_ring(ctx: &Context) -> bool {
     ctx.tcp.as_ref().is_some_and(progress::Tcp::has_ring)
 }
@@ -143,13 +151,7 @@ fn a_rail_cut_under_ring_puts_loses_and_doubles_nothing() {
     /// Puts per round; rounds, each with a cut in its middle.
     const PUTS: usize = 256;
     const ROUNDS: usize = 3;
-    let pair = Pair::near(
-        job(0x5B02),
-        TcpConfig {
-            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
-            ..TcpConfig::default()
-        },
-    );
+    let pair = Pair::near(job(0x5B02), two_rails());
     let step = Arc::new(AtomicU32::new(0));
     pair.run(move |mut ctx| {
         dedicated(&mut ctx);
@@ -578,13 +580,7 @@ fn ring_atomics_taken_back_after_a_stall_apply_once() {
 fn a_rail_cut_under_ring_adds_loses_and_doubles_nothing() {
     const ADDS: u64 = 256;
     const ROUNDS: u64 = 3;
-    let pair = Pair::near(
-        job(0x5B09),
-        TcpConfig {
-            listen: vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
-            ..TcpConfig::default()
-        },
-    );
+    let pair = Pair::near(job(0x5B09), two_rails());
     let step = Arc::new(AtomicU32::new(0));
     pair.run(move |mut ctx| {
         dedicated(&mut ctx);

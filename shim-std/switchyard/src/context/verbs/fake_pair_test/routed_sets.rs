@@ -34,6 +34,16 @@ fn stamp(t: usize, i: usize) -> u64 {
 }
 
 /// Polls `c` until `f(c)` (bounded: 15 s).
+/// Runs `script` on a pair whose contexts open QP sets
+/// (`verbs_context_sets = on`), as `opts` says otherwise.
+fn run_sets(tag: u64, opts: Opts, script: Script) {
+    let opts = Opts {
+        context_sets: true,
+        ..opts
+    };
+    run_pair(tag, opts, VerbsConfig::default(), script);
+}
+
 fn until(c: &mut Context, what: &str, mut f: impl FnMut(&mut Context) -> bool) {
     let start = Instant::now();
     while !f(c) {
@@ -248,11 +258,10 @@ fn sets_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU32) ->
 #[test]
 fn contexts_switch_to_their_own_sets_and_post_nothing_more_on_the_shared_driver() {
     let opts = Opts {
-        context_sets: true,
         atomics: VerbsAtomics::Nic,
         ..Opts::default()
     };
-    run_pair(0xB1, opts, VerbsConfig::default(), sets_script);
+    run_sets(0xB1, opts, sets_script);
 }
 
 #[test]
@@ -330,11 +339,7 @@ fn refused_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU
 
 #[test]
 fn a_refused_set_leaves_the_context_on_the_shared_driver_for_good() {
-    let opts = Opts {
-        context_sets: true,
-        ..Opts::default()
-    };
-    run_pair(0xB3, opts, VerbsConfig::default(), refused_script);
+    run_sets(0xB3, Opts::default(), refused_script);
 }
 
 /// Words of a long put (8 KiB: `short_threshold`, so it takes verbs to a
@@ -429,10 +434,9 @@ fn cross_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
 fn a_fence_orders_a_sets_writes_and_tcps_both_ways() {
     let opts = Opts {
         routed: true,
-        context_sets: true,
         ..Opts::default()
     };
-    run_pair(0xB4, opts, VerbsConfig::default(), cross_script);
+    run_sets(0xB4, opts, cross_script);
 }
 
 /// Puts of the lock test.
@@ -524,11 +528,10 @@ fn unlocked_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &Atomic
 #[test]
 fn puts_on_a_set_take_no_entry_lock_and_allocate_nothing() {
     let opts = Opts {
-        context_sets: true,
         atomics: VerbsAtomics::Nic,
         ..Opts::default()
     };
-    run_pair(0xB5, opts, VerbsConfig::default(), unlocked_script);
+    run_sets(0xB5, opts, unlocked_script);
 }
 
 /// Runs `f` on `c` in a thread while `holder` keeps the PE's verbs state
@@ -679,11 +682,10 @@ fn quiet_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, step: &AtomicU32
 #[test]
 fn quiet_and_fence_wait_only_for_the_drivers_a_context_used() {
     let opts = Opts {
-        context_sets: true,
         atomics: VerbsAtomics::Cpu,
         ..Opts::default()
     };
-    run_pair(0xB8, opts, VerbsConfig::default(), quiet_script);
+    run_sets(0xB8, opts, quiet_script);
 }
 
 /// The PEs' first contexts, with the setting on, open their sets at their
@@ -717,11 +719,7 @@ fn first_use_script(mut ctx: Context, _: &Fabric, done: &AtomicU32, _: &AtomicU3
 
 #[test]
 fn the_first_contexts_open_their_sets_at_their_first_barrier() {
-    let opts = Opts {
-        context_sets: true,
-        ..Opts::default()
-    };
-    run_pair(0xB6, opts, VerbsConfig::default(), first_use_script);
+    run_sets(0xB6, Opts::default(), first_use_script);
 }
 
 /// Puts of the routed failover test: before the break (a third of the
@@ -857,9 +855,5 @@ fn routed_fail_script(
 
 #[test]
 fn a_routed_set_broken_mid_stream_loses_nothing_applies_nothing_twice_and_comes_back() {
-    let opts = Opts {
-        context_sets: true,
-        ..Opts::default()
-    };
-    run_pair(0xB7, opts, VerbsConfig::default(), routed_fail_script);
+    run_sets(0xB7, Opts::default(), routed_fail_script);
 }
